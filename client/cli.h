@@ -1,0 +1,49 @@
+/*
+ * cli.h — shared pieces of the `ckptsync` command line: options common to
+ * every command, output helpers (human and --json), progress display.
+ *
+ * Exit codes: 0 success, 1 failure, 2 usage error.
+ */
+#ifndef CKS_CLI_H
+#define CKS_CLI_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/buf.h"
+#include "base/config.h"
+#include "service/repo.h"
+
+#define EXIT_USAGE 2
+
+struct cli {
+    const char *config_path;   /* --config */
+    const char *state;         /* --state */
+    bool json;                 /* --json */
+    bool quiet;                /* -q */
+    struct config conf;
+    /* progress */
+    bool progress;
+    double t0, last;
+};
+
+int cli_load_config(struct cli *c);
+/* Loads the configuration and opens the repository; prints the error. */
+int cli_open_repo(struct cli *c, unsigned flags, struct repo **ret);
+void cli_progress(void *ud, uint64_t done, uint64_t total);
+void cli_progress_end(struct cli *c);
+void cli_human(uint64_t bytes, char *out, size_t cap);
+double cli_now(void);
+/* Prints buf to stdout (adding a newline). */
+void cli_print_json(struct buf *b);
+/* Parses a decimal integer for an option; returns 0 or prints and -1. */
+int cli_parse_i64(const char *opt, const char *s, int64_t min, int64_t max, int64_t *ret);
+
+int cmd_snapshot(struct cli *c, int argc, char **argv);
+int cmd_restore(struct cli *c, int argc, char **argv);
+int cmd_verify(struct cli *c, int argc, char **argv);
+int cmd_ls(struct cli *c, int argc, char **argv);
+int cmd_show(struct cli *c, int argc, char **argv);
+int cmd_chunks(struct cli *c, int argc, char **argv);
+
+#endif

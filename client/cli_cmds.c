@@ -1,0 +1,437 @@
+/*
+ * cli_cmds.c — the commands that run the engine in-process.
+ *
+ * Each command: parse its options (exit 2 on misuse, with the command's
+ * usage), open the repository, run one service, print a human summary or
+ * one JSON document on stdout.  Errors go to stderr, once, where handled.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/err.h"
+#include "base/fileio.h"
+#include "base/json.h"
+#include "base/log.h"
+#include "cli.h"
+#include "engine/fastcdc.h"
+#include "engine/hash.h"
+#include "service/restore.h"
+#include "service/snapshot.h"
+#include "service/verify.h"
+
+static int usage(const char *text, int code)
+{
+    fputs(text, code ? stderr : stdout);
+    return code;
+}
+
+
+/* ---- snapshot ---------------------------------------------------------- */
+
+static const char snapshot_usage[] =
+    "usage: ckptsync snapshot PATH --run NAME [--step N] [--instance TYPE] [--json]\n"
+    "Cuts PATH (a checkpoint directory or file) into chunks, stores the chunks no\n"
+    "region has, and commits the snapshot in every region.  Exit 0 when it is\n"
+    "committed in every region, 1 otherwise (it may still be durable: see output).\n";
+
+static void snapshot_json(const struct repo *r, const struct snapshot_result *s, int e)
+{
+    struct buf b = BUF_INIT;
+    struct json j;
+    json_init(&j, &b);
+    json_obj_begin(&j);
+    json_key(&j, "id"); json_str(&j, s->id);
+    json_key(&j, "root"); json_str(&j, s->root);
+    json_key(&j, "files"); json_u64(&j, s->files);
+    json_key(&j, "dirs"); json_u64(&j, s->dirs);
+    json_key(&j, "symlinks"); json_u64(&j, s->links);
+    json_key(&j, "bytes"); json_u64(&j, s->bytes);
+    json_key(&j, "files_unchanged"); json_u64(&j, s->files_unchanged);
+    json_key(&j, "chunks"); json_u64(&j, s->chunks);
+    json_key(&j, "new_chunks"); json_u64(&j, s->new_chunks);
+    json_key(&j, "new_bytes"); json_u64(&j, s->new_bytes);
+    json_key(&j, "stored_bytes"); json_u64(&j, s->stored_bytes);
+    json_key(&j, "dedup_ratio");
+    json_double(&j, s->new_bytes ? (double)s->bytes / (double)s->new_bytes : 0);
+    json_key(&j, "committed"); json_u64(&j, s->committed);
+    json_key(&j, "durable"); json_bool(&j, s->durable);
+    json_key(&j, "replicated"); json_bool(&j, e == 0);
+    json_key(&j, "regions");
+    json_arr_begin(&j);
+    for (size_t i = 0; i < s->nregions; i++) {
+        json_obj_begin(&j);
+        json_key(&j, "name"); json_str(&j, r->regions[i]->conf.name);
+        json_key(&j, "committed"); json_bool(&j, s->region[i].err == 0 && s->id[0]);
+        json_key(&j, "objects_put"); json_u64(&j, s->region[i].objects_put);
+        json_key(&j, "bytes_put"); json_u64(&j, s->region[i].bytes_put);
+        json_key(&j, "error");
+        if (s->region[i].err)
+            json_str(&j, s->region[i].msg);
+        else
+            json_null(&j);
+        json_obj_end(&j);
+    }
+    json_arr_end(&j);
+    json_obj_end(&j);
+    cli_print_json(&b);
+    buf_free(&b);
+}
+
+static void snapshot_human(const struct repo *r, const struct snapshot_result *s)
+{
+    char b1[32], b2[32], b3[32];
+    cli_human(s->bytes, b1, sizeof(b1));
+    cli_human(s->new_bytes, b2, sizeof(b2));
+    cli_human(s->stored_bytes, b3, sizeof(b3));
+    printf("snapshot %s (%s)\n", s->id, s->root);
+    printf("  files %llu (%llu unchanged), %s; chunks %llu, new %llu (%s raw, %s stored)\n",
+           (unsigned long long)s->files, (unsigned long long)s->files_unchanged, b1,
+           (unsigned long long)s->chunks, (unsigned long long)s->new_chunks, b2, b3);
+    printf("  dedup ratio %.2f\n", s->new_bytes ? (double)s->bytes / (double)s->new_bytes : 0.0);
+    for (size_t i = 0; i < s->nregions; i++) {
+        cli_human(s->region[i].bytes_put, b1, sizeof(b1));
+        if (s->region[i].err)
+            printf("  region %-12s FAILED: %s\n", r->regions[i]->conf.name, s->region[i].msg);
+        else
+            printf("  region %-12s committed (%llu objects, %s written)\n", r->regions[i]->conf.name,
+                   (unsigned long long)s->region[i].objects_put, b1);
+    }
+    printf("  %s: committed in %u of %zu regions\n",
+           s->committed == s->nregions ? "replicated" : s->durable ? "durable" : "NOT durable",
+           s->committed, s->nregions);
+}
+
+int cmd_snapshot(struct cli *c, int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"run", required_argument, NULL, 'r'}, {"step", required_argument, NULL, 's'},
+        {"instance", required_argument, NULL, 'i'}, {"help", no_argument, NULL, 'h'}, {0}};
+    struct snapshot_opts o = {.step = -1, .progress = cli_progress, .progress_ud = c};
+    struct snapshot_result res;
+    struct repo *r = NULL;
+    struct buf err = BUF_INIT;
+    int opt, e;
+
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        if (opt == 'r')
+            o.run = optarg;
+        else if (opt == 's' && cli_parse_i64("--step", optarg, 0, INT64_MAX, &o.step) < 0)
+            return EXIT_USAGE;
+        else if (opt == 'i')
+            o.instance = optarg;
+        else if (opt == 'h')
+            return usage(snapshot_usage, 0);
+        else if (opt != 's')
+            return usage(snapshot_usage, EXIT_USAGE);
+    }
+    if (optind != argc - 1 || !o.run)
+        return usage(snapshot_usage, EXIT_USAGE);
+    o.path = argv[optind];
+    if (cli_open_repo(c, REPO_CREATE, &r) < 0)
+        return 1;
+    e = snapshot_take(r, &o, &res, &err);
+    cli_progress_end(c);
+    if (e < 0 && e != CKS_E_QUORUM) {
+        log_error("snapshot of \"%s\" failed: %s", o.path, buf_str(&err));
+        repo_free(r);
+        buf_free(&err);
+        return 1;
+    }
+    if (c->json)
+        snapshot_json(r, &res, e);
+    else if (!c->quiet)
+        snapshot_human(r, &res);
+    if (e != 0)
+        log_error("snapshot %s is committed in %u of %zu regions%s", res.id, res.committed,
+                  res.nregions, res.durable ? " (durable, not replicated)" : ": NOT durable");
+    repo_free(r);
+    buf_free(&err);
+    return e == 0 ? 0 : 1;
+}
+
+/* ---- restore ----------------------------------------------------------- */
+
+static const char restore_usage[] =
+    "usage: ckptsync restore --run NAME (--latest | --snapshot ID) --to DIR [--force] [--json]\n"
+    "Restores a snapshot into DIR/<its root>: every chunk and every file verified,\n"
+    "written under a staging name, fsynced, then renamed into place.  A chunk that\n"
+    "is missing or corrupt in one region is fetched from another.\n";
+
+static void restore_print(struct cli *c, const struct repo *r, const struct restore_result *s,
+                          double secs)
+{
+    char b1[32], b2[32];
+    if (c->json) {
+        struct buf b = BUF_INIT;
+        struct json j;
+        json_init(&j, &b);
+        json_obj_begin(&j);
+        json_key(&j, "id"); json_str(&j, s->id);
+        json_key(&j, "root"); json_str(&j, s->root);
+        json_key(&j, "step"); json_i64(&j, s->step);
+        json_key(&j, "files"); json_u64(&j, s->files);
+        json_key(&j, "bytes"); json_u64(&j, s->bytes);
+        json_key(&j, "chunks"); json_u64(&j, s->chunks);
+        json_key(&j, "fetched_bytes"); json_u64(&j, s->fetched_bytes);
+        json_key(&j, "failovers"); json_u64(&j, s->failovers);
+        json_key(&j, "seconds"); json_double(&j, secs);
+        json_key(&j, "regions");
+        json_obj_begin(&j);
+        for (size_t i = 0; i < r->nregions; i++) {
+            json_key(&j, r->regions[i]->conf.name);
+            json_u64(&j, s->region_chunks[i]);
+        }
+        json_obj_end(&j);
+        json_obj_end(&j);
+        cli_print_json(&b);
+        buf_free(&b);
+        return;
+    }
+    if (c->quiet)
+        return;
+    cli_human(s->bytes, b1, sizeof(b1));
+    cli_human((uint64_t)((double)s->bytes / (secs > 0 ? secs : 1)), b2, sizeof(b2));
+    printf("restored %s (%s) step %lld: %llu files, %s in %.1fs (%s/s), %llu chunks verified",
+           s->id, s->root, (long long)s->step, (unsigned long long)s->files, b1, secs, b2,
+           (unsigned long long)s->chunks);
+    if (s->failovers)
+        printf(", %llu fetched from another region after a failure",
+               (unsigned long long)s->failovers);
+    printf("\n");
+}
+
+int cmd_restore(struct cli *c, int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"run", required_argument, NULL, 'r'}, {"snapshot", required_argument, NULL, 's'},
+        {"latest", no_argument, NULL, 'l'},    {"to", required_argument, NULL, 't'},
+        {"force", no_argument, NULL, 'f'},     {"help", no_argument, NULL, 'h'}, {0}};
+    struct restore_opts o = {.progress = cli_progress, .progress_ud = c};
+    struct restore_result res;
+    struct repo *r = NULL;
+    struct buf err = BUF_INIT;
+    bool latest = false;
+    int opt, e;
+
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (opt) {
+        case 'r': o.run = optarg; break;
+        case 's': o.id = optarg; break;
+        case 'l': latest = true; break;
+        case 't': o.target = optarg; break;
+        case 'f': o.force = true; break;
+        case 'h': return usage(restore_usage, 0);
+        default: return usage(restore_usage, EXIT_USAGE);
+        }
+    }
+    if (optind != argc || !o.run || !o.target || latest == (o.id != NULL))
+        return usage(restore_usage, EXIT_USAGE);
+    if (cli_open_repo(c, 0, &r) < 0)
+        return 1;
+    double t0 = cli_now();
+    e = restore_run(r, &o, &res, &err);
+    cli_progress_end(c);
+    if (e < 0)
+        log_error("restore of run '%s' into \"%s\" failed: %s", o.run, o.target, buf_str(&err));
+    else
+        restore_print(c, r, &res, cli_now() - t0);
+    repo_free(r);
+    buf_free(&err);
+    return e < 0 ? 1 : 0;
+}
+
+/* ---- verify ------------------------------------------------------------ */
+
+static const char verify_usage[] =
+    "usage: ckptsync verify [--run NAME] [--snapshot ID] [--json]\n"
+    "Reads back every chunk of the selected snapshots (default: all) from every\n"
+    "region and checks it against its digest.  One line per region; exit 0 only\n"
+    "when every region is complete and intact.\n";
+
+static void verify_print(struct cli *c, const struct repo *r, const struct verify_result *v)
+{
+    struct buf b = BUF_INIT;
+    struct json j;
+    json_init(&j, &b);
+    json_obj_begin(&j);
+    json_key(&j, "snapshots"); json_u64(&j, v->snapshots);
+    json_key(&j, "chunks"); json_u64(&j, v->chunks);
+    json_key(&j, "bytes"); json_u64(&j, v->bytes);
+    json_key(&j, "regions");
+    json_arr_begin(&j);
+    for (size_t i = 0; i < v->nregions; i++) {
+        const struct verify_region_result *g = &v->region[i];
+        const char *name = r->regions[i]->conf.name;
+        const char *state = g->err ? "unreachable" : verify_region_ok(g) ? "complete" : "INCOMPLETE";
+        if (!c->json && !c->quiet)
+            printf("region %-12s %s: %llu/%llu manifests, %llu chunks ok, %llu missing, %llu corrupt%s%s\n",
+                   name, state, (unsigned long long)g->manifests_ok,
+                   (unsigned long long)v->snapshots, (unsigned long long)g->chunks_ok,
+                   (unsigned long long)g->chunks_missing, (unsigned long long)g->chunks_corrupt,
+                   g->err ? ": " : "", g->err ? region_last_error(r->regions[i]) : "");
+        json_obj_begin(&j);
+        json_key(&j, "name"); json_str(&j, name);
+        json_key(&j, "state"); json_str(&j, state);
+        json_key(&j, "manifests_ok"); json_u64(&j, g->manifests_ok);
+        json_key(&j, "manifests_missing"); json_u64(&j, g->manifests_missing + g->manifests_bad);
+        json_key(&j, "chunks_ok"); json_u64(&j, g->chunks_ok);
+        json_key(&j, "chunks_missing"); json_u64(&j, g->chunks_missing);
+        json_key(&j, "chunks_corrupt"); json_u64(&j, g->chunks_corrupt);
+        json_key(&j, "error");
+        if (g->err)
+            json_str(&j, region_last_error(r->regions[i]));
+        else
+            json_null(&j);
+        json_obj_end(&j);
+    }
+    json_arr_end(&j);
+    json_obj_end(&j);
+    if (c->json)
+        cli_print_json(&b);
+    buf_free(&b);
+}
+
+int cmd_verify(struct cli *c, int argc, char **argv)
+{
+    static const struct option opts[] = {{"run", required_argument, NULL, 'r'},
+                                         {"snapshot", required_argument, NULL, 's'},
+                                         {"help", no_argument, NULL, 'h'}, {0}};
+    const char *run = NULL, *id = NULL;
+    struct verify_result v;
+    struct repo *r = NULL;
+    struct buf err = BUF_INIT;
+    int opt, e;
+
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        if (opt == 'r')
+            run = optarg;
+        else if (opt == 's')
+            id = optarg;
+        else if (opt == 'h')
+            return usage(verify_usage, 0);
+        else
+            return usage(verify_usage, EXIT_USAGE);
+    }
+    if (optind != argc || (id && !run))
+        return usage(verify_usage, EXIT_USAGE);
+    if (cli_open_repo(c, 0, &r) < 0)
+        return 1;
+    e = verify_run(r, run, id, cli_progress, c, &v, &err);
+    cli_progress_end(c);
+    if (e < 0 && e != CKS_E_DIGEST)
+        log_error("verify failed: %s", buf_str(&err));
+    else
+        verify_print(c, r, &v);
+    repo_free(r);
+    buf_free(&err);
+    return e < 0 ? 1 : 0;
+}
+
+/* ---- chunks ------------------------------------------------------------ */
+
+static const char chunks_usage[] =
+    "usage: ckptsync chunks FILE [--min N --avg N --max N] [--nc N]\n"
+    "Prints one line per FastCDC chunk of FILE: offset length sha256.  Sizes\n"
+    "default to the configuration's [chunker] and accept K/M/G suffixes.\n";
+
+static int chunks_print(const struct fastcdc *cdc, int fd, const char *path)
+{
+    size_t cap = 2 * cdc->max, start = 0, end = 0;
+    uint8_t *buf = malloc(cap);
+    uint64_t off = 0;
+    bool eof = false;
+    if (!buf)
+        return -ENOMEM;
+    for (;;) {
+        if (!eof && end - start < cdc->max) {
+            memmove(buf, buf + start, end - start);
+            end -= start;
+            start = 0;
+            ssize_t n = fileio_read_full(fd, buf + end, cap - end);
+            if (n < 0) {
+                log_error("reading \"%s\": %s", path, strerror((int)-n));
+                free(buf);
+                return (int)n;
+            }
+            eof = (size_t)n < cap - end;
+            end += (size_t)n;
+        }
+        if (start == end)
+            break;
+        size_t len = fastcdc_cut(cdc, buf + start, end - start, eof);
+        uint8_t id[HASH_LEN];
+        char hex[HASH_HEX_LEN + 1];
+        hash_sha256(buf + start, len, id);
+        hex_encode(id, HASH_LEN, hex);
+        printf("%llu %zu %s\n", (unsigned long long)off, len, hex);
+        off += len;
+        start += len;
+    }
+    free(buf);
+    return 0;
+}
+
+int cmd_chunks(struct cli *c, int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"min", required_argument, NULL, 'm'}, {"avg", required_argument, NULL, 'a'},
+        {"max", required_argument, NULL, 'x'}, {"nc", required_argument, NULL, 'n'},
+        {"help", no_argument, NULL, 'h'}, {0}};
+    const char *smin = NULL, *savg = NULL, *smax = NULL, *snc = NULL;
+    uint64_t v[3];
+    int64_t nc;
+    struct fastcdc cdc;
+    int opt, fd, e;
+
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (opt) {
+        case 'm': smin = optarg; break;
+        case 'a': savg = optarg; break;
+        case 'x': smax = optarg; break;
+        case 'n': snc = optarg; break;
+        case 'h': return usage(chunks_usage, 0);
+        default: return usage(chunks_usage, EXIT_USAGE);
+        }
+    }
+    if (optind != argc - 1)
+        return usage(chunks_usage, EXIT_USAGE);
+    if (cli_load_config(c) < 0)
+        return 1;
+    v[0] = c->conf.chunk_min;
+    v[1] = c->conf.chunk_avg;
+    v[2] = c->conf.chunk_max;
+    nc = c->conf.normalization;
+    const char *given[3] = {smin, savg, smax}, *names[3] = {"--min", "--avg", "--max"};
+    for (int i = 0; i < 3; i++)
+        if (given[i] && config_parse_size(given[i], &v[i]) < 0) {
+            fprintf(stderr, "ckptsync: %s: '%s' is not a size\n", names[i], given[i]);
+            return EXIT_USAGE;
+        }
+    if (snc && cli_parse_i64("--nc", snc, 0, 3, &nc) < 0)
+        return EXIT_USAGE;
+    if (fastcdc_init(&cdc, (size_t)v[0], (size_t)v[1], (size_t)v[2], (unsigned)nc) < 0) {
+        fprintf(stderr, "ckptsync: chunker sizes %llu/%llu/%llu/nc %lld are not valid "
+                "(need %u <= min <= avg <= max <= %u)\n", (unsigned long long)v[0],
+                (unsigned long long)v[1], (unsigned long long)v[2], (long long)nc,
+                FASTCDC_MIN_SIZE, FASTCDC_MAX_SIZE);
+        return EXIT_USAGE;
+    }
+    fd = open(argv[optind], O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        log_error("opening \"%s\": %s", argv[optind], strerror(errno));
+        return 1;
+    }
+    e = chunks_print(&cdc, fd, argv[optind]);
+    close(fd);
+    return e < 0 ? 1 : 0;
+}

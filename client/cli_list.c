@@ -1,0 +1,392 @@
+/*
+ * cli_list.c — `ls` and `show`: what snapshots exist, and what one holds.
+ *
+ * `ls` reads the local index by default (fast, works offline); `--remote`
+ * asks the regions themselves, which is what a fresh instance with an
+ * empty index needs, and counts in how many regions each manifest stands.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/err.h"
+#include "base/json.h"
+#include "base/log.h"
+#include "cli.h"
+#include "service/restore.h"
+
+static void fmt_time(int64_t t, char *out, size_t cap)
+{
+    struct tm tm;
+    time_t tt = (time_t)t;
+    gmtime_r(&tt, &tm);
+    strftime(out, cap, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+struct row {
+    char run[MANIFEST_MAX_FIELD + 1];
+    char id[MANIFEST_ID_MAX + 1];
+    int64_t step, time;
+    uint64_t files, bytes;
+    unsigned regions;
+};
+
+struct rows {
+    struct row *v;
+    size_t n, cap;
+};
+
+static struct row *rows_add(struct rows *l)
+{
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 32;
+        struct row *v = realloc(l->v, cap * sizeof(*v));
+        if (!v)
+            return NULL;
+        l->v = v;
+        l->cap = cap;
+    }
+    memset(&l->v[l->n], 0, sizeof(l->v[0]));
+    return &l->v[l->n++];
+}
+
+static int row_cmp(const void *a, const void *b)
+{
+    const struct row *x = a, *y = b;
+    int c = strcmp(x->run, y->run);
+    return c ? c : strcmp(x->id, y->id);
+}
+
+/* ---- local ------------------------------------------------------------- */
+
+struct local_ctx {
+    struct rows *rows;
+    uint32_t mask;
+};
+
+static int local_cb(void *ud, const char *run, const char *id, const struct index_snap *s)
+{
+    struct local_ctx *lc = ud;
+    struct row *w = rows_add(lc->rows);
+    if (!w)
+        return -ENOMEM;
+    snprintf(w->run, sizeof(w->run), "%s", run);
+    snprintf(w->id, sizeof(w->id), "%s", id);
+    w->step = s->step;
+    w->time = s->time;
+    w->files = s->nfiles;
+    w->bytes = s->bytes;
+    w->regions = (unsigned)__builtin_popcount(s->committed & lc->mask);
+    return 0;
+}
+
+static int ls_local(struct repo *r, const char *run, struct rows *rows)
+{
+    struct index_txn *t;
+    struct local_ctx lc = {rows, 0};
+    for (size_t i = 0; i < r->nregions; i++)
+        lc.mask |= 1u << r->regions[i]->slot;
+    int e = index_txn_begin(r->ix, false, &t);
+    if (e < 0)
+        return e;
+    e = index_snap_foreach(t, run, local_cb, &lc);
+    index_txn_abort(t);
+    return e;
+}
+
+/* ---- remote ------------------------------------------------------------ */
+
+struct remote_ctx {
+    struct rows *rows;
+    const char *run;
+    const char *id;            /* only this id, when set */
+};
+
+static int remote_cb(void *ud, const char *key, uint64_t size)
+{
+    struct remote_ctx *rc = ud;
+    const char *rest = key + 10, *slash;
+    (void)size;
+    if (strncmp(key, "snapshots/", 10) || !(slash = strchr(rest, '/')) || strchr(slash + 1, '/'))
+        return 0;
+    size_t rl = (size_t)(slash - rest);
+    if (rl > MANIFEST_MAX_FIELD || strlen(slash + 1) > MANIFEST_ID_MAX)
+        return 0;
+    if (rc->id && strcmp(slash + 1, rc->id))
+        return 0;
+    for (size_t k = 0; k < rc->rows->n; k++) {
+        struct row *w = &rc->rows->v[k];
+        if (strlen(w->run) == rl && !strncmp(w->run, rest, rl) && !strcmp(w->id, slash + 1)) {
+            w->regions++;
+            return 0;
+        }
+    }
+    struct row *w = rows_add(rc->rows);
+    if (!w)
+        return -ENOMEM;
+    snprintf(w->run, sizeof(w->run), "%.*s", (int)rl, rest);
+    snprintf(w->id, sizeof(w->id), "%s", slash + 1);
+    w->regions = 1;
+    return 0;
+}
+
+static int ls_remote(struct repo *r, const char *run, const char *id, struct rows *rows)
+{
+    struct remote_ctx rc = {rows, run, id};
+    char prefix[REGION_KEY_MAX];
+    int e;
+    if (run)
+        snprintf(prefix, sizeof(prefix), "snapshots/%s/", run);
+    else
+        snprintf(prefix, sizeof(prefix), "snapshots/");
+    for (size_t i = 0; i < r->nregions; i++) {
+        if (r->health[i])
+            continue;
+        e = region_list(r->regions[i], prefix, remote_cb, &rc);
+        if (e == -ENOMEM)
+            return e;
+        if (e < 0 && e != -ENOENT)
+            log_warn("%s", region_last_error(r->regions[i]));
+    }
+    for (size_t k = 0; k < rows->n; k++) {
+        struct row *w = &rows->v[k];
+        struct manifest m;
+        struct buf err = BUF_INIT;
+        if (restore_find(r, w->run, w->id, &m, NULL, &err) == 0) {
+            w->step = m.step;
+            w->time = m.time;
+            for (size_t f = 0; f < m.nfiles; f++) {
+                w->files += m.files[f].type == MFILE_REG;
+                w->bytes += m.files[f].size;
+            }
+            manifest_free(&m);
+        } else {
+            log_warn("%s", buf_str(&err));
+        }
+        buf_free(&err);
+    }
+    return 0;
+}
+
+static void ls_print(struct cli *c, const struct repo *r, struct rows *rows)
+{
+    qsort(rows->v, rows->n, sizeof(*rows->v), row_cmp);
+    if (c->json) {
+        struct buf b = BUF_INIT;
+        struct json j;
+        json_init(&j, &b);
+        json_arr_begin(&j);
+        for (size_t k = 0; k < rows->n; k++) {
+            const struct row *w = &rows->v[k];
+            json_obj_begin(&j);
+            json_key(&j, "run"); json_str(&j, w->run);
+            json_key(&j, "id"); json_str(&j, w->id);
+            json_key(&j, "step"); json_i64(&j, w->step);
+            json_key(&j, "time"); json_i64(&j, w->time);
+            json_key(&j, "files"); json_u64(&j, w->files);
+            json_key(&j, "bytes"); json_u64(&j, w->bytes);
+            json_key(&j, "regions"); json_u64(&j, w->regions);
+            json_key(&j, "durable"); json_bool(&j, w->regions >= r->conf.quorum);
+            json_obj_end(&j);
+        }
+        json_arr_end(&j);
+        cli_print_json(&b);
+        buf_free(&b);
+        return;
+    }
+    printf("%-16s %-34s %10s %-20s %7s %10s %s\n", "RUN", "SNAPSHOT", "STEP", "TIME", "FILES",
+           "SIZE", "REGIONS");
+    for (size_t k = 0; k < rows->n; k++) {
+        const struct row *w = &rows->v[k];
+        char t[32], sz[32], step[24];
+        fmt_time(w->time, t, sizeof(t));
+        cli_human(w->bytes, sz, sizeof(sz));
+        if (w->step >= 0)
+            snprintf(step, sizeof(step), "%lld", (long long)w->step);
+        else
+            snprintf(step, sizeof(step), "-");
+        printf("%-16s %-34s %10s %-20s %7llu %10s %u/%zu\n", w->run, w->id, step, t,
+               (unsigned long long)w->files, sz, w->regions, r->nregions);
+    }
+}
+
+static const char ls_usage[] =
+    "usage: ckptsync ls [--run NAME] [--remote] [--json]\n"
+    "Lists snapshots known to the local index, or (--remote) stored in the regions,\n"
+    "with the number of regions that committed each.\n";
+
+int cmd_ls(struct cli *c, int argc, char **argv)
+{
+    static const struct option opts[] = {{"run", required_argument, NULL, 'r'},
+                                         {"remote", no_argument, NULL, 'R'},
+                                         {"help", no_argument, NULL, 'h'}, {0}};
+    const char *run = NULL;
+    bool remote = false;
+    struct rows rows = {0};
+    struct repo *r;
+    int opt, e;
+
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        if (opt == 'r')
+            run = optarg;
+        else if (opt == 'R')
+            remote = true;
+        else if (opt == 'h')
+            return fputs(ls_usage, stdout), 0;
+        else
+            return fputs(ls_usage, stderr), EXIT_USAGE;
+    }
+    if (optind != argc)
+        return fputs(ls_usage, stderr), EXIT_USAGE;
+    if (run && manifest_run_check(run) < 0) {
+        fprintf(stderr, "ckptsync: invalid run name '%s'\n", run);
+        return EXIT_USAGE;
+    }
+    if (cli_open_repo(c, 0, &r) < 0)
+        return 1;
+    e = remote ? ls_remote(r, run, NULL, &rows) : ls_local(r, run, &rows);
+    if (e < 0)
+        log_error("listing snapshots: %s", err_str(e));
+    else
+        ls_print(c, r, &rows);
+    free(rows.v);
+    repo_free(r);
+    return e < 0 ? 1 : 0;
+}
+
+/* ---- show -------------------------------------------------------------- */
+
+static const char show_usage[] =
+    "usage: ckptsync show SNAPSHOT [--run NAME] [--json]\n"
+    "Prints one snapshot's metadata and files (from the regions).\n";
+
+static void show_print(struct cli *c, const struct manifest *m)
+{
+    char t[32], sz[32];
+    fmt_time(m->time, t, sizeof(t));
+    if (!c->json) {
+        printf("snapshot  %s\nrun       %s\nstep      %lld\ntime      %s\nhost      %s\n"
+               "instance  %s\nparent    %s\nroot      %s\nchunker   fastcdc2020 %llu/%llu/%llu nc %u\n",
+               m->id, m->run, (long long)m->step, t, m->host ? m->host : "-",
+               m->instance ? m->instance : "-", m->parent ? m->parent : "-", m->root,
+               (unsigned long long)m->chunk_min, (unsigned long long)m->chunk_avg,
+               (unsigned long long)m->chunk_max, m->normalization);
+        for (size_t k = 0; k < m->nfiles; k++) {
+            const struct mfile *f = &m->files[k];
+            char hex[HASH_HEX_LEN + 1] = "-";
+            if (f->type == MFILE_REG)
+                hex_encode(f->digest, HASH_LEN, hex);
+            cli_human(f->size, sz, sizeof(sz));
+            printf("%c %04o %10s %6llu %.16s %s%s%s\n", (char)f->type, f->mode,
+                   f->type == MFILE_REG ? sz : "-", (unsigned long long)f->nchunks, hex, f->path,
+                   f->link ? " -> " : "", f->link ? f->link : "");
+        }
+        return;
+    }
+    struct buf b = BUF_INIT;
+    struct json j;
+    json_init(&j, &b);
+    json_obj_begin(&j);
+    json_key(&j, "id"); json_str(&j, m->id);
+    json_key(&j, "run"); json_str(&j, m->run);
+    json_key(&j, "step"); json_i64(&j, m->step);
+    json_key(&j, "time"); json_i64(&j, m->time);
+    json_key(&j, "host"); json_str(&j, m->host ? m->host : "");
+    json_key(&j, "instance"); m->instance ? json_str(&j, m->instance) : json_null(&j);
+    json_key(&j, "parent"); m->parent ? json_str(&j, m->parent) : json_null(&j);
+    json_key(&j, "root"); json_str(&j, m->root);
+    json_key(&j, "files");
+    json_arr_begin(&j);
+    for (size_t k = 0; k < m->nfiles; k++) {
+        const struct mfile *f = &m->files[k];
+        char hex[HASH_HEX_LEN + 1];
+        char type[2] = {(char)f->type, 0};
+        json_obj_begin(&j);
+        json_key(&j, "path"); json_str(&j, f->path);
+        json_key(&j, "type"); json_str(&j, type);
+        json_key(&j, "mode"); json_u64(&j, f->mode);
+        if (f->type == MFILE_REG) {
+            hex_encode(f->digest, HASH_LEN, hex);
+            json_key(&j, "size"); json_u64(&j, f->size);
+            json_key(&j, "sha256"); json_str(&j, hex);
+            json_key(&j, "chunks"); json_u64(&j, f->nchunks);
+        }
+        if (f->link) {
+            json_key(&j, "target"); json_str(&j, f->link);
+        }
+        json_obj_end(&j);
+    }
+    json_arr_end(&j);
+    json_obj_end(&j);
+    cli_print_json(&b);
+    buf_free(&b);
+}
+
+/* Which run holds snapshot id?  The index first, then the regions. */
+static int show_find_run(struct repo *r, const char *id, char *run, size_t cap)
+{
+    struct rows rows = {0};
+    int e = ls_local(r, NULL, &rows);
+    for (size_t k = 0; e == 0 && k < rows.n; k++)
+        if (!strcmp(rows.v[k].id, id)) {
+            snprintf(run, cap, "%s", rows.v[k].run);
+            free(rows.v);
+            return 0;
+        }
+    rows.n = 0;
+    e = ls_remote(r, NULL, id, &rows);
+    if (e == 0 && rows.n > 0)
+        snprintf(run, cap, "%s", rows.v[0].run);
+    else if (e == 0)
+        e = -ENOENT;
+    free(rows.v);
+    return e;
+}
+
+int cmd_show(struct cli *c, int argc, char **argv)
+{
+    static const struct option opts[] = {{"run", required_argument, NULL, 'r'},
+                                         {"help", no_argument, NULL, 'h'}, {0}};
+    char run[MANIFEST_MAX_FIELD + 1] = "";
+    struct manifest m;
+    struct buf err = BUF_INIT;
+    struct repo *r;
+    int opt, e;
+
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        if (opt == 'r')
+            snprintf(run, sizeof(run), "%s", optarg);
+        else if (opt == 'h')
+            return fputs(show_usage, stdout), 0;
+        else
+            return fputs(show_usage, stderr), EXIT_USAGE;
+    }
+    if (optind != argc - 1)
+        return fputs(show_usage, stderr), EXIT_USAGE;
+    const char *id = argv[optind];
+    if (manifest_id_check(id) < 0) {
+        fprintf(stderr, "ckptsync: '%s' is not a snapshot id\n", id);
+        return EXIT_USAGE;
+    }
+    if (cli_open_repo(c, 0, &r) < 0)
+        return 1;
+    e = run[0] ? 0 : show_find_run(r, id, run, sizeof(run));
+    if (e < 0)
+        buf_printf(&err, "no snapshot %s in the index or any reachable region", id);
+    else
+        e = restore_find(r, run, id, &m, NULL, &err);
+    if (e < 0) {
+        log_error("%s", buf_str(&err));
+    } else {
+        show_print(c, &m);
+        manifest_free(&m);
+    }
+    buf_free(&err);
+    repo_free(r);
+    return e < 0 ? 1 : 0;
+}

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# deps.sh — install the Debian 12 packages ckptsync needs.
+#   deploy/deps.sh          build and run (compiler, cmake, the five libraries)
+#   deploy/deps.sh --test   also what the test suite needs (cmocka, clang for
+#                           the fuzzers, python3 and coreutils for the scripts)
+# Runs apt-get update only when something is missing, so a second run is quick.
+set -euo pipefail
+
+pkgs=(build-essential cmake pkg-config libzstd-dev libssl-dev libcurl4-openssl-dev
+      liburing-dev liblmdb-dev libinih-dev libexpat1-dev)
+if [ "${1:-}" = "--test" ]; then
+  pkgs+=(libcmocka-dev clang libclang-rt-14-dev python3 lmdb-utils zstd util-linux)
+fi
+
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "deps.sh: missing packages: ${missing[*]} (run as root, or install them)" >&2
+  exit 1
+fi
+echo "deps.sh: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" > /dev/null

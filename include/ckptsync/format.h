@@ -1,0 +1,217 @@
+/*
+ * ckptsync/format.h — the formats ckptsync writes to a region, documented
+ * for users and for other implementations.
+ *
+ * This header only documents and names constants; it declares no
+ * functions.  Everything below is version 1 of each format.  A reader that
+ * meets a version it does not know refuses the object (it never guesses).
+ *
+ * ==========================================================================
+ * 1. Keys in a region
+ * ==========================================================================
+ *
+ * A region is an S3-compatible bucket (under a key prefix) or a directory.
+ * Keys are '/'-separated and relative to that prefix, so that a user can
+ * look with `aws s3 ls s3://bucket/<prefix>/` or `ls`:
+ *
+ *   <prefix>/repo                       the repository object (section 4)
+ *   <prefix>/chunks/<2 hex>/<64 hex>    one chunk object (section 2); the
+ *                                       64 lower-case hex digits are the
+ *                                       chunk id, the 2 are its first two
+ *   <prefix>/snapshots/<run>/<id>       the manifest of one snapshot
+ *                                       (section 3)
+ *   <prefix>/refs/<run>/latest          the run's newest committed snapshot
+ *                                       (section 5)
+ *
+ * <run> and <id> use only [0-9A-Za-z._-]; an id never starts with '.', and
+ * a run is never "." or "..", so neither can climb out of its key space.
+ *
+ * ==========================================================================
+ * 2. Chunk object
+ * ==========================================================================
+ *
+ * A chunk is a piece of a file cut by FastCDC (2020); its id is the SHA-256
+ * of its raw bytes.  The object stored under chunks/ is:
+ *
+ *   offset size
+ *   0      4    magic "CKC1"
+ *   4      1    version (1)
+ *   5      1    codec (0 = raw, 1 = zstd)
+ *   6      2    reserved, zero
+ *   8      4    raw length, little endian (<= 256 MiB)
+ *   12     ...  payload (raw bytes, or one zstd frame)
+ *
+ * The writer stores raw bytes when zstd does not shrink the chunk.  A
+ * reader checks magic, version, codec, reserved bytes and the raw length
+ * (against the header and the zstd frame) before it decompresses, and the
+ * SHA-256 of the result against the id in the key: a mismatch is reported
+ * and the chunk fetched from another region, never used.
+ *
+ * ==========================================================================
+ * 3. Manifest (snapshots/<run>/<id>)
+ * ==========================================================================
+ *
+ * Byte-oriented text: lines end in "\n" (no "\r"), fields are separated
+ * by exactly one space, and every field is printable ASCII (0x21..0x7e).
+ *
+ *   manifest   = version-line header entry* end-line
+ *   version-line = "ckptsync-manifest" SP "1" LF
+ *   header     = "id" SP text LF              snapshot id (see 1.)
+ *                "run" SP text LF             run name (see 1.)
+ *                "step" SP ("-1" / dec) LF    -1 when unknown
+ *                "time" SP dec LF             unix seconds, UTC
+ *                "host" SP text LF            source host, <= 256 bytes
+ *                "instance" SP opt LF         instance type, <= 256 bytes
+ *                "parent" SP opt LF           parent snapshot id
+ *                "root" SP opt LF             snapshot root inside the run
+ *                                             (a path); "-" = the whole run
+ *                "chunker" SP "fastcdc2020" SP min SP avg SP max SP nc LF
+ *                "files" SP dec LF            number of entry lines
+ *                "chunks" SP dec LF           number of chunk lines
+ *   entry      = dir / link / file
+ *   dir        = "d" SP mode SP "-" SP path LF
+ *   link       = "l" SP mode SP target SP path LF
+ *   file       = "f" SP mode SP size SP sha256 SP nchunks SP path LF
+ *                nchunks * chunk
+ *   chunk      = "c" SP sha256 SP len LF      the file's chunks, in order
+ *   end-line   = "end" SP sha256 LF           SHA-256 of every byte before
+ *                                             the "end" line; nothing follows
+ *   dec        = "0" / %x31-39 *DIGIT         no sign, no leading zeros
+ *   mode       = 4 octal digits               permission bits (<= 7777)
+ *   sha256     = 64 lower-case hex digits
+ *   text       = 1*tchar, not the token "-"
+ *   opt        = "-" / text                   "-" = no value
+ *   tchar      = %x21-24 / %x26-7e / "%" 2HEXDIG
+ *
+ * Header lines appear once each, in exactly this order.
+ *
+ * Text (run, host, instance, parent, root, id, paths, link targets) is
+ * percent-encoded: bytes <= 0x20, >= 0x7f and '%' are written %XX
+ * (writers use upper-case hex; readers accept either case).  A decoded
+ * NUL (%00) is invalid.  The token "-" always means "no value"; a value
+ * that is literally "-" is written "%2D".
+ *
+ * Paths are relative to the snapshot root, '/'-separated, at most 4096
+ * bytes, with no empty, "." or ".." component and no component longer than
+ * 255 bytes.  A path occurs once.  Parent directories need not be listed;
+ * no entry lies below a regular file or a symlink.  A link target is
+ * relative and, resolved lexically from the link's directory, never climbs
+ * above the snapshot root.  A restorer must still create entries without
+ * following symlinks (O_NOFOLLOW, RESOLVE_BENEATH): a target that is safe
+ * lexically can climb through another link ("s/../.." with s -> "..").
+ *
+ * Counts: the entries match "files" and the chunk lines match "chunks"
+ * exactly; a file's size is the sum of its chunk lengths (an empty file has
+ * no chunks); every chunk length is in 1..max of the chunker line; the
+ * chunker satisfies 64 <= min <= avg <= max <= 256 MiB.  A manifest is at
+ * most 1 GiB, with at most 10^7 entries and 10^8 chunks.
+ *
+ * Example:
+ *
+ *   ckptsync-manifest 1
+ *   id 20261201T000701Z-3f2a9c1b7d0e
+ *   run r1
+ *   step 1000
+ *   time 1796083621
+ *   host gpu-17
+ *   instance p5.48xlarge
+ *   parent -
+ *   root checkpoint-1000
+ *   chunker fastcdc2020 1048576 4194304 16777216 1
+ *   files 2
+ *   chunks 1
+ *   d 0755 - shards
+ *   f 0644 12 <64 hex> 1 shards/model%20a.pt
+ *   c <64 hex> 12
+ *   end <64 hex>
+ *
+ * ==========================================================================
+ * 4. Repository object (repo)
+ * ==========================================================================
+ *
+ * The parameters every instance writing to the repository must share, so
+ * that they cut and name chunks alike.  Text, same line rules as the
+ * manifest, lines in this order:
+ *
+ *   ckptsync-repo 1
+ *   id <32 lower-case hex>                    random, made once per repository
+ *   chunker fastcdc2020 <min> <avg> <max> <nc>
+ *   hash sha256
+ *   compression zstd
+ *   encryption none
+ *   end <sha256 of every byte before the "end" line>
+ *
+ * Other values of hash, compression and encryption are reserved for later
+ * versions.  Every region holds the same repo object; a daemon that finds
+ * two that differ refuses to write.
+ *
+ * ==========================================================================
+ * 5. Latest ref (refs/<run>/latest)
+ * ==========================================================================
+ *
+ * One line: the id of the run's newest snapshot committed in this region,
+ * then its step (-1 when unknown):
+ *
+ *   <snapshot id> SP <step> LF
+ *
+ * The step lets a writer refuse to move the ref backwards (an older
+ * checkpoint committed late) without fetching the manifest it names.
+ *
+ * ==========================================================================
+ * 6. Durability order
+ * ==========================================================================
+ *
+ * Kept everywhere, so that a crash at any instant loses nothing that was
+ * acknowledged and never exposes a snapshot whose data is missing:
+ *
+ *   1. chunk data durable      (every chunk the snapshot references is
+ *                               stored and confirmed in the region)
+ *   2. index committed         (one LMDB transaction records it locally)
+ *   3. manifest published      (snapshots/<run>/<id>, in that region)
+ *   4. latest ref moved        (refs/<run>/latest, in that same region)
+ *   5. caller told             (once `quorum` regions reached step 4)
+ *
+ * So a manifest that exists names only chunks that exist in its region,
+ * and a latest ref names only a manifest that exists in its region.
+ */
+#ifndef CKPTSYNC_FORMAT_H
+#define CKPTSYNC_FORMAT_H
+
+/* 1. Keys (relative to the region's prefix). */
+#define CKS_KEY_REPO "repo"
+#define CKS_KEY_CHUNKS "chunks"       /* chunks/<2 hex>/<64 hex> */
+#define CKS_KEY_SNAPSHOTS "snapshots" /* snapshots/<run>/<id> */
+#define CKS_KEY_REFS "refs"           /* refs/<run>/latest */
+#define CKS_KEY_LATEST "latest"
+
+/* 2. Chunk object. */
+#define CKS_CHUNK_MAGIC "CKC1"
+#define CKS_CHUNK_MAGIC_LEN 4
+#define CKS_CHUNK_VERSION 1
+#define CKS_CHUNK_HEADER_LEN 12
+#define CKS_CHUNK_CODEC_RAW 0
+#define CKS_CHUNK_CODEC_ZSTD 1
+#define CKS_CHUNK_MAX_RAW (256u * 1024 * 1024)
+#define CKS_CHUNK_ID_LEN 32     /* SHA-256 */
+#define CKS_CHUNK_ID_HEX_LEN 64
+
+/* 3. Manifest. */
+#define CKS_MANIFEST_MAGIC "ckptsync-manifest"
+#define CKS_MANIFEST_VERSION 1
+#define CKS_MANIFEST_CHUNKER "fastcdc2020"
+#define CKS_MANIFEST_MAX_BYTES (1024u * 1024 * 1024)
+#define CKS_MANIFEST_MAX_FILES 10000000u
+#define CKS_MANIFEST_MAX_CHUNKS 100000000u
+#define CKS_MANIFEST_MAX_PATH 4096u
+#define CKS_MANIFEST_MAX_COMPONENT 255u
+#define CKS_MANIFEST_MAX_FIELD 256u
+#define CKS_MANIFEST_ID_MAX 64u
+#define CKS_CHUNKER_MIN_SIZE 64u
+#define CKS_CHUNKER_MAX_SIZE (256u * 1024 * 1024)
+
+/* 4. Repository object. */
+#define CKS_REPO_MAGIC "ckptsync-repo"
+#define CKS_REPO_VERSION 1
+#define CKS_REPO_ID_HEX_LEN 32
+
+#endif

@@ -1,0 +1,97 @@
+/*
+ * config.h — the configuration file (INI, parsed with libinih).
+ *
+ * Every key has a default (config_default()); config_load() overlays a
+ * file and validates the result.  Errors name file, line and key:
+ *   "/etc/ckptsync.conf:12: [chunker] avg: '3X' is not a size"
+ * Sizes accept K, M, G, T suffixes (powers of 1024), e.g. "4M".
+ *
+ *   [daemon]  watch, state, quorum, settle, socket, memory
+ *   [chunker] min, avg, max, normalization
+ *   [compress] level
+ *   [region.NAME] kind = dir|s3, path (dir)
+ *                 endpoint, bucket, prefix, region, addressing, payload,
+ *                 credentials, tls_verify, ca_file, connections, bandwidth (s3)
+ *
+ * Syntax is inih's: ';' or '#' comment lines, " ;" inline comments,
+ * "key = value" or "key: value"; lines are limited to inih's line buffer
+ * (197 characters in default builds) and multi-line values are rejected.
+ * A region's kind defaults to dir.
+ *
+ * With no file at all, config_default() is the embedded default: watch
+ * /data/cloud_storage, state /var/lib/ckptsync, three dir regions a, b, c
+ * under <state>/regions/.  Regions listed in a file replace the defaults.
+ *
+ * A struct config owns no heap memory (fixed-size fields), so it can be
+ * copied by value.  Not thread-safe while loading.
+ */
+#ifndef CKS_CONFIG_H
+#define CKS_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/buf.h"
+
+#define CONFIG_MAX_REGIONS 8
+#define CONFIG_PATH_MAX 4096
+#define CONFIG_NAME_MAX 64
+
+enum region_kind { REGION_KIND_DIR = 0, REGION_KIND_S3 = 1 };
+
+struct region_conf {
+    char name[CONFIG_NAME_MAX];         /* [region.NAME]: [A-Za-z0-9_-]{1,63} */
+    enum region_kind kind;
+    char path[CONFIG_PATH_MAX];         /* dir: the region's directory */
+    /* s3 */
+    char endpoint[1024];
+    char bucket[256];
+    char prefix[1024];
+    char signing_region[64];            /* key "region", default us-east-1 */
+    bool virtual_hosted;                /* addressing = virtual|path (default path) */
+    bool unsigned_payload;              /* payload = signed|unsigned */
+    char credentials[CONFIG_PATH_MAX];
+    bool tls_verify;                    /* default true */
+    char ca_file[CONFIG_PATH_MAX];
+    unsigned connections;               /* default 16, 1..256 */
+    uint64_t bandwidth;                 /* bytes/s, 0 = unlimited */
+};
+
+struct config {
+    char source[CONFIG_PATH_MAX];       /* file it came from, "" = embedded */
+    /* [daemon] */
+    char watch[CONFIG_PATH_MAX];        /* default /data/cloud_storage */
+    char state[CONFIG_PATH_MAX];        /* default /var/lib/ckptsync */
+    char socket[CONFIG_PATH_MAX];       /* default <state>/ckptsyncd.sock */
+    unsigned quorum;                    /* default 2, 1..nregions */
+    unsigned settle;                    /* seconds, default 10 */
+    uint64_t memory;                    /* memory budget, default 1G */
+    /* [chunker] */
+    uint64_t chunk_min, chunk_avg, chunk_max; /* defaults 1M, 4M, 16M */
+    unsigned normalization;             /* default 1, 0..3 */
+    /* [compress] */
+    int zstd_level;                     /* default 3, 1..19 */
+    /* [region.*] */
+    bool default_regions;               /* regions are the embedded a, b, c */
+    bool default_socket;
+    size_t nregions;
+    struct region_conf regions[CONFIG_MAX_REGIONS];
+};
+
+/* Fill with the embedded default (three dir regions under state). */
+void config_default(struct config *c);
+/* Load path over the defaults and validate.  On error returns CKS_E_CONFIG
+ * (or -errno when the file cannot be read) and puts one human-readable
+ * message naming file, line and key into err. */
+int config_load(const char *path, struct config *c, struct buf *err);
+/* The same for text already in memory; name is used in messages. */
+int config_parse(const char *name, const char *text, size_t len, struct config *c, struct buf *err);
+/* Re-derive values that depend on others (region paths under state, the
+ * socket path) after a field such as state was changed by a command-line
+ * option, and validate again. */
+int config_finish(struct config *c, struct buf *err);
+/* "4M" -> 4194304.  Returns 0 or CKS_E_CONFIG. */
+int config_parse_size(const char *s, uint64_t *ret);
+
+#endif

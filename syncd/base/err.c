@@ -1,0 +1,28 @@
+/*
+ * err.c — the one strerror-like function for project error codes.
+ */
+#include <string.h>
+
+#include "base/err.h"
+
+const char *err_str(int err)
+{
+    switch (err) {
+    case 0: return "success";
+    case CKS_E_FORMAT: return "malformed data";
+    case CKS_E_VERSION: return "unsupported format version";
+    case CKS_E_DIGEST: return "digest mismatch";
+    case CKS_E_CONFIG: return "invalid configuration";
+    case CKS_E_UNSAFE_PATH: return "unsafe path";
+    case CKS_E_CHANGED: return "file changed while being read";
+    case CKS_E_LIMIT: return "size or count limit exceeded";
+    case CKS_E_QUORUM: return "not enough regions succeeded";
+    case CKS_E_CODEC: return "compression codec error";
+    case CKS_E_MISMATCH: return "repository parameters differ";
+    case CKS_E_DEGRADED: return "daemon is degraded after a durability failure";
+    case CKS_E_REMOTE: return "region returned an error";
+    }
+    if (err < 0 && err > CKS_E_BASE)
+        return strerror(-err);
+    return "unknown error";
+}

@@ -1,0 +1,233 @@
+/*
+ * chunkobj.c — the stored chunk object: a 12-byte header and a raw or zstd
+ * payload (layout in chunkobj.h).
+ *
+ * Design: objects come back from regions we do not trust, so decoding
+ * validates everything it can from the header and the zstd frame header
+ * before it allocates: the raw length is bounded by the caller's max_raw
+ * and CHUNKOBJ_MAX_RAW, must equal the frame's declared content size (or
+ * the raw payload length), and the output buffer is exactly that long, so
+ * a lying frame fails in zstd instead of growing memory.  The digest check
+ * is last and mandatory: an object that decodes but hashes wrong is
+ * CKS_E_DIGEST, never data.
+ *
+ * Encoding compresses straight into the output buffer after the header
+ * (reserved for ZSTD_compressBound, which is >= len) and overwrites the
+ * payload with the raw bytes when zstd did not shrink them.  ZSTD error
+ * codes are translated here and never leave this file.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include <zstd.h>
+#include <zstd_errors.h>
+
+#include "base/err.h"
+#include "engine/chunkobj.h"
+
+void chunkobj_ctx_free(struct chunkobj_ctx *ctx)
+{
+    if (!ctx)
+        return;
+    ZSTD_freeCCtx(ctx->cctx);
+    ZSTD_freeDCtx(ctx->dctx);
+    ctx->cctx = NULL;
+    ctx->dctx = NULL;
+}
+
+static int zstd_err(size_t code)
+{
+    return ZSTD_getErrorCode(code) == ZSTD_error_memory_allocation ? -ENOMEM : CKS_E_CODEC;
+}
+
+static uint32_t le32_get(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static void header_put(uint8_t *p, enum chunkobj_codec codec, uint32_t raw_len)
+{
+    memcpy(p, CHUNKOBJ_MAGIC, 4);
+    p[4] = CHUNKOBJ_VERSION;
+    p[5] = (uint8_t)codec;
+    p[6] = 0;
+    p[7] = 0;
+    for (int i = 0; i < 4; i++)
+        p[8 + i] = (uint8_t)(raw_len >> (8 * i));
+}
+
+int chunkobj_header(const uint8_t *obj, size_t len, enum chunkobj_codec *ret_codec,
+                    uint32_t *ret_raw_len)
+{
+    if (len < CHUNKOBJ_HEADER_LEN || memcmp(obj, CHUNKOBJ_MAGIC, 4) != 0)
+        return CKS_E_FORMAT;
+    if (obj[4] != CHUNKOBJ_VERSION)
+        return CKS_E_VERSION;
+    if (obj[5] != CHUNKOBJ_RAW && obj[5] != CHUNKOBJ_ZSTD)
+        return CKS_E_CODEC;
+    if (obj[6] || obj[7])
+        return CKS_E_FORMAT;
+    uint32_t raw_len = le32_get(obj + 8);
+    if (raw_len > CHUNKOBJ_MAX_RAW)
+        return CKS_E_LIMIT;
+    *ret_codec = (enum chunkobj_codec)obj[5];
+    *ret_raw_len = raw_len;
+    return 0;
+}
+
+/* Compresses src into dst[0..cap) as one frame that records its content
+ * size; *ret_len receives the frame length. */
+static int zstd_compress(struct chunkobj_ctx *ctx, const uint8_t *src, size_t len, int level,
+                         uint8_t *dst, size_t cap, size_t *ret_len)
+{
+    if (!ctx->cctx) {
+        ctx->cctx = ZSTD_createCCtx();
+        if (!ctx->cctx)
+            return -ENOMEM;
+    }
+    ZSTD_CCtx *cctx = ctx->cctx;
+    size_t r = ZSTD_CCtx_reset(cctx, ZSTD_reset_session_and_parameters);
+    if (!ZSTD_isError(r))
+        r = ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, level);
+    if (!ZSTD_isError(r))
+        r = ZSTD_CCtx_setParameter(cctx, ZSTD_c_contentSizeFlag, 1);
+    /* SHA-256 of the result already covers integrity. */
+    if (!ZSTD_isError(r))
+        r = ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 0);
+    if (!ZSTD_isError(r))
+        r = ZSTD_compress2(cctx, dst, cap, src, len);
+    if (ZSTD_isError(r))
+        return zstd_err(r);
+    *ret_len = r;
+    return 0;
+}
+
+int chunkobj_encode(struct chunkobj_ctx *ctx, const uint8_t *raw, size_t len, int level,
+                    struct buf *out, enum chunkobj_codec *ret_codec)
+{
+    if (len > CHUNKOBJ_MAX_RAW)
+        return CKS_E_LIMIT;
+    if (level < ZSTD_minCLevel() || level > ZSTD_maxCLevel())
+        return -EINVAL;
+    buf_reset(out);
+    size_t bound = ZSTD_compressBound(len);
+    int r = buf_reserve(out, CHUNKOBJ_HEADER_LEN + bound);
+    if (r < 0)
+        return r;
+
+    uint8_t *payload = out->data + CHUNKOBJ_HEADER_LEN;
+    size_t plen = len;
+    enum chunkobj_codec codec = CHUNKOBJ_RAW;
+    if (len > 0) {
+        struct chunkobj_ctx local = CHUNKOBJ_CTX_INIT;
+        size_t zlen = 0;
+        r = zstd_compress(ctx ? ctx : &local, raw, len, level, payload, bound, &zlen);
+        chunkobj_ctx_free(&local);
+        if (r < 0)
+            return r;
+        if (zlen < len) {
+            codec = CHUNKOBJ_ZSTD;
+            plen = zlen;
+        }
+    }
+    if (codec == CHUNKOBJ_RAW && len > 0)
+        memcpy(payload, raw, len);
+    header_put(out->data, codec, (uint32_t)len);
+    out->len = CHUNKOBJ_HEADER_LEN + plen;
+    out->data[out->len] = 0;
+    if (ret_codec)
+        *ret_codec = codec;
+    return 0;
+}
+
+/* Checks, before anything is allocated, that the payload is exactly one
+ * zstd frame that declares raw_len bytes of content. */
+static int zstd_check(const uint8_t *p, size_t n, uint32_t raw_len)
+{
+    /* A skippable frame would "decode" to nothing; we never write one. */
+    if (n < 4 || le32_get(p) != ZSTD_MAGICNUMBER)
+        return CKS_E_CODEC;
+    unsigned long long fcs = ZSTD_getFrameContentSize(p, n);
+    if (fcs == ZSTD_CONTENTSIZE_ERROR)
+        return CKS_E_CODEC;
+    if (fcs == ZSTD_CONTENTSIZE_UNKNOWN || fcs != raw_len)
+        return CKS_E_FORMAT;
+    size_t frame = ZSTD_findFrameCompressedSize(p, n);
+    if (ZSTD_isError(frame))
+        return CKS_E_CODEC;
+    return frame == n ? 0 : CKS_E_FORMAT;
+}
+
+static int zstd_decompress(struct chunkobj_ctx *ctx, const uint8_t *p, size_t n, uint8_t *dst,
+                           uint32_t raw_len)
+{
+    if (!ctx->dctx) {
+        ctx->dctx = ZSTD_createDCtx();
+        if (!ctx->dctx)
+            return -ENOMEM;
+    }
+    size_t got = ZSTD_decompressDCtx(ctx->dctx, dst, raw_len, p, n);
+    if (ZSTD_isError(got))
+        return zstd_err(got);
+    return got == raw_len ? 0 : CKS_E_CODEC;
+}
+
+/* Decodes the payload into out->data[0..raw_len), which is reserved. */
+static int payload_decode(struct chunkobj_ctx *ctx, enum chunkobj_codec codec, const uint8_t *p,
+                          size_t n, uint32_t raw_len, uint8_t *dst)
+{
+    if (codec == CHUNKOBJ_RAW) {
+        if (n)
+            memcpy(dst, p, n);
+        return 0;
+    }
+    struct chunkobj_ctx local = CHUNKOBJ_CTX_INIT;
+    int r = zstd_decompress(ctx ? ctx : &local, p, n, dst, raw_len);
+    chunkobj_ctx_free(&local);
+    return r;
+}
+
+static int digest_check(const uint8_t *data, size_t len, const uint8_t id[HASH_LEN])
+{
+    uint8_t got[HASH_LEN];
+    int r = hash_digest(data, len, got);
+    if (r < 0)
+        return r;
+    return memcmp(got, id, HASH_LEN) == 0 ? 0 : CKS_E_DIGEST;
+}
+
+int chunkobj_decode(struct chunkobj_ctx *ctx, const uint8_t *obj, size_t len,
+                    const uint8_t id[HASH_LEN], size_t max_raw, struct buf *out)
+{
+    enum chunkobj_codec codec;
+    uint32_t raw_len;
+
+    buf_reset(out);
+    int r = chunkobj_header(obj, len, &codec, &raw_len);
+    if (r < 0)
+        return r;
+    if (raw_len > max_raw)
+        return CKS_E_LIMIT;
+    const uint8_t *payload = obj + CHUNKOBJ_HEADER_LEN;
+    size_t plen = len - CHUNKOBJ_HEADER_LEN;
+    if (codec == CHUNKOBJ_RAW)
+        r = plen == raw_len ? 0 : CKS_E_FORMAT;
+    else
+        r = zstd_check(payload, plen, raw_len);
+    if (r < 0)
+        return r;
+
+    r = buf_reserve(out, raw_len);
+    if (r < 0)
+        return r;
+    r = payload_decode(ctx, codec, payload, plen, raw_len, out->data);
+    if (r == 0)
+        r = digest_check(out->data, raw_len, id);
+    if (r < 0) {
+        buf_reset(out);
+        return r;
+    }
+    out->len = raw_len;
+    out->data[raw_len] = 0;
+    return 0;
+}

@@ -1,0 +1,135 @@
+/*
+ * manifest.h — the snapshot manifest: what one snapshot holds.  The text
+ * format is documented in include/ckptsync/format.h; in short:
+ *
+ *   ckptsync-manifest 1
+ *   id 20261201T000701Z-3f2a9c1b7d0e
+ *   run r1
+ *   step 1000                       (or -1 when unknown)
+ *   time 1796083621                 (unix seconds, UTC)
+ *   host gpu-17
+ *   instance p5.48xlarge            (or -)
+ *   parent <id>                     (or -)
+ *   root checkpoint-1000            (snapshot's root path inside the run, or -)
+ *   chunker fastcdc2020 1048576 4194304 16777216 1
+ *   files 2
+ *   chunks 5
+ *   d 0755 - <path>                 directory
+ *   l 0777 <target> <path>          symlink (target relative, inside the snapshot)
+ *   f 0644 <size> <sha256> <nchunks> <path>
+ *   c <sha256> <len>                one per chunk, following its file
+ *   end <sha256 of every byte before this line>
+ *
+ * Text fields (run, host, instance, paths, link targets) are percent-encoded:
+ * bytes <= 0x20, >= 0x7f and '%' become %XX, so every field is one token.
+ * The token "-" means "no value"; a value that is literally "-" is %2D.
+ * Paths are relative, '/'-separated, without empty, "." or ".." components.
+ *
+ * The parser is bounded: every limit below is checked before allocating,
+ * counts are checked against the declared totals, each file's size equals
+ * the sum of its chunk lengths, and the trailing digest covers all bytes.
+ *
+ * A struct manifest owns its arrays and strings; manifest_free() releases
+ * them (manifest_free(NULL) is fine).  Not thread-safe per object.
+ */
+#ifndef CKS_MANIFEST_H
+#define CKS_MANIFEST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/buf.h"
+#include "engine/hash.h"
+
+#define MANIFEST_VERSION 1
+#define MANIFEST_MAX_BYTES (1024u * 1024 * 1024)
+#define MANIFEST_MAX_FILES 10000000u
+#define MANIFEST_MAX_CHUNKS 100000000u
+#define MANIFEST_MAX_PATH 4096u
+#define MANIFEST_MAX_COMPONENT 255u
+#define MANIFEST_MAX_FIELD 256u      /* run, host, instance, id */
+#define MANIFEST_ID_MAX 64u
+
+enum mfile_type { MFILE_REG = 'f', MFILE_DIR = 'd', MFILE_LINK = 'l' };
+
+struct mchunk {
+    uint8_t id[HASH_LEN];
+    uint32_t len;
+};
+
+struct mfile {
+    char *path;             /* relative to the snapshot root */
+    char *link;             /* symlink target, else NULL */
+    enum mfile_type type;
+    uint32_t mode;          /* permission bits only (07777) */
+    uint64_t size;
+    uint8_t digest[HASH_LEN];
+    uint64_t first_chunk;   /* index into manifest.chunks */
+    uint64_t nchunks;
+};
+
+struct manifest {
+    char id[MANIFEST_ID_MAX + 1];
+    char *run;
+    int64_t step;           /* -1 when unknown */
+    int64_t time;
+    char *host;
+    char *instance;         /* NULL when unknown */
+    char *parent;           /* NULL when none */
+    char *root;             /* NULL when the snapshot is the whole run */
+    uint64_t chunk_min, chunk_avg, chunk_max;
+    unsigned normalization;
+    struct mfile *files;
+    size_t nfiles, files_cap;
+    struct mchunk *chunks;
+    size_t nchunks, chunks_cap;
+};
+
+/* Builder: zero the struct, set the scalar fields with manifest_set_str()
+ * for strings, then add files; a regular file's chunks follow it. */
+void manifest_init(struct manifest *m);
+int manifest_set_str(char **field, const char *value);
+int manifest_add_file(struct manifest *m, enum mfile_type type, const char *path,
+                      uint32_t mode, const char *link);
+/* Adds a chunk to the last added file (which must be MFILE_REG) and grows
+ * its size by len. */
+int manifest_add_chunk(struct manifest *m, const uint8_t id[HASH_LEN], uint32_t len);
+/* Sets the digest of the last added file. */
+void manifest_set_digest(struct manifest *m, const uint8_t digest[HASH_LEN]);
+
+/* Serializes to out (appends). Returns 0, -ENOMEM, or CKS_E_UNSAFE_PATH /
+ * CKS_E_LIMIT when a field would not parse back (CKS_E_FORMAT for a malformed
+ * field: bad id or run, missing host, mode above 07777, a file whose size is
+ * not the sum of its chunks, ...).  It runs manifest_validate() first, so
+ * it never writes what manifest_parse() refuses; on failure out is left as
+ * it was.  The output is canonical: encode(parse(encode(m))) == encode(m). */
+int manifest_encode(const struct manifest *m, struct buf *out);
+/* Parses data into m (initialized by the call).  Returns 0, CKS_E_FORMAT,
+ * CKS_E_VERSION, CKS_E_DIGEST, CKS_E_LIMIT, CKS_E_UNSAFE_PATH or -ENOMEM;
+ * on error m is freed and err (may be NULL) gets "line N: what". */
+int manifest_parse(const uint8_t *data, size_t len, struct manifest *m, struct buf *err);
+void manifest_free(struct manifest *m);
+/* Every check manifest_parse() applies, on a struct: returns 0 or the code
+ * the parser would return for its encoding; err (may be NULL) gets
+ * "line N: what", N being the line the encoder would write. */
+int manifest_validate(const struct manifest *m, struct buf *err);
+/* Field-by-field equality (strings by content, arrays element-wise). */
+bool manifest_equal(const struct manifest *a, const struct manifest *b);
+
+/* 0 if path is relative, non-empty, at most MANIFEST_MAX_PATH bytes, has no
+ * empty, ".", ".." components, none longer than MANIFEST_MAX_COMPONENT, no
+ * NUL; else CKS_E_UNSAFE_PATH. */
+int manifest_path_check(const char *path);
+/* 0 if a symlink at path with this target stays inside the snapshot root
+ * (relative target; ".." only as leading components, and resolving them
+ * against the dirname of path never climbs above the root); else
+ * CKS_E_UNSAFE_PATH. */
+int manifest_link_check(const char *path, const char *target);
+/* A snapshot id: [0-9A-Za-z._-]{1,64}, not starting with '.'. */
+int manifest_id_check(const char *id);
+/* A run name: same charset as ids, 1..MANIFEST_MAX_FIELD, not "." or "..".
+ * Both return 0 or CKS_E_FORMAT. */
+int manifest_run_check(const char *run);
+
+#endif

@@ -1,0 +1,39 @@
+/*
+ * repoobj.h — the `repo` object every region holds at its root: the
+ * repository id and the parameters every instance must share so that they
+ * cut and name chunks alike (format in include/ckptsync/format.h):
+ *
+ *   ckptsync-repo 1
+ *   id <32 hex>
+ *   chunker fastcdc2020 <min> <avg> <max> <nc>
+ *   hash sha256
+ *   compression zstd
+ *   encryption none
+ *   end <sha256 hex of every byte before this line>
+ *
+ * Pure transform; the parser takes hostile input (bounded, strict).
+ */
+#ifndef CKS_REPOOBJ_H
+#define CKS_REPOOBJ_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/buf.h"
+
+#define REPOOBJ_VERSION 1
+#define REPOOBJ_MAX_BYTES 4096
+#define REPOOBJ_ID_HEX 32
+
+struct repoobj {
+    char id[REPOOBJ_ID_HEX + 1];
+    uint64_t chunk_min, chunk_avg, chunk_max;
+    unsigned normalization;
+};
+
+int repoobj_encode(const struct repoobj *o, struct buf *out);
+/* 0, CKS_E_FORMAT, CKS_E_VERSION, CKS_E_DIGEST or CKS_E_LIMIT; err (may be
+ * NULL) gets "line N: what". */
+int repoobj_parse(const uint8_t *data, size_t len, struct repoobj *ret, struct buf *err);
+
+#endif

@@ -1,0 +1,50 @@
+/*
+ * repo.h — an open repository: the configuration, the local index, the
+ * regions, and the repository parameters they agree on.  Every service
+ * (snapshot, restore, verify, and later the daemon) works on one.
+ *
+ *   repo_open(&conf, &r, &err);   // opens the index, checks each region
+ *   ... snapshot_take(r, ...) / restore_run(r, ...) ...
+ *   repo_free(r);
+ *
+ * A region that fails its check (missing directory, read-only, unreachable)
+ * does not stop repo_open: it is marked unhealthy with its error and the
+ * services skip it and report it.  repo_open fails only when the index
+ * cannot be opened, when no region is healthy, or when regions disagree on
+ * the repository parameters.
+ *
+ * Not thread-safe: one thread uses a repo at a time.
+ */
+#ifndef CKS_REPO_H
+#define CKS_REPO_H
+
+#include <stdbool.h>
+
+#include "base/buf.h"
+#include "base/config.h"
+#include "engine/fastcdc.h"
+#include "engine/repoobj.h"
+#include "store/index.h"
+#include "store/region.h"
+
+struct repo {
+    struct config conf;
+    struct index *ix;
+    size_t nregions;
+    struct region *regions[CONFIG_MAX_REGIONS];
+    int health[CONFIG_MAX_REGIONS];    /* 0 healthy, else the check's error */
+    struct repoobj params;             /* agreed by every healthy region */
+    struct fastcdc cdc;
+};
+
+enum repo_flags {
+    REPO_CREATE = 1 << 0,              /* write the repo object where it is missing */
+};
+
+int repo_open(const struct config *conf, unsigned flags, struct repo **ret, struct buf *err);
+void repo_free(struct repo *r);
+size_t repo_healthy(const struct repo *r);
+/* Marks region i unhealthy for the rest of this run (first error kept). */
+void repo_region_fail(struct repo *r, size_t i, int err);
+
+#endif

@@ -1,0 +1,60 @@
+/*
+ * restore.h — bring a snapshot back, verified, into a target directory.
+ *
+ *   restore_find(r, run, id_or_NULL, &m, &err);   // newest or named, parsed
+ *   restore_run(r, &opts, &res, &err);
+ *
+ * Every chunk is checked against its id (SHA-256) and every file against
+ * its whole-file digest.  Chunks are fetched striped over the healthy
+ * regions; a chunk that is missing or corrupt in one region is fetched from
+ * the next, and counted.  Everything is written under a staging directory
+ * inside the target (".ckptsync-restore.<id>"), fsynced, and the snapshot's
+ * root renamed into place at the end: a failed restore leaves nothing in
+ * the target but what was there before.  No path of the manifest can reach
+ * outside the target: paths are checked by the parser and every directory
+ * is opened with O_NOFOLLOW relative to its parent.
+ *
+ * Not thread-safe: one restore at a time per repo.
+ */
+#ifndef CKS_RESTORE_H
+#define CKS_RESTORE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "engine/chunkobj.h"
+#include "engine/manifest.h"
+#include "service/repo.h"
+
+struct restore_opts {
+    const char *run;
+    const char *id;            /* NULL: the newest committed in any region */
+    const char *target;        /* directory; created if missing */
+    bool force;                /* replace target/<root> if it exists */
+    void (*progress)(void *ud, uint64_t done, uint64_t total);
+    void *progress_ud;
+};
+
+struct restore_result {
+    char id[MANIFEST_ID_MAX + 1];
+    char root[MANIFEST_MAX_PATH + 1];
+    int64_t step;
+    uint64_t files, dirs, links, bytes, chunks;
+    uint64_t fetched_bytes;    /* object bytes downloaded */
+    uint64_t failovers;        /* chunk fetches that failed in one region */
+    uint64_t region_chunks[CONFIG_MAX_REGIONS];
+};
+
+/* Finds and parses a snapshot's manifest (newest when id is NULL).
+ * ret_region (may be NULL) gets the index of the region it came from. */
+int restore_find(struct repo *r, const char *run, const char *id, struct manifest *ret,
+                 size_t *ret_region, struct buf *err);
+int restore_run(struct repo *r, const struct restore_opts *o, struct restore_result *ret,
+                struct buf *err);
+/* Fetches chunk id (raw length len) into out, trying the healthy regions
+ * starting with region `first`; counts failovers in *failovers. */
+int restore_fetch_chunk(struct repo *r, const uint8_t id[HASH_LEN], uint32_t len, size_t first,
+                        struct chunkobj_ctx *z, struct buf *obj, struct buf *out,
+                        uint64_t *failovers, size_t *ret_region);
+
+#endif

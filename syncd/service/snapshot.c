@@ -1,0 +1,630 @@
+/*
+ * snapshot.c — ingest: walk -> read -> FastCDC -> SHA-256 -> dedup lookup
+ * -> zstd -> put to each region -> index -> manifest -> latest ref.
+ *
+ * Design notes.
+ * - Each byte is read once: the whole-file digest and the chunk ids come
+ *   from the same buffer.  The read buffer holds two maximal chunks, so a
+ *   cut always sees at least `max` bytes until the end of the file.
+ * - A chunk is compressed only if some region lacks it, and at most once.
+ *   Before uploading we ask the region (has): another instance may have
+ *   stored the chunk already, and a HEAD is far cheaper than a PUT.
+ * - Chunk presence is committed in the index one transaction per chunk,
+ *   right after the chunk is durable in the regions: a crash loses at most
+ *   the knowledge of one chunk, which the next run re-learns with `has`.
+ * - Refcounts move only when the snapshot record is first created, in the
+ *   same transaction, so a retried commit never counts a chunk twice.
+ * - A file is identified by (dev, ino, size, mtime, ctime); when that
+ *   matches the index and every healthy region holds its chunks, the file
+ *   is not read again.  A file whose identity changes between open and the
+ *   end of the read is read again, up to SNAPSHOT_RETRIES times.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/err.h"
+#include "base/fileio.h"
+#include "base/log.h"
+#include "engine/chunkobj.h"
+#include "engine/ref.h"
+#include "service/snapshot.h"
+#include "service/walk.h"
+
+struct snap {
+    struct repo *r;
+    const struct snapshot_opts *o;
+    struct snapshot_result *res;
+    struct buf *err;
+    struct walk w;
+    struct manifest m;
+    struct hash file_hash;
+    struct chunkobj_ctx z;
+    struct buf obj;            /* the encoded object of the current chunk */
+    uint8_t *rbuf;
+    size_t rcap;
+    struct mchunk *fchunks;    /* chunks of the file being read */
+    size_t nfchunks, fchunks_cap;
+    uint64_t done;
+};
+
+/* ---- per region bookkeeping ------------------------------------------ */
+
+static void snap_region_fail(struct snap *s, size_t i, int e)
+{
+    struct snapshot_region_result *rr = &s->res->region[i];
+    if (rr->err == 0) {
+        rr->err = e;
+        snprintf(rr->msg, sizeof(rr->msg), "%s", region_last_error(s->r->regions[i]));
+        log_error("%s", rr->msg);
+    }
+    repo_region_fail(s->r, i, e);
+}
+
+static uint32_t snap_healthy_mask(const struct snap *s)
+{
+    uint32_t mask = 0;
+    for (size_t i = 0; i < s->r->nregions; i++)
+        if (!s->r->health[i])
+            mask |= 1u << s->r->regions[i]->slot;
+    return mask;
+}
+
+/* ---- chunks ------------------------------------------------------------ */
+
+static int snap_encode_once(struct snap *s, const uint8_t *data, size_t len, struct index_chunk *c)
+{
+    enum chunkobj_codec codec;
+    if (s->obj.len)
+        return 0;
+    int e = chunkobj_encode(&s->z, data, len, s->r->conf.zstd_level, &s->obj, &codec);
+    if (e < 0) {
+        buf_printf(s->err, "compressing a chunk: %s", err_str(e));
+        return e;
+    }
+    c->codec = (uint8_t)codec;
+    c->stored_len = (uint32_t)s->obj.len;
+    return 0;
+}
+
+/* Records the outcome of ops on c: present regions get their bit, failed
+ * regions leave the snapshot.  Returns how many regions said "absent". */
+static size_t snap_chunk_outcome(struct snap *s, struct region_op *ops, size_t n,
+                                 const size_t *which, struct index_chunk *c)
+{
+    size_t absent = 0;
+    for (size_t k = 0; k < n; k++) {
+        size_t i = which[k];
+        if (ops[k].ret < 0) {
+            snap_region_fail(s, i, ops[k].ret);
+        } else if (ops[k].kind == REGION_OP_HAS && ops[k].ret == 0) {
+            absent++;
+        } else {
+            c->presence |= 1u << s->r->regions[i]->slot;
+            if (ops[k].kind == REGION_OP_PUT) {
+                s->res->region[i].objects_put++;
+                s->res->region[i].bytes_put += ops[k].len;
+            }
+        }
+    }
+    return absent;
+}
+
+/* Makes the chunk present in every healthy region: ask the regions that
+ * the index does not know to hold it (concurrently), then upload to those
+ * that lack it (concurrently).  *ret_before gets the presence the chunk
+ * had before any upload: 0 means no region had it, a new chunk. */
+static int snap_chunk_upload(struct snap *s, const uint8_t id[HASH_LEN], const uint8_t *data,
+                             size_t len, struct index_chunk *c, uint32_t *ret_before)
+{
+    struct region_op ops[CONFIG_MAX_REGIONS];
+    size_t which[CONFIG_MAX_REGIONS], n = 0;
+    char key[REGION_KEY_MAX];
+    int e;
+
+    region_chunk_key(id, key);
+    buf_reset(&s->obj);
+    for (size_t i = 0; i < s->r->nregions; i++)
+        if (!s->r->health[i] && !(c->presence & (1u << s->r->regions[i]->slot))) {
+            ops[n] = (struct region_op){.rg = s->r->regions[i], .kind = REGION_OP_HAS, .key = key};
+            which[n++] = i;
+        }
+    region_batch(ops, n);
+    size_t absent = snap_chunk_outcome(s, ops, n, which, c);
+    *ret_before = c->presence;
+    if (absent == 0)
+        return 0;
+    if ((e = snap_encode_once(s, data, len, c)) < 0)
+        return e;
+    size_t m = 0;
+    for (size_t k = 0; k < n; k++)
+        if (ops[k].kind == REGION_OP_HAS && ops[k].ret == 0) {
+            ops[m] = (struct region_op){.rg = ops[k].rg, .kind = REGION_OP_PUT, .key = key,
+                                        .data = s->obj.data, .len = s->obj.len};
+            which[m++] = which[k];
+        }
+    region_batch(ops, m);
+    snap_chunk_outcome(s, ops, m, which, c);
+    return 0;
+}
+
+static int snap_chunk_record(struct snap *s, const uint8_t id[HASH_LEN], const struct index_chunk *c)
+{
+    struct index_txn *t;
+    int e = index_txn_begin(s->r->ix, true, &t);
+    if (e == 0 && (e = index_chunk_put(t, id, c)) < 0)
+        index_txn_abort(t);
+    else if (e == 0)
+        e = index_txn_commit(t);
+    if (e < 0)
+        buf_printf(s->err, "recording a chunk in the index: %s", err_str(e));
+    return e;
+}
+
+static int snap_chunk(struct snap *s, const uint8_t *data, size_t len)
+{
+    uint8_t id[HASH_LEN];
+    struct index_chunk c = {0}, was;
+    struct index_txn *t;
+    uint32_t before;
+    int e;
+
+    hash_sha256(data, len, id);
+    hash_update(&s->file_hash, data, len);
+    if ((e = index_txn_begin(s->r->ix, false, &t)) < 0)
+        return e;
+    e = index_chunk_get(t, id, &c);
+    index_txn_abort(t);
+    if (e < 0 && e != -ENOENT)
+        return e;
+    if (e == -ENOENT) {
+        memset(&c, 0, sizeof(c));
+        c.raw_len = (uint32_t)len;
+    }
+    was = c;
+    if ((e = snap_chunk_upload(s, id, data, len, &c, &before)) < 0)
+        return e;
+    if (before == 0 && c.presence != 0) {
+        s->res->new_chunks++;
+        s->res->new_bytes += len;
+        s->res->stored_bytes += c.stored_len;
+    }
+    if (memcmp(&was, &c, sizeof(c)) != 0 && (e = snap_chunk_record(s, id, &c)) < 0)
+        return e;
+    if (s->nfchunks == s->fchunks_cap) {
+        size_t cap = s->fchunks_cap ? s->fchunks_cap * 2 : 64;
+        struct mchunk *v = realloc(s->fchunks, cap * sizeof(*v));
+        if (!v)
+            return -ENOMEM;
+        s->fchunks = v;
+        s->fchunks_cap = cap;
+    }
+    memcpy(s->fchunks[s->nfchunks].id, id, HASH_LEN);
+    s->fchunks[s->nfchunks++].len = (uint32_t)len;
+    s->done += len;
+    if (s->o->progress)
+        s->o->progress(s->o->progress_ud, s->done, s->w.bytes);
+    return 0;
+}
+
+/* ---- files ------------------------------------------------------------- */
+
+static void snap_file_key(const struct stat *st, struct index_file_key *k)
+{
+    memset(k, 0, sizeof(*k));
+    k->dev = (uint64_t)st->st_dev;
+    k->ino = (uint64_t)st->st_ino;
+    k->size = (uint64_t)st->st_size;
+    k->mtime_ns = (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
+    k->ctime_ns = (int64_t)st->st_ctim.tv_sec * 1000000000 + st->st_ctim.tv_nsec;
+}
+
+/* The file's chunks from the index, if it is unchanged and every healthy
+ * region holds every one of them.  Returns 1 when reused. */
+static int snap_file_reuse(struct snap *s, const struct index_file_key *k, uint8_t digest[HASH_LEN])
+{
+    struct index_txn *t;
+    struct mchunk *v = NULL;
+    size_t n = 0;
+    uint32_t need = snap_healthy_mask(s);
+    int e = index_txn_begin(s->r->ix, false, &t);
+    if (e < 0)
+        return e;
+    e = index_file_get(t, k, digest, &v, &n);
+    for (size_t i = 0; e == 0 && i < n; i++) {
+        struct index_chunk c;
+        if (index_chunk_get(t, v[i].id, &c) < 0 || (c.presence & need) != need)
+            e = -ENOENT;
+    }
+    index_txn_abort(t);
+    if (e < 0) {
+        free(v);
+        return e == -ENOENT ? 0 : e;
+    }
+    free(s->fchunks);
+    s->fchunks = v;
+    s->nfchunks = s->fchunks_cap = n;
+    s->done += k->size;
+    return 1;
+}
+
+static int snap_read_chunks(struct snap *s, int fd, uint64_t *ret_read)
+{
+    size_t start = 0, end = 0;
+    bool eof = false;
+    *ret_read = 0;
+    for (;;) {
+        if (!eof && end - start < s->r->cdc.max) {
+            memmove(s->rbuf, s->rbuf + start, end - start);
+            end -= start;
+            start = 0;
+            ssize_t n = fileio_read_full(fd, s->rbuf + end, s->rcap - end);
+            if (n < 0)
+                return (int)n;
+            eof = (size_t)n < s->rcap - end;
+            end += (size_t)n;
+            *ret_read += (uint64_t)n;
+        }
+        if (start == end)
+            return 0;
+        size_t len = fastcdc_cut(&s->r->cdc, s->rbuf + start, end - start, eof);
+        if (len == 0)
+            return -EIO; /* cannot happen: the buffer holds >= max bytes */
+        int e = snap_chunk(s, s->rbuf + start, len);
+        if (e < 0)
+            return e;
+        start += len;
+    }
+}
+
+static bool snap_same_file(const struct stat *a, const struct stat *b)
+{
+    return a->st_ino == b->st_ino && a->st_dev == b->st_dev && a->st_size == b->st_size &&
+           a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec &&
+           a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
+}
+
+static int snap_record_file(struct snap *s, const struct index_file_key *k, const uint8_t *digest)
+{
+    struct index_txn *t;
+    int e = index_txn_begin(s->r->ix, true, &t);
+    if (e == 0 && (e = index_file_put(t, k, digest, s->fchunks, s->nfchunks)) < 0)
+        index_txn_abort(t);
+    else if (e == 0)
+        e = index_txn_commit(t);
+    return e;
+}
+
+static int snap_open(struct snap *s, const char *rel)
+{
+    struct buf path = BUF_INIT;
+    int fd = -ENOMEM;
+    if (buf_printf(&path, "%s/%s", s->w.base, rel) == 0) {
+        fd = open(buf_str(&path), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOATIME);
+        if (fd < 0 && errno == EPERM)
+            fd = open(buf_str(&path), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0) {
+            fd = -errno;
+            buf_printf(s->err, "opening \"%s\": %s", buf_str(&path), strerror(errno));
+        }
+    }
+    buf_free(&path);
+    return fd;
+}
+
+/* One attempt at a file: 0 done, CKS_E_CHANGED to try again. */
+static int snap_file_once(struct snap *s, const struct walk_entry *we, struct stat *ret_st,
+                          uint8_t digest[HASH_LEN])
+{
+    struct stat st1, st2;
+    struct index_file_key k;
+    uint64_t got = 0;
+    int e, fd = snap_open(s, we->path);
+
+    if (fd < 0)
+        return fd;
+    s->nfchunks = 0;
+    if (fstat(fd, &st1) < 0) {
+        e = -errno;
+        goto out;
+    }
+    snap_file_key(&st1, &k);
+    if ((e = snap_file_reuse(s, &k, digest)) < 0)
+        goto out;
+    if (e == 1) {
+        s->res->files_unchanged++;
+        goto out_ok;
+    }
+    uint64_t done0 = s->done;
+    hash_reset(&s->file_hash);
+    e = snap_read_chunks(s, fd, &got);
+    if (e < 0) {
+        if (e > CKS_E_BASE && !buf_str(s->err)[0])
+            buf_printf(s->err, "reading \"%s/%s\": %s", s->w.base, we->path, err_str(e));
+        goto out;
+    }
+    hash_final(&s->file_hash, digest);
+    if (fstat(fd, &st2) < 0 || !snap_same_file(&st1, &st2) || got != (uint64_t)st1.st_size) {
+        s->done = done0;
+        e = CKS_E_CHANGED;
+        goto out;
+    }
+    if ((e = snap_record_file(s, &k, digest)) < 0) {
+        buf_printf(s->err, "recording \"%s\" in the index: %s", we->path, err_str(e));
+        goto out;
+    }
+out_ok:
+    *ret_st = st1;
+    e = 0;
+out:
+    close(fd);
+    return e;
+}
+
+static int snap_file(struct snap *s, const struct walk_entry *we)
+{
+    uint8_t digest[HASH_LEN];
+    struct stat st = we->st;
+    int e = CKS_E_CHANGED;
+
+    for (int attempt = 0; attempt < SNAPSHOT_RETRIES && e == CKS_E_CHANGED; attempt++) {
+        e = snap_file_once(s, we, &st, digest);
+        if (e == CKS_E_CHANGED)
+            log_warn("\"%s/%s\" changed while it was read; reading it again", s->w.base, we->path);
+    }
+    if (e == CKS_E_CHANGED)
+        buf_printf(s->err, "\"%s/%s\" kept changing while it was read (%d attempts)", s->w.base,
+                   we->path, SNAPSHOT_RETRIES);
+    if (e < 0)
+        return e;
+    if ((e = manifest_add_file(&s->m, MFILE_REG, we->path, st.st_mode & 07777, NULL)) < 0)
+        return e;
+    for (size_t i = 0; i < s->nfchunks; i++)
+        if ((e = manifest_add_chunk(&s->m, s->fchunks[i].id, s->fchunks[i].len)) < 0)
+            return e;
+    manifest_set_digest(&s->m, digest);
+    s->res->files++;
+    s->res->bytes += (uint64_t)st.st_size;
+    s->res->chunks += s->nfchunks;
+    return 0;
+}
+
+static int snap_entries(struct snap *s)
+{
+    for (size_t i = 0; i < s->w.n; i++) {
+        const struct walk_entry *we = &s->w.v[i];
+        int e = 0;
+        if (we->type == MFILE_REG) {
+            e = snap_file(s, we);
+        } else {
+            e = manifest_add_file(&s->m, we->type, we->path, we->st.st_mode & 07777, we->link);
+            s->res->dirs += we->type == MFILE_DIR;
+            s->res->links += we->type == MFILE_LINK;
+        }
+        if (e < 0)
+            return e;
+        if (repo_healthy(s->r) == 0) {
+            buf_printf(s->err, "every region failed");
+            return CKS_E_QUORUM;
+        }
+    }
+    return 0;
+}
+
+/* ---- commit ------------------------------------------------------------ */
+
+static int snap_make_id(char *id, size_t cap)
+{
+    struct timespec ts;
+    struct tm tm;
+    uint32_t rnd;
+    char stamp[32];
+    clock_gettime(CLOCK_REALTIME, &ts);
+    gmtime_r(&ts.tv_sec, &tm);
+    strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%S", &tm);
+    if (getrandom(&rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+        return -EIO;
+    snprintf(id, cap, "%s.%06ldZ-%08x", stamp, ts.tv_nsec / 1000, rnd);
+    return 0;
+}
+
+static void snap_parent(struct snap *s, char **ret_parent)
+{
+    char key[REGION_KEY_MAX];
+    snprintf(key, sizeof(key), "refs/%s/latest", s->o->run);
+    for (size_t i = 0; i < s->r->nregions; i++) {
+        struct buf data = BUF_INIT;
+        struct ref f;
+        if (s->r->health[i])
+            continue;
+        int e = region_get(s->r->regions[i], key, REF_MAX_BYTES, &data);
+        if (e == 0 && ref_parse(data.data, data.len, &f) == 0)
+            manifest_set_str(ret_parent, f.id);
+        buf_free(&data);
+        if (e == 0 || e == -ENOENT)
+            return;
+    }
+}
+
+static int snap_init_manifest(struct snap *s)
+{
+    struct manifest *m = &s->m;
+    char host[256] = "unknown";
+    int e;
+
+    if ((e = snap_make_id(m->id, sizeof(m->id))) < 0)
+        return e;
+    gethostname(host, sizeof(host) - 1);
+    m->step = s->o->step;
+    m->time = (int64_t)time(NULL);
+    m->chunk_min = s->r->params.chunk_min;
+    m->chunk_avg = s->r->params.chunk_avg;
+    m->chunk_max = s->r->params.chunk_max;
+    m->normalization = s->r->params.normalization;
+    if ((e = manifest_set_str(&m->run, s->o->run)) < 0 || (e = manifest_set_str(&m->host, host)) < 0 ||
+        (e = manifest_set_str(&m->root, s->w.v[0].path)) < 0)
+        return e;
+    if (s->o->instance && (e = manifest_set_str(&m->instance, s->o->instance)) < 0)
+        return e;
+    snap_parent(s, &m->parent);
+    return 0;
+}
+
+static int snap_record(struct snap *s, uint32_t committed, bool create)
+{
+    struct index_txn *t;
+    struct index_snap rec = {0};
+    int e = index_txn_begin(s->r->ix, true, &t);
+    if (e < 0)
+        return e;
+    if (!create) {
+        if ((e = index_snap_get(t, s->m.run, s->m.id, &rec)) < 0)
+            goto fail;
+        rec.committed = committed;
+        e = index_snap_put(t, s->m.run, s->m.id, &rec);
+        goto done;
+    }
+    rec.step = s->m.step;
+    rec.time = s->m.time;
+    rec.bytes = s->res->bytes;
+    rec.nfiles = s->m.nfiles;
+    for (size_t i = 0; i < s->m.nchunks && e == 0; i++) {
+        struct index_chunk c;
+        if ((e = index_chunk_get(t, s->m.chunks[i].id, &c)) == 0) {
+            c.refcount++;
+            e = index_chunk_put(t, s->m.chunks[i].id, &c);
+        }
+    }
+    if (e == 0)
+        e = index_snap_put(t, s->m.run, s->m.id, &rec);
+done:
+    if (e == 0)
+        return index_txn_commit(t);
+fail:
+    index_txn_abort(t);
+    return e;
+}
+
+/* Publishes the manifest in region i and moves latest unless it already
+ * names a newer snapshot. */
+static int snap_publish(struct snap *s, size_t i, const struct buf *man)
+{
+    struct region *rg = s->r->regions[i];
+    char key[REGION_KEY_MAX];
+    struct buf cur = BUF_INIT, out = BUF_INIT;
+    struct ref mine, theirs;
+    int e;
+
+    snprintf(key, sizeof(key), "snapshots/%s/%s", s->m.run, s->m.id);
+    if ((e = region_put(rg, key, man->data, man->len)) < 0)
+        return e;
+    snprintf(key, sizeof(key), "refs/%s/latest", s->m.run);
+    memcpy(mine.id, s->m.id, sizeof(mine.id));
+    mine.step = s->m.step;
+    e = region_get(rg, key, REF_MAX_BYTES, &cur);
+    if (e == 0 && ref_parse(cur.data, cur.len, &theirs) == 0 && !ref_newer(&mine, &theirs)) {
+        log_info("region '%s': latest of run '%s' stays at newer snapshot %s", rg->conf.name,
+                 s->m.run, theirs.id);
+    } else if (e == 0 || e == -ENOENT || e == CKS_E_LIMIT) {
+        e = ref_encode(&mine, &out);
+        if (e == 0)
+            e = region_put(rg, key, out.data, out.len);
+    }
+    buf_free(&cur);
+    buf_free(&out);
+    return e;
+}
+
+static int snap_commit(struct snap *s)
+{
+    struct buf man = BUF_INIT;
+    uint32_t committed = 0;
+    int e = manifest_encode(&s->m, &man);
+
+    if (e < 0) {
+        buf_printf(s->err, "encoding the manifest: %s", err_str(e));
+        goto out;
+    }
+    if ((e = snap_record(s, 0, true)) < 0) {
+        buf_printf(s->err, "recording the snapshot in the index: %s", err_str(e));
+        goto out;
+    }
+    for (size_t i = 0; i < s->r->nregions; i++) {
+        if (s->r->health[i])
+            continue;
+        if ((e = snap_publish(s, i, &man)) < 0) {
+            snap_region_fail(s, i, e);
+            continue;
+        }
+        committed |= 1u << s->r->regions[i]->slot;
+        s->res->committed++;
+    }
+    if ((e = snap_record(s, committed, false)) < 0)
+        buf_printf(s->err, "recording the snapshot's regions in the index: %s", err_str(e));
+out:
+    buf_free(&man);
+    return e;
+}
+
+/* ---- entry point ------------------------------------------------------- */
+
+static int snap_setup(struct snap *s)
+{
+    int e = hash_init(&s->file_hash);
+    if (e < 0)
+        return e;
+    s->rcap = 2 * s->r->cdc.max;
+    s->rbuf = malloc(s->rcap);
+    return s->rbuf ? 0 : -ENOMEM;
+}
+
+static void snap_teardown(struct snap *s)
+{
+    walk_free(&s->w);
+    manifest_free(&s->m);
+    hash_free(&s->file_hash);
+    chunkobj_ctx_free(&s->z);
+    buf_free(&s->obj);
+    free(s->rbuf);
+    free(s->fchunks);
+}
+
+static void snap_note_unhealthy(struct snap *s)
+{
+    for (size_t i = 0; i < s->r->nregions; i++)
+        if (s->r->health[i])
+            snap_region_fail(s, i, s->r->health[i]);
+}
+
+int snapshot_take(struct repo *r, const struct snapshot_opts *o, struct snapshot_result *ret,
+                  struct buf *err)
+{
+    struct snap s = {.r = r, .o = o, .res = ret, .err = err};
+    int e;
+
+    memset(ret, 0, sizeof(*ret));
+    ret->nregions = r->nregions;
+    manifest_init(&s.m);
+    if (manifest_run_check(o->run) < 0) {
+        buf_printf(err, "run name \"%s\": use 1-64 characters from [A-Za-z0-9._-]", o->run);
+        return -EINVAL;
+    }
+    snap_note_unhealthy(&s);
+    if ((e = walk_list(o->path, &s.w, err)) < 0 || (e = snap_setup(&s)) < 0 ||
+        (e = snap_init_manifest(&s)) < 0 || (e = snap_entries(&s)) < 0 || (e = snap_commit(&s)) < 0)
+        goto out;
+    memcpy(ret->id, s.m.id, sizeof(ret->id));
+    snprintf(ret->root, sizeof(ret->root), "%s", s.m.root);
+    ret->durable = ret->committed >= r->conf.quorum;
+    e = ret->committed == r->nregions ? 0 : ret->durable ? 1 : CKS_E_QUORUM;
+out:
+    if (e < 0 && e != CKS_E_QUORUM && !buf_str(err)[0])
+        buf_printf(err, "%s", err_str(e));
+    snap_teardown(&s);
+    return e;
+}

@@ -1,0 +1,39 @@
+/*
+ * verify.h — check that every chunk of every selected snapshot is present
+ * and intact (decodes, and its SHA-256 matches its id) in every region,
+ * and that every region holds every selected snapshot's manifest.
+ *
+ * The selection is the union over healthy regions of their snapshots
+ * (of one run, or all runs), or one snapshot.  Each distinct chunk is
+ * fetched once per region.  Not thread-safe.
+ */
+#ifndef CKS_VERIFY_H
+#define CKS_VERIFY_H
+
+#include <stdint.h>
+
+#include "service/repo.h"
+
+struct verify_region_result {
+    int err;                  /* region unusable: the check's error */
+    uint64_t manifests_ok, manifests_missing, manifests_bad;
+    uint64_t chunks_ok, chunks_missing, chunks_corrupt;
+};
+
+struct verify_result {
+    uint64_t snapshots;
+    uint64_t chunks;          /* distinct chunks referenced */
+    uint64_t bytes;           /* their raw bytes */
+    size_t nregions;
+    struct verify_region_result region[CONFIG_MAX_REGIONS];
+};
+
+/* Returns 0 when every region is complete and intact, CKS_E_DIGEST when
+ * anything is missing or corrupt, another negative code on failure. */
+int verify_run(struct repo *r, const char *run, const char *id,
+               void (*progress)(void *ud, uint64_t done, uint64_t total), void *ud,
+               struct verify_result *ret, struct buf *err);
+/* Is the region complete and intact? */
+int verify_region_ok(const struct verify_region_result *v);
+
+#endif

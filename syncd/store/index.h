@@ -1,0 +1,100 @@
+/*
+ * index.h — the local LMDB index: a cache of what the regions hold plus the
+ * daemon's work queues.  `ckptsync reindex` can rebuild it from a region.
+ *
+ * Databases (one LMDB environment in <state>/index/):
+ *   meta       string key -> value ("format", "repo_id", "region:<name>" -> slot)
+ *   chunks     id[32] -> struct index_chunk (sizes, codec, refcount, presence)
+ *   files      struct index_file_key -> digest[32] + n * {id[32], len u32 LE}
+ *   snapshots  "<run>\0<id>" -> struct index_snap
+ *
+ * Calling sequence:
+ *   index_open(dir, &ix);
+ *   index_txn_begin(ix, true, &t); index_chunk_put(t, ...); index_txn_commit(t);
+ *   index_free(ix);
+ * One write transaction per state change; a crash leaves either all of it
+ * or none.  Read transactions may run in parallel with one writer.
+ * Every function returns 0, a positive value where documented, -ENOENT when
+ * a key is absent, -ENOSPC when the map is full, -EIO/CKS_E_FORMAT on a
+ * corrupt record; never an MDB_* code.  A failed commit is a durability
+ * failure: the caller must stop accepting work (see STYLE: degraded).
+ *
+ * Thread-safety: struct index may be shared; a transaction belongs to the
+ * thread that began it.  Values returned point into the transaction's
+ * memory map unless stated: copy them before the transaction ends.
+ */
+#ifndef CKS_INDEX_H
+#define CKS_INDEX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/hash.h"
+#include "engine/manifest.h"
+
+#define INDEX_MAX_REGIONS 32
+
+struct index;
+struct index_txn;
+
+struct index_chunk {
+    uint32_t raw_len;
+    uint32_t stored_len;     /* object size in regions (header + payload) */
+    uint8_t codec;
+    uint32_t presence;       /* bit per region slot: stored and confirmed */
+    uint64_t refcount;       /* occurrences in committed manifests */
+};
+
+struct index_file_key {
+    uint64_t dev, ino, size;
+    int64_t mtime_ns, ctime_ns;
+};
+
+struct index_snap {
+    int64_t step;
+    int64_t time;
+    uint64_t bytes;          /* logical bytes */
+    uint64_t nfiles;
+    uint32_t committed;      /* bit per region slot: manifest published */
+    uint8_t manifest_digest[HASH_LEN];
+};
+
+int index_open(const char *dir, struct index **ret);
+void index_free(struct index *ix);
+
+int index_txn_begin(struct index *ix, bool write, struct index_txn **ret);
+int index_txn_commit(struct index_txn *t);   /* frees t, also on failure */
+void index_txn_abort(struct index_txn *t);   /* NULL is fine */
+
+/* Region slots: a stable small number per region name (0..INDEX_MAX_REGIONS-1),
+ * allocated on first use in a write transaction. */
+int index_region_slot(struct index_txn *t, const char *name, unsigned *ret_slot);
+
+/* Meta values are text without NUL; ret_val gets a NUL-terminated copy,
+ * -ERANGE if it does not fit in cap. */
+int index_meta_get(struct index_txn *t, const char *key, char *ret_val, size_t cap);
+int index_meta_put(struct index_txn *t, const char *key, const char *val);
+
+int index_chunk_get(struct index_txn *t, const uint8_t id[HASH_LEN], struct index_chunk *ret);
+int index_chunk_put(struct index_txn *t, const uint8_t id[HASH_LEN], const struct index_chunk *c);
+/* Calls cb for every chunk; a non-zero return from cb stops and is returned. */
+int index_chunk_foreach(struct index_txn *t,
+                        int (*cb)(void *ud, const uint8_t id[HASH_LEN], const struct index_chunk *c),
+                        void *ud);
+
+/* ret_chunks is malloc'ed (caller frees). */
+int index_file_get(struct index_txn *t, const struct index_file_key *k, uint8_t ret_digest[HASH_LEN],
+                   struct mchunk **ret_chunks, size_t *ret_n);
+int index_file_put(struct index_txn *t, const struct index_file_key *k, const uint8_t digest[HASH_LEN],
+                   const struct mchunk *chunks, size_t n);
+
+int index_snap_get(struct index_txn *t, const char *run, const char *id, struct index_snap *ret);
+int index_snap_put(struct index_txn *t, const char *run, const char *id, const struct index_snap *s);
+int index_snap_del(struct index_txn *t, const char *run, const char *id);
+/* All snapshots of run (or of every run when run is NULL), in key order. */
+int index_snap_foreach(struct index_txn *t, const char *run,
+                       int (*cb)(void *ud, const char *run, const char *id, const struct index_snap *s),
+                       void *ud);
+
+#endif

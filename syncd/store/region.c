@@ -1,0 +1,174 @@
+/*
+ * region.c — the generic half of a region: backend dispatch, key checks,
+ * the last-error message.
+ *
+ * Design notes:
+ * - Keys are checked here, once, before any backend sees them, so that no
+ *   backend can be talked into a path outside its root: a key is relative,
+ *   '/'-separated, with no empty, "." or ".." component, shorter than
+ *   REGION_KEY_MAX.  A list prefix is a key whose last component may be
+ *   partial or empty ("chunks/", "snapshots/r1/", "snap").
+ * - Each operation clears errmsg first and backends fill it on failure; a
+ *   failure a backend did not describe still gets a generic message, so
+ *   region_last_error() after a failed call always says something.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "base/err.h"
+#include "store/region.h"
+
+int region_new(const struct region_conf *conf, struct region **ret, struct buf *err)
+{
+    switch (conf->kind) {
+    case REGION_KIND_DIR:
+        return region_dir_new(conf, ret, err);
+    case REGION_KIND_S3:
+        if (err)
+            buf_printf(err, "region '%s': kind s3 is not available in this build yet", conf->name);
+        return CKS_E_CONFIG;
+    }
+    if (err)
+        buf_printf(err, "region '%s': unknown kind %d", conf->name, (int)conf->kind);
+    return CKS_E_CONFIG;
+}
+
+void region_free(struct region *r)
+{
+    if (r)
+        r->ops->free(r);
+}
+
+/* Checks every component but the last; the last is checked when whole. */
+static int region_key_check(const char *key, int prefix)
+{
+    size_t len = strlen(key);
+    if (len >= REGION_KEY_MAX || (!prefix && len == 0) || key[0] == '/')
+        return -EINVAL;
+    for (const char *p = key; *p;) {
+        const char *slash = strchr(p, '/');
+        size_t n = slash ? (size_t)(slash - p) : strlen(p);
+        if (!slash && prefix)
+            break; /* a partial name: only compared, never opened */
+        if (n == 0 || (n == 1 && p[0] == '.') || (n == 2 && p[0] == '.' && p[1] == '.'))
+            return -EINVAL;
+        if (!slash)
+            break;
+        p = slash + 1;
+        if (!*p && !prefix)
+            return -EINVAL; /* trailing '/' leaves an empty last component */
+    }
+    return 0;
+}
+
+static int region_bad_key(struct region *r, const char *key)
+{
+    region_set_error(r, "region '%s': invalid key \"%.*s\"", r->conf.name, 200, key);
+    return -EINVAL;
+}
+
+/* Backends describe their failures; this covers one that did not. */
+static int region_done(struct region *r, const char *what, const char *key, int rc)
+{
+    if (rc < 0 && r->errmsg[0] == 0)
+        region_set_error(r, "region '%s': %s \"%s\": %s", r->conf.name, what, key, err_str(rc));
+    return rc;
+}
+
+int region_put(struct region *r, const char *key, const void *data, size_t len)
+{
+    r->errmsg[0] = 0;
+    if (region_key_check(key, 0) < 0)
+        return region_bad_key(r, key);
+    return region_done(r, "writing", key, r->ops->put(r, key, data, len));
+}
+
+int region_get(struct region *r, const char *key, size_t max, struct buf *out)
+{
+    r->errmsg[0] = 0;
+    if (region_key_check(key, 0) < 0)
+        return region_bad_key(r, key);
+    return region_done(r, "reading", key, r->ops->get(r, key, max, out));
+}
+
+int region_has(struct region *r, const char *key)
+{
+    r->errmsg[0] = 0;
+    if (region_key_check(key, 0) < 0)
+        return region_bad_key(r, key);
+    return region_done(r, "looking up", key, r->ops->has(r, key));
+}
+
+int region_list(struct region *r, const char *prefix,
+                int (*cb)(void *ud, const char *key, uint64_t size), void *ud)
+{
+    r->errmsg[0] = 0;
+    if (region_key_check(prefix, 1) < 0)
+        return region_bad_key(r, prefix);
+    return region_done(r, "listing", prefix, r->ops->list(r, prefix, cb, ud));
+}
+
+int region_del(struct region *r, const char *key)
+{
+    r->errmsg[0] = 0;
+    if (region_key_check(key, 0) < 0)
+        return region_bad_key(r, key);
+    return region_done(r, "deleting", key, r->ops->del(r, key));
+}
+
+int region_check(struct region *r)
+{
+    r->errmsg[0] = 0;
+    return region_done(r, "checking", r->conf.name, r->ops->check(r));
+}
+
+const char *region_last_error(const struct region *r)
+{
+    return r->errmsg;
+}
+
+void region_set_error(struct region *r, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->errmsg, sizeof(r->errmsg), fmt, ap);
+    va_end(ap);
+}
+
+void region_chunk_key(const uint8_t id[HASH_LEN], char *out)
+{
+    char hex[HASH_HEX_LEN + 1];
+    hex_encode(id, HASH_LEN, hex);
+    snprintf(out, REGION_KEY_MAX, "chunks/%.2s/%s", hex, hex);
+}
+
+static void *region_op_run(void *arg)
+{
+    struct region_op *op = arg;
+    if (op->kind == REGION_OP_PUT)
+        op->ret = region_put(op->rg, op->key, op->data, op->len);
+    else
+        op->ret = region_has(op->rg, op->key);
+    return NULL;
+}
+
+void region_batch(struct region_op *ops, size_t n)
+{
+    pthread_t th[CONFIG_MAX_REGIONS];
+    bool started[CONFIG_MAX_REGIONS] = {false};
+
+    /* Threads are cheap next to an fsync or a network round trip; when one
+     * cannot be created the op simply runs on the calling thread. */
+    for (size_t i = 1; i < n && i < CONFIG_MAX_REGIONS; i++)
+        started[i] = pthread_create(&th[i], NULL, region_op_run, &ops[i]) == 0;
+    for (size_t i = 0; i < n; i++)
+        if (i == 0 || i >= CONFIG_MAX_REGIONS || !started[i])
+            region_op_run(&ops[i]);
+    for (size_t i = 1; i < n && i < CONFIG_MAX_REGIONS; i++)
+        if (started[i])
+            pthread_join(th[i], NULL);
+}

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# run.sh — the whole test suite, as CI runs it: installs what the tests
+# need, builds with ASan+UBSan and -Werror, fuzzes every parser briefly
+# with libFuzzer, then runs every test under ctest.
+#   tests/run.sh [ctest args...]      e.g. tests/run.sh -R e2e
+#   CKS_FUZZ_SECONDS=0 skips the fuzzing run.
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+build=${CKS_TEST_BUILD:-$top/build-test}
+
+"$top/deploy/deps.sh" --test
+cmake -S "$top" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+      -DCKS_SANITIZE=ON -DCKS_WERROR=ON > /dev/null
+cmake --build "$build" -j"$(nproc)"
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+if [ "${CKS_FUZZ_SECONDS:-15}" != 0 ]; then
+  "$top/tests/fuzz/run.sh" "${CKS_FUZZ_SECONDS:-15}"
+fi
+cd "$build"
+ctest --output-on-failure -j2 --timeout 1200 "$@"

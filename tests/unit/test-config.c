@@ -1,0 +1,516 @@
+/*
+ * test-config.c — defaults, a full valid file, every kind of error (each
+ * message names file, line and key), sizes, config_finish() after --state,
+ * and config_load() on real files.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "base/config.h"
+#include "base/err.h"
+
+#define NAME "test.conf"
+#define NAME60 "abcdefghijabcdefghijabcdefghijabcdefghijabcdefghijabcdefghij"
+
+static struct config *cfg_new(void)
+{
+    struct config *c = malloc(sizeof(*c));
+    assert_non_null(c);
+    return c;
+}
+
+static int parse(const char *text, struct config *c, struct buf *err)
+{
+    buf_reset(err);
+    return config_parse(NAME, text, strlen(text), c, err);
+}
+
+static void test_defaults(void **state)
+{
+    struct config *c = cfg_new();
+    config_default(c);
+    assert_string_equal(c->source, "");
+    assert_string_equal(c->watch, "/data/cloud_storage");
+    assert_string_equal(c->state, "/var/lib/ckptsync");
+    assert_string_equal(c->socket, "/var/lib/ckptsync/ckptsyncd.sock");
+    assert_int_equal(c->quorum, 2);
+    assert_int_equal(c->settle, 10);
+    assert_int_equal(c->memory, 1u << 30);
+    assert_int_equal(c->chunk_min, 1u << 20);
+    assert_int_equal(c->chunk_avg, 4u << 20);
+    assert_int_equal(c->chunk_max, 16u << 20);
+    assert_int_equal(c->normalization, 1);
+    assert_int_equal(c->zstd_level, 3);
+    assert_true(c->default_regions);
+    assert_true(c->default_socket);
+    assert_int_equal(c->nregions, 3);
+    const char *names[] = {"a", "b", "c"};
+    for (size_t i = 0; i < 3; i++) {
+        const struct region_conf *r = &c->regions[i];
+        char path[64];
+        snprintf(path, sizeof(path), "/var/lib/ckptsync/regions/%s", names[i]);
+        assert_string_equal(r->name, names[i]);
+        assert_int_equal(r->kind, REGION_KIND_DIR);
+        assert_string_equal(r->path, path);
+        assert_string_equal(r->signing_region, "us-east-1");
+        assert_false(r->virtual_hosted);
+        assert_false(r->unsigned_payload);
+        assert_true(r->tls_verify);
+        assert_int_equal(r->connections, 16);
+        assert_int_equal(r->bandwidth, 0);
+    }
+    /* The embedded default is itself valid, and an empty file is the default. */
+    struct buf err = BUF_INIT;
+    assert_int_equal(config_finish(c, &err), 0);
+    struct config *d = cfg_new();
+    assert_int_equal(parse("", d, &err), 0);
+    assert_string_equal(d->source, NAME);
+    assert_int_equal(d->nregions, 3);
+    assert_string_equal(d->regions[2].path, c->regions[2].path);
+    buf_free(&err);
+    free(c);
+    free(d);
+}
+
+static const char full_file[] = "\xEF\xBB\xBF; ckptsync configuration\r\n"
+                                "# both comment styles\n"
+                                "[daemon]\n"
+                                "watch = /mnt/ckpt\n"
+                                "state = /srv/ckptsync   ; inline comment\n"
+                                "socket = /run/ckptsyncd.sock\n"
+                                "quorum = 3\n"
+                                "settle: 30\n"
+                                "memory = 2G\n"
+                                "\n"
+                                "[chunker]\n"
+                                "min = 512K\n"
+                                "avg = 2M\n"
+                                "max = 8M\n"
+                                "normalization = 2\n"
+                                "[compress]\n"
+                                "level = 19\n"
+                                "[region.local]\n"
+                                "kind = dir\n"
+                                "path = /nas/ckpt\n"
+                                "connections = 4\n"
+                                "[region.aws-us_1]\n"
+                                "kind = s3\n"
+                                "endpoint = https://s3.us-west-2.amazonaws.com\n"
+                                "bucket = my-bucket\n"
+                                "prefix = team/run\n"
+                                "region = us-west-2\n"
+                                "addressing = virtual\n"
+                                "payload = unsigned\n"
+                                "credentials = /etc/ckptsync/aws.cred\n"
+                                "tls_verify = off\n"
+                                "ca_file = /etc/ssl/ca.pem\n"
+                                "connections = 64\n"
+                                "bandwidth = 100M\n"
+                                "[region.minio]\n"
+                                "kind = S3\n"
+                                "endpoint = http://10.0.0.5:9000\n"
+                                "bucket = ckpt\n";
+
+static void test_full_file(void **state)
+{
+    struct config *c = cfg_new();
+    struct buf err = BUF_INIT;
+
+    int r = parse(full_file, c, &err);
+    if (r != 0)
+        fail_msg("unexpected error: %s", buf_str(&err));
+    assert_string_equal(c->source, NAME);
+    assert_string_equal(c->watch, "/mnt/ckpt");
+    assert_string_equal(c->state, "/srv/ckptsync");
+    assert_string_equal(c->socket, "/run/ckptsyncd.sock");
+    assert_false(c->default_socket);
+    assert_int_equal(c->quorum, 3);
+    assert_int_equal(c->settle, 30);
+    assert_int_equal(c->memory, 2ull << 30);
+    assert_int_equal(c->chunk_min, 512u << 10);
+    assert_int_equal(c->chunk_avg, 2u << 20);
+    assert_int_equal(c->chunk_max, 8u << 20);
+    assert_int_equal(c->normalization, 2);
+    assert_int_equal(c->zstd_level, 19);
+    assert_false(c->default_regions);
+    assert_int_equal(c->nregions, 3);
+
+    const struct region_conf *d = &c->regions[0];
+    assert_string_equal(d->name, "local");
+    assert_int_equal(d->kind, REGION_KIND_DIR);
+    assert_string_equal(d->path, "/nas/ckpt");
+    assert_int_equal(d->connections, 4);
+
+    const struct region_conf *s = &c->regions[1];
+    assert_string_equal(s->name, "aws-us_1");
+    assert_int_equal(s->kind, REGION_KIND_S3);
+    assert_string_equal(s->path, "");
+    assert_string_equal(s->endpoint, "https://s3.us-west-2.amazonaws.com");
+    assert_string_equal(s->bucket, "my-bucket");
+    assert_string_equal(s->prefix, "team/run");
+    assert_string_equal(s->signing_region, "us-west-2");
+    assert_true(s->virtual_hosted);
+    assert_true(s->unsigned_payload);
+    assert_string_equal(s->credentials, "/etc/ckptsync/aws.cred");
+    assert_false(s->tls_verify);
+    assert_string_equal(s->ca_file, "/etc/ssl/ca.pem");
+    assert_int_equal(s->connections, 64);
+    assert_int_equal(s->bandwidth, 100u << 20);
+
+    const struct region_conf *m = &c->regions[2];
+    assert_string_equal(m->name, "minio");
+    assert_int_equal(m->kind, REGION_KIND_S3);
+    assert_string_equal(m->signing_region, "us-east-1");
+    assert_false(m->virtual_hosted);
+    assert_false(m->unsigned_payload);
+    assert_true(m->tls_verify);
+    assert_int_equal(m->connections, 16);
+    assert_int_equal(m->bandwidth, 0);
+    buf_free(&err);
+    free(c);
+}
+
+/* Valid files that exercise one rule each. */
+static void test_valid_small(void **state)
+{
+    static const char *const files[] = {
+        /* state moves: default regions and socket follow it */
+        "[daemon]\nstate = /srv/x/\n",
+        /* a 63-byte region name (longer than inih's own section buffer) */
+        "[region." NAME60 "012]\npath = /r\n"
+        "[daemon]\nquorum = 1\n",
+        /* an empty [daemon] section, CRLF, comments, key: value */
+        "[daemon]\r\n[daemon]\r\n; x\r\nquorum: 1\r\n",
+        /* boolean spellings */
+        "[region.a]\nkind=s3\nendpoint=http://h\nbucket=b\ntls_verify=YES\n"
+        "[region.b]\nkind=s3\nendpoint=http://h\nbucket=b\ntls_verify=0\n",
+        /* watch at the root of a filesystem, state elsewhere */
+        "[daemon]\nwatch = /data\nstate = /var/lib/x\n",
+        /* a prefix of watch that is not a parent of it */
+        "[daemon]\nwatch = /data/cloud\nstate = /data/cloud_state\n",
+        /* the largest avg FastCDC takes without normalization */
+        "[chunker]\navg = 32M\nmax = 64M\nnormalization = 0\n",
+        /* same-looking section names inih would cut differently */
+        "[region." NAME60 "01]\npath = /r/1\n[region." NAME60 "02]\npath = /r/2\n",
+    };
+    struct config *c = cfg_new();
+    struct buf err = BUF_INIT;
+    for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+        if (parse(files[i], c, &err) != 0)
+            fail_msg("file %zu: unexpected error: %s", i, buf_str(&err));
+    }
+    assert_int_equal(parse(files[0], c, &err), 0);
+    assert_string_equal(c->regions[1].path, "/srv/x/regions/b");
+    assert_string_equal(c->socket, "/srv/x/ckptsyncd.sock");
+    assert_int_equal(parse(files[1], c, &err), 0);
+    assert_int_equal(c->nregions, 1);
+    assert_string_equal(c->regions[0].name, NAME60 "012");
+    assert_int_equal(strlen(c->regions[0].name), CONFIG_NAME_MAX - 1);
+    buf_free(&err);
+    free(c);
+}
+
+struct err_case {
+    const char *text;
+    int line;         /* expected line, 0 = none in the message */
+    const char *key;  /* must appear in the message ("[section]" or key) */
+    const char *what; /* must appear in the message */
+};
+
+#define LONG40 "0123456789012345678901234567890123456789"
+
+static const struct err_case err_cases[] = {
+    {"[foo]\nx = 1\n", 1, "[foo]", "unknown section"},
+    {"[region]\n", 1, "[region]", "unknown section"},
+    {"quorum = 1\n", 1, "quorum", "outside any section"},
+    {"[daemon]\nfoo = 1\n", 2, "[daemon] foo", "unknown key"},
+    {"[daemon]\nQuorum = 1\n", 2, "Quorum", "unknown key"},
+    {"[region.a]\npath = /r\nendpont = x\n", 3, "[region.a] endpont", "unknown key"},
+    {"[daemon]\nquorum = 1\nquorum = 1\n", 3, "[daemon] quorum",
+     "duplicate key (first set on line 2)"},
+    {"[daemon]\nsettle = 1\n[chunker]\n[daemon]\nsettle = 2\n", 5, "settle", "duplicate key"},
+    {"[region.a]\npath = /r/a\npath = /r/b\n", 3, "[region.a] path", "duplicate key"},
+    {"[region.a]\npath = /r/a\n[region.a]\npath = /r/b\n", 3, "[region.a]", "duplicate region"},
+    {"[region.a b]\npath = /r\n", 1, "[region.a b]", "invalid region name"},
+    {"[region.]\n", 1, "[region.]", "invalid region name"},
+    {"[region." NAME60 "0123]\n", 1, "[region." NAME60 "0123]", "invalid region name"},
+    {"[daemon]\nquorum = two\n", 2, "quorum", "'two' is not a number"},
+    {"[daemon]\nquorum = -1\n", 2, "quorum", "not a number"},
+    {"[daemon]\nquorum = 99999999999999999999999\n", 2, "quorum", "not a number"},
+    {"[daemon]\nquorum = 0\n", 2, "quorum", "out of range"},
+    {"[daemon]\nquorum = 3\n[region.a]\npath = /r/a\n[region.b]\npath = /r/b\n", 2,
+     "[daemon] quorum", "3 is more than the number of regions (2)"},
+    {"[region.a]\npath = /r/a\n", 0, "[daemon] quorum", "more than the number of regions (1)"},
+    {"[daemon]\nsettle = 1d\n", 2, "settle", "not a number"},
+    {"[daemon]\nmemory = 4X\n", 2, "memory", "'4X' is not a size"},
+    {"[daemon]\nmemory = -1\n", 2, "memory", "not a size"},
+    {"[daemon]\nmemory =\n", 2, "memory", "not a size"},
+    {"[daemon]\nmemory = 1K\n", 2, "memory", "too small"},
+    {"[chunker]\nmin = 8M\n", 2, "[chunker] min", "8M is larger than avg (4M)"},
+    {"[chunker]\navg = 1M\nmin = 2M\n", 3, "[chunker] min", "larger than avg"},
+    {"[chunker]\nmin = 2M\navg = 1M\n", 3, "[chunker] avg", "1M is smaller than min (2M)"},
+    {"[chunker]\nmax = 2M\n", 2, "[chunker] max", "2M is smaller than avg (4M)"},
+    {"[chunker]\navg = 32M\nmax = 64M\n", 2, "[chunker] avg",
+     "avg 32M with normalization 1 is outside what FastCDC supports"},
+    {"[chunker]\nmin = 32\n", 2, "min", "out of range (64 to 256M)"},
+    {"[chunker]\nmax = 512M\n", 2, "max", "out of range"},
+    {"[chunker]\nnormalization = 4\n", 2, "normalization", "out of range (0 to 3)"},
+    {"[chunker]\nmin = 64\navg = 64\nmax = 64\nnormalization = 2\n", 5, "normalization", "FastCDC"},
+    {"[compress]\nlevel = 0\n", 2, "[compress] level", "out of range (1 to 19)"},
+    {"[compress]\nlevel = 20\n", 2, "level", "out of range"},
+    {"[region.a]\nkind = s3\nendpoint = http://h\nbucket = b\ntls_verify = maybe\n", 5,
+     "tls_verify", "not a boolean"},
+    {"[region.a]\nkind = nfs\n", 2, "kind", "not a region kind"},
+    {"[region.a]\nkind = s3\naddressing = host\n", 3, "addressing", "not an addressing style"},
+    {"[region.a]\nkind = s3\npayload = maybe\n", 3, "payload", "not a payload"},
+    {"[region.a]\nkind = s3\nendpoint = s3.example.com\n", 3, "endpoint", "not an http"},
+    {"[region.a]\nkind = dir\n", 1, "[region.a] path", "missing (required for kind = dir)"},
+    {"[region.a]\n[region.b]\npath = /r\n", 1, "[region.a] path", "missing"},
+    {"[region.a]\nkind = s3\nbucket = b\n", 1, "[region.a] endpoint", "missing"},
+    {"[region.a]\nkind = s3\nendpoint = https://h\n", 1, "[region.a] bucket", "missing"},
+    {"[region.a]\npath = /r\nendpoint = https://h\n", 3, "[region.a] endpoint",
+     "only valid for kind = s3 (this region's kind is dir)"},
+    {"[region.a]\npath = /r\nkind = s3\nendpoint = https://h\nbucket = b\n", 2, "[region.a] path",
+     "only valid for kind = dir"},
+    {"[region.a]\npath = r/a\n", 2, "[region.a] path", "not an absolute path"},
+    {"[region.a]\npath = /data/cloud_storage/r\n", 2, "[region.a] path", "inside watch"},
+    {"[region.a]\npath = /r\n[region.b]\npath = /r/\n", 4, "[region.b] path",
+     "same directory as region a"},
+    {"[daemon]\nwatch = data\n", 2, "[daemon] watch", "not an absolute path"},
+    {"[daemon]\nstate = \n", 2, "state", "not an absolute path"},
+    {"[daemon]\nsocket = run/x.sock\n", 2, "socket", "not an absolute path"},
+    {"[daemon]\nwatch = /data\nstate = /data/state\n", 3, "[daemon] state", "inside watch"},
+    {"[daemon]\nwatch = /data\nstate = /data/x/../../data\n", 3, "state", "inside watch"},
+    {"[daemon]\nstate = /srv\nwatch = /srv/w\n", 3, "[daemon] watch", "inside state"},
+    {"[daemon]\nwatch = /\n", 2, "[daemon] watch", "'/' contains state '/var/lib/ckptsync'"},
+    {"[daemon]\nstate = /data\n", 2, "[daemon] state", "contains watch"},
+    {"[daemon]\nsocket = /data/cloud_storage/s\n", 2, "socket", "inside watch"},
+    {"[daemon]\nstate = /" LONG40 "/" LONG40 "/" LONG40 "\n", 2, "[daemon] state",
+     "too long for a unix socket"},
+    {"[region.a]\nkind = s3\nregion = " LONG40 LONG40 "\n", 3, "[region.a] region",
+     "value too long"},
+    {"[region.a]\nkind = s3\nbucket = a b\n", 3, "bucket", "must not contain"},
+    {"[region.a]\nkind = s3\nprefix = a\x01\n", 3, "prefix", "control character"},
+    {"[daemon]\nwatch = /" LONG40 LONG40 LONG40 LONG40 LONG40 "\n", 2, NULL, "line too long"},
+    {"[daemon]\nwatch = /a\n  /b\n", 3, "[daemon] watch", "multi-line values are not supported"},
+    {"[daemon]\nwatch\n", 2, NULL, "syntax error"},
+    {"[daemon\nwatch = /a\n", 1, NULL, "syntax error"},
+    {"[daemon]\nbad line\nfoo = 1\n", 2, NULL, "syntax error"},
+    {"[daemon] x\n", 1, NULL, "syntax error: text after ']'"},
+};
+
+/* Does msg start with NAME ":<line>: " (line > 0) or NAME ": " (line 0)? */
+static void check_message(size_t i, const struct err_case *tc, const char *msg)
+{
+    char prefix[64];
+    if (tc->line)
+        snprintf(prefix, sizeof(prefix), NAME ":%d: ", tc->line);
+    else
+        snprintf(prefix, sizeof(prefix), NAME ": ");
+    if (strncmp(msg, prefix, strlen(prefix)) != 0)
+        fail_msg("case %zu: message \"%s\" does not start with \"%s\"", i, msg, prefix);
+    if (tc->key && !strstr(msg, tc->key))
+        fail_msg("case %zu: message \"%s\" does not name \"%s\"", i, msg, tc->key);
+    if (!strstr(msg, tc->what))
+        fail_msg("case %zu: message \"%s\" does not say \"%s\"", i, msg, tc->what);
+    if (strchr(msg, '\n') || strstr(msg + 1, NAME))
+        fail_msg("case %zu: more than one message: \"%s\"", i, msg);
+}
+
+static void test_errors(void **state)
+{
+    struct config *c = cfg_new();
+    struct buf err = BUF_INIT;
+
+    for (size_t i = 0; i < sizeof(err_cases) / sizeof(err_cases[0]); i++) {
+        const struct err_case *tc = &err_cases[i];
+        memset(c, 0x5a, sizeof(*c));
+        int r = parse(tc->text, c, &err);
+        if (r != CKS_E_CONFIG)
+            fail_msg("case %zu: returned %d, message \"%s\"", i, r, buf_str(&err));
+        check_message(i, tc, buf_str(&err));
+        /* The caller's struct is left alone on error. */
+        assert_int_equal(((unsigned char *)c)[0], 0x5a);
+        assert_int_equal(((unsigned char *)c)[sizeof(*c) - 1], 0x5a);
+    }
+    buf_free(&err);
+    free(c);
+}
+
+static void test_nul_and_too_many(void **state)
+{
+    struct config *c = cfg_new();
+    struct buf err = BUF_INIT;
+    static const char nul[] = "[daemon]\nquorum = 1\0\n";
+    assert_int_equal(config_parse(NAME, nul, sizeof(nul) - 1, c, &err), CKS_E_CONFIG);
+    assert_non_null(strstr(buf_str(&err), NAME ":2: syntax error: NUL byte"));
+
+    struct buf text = BUF_INIT;
+    for (int i = 0; i <= CONFIG_MAX_REGIONS; i++)
+        buf_printf(&text, "[region.r%d]\npath = /r/%d\n", i, i);
+    assert_int_equal(parse(buf_str(&text), c, &err), CKS_E_CONFIG);
+    char want[64];
+    snprintf(want, sizeof(want), NAME ":%d: [region.r%d]: too many regions",
+             2 * CONFIG_MAX_REGIONS + 1, CONFIG_MAX_REGIONS);
+    assert_non_null(strstr(buf_str(&err), want));
+    /* Exactly CONFIG_MAX_REGIONS is fine. */
+    buf_reset(&text);
+    for (int i = 0; i < CONFIG_MAX_REGIONS; i++)
+        buf_printf(&text, "[region.r%d]\npath = /r/%d\n", i, i);
+    assert_int_equal(parse(buf_str(&text), c, &err), 0);
+    assert_int_equal(c->nregions, CONFIG_MAX_REGIONS);
+    buf_free(&text);
+    buf_free(&err);
+    free(c);
+}
+
+struct size_case {
+    const char *s;
+    int ret;
+    uint64_t v;
+};
+
+static const struct size_case size_cases[] = {
+    {"0", 0, 0},
+    {"123", 0, 123},
+    {"512K", 0, 512ull << 10},
+    {"512k", 0, 512ull << 10},
+    {"4M", 0, 4ull << 20},
+    {"1G", 0, 1ull << 30},
+    {"2T", 0, 2ull << 40},
+    {"18446744073709551615", 0, UINT64_MAX},
+    {"16777215T", 0, 16777215ull << 40},
+    {"16777216T", CKS_E_CONFIG, 0},
+    {"18446744073709551616", CKS_E_CONFIG, 0},
+    {"", CKS_E_CONFIG, 0},
+    {"M", CKS_E_CONFIG, 0},
+    {"4X", CKS_E_CONFIG, 0},
+    {"4MB", CKS_E_CONFIG, 0},
+    {"-1", CKS_E_CONFIG, 0},
+    {"+1", CKS_E_CONFIG, 0},
+    {" 1", CKS_E_CONFIG, 0},
+    {"1 M", CKS_E_CONFIG, 0},
+    {"0x10", CKS_E_CONFIG, 0},
+    {"1.5G", CKS_E_CONFIG, 0},
+};
+
+static void test_parse_size(void **state)
+{
+    for (size_t i = 0; i < sizeof(size_cases) / sizeof(size_cases[0]); i++) {
+        uint64_t v = 42;
+        int r = config_parse_size(size_cases[i].s, &v);
+        if (r != size_cases[i].ret)
+            fail_msg("\"%s\": returned %d, expected %d", size_cases[i].s, r, size_cases[i].ret);
+        assert_int_equal(v, r == 0 ? size_cases[i].v : 42);
+    }
+    uint64_t v;
+    assert_int_equal(config_parse_size(NULL, &v), CKS_E_CONFIG);
+}
+
+static void test_finish(void **state)
+{
+    struct config *c = cfg_new();
+    struct buf err = BUF_INIT;
+
+    config_default(c);
+    snprintf(c->state, sizeof(c->state), "/srv/cks");
+    assert_int_equal(config_finish(c, &err), 0);
+    assert_string_equal(c->socket, "/srv/cks/ckptsyncd.sock");
+    assert_string_equal(c->regions[0].path, "/srv/cks/regions/a");
+    assert_string_equal(c->regions[2].path, "/srv/cks/regions/c");
+
+    /* Embedded default: no file name in the message. */
+    snprintf(c->state, sizeof(c->state), "relative");
+    assert_int_equal(config_finish(c, &err), CKS_E_CONFIG);
+    assert_string_equal(buf_str(&err), "[daemon] state: 'relative' is not an absolute path");
+    snprintf(c->state, sizeof(c->state), "/data/cloud_storage/state");
+    assert_int_equal(config_finish(c, &err), CKS_E_CONFIG);
+    assert_non_null(strstr(buf_str(&err), "[daemon] state: '/data/cloud_storage/state' is "
+                                          "inside watch"));
+
+    /* From a file: the file is named, no line (the value came from elsewhere);
+     * explicit region paths and socket are kept. */
+    assert_int_equal(parse("[daemon]\nsocket = /run/c.sock\n[region.x]\npath = /nas/x\n"
+                           "[daemon]\nquorum = 1\n",
+                           c, &err),
+                     0);
+    snprintf(c->state, sizeof(c->state), "/srv/other");
+    assert_int_equal(config_finish(c, &err), 0);
+    assert_string_equal(c->socket, "/run/c.sock");
+    assert_string_equal(c->regions[0].path, "/nas/x");
+    snprintf(c->state, sizeof(c->state), "/nas/x/../x/state");
+    c->quorum = 2;
+    assert_int_equal(config_finish(c, &err), CKS_E_CONFIG);
+    assert_string_equal(buf_str(&err),
+                        NAME ": [daemon] quorum: 2 is more than the number of regions (1)");
+
+    /* Fields set by hand are held to the same rules, never overrun. */
+    config_default(c);
+    memset(c->socket, 'x', sizeof(c->socket));
+    c->default_socket = false;
+    assert_int_equal(config_finish(c, &err), CKS_E_CONFIG);
+    assert_string_equal(buf_str(&err), "[daemon] socket: value too long (at most 4095 bytes)");
+    config_default(c);
+    c->zstd_level = 22;
+    assert_int_equal(config_finish(c, &err), CKS_E_CONFIG);
+    assert_string_equal(buf_str(&err), "[compress] level: 22 is out of range (1 to 19)");
+    config_default(c);
+    c->nregions = CONFIG_MAX_REGIONS + 1;
+    assert_int_equal(config_finish(c, &err), CKS_E_CONFIG);
+    buf_free(&err);
+    free(c);
+}
+
+static void test_load(void **state)
+{
+    struct config *c = cfg_new();
+    struct buf err = BUF_INIT;
+    char path[] = "/tmp/test-config-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    static const char text[] = "[daemon]\nquorum = 3\nsettle = 5\n";
+    assert_int_equal(write(fd, text, sizeof(text) - 1), (ssize_t)sizeof(text) - 1);
+    close(fd);
+
+    assert_int_equal(config_load(path, c, &err), 0);
+    assert_string_equal(c->source, path);
+    assert_int_equal(c->quorum, 3);
+    assert_int_equal(c->settle, 5);
+
+    FILE *f = fopen(path, "a");
+    assert_non_null(f);
+    fputs("[compress]\nlevel = 99\n", f);
+    fclose(f);
+    assert_int_equal(config_load(path, c, &err), CKS_E_CONFIG);
+    char want[128];
+    snprintf(want, sizeof(want), "%s:5: [compress] level: 99 is out of range (1 to 19)", path);
+    assert_string_equal(buf_str(&err), want);
+    unlink(path);
+
+    assert_int_equal(config_load(path, c, &err), -ENOENT);
+    snprintf(want, sizeof(want), "%s: No such file or directory", path);
+    assert_string_equal(buf_str(&err), want);
+    assert_int_equal(config_load("/", c, &err), -EISDIR);
+    buf_free(&err);
+    free(c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_defaults),         cmocka_unit_test(test_full_file),
+        cmocka_unit_test(test_valid_small),      cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_nul_and_too_many), cmocka_unit_test(test_parse_size),
+        cmocka_unit_test(test_finish),           cmocka_unit_test(test_load),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,298 @@
+/*
+ * test-fileio.c — atomic writes (content, mode, replacement, no temp file
+ * left on success or failure), bounded reads, mkdir -p, the I/O loops.
+ * Everything happens in a fresh directory under /tmp.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "base/err.h"
+#include "base/fileio.h"
+
+struct scratch {
+    char dir[64];
+};
+
+static int scratch_setup(void **state)
+{
+    struct scratch *s = calloc(1, sizeof(*s));
+    if (!s)
+        return -1;
+    snprintf(s->dir, sizeof(s->dir), "/tmp/test-fileio-XXXXXX");
+    if (!mkdtemp(s->dir)) {
+        free(s);
+        return -1;
+    }
+    *state = s;
+    return 0;
+}
+
+static int rm_rf(const char *path)
+{
+    struct stat st;
+    if (lstat(path, &st) < 0)
+        return 0;
+    if (S_ISDIR(st.st_mode)) {
+        chmod(path, 0700);
+        DIR *d = opendir(path);
+        struct dirent *e;
+        while (d && (e = readdir(d))) {
+            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+                continue;
+            char sub[4096];
+            int n = snprintf(sub, sizeof(sub), "%s/%s", path, e->d_name);
+            if (n > 0 && (size_t)n < sizeof(sub))
+                rm_rf(sub);
+        }
+        if (d)
+            closedir(d);
+        return rmdir(path);
+    }
+    return unlink(path);
+}
+
+static int scratch_teardown(void **state)
+{
+    struct scratch *s = *state;
+    rm_rf(s->dir);
+    free(s);
+    return 0;
+}
+
+static void path_in(const struct scratch *s, const char *name, char *out, size_t size)
+{
+    int n = snprintf(out, size, "%s/%s", s->dir, name);
+    assert_true(n > 0 && (size_t)n < size);
+}
+
+/* Number of entries in dir other than . and .. */
+static int count_entries(const char *dir)
+{
+    DIR *d = opendir(dir);
+    int n = 0;
+    struct dirent *e;
+    assert_non_null(d);
+    while ((e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+            n++;
+    closedir(d);
+    return n;
+}
+
+static void assert_file(const char *path, const char *content, mode_t mode)
+{
+    uint8_t *data = NULL;
+    size_t len = 0;
+    struct stat st;
+    assert_int_equal(fileio_read_all(path, 1 << 20, &data, &len), 0);
+    assert_int_equal(len, strlen(content));
+    assert_memory_equal(data, content, len);
+    assert_int_equal(data[len], 0); /* NUL-terminated for text use */
+    free(data);
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(st.st_mode & 07777, mode);
+}
+
+static void test_write_atomic(void **state)
+{
+    struct scratch *s = *state;
+    char path[512];
+    path_in(s, "manifest", path, sizeof(path));
+
+    mode_t old = umask(077); /* the mode given is the mode we get */
+    assert_int_equal(fileio_write_atomic(path, "hello", 5, 0644), 0);
+    umask(old);
+    assert_file(path, "hello", 0644);
+    assert_int_equal(count_entries(s->dir), 1);
+
+    assert_int_equal(fileio_write_atomic(path, "replaced!", 9, 0600), 0);
+    assert_file(path, "replaced!", 0600);
+    assert_int_equal(count_entries(s->dir), 1);
+
+    assert_int_equal(fileio_write_atomic(path, "", 0, 0600), 0);
+    assert_file(path, "", 0600);
+
+    /* A name long enough that the temp name must be shortened. */
+    char longname[256];
+    memset(longname, 'x', 250);
+    longname[250] = 0;
+    path_in(s, longname, path, sizeof(path));
+    assert_int_equal(fileio_write_atomic(path, "x", 1, 0644), 0);
+    assert_file(path, "x", 0644);
+    assert_int_equal(count_entries(s->dir), 2);
+}
+
+static void test_write_atomic_at(void **state)
+{
+    struct scratch *s = *state;
+    int dfd = open(s->dir, O_RDONLY | O_DIRECTORY);
+    assert_true(dfd >= 0);
+    assert_int_equal(fileio_write_atomic_at(dfd, "ref", "abc", 3, 0640), 0);
+    assert_int_equal(fileio_write_atomic_at(dfd, "a/b", "x", 1, 0640), -EINVAL);
+    assert_int_equal(fileio_write_atomic_at(dfd, "", "x", 1, 0640), -EINVAL);
+    assert_int_equal(fileio_write_atomic_at(dfd, "..", "x", 1, 0640), -EINVAL);
+    close(dfd);
+    char path[512];
+    path_in(s, "ref", path, sizeof(path));
+    assert_file(path, "abc", 0640);
+    assert_int_equal(count_entries(s->dir), 1);
+}
+
+static void test_write_atomic_failures(void **state)
+{
+    struct scratch *s = *state;
+    char path[512];
+
+    path_in(s, "missing/file", path, sizeof(path));
+    assert_int_equal(fileio_write_atomic(path, "x", 1, 0644), -ENOENT);
+    assert_int_equal(count_entries(s->dir), 0);
+
+    path_in(s, "dir/", path, sizeof(path));
+    assert_int_equal(fileio_write_atomic(path, "x", 1, 0644), -EINVAL);
+
+    /* The target is a directory: rename fails, the temp file is removed. */
+    path_in(s, "sub", path, sizeof(path));
+    assert_int_equal(mkdir(path, 0755), 0);
+    assert_int_equal(fileio_write_atomic(path, "x", 1, 0644), -EISDIR);
+    assert_int_equal(count_entries(s->dir), 1);
+}
+
+static void test_write_readonly_dir(void **state)
+{
+    struct scratch *s = *state;
+    char dir[512], path[600];
+
+    if (geteuid() == 0) {
+        print_message("skipped: running as root, which ignores directory permissions\n");
+        skip();
+    }
+    path_in(s, "ro", dir, sizeof(dir));
+    assert_int_equal(mkdir(dir, 0555), 0);
+    int n = snprintf(path, sizeof(path), "%s/file", dir);
+    assert_true(n > 0 && (size_t)n < sizeof(path));
+    assert_int_equal(fileio_write_atomic(path, "x", 1, 0644), -EACCES);
+    assert_int_equal(count_entries(dir), 0);
+}
+
+static void test_read_all(void **state)
+{
+    struct scratch *s = *state;
+    char path[512];
+    uint8_t *data = NULL;
+    size_t len = 0;
+
+    path_in(s, "f", path, sizeof(path));
+    assert_int_equal(fileio_write_atomic(path, "0123456789", 10, 0644), 0);
+    assert_int_equal(fileio_read_all(path, 10, &data, &len), 0);
+    assert_int_equal(len, 10);
+    free(data);
+    data = NULL;
+    assert_int_equal(fileio_read_all(path, 9, &data, &len), CKS_E_LIMIT);
+    assert_null(data);
+    assert_int_equal(fileio_read_all(path, 0, &data, &len), CKS_E_LIMIT);
+
+    path_in(s, "nope", path, sizeof(path));
+    assert_int_equal(fileio_read_all(path, 10, &data, &len), -ENOENT);
+    assert_int_equal(fileio_read_all(s->dir, 10, &data, &len), -EISDIR);
+
+    /* A file whose size stat() cannot tell: the bound still holds. */
+    assert_int_equal(fileio_read_all("/proc/self/status", 16, &data, &len), CKS_E_LIMIT);
+    assert_int_equal(fileio_read_all("/proc/self/status", 1 << 20, &data, &len), 0);
+    assert_true(len > 16);
+    assert_non_null(memmem(data, len, "Name:", 5));
+    free(data);
+
+    /* Empty file. */
+    path_in(s, "empty", path, sizeof(path));
+    assert_int_equal(fileio_write_atomic(path, "", 0, 0644), 0);
+    assert_int_equal(fileio_read_all(path, 0, &data, &len), 0);
+    assert_int_equal(len, 0);
+    free(data);
+}
+
+static void test_mkdir_p(void **state)
+{
+    struct scratch *s = *state;
+    char path[512];
+    struct stat st;
+
+    path_in(s, "a/b//c/d/", path, sizeof(path));
+    assert_int_equal(fileio_mkdir_p(path, 0750), 0);
+    assert_int_equal(stat(path, &st), 0);
+    assert_true(S_ISDIR(st.st_mode));
+    assert_int_equal(fileio_mkdir_p(path, 0750), 0); /* exists: fine */
+    path_in(s, "a/b", path, sizeof(path));
+    assert_int_equal(fileio_mkdir_p(path, 0750), 0);
+
+    path_in(s, "a/file", path, sizeof(path));
+    assert_int_equal(fileio_write_atomic(path, "x", 1, 0644), 0);
+    assert_int_equal(fileio_mkdir_p(path, 0750), -ENOTDIR);
+    path_in(s, "a/file/sub", path, sizeof(path));
+    assert_int_equal(fileio_mkdir_p(path, 0750), -ENOTDIR);
+    assert_int_equal(fileio_mkdir_p("", 0750), -ENOENT);
+    assert_int_equal(fileio_mkdir_p("/", 0750), 0);
+
+    assert_int_equal(fileio_fsync_dir(s->dir), 0);
+    assert_int_equal(fileio_fsync_dir(path), -ENOTDIR);
+}
+
+static void test_io_loops(void **state)
+{
+    struct scratch *s = *state;
+    char path[512];
+    char buf[64];
+
+    path_in(s, "io", path, sizeof(path));
+    int fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(fileio_write_full(fd, "hello world", 11), 0);
+    assert_int_equal(fileio_pwrite_full(fd, "W", 1, 6), 0);
+    assert_int_equal(fileio_pwrite_full(fd, "!", 1, 20), 0); /* leaves a hole */
+    assert_int_equal(fileio_pwrite_full(fd, "x", 1, -1), -EINVAL);
+    assert_int_equal(lseek(fd, 0, SEEK_SET), 0);
+    assert_int_equal(fileio_read_full(fd, buf, sizeof(buf)), 21); /* short only at EOF */
+    assert_memory_equal(buf, "hello World", 11);
+    assert_int_equal(buf[15], 0);
+    assert_int_equal(buf[20], '!');
+    assert_int_equal(fileio_read_full(fd, buf, sizeof(buf)), 0);
+    close(fd);
+    assert_int_equal(fileio_write_full(fd, "x", 1), -EBADF);
+    assert_int_equal(fileio_read_full(fd, buf, 1), -EBADF);
+
+    /* A pipe delivers in pieces; read_full gathers them. */
+    int p[2];
+    assert_int_equal(pipe(p), 0);
+    assert_int_equal(fileio_write_full(p[1], "ab", 2), 0);
+    assert_int_equal(fileio_write_full(p[1], "cd", 2), 0);
+    close(p[1]);
+    assert_int_equal(fileio_read_full(p[0], buf, 10), 4);
+    assert_memory_equal(buf, "abcd", 4);
+    close(p[0]);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_write_atomic, scratch_setup, scratch_teardown),
+        cmocka_unit_test_setup_teardown(test_write_atomic_at, scratch_setup, scratch_teardown),
+        cmocka_unit_test_setup_teardown(test_write_atomic_failures, scratch_setup,
+                                        scratch_teardown),
+        cmocka_unit_test_setup_teardown(test_write_readonly_dir, scratch_setup, scratch_teardown),
+        cmocka_unit_test_setup_teardown(test_read_all, scratch_setup, scratch_teardown),
+        cmocka_unit_test_setup_teardown(test_mkdir_p, scratch_setup, scratch_teardown),
+        cmocka_unit_test_setup_teardown(test_io_loops, scratch_setup, scratch_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

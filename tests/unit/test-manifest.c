@@ -1,0 +1,689 @@
+/*
+ * test-manifest.c — the manifest codec: a round trip through every entry
+ * kind and awkward names, canonical output, a table of hostile inputs that
+ * must be refused with the right code and line, every truncation and
+ * every altered byte of a valid manifest, the path/link/id checks, and the
+ * encoder refusing structs the parser would refuse.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include <cmocka.h>
+
+#include <ckptsync/format.h>
+
+#include "base/err.h"
+#include "engine/chunkobj.h"
+#include "engine/fastcdc.h"
+#include "engine/manifest.h"
+
+/* The public format header must agree with the internal ones. */
+_Static_assert(CKS_MANIFEST_VERSION == MANIFEST_VERSION, "manifest version");
+_Static_assert(CKS_MANIFEST_MAX_BYTES == MANIFEST_MAX_BYTES, "manifest bytes");
+_Static_assert(CKS_MANIFEST_MAX_FILES == MANIFEST_MAX_FILES, "manifest files");
+_Static_assert(CKS_MANIFEST_MAX_CHUNKS == MANIFEST_MAX_CHUNKS, "manifest chunks");
+_Static_assert(CKS_MANIFEST_MAX_PATH == MANIFEST_MAX_PATH, "manifest path");
+_Static_assert(CKS_MANIFEST_MAX_COMPONENT == MANIFEST_MAX_COMPONENT, "manifest component");
+_Static_assert(CKS_MANIFEST_MAX_FIELD == MANIFEST_MAX_FIELD, "manifest field");
+_Static_assert(CKS_MANIFEST_ID_MAX == MANIFEST_ID_MAX, "manifest id");
+_Static_assert(CKS_CHUNK_VERSION == CHUNKOBJ_VERSION, "chunk version");
+_Static_assert(CKS_CHUNK_HEADER_LEN == CHUNKOBJ_HEADER_LEN, "chunk header");
+_Static_assert(CKS_CHUNK_MAX_RAW == CHUNKOBJ_MAX_RAW, "chunk max raw");
+_Static_assert(CKS_CHUNK_CODEC_RAW == CHUNKOBJ_RAW && CKS_CHUNK_CODEC_ZSTD == CHUNKOBJ_ZSTD,
+               "chunk codecs");
+_Static_assert(CKS_CHUNK_ID_LEN == HASH_LEN && CKS_CHUNK_ID_HEX_LEN == HASH_HEX_LEN, "ids");
+_Static_assert(CKS_CHUNKER_MIN_SIZE == FASTCDC_MIN_SIZE, "chunker min");
+_Static_assert(CKS_CHUNKER_MAX_SIZE == FASTCDC_MAX_SIZE, "chunker max");
+
+static void test_format_magic(void **state)
+{
+    assert_int_equal(strlen(CKS_CHUNK_MAGIC), CKS_CHUNK_MAGIC_LEN);
+    assert_string_equal(CKS_CHUNK_MAGIC, CHUNKOBJ_MAGIC);
+}
+
+/* ---- helpers ------------------------------------------------------------ */
+
+static void digest_of(const char *s, uint8_t out[HASH_LEN])
+{
+    hash_sha256(s, strlen(s), out);
+}
+
+static void add_file(struct manifest *m, const char *path, uint32_t mode,
+                     const uint32_t *lens, size_t n)
+{
+    uint8_t id[HASH_LEN];
+    assert_int_equal(manifest_add_file(m, MFILE_REG, path, mode, NULL), 0);
+    for (size_t i = 0; i < n; i++) {
+        char seed[64];
+        snprintf(seed, sizeof(seed), "%s#%zu", path, i);
+        digest_of(seed, id);
+        assert_int_equal(manifest_add_chunk(m, id, lens[i]), 0);
+    }
+    digest_of(path, id);
+    manifest_set_digest(m, id);
+}
+
+static void build_sample(struct manifest *m)
+{
+    static const uint32_t one[] = {100};
+    static const uint32_t three[] = {16384, 1, 4000};
+    static const uint32_t two[] = {7, 9};
+    manifest_init(m);
+    memcpy(m->id, "20261201T000701Z-3f2a9c1b7d0e", 30);
+    assert_int_equal(manifest_set_str(&m->run, "r1"), 0);
+    m->step = 1000;
+    m->time = 1796083621;
+    assert_int_equal(manifest_set_str(&m->host, "gpu 17\n%"), 0);
+    assert_int_equal(manifest_set_str(&m->instance, "-"), 0);   /* a real "-" */
+    assert_int_equal(manifest_set_str(&m->root, "checkpoint-1000"), 0);
+    m->chunk_min = 1024;
+    m->chunk_avg = 4096;
+    m->chunk_max = 16384;
+    m->normalization = 1;
+    assert_int_equal(manifest_add_file(m, MFILE_DIR, "shards", 0755, NULL), 0);
+    assert_int_equal(manifest_add_file(m, MFILE_DIR, "odd dir/with space", 0700, NULL), 0);
+    add_file(m, "empty", 0644, NULL, 0);
+    add_file(m, "one", 0644, one, 1);
+    add_file(m, "shards/model.pt", 0600, three, 3);
+    add_file(m, "odd dir/with space/new\nline%25.txt", 04755, two, 2);
+    add_file(m, "donn\xc3\xa9" "es/\xce\xbb.bin", 0644, one, 1);
+    add_file(m, "-", 0644, NULL, 0);
+    add_file(m, "tab\there\x7f\x01\xff", 0644, NULL, 0);
+    assert_int_equal(manifest_add_file(m, MFILE_DIR, "%2D", 0755, NULL), 0);
+    assert_int_equal(manifest_add_file(m, MFILE_LINK, "shards/latest", 0777, "model.pt"), 0);
+    assert_int_equal(manifest_add_file(m, MFILE_LINK, "odd dir/up", 0777, "../one"), 0);
+    assert_int_equal(manifest_add_file(m, MFILE_LINK, "a/b/top", 0777, "../../-"), 0);
+}
+
+/* text + "end <sha256 of text>\n" */
+static void append_end(struct buf *b, const char *text, size_t len)
+{
+    uint8_t d[HASH_LEN];
+    char hex[HASH_HEX_LEN + 1];
+    assert_int_equal(buf_append(b, text, len), 0);
+    hash_sha256(text, len, d);
+    hex_encode(d, HASH_LEN, hex);
+    assert_int_equal(buf_printf(b, "end %s\n", hex), 0);
+}
+
+static int parse_text(const char *text, struct buf *err)
+{
+    struct buf b = BUF_INIT;
+    struct manifest m;
+    append_end(&b, text, strlen(text));
+    int r = manifest_parse(b.data, b.len, &m, err);
+    manifest_free(&m);
+    buf_free(&b);
+    return r;
+}
+
+/* ---- round trip ------------------------------------------------------- */
+
+static void test_round_trip(void **state)
+{
+    struct manifest m, back;
+    struct buf out = BUF_INIT, again = BUF_INIT, err = BUF_INIT;
+    build_sample(&m);
+    assert_int_equal(manifest_encode(&m, &out), 0);
+    int r = manifest_parse(out.data, out.len, &back, &err);
+    if (r < 0)
+        fail_msg("parse: %s (%s)", buf_str(&err), err_str(r));
+    assert_true(manifest_equal(&m, &back));
+    assert_null(back.parent);
+    assert_string_equal(back.instance, "-");
+    assert_string_equal(back.files[7].path, "-");
+    assert_string_equal(back.files[9].path, "%2D");
+    assert_string_equal(back.files[11].link, "../one");
+    assert_int_equal(back.files[4].size, 16384 + 1 + 4000);
+    assert_int_equal(back.files[4].first_chunk, 1);
+    assert_int_equal(back.files[4].nchunks, 3);
+    assert_int_equal(back.files[5].mode, 04755);
+
+    /* Canonical: the re-encoding is byte-identical. */
+    assert_int_equal(manifest_encode(&back, &again), 0);
+    assert_int_equal(again.len, out.len);
+    assert_memory_equal(again.data, out.data, out.len);
+
+    /* How awkward values are spelled. */
+    const char *text = buf_str(&out);
+    assert_non_null(strstr(text, "\nhost gpu%2017%0A%25\n"));
+    assert_non_null(strstr(text, "\ninstance %2D\n"));
+    assert_non_null(strstr(text, "\nparent -\n"));
+    assert_non_null(strstr(text, " 0 %2D\n"));          /* the file named "-" */
+    assert_non_null(strstr(text, "d 0755 - %252D\n"));
+    assert_non_null(strstr(text, "new%0Aline%2525.txt\n"));
+    assert_non_null(strstr(text, "tab%09here%7F%01%FF\n"));
+    assert_non_null(strstr(text, "donn%C3%A9es/%CE%BB.bin\n"));
+    assert_non_null(strstr(text, "\nfiles 13\nchunks 7\n"));
+
+    manifest_free(&m);
+    manifest_free(&back);
+    buf_free(&out);
+    buf_free(&again);
+    buf_free(&err);
+}
+
+static void test_empty_manifest(void **state)
+{
+    struct manifest m, back;
+    struct buf out = BUF_INIT;
+    manifest_init(&m);
+    memcpy(m.id, "s", 2);
+    assert_int_equal(manifest_set_str(&m.run, "r"), 0);
+    assert_int_equal(manifest_set_str(&m.host, "h"), 0);
+    m.step = -1;
+    m.chunk_min = 64;
+    m.chunk_avg = 256;
+    m.chunk_max = 1024;
+    assert_int_equal(manifest_encode(&m, &out), 0);
+    assert_int_equal(manifest_parse(out.data, out.len, &back, NULL), 0);
+    assert_true(manifest_equal(&m, &back));
+    assert_int_equal(back.step, -1);
+    assert_int_equal(back.nfiles, 0);
+    manifest_free(&m);
+    manifest_free(&back);
+    buf_free(&out);
+    manifest_free(NULL);
+}
+
+/* ---- rejection table --------------------------------------------------- */
+
+#define HX "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+#define HEAD8 "ckptsync-manifest 1\nid s1\nrun r1\nstep 5\ntime 100\nhost h\n" \
+              "instance -\nparent -\n"
+#define HEAD HEAD8 "root -\n"
+#define CHUNKER "chunker fastcdc2020 64 256 1024 1\n"
+#define HDR(f, c) HEAD CHUNKER "files " f "\nchunks " c "\n"
+
+enum tail { AUTO_END, RAW, TRAILING, NO_NEWLINE, BAD_DIGEST };
+
+struct reject {
+    const char *name;
+    const char *text;
+    int code;
+    int line;       /* expected "line N:" prefix, 0 = not checked */
+    enum tail tail;
+};
+
+static const struct reject rejects[] = {
+    /* paths */
+    {"absolute path", HDR("1", "0") "d 0755 - /etc\n", CKS_E_UNSAFE_PATH, 13, AUTO_END},
+    {"encoded absolute path", HDR("1", "0") "d 0755 - %2Fetc\n", CKS_E_UNSAFE_PATH, 13, AUTO_END},
+    {"../x", HDR("1", "0") "d 0755 - ../x\n", CKS_E_UNSAFE_PATH, 13, AUTO_END},
+    {"encoded ..", HDR("1", "0") "d 0755 - %2e%2E/x\n", CKS_E_UNSAFE_PATH, 13, AUTO_END},
+    {"a/../../x", HDR("1", "0") "d 0755 - a/../../x\n", CKS_E_UNSAFE_PATH, 13, AUTO_END},
+    {"a//b", HDR("1", "0") "d 0755 - a//b\n", CKS_E_UNSAFE_PATH, 13, AUTO_END},
+    {"./a", HDR("1", "0") "d 0755 - ./a\n", CKS_E_UNSAFE_PATH, 13, AUTO_END},
+    {"a/.", HDR("1", "0") "d 0755 - a/.\n", CKS_E_UNSAFE_PATH, 13, AUTO_END},
+    {"trailing slash", HDR("1", "0") "d 0755 - a/\n", CKS_E_UNSAFE_PATH, 13, AUTO_END},
+    {"empty path", HDR("1", "0") "d 0755 - \n", CKS_E_FORMAT, 13, AUTO_END},
+    {"path is -", HDR("1", "0") "d 0755 - -\n", CKS_E_FORMAT, 13, AUTO_END},
+    {"NUL via %00", HDR("1", "0") "d 0755 - a%00b\n", CKS_E_FORMAT, 13, AUTO_END},
+    {"bad escape %G1", HDR("1", "0") "d 0755 - %G1\n", CKS_E_FORMAT, 13, AUTO_END},
+    {"bad escape %1G", HDR("1", "0") "d 0755 - a%1G\n", CKS_E_FORMAT, 13, AUTO_END},
+    {"cut escape", HDR("1", "0") "d 0755 - ab%4\n", CKS_E_FORMAT, 13, AUTO_END},
+    {"lone %", HDR("1", "0") "d 0755 - %\n", CKS_E_FORMAT, 13, AUTO_END},
+    {"raw control byte", HDR("1", "0") "d 0755 - a\x01" "b\n", CKS_E_FORMAT, 13, AUTO_END},
+    {"raw high byte", HDR("1", "0") "d 0755 - \xc3\xa9\n", CKS_E_FORMAT, 13, AUTO_END},
+    {"raw tab", HDR("1", "0") "d 0755 - a\tb\n", CKS_E_FORMAT, 13, AUTO_END},
+    /* the tree */
+    {"duplicate path", HDR("2", "0") "d 0755 - a\nd 0755 - a\n", CKS_E_FORMAT, 14, AUTO_END},
+    {"duplicate file and dir", HDR("3", "0") "f 0644 0 " HX " 0 a\nd 0755 - b\nd 0755 - a\n",
+     CKS_E_FORMAT, 15, AUTO_END},
+    {"entry below a file", HDR("2", "0") "f 0644 0 " HX " 0 a\nd 0755 - a/b\n",
+     CKS_E_UNSAFE_PATH, 14, AUTO_END},
+    {"entry below a file, listed first",
+     HDR("3", "0") "d 0755 - a/b/c\nd 0755 - a\nf 0644 0 " HX " 0 a/b\n", CKS_E_UNSAFE_PATH, 15,
+     AUTO_END},
+    {"entry below a symlink", HDR("2", "0") "l 0777 x a\nf 0644 0 " HX " 0 a/b\n",
+     CKS_E_UNSAFE_PATH, 14, AUTO_END},
+    /* symlinks */
+    {"link escapes", HDR("1", "0") "l 0777 ../../x a/l\n", CKS_E_UNSAFE_PATH, 13, AUTO_END},
+    {"link escapes late", HDR("1", "0") "l 0777 b/../../../x a/l\n", CKS_E_UNSAFE_PATH, 13,
+     AUTO_END},
+    /* lexically inside, but "s" may itself be a link to "..": climbing
+     * after a named component is refused */
+    {"link climbs after a name", HDR("1", "0") "l 0777 s/../.. a/t\n", CKS_E_UNSAFE_PATH, 13,
+     AUTO_END},
+    {"link absolute", HDR("1", "0") "l 0777 /etc/passwd l\n", CKS_E_UNSAFE_PATH, 13, AUTO_END},
+    {"link target missing", HDR("1", "0") "l 0777 - l\n", CKS_E_FORMAT, 13, AUTO_END},
+    {"link field missing", HDR("1", "0") "l 0777 l\n", CKS_E_FORMAT, 13, AUTO_END},
+    /* sizes and counts */
+    {"size != sum of chunks", HDR("1", "2") "f 0644 10 " HX " 2 a\nc " HX " 4\nc " HX " 5\n",
+     CKS_E_FORMAT, 15, AUTO_END},
+    {"size without chunks", HDR("1", "0") "f 0644 10 " HX " 0 a\n", CKS_E_FORMAT, 13, AUTO_END},
+    {"fewer chunk lines than header", HDR("1", "3") "f 0644 9 " HX " 2 a\nc " HX " 4\nc " HX
+     " 5\n", CKS_E_FORMAT, 16, AUTO_END},
+    {"file claims more chunks than header", HDR("1", "1") "f 0644 9 " HX " 2 a\nc " HX
+     " 4\nc " HX " 5\n", CKS_E_FORMAT, 13, AUTO_END},
+    {"file's chunk line missing", HDR("2", "2") "f 0644 8 " HX " 2 a\nc " HX " 8\nd 0755 - b\n",
+     CKS_E_FORMAT, 15, AUTO_END},
+    {"chunk line without file", HDR("1", "1") "d 0755 - a\nc " HX " 4\n", CKS_E_FORMAT, 14,
+     AUTO_END},
+    {"fewer entries than header", HDR("2", "0") "d 0755 - a\n", CKS_E_FORMAT, 14, AUTO_END},
+    {"more entries than header", HDR("1", "0") "d 0755 - a\nd 0755 - b\n", CKS_E_FORMAT, 14,
+     AUTO_END},
+    {"too many files declared", HDR("10000001", "0"), CKS_E_LIMIT, 11, AUTO_END},
+    {"too many chunks declared", HDR("0", "100000001"), CKS_E_LIMIT, 12, AUTO_END},
+    {"chunk len 0", HDR("1", "1") "f 0644 0 " HX " 1 a\nc " HX " 0\n", CKS_E_FORMAT, 14,
+     AUTO_END},
+    {"chunk len > chunk_max", HDR("1", "1") "f 0644 1025 " HX " 1 a\nc " HX " 1025\n",
+     CKS_E_LIMIT, 14, AUTO_END},
+    {"chunk len > 32 bits", HDR("1", "1") "f 0644 4294967296 " HX " 1 a\nc " HX
+     " 4294967296\n", CKS_E_FORMAT, 14, AUTO_END},
+    {"upper-case chunk id", HDR("1", "1") "f 0644 4 " HX " 1 a\nc "
+     "0123456789ABCDEF0123456789abcdef0123456789abcdef0123456789abcdef 4\n", CKS_E_FORMAT, 14,
+     AUTO_END},
+    {"short digest", HDR("1", "0") "f 0644 0 abc 0 a\n", CKS_E_FORMAT, 13, AUTO_END},
+    /* chunker */
+    {"chunk_max > 256 MiB", HEAD "chunker fastcdc2020 64 256 268435457 1\nfiles 0\nchunks 0\n",
+     CKS_E_LIMIT, 10, AUTO_END},
+    {"min > avg", HEAD "chunker fastcdc2020 512 256 1024 1\nfiles 0\nchunks 0\n", CKS_E_FORMAT,
+     10, AUTO_END},
+    {"min below 64", HEAD "chunker fastcdc2020 0 256 1024 1\nfiles 0\nchunks 0\n",
+     CKS_E_FORMAT, 10, AUTO_END},
+    {"nc out of range", HEAD "chunker fastcdc2020 64 256 1024 99\nfiles 0\nchunks 0\n",
+     CKS_E_FORMAT, 10, AUTO_END},
+    {"unknown chunker", HEAD "chunker rabin 64 256 1024 1\nfiles 0\nchunks 0\n", CKS_E_FORMAT,
+     10, AUTO_END},
+    /* version and header */
+    {"version 2", "ckptsync-manifest 2\nwhatever\n", CKS_E_VERSION, 1, RAW},
+    {"version 0", "ckptsync-manifest 0\n", CKS_E_VERSION, 1, RAW},
+    {"version not a number", "ckptsync-manifest one\n", CKS_E_FORMAT, 1, RAW},
+    {"not a manifest", "ckptsync-repo 1\n", CKS_E_FORMAT, 1, RAW},
+    {"empty input", "", CKS_E_FORMAT, 1, RAW},
+    {"only a newline", "\n", CKS_E_FORMAT, 1, RAW},
+    {"missing header line", HEAD8 CHUNKER "files 0\nchunks 0\n", CKS_E_FORMAT, 9, AUTO_END},
+    {"duplicate header line",
+     "ckptsync-manifest 1\nid s1\nrun r1\nrun r2\n", CKS_E_FORMAT, 4, AUTO_END},
+    {"header out of order",
+     "ckptsync-manifest 1\nrun r1\nid s1\n", CKS_E_FORMAT, 2, AUTO_END},
+    {"header value missing", "ckptsync-manifest 1\nid\n", CKS_E_FORMAT, 2, AUTO_END},
+    {"header extra value", "ckptsync-manifest 1\nid a b\n", CKS_E_FORMAT, 2, AUTO_END},
+    {"missing host", "ckptsync-manifest 1\nid s1\nrun r1\nstep 5\ntime 100\nhost -\n",
+     CKS_E_FORMAT, 6, AUTO_END},
+    {"missing id", "ckptsync-manifest 1\nid -\n", CKS_E_FORMAT, 2, AUTO_END},
+    {"bad id", "ckptsync-manifest 1\nid .hidden\n", CKS_E_FORMAT, 2, AUTO_END},
+    {"id with a slash", "ckptsync-manifest 1\nid a%2Fb\n", CKS_E_FORMAT, 2, AUTO_END},
+    {"id too long", "ckptsync-manifest 1\nid "
+     "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdefX\n", CKS_E_LIMIT, 2,
+     AUTO_END},
+    {"run ..", "ckptsync-manifest 1\nid s1\nrun ..\n", CKS_E_FORMAT, 3, AUTO_END},
+    {"bad parent", "ckptsync-manifest 1\nid s1\nrun r1\nstep 5\ntime 100\nhost h\n"
+     "instance -\nparent a%20b\n", CKS_E_FORMAT, 8, AUTO_END},
+    {"unsafe root", HEAD8 "root ../up\n", CKS_E_UNSAFE_PATH, 9, AUTO_END},
+    {"root is /", HEAD8 "root %2F\n", CKS_E_UNSAFE_PATH, 9, AUTO_END},
+    /* numbers */
+    {"step overflow", "ckptsync-manifest 1\nid s1\nrun r1\nstep 9223372036854775808\n",
+     CKS_E_FORMAT, 4, AUTO_END},
+    {"step 20 digits", "ckptsync-manifest 1\nid s1\nrun r1\nstep 99999999999999999999\n",
+     CKS_E_FORMAT, 4, AUTO_END},
+    {"step -2", "ckptsync-manifest 1\nid s1\nrun r1\nstep -2\n", CKS_E_FORMAT, 4, AUTO_END},
+    {"step +5", "ckptsync-manifest 1\nid s1\nrun r1\nstep +5\n", CKS_E_FORMAT, 4, AUTO_END},
+    {"time leading zero", "ckptsync-manifest 1\nid s1\nrun r1\nstep 5\ntime 0100\n",
+     CKS_E_FORMAT, 5, AUTO_END},
+    {"time negative", "ckptsync-manifest 1\nid s1\nrun r1\nstep 5\ntime -1\n", CKS_E_FORMAT, 5,
+     AUTO_END},
+    {"files overflow", HEAD CHUNKER "files 18446744073709551616\n", CKS_E_FORMAT, 11, AUTO_END},
+    {"size overflow", HDR("1", "0") "f 0644 18446744073709551616 " HX " 0 a\n", CKS_E_FORMAT,
+     13, AUTO_END},
+    {"nchunks overflow", HDR("1", "0") "f 0644 0 " HX " 99999999999999999999 a\n",
+     CKS_E_FORMAT, 13, AUTO_END},
+    {"chunker overflow", HEAD "chunker fastcdc2020 64 256 18446744073709551617 1\n",
+     CKS_E_FORMAT, 10, AUTO_END},
+    {"mode 5 digits", HDR("1", "0") "d 07555 - a\n", CKS_E_FORMAT, 13, AUTO_END},
+    {"mode 3 digits", HDR("1", "0") "d 755 - a\n", CKS_E_FORMAT, 13, AUTO_END},
+    {"mode not octal", HDR("1", "0") "d 0800 - a\n", CKS_E_FORMAT, 13, AUTO_END},
+    /* line syntax */
+    {"missing field in file line", HDR("1", "0") "f 0644 0 " HX " a\n", CKS_E_FORMAT, 13,
+     AUTO_END},
+    {"extra field", HDR("1", "0") "d 0755 - a b\n", CKS_E_FORMAT, 13, AUTO_END},
+    {"dir placeholder not -", HDR("1", "0") "d 0755 x a\n", CKS_E_FORMAT, 13, AUTO_END},
+    {"too many fields", HDR("1", "0") "f 0644 0 " HX " 0 a b c\n", CKS_E_FORMAT, 13, AUTO_END},
+    {"CRLF", HDR("1", "0") "d 0755 - a\r\n", CKS_E_FORMAT, 13, AUTO_END},
+    {"double space", HDR("1", "0") "d 0755  - a\n", CKS_E_FORMAT, 13, AUTO_END},
+    {"leading space", HDR("1", "0") " d 0755 - a\n", CKS_E_FORMAT, 13, AUTO_END},
+    {"empty line", HDR("1", "0") "\nd 0755 - a\n", CKS_E_FORMAT, 13, AUTO_END},
+    {"unknown line kind", HDR("1", "0") "x 0755 - a\n", CKS_E_FORMAT, 13, AUTO_END},
+    {"end before entries", HDR("1", "0"), CKS_E_FORMAT, 13, AUTO_END},
+    /* the end line */
+    {"wrong end digest", HDR("0", "0"), CKS_E_DIGEST, 13, BAD_DIGEST},
+    {"data after end", HDR("0", "0"), CKS_E_FORMAT, 13, TRAILING},
+    {"end without newline", HDR("0", "0"), CKS_E_FORMAT, 13, NO_NEWLINE},
+    {"no end line", HDR("0", "0"), CKS_E_FORMAT, 13, RAW},
+    {"end digest upper-case", HDR("0", "0") "end "
+     "0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF\n", CKS_E_FORMAT, 13, RAW},
+};
+
+static void build_case(const struct reject *c, struct buf *b)
+{
+    size_t n = strlen(c->text);
+    switch (c->tail) {
+    case RAW:
+        assert_int_equal(buf_append(b, c->text, n), 0);
+        break;
+    case AUTO_END:
+        append_end(b, c->text, n);
+        break;
+    case TRAILING:
+        append_end(b, c->text, n);
+        assert_int_equal(buf_puts(b, "d 0755 - a\n"), 0);
+        break;
+    case NO_NEWLINE:
+        append_end(b, c->text, n);
+        b->len--;
+        break;
+    case BAD_DIGEST:
+        append_end(b, c->text, n);
+        b->data[b->len - 2] = b->data[b->len - 2] == '0' ? '1' : '0';
+        break;
+    }
+}
+
+static void check_reject(const struct reject *c)
+{
+    struct buf b = BUF_INIT, err = BUF_INIT;
+    struct manifest m;
+    build_case(c, &b);
+    int r = manifest_parse(b.data, b.len, &m, &err);
+    if (r != c->code)
+        fail_msg("%s: got %d (%s: %s), want %d", c->name, r, err_str(r), buf_str(&err),
+                 c->code);
+    char want[32];
+    snprintf(want, sizeof(want), "line %d: ", c->line);
+    if (c->line && strncmp(buf_str(&err), want, strlen(want)) != 0)
+        fail_msg("%s: error \"%s\", want it to start with \"%s\"", c->name, buf_str(&err), want);
+    assert_null(m.files);   /* freed on error */
+    assert_null(m.run);
+    buf_free(&b);
+    buf_free(&err);
+}
+
+static void test_rejects(void **state)
+{
+    for (size_t i = 0; i < sizeof(rejects) / sizeof(rejects[0]); i++)
+        check_reject(&rejects[i]);
+}
+
+/* ---- inputs that must be accepted ------------------------------------- */
+
+static const char *const accepts[] = {
+    /* siblings that share a prefix with a file are not below it */
+    HDR("5", "0") "f 0644 0 " HX " 0 a\nf 0644 0 " HX " 0 a%20b\nf 0644 0 " HX " 0 a.x\n"
+    "d 0755 - a0\nf 0644 0 " HX " 0 a0/x\n",
+    /* a link to the root itself, "./x" and "a//b" targets */
+    HDR("3", "0") "l 0777 .. d/up\nl 0777 ./x d/dot\nl 0777 a//b c\n",
+    /* unlisted parents, deep paths, escapes in either case, non-canonical escapes */
+    HDR("2", "0") "d 0755 - x/y/z\nf 0644 0 " HX " 0 %41%2d%2D\n",
+    /* a dir may hold entries; a file with exactly chunk_max */
+    HDR("2", "1") "d 0755 - a\nf 0644 1024 " HX " 1 a/b\nc " HX " 1024\n",
+    /* step -1, a real parent and instance */
+    "ckptsync-manifest 1\nid s1\nrun r1\nstep -1\ntime 0\nhost h\ninstance i\n"
+    "parent p.1\nroot a/b\n" CHUNKER "files 0\nchunks 0\n",
+};
+
+static void test_accepts(void **state)
+{
+    for (size_t i = 0; i < sizeof(accepts) / sizeof(accepts[0]); i++) {
+        struct buf err = BUF_INIT;
+        int r = parse_text(accepts[i], &err);
+        if (r != 0)
+            fail_msg("accept case %zu: %s (%s)", i, buf_str(&err), err_str(r));
+        buf_free(&err);
+    }
+}
+
+/* ---- every truncation and every altered byte is refused ------------------ */
+
+static void test_truncations_and_flips(void **state)
+{
+    struct manifest m, back;
+    struct buf out = BUF_INIT;
+    build_sample(&m);
+    assert_int_equal(manifest_encode(&m, &out), 0);
+    for (size_t n = 0; n < out.len; n++) {
+        int r = manifest_parse(out.data, n, &back, NULL);
+        if (r != CKS_E_FORMAT)
+            fail_msg("prefix of %zu/%zu bytes: got %d", n, out.len, r);
+    }
+    for (size_t i = 0; i < out.len; i++) {
+        uint8_t saved = out.data[i];
+        out.data[i] = saved == 'x' ? 'y' : 'x';
+        int r = manifest_parse(out.data, out.len, &back, NULL);
+        if (r >= 0)
+            fail_msg("byte %zu altered: accepted", i);
+        out.data[i] = saved;
+    }
+    manifest_free(&m);
+    buf_free(&out);
+}
+
+static void test_too_large(void **state)
+{
+    size_t len = (size_t)MANIFEST_MAX_BYTES + 1;
+    void *p = mmap(NULL, len, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED)
+        skip();
+    struct manifest m;
+    struct buf err = BUF_INIT;
+    assert_int_equal(manifest_parse(p, len, &m, &err), CKS_E_LIMIT);
+    munmap(p, len);
+    buf_free(&err);
+}
+
+/* ---- path, link, id and run checks ------------------------------------- */
+
+struct check {
+    const char *a, *b;
+    int code;
+};
+
+static void test_path_check(void **state)
+{
+    static const struct check cases[] = {
+        {"a", NULL, 0}, {"a/b/c", NULL, 0}, {"...", NULL, 0}, {".a", NULL, 0},
+        {"a..", NULL, 0}, {"-", NULL, 0}, {"", NULL, CKS_E_UNSAFE_PATH},
+        {"/a", NULL, CKS_E_UNSAFE_PATH}, {"..", NULL, CKS_E_UNSAFE_PATH},
+        {".", NULL, CKS_E_UNSAFE_PATH}, {"a/..", NULL, CKS_E_UNSAFE_PATH},
+        {"a/./b", NULL, CKS_E_UNSAFE_PATH}, {"a//b", NULL, CKS_E_UNSAFE_PATH},
+        {"a/", NULL, CKS_E_UNSAFE_PATH}, {"/", NULL, CKS_E_UNSAFE_PATH},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        if (manifest_path_check(cases[i].a) != cases[i].code)
+            fail_msg("path \"%s\": want %d", cases[i].a, cases[i].code);
+    assert_int_equal(manifest_path_check(NULL), CKS_E_UNSAFE_PATH);
+
+    char big[MANIFEST_MAX_PATH + 2];
+    memset(big, 'a', sizeof(big));
+    big[MANIFEST_MAX_COMPONENT] = 0;
+    assert_int_equal(manifest_path_check(big), 0);
+    big[MANIFEST_MAX_COMPONENT] = 'a';
+    big[MANIFEST_MAX_COMPONENT + 1] = 0;
+    assert_int_equal(manifest_path_check(big), CKS_E_UNSAFE_PATH);
+    memset(big, 'a', sizeof(big));
+    for (size_t i = 1; i < sizeof(big); i += 2)
+        big[i] = '/';
+    big[MANIFEST_MAX_PATH - 1] = 'a';
+    big[MANIFEST_MAX_PATH] = 0;
+    assert_int_equal(manifest_path_check(big), 0);
+    big[MANIFEST_MAX_PATH] = '/';
+    big[MANIFEST_MAX_PATH + 1] = 0;
+    assert_int_equal(manifest_path_check(big), CKS_E_UNSAFE_PATH);
+}
+
+static void test_link_check(void **state)
+{
+    static const struct check cases[] = {
+        {"l", "x", 0}, {"a/l", "../x", 0}, {"a/l", "..", 0}, {"a/b/l", "../../x", 0},
+        {"a/l", "./x", 0}, {"a/l", "x//y", 0}, {"a/l", "./../x", 0},
+        /* ".." after a name could climb through a sibling symlink */
+        {"a/l", "b/../../x", CKS_E_UNSAFE_PATH}, {"a/l", "../a/../x", CKS_E_UNSAFE_PATH},
+        {"a/l", "b/..", CKS_E_UNSAFE_PATH},
+        {"l", "../x", CKS_E_UNSAFE_PATH}, {"l", "..", CKS_E_UNSAFE_PATH},
+        {"a/l", "../../x", CKS_E_UNSAFE_PATH}, {"a/l", "/etc/passwd", CKS_E_UNSAFE_PATH},
+        {"a/l", "b/../../../x", CKS_E_UNSAFE_PATH}, {"a/l", "", CKS_E_UNSAFE_PATH},
+        {"../l", "x", CKS_E_UNSAFE_PATH}, {"a/l", "./../..", CKS_E_UNSAFE_PATH},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        if (manifest_link_check(cases[i].a, cases[i].b) != cases[i].code)
+            fail_msg("link \"%s\" -> \"%s\": want %d", cases[i].a, cases[i].b, cases[i].code);
+    assert_int_equal(manifest_link_check("l", NULL), CKS_E_UNSAFE_PATH);
+}
+
+static void test_id_run_check(void **state)
+{
+    static const struct check ids[] = {
+        {"20261201T000701Z-3f2a9c1b7d0e", NULL, 0}, {"a", NULL, 0}, {"-", NULL, 0},
+        {"a.b_c-D", NULL, 0}, {"", NULL, CKS_E_FORMAT}, {".a", NULL, CKS_E_FORMAT},
+        {"a/b", NULL, CKS_E_FORMAT}, {"a b", NULL, CKS_E_FORMAT}, {"\xc3\xa9", NULL, CKS_E_FORMAT},
+        {"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", NULL, 0},
+        {"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdefx", NULL,
+         CKS_E_FORMAT},
+    };
+    for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]); i++)
+        if (manifest_id_check(ids[i].a) != ids[i].code)
+            fail_msg("id \"%s\": want %d", ids[i].a, ids[i].code);
+    assert_int_equal(manifest_id_check(NULL), CKS_E_FORMAT);
+    assert_int_equal(manifest_run_check("run-1"), 0);
+    assert_int_equal(manifest_run_check(".cache"), 0);
+    assert_int_equal(manifest_run_check("."), CKS_E_FORMAT);
+    assert_int_equal(manifest_run_check(".."), CKS_E_FORMAT);
+    assert_int_equal(manifest_run_check("a/b"), CKS_E_FORMAT);
+    assert_int_equal(manifest_run_check(""), CKS_E_FORMAT);
+    assert_int_equal(manifest_run_check(NULL), CKS_E_FORMAT);
+}
+
+/* ---- the encoder refuses what the parser would refuse ------------------ */
+
+typedef void (*mutate_fn)(struct manifest *m);
+
+static void mut_abs_path(struct manifest *m) { m->files[0].path[0] = '/'; }
+static void mut_dup_path(struct manifest *m) { memcpy(m->files[1].path, "shards", 7); }
+static void mut_size(struct manifest *m) { m->files[4].size++; }
+static void mut_chunk_len(struct manifest *m) { m->chunks[1].len = 16385; }
+static void mut_chunk_zero(struct manifest *m) { m->chunks[1].len = 0; }
+static void mut_mode(struct manifest *m) { m->files[0].mode = 010000; }
+static void mut_host(struct manifest *m) { free(m->host); m->host = NULL; }
+static void mut_host_empty(struct manifest *m) { m->host[0] = 0; }
+static void mut_run(struct manifest *m) { m->run[0] = '/'; }
+static void mut_id(struct manifest *m) { m->id[0] = '.'; }
+static void mut_chunker(struct manifest *m) { m->chunk_min = m->chunk_max + 1; }
+static void mut_chunker_max(struct manifest *m) { m->chunk_max = (256u << 20) + 1; }
+static void mut_step(struct manifest *m) { m->step = -2; }
+static void mut_link(struct manifest *m) { m->files[11].link[0] = '/'; }
+static void mut_link_escape(struct manifest *m) { m->files[12].path[0] = 'z'; m->files[12].path[1] = 0; }
+static void mut_below_file(struct manifest *m) { memcpy(m->files[1].path, "one/", 4); }
+static void mut_first_chunk(struct manifest *m) { m->files[4].first_chunk++; }
+static void mut_parent(struct manifest *m) { manifest_set_str(&m->parent, "a b"); }
+static void mut_root(struct manifest *m) { manifest_set_str(&m->root, "../x"); }
+static void mut_instance(struct manifest *m) { manifest_set_str(&m->instance, ""); }
+
+static const struct {
+    const char *name;
+    mutate_fn fn;
+    int code;
+} mutations[] = {
+    {"absolute path", mut_abs_path, CKS_E_UNSAFE_PATH},
+    {"duplicate path", mut_dup_path, CKS_E_FORMAT},
+    {"size != chunks", mut_size, CKS_E_FORMAT},
+    {"chunk > chunk_max", mut_chunk_len, CKS_E_LIMIT},
+    {"chunk len 0", mut_chunk_zero, CKS_E_FORMAT},
+    {"mode", mut_mode, CKS_E_FORMAT},
+    {"no host", mut_host, CKS_E_FORMAT},
+    {"empty host", mut_host_empty, CKS_E_FORMAT},
+    {"bad run", mut_run, CKS_E_FORMAT},
+    {"bad id", mut_id, CKS_E_FORMAT},
+    {"chunker", mut_chunker, CKS_E_FORMAT},
+    {"chunker max", mut_chunker_max, CKS_E_LIMIT},
+    {"step", mut_step, CKS_E_FORMAT},
+    {"absolute link", mut_link, CKS_E_UNSAFE_PATH},
+    {"escaping link", mut_link_escape, CKS_E_UNSAFE_PATH},
+    {"below a file", mut_below_file, CKS_E_UNSAFE_PATH},
+    {"chunk range", mut_first_chunk, CKS_E_FORMAT},
+    {"parent", mut_parent, CKS_E_FORMAT},
+    {"root", mut_root, CKS_E_UNSAFE_PATH},
+    {"empty instance", mut_instance, CKS_E_FORMAT},
+};
+
+static void test_encode_rejects(void **state)
+{
+    for (size_t i = 0; i < sizeof(mutations) / sizeof(mutations[0]); i++) {
+        struct manifest m;
+        struct buf out = BUF_INIT, err = BUF_INIT;
+        build_sample(&m);
+        assert_int_equal(buf_puts(&out, "keep"), 0);
+        mutations[i].fn(&m);
+        int r = manifest_encode(&m, &out);
+        if (r != mutations[i].code)
+            fail_msg("%s: got %d, want %d", mutations[i].name, r, mutations[i].code);
+        assert_string_equal(buf_str(&out), "keep");
+        assert_int_equal(manifest_validate(&m, &err), mutations[i].code);
+        assert_true(strncmp(buf_str(&err), "line ", 5) == 0);
+        manifest_free(&m);
+        buf_free(&out);
+        buf_free(&err);
+    }
+}
+
+static void test_field_limits(void **state)
+{
+    struct manifest m, back;
+    struct buf out = BUF_INIT;
+    char host[MANIFEST_MAX_FIELD + 2];
+    build_sample(&m);
+    memset(host, '%', sizeof(host));     /* each byte encodes to 3 */
+    host[MANIFEST_MAX_FIELD] = 0;
+    assert_int_equal(manifest_set_str(&m.host, host), 0);
+    assert_int_equal(manifest_encode(&m, &out), 0);
+    assert_int_equal(manifest_parse(out.data, out.len, &back, NULL), 0);
+    assert_string_equal(back.host, host);
+    manifest_free(&back);
+    host[MANIFEST_MAX_FIELD] = '%';
+    host[MANIFEST_MAX_FIELD + 1] = 0;
+    assert_int_equal(manifest_set_str(&m.host, host), 0);
+    assert_int_equal(manifest_encode(&m, &out), CKS_E_LIMIT);
+    manifest_free(&m);
+    buf_free(&out);
+}
+
+static void test_builder_misuse(void **state)
+{
+    struct manifest m;
+    uint8_t id[HASH_LEN] = {0};
+    manifest_init(&m);
+    assert_int_equal(manifest_add_chunk(&m, id, 1), -EINVAL);
+    assert_int_equal(manifest_add_file(&m, MFILE_DIR, "d", 0755, NULL), 0);
+    assert_int_equal(manifest_add_chunk(&m, id, 1), -EINVAL);
+    assert_int_equal(manifest_add_file(&m, MFILE_LINK, "l", 0777, NULL), -EINVAL);
+    assert_int_equal(manifest_add_file(&m, MFILE_REG, "f", 0644, "x"), -EINVAL);
+    assert_int_equal(manifest_add_file(&m, MFILE_REG, NULL, 0644, NULL), -EINVAL);
+    assert_int_equal(manifest_add_file(&m, (enum mfile_type)'x', "f", 0644, NULL), -EINVAL);
+    manifest_free(&m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_format_magic),
+        cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_empty_manifest),
+        cmocka_unit_test(test_rejects),
+        cmocka_unit_test(test_accepts),
+        cmocka_unit_test(test_truncations_and_flips),
+        cmocka_unit_test(test_too_large),
+        cmocka_unit_test(test_path_check),
+        cmocka_unit_test(test_link_check),
+        cmocka_unit_test(test_id_run_check),
+        cmocka_unit_test(test_encode_rejects),
+        cmocka_unit_test(test_field_limits),
+        cmocka_unit_test(test_builder_misuse),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

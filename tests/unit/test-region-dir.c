@@ -1,0 +1,453 @@
+/*
+ * test-region-dir.c — the dir region backend through the generic region_*
+ * calls: round trips, listing by prefix, size limits, overwrite, no temp
+ * files left, key validation, and check() naming the path it complains
+ * about (missing, not a directory, read-only mount when we may mount).
+ */
+#include <errno.h>
+#include <ftw.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "base/err.h"
+#include "store/region.h"
+
+struct fixture {
+    char root[64];
+    struct region_conf conf;
+    struct region *r;
+};
+
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    return remove(path);
+}
+
+static int setup(void **state)
+{
+    struct fixture *f = calloc(1, sizeof(*f));
+    struct buf err = BUF_INIT;
+    assert_non_null(f);
+    snprintf(f->root, sizeof(f->root), "/tmp/cks-test-region-XXXXXX");
+    assert_non_null(mkdtemp(f->root));
+    snprintf(f->conf.name, sizeof(f->conf.name), "a");
+    f->conf.kind = REGION_KIND_DIR;
+    snprintf(f->conf.path, sizeof(f->conf.path), "%s", f->root);
+    assert_int_equal(region_new(&f->conf, &f->r, &err), 0);
+    assert_int_equal(err.len, 0);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fixture *f = *state;
+    region_free(f->r);
+    chmod(f->root, 0700);
+    nftw(f->root, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    free(f);
+    return 0;
+}
+
+static void put_str(struct region *r, const char *key, const char *s)
+{
+    int rc = region_put(r, key, s, strlen(s));
+    if (rc != 0)
+        print_error("%s\n", region_last_error(r));
+    assert_int_equal(rc, 0);
+}
+
+static void expect_content(struct region *r, const char *key, const char *want)
+{
+    struct buf b = BUF_INIT;
+    assert_int_equal(region_get(r, key, 1 << 20, &b), 0);
+    assert_int_equal(b.len, strlen(want));
+    assert_memory_equal(b.data, want, b.len);
+    buf_free(&b);
+}
+
+static void expect_error_has(struct region *r, const char *needle)
+{
+    const char *msg = region_last_error(r);
+    if (!strstr(msg, needle))
+        print_error("message \"%s\" lacks \"%s\"\n", msg, needle);
+    assert_non_null(strstr(msg, needle));
+}
+
+/* ---- round trips ------------------------------------------------------- */
+
+static void test_round_trip(void **state)
+{
+    struct fixture *f = *state;
+    struct buf b = BUF_INIT;
+    const char *key = "chunks/ab/abcdef";
+
+    assert_int_equal(region_has(f->r, key), 0);
+    assert_int_equal(region_get(f->r, key, 100, &b), -ENOENT);
+    expect_error_has(f->r, "region 'a'");
+    expect_error_has(f->r, key);
+    put_str(f->r, "repo", "hello");
+    put_str(f->r, key, "chunk bytes");
+    assert_int_equal(region_has(f->r, "repo"), 1);
+    assert_int_equal(region_has(f->r, key), 1);
+    assert_int_equal(region_has(f->r, "chunks"), 0); /* a directory is not an object */
+    assert_int_equal(region_get(f->r, "chunks", 100, &b), -ENOENT);
+    assert_int_equal(region_has(f->r, "repo/x"), 0); /* parent is a file */
+    assert_int_equal(region_get(f->r, "repo/x", 100, &b), -ENOENT);
+    expect_content(f->r, "repo", "hello");
+    expect_content(f->r, key, "chunk bytes");
+
+    assert_int_equal(region_put(f->r, "empty", "", 0), 0);
+    expect_content(f->r, "empty", "");
+
+    assert_int_equal(region_del(f->r, key), 0);
+    assert_int_equal(region_has(f->r, key), 0);
+    assert_int_equal(region_del(f->r, key), -ENOENT);
+    expect_error_has(f->r, key);
+    expect_error_has(f->r, "No such file");
+    buf_free(&b);
+}
+
+static void test_get_replaces_buffer(void **state)
+{
+    struct fixture *f = *state;
+    struct buf b = BUF_INIT;
+    put_str(f->r, "k", "new");
+    assert_int_equal(buf_puts(&b, "old contents"), 0);
+    assert_int_equal(region_get(f->r, "k", 100, &b), 0);
+    assert_string_equal(buf_str(&b), "new");
+    buf_free(&b);
+}
+
+static void test_get_limit(void **state)
+{
+    struct fixture *f = *state;
+    struct buf b = BUF_INIT;
+    char data[100];
+    memset(data, 'x', sizeof(data));
+    assert_int_equal(region_put(f->r, "big", data, sizeof(data)), 0);
+    assert_int_equal(region_get(f->r, "big", 99, &b), CKS_E_LIMIT);
+    expect_error_has(f->r, "big");
+    assert_int_equal(region_get(f->r, "big", 100, &b), 0);
+    assert_int_equal(b.len, 100);
+    buf_free(&b);
+}
+
+static void test_overwrite(void **state)
+{
+    struct fixture *f = *state;
+    put_str(f->r, "refs/r1/latest", "a much longer first value");
+    put_str(f->r, "refs/r1/latest", "second");
+    expect_content(f->r, "refs/r1/latest", "second");
+}
+
+/* ---- list -------------------------------------------------------------- */
+
+struct seen {
+    unsigned n;
+    uint64_t bytes;
+    unsigned stop_at;
+};
+
+static int count_key(void *ud, const char *key, uint64_t size)
+{
+    struct seen *s = ud;
+    s->n++;
+    s->bytes += size;
+    assert_true(key[0] != '/' && strstr(key, "//") == NULL);
+    return s->stop_at && s->n == s->stop_at ? 7 : 0;
+}
+
+static unsigned list_count(struct region *r, const char *prefix, uint64_t *ret_bytes)
+{
+    struct seen s = {0};
+    int rc = region_list(r, prefix, count_key, &s);
+    if (rc != 0)
+        print_error("%s\n", region_last_error(r));
+    assert_int_equal(rc, 0);
+    if (ret_bytes)
+        *ret_bytes = s.bytes;
+    return s.n;
+}
+
+struct want_key {
+    const char *key;
+    int found;
+};
+
+static int mark_key(void *ud, const char *key, uint64_t size)
+{
+    for (struct want_key *w = ud; w->key; w++)
+        if (strcmp(w->key, key) == 0) {
+            assert_int_equal(size, strlen(key));
+            w->found++;
+            return 0;
+        }
+    fail_msg("unexpected key \"%s\"", key);
+    return -1;
+}
+
+static void test_list_prefixes(void **state)
+{
+    struct fixture *f = *state;
+    static const char *keys[] = {
+        "repo",
+        "chunks/ab/ab01",
+        "chunks/ab/ab02",
+        "chunks/cd/cd01",
+        "snapshots/r1/s1",
+        "snapshots/r1/s2",
+        "snapshots/r10/s1",
+        "refs/r1/latest",
+    };
+    static const struct {
+        const char *prefix;
+        unsigned n;
+    } cases[] = {
+        {"", 8},
+        {"chunks/", 3},
+        {"chunks/ab/", 2},
+        {"chunks/ab/ab0", 2},
+        {"chunks/c", 1},
+        {"snapshots/r1/", 2},
+        {"snapshots/r1", 3},
+        {"snapshots/r10/", 1},
+        {"nope/", 0},
+        {"re", 2},
+        {"repo/", 0},
+        {"chunks/zz/", 0},
+    };
+    uint64_t bytes;
+
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+        put_str(f->r, keys[i], keys[i]); /* size == strlen(key) */
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        unsigned n = list_count(f->r, cases[i].prefix, NULL);
+        if (n != cases[i].n)
+            print_error("prefix \"%s\": %u keys, want %u\n", cases[i].prefix, n, cases[i].n);
+        assert_int_equal(n, cases[i].n);
+    }
+    assert_int_equal(list_count(f->r, "snapshots/", &bytes), 3);
+    assert_int_equal(bytes, strlen("snapshots/r1/s1") * 2 + strlen("snapshots/r10/s1"));
+
+    struct want_key want[] = {{"snapshots/r1/s1", 0}, {"snapshots/r1/s2", 0}, {NULL, 0}};
+    assert_int_equal(region_list(f->r, "snapshots/r1/", mark_key, want), 0);
+    assert_int_equal(want[0].found, 1);
+    assert_int_equal(want[1].found, 1);
+
+    struct seen s = {.stop_at = 2};
+    assert_int_equal(region_list(f->r, "", count_key, &s), 7);
+    assert_int_equal(s.n, 2);
+}
+
+static int find_dot(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    return ftw->level > 0 && path[ftw->base] == '.' ? 1 : 0;
+}
+
+static void test_no_temp_files_left(void **state)
+{
+    struct fixture *f = *state;
+    char key[64];
+    for (int i = 0; i < 20; i++) {
+        snprintf(key, sizeof(key), "chunks/%02x/%d", i % 4, i);
+        put_str(f->r, key, "payload");
+        put_str(f->r, key, "payload again");
+    }
+    assert_int_equal(region_check(f->r), 0);
+    assert_int_equal(nftw(f->root, find_dot, 16, FTW_PHYS), 0);
+    /* A leftover temp file (a crash mid-put) is never listed. */
+    char path[128];
+    snprintf(path, sizeof(path), "%s/chunks/00/.0.tmp.1.2", f->root);
+    FILE *fp = fopen(path, "w");
+    assert_non_null(fp);
+    fclose(fp);
+    assert_int_equal(list_count(f->r, "chunks/00/", NULL), 5);
+}
+
+/* ---- keys -------------------------------------------------------------- */
+
+static void test_invalid_keys(void **state)
+{
+    struct fixture *f = *state;
+    static const char *bad[] = {
+        "", "/abs", "a/../b", "..", "a//b", "a/", "./a", "a/.", "../x", "chunks/..",
+    };
+    struct buf b = BUF_INIT;
+    char longkey[REGION_KEY_MAX + 1];
+
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        assert_int_equal(region_put(f->r, bad[i], "x", 1), -EINVAL);
+        expect_error_has(f->r, "invalid key");
+        assert_int_equal(region_get(f->r, bad[i], 10, &b), -EINVAL);
+        assert_int_equal(region_has(f->r, bad[i]), -EINVAL);
+        assert_int_equal(region_del(f->r, bad[i]), -EINVAL);
+    }
+    memset(longkey, 'k', REGION_KEY_MAX);
+    longkey[REGION_KEY_MAX] = 0;
+    assert_int_equal(region_put(f->r, longkey, "x", 1), -EINVAL);
+    longkey[REGION_KEY_MAX - 1] = 0; /* 1023 bytes, but one component is too long for a file */
+    assert_true(region_put(f->r, longkey, "x", 1) < 0);
+    assert_int_equal(region_list(f->r, "../", count_key, NULL), -EINVAL);
+    assert_int_equal(region_list(f->r, "/", count_key, NULL), -EINVAL);
+    assert_int_equal(region_list(f->r, "a//", count_key, NULL), -EINVAL);
+    /* Fine keys: dots inside names are not "..". */
+    put_str(f->r, "a..b/c.d", "ok");
+    expect_content(f->r, "a..b/c.d", "ok");
+    buf_free(&b);
+}
+
+/* ---- check ------------------------------------------------------------- */
+
+static struct region *region_at(const char *path)
+{
+    struct region_conf conf = {.kind = REGION_KIND_DIR};
+    struct region *r = NULL;
+    snprintf(conf.name, sizeof(conf.name), "b");
+    snprintf(conf.path, sizeof(conf.path), "%s", path);
+    assert_int_equal(region_new(&conf, &r, NULL), 0);
+    return r;
+}
+
+static void test_check_missing_dir(void **state)
+{
+    struct fixture *f = *state;
+    char path[128];
+    struct stat st;
+    snprintf(path, sizeof(path), "%s/not-mounted", f->root);
+    struct region *r = region_at(path);
+    assert_int_equal(region_check(r), -ENOENT);
+    expect_error_has(r, "region 'b'");
+    expect_error_has(r, path);
+    expect_error_has(r, "does not exist");
+    /* put must not create the root: that would hide an unmounted share. */
+    assert_true(region_put(r, "chunks/ab/x", "x", 1) < 0);
+    expect_error_has(r, path);
+    assert_int_equal(stat(path, &st), -1);
+    region_free(r);
+}
+
+static void test_check_not_a_dir(void **state)
+{
+    struct fixture *f = *state;
+    char path[128];
+    snprintf(path, sizeof(path), "%s/file", f->root);
+    FILE *fp = fopen(path, "w");
+    assert_non_null(fp);
+    fclose(fp);
+    struct region *r = region_at(path);
+    assert_int_equal(region_check(r), -ENOTDIR);
+    expect_error_has(r, path);
+    expect_error_has(r, "not a directory");
+    region_free(r);
+}
+
+static void test_check_ok(void **state)
+{
+    struct fixture *f = *state;
+    assert_int_equal(region_check(f->r), 0);
+    assert_int_equal(list_count(f->r, "", NULL), 0); /* the probe is gone */
+}
+
+static void test_check_read_only(void **state)
+{
+    struct fixture *f = *state;
+    char mnt[128];
+    snprintf(mnt, sizeof(mnt), "%s/ro", f->root);
+    assert_int_equal(mkdir(mnt, 0755), 0);
+    if (mount("cks-test", mnt, "tmpfs", MS_RDONLY, "size=1m") < 0) {
+        print_message("skipped: cannot mount a read-only tmpfs (%s); needs root with "
+                      "CAP_SYS_ADMIN\n",
+                      strerror(errno));
+        skip();
+    }
+    struct region *r = region_at(mnt);
+    int check = region_check(r);
+    char msg[sizeof(r->errmsg)];
+    snprintf(msg, sizeof(msg), "%s", region_last_error(r));
+    int put = region_put(r, "chunks/ab/x", "x", 1);
+    region_free(r);
+    umount2(mnt, MNT_DETACH);
+    assert_int_equal(check, -EROFS);
+    assert_non_null(strstr(msg, mnt));
+    assert_non_null(strstr(msg, "is not writable: Read-only file system"));
+    assert_int_equal(put, -EROFS);
+}
+
+static void test_check_no_permission(void **state)
+{
+    struct fixture *f = *state;
+    char path[128];
+    if (geteuid() == 0) {
+        print_message("skipped: permission bits do not bind root\n");
+        skip();
+    }
+    snprintf(path, sizeof(path), "%s/locked", f->root);
+    assert_int_equal(mkdir(path, 0555), 0);
+    struct region *r = region_at(path);
+    assert_int_equal(region_check(r), -EACCES);
+    expect_error_has(r, "is not writable");
+    region_free(r);
+    chmod(path, 0755);
+}
+
+/* ---- generic ----------------------------------------------------------- */
+
+static void test_new_kinds(void **state)
+{
+    struct region_conf conf = {.kind = REGION_KIND_S3};
+    struct region *r = NULL;
+    struct buf err = BUF_INIT;
+    snprintf(conf.name, sizeof(conf.name), "s");
+    assert_int_equal(region_new(&conf, &r, &err), CKS_E_CONFIG);
+    assert_null(r);
+    assert_string_equal(buf_str(&err), "region 's': kind s3 is not available in this build yet");
+    buf_reset(&err);
+    conf.kind = REGION_KIND_DIR;
+    assert_int_equal(region_new(&conf, &r, &err), CKS_E_CONFIG); /* no path */
+    assert_non_null(strstr(buf_str(&err), "region 's'"));
+    buf_free(&err);
+    region_free(NULL);
+}
+
+static void test_chunk_key(void **state)
+{
+    uint8_t id[HASH_LEN];
+    char key[REGION_KEY_MAX];
+    for (unsigned i = 0; i < HASH_LEN; i++)
+        id[i] = (uint8_t)(0xab + i);
+    region_chunk_key(id, key);
+    assert_int_equal(strlen(key), strlen("chunks/ab/") + HASH_HEX_LEN);
+    assert_memory_equal(key, "chunks/ab/abacadaeafb0", 22);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_get_replaces_buffer, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_get_limit, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_overwrite, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_list_prefixes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_no_temp_files_left, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_invalid_keys, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_check_missing_dir, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_check_not_a_dir, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_check_ok, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_check_read_only, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_check_no_permission, setup, teardown),
+        cmocka_unit_test(test_new_kinds),
+        cmocka_unit_test(test_chunk_key),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
