@@ -22,6 +22,7 @@
 #include "engine/fastcdc.h"
 #include "engine/hash.h"
 #include "service/restore.h"
+#include "service/scan.h"
 #include "service/snapshot.h"
 #include "service/verify.h"
 
@@ -343,41 +344,28 @@ static const char chunks_usage[] =
     "Prints one line per FastCDC chunk of FILE: offset length sha256.  Sizes\n"
     "default to the configuration's [chunker] and accept K/M/G suffixes.\n";
 
+static int chunks_line(void *ud, const uint8_t *data, size_t len, uint64_t off)
+{
+    uint8_t id[HASH_LEN];
+    char hex[HASH_HEX_LEN + 1];
+    (void)ud;
+    hash_sha256(data, len, id);
+    hex_encode(id, HASH_LEN, hex);
+    printf("%llu %zu %s\n", (unsigned long long)off, len, hex);
+    return 0;
+}
+
 static int chunks_print(const struct fastcdc *cdc, int fd, const char *path)
 {
-    size_t cap = 2 * cdc->max, start = 0, end = 0;
-    uint8_t *buf = malloc(cap);
-    uint64_t off = 0;
-    bool eof = false;
-    if (!buf)
-        return -ENOMEM;
-    for (;;) {
-        if (!eof && end - start < cdc->max) {
-            memmove(buf, buf + start, end - start);
-            end -= start;
-            start = 0;
-            ssize_t n = fileio_read_full(fd, buf + end, cap - end);
-            if (n < 0) {
-                log_error("reading \"%s\": %s", path, strerror((int)-n));
-                free(buf);
-                return (int)n;
-            }
-            eof = (size_t)n < cap - end;
-            end += (size_t)n;
-        }
-        if (start == end)
-            break;
-        size_t len = fastcdc_cut(cdc, buf + start, end - start, eof);
-        uint8_t id[HASH_LEN];
-        char hex[HASH_HEX_LEN + 1];
-        hash_sha256(buf + start, len, id);
-        hex_encode(id, HASH_LEN, hex);
-        printf("%llu %zu %s\n", (unsigned long long)off, len, hex);
-        off += len;
-        start += len;
-    }
-    free(buf);
-    return 0;
+    struct scan sc;
+    uint64_t got;
+    int e = scan_init(&sc, cdc);
+    if (e == 0)
+        e = scan_fd(&sc, fd, chunks_line, NULL, &got, NULL);
+    if (e < 0)
+        log_error("reading \"%s\": %s", path, err_str(e));
+    scan_free(&sc);
+    return e;
 }
 
 int cmd_chunks(struct cli *c, int argc, char **argv)

@@ -593,9 +593,9 @@ void config_default(struct config *c)
     c->quorum = 2;
     c->settle = 10;
     c->memory = GIB;
-    c->chunk_min = MIB;
-    c->chunk_avg = 4 * MIB;
-    c->chunk_max = 16 * MIB;
+    c->chunk_min = MIB / 2;
+    c->chunk_avg = 2 * MIB;
+    c->chunk_max = 8 * MIB;
     c->normalization = 1;
     c->zstd_level = 3;
     c->default_regions = true;

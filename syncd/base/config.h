@@ -68,7 +68,7 @@ struct config {
     unsigned settle;                    /* seconds, default 10 */
     uint64_t memory;                    /* memory budget, default 1G */
     /* [chunker] */
-    uint64_t chunk_min, chunk_avg, chunk_max; /* defaults 1M, 4M, 16M */
+    uint64_t chunk_min, chunk_avg, chunk_max; /* defaults 512K, 2M, 8M */
     unsigned normalization;             /* default 1, 0..3 */
     /* [compress] */
     int zstd_level;                     /* default 3, 1..19 */

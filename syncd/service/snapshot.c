@@ -3,9 +3,8 @@
  * -> zstd -> put to each region -> index -> manifest -> latest ref.
  *
  * Design notes.
- * - Each byte is read once: the whole-file digest and the chunk ids come
- *   from the same buffer.  The read buffer holds two maximal chunks, so a
- *   cut always sees at least `max` bytes until the end of the file.
+ * - Each byte is read once (service/scan.c): the whole-file digest and the
+ *   chunk ids come from the same buffer.
  * - A chunk is compressed only if some region lacks it, and at most once.
  *   Before uploading we ask the region (has): another instance may have
  *   stored the chunk already, and a HEAD is far cheaper than a PUT.
@@ -33,6 +32,7 @@
 #include "base/log.h"
 #include "engine/chunkobj.h"
 #include "engine/ref.h"
+#include "service/scan.h"
 #include "service/snapshot.h"
 #include "service/walk.h"
 
@@ -43,11 +43,9 @@ struct snap {
     struct buf *err;
     struct walk w;
     struct manifest m;
-    struct hash file_hash;
+    struct scan scan;
     struct chunkobj_ctx z;
     struct buf obj;            /* the encoded object of the current chunk */
-    uint8_t *rbuf;
-    size_t rcap;
     struct mchunk *fchunks;    /* chunks of the file being read */
     size_t nfchunks, fchunks_cap;
     uint64_t done;
@@ -166,16 +164,17 @@ static int snap_chunk_record(struct snap *s, const uint8_t id[HASH_LEN], const s
     return e;
 }
 
-static int snap_chunk(struct snap *s, const uint8_t *data, size_t len)
+static int snap_chunk(void *ud, const uint8_t *data, size_t len, uint64_t off)
 {
+    struct snap *s = ud;
     uint8_t id[HASH_LEN];
     struct index_chunk c = {0}, was;
     struct index_txn *t;
     uint32_t before;
     int e;
 
+    (void)off;
     hash_sha256(data, len, id);
-    hash_update(&s->file_hash, data, len);
     if ((e = index_txn_begin(s->r->ix, false, &t)) < 0)
         return e;
     e = index_chunk_get(t, id, &c);
@@ -253,35 +252,6 @@ static int snap_file_reuse(struct snap *s, const struct index_file_key *k, uint8
     return 1;
 }
 
-static int snap_read_chunks(struct snap *s, int fd, uint64_t *ret_read)
-{
-    size_t start = 0, end = 0;
-    bool eof = false;
-    *ret_read = 0;
-    for (;;) {
-        if (!eof && end - start < s->r->cdc.max) {
-            memmove(s->rbuf, s->rbuf + start, end - start);
-            end -= start;
-            start = 0;
-            ssize_t n = fileio_read_full(fd, s->rbuf + end, s->rcap - end);
-            if (n < 0)
-                return (int)n;
-            eof = (size_t)n < s->rcap - end;
-            end += (size_t)n;
-            *ret_read += (uint64_t)n;
-        }
-        if (start == end)
-            return 0;
-        size_t len = fastcdc_cut(&s->r->cdc, s->rbuf + start, end - start, eof);
-        if (len == 0)
-            return -EIO; /* cannot happen: the buffer holds >= max bytes */
-        int e = snap_chunk(s, s->rbuf + start, len);
-        if (e < 0)
-            return e;
-        start += len;
-    }
-}
-
 static bool snap_same_file(const struct stat *a, const struct stat *b)
 {
     return a->st_ino == b->st_ino && a->st_dev == b->st_dev && a->st_size == b->st_size &&
@@ -341,14 +311,12 @@ static int snap_file_once(struct snap *s, const struct walk_entry *we, struct st
         goto out_ok;
     }
     uint64_t done0 = s->done;
-    hash_reset(&s->file_hash);
-    e = snap_read_chunks(s, fd, &got);
+    e = scan_fd(&s->scan, fd, snap_chunk, s, &got, digest);
     if (e < 0) {
         if (e > CKS_E_BASE && !buf_str(s->err)[0])
             buf_printf(s->err, "reading \"%s/%s\": %s", s->w.base, we->path, err_str(e));
         goto out;
     }
-    hash_final(&s->file_hash, digest);
     if (fstat(fd, &st2) < 0 || !snap_same_file(&st1, &st2) || got != (uint64_t)st1.st_size) {
         s->done = done0;
         e = CKS_E_CHANGED;
@@ -575,22 +543,16 @@ out:
 
 static int snap_setup(struct snap *s)
 {
-    int e = hash_init(&s->file_hash);
-    if (e < 0)
-        return e;
-    s->rcap = 2 * s->r->cdc.max;
-    s->rbuf = malloc(s->rcap);
-    return s->rbuf ? 0 : -ENOMEM;
+    return scan_init(&s->scan, &s->r->cdc);
 }
 
 static void snap_teardown(struct snap *s)
 {
     walk_free(&s->w);
     manifest_free(&s->m);
-    hash_free(&s->file_hash);
+    scan_free(&s->scan);
     chunkobj_ctx_free(&s->z);
     buf_free(&s->obj);
-    free(s->rbuf);
     free(s->fchunks);
 }
 

@@ -50,6 +50,7 @@
 struct index {
     MDB_env *env;
     MDB_dbi meta, chunks, files, snaps;
+    MDB_dbi tables[INDEX_TABLE_COUNT];
     size_t maxkey;
     char *dir;
 };
@@ -253,6 +254,10 @@ static int ix_init_dbs(struct index *ix)
         rc = mdb_dbi_open(txn, "files", MDB_CREATE, &ix->files);
     if (rc == 0)
         rc = mdb_dbi_open(txn, "snapshots", MDB_CREATE, &ix->snaps);
+    if (rc == 0)
+        rc = mdb_dbi_open(txn, "queue", MDB_CREATE, &ix->tables[INDEX_QUEUE]);
+    if (rc == 0)
+        rc = mdb_dbi_open(txn, "pending", MDB_CREATE, &ix->tables[INDEX_PENDING]);
     int r = ix_errno(ix, rc);
     if (r == 0)
         r = ix_check_format(ix, txn);
@@ -682,4 +687,60 @@ int index_snap_foreach(struct index_txn *t, const char *run,
             return -EINVAL;
     }
     return ix_scan(t, t->ix->snaps, run, plen, snap_scan_one, &s);
+}
+
+/* ---- raw tables (records encoded by their owners) ---------------------- */
+
+static MDB_dbi raw_dbi(const struct index_txn *t, enum index_table tb)
+{
+    return t->ix->tables[tb];
+}
+
+int index_raw_get(struct index_txn *t, enum index_table tb, const void *key, size_t klen,
+                  const void **ret_val, size_t *ret_vlen)
+{
+    MDB_val v;
+    if (klen == 0 || klen > t->ix->maxkey)
+        return -EINVAL;
+    int r = ix_get(t, raw_dbi(t, tb), key, klen, &v);
+    if (r < 0)
+        return r;
+    *ret_val = v.mv_data;
+    *ret_vlen = v.mv_size;
+    return 0;
+}
+
+int index_raw_put(struct index_txn *t, enum index_table tb, const void *key, size_t klen,
+                  const void *val, size_t vlen)
+{
+    if (klen == 0 || klen > t->ix->maxkey)
+        return -EINVAL;
+    return ix_put(t, raw_dbi(t, tb), key, klen, val, vlen);
+}
+
+int index_raw_del(struct index_txn *t, enum index_table tb, const void *key, size_t klen)
+{
+    MDB_val k = {klen, (void *)key};
+    if (klen == 0 || klen > t->ix->maxkey)
+        return -EINVAL;
+    return ix_errno(t->ix, mdb_del(t->txn, raw_dbi(t, tb), &k, NULL));
+}
+
+struct raw_scan {
+    int (*cb)(void *ud, const void *key, size_t klen, const void *val, size_t vlen);
+    void *ud;
+};
+
+static int raw_scan_one(void *ctx, const MDB_val *k, const MDB_val *v)
+{
+    struct raw_scan *rs = ctx;
+    return rs->cb(rs->ud, k->mv_data, k->mv_size, v->mv_data, v->mv_size);
+}
+
+int index_raw_foreach(struct index_txn *t, enum index_table tb, const void *prefix, size_t plen,
+                      int (*cb)(void *ud, const void *key, size_t klen, const void *val, size_t vlen),
+                      void *ud)
+{
+    struct raw_scan rs = {cb, ud};
+    return ix_scan(t, raw_dbi(t, tb), prefix, plen, raw_scan_one, &rs);
 }

@@ -38,6 +38,10 @@
 struct index;
 struct index_txn;
 
+/* Tables whose records are encoded by the modules that own them (the
+ * daemon's queue and pending snapshots: service/queue.c). */
+enum index_table { INDEX_QUEUE = 0, INDEX_PENDING = 1, INDEX_TABLE_COUNT };
+
 struct index_chunk {
     uint32_t raw_len;
     uint32_t stored_len;     /* object size in regions (header + payload) */
@@ -96,5 +100,19 @@ int index_snap_del(struct index_txn *t, const char *run, const char *id);
 int index_snap_foreach(struct index_txn *t, const char *run,
                        int (*cb)(void *ud, const char *run, const char *id, const struct index_snap *s),
                        void *ud);
+
+/* Raw access to the owner-encoded tables.  Keys are 1..511 bytes.  Values
+ * returned by get/foreach point into the map: valid until the transaction
+ * ends or the record is written.  foreach visits keys starting with prefix
+ * in key order (all keys when plen is 0); a non-zero return from cb stops
+ * and is returned. */
+int index_raw_get(struct index_txn *t, enum index_table tb, const void *key, size_t klen,
+                  const void **ret_val, size_t *ret_vlen);
+int index_raw_put(struct index_txn *t, enum index_table tb, const void *key, size_t klen,
+                  const void *val, size_t vlen);
+int index_raw_del(struct index_txn *t, enum index_table tb, const void *key, size_t klen);
+int index_raw_foreach(struct index_txn *t, enum index_table tb, const void *prefix, size_t plen,
+                      int (*cb)(void *ud, const void *key, size_t klen, const void *val, size_t vlen),
+                      void *ud);
 
 #endif

@@ -45,9 +45,9 @@ static void test_defaults(void **state)
     assert_int_equal(c->quorum, 2);
     assert_int_equal(c->settle, 10);
     assert_int_equal(c->memory, 1u << 30);
-    assert_int_equal(c->chunk_min, 1u << 20);
-    assert_int_equal(c->chunk_avg, 4u << 20);
-    assert_int_equal(c->chunk_max, 16u << 20);
+    assert_int_equal(c->chunk_min, 1u << 19);
+    assert_int_equal(c->chunk_avg, 2u << 20);
+    assert_int_equal(c->chunk_max, 8u << 20);
     assert_int_equal(c->normalization, 1);
     assert_int_equal(c->zstd_level, 3);
     assert_true(c->default_regions);
@@ -255,10 +255,10 @@ static const struct err_case err_cases[] = {
     {"[daemon]\nmemory = -1\n", 2, "memory", "not a size"},
     {"[daemon]\nmemory =\n", 2, "memory", "not a size"},
     {"[daemon]\nmemory = 1K\n", 2, "memory", "too small"},
-    {"[chunker]\nmin = 8M\n", 2, "[chunker] min", "8M is larger than avg (4M)"},
+    {"[chunker]\nmin = 8M\n", 2, "[chunker] min", "8M is larger than avg (2M)"},
     {"[chunker]\navg = 1M\nmin = 2M\n", 3, "[chunker] min", "larger than avg"},
     {"[chunker]\nmin = 2M\navg = 1M\n", 3, "[chunker] avg", "1M is smaller than min (2M)"},
-    {"[chunker]\nmax = 2M\n", 2, "[chunker] max", "2M is smaller than avg (4M)"},
+    {"[chunker]\nmax = 1M\n", 2, "[chunker] max", "1M is smaller than avg (2M)"},
     {"[chunker]\navg = 32M\nmax = 64M\n", 2, "[chunker] avg",
      "avg 32M with normalization 1 is outside what FastCDC supports"},
     {"[chunker]\nmin = 32\n", 2, "min", "out of range (64 to 256M)"},

@@ -1,0 +1,76 @@
+/*
+ * scan.c — the single read loop.  Refill when fewer than `max` bytes remain
+ * (unless at EOF), cut, hand the chunk out, advance.  The whole-file hash
+ * is updated from the same buffer, so each byte is read exactly once.
+ */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/fileio.h"
+#include "service/scan.h"
+
+int scan_init(struct scan *sc, const struct fastcdc *cdc)
+{
+    memset(sc, 0, sizeof(*sc));
+    sc->cdc = cdc;
+    sc->cap = 2 * cdc->max;
+    sc->buf = malloc(sc->cap);
+    if (!sc->buf)
+        return -ENOMEM;
+    int e = hash_init(&sc->file_hash);
+    if (e < 0) {
+        free(sc->buf);
+        sc->buf = NULL;
+    }
+    return e;
+}
+
+void scan_free(struct scan *sc)
+{
+    if (!sc->buf)
+        return;
+    free(sc->buf);
+    hash_free(&sc->file_hash);
+    sc->buf = NULL;
+}
+
+int scan_fd(struct scan *sc, int fd,
+            int (*on_chunk)(void *ud, const uint8_t *data, size_t len, uint64_t off), void *ud,
+            uint64_t *ret_read, uint8_t ret_digest[HASH_LEN])
+{
+    size_t start = 0, end = 0;
+    uint64_t off = 0;
+    bool eof = false;
+
+    *ret_read = 0;
+    hash_reset(&sc->file_hash);
+    for (;;) {
+        if (!eof && end - start < sc->cdc->max) {
+            memmove(sc->buf, sc->buf + start, end - start);
+            end -= start;
+            start = 0;
+            ssize_t n = fileio_read_full(fd, sc->buf + end, sc->cap - end);
+            if (n < 0)
+                return (int)n;
+            eof = (size_t)n < sc->cap - end;
+            end += (size_t)n;
+            *ret_read += (uint64_t)n;
+        }
+        if (start == end)
+            break;
+        size_t len = fastcdc_cut(sc->cdc, sc->buf + start, end - start, eof);
+        if (len == 0)
+            return -EIO; /* cannot happen: the buffer holds >= max bytes */
+        hash_update(&sc->file_hash, sc->buf + start, len);
+        int e = on_chunk(ud, sc->buf + start, len, off);
+        if (e < 0)
+            return e;
+        start += len;
+        off += len;
+    }
+    if (ret_digest)
+        hash_final(&sc->file_hash, ret_digest);
+    return 0;
+}
