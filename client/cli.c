@@ -32,6 +32,14 @@ static const char usage_text[] =
     "  show SNAPSHOT [--run NAME]            show one snapshot's files\n"
     "  chunks FILE [--min N --avg N --max N] print FastCDC cut points\n"
     "\n"
+    "Commands that talk to a running ckptsyncd:\n"
+    "  commit PATH [--step N] [--wait durable|replicated] [--timeout S]\n"
+    "                                        a checkpoint is complete; wait for it\n"
+    "  status                                runs, latest snapshots, region lag\n"
+    "  flush [--wait durable|replicated] [--deadline S]\n"
+    "                                        commit everything pending now and wait\n"
+    "  retry REGION                          retry a failed region now\n"
+    "\n"
     "Options:\n"
     "  --config FILE   configuration (default " DEFAULT_CONFIG " if it exists,\n"
     "                  else the embedded default; also $CKPTSYNC_CONFIG)\n"
@@ -193,6 +201,8 @@ static const struct {
 } commands[] = {
     {"snapshot", cmd_snapshot}, {"restore", cmd_restore}, {"verify", cmd_verify},
     {"ls", cmd_ls},             {"show", cmd_show},       {"chunks", cmd_chunks},
+    {"commit", cmd_commit},     {"status", cmd_status},   {"flush", cmd_flush},
+    {"retry", cmd_retry},
 };
 
 int main(int argc, char **argv)

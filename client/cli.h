@@ -45,5 +45,9 @@ int cmd_verify(struct cli *c, int argc, char **argv);
 int cmd_ls(struct cli *c, int argc, char **argv);
 int cmd_show(struct cli *c, int argc, char **argv);
 int cmd_chunks(struct cli *c, int argc, char **argv);
+int cmd_commit(struct cli *c, int argc, char **argv);
+int cmd_status(struct cli *c, int argc, char **argv);
+int cmd_flush(struct cli *c, int argc, char **argv);
+int cmd_retry(struct cli *c, int argc, char **argv);
 
 #endif

@@ -32,15 +32,16 @@
 #include <stdint.h>
 
 #include "base/buf.h"
+#include "ckptsync/protocol.h"
 
-#define CTL_MAGIC "CKPTSYNC/1"
-#define CTL_MAX_REQUEST 65536u          /* bytes of one request, with '\n' */
-#define CTL_MAX_RESPONSE (4u << 20)     /* bytes of one response, with '\n' */
-#define CTL_MAX_TIMEOUT 604800          /* seconds (one week) */
+#define CTL_MAGIC CKS_PROTO_MAGIC
+#define CTL_MAX_REQUEST CKS_PROTO_MAX_REQUEST   /* bytes of one request, with '\n' */
+#define CTL_MAX_RESPONSE CKS_PROTO_MAX_RESPONSE /* bytes of one response, with '\n' */
+#define CTL_MAX_TIMEOUT CKS_PROTO_MAX_TIMEOUT   /* seconds (one week) */
 #define CTL_PATH_MAX 4096u              /* path buffer, with its NUL */
 #define CTL_REGION_MAX 64u              /* region buffer, with its NUL */
 #define CTL_CODE_MAX 32u                /* error code buffer, with its NUL */
-#define CTL_CLIENT_SLACK 30             /* seconds a client waits past a timeout */
+#define CTL_CLIENT_SLACK CKS_PROTO_CLIENT_SLACK /* seconds a client waits past a timeout */
 
 enum ctl_verb { CTL_PING, CTL_COMMIT, CTL_STATUS, CTL_FLUSH, CTL_RETRY };
 /* An absent wait= is CTL_WAIT_NONE: answer at once. */

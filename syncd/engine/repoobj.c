@@ -41,9 +41,12 @@ struct rcur {
     char text[256];
 };
 
+/* Counts the line before reading it, so that an error names the line
+ * that could not be read, not the one before. */
 static int rcur_next(struct rcur *c)
 {
-    const char *nl = memchr(c->p, '\n', (size_t)(c->end - c->p));
+    c->line++;
+    const char *nl = c->p ? memchr(c->p, '\n', (size_t)(c->end - c->p)) : NULL;
     if (!nl)
         return CKS_E_FORMAT;
     size_t n = (size_t)(nl - c->p);
@@ -52,8 +55,19 @@ static int rcur_next(struct rcur *c)
     memcpy(c->text, c->p, n);
     c->text[n] = 0;
     c->p = nl + 1;
-    c->line++;
     return 0;
+}
+
+/* Exactly n lower-case hex digits: the format allows one spelling only, so
+ * that an object this parser accepts re-encodes to the same bytes. */
+static bool lower_hex(const char *s, size_t n)
+{
+    if (strlen(s) != n)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+            return false;
+    return true;
 }
 
 static bool parse_dec(const char **s, uint64_t *ret)
@@ -118,17 +132,21 @@ int repoobj_parse(const uint8_t *data, size_t len, struct repoobj *ret, struct b
     if (strcmp(c.text + 14, "1") != 0)
         return repoobj_fail(err, 1, "unsupported repo format version", CKS_E_VERSION);
     if (rcur_next(&c) < 0 || strncmp(c.text, "id ", 3) != 0 ||
-        strlen(c.text + 3) != REPOOBJ_ID_HEX || hex_decode(c.text + 3, REPOOBJ_ID_HEX / 2, got) < 0)
+        !lower_hex(c.text + 3, REPOOBJ_ID_HEX))
         return repoobj_fail(err, c.line, "expected 'id <32 hex>'", CKS_E_FORMAT);
     memcpy(o.id, c.text + 3, REPOOBJ_ID_HEX + 1);
     if (rcur_next(&c) < 0 || (r = repoobj_chunker(c.text, &o)) < 0)
         return repoobj_fail(err, c.line, "bad chunker line", CKS_E_FORMAT);
-    for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
-        if (rcur_next(&c) < 0 || strcmp(c.text, fixed[i]) != 0)
+    for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++) {
+        /* Only a readable line naming something else is a newer format. */
+        if (rcur_next(&c) < 0)
+            return repoobj_fail(err, c.line, "truncated, overlong or NUL in line", CKS_E_FORMAT);
+        if (strcmp(c.text, fixed[i]) != 0)
             return repoobj_fail(err, c.line, "unsupported repository feature", CKS_E_VERSION);
+    }
     size_t body = (size_t)(c.p - (const char *)data);
-    if (rcur_next(&c) < 0 || strncmp(c.text, "end ", 4) != 0 || strlen(c.text + 4) != HASH_HEX_LEN ||
-        hex_decode(c.text + 4, HASH_LEN, want) < 0)
+    if (rcur_next(&c) < 0 || strncmp(c.text, "end ", 4) != 0 ||
+        !lower_hex(c.text + 4, HASH_HEX_LEN) || hex_decode(c.text + 4, HASH_LEN, want) < 0)
         return repoobj_fail(err, c.line, "expected 'end <sha256>'", CKS_E_FORMAT);
     if (c.p != c.end)
         return repoobj_fail(err, c.line + 1, "data after end line", CKS_E_FORMAT);

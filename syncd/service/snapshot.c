@@ -386,7 +386,7 @@ static int snap_entries(struct snap *s)
 
 /* ---- commit ------------------------------------------------------------ */
 
-static int snap_make_id(char *id, size_t cap)
+int snapshot_make_id(char *id, size_t cap)
 {
     struct timespec ts;
     struct tm tm;
@@ -425,7 +425,7 @@ static int snap_init_manifest(struct snap *s)
     char host[256] = "unknown";
     int e;
 
-    if ((e = snap_make_id(m->id, sizeof(m->id))) < 0)
+    if ((e = snapshot_make_id(m->id, sizeof(m->id))) < 0)
         return e;
     gethostname(host, sizeof(host) - 1);
     m->step = s->o->step;
@@ -478,26 +478,24 @@ fail:
     return e;
 }
 
-/* Publishes the manifest in region i and moves latest unless it already
- * names a newer snapshot. */
-static int snap_publish(struct snap *s, size_t i, const struct buf *man)
+int snapshot_publish(struct region *rg, const char *run, const char *id, int64_t step,
+                     const uint8_t *man, size_t len)
 {
-    struct region *rg = s->r->regions[i];
     char key[REGION_KEY_MAX];
     struct buf cur = BUF_INIT, out = BUF_INIT;
     struct ref mine, theirs;
     int e;
 
-    snprintf(key, sizeof(key), "snapshots/%s/%s", s->m.run, s->m.id);
-    if ((e = region_put(rg, key, man->data, man->len)) < 0)
+    snprintf(key, sizeof(key), "snapshots/%s/%s", run, id);
+    if ((e = region_put(rg, key, man, len)) < 0)
         return e;
-    snprintf(key, sizeof(key), "refs/%s/latest", s->m.run);
-    memcpy(mine.id, s->m.id, sizeof(mine.id));
-    mine.step = s->m.step;
+    snprintf(key, sizeof(key), "refs/%s/latest", run);
+    snprintf(mine.id, sizeof(mine.id), "%s", id);
+    mine.step = step;
     e = region_get(rg, key, REF_MAX_BYTES, &cur);
     if (e == 0 && ref_parse(cur.data, cur.len, &theirs) == 0 && !ref_newer(&mine, &theirs)) {
-        log_info("region '%s': latest of run '%s' stays at newer snapshot %s", rg->conf.name,
-                 s->m.run, theirs.id);
+        log_info("region '%s': latest of run '%s' stays at newer snapshot %s", rg->conf.name, run,
+                 theirs.id);
     } else if (e == 0 || e == -ENOENT || e == CKS_E_LIMIT) {
         e = ref_encode(&mine, &out);
         if (e == 0)
@@ -525,7 +523,8 @@ static int snap_commit(struct snap *s)
     for (size_t i = 0; i < s->r->nregions; i++) {
         if (s->r->health[i])
             continue;
-        if ((e = snap_publish(s, i, &man)) < 0) {
+        e = snapshot_publish(s->r->regions[i], s->m.run, s->m.id, s->m.step, man.data, man.len);
+        if (e < 0) {
             snap_region_fail(s, i, e);
             continue;
         }

@@ -66,4 +66,13 @@ struct snapshot_result {
 int snapshot_take(struct repo *r, const struct snapshot_opts *o, struct snapshot_result *ret,
                   struct buf *err);
 
+/* A new snapshot id: UTC time to the microsecond plus 32 random bits, so
+ * ids sort by time ("20261201T000701.123456Z-3f2a9c1b"). */
+int snapshot_make_id(char *id, size_t cap);
+/* Publishes a manifest in one region, then moves the run's latest ref to
+ * it unless the ref already names a newer snapshot (ref_newer).  Shared by
+ * the one-shot snapshot and the daemon's replicator. */
+int snapshot_publish(struct region *rg, const char *run, const char *id, int64_t step,
+                     const uint8_t *man, size_t len);
+
 #endif

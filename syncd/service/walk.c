@@ -153,7 +153,11 @@ static int walk_link(struct walk *w, int dirfd, const char *name, const char *re
         return e;
     }
     target[n] = 0;
-    if (manifest_link_check(rel, target) < 0) {
+    /* rel starts with the root's own name; the target must stay inside the
+     * root, not merely inside its parent (a restore target may hold other
+     * things), so it is checked from below the root. */
+    const char *in_root = strchr(rel, '/');
+    if (manifest_link_check(in_root ? in_root + 1 : rel, target) < 0) {
         log_warn("skipping symlink \"%s/%s\" -> \"%s\": it points outside the snapshot", w->base,
                  rel, target);
         w->skipped++;

@@ -1,0 +1,238 @@
+/*
+ * cli_daemon.c — the commands that talk to a running ckptsyncd through the
+ * C client library: commit, status, flush, retry.
+ *
+ * When no daemon listens, each says so in one line and exits 1 (never a
+ * hang, never a stack of errors).  --json prints the daemon's answer as it
+ * came; the human form is rendered from it.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/jsonread.h"
+#include "base/log.h"
+#include "ckptsync/client.h"
+#include "cli.h"
+
+static int open_client(struct cli *c, struct cks_client **ret)
+{
+    if (cli_load_config(c) < 0)
+        return -1;
+    int e = cks_client_open(c->conf.socket, ret);
+    if (e == -ENOENT || e == -ECONNREFUSED) {
+        fprintf(stderr, "ckptsync: no daemon is running (nothing listens on \"%s\")\n",
+                c->conf.socket);
+        return -1;
+    }
+    if (e < 0) {
+        fprintf(stderr, "ckptsync: control socket \"%s\": %s\n", c->conf.socket, strerror(-e));
+        return -1;
+    }
+    return 0;
+}
+
+static int parse_wait(const char *s, int *ret)
+{
+    if (!strcmp(s, "none"))
+        *ret = CKS_WAIT_NONE;
+    else if (!strcmp(s, "durable"))
+        *ret = CKS_WAIT_DURABLE;
+    else if (!strcmp(s, "replicated"))
+        *ret = CKS_WAIT_REPLICATED;
+    else {
+        fprintf(stderr, "ckptsync: --wait: '%s' is not none, durable or replicated\n", s);
+        return -1;
+    }
+    return 0;
+}
+
+static int request_failed(struct cks_client *cl, const char *what, int e)
+{
+    const char *msg = cks_client_error(cl);
+    fprintf(stderr, "ckptsync: %s: %s\n", what, msg && msg[0] ? msg : strerror(-e));
+    return 1;
+}
+
+/* ---- commit ------------------------------------------------------------ */
+
+static const char commit_usage[] =
+    "usage: ckptsync commit PATH [--step N] [--wait none|durable|replicated] [--timeout S] [--json]\n"
+    "Tells the daemon that the checkpoint at PATH (under the watch root) is complete.\n"
+    "Exit 0 only when the wait is satisfied: durable = committed in `quorum`\n"
+    "regions, replicated = in all of them.  Default --wait none.\n";
+
+int cmd_commit(struct cli *c, int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"step", required_argument, NULL, 's'}, {"wait", required_argument, NULL, 'w'},
+        {"timeout", required_argument, NULL, 't'}, {"help", no_argument, NULL, 'h'}, {0}};
+    int64_t step = -1, timeout = -1;
+    int wait = CKS_WAIT_NONE, opt, e;
+    struct cks_client *cl;
+    char *json = NULL;
+
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        if (opt == 's' && cli_parse_i64("--step", optarg, 0, INT64_MAX, &step) < 0)
+            return EXIT_USAGE;
+        if (opt == 'w' && parse_wait(optarg, &wait) < 0)
+            return EXIT_USAGE;
+        if (opt == 't' && cli_parse_i64("--timeout", optarg, 0, 604800, &timeout) < 0)
+            return EXIT_USAGE;
+        if (opt == 'h')
+            return fputs(commit_usage, stdout), 0;
+        if (opt == '?')
+            return fputs(commit_usage, stderr), EXIT_USAGE;
+    }
+    if (optind != argc - 1)
+        return fputs(commit_usage, stderr), EXIT_USAGE;
+    if (open_client(c, &cl) < 0)
+        return 1;
+    e = cks_commit(cl, argv[optind], step, wait, timeout, &json);
+    if (e < 0) {
+        request_failed(cl, "commit", e);
+    } else if (c->json) {
+        printf("%s\n", json);
+    } else if (!c->quiet) {
+        struct jnode *root = NULL;
+        if (jsonread_parse(json, strlen(json), &root, NULL) == 0)
+            printf("snapshot %s of run '%s': committed in %.0f region(s)%s\n",
+                   jnode_str(jnode_get(root, "id"), "?"), jnode_str(jnode_get(root, "run"), "?"),
+                   jnode_num(jnode_get(root, "regions_committed"), 0),
+                   jnode_bool(jnode_get(root, "replicated"), false) ? ", replicated"
+                   : jnode_bool(jnode_get(root, "durable"), false) ? ", durable" : "");
+        jsonread_free(root);
+    }
+    free(json);
+    cks_client_close(cl);
+    return e < 0 ? 1 : 0;
+}
+
+/* ---- status ------------------------------------------------------------ */
+
+static const char status_usage[] =
+    "usage: ckptsync status [--json]\n"
+    "Per run: the latest snapshot, its step and state; per region: pending\n"
+    "chunks and bytes, lag, and the last error.\n";
+
+static void status_print(const struct jnode *root)
+{
+    const struct jnode *runs = jnode_get(root, "runs"), *regions = jnode_get(root, "regions");
+    printf("ckptsyncd %s, watching %s%s\n", jnode_str(jnode_get(root, "version"), "?"),
+           jnode_str(jnode_get(root, "watch"), "?"),
+           jnode_bool(jnode_get(root, "degraded"), false) ? "  ** DEGRADED **" : "");
+    printf("units waiting to settle: %.0f, being read: %.0f\n",
+           jnode_num(jnode_get(root, "units_pending"), 0), jnode_num(jnode_get(root, "ingest_busy"), 0));
+    printf("\n%-20s %-34s %10s %-11s\n", "RUN", "LATEST", "STEP", "STATE");
+    for (size_t i = 0; i < jnode_len(runs); i++) {
+        const struct jnode *r = jnode_at(runs, i), *l = jnode_get(r, "latest");
+        printf("%-20s %-34s %10.0f %s (%.0f)\n", jnode_str(jnode_get(r, "run"), "?"),
+               jnode_str(jnode_get(l, "id"), "?"), jnode_num(jnode_get(l, "step"), -1),
+               jnode_str(jnode_get(l, "state"), "?"), jnode_num(jnode_get(l, "regions_committed"), 0));
+    }
+    printf("\n%-12s %-8s %9s %12s %9s  %s\n", "REGION", "STATE", "CHUNKS", "BYTES", "LAG", "LAST ERROR");
+    for (size_t i = 0; i < jnode_len(regions); i++) {
+        const struct jnode *g = jnode_at(regions, i);
+        char bytes[32];
+        cli_human((uint64_t)jnode_num(jnode_get(g, "pending_bytes"), 0), bytes, sizeof(bytes));
+        printf("%-12s %-8s %9.0f %12s %8.0fs  %s\n", jnode_str(jnode_get(g, "name"), "?"),
+               jnode_str(jnode_get(g, "state"), "?"), jnode_num(jnode_get(g, "pending_chunks"), 0),
+               bytes, jnode_num(jnode_get(g, "lag_seconds"), 0),
+               jnode_str(jnode_get(g, "last_error"), "-"));
+    }
+}
+
+int cmd_status(struct cli *c, int argc, char **argv)
+{
+    struct cks_client *cl;
+    char *json = NULL;
+    if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")))
+        return fputs(status_usage, stdout), 0;
+    if (argc != 1)
+        return fputs(status_usage, stderr), EXIT_USAGE;
+    if (open_client(c, &cl) < 0)
+        return 1;
+    int e = cks_status(cl, &json);
+    if (e < 0) {
+        request_failed(cl, "status", e);
+    } else if (c->json) {
+        printf("%s\n", json);
+    } else {
+        struct jnode *root = NULL;
+        struct buf err = BUF_INIT;
+        if (jsonread_parse(json, strlen(json), &root, &err) == 0)
+            status_print(root);
+        else
+            fprintf(stderr, "ckptsync: status: malformed answer: %s\n", buf_str(&err));
+        jsonread_free(root);
+        buf_free(&err);
+    }
+    free(json);
+    cks_client_close(cl);
+    return e < 0 ? 1 : 0;
+}
+
+/* ---- flush and retry --------------------------------------------------- */
+
+static const char flush_usage[] =
+    "usage: ckptsync flush [--wait none|durable|replicated] [--deadline S] [--json]\n"
+    "Commits everything pending now (without waiting for quiescence) and waits.\n"
+    "Exit 0 only when every pending snapshot reached the wait level in time.\n";
+
+int cmd_flush(struct cli *c, int argc, char **argv)
+{
+    static const struct option opts[] = {{"wait", required_argument, NULL, 'w'},
+                                         {"deadline", required_argument, NULL, 'd'},
+                                         {"help", no_argument, NULL, 'h'}, {0}};
+    int64_t deadline = -1;
+    int wait = CKS_WAIT_DURABLE, opt;
+    struct cks_client *cl;
+    char *json = NULL;
+
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        if (opt == 'w' && parse_wait(optarg, &wait) < 0)
+            return EXIT_USAGE;
+        if (opt == 'd' && cli_parse_i64("--deadline", optarg, 0, 604800, &deadline) < 0)
+            return EXIT_USAGE;
+        if (opt == 'h')
+            return fputs(flush_usage, stdout), 0;
+        if (opt == '?')
+            return fputs(flush_usage, stderr), EXIT_USAGE;
+    }
+    if (optind != argc)
+        return fputs(flush_usage, stderr), EXIT_USAGE;
+    if (open_client(c, &cl) < 0)
+        return 1;
+    int e = cks_flush(cl, wait, deadline, &json);
+    if (e < 0)
+        request_failed(cl, "flush", e);
+    else if (c->json)
+        printf("%s\n", json);
+    else if (!c->quiet)
+        printf("flushed: everything pending is %s\n",
+               wait == CKS_WAIT_REPLICATED ? "replicated" : wait == CKS_WAIT_DURABLE ? "durable" : "queued");
+    free(json);
+    cks_client_close(cl);
+    return e < 0 ? 1 : 0;
+}
+
+int cmd_retry(struct cli *c, int argc, char **argv)
+{
+    struct cks_client *cl;
+    if (argc != 2 || argv[1][0] == '-') {
+        fputs("usage: ckptsync retry REGION\nRetries a failed or backed-off region now.\n",
+              argc == 2 && !strcmp(argv[1], "--help") ? stdout : stderr);
+        return argc == 2 && !strcmp(argv[1], "--help") ? 0 : EXIT_USAGE;
+    }
+    if (open_client(c, &cl) < 0)
+        return 1;
+    int e = cks_retry(cl, argv[1]);
+    if (e < 0)
+        request_failed(cl, "retry", e);
+    cks_client_close(cl);
+    return e < 0 ? 1 : 0;
+}

@@ -1,0 +1,377 @@
+/*
+ * libclient.c — the C client library (ckptsync/client.h).
+ *
+ * Design note: one connection per request.  The daemon may close after
+ * each answer or keep serving; a fresh connection works with both, never
+ * meets a connection the daemon dropped while the caller was idle, and
+ * lets one client object outlive a daemon restart.  cks_client_open()
+ * connects once only to report early that no daemon listens.
+ *
+ * All socket I/O is non-blocking behind poll() against one monotonic
+ * deadline, so a slow or stuck daemon can delay a caller by at most the
+ * request's own timeout plus CTL_CLIENT_SLACK, whatever the signals
+ * (EINTR) or short reads and writes.  The request is not half-closed after
+ * it is sent: a daemon may take EOF as "the client gave up" and cancel a
+ * wait.  The response is read up to its '\n' and never past
+ * CTL_MAX_RESPONSE bytes.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/buf.h"
+#include "ckptsync/client.h"
+#include "engine/ctlproto.h"
+
+#define RECV_CHUNK 65536u
+
+struct cks_client {
+    char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+    char code[CTL_CODE_MAX];
+    struct buf msg; /* the last error, "" after a success */
+};
+
+/* "<what> \"<socket>\": <reason>" for a failure talking to the daemon. */
+static void set_error(struct cks_client *c, const char *what, int err)
+{
+    buf_reset(&c->msg);
+    c->code[0] = 0;
+    if (buf_printf(&c->msg, "%s \"%s\": %s", what, c->path, strerror(-err)) < 0)
+        buf_reset(&c->msg);
+}
+
+/* "<what>: <reason>" for a request refused before it is sent. */
+static int set_arg_error(struct cks_client *c, const char *what, int err)
+{
+    buf_reset(&c->msg);
+    c->code[0] = 0;
+    if (buf_printf(&c->msg, "%s: %s", what, strerror(-err)) < 0)
+        buf_reset(&c->msg);
+    return err;
+}
+
+/* ---- socket I/O -------------------------------------------------------- */
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int sock_connect(const char *path, int *ret_fd)
+{
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    int fd, r;
+
+    if (strlen(path) >= sizeof(sa.sun_path))
+        return -ENAMETOOLONG;
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    do
+        r = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+    while (r < 0 && errno == EINTR);
+    if (r < 0 && errno != EISCONN) {
+        r = -errno;
+        close(fd);
+        return r;
+    }
+    *ret_fd = fd;
+    return 0;
+}
+
+/* Waits for events on fd until deadline (ms on the monotonic clock, -1
+ * for none).  0 or -ETIMEDOUT or a poll() error. */
+static int sock_wait(int fd, short events, int64_t deadline)
+{
+    for (;;) {
+        int64_t left = deadline < 0 ? -1 : deadline - now_ms();
+        if (deadline >= 0 && left <= 0)
+            return -ETIMEDOUT;
+        struct pollfd p = { .fd = fd, .events = events };
+        int n = poll(&p, 1, left > INT_MAX ? INT_MAX : (int)left);
+        if (n > 0)
+            return 0;
+        if (n < 0 && errno != EINTR)
+            return -errno;
+    }
+}
+
+static int sock_send_all(int fd, const uint8_t *data, size_t len, int64_t deadline)
+{
+    size_t off = 0;
+    while (off < len) {
+        int r = sock_wait(fd, POLLOUT, deadline);
+        if (r < 0)
+            return r;
+        ssize_t n = send(fd, data + off, len - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n < 0 && errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK)
+            return -errno;
+        if (n > 0)
+            off += (size_t)n;
+    }
+    return 0;
+}
+
+/* Reads until the first '\n' into out (cut just after it).  -EPROTO on
+ * EOF before it, -EMSGSIZE past CTL_MAX_RESPONSE. */
+static int sock_recv_line(int fd, int64_t deadline, struct buf *out)
+{
+    for (;;) {
+        size_t room = CTL_MAX_RESPONSE - out->len;
+        if (room == 0)
+            return -EMSGSIZE;
+        size_t want = room < RECV_CHUNK ? room : RECV_CHUNK;
+        int r = sock_wait(fd, POLLIN, deadline);
+        if (r == 0)
+            r = buf_reserve(out, want);
+        if (r < 0)
+            return r;
+        ssize_t n = recv(fd, out->data + out->len, want, MSG_DONTWAIT);
+        if (n == 0)
+            return -EPROTO;
+        if (n < 0 && errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK)
+            return -errno;
+        if (n < 0)
+            continue;
+        uint8_t *nl = memchr(out->data + out->len, '\n', (size_t)n);
+        out->len += (size_t)n;
+        out->data[out->len] = 0;
+        if (nl) {
+            out->len = (size_t)(nl - out->data) + 1;
+            out->data[out->len] = 0;
+            return 0;
+        }
+    }
+}
+
+/* One connection: send the line, read the answer line. */
+static int exchange(struct cks_client *c, const struct buf *req, int64_t timeout_ms,
+                    struct buf *ret_line)
+{
+    int64_t deadline = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
+    int fd = -1;
+    int r = sock_connect(c->path, &fd);
+
+    if (r < 0) {
+        set_error(c, "connecting to", r);
+        return r;
+    }
+    r = sock_send_all(fd, req->data, req->len, deadline);
+    if (r < 0)
+        set_error(c, "sending to", r);
+    else if ((r = sock_recv_line(fd, deadline, ret_line)) < 0)
+        set_error(c, r == -EPROTO ? "no complete answer from" : "receiving from", r);
+    close(fd);
+    return r;
+}
+
+/* ---- requests ---------------------------------------------------------- */
+
+/* Maps a parsed answer to a return code, keeping an error's message. */
+static int answer(struct cks_client *c, const struct ctl_response *resp, char **ret_json)
+{
+    if (!resp->ok) {
+        memcpy(c->code, resp->code, sizeof(c->code));
+        if (c->msg.len == 0 && buf_puts(&c->msg, c->code) < 0)
+            return -ENOMEM;
+        return ctl_err_errno(c->code);
+    }
+    buf_reset(&c->msg);
+    if (!ret_json)
+        return 0;
+    *ret_json = strndup(resp->body, resp->body_len);
+    return *ret_json ? 0 : -ENOMEM;
+}
+
+static int request(struct cks_client *c, const struct ctl_request *req, int64_t timeout_ms,
+                   char **ret_json)
+{
+    struct buf line = BUF_INIT, resp_line = BUF_INIT;
+    struct ctl_response resp;
+    int r;
+
+    if (ret_json)
+        *ret_json = NULL;
+    buf_reset(&c->msg);
+    c->code[0] = 0;
+    r = ctl_request_encode(req, &line);
+    if (r < 0) {
+        set_arg_error(c, "encoding the request", r);
+        goto out;
+    }
+    r = exchange(c, &line, timeout_ms, &resp_line);
+    if (r < 0)
+        goto out;
+    r = ctl_response_parse((const char *)resp_line.data, resp_line.len, &resp, &c->msg);
+    if (r < 0) {
+        r = r == -ENOMEM ? r : -EPROTO;
+        set_error(c, "malformed answer from", r);
+        goto out;
+    }
+    r = answer(c, &resp, ret_json);
+out:
+    buf_free(&line);
+    buf_free(&resp_line);
+    return r;
+}
+
+/* How long to wait for the answer: the request's own limit plus slack,
+ * no limit for an unbounded wait, the slack alone when it does not wait. */
+static int64_t answer_timeout_ms(const struct ctl_request *req)
+{
+    if (req->wait == CTL_WAIT_NONE)
+        return (int64_t)CTL_CLIENT_SLACK * 1000;
+    if (req->timeout < 0)
+        return -1;
+    return (req->timeout + CTL_CLIENT_SLACK) * 1000;
+}
+
+static int simple(struct cks_client *c, enum ctl_verb verb, char **ret_json)
+{
+    struct ctl_request req;
+    ctl_request_init(&req, verb);
+    return request(c, &req, answer_timeout_ms(&req), ret_json);
+}
+
+static int check_wait(int wait, int64_t timeout_s)
+{
+    if (wait < CKS_WAIT_NONE || wait > CKS_WAIT_REPLICATED)
+        return -EINVAL;
+    if (timeout_s < -1 || timeout_s > CTL_MAX_TIMEOUT)
+        return -EINVAL;
+    return 0;
+}
+
+/* path, made absolute against the current directory (not resolved: the
+ * daemon decides what the path means under its watch root). */
+static int absolute_path(const char *path, char *dst, size_t cap)
+{
+    char cwd[CTL_PATH_MAX];
+    int n;
+
+    if (!path || !*path)
+        return -EINVAL;
+    if (path[0] == '/')
+        n = snprintf(dst, cap, "%s", path);
+    else if (!getcwd(cwd, sizeof(cwd)))
+        return errno == ERANGE ? -ENAMETOOLONG : -errno;
+    else
+        n = snprintf(dst, cap, "%s/%s", strcmp(cwd, "/") == 0 ? "" : cwd, path);
+    return n < 0 ? -EINVAL : (size_t)n >= cap ? -ENAMETOOLONG : 0;
+}
+
+int cks_ping(struct cks_client *c)
+{
+    return simple(c, CTL_PING, NULL);
+}
+
+int cks_status(struct cks_client *c, char **ret_json)
+{
+    return simple(c, CTL_STATUS, ret_json);
+}
+
+int cks_commit(struct cks_client *c, const char *path, int64_t step, int wait,
+               int64_t timeout_s, char **ret_json)
+{
+    struct ctl_request req;
+    int r = check_wait(wait, timeout_s);
+
+    if (ret_json)
+        *ret_json = NULL;
+    ctl_request_init(&req, CTL_COMMIT);
+    if (r == 0 && step < -1)
+        r = -EINVAL;
+    if (r == 0)
+        r = absolute_path(path, req.path, sizeof(req.path));
+    if (r < 0)
+        return set_arg_error(c, "commit", r);
+    req.step = step;
+    req.wait = (enum ctl_wait)wait;
+    req.timeout = timeout_s;
+    return request(c, &req, answer_timeout_ms(&req), ret_json);
+}
+
+int cks_flush(struct cks_client *c, int wait, int64_t deadline_s, char **ret_json)
+{
+    struct ctl_request req;
+    int r = check_wait(wait, deadline_s);
+
+    if (ret_json)
+        *ret_json = NULL;
+    if (r < 0)
+        return set_arg_error(c, "flush", r);
+    ctl_request_init(&req, CTL_FLUSH);
+    req.wait = (enum ctl_wait)wait;
+    req.timeout = deadline_s;
+    return request(c, &req, answer_timeout_ms(&req), ret_json);
+}
+
+int cks_retry(struct cks_client *c, const char *region)
+{
+    struct ctl_request req;
+    size_t len = region ? strlen(region) : 0;
+
+    ctl_request_init(&req, CTL_RETRY);
+    if (len == 0 || len >= sizeof(req.region))
+        return set_arg_error(c, "retry: region name", -EINVAL);
+    memcpy(req.region, region, len + 1);
+    return request(c, &req, answer_timeout_ms(&req), NULL);
+}
+
+/* ---- lifetime ---------------------------------------------------------- */
+
+int cks_client_open(const char *socket_path, struct cks_client **ret)
+{
+    const char *path = socket_path;
+    struct cks_client *c;
+    int fd = -1, r;
+
+    if (!path) {
+        path = getenv(CKS_PROTO_SOCKET_ENV);
+        if (!path || !*path)
+            path = CKS_PROTO_DEFAULT_SOCKET;
+    }
+    if (!*path)
+        return -EINVAL;
+    if (strlen(path) >= sizeof(c->path))
+        return -ENAMETOOLONG;
+    r = sock_connect(path, &fd);
+    if (r < 0)
+        return r;
+    close(fd);
+    c = calloc(1, sizeof(*c));
+    if (!c)
+        return -ENOMEM;
+    memcpy(c->path, path, strlen(path) + 1);
+    *ret = c;
+    return 0;
+}
+
+void cks_client_close(struct cks_client *c)
+{
+    if (!c)
+        return;
+    buf_free(&c->msg);
+    free(c);
+}
+
+const char *cks_client_error(const struct cks_client *c)
+{
+    return buf_str(&c->msg);
+}
+
+const char *cks_client_error_code(const struct cks_client *c)
+{
+    return c->code;
+}

@@ -1,0 +1,99 @@
+/*
+ * ckptsync/client.h — the C client library: tell a running ckptsyncd that
+ * a checkpoint is complete, wait until it is durable, ask for status.
+ *
+ * It speaks the control protocol documented in ckptsync/protocol.h over
+ * the daemon's unix socket.  Link with libckptsync-client (which needs the
+ * project's libckscore for its buffer and protocol codec).
+ *
+ * Calling sequence:
+ *
+ *   struct cks_client *c;
+ *   int r = cks_client_open(NULL, &c);      NULL: $CKPTSYNC_SOCKET or default
+ *   if (r == -ENOENT || r == -ECONNREFUSED) ... no daemon running
+ *   char *json = NULL;
+ *   r = cks_commit(c, "/data/cloud_storage/r1/checkpoint-1000", 1000,
+ *                  CKS_WAIT_DURABLE, 600, &json);
+ *   if (r < 0) fprintf(stderr, "commit: %s\n", cks_client_error(c));
+ *   free(json);
+ *   cks_client_close(c);
+ *
+ * Connections: cks_client_open() connects once to learn whether a daemon
+ * listens, then closes; every request opens its own connection, sends one
+ * line, reads one line and closes, so a client object outlives a restart
+ * of the daemon.
+ *
+ * Waiting: a request that waits (wait != CKS_WAIT_NONE) blocks until the
+ * daemon answers: at most timeout + 30 seconds, or without limit when the
+ * timeout is -1.  Requests that do not wait give up after 30 seconds.
+ * Interrupted system calls are resumed; SIGPIPE is never raised.
+ *
+ * Errors: every function returns 0 or a negative errno.  An ERR answer
+ * from the daemon maps to: timeout -ETIMEDOUT, badrequest -EINVAL,
+ * notfound -ENOENT, degraded -EIO, any other code -EPROTO; a malformed or
+ * missing answer is -EPROTO, one longer than 4 MiB -EMSGSIZE.  After a
+ * failure, cks_client_error() says what went wrong (the daemon's message,
+ * or the local reason) and cks_client_error_code() gives the daemon's code
+ * ("" for local failures).
+ *
+ * Ownership: *ret_json, when asked for (pass NULL otherwise), is the JSON
+ * object of the OK answer as a NUL-terminated string allocated with
+ * malloc(); the caller frees it.  It is set to NULL on failure.  Strings
+ * returned by cks_client_error*() belong to the client and stay valid
+ * until its next request or cks_client_close().
+ *
+ * Thread-safety: a struct cks_client is used by one thread at a time;
+ * separate clients are independent.
+ */
+#ifndef CKPTSYNC_CLIENT_H
+#define CKPTSYNC_CLIENT_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* What a commit or flush waits for before the daemon answers. */
+enum cks_wait {
+    CKS_WAIT_NONE = 0,       /* answer once the work is accepted */
+    CKS_WAIT_DURABLE = 1,    /* ... once committed in a quorum of regions */
+    CKS_WAIT_REPLICATED = 2, /* ... once committed in every region */
+};
+
+struct cks_client;
+
+/* socket_path NULL: $CKPTSYNC_SOCKET when set and not empty, else
+ * /var/lib/ckptsync/ckptsyncd.sock.  -ENOENT or -ECONNREFUSED when no
+ * daemon listens there, -ENAMETOOLONG, -ENOMEM, other connect() errors. */
+int cks_client_open(const char *socket_path, struct cks_client **ret);
+/* cks_client_close(NULL) does nothing. */
+void cks_client_close(struct cks_client *c);
+
+/* Is the daemon alive and answering. */
+int cks_ping(struct cks_client *c);
+/* The checkpoint at path (file or directory; a relative path is taken
+ * from the current directory) is complete.  step >= 0, or -1 when unknown;
+ * wait one of enum cks_wait; timeout_s 0..604800 seconds, or -1 for no
+ * limit (used only when waiting). */
+int cks_commit(struct cks_client *c, const char *path, int64_t step, int wait,
+               int64_t timeout_s, char **ret_json);
+/* The daemon's state: runs with their latest snapshot, regions with their
+ * lag (see protocol.h, section 3). */
+int cks_status(struct cks_client *c, char **ret_json);
+/* Upload everything queued now; with a wait, return when all of it is
+ * durable or replicated, at most deadline_s seconds (-1: no limit). */
+int cks_flush(struct cks_client *c, int wait, int64_t deadline_s, char **ret_json);
+/* Retry the named region now instead of after its backoff. */
+int cks_retry(struct cks_client *c, const char *region);
+
+/* What the last failed request reported ("" when it succeeded). */
+const char *cks_client_error(const struct cks_client *c);
+/* The daemon's error code of the last failed request ("" when none). */
+const char *cks_client_error_code(const struct cks_client *c);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,886 @@
+/*
+ * daemon.c — the event loop of ckptsyncd.
+ *
+ * Design notes.
+ * - One epoll loop owns everything that is not a byte-moving thread:
+ *   signals (signalfd), the inotify watcher, the control socket and its
+ *   connections, and an eventfd the ingest and region threads poke when
+ *   something changed.  Its timeout is the detector's next deadline, the
+ *   nearest waiter deadline, or one second.
+ * - A control request never blocks the loop: a commit that must wait for
+ *   durability parks its connection, and the loop re-checks parked
+ *   connections whenever the eventfd fires.  Each request line is bounded
+ *   (CTL_MAX_REQUEST) and parsed by engine/ctlproto.c.
+ * - Explicit commits go through the detector like every other completion,
+ *   so "what is a unit" has one definition; the connection is matched to
+ *   the ready unit that contains the committed path.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/file.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/err.h"
+#include "base/fileio.h"
+#include "base/json.h"
+#include "base/log.h"
+#include "engine/ctlproto.h"
+#include "service/daemon.h"
+#include "service/detect.h"
+#include "service/ingest.h"
+#include "service/pin.h"
+#include "service/queue.h"
+#include "service/replicator.h"
+#include "service/watcher.h"
+
+#define MAX_CONNS 256
+
+enum conn_state { C_READ, C_UNIT, C_INGEST, C_SNAP, C_FLUSH, C_WRITE };
+
+struct conn {
+    int fd;
+    enum conn_state st;
+    struct buf in, out;
+    size_t out_off;
+    struct ctl_request req;
+    char unit[DETECT_UNIT_MAX];          /* C_UNIT: relpath committed */
+    uint64_t ticket;                     /* C_INGEST */
+    char run[MANIFEST_MAX_FIELD + 1];    /* C_SNAP */
+    char id[MANIFEST_ID_MAX + 1];
+    int64_t deadline_ms;                 /* monotonic; 0 = none */
+};
+
+struct dmn {
+    struct config conf;
+    const char *config_path;
+    char **argv;
+    char root[PATH_MAX];
+    struct repo *r;
+    struct replicator *rp;
+    struct ingester *ig;
+    struct watcher *w;
+    struct detector *det;
+    int ep, sigfd, lfd, evfd, lockfd;
+    struct conn *conns[MAX_CONNS];
+    uint64_t next_ticket;
+    bool stop, reexec;
+    int64_t started_ms;
+};
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---- systemd notification (the datagram protocol of sd_notify) -------- */
+
+static void notify_systemd(const char *msg)
+{
+    const char *path = getenv("NOTIFY_SOCKET");
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    if (!path || !path[0] || strlen(path) >= sizeof(sa.sun_path))
+        return;
+    memcpy(sa.sun_path, path, strlen(path));
+    if (sa.sun_path[0] == '@')
+        sa.sun_path[0] = 0; /* abstract namespace */
+    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return;
+    socklen_t len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + strlen(path));
+    if (sendto(fd, msg, strlen(msg), MSG_NOSIGNAL, (struct sockaddr *)&sa, len) < 0)
+        log_debug("sd_notify: %s", strerror(errno));
+    close(fd);
+}
+
+/* ---- connections ------------------------------------------------------- */
+
+static void conn_close(struct dmn *d, size_t i)
+{
+    struct conn *c = d->conns[i];
+    epoll_ctl(d->ep, EPOLL_CTL_DEL, c->fd, NULL);
+    close(c->fd);
+    buf_free(&c->in);
+    buf_free(&c->out);
+    free(c);
+    d->conns[i] = NULL;
+}
+
+static void conn_reply(struct dmn *d, struct conn *c, const char *json, const char *code,
+                       const char *msg)
+{
+    struct epoll_event ev = {.events = EPOLLOUT, .data.ptr = c};
+    buf_reset(&c->out);
+    if (json)
+        ctl_response_ok(&c->out, json);
+    else
+        ctl_response_err(&c->out, code, msg);
+    c->out_off = 0;
+    c->st = C_WRITE;
+    epoll_ctl(d->ep, EPOLL_CTL_MOD, c->fd, &ev);
+}
+
+static void conn_reply_errf(struct dmn *d, struct conn *c, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void conn_reply_errf(struct dmn *d, struct conn *c, const char *code, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    conn_reply(d, c, NULL, code, msg);
+}
+
+static void dmn_accept(struct dmn *d)
+{
+    for (;;) {
+        int fd = accept4(d->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0)
+            return;
+        size_t i = 0;
+        while (i < MAX_CONNS && d->conns[i])
+            i++;
+        struct conn *c = i < MAX_CONNS ? calloc(1, sizeof(*c)) : NULL;
+        if (!c) {
+            log_warn("control socket: too many connections; closing one");
+            close(fd);
+            continue;
+        }
+        c->fd = fd;
+        d->conns[i] = c;
+        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
+        epoll_ctl(d->ep, EPOLL_CTL_ADD, fd, &ev);
+    }
+}
+
+/* ---- status ------------------------------------------------------------ */
+
+struct latest_acc {
+    struct json *j;
+    const struct dmn *d;
+    char run[MANIFEST_MAX_FIELD + 1];
+    char id[MANIFEST_ID_MAX + 1];
+    struct index_snap s;
+    bool have;
+};
+
+static const char *snap_state(const struct dmn *d, uint32_t committed, unsigned *ret_k)
+{
+    uint32_t all = replicator_all_slots(d->rp);
+    unsigned k = (unsigned)__builtin_popcount(committed & all);
+    *ret_k = k;
+    if (k == d->r->nregions)
+        return "replicated";
+    if (k >= d->conf.quorum)
+        return "durable";
+    return k ? "uploading" : "queued";
+}
+
+static void status_emit_run(struct latest_acc *a)
+{
+    unsigned k;
+    if (!a->have)
+        return;
+    json_obj_begin(a->j);
+    json_key(a->j, "run"); json_str(a->j, a->run);
+    json_key(a->j, "latest");
+    json_obj_begin(a->j);
+    json_key(a->j, "id"); json_str(a->j, a->id);
+    json_key(a->j, "step"); json_i64(a->j, a->s.step);
+    json_key(a->j, "time"); json_i64(a->j, a->s.time);
+    json_key(a->j, "bytes"); json_u64(a->j, a->s.bytes);
+    json_key(a->j, "state"); json_str(a->j, snap_state(a->d, a->s.committed, &k));
+    json_key(a->j, "regions_committed"); json_u64(a->j, k);
+    json_key(a->j, "durable"); json_bool(a->j, k >= a->d->conf.quorum);
+    json_obj_end(a->j);
+    json_obj_end(a->j);
+}
+
+static int status_run_cb(void *ud, const char *run, const char *id, const struct index_snap *s)
+{
+    struct latest_acc *a = ud;
+    bool same = a->have && !strcmp(a->run, run);
+    if (a->have && !same)
+        status_emit_run(a);
+    if (!same || s->step > a->s.step || (s->step == a->s.step && strcmp(id, a->id) > 0) ||
+        (s->step < 0 && strcmp(id, a->id) > 0)) {
+        snprintf(a->run, sizeof(a->run), "%s", run);
+        snprintf(a->id, sizeof(a->id), "%s", id);
+        a->s = *s;
+        a->have = true;
+    }
+    return 0;
+}
+
+static void status_regions(struct dmn *d, struct index_txn *t, struct json *j)
+{
+    static const char *const states[] = {"ok", "backoff", "failed"};
+    json_key(j, "regions");
+    json_arr_begin(j);
+    for (size_t i = 0; i < d->r->nregions; i++) {
+        struct region_status st;
+        uint64_t chunks = 0, bytes = 0, oldest = 0;
+        struct pending p;
+        double lag = 0;
+        replicator_status(d->rp, i, &st);
+        queue_stats(t, d->r->regions[i]->slot, &chunks, &bytes, &oldest);
+        if (oldest && queue_pending_get(t, oldest, &p) == 0)
+            lag = (double)(wall_ms() - p.created_ms) / 1000.0;
+        json_obj_begin(j);
+        json_key(j, "name"); json_str(j, d->r->regions[i]->conf.name);
+        json_key(j, "kind"); json_str(j, d->r->regions[i]->ops->kind);
+        json_key(j, "state"); json_str(j, d->r->health[i] ? "failed" : states[st.state]);
+        json_key(j, "pending_chunks"); json_u64(j, chunks);
+        json_key(j, "pending_bytes"); json_u64(j, bytes);
+        json_key(j, "lag_seconds"); json_double(j, lag);
+        json_key(j, "objects_put"); json_u64(j, st.objects_put);
+        json_key(j, "bytes_put"); json_u64(j, st.bytes_put);
+        json_key(j, "failures"); json_u64(j, st.failures);
+        json_key(j, "last_error");
+        if (st.last_error[0] && st.state != REGION_OK)
+            json_str(j, st.last_error);
+        else if (d->r->health[i])
+            json_str(j, region_last_error(d->r->regions[i]));
+        else
+            json_null(j);
+        json_obj_end(j);
+    }
+    json_arr_end(j);
+}
+
+static int status_json(struct dmn *d, struct buf *out)
+{
+    struct index_txn *t;
+    struct json j;
+    int e = index_txn_begin(d->r->ix, false, &t);
+    if (e < 0)
+        return e;
+    json_init(&j, out);
+    json_obj_begin(&j);
+    json_key(&j, "version"); json_str(&j, CKS_VERSION);
+    json_key(&j, "pid"); json_i64(&j, getpid());
+    json_key(&j, "watch"); json_str(&j, d->root);
+    json_key(&j, "uptime_seconds"); json_double(&j, (double)(mono_ms() - d->started_ms) / 1000);
+    json_key(&j, "degraded"); json_bool(&j, replicator_degraded(d->rp));
+    json_key(&j, "quorum"); json_u64(&j, d->conf.quorum);
+    json_key(&j, "units_pending"); json_u64(&j, detector_pending(d->det));
+    json_key(&j, "ingest_busy"); json_u64(&j, ingester_busy(d->ig));
+    json_key(&j, "runs");
+    json_arr_begin(&j);
+    struct latest_acc a = {.j = &j, .d = d};
+    e = index_snap_foreach(t, NULL, status_run_cb, &a);
+    status_emit_run(&a);
+    json_arr_end(&j);
+    status_regions(d, t, &j);
+    json_obj_end(&j);
+    index_txn_abort(t);
+    return e < 0 ? e : j.err;
+}
+
+/* ---- waiting ----------------------------------------------------------- */
+
+static unsigned need_regions(const struct dmn *d, enum ctl_wait w)
+{
+    return w == CTL_WAIT_REPLICATED ? (unsigned)d->r->nregions : w == CTL_WAIT_DURABLE ? d->conf.quorum : 0;
+}
+
+static void reply_snap(struct dmn *d, struct conn *c, unsigned k)
+{
+    struct buf b = BUF_INIT;
+    struct json j;
+    json_init(&j, &b);
+    json_obj_begin(&j);
+    json_key(&j, "id"); json_str(&j, c->id);
+    json_key(&j, "run"); json_str(&j, c->run);
+    json_key(&j, "regions_committed"); json_u64(&j, k);
+    json_key(&j, "durable"); json_bool(&j, k >= d->conf.quorum);
+    json_key(&j, "replicated"); json_bool(&j, k == d->r->nregions);
+    json_obj_end(&j);
+    conn_reply(d, c, buf_str(&b), NULL, NULL);
+    buf_free(&b);
+}
+
+/* Regions that committed run/id, or -errno. */
+static int snap_committed(struct dmn *d, const char *run, const char *id)
+{
+    struct index_txn *t;
+    struct index_snap s;
+    int e = index_txn_begin(d->r->ix, false, &t);
+    if (e < 0)
+        return e;
+    e = index_snap_get(t, run, id, &s);
+    index_txn_abort(t);
+    return e < 0 ? e : __builtin_popcount(s.committed & replicator_all_slots(d->rp));
+}
+
+static void check_snap_waiter(struct dmn *d, struct conn *c, int64_t now)
+{
+    int k = snap_committed(d, c->run, c->id);
+    if (k < 0) {
+        conn_reply_errf(d, c, CTL_ERR_INTERNAL, "snapshot %s: %s", c->id, err_str(k));
+        return;
+    }
+    if ((unsigned)k >= need_regions(d, c->req.wait))
+        reply_snap(d, c, (unsigned)k);
+    else if (c->deadline_ms && now >= c->deadline_ms)
+        conn_reply_errf(d, c, CTL_ERR_TIMEOUT,
+                        "snapshot %s is committed in %d of %zu regions: %s", c->id, k,
+                        d->r->nregions, (unsigned)k >= d->conf.quorum ? "durable, not replicated"
+                                                                      : "NOT durable yet");
+}
+
+struct flush_acc {
+    struct dmn *d;
+    unsigned need;
+    bool ok;
+    char worst[MANIFEST_ID_MAX + 1];
+};
+
+static int flush_cb(void *ud, const struct pending *p)
+{
+    struct flush_acc *a = ud;
+    int k = snap_committed(a->d, p->run, p->id);
+    if (k < 0 || (unsigned)k < a->need) {
+        a->ok = false;
+        snprintf(a->worst, sizeof(a->worst), "%s", p->id);
+        return 1;
+    }
+    return 0;
+}
+
+static void check_flush_waiter(struct dmn *d, struct conn *c, int64_t now)
+{
+    struct flush_acc a = {d, need_regions(d, c->req.wait), true, ""};
+    struct index_txn *t;
+    bool idle = ingester_busy(d->ig) == 0 && detector_pending(d->det) == 0;
+    if (idle && a.need > 0 && index_txn_begin(d->r->ix, false, &t) == 0) {
+        queue_pending_foreach(t, flush_cb, &a);
+        index_txn_abort(t);
+    }
+    if (idle && a.ok) {
+        conn_reply(d, c, "{\"flushed\":true}", NULL, NULL);
+    } else if (c->deadline_ms && now >= c->deadline_ms) {
+        if (!idle)
+            conn_reply_errf(d, c, CTL_ERR_TIMEOUT, "deadline passed: %zu units are still being "
+                            "taken", detector_pending(d->det) + ingester_busy(d->ig));
+        else
+            conn_reply_errf(d, c, CTL_ERR_TIMEOUT, "deadline passed: snapshot %s has not reached "
+                            "the requested regions", a.worst);
+    }
+}
+
+static void check_waiters(struct dmn *d)
+{
+    int64_t now = mono_ms();
+    for (size_t i = 0; i < MAX_CONNS; i++) {
+        struct conn *c = d->conns[i];
+        if (!c)
+            continue;
+        if (c->st == C_SNAP)
+            check_snap_waiter(d, c, now);
+        else if (c->st == C_FLUSH)
+            check_flush_waiter(d, c, now);
+        else if ((c->st == C_INGEST || c->st == C_UNIT) && c->deadline_ms && now >= c->deadline_ms)
+            conn_reply_errf(d, c, CTL_ERR_TIMEOUT, "the snapshot of \"%s\" is still being taken",
+                            c->req.path);
+    }
+}
+
+/* ---- units and ingest -------------------------------------------------- */
+
+static bool unit_contains(const char *unit, const char *rel)
+{
+    size_t n = strlen(unit);
+    return !strncmp(unit, rel, n) && (rel[n] == 0 || rel[n] == '/');
+}
+
+static void submit_ready(struct dmn *d)
+{
+    struct detect_ready *rd = malloc(sizeof(*rd));
+    struct ingest_job *job = malloc(sizeof(*job));
+    if (!rd || !job) {
+        free(rd);
+        free(job);
+        return;
+    }
+    while (detector_next(d->det, mono_ms(), rd) == 1) {
+        memset(job, 0, sizeof(*job));
+        job->ticket = ++d->next_ticket;
+        job->step = rd->step;
+        snprintf(job->run, sizeof(job->run), "%s", rd->run);
+        snprintf(job->unit, sizeof(job->unit), "%s", rd->unit);
+        if (manifest_run_check(job->run) < 0) {
+            log_warn("\"%s\": run name '%s' cannot be stored (use [A-Za-z0-9._-]); skipped",
+                     rd->unit, rd->run);
+            continue;
+        }
+        if (ingester_submit(d->ig, job) < 0) {
+            log_warn("ingest queue full; \"%s\" will be taken later", rd->unit);
+            detector_commit(d->det, rd->unit, rd->step, mono_ms());
+            break;
+        }
+        for (size_t i = 0; i < MAX_CONNS; i++) {
+            struct conn *c = d->conns[i];
+            if (c && c->st == C_UNIT && unit_contains(rd->unit, c->unit)) {
+                c->st = C_INGEST;
+                c->ticket = job->ticket;
+            }
+        }
+    }
+    free(rd);
+    free(job);
+}
+
+static void ingest_done(struct dmn *d)
+{
+    struct ingest_done *done = malloc(sizeof(*done));
+    if (!done)
+        return;
+    while (ingester_poll(d->ig, done) == 1) {
+        for (size_t i = 0; i < MAX_CONNS; i++) {
+            struct conn *c = d->conns[i];
+            if (!c || c->st != C_INGEST || c->ticket != done->ticket)
+                continue;
+            if (done->err < 0) {
+                conn_reply_errf(d, c, CTL_ERR_INTERNAL, "snapshot of \"%s\" failed: %s",
+                                done->unit, done->msg);
+                continue;
+            }
+            snprintf(c->run, sizeof(c->run), "%s", done->run);
+            snprintf(c->id, sizeof(c->id), "%s", done->id);
+            c->st = C_SNAP;
+        }
+    }
+    free(done);
+}
+
+static void handle_retakes(struct dmn *d)
+{
+    char (*units)[4096] = malloc(16 * sizeof(*units));
+    if (!units)
+        return;
+    size_t n = replicator_take_retakes(d->rp, units, 16);
+    for (size_t i = 0; i < n; i++)
+        if (detector_commit(d->det, units[i], -1, mono_ms()) < 0)
+            log_warn("\"%s\" is gone; its dropped snapshot is not taken again", units[i]);
+    free(units);
+}
+
+/* ---- requests ---------------------------------------------------------- */
+
+static void req_commit(struct dmn *d, struct conn *c)
+{
+    char real[PATH_MAX];
+    size_t rl = strlen(d->root);
+    if (replicator_degraded(d->rp)) {
+        conn_reply(d, c, NULL, CTL_ERR_DEGRADED, "the daemon is degraded after a durability failure");
+        return;
+    }
+    if (!realpath(c->req.path, real)) {
+        conn_reply_errf(d, c, CTL_ERR_NOTFOUND, "\"%s\": %s", c->req.path, strerror(errno));
+        return;
+    }
+    if (strncmp(real, d->root, rl) != 0 || real[rl] != '/') {
+        conn_reply_errf(d, c, CTL_ERR_NOTWATCHED, "\"%s\" is not under the watch root \"%s\"",
+                        c->req.path, d->root);
+        return;
+    }
+    int e = detector_commit(d->det, real + rl + 1, c->req.step, mono_ms());
+    if (e < 0) {
+        conn_reply_errf(d, c, CTL_ERR_BADREQUEST, "\"%s\": not a checkpoint under a run directory: %s",
+                        c->req.path, strerror(-e));
+        return;
+    }
+    snprintf(c->unit, sizeof(c->unit), "%s", real + rl + 1);
+    c->st = C_UNIT;
+    if (c->req.timeout >= 0)
+        c->deadline_ms = mono_ms() + c->req.timeout * 1000;
+}
+
+static void req_dispatch(struct dmn *d, struct conn *c)
+{
+    struct buf b = BUF_INIT;
+    switch (c->req.verb) {
+    case CTL_PING:
+        conn_reply(d, c, "{\"pong\":true,\"version\":\"" CKS_VERSION "\"}", NULL, NULL);
+        break;
+    case CTL_STATUS:
+        if (status_json(d, &b) == 0)
+            conn_reply(d, c, buf_str(&b), NULL, NULL);
+        else
+            conn_reply(d, c, NULL, CTL_ERR_INTERNAL, "reading the index failed");
+        break;
+    case CTL_COMMIT:
+        req_commit(d, c);
+        break;
+    case CTL_FLUSH:
+        detector_flush(d->det, mono_ms());
+        c->st = C_FLUSH;
+        if (c->req.timeout >= 0)
+            c->deadline_ms = mono_ms() + c->req.timeout * 1000;
+        break;
+    case CTL_RETRY:
+        if (replicator_retry(d->rp, c->req.region) < 0)
+            conn_reply_errf(d, c, CTL_ERR_NOTFOUND, "no region named '%s'", c->req.region);
+        else
+            conn_reply(d, c, "{\"retry\":true}", NULL, NULL);
+        break;
+    }
+    buf_free(&b);
+}
+
+static void conn_read(struct dmn *d, size_t i)
+{
+    struct conn *c = d->conns[i];
+    char tmp[4096];
+    ssize_t n = read(c->fd, tmp, sizeof(tmp));
+    if (n <= 0) {
+        if (n == 0 || (errno != EAGAIN && errno != EINTR))
+            conn_close(d, i); /* a waiter that hangs up stops waiting */
+        return;
+    }
+    if (c->st != C_READ)
+        return; /* one request per connection; extra bytes are ignored */
+    buf_append(&c->in, tmp, (size_t)n);
+    char *nl = memchr(c->in.data, '\n', c->in.len);
+    if (!nl && c->in.len < CTL_MAX_REQUEST)
+        return;
+    struct buf err = BUF_INIT;
+    size_t len = nl ? (size_t)(nl - (char *)c->in.data) + 1 : c->in.len;
+    if (ctl_request_parse((const char *)c->in.data, len, &c->req, &err) < 0)
+        conn_reply(d, c, NULL, CTL_ERR_BADREQUEST, buf_str(&err));
+    else
+        req_dispatch(d, c);
+    buf_free(&err);
+}
+
+static void conn_write(struct dmn *d, size_t i)
+{
+    struct conn *c = d->conns[i];
+    while (c->out_off < c->out.len) {
+        ssize_t n = send(c->fd, c->out.data + c->out_off, c->out.len - c->out_off, MSG_NOSIGNAL);
+        if (n < 0) {
+            if (errno == EAGAIN || errno == EINTR)
+                return;
+            break;
+        }
+        c->out_off += (size_t)n;
+    }
+    conn_close(d, i);
+}
+
+/* ---- watcher ----------------------------------------------------------- */
+
+static void on_watch(void *ud, enum watcher_event_kind kind, const char *rel, bool is_dir)
+{
+    struct dmn *d = ud;
+    if (kind == WATCH_OVERFLOW) {
+        log_warn("inotify queue overflowed; rescanning \"%s\"", d->root);
+        return;
+    }
+    detector_event(d->det, kind, rel, is_dir, mono_ms());
+}
+
+static void watch_read(struct dmn *d)
+{
+    int e = watcher_read(d->w, on_watch, d);
+    if (e == CKS_E_LIMIT || e == -EOVERFLOW)
+        watcher_rescan(d->w, on_watch, d);
+}
+
+/* ---- signals and reload ------------------------------------------------ */
+
+static void on_signal(struct dmn *d)
+{
+    struct signalfd_siginfo si;
+    while (read(d->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+        if (si.ssi_signo != SIGHUP) {
+            log_info("signal %u: stopping", si.ssi_signo);
+            d->stop = true;
+            continue;
+        }
+        if (!d->config_path) {
+            log_info("SIGHUP: running on the embedded default; nothing to reload");
+            continue;
+        }
+        struct config nc;
+        struct buf err = BUF_INIT;
+        if (config_load(d->config_path, &nc, &err) < 0) {
+            log_error("SIGHUP: configuration refused, keeping the running one: %s", buf_str(&err));
+        } else {
+            log_info("SIGHUP: configuration \"%s\" is valid; restarting in place", d->config_path);
+            d->reexec = d->stop = true;
+        }
+        buf_free(&err);
+    }
+}
+
+/* ---- start-up ---------------------------------------------------------- */
+
+struct keep_acc {
+    const char *path;
+    bool found;
+};
+
+static int keep_cb(void *ud, const struct pending *p)
+{
+    struct keep_acc *k = ud;
+    if (p->pinned && !strcmp(p->pin, k->path)) {
+        k->found = true;
+        return 1;
+    }
+    return 0;
+}
+
+/* A pin folder stays if a pending snapshot still reads from it. */
+static int keep_pin(void *ud, const char *path)
+{
+    struct dmn *d = ud;
+    struct index_txn *t;
+    struct keep_acc k = {path, false};
+    if (index_txn_begin(d->r->ix, false, &t) < 0)
+        return 1;
+    int e = queue_pending_foreach(t, keep_cb, &k);
+    index_txn_abort(t);
+    return e < 0 || k.found;
+}
+
+static int dmn_lock(struct dmn *d)
+{
+    struct buf p = BUF_INIT;
+    buf_printf(&p, "%s/ckptsyncd.lock", d->conf.state);
+    d->lockfd = open(buf_str(&p), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    int e = d->lockfd < 0 ? -errno : 0;
+    if (e == 0 && flock(d->lockfd, LOCK_EX | LOCK_NB) < 0)
+        e = errno == EWOULDBLOCK ? -EBUSY : -errno;
+    if (e == -EBUSY)
+        log_error("another ckptsyncd already runs on state directory \"%s\"", d->conf.state);
+    else if (e < 0)
+        log_error("state directory \"%s\": lock \"%s\": %s", d->conf.state, buf_str(&p), strerror(-e));
+    buf_free(&p);
+    return e;
+}
+
+static int dmn_listen(struct dmn *d)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    const char *path = d->conf.socket;
+    if (strlen(path) >= sizeof(sa.sun_path)) {
+        log_error("control socket path \"%s\" is too long", path);
+        return -ENAMETOOLONG;
+    }
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    unlink(path); /* stale: the state lock says no other daemon owns it */
+    d->lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    mode_t old = umask(077);
+    int e = d->lfd < 0 || bind(d->lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+                    listen(d->lfd, 64) < 0
+                ? -errno
+                : 0;
+    umask(old);
+    if (e < 0)
+        log_error("control socket \"%s\": %s", path, strerror(-e));
+    return e;
+}
+
+static int ep_add(struct dmn *d, int fd, void *tag)
+{
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = tag};
+    return epoll_ctl(d->ep, EPOLL_CTL_ADD, fd, &ev) < 0 ? -errno : 0;
+}
+
+static int dmn_fds(struct dmn *d)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    d->sigfd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+    d->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    d->ep = epoll_create1(EPOLL_CLOEXEC);
+    if (d->sigfd < 0 || d->evfd < 0 || d->ep < 0)
+        return -errno;
+    int e = ep_add(d, d->sigfd, &d->sigfd);
+    if (e == 0)
+        e = ep_add(d, d->evfd, &d->evfd);
+    if (e == 0)
+        e = ep_add(d, d->lfd, &d->lfd);
+    if (e == 0)
+        e = ep_add(d, watcher_fd(d->w), d->w);
+    return e;
+}
+
+static int dmn_start(struct dmn *d)
+{
+    struct buf err = BUF_INIT;
+    int e;
+    if (!realpath(d->conf.watch, d->root)) {
+        e = -errno;
+        log_error("watch root \"%s\": %s", d->conf.watch, strerror(-e));
+        return e;
+    }
+    if ((e = fileio_mkdir_p(d->conf.state, 0700)) < 0) {
+        log_error("state directory \"%s\": %s", d->conf.state, strerror(-e));
+        return e;
+    }
+    if ((e = dmn_lock(d)) < 0)
+        return e;
+    if ((e = repo_open(&d->conf, REPO_CREATE, &d->r, &err)) < 0) {
+        log_error("%s", buf_str(&err));
+        buf_free(&err);
+        return e;
+    }
+    pin_cleanup(d->root, keep_pin, d);
+    if ((e = watcher_new(d->root, &d->w, &err)) < 0 ||
+        (e = detector_new(d->root, d->conf.settle, &d->det)) < 0) {
+        log_error("watching \"%s\": %s", d->root, buf_str(&err)[0] ? buf_str(&err) : err_str(e));
+        buf_free(&err);
+        return e;
+    }
+    buf_free(&err);
+    if ((e = dmn_listen(d)) < 0 || (e = dmn_fds(d)) < 0)
+        return e;
+    if ((e = replicator_new(d->r, d->evfd, &d->rp)) < 0 ||
+        (e = ingester_new(d->r, d->rp, d->root, d->evfd, &d->ig)) < 0) {
+        log_error("starting worker threads: %s", err_str(e));
+        return e;
+    }
+    /* Catch up with whatever changed while the daemon was down. */
+    watcher_rescan(d->w, on_watch, d);
+    return 0;
+}
+
+static void dmn_stop(struct dmn *d)
+{
+    ingester_free(d->ig);      /* finishes or abandons the unit in hand */
+    replicator_free(d->rp);    /* workers stop after their current object */
+    for (size_t i = 0; i < MAX_CONNS; i++)
+        if (d->conns[i])
+            conn_close(d, i);
+    watcher_free(d->w);
+    detector_free(d->det);
+    repo_free(d->r);
+    if (d->lfd >= 0) {
+        close(d->lfd);
+        unlink(d->conf.socket);
+    }
+    if (d->ep >= 0)
+        close(d->ep);
+    if (d->sigfd >= 0)
+        close(d->sigfd);
+    if (d->evfd >= 0)
+        close(d->evfd);
+    if (d->lockfd >= 0)
+        close(d->lockfd);
+}
+
+/* ---- the loop ---------------------------------------------------------- */
+
+static int loop_timeout(struct dmn *d)
+{
+    int64_t now = mono_ms(), t = now + 1000;
+    int64_t dl = detector_deadline(d->det);
+    if (dl >= 0 && dl < t)
+        t = dl;
+    for (size_t i = 0; i < MAX_CONNS; i++)
+        if (d->conns[i] && d->conns[i]->deadline_ms && d->conns[i]->deadline_ms < t)
+            t = d->conns[i]->deadline_ms;
+    return t <= now ? 0 : (int)(t - now);
+}
+
+static void loop_event(struct dmn *d, struct epoll_event *ev)
+{
+    void *tag = ev->data.ptr;
+    if (tag == &d->sigfd) {
+        on_signal(d);
+    } else if (tag == &d->evfd) {
+        uint64_t v;
+        while (read(d->evfd, &v, sizeof(v)) == (ssize_t)sizeof(v))
+            ;
+    } else if (tag == &d->lfd) {
+        dmn_accept(d);
+    } else if (tag == d->w) {
+        watch_read(d);
+    } else {
+        for (size_t i = 0; i < MAX_CONNS; i++) {
+            if (d->conns[i] != tag)
+                continue;
+            if (d->conns[i]->st == C_WRITE)
+                conn_write(d, i);
+            else
+                conn_read(d, i);
+            break;
+        }
+    }
+}
+
+static void loop_run(struct dmn *d)
+{
+    struct epoll_event evs[32];
+    while (!d->stop) {
+        int n = epoll_wait(d->ep, evs, 32, loop_timeout(d));
+        for (int k = 0; k < n; k++)
+            loop_event(d, &evs[k]);
+        ingest_done(d);
+        handle_retakes(d);
+        submit_ready(d);
+        check_waiters(d);
+    }
+}
+
+int daemon_run(const struct config *conf, const char *config_path, char **argv)
+{
+    struct dmn *d = calloc(1, sizeof(*d));
+    int e;
+    if (!d)
+        return -ENOMEM;
+    d->conf = *conf;
+    d->config_path = config_path;
+    d->argv = argv;
+    d->ep = d->sigfd = d->lfd = d->evfd = d->lockfd = -1;
+    d->started_ms = mono_ms();
+    e = dmn_start(d);
+    if (e == 0) {
+        log_info("watching \"%s\"; %zu regions, quorum %u; control socket \"%s\"", d->root,
+                 d->r->nregions, d->conf.quorum, d->conf.socket);
+        notify_systemd("READY=1\nSTATUS=watching");
+        loop_run(d);
+        notify_systemd(d->reexec ? "RELOADING=1" : "STOPPING=1");
+    }
+    bool reexec = d->reexec;
+    dmn_stop(d);
+    free(d);
+    if (e == 0 && reexec) {
+        execv("/proc/self/exe", argv);
+        log_error("re-executing for the new configuration: %s", strerror(errno));
+        return -errno;
+    }
+    return e;
+}

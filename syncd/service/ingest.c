@@ -1,0 +1,638 @@
+/*
+ * ingest.c — from a completed unit to queued work, on its own thread.
+ *
+ * Design notes.
+ * - Pin first, read second: every regular file is hardlinked into the pin
+ *   folder before any byte is read, and read through the link.  Whatever
+ *   the framework does to the original names afterwards (rotate, rename,
+ *   delete), the inodes we snapshot stay until the regions have them.
+ * - Torn files: identity (size, mtime, ctime) is taken before and after
+ *   the read of each pinned file; a change restarts the whole unit, so a
+ *   snapshot never mixes two versions of a checkpoint.  (Rewrites after
+ *   the read are caught by the replicator's digest check on upload.)
+ * - Files unchanged since an earlier snapshot are not read: the index maps
+ *   (dev, ino, size, mtime) to their chunk list.  ctime is left out of
+ *   the daemon's key on purpose: making the pin link changes it.
+ * - Everything the snapshot needs is written in one transaction: the
+ *   pending record, the snapshot record with its refcounts, the file
+ *   records, and for every region the chunks it lacks plus the publish
+ *   entry.  A crash before it leaves a stale pin folder (removed at the
+ *   next start); after it, the replicator resumes from the queue.
+ * - Memory: one read buffer of two maximal chunks, and the manifest.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/err.h"
+#include "base/log.h"
+#include "service/ingest.h"
+#include "service/pin.h"
+#include "service/queue.h"
+#include "service/scan.h"
+#include "service/snapshot.h"
+#include "service/walk.h"
+
+#define INGEST_MAX_JOBS 4096
+
+struct cref {                 /* one chunk reference, with where its bytes are */
+    uint8_t id[HASH_LEN];
+    uint32_t len, file;
+    uint64_t off;
+};
+
+struct ingester {
+    struct repo *r;
+    struct replicator *rp;
+    char *root;
+    int notify_fd;
+    pthread_t th;
+    bool started;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool stop;
+    struct ingest_job *jobs;
+    size_t njobs;
+    bool running;
+    struct ingest_done *done;
+    size_t ndone, done_cap;
+};
+
+/* Per-unit work state. */
+struct ing {
+    struct ingester *ig;
+    const struct ingest_job *job;
+    struct ingest_done *res;
+    struct walk w;
+    struct manifest m;
+    struct buf pin;
+    bool pinned;
+    struct scan scan;
+    struct cref *refs;
+    size_t nrefs, refs_cap;
+    uint32_t cur_file;
+    struct index_file_key *keys;  /* per manifest file, for the file records */
+    uint8_t content[HASH_LEN];
+};
+
+/* ---- reading ----------------------------------------------------------- */
+
+static int ing_ref(struct ing *g, const uint8_t id[HASH_LEN], uint32_t len, uint64_t off)
+{
+    if (g->nrefs == g->refs_cap) {
+        size_t cap = g->refs_cap ? g->refs_cap * 2 : 256;
+        struct cref *v = realloc(g->refs, cap * sizeof(*v));
+        if (!v)
+            return -ENOMEM;
+        g->refs = v;
+        g->refs_cap = cap;
+    }
+    struct cref *c = &g->refs[g->nrefs++];
+    memcpy(c->id, id, HASH_LEN);
+    c->len = len;
+    c->file = g->cur_file;
+    c->off = off;
+    return manifest_add_chunk(&g->m, id, len);
+}
+
+static int ing_chunk(void *ud, const uint8_t *data, size_t len, uint64_t off)
+{
+    uint8_t id[HASH_LEN];
+    hash_sha256(data, len, id);
+    return ing_ref(ud, id, (uint32_t)len, off);
+}
+
+static void ing_key(const struct stat *st, struct index_file_key *k)
+{
+    memset(k, 0, sizeof(*k));
+    k->dev = (uint64_t)st->st_dev;
+    k->ino = (uint64_t)st->st_ino;
+    k->size = (uint64_t)st->st_size;
+    k->mtime_ns = (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
+}
+
+/* Chunks of an unchanged file from the index; 1 when found. */
+static int ing_reuse(struct ing *g, const struct index_file_key *k, uint8_t digest[HASH_LEN])
+{
+    struct index_txn *t;
+    struct mchunk *v = NULL;
+    size_t n = 0;
+    int e = index_txn_begin(g->ig->r->ix, false, &t);
+    if (e < 0)
+        return e;
+    e = index_file_get(t, k, digest, &v, &n);
+    index_txn_abort(t);
+    if (e == -ENOENT)
+        return 0;
+    uint64_t off = 0;
+    for (size_t i = 0; e == 0 && i < n; i++) {
+        e = ing_ref(g, v[i].id, v[i].len, off);
+        off += v[i].len;
+    }
+    free(v);
+    return e < 0 ? e : 1;
+}
+
+static int ing_open(struct ing *g, size_t k)
+{
+    struct buf p = BUF_INIT;
+    if (g->pinned)
+        buf_printf(&p, "%s/%zu", buf_str(&g->pin), k);
+    else
+        buf_printf(&p, "%s/%s", g->w.base, g->w.v[k].path);
+    int fd = open(buf_str(&p), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOATIME);
+    if (fd < 0 && errno == EPERM)
+        fd = open(buf_str(&p), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+        fd = -errno;
+        snprintf(g->res->msg, sizeof(g->res->msg), "opening \"%s\": %s", buf_str(&p), strerror(-fd));
+    }
+    buf_free(&p);
+    return fd;
+}
+
+static bool ing_same(const struct stat *a, const struct stat *b)
+{
+    return a->st_size == b->st_size && a->st_mtim.tv_sec == b->st_mtim.tv_sec &&
+           a->st_mtim.tv_nsec == b->st_mtim.tv_nsec && a->st_ctim.tv_sec == b->st_ctim.tv_sec &&
+           a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
+}
+
+static int ing_file(struct ing *g, size_t k)
+{
+    struct stat st1, st2;
+    uint8_t digest[HASH_LEN];
+    uint64_t got = 0;
+    int e, fd = ing_open(g, k);
+    if (fd < 0)
+        return fd;
+    if (fstat(fd, &st1) < 0) {
+        e = -errno;
+        goto out;
+    }
+    g->cur_file = (uint32_t)g->m.nfiles;
+    if ((e = manifest_add_file(&g->m, MFILE_REG, g->w.v[k].path, st1.st_mode & 07777, NULL)) < 0)
+        goto out;
+    ing_key(&st1, &g->keys[g->m.nfiles - 1]);
+    e = ing_reuse(g, &g->keys[g->m.nfiles - 1], digest);
+    if (e == 0) {
+        e = scan_fd(&g->scan, fd, ing_chunk, g, &got, digest);
+        if (e == 0 && (fstat(fd, &st2) < 0 || !ing_same(&st1, &st2) || got != (uint64_t)st1.st_size))
+            e = CKS_E_CHANGED;
+    }
+    if (e >= 0) {
+        manifest_set_digest(&g->m, digest);
+        g->res->files++;
+        g->res->bytes += (uint64_t)st1.st_size;
+        e = 0;
+    }
+out:
+    close(fd);
+    return e;
+}
+
+/* ---- pinning ----------------------------------------------------------- */
+
+static int ing_pin(struct ing *g)
+{
+    int e = pin_create(g->ig->root, g->m.id, &g->pin);
+    if (e < 0)
+        return e;
+    g->pinned = true;
+    for (size_t k = 0; k < g->w.n; k++) {
+        struct buf src = BUF_INIT;
+        if (g->w.v[k].type != MFILE_REG)
+            continue;
+        buf_printf(&src, "%s/%s", g->w.base, g->w.v[k].path);
+        e = pin_link(buf_str(&g->pin), k, buf_str(&src));
+        buf_free(&src);
+        if (e == -EXDEV || e == -EPERM || e == -EMLINK) {
+            log_warn("\"%s\": cannot pin its files (%s); reading them in place", g->job->unit,
+                     strerror(-e));
+            pin_remove(buf_str(&g->pin));
+            g->pinned = false;
+            return 0;
+        }
+        if (e < 0)
+            return e == -ENOENT ? CKS_E_CHANGED : e; /* rotated away meanwhile */
+    }
+    return 0;
+}
+
+/* ---- the manifest ------------------------------------------------------ */
+
+static int ing_manifest(struct ing *g)
+{
+    char host[256] = "unknown";
+    const char *inst = getenv("CKPTSYNC_INSTANCE_TYPE");
+    struct repo *r = g->ig->r;
+    int e;
+    manifest_init(&g->m);
+    if ((e = snapshot_make_id(g->m.id, sizeof(g->m.id))) < 0)
+        return e;
+    gethostname(host, sizeof(host) - 1);
+    g->m.step = g->job->step;
+    g->m.time = (int64_t)time(NULL);
+    g->m.chunk_min = r->params.chunk_min;
+    g->m.chunk_avg = r->params.chunk_avg;
+    g->m.chunk_max = r->params.chunk_max;
+    g->m.normalization = r->params.normalization;
+    if ((e = manifest_set_str(&g->m.run, g->job->run)) < 0 ||
+        (e = manifest_set_str(&g->m.host, host)) < 0 ||
+        (e = manifest_set_str(&g->m.root, g->w.v[0].path)) < 0)
+        return e;
+    if (inst && inst[0] && (e = manifest_set_str(&g->m.instance, inst)) < 0)
+        return e;
+    return 0;
+}
+
+static int ing_entries(struct ing *g)
+{
+    g->keys = calloc(g->w.n ? g->w.n : 1, sizeof(*g->keys));
+    if (!g->keys)
+        return -ENOMEM;
+    for (size_t k = 0; k < g->w.n; k++) {
+        const struct walk_entry *we = &g->w.v[k];
+        int e = we->type == MFILE_REG ? ing_file(g, k)
+                                      : manifest_add_file(&g->m, we->type, we->path,
+                                                          we->st.st_mode & 07777, we->link);
+        if (e < 0)
+            return e;
+    }
+    return 0;
+}
+
+/* What the unit holds, without id, time or host: equal digests mean an
+ * unchanged unit. */
+static void ing_content(struct ing *g)
+{
+    struct hash h;
+    if (hash_init(&h) < 0) {
+        memset(g->content, 0, sizeof(g->content));
+        return;
+    }
+    for (size_t k = 0; k < g->m.nfiles; k++) {
+        const struct mfile *f = &g->m.files[k];
+        uint8_t head[1 + 4 + 8];
+        head[0] = (uint8_t)f->type;
+        memcpy(head + 1, &f->mode, 4);
+        memcpy(head + 5, &f->size, 8);
+        hash_update(&h, head, sizeof(head));
+        hash_update(&h, f->path, strlen(f->path) + 1);
+        if (f->link)
+            hash_update(&h, f->link, strlen(f->link) + 1);
+        hash_update(&h, f->digest, HASH_LEN);
+    }
+    hash_final(&h, g->content);
+    hash_free(&h);
+}
+
+static void ing_unit_key(const char *unit, char key[96])
+{
+    uint8_t d[HASH_LEN];
+    char hex[HASH_HEX_LEN + 1];
+    hash_sha256(unit, strlen(unit), d);
+    hex_encode(d, 16, hex);
+    snprintf(key, 96, "unit:%s", hex);
+}
+
+/* 1 when the unit's last snapshot has the same content and still exists. */
+static int ing_unchanged(struct ing *g)
+{
+    struct index_txn *t;
+    struct index_snap s;
+    char key[96], val[256], hex[HASH_HEX_LEN + 1];
+    int same = 0;
+    ing_unit_key(g->job->unit, key);
+    hex_encode(g->content, HASH_LEN, hex);
+    if (index_txn_begin(g->ig->r->ix, false, &t) < 0)
+        return 0;
+    if (index_meta_get(t, key, val, sizeof(val)) == 0 && strlen(val) > HASH_HEX_LEN + 1 &&
+        !strncmp(val, hex, HASH_HEX_LEN) && index_snap_get(t, g->job->run, val + HASH_HEX_LEN + 1, &s) == 0) {
+        snprintf(g->res->id, sizeof(g->res->id), "%.64s", val + HASH_HEX_LEN + 1);
+        same = 1;
+    }
+    index_txn_abort(t);
+    return same;
+}
+
+/* ---- the commit -------------------------------------------------------- */
+
+static int cref_cmp(const void *a, const void *b)
+{
+    return memcmp(((const struct cref *)a)->id, ((const struct cref *)b)->id, HASH_LEN);
+}
+
+static int ing_enqueue(struct ing *g, struct index_txn *t, uint64_t seq)
+{
+    struct repo *r = g->ig->r;
+    size_t out = 0;
+    int e = 0;
+    qsort(g->refs, g->nrefs, sizeof(*g->refs), cref_cmp);
+    for (size_t k = 0; k < g->nrefs; k++)
+        if (!out || memcmp(g->refs[out - 1].id, g->refs[k].id, HASH_LEN))
+            g->refs[out++] = g->refs[k];
+    for (size_t k = 0; k < out && e == 0; k++) {
+        struct index_chunk c = {0};
+        bool fresh = false;
+        int ge = index_chunk_get(t, g->refs[k].id, &c);
+        if (ge < 0 && ge != -ENOENT)
+            return ge;
+        fresh = c.presence == 0;
+        for (size_t i = 0; i < r->nregions && e == 0; i++) {
+            struct qentry q = {.slot = r->regions[i]->slot, .seq = seq, .kind = QUEUE_CHUNK,
+                               .file = g->refs[k].file, .off = g->refs[k].off, .len = g->refs[k].len};
+            memcpy(q.id, g->refs[k].id, HASH_LEN);
+            if (!((c.presence >> q.slot) & 1))
+                e = queue_put(t, &q);
+        }
+        g->res->new_chunks += fresh;
+    }
+    for (size_t i = 0; i < r->nregions && e == 0; i++) {
+        struct qentry q = {.slot = r->regions[i]->slot, .seq = seq, .kind = QUEUE_PUBLISH};
+        e = queue_put(t, &q);
+    }
+    return e;
+}
+
+static int ing_records(struct ing *g, struct index_txn *t)
+{
+    struct index_snap s = {.step = g->m.step, .time = g->m.time, .bytes = g->res->bytes,
+                           .nfiles = g->m.nfiles};
+    int e = 0;
+    for (size_t i = 0; i < g->m.nchunks && e == 0; i++) {
+        struct index_chunk c = {0};
+        int ge = index_chunk_get(t, g->m.chunks[i].id, &c);
+        if (ge < 0 && ge != -ENOENT)
+            return ge;
+        c.raw_len = g->m.chunks[i].len;
+        c.refcount++;
+        e = index_chunk_put(t, g->m.chunks[i].id, &c);
+    }
+    for (size_t k = 0; k < g->m.nfiles && e == 0; k++) {
+        const struct mfile *f = &g->m.files[k];
+        if (f->type == MFILE_REG)
+            e = index_file_put(t, &g->keys[k], f->digest, &g->m.chunks[f->first_chunk],
+                               (size_t)f->nchunks);
+    }
+    if (e == 0)
+        e = index_snap_put(t, g->m.run, g->m.id, &s);
+    return e;
+}
+
+static int ing_commit(struct ing *g)
+{
+    struct buf man = BUF_INIT;
+    struct index_txn *t;
+    struct pending *p = calloc(1, sizeof(*p));
+    char key[96], val[256], hex[HASH_HEX_LEN + 1];
+    uint64_t seq = 0;
+    int e = p ? manifest_encode(&g->m, &man) : -ENOMEM;
+    if (e == 0)
+        e = index_txn_begin(g->ig->r->ix, true, &t);
+    if (e < 0)
+        goto out;
+    e = queue_next_seq(t, &seq);
+    if (e == 0) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        p->seq = seq;
+        p->step = g->m.step;
+        p->created_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+        p->pinned = g->pinned;
+        snprintf(p->id, sizeof(p->id), "%s", g->m.id);
+        snprintf(p->run, sizeof(p->run), "%s", g->m.run);
+        snprintf(p->unit, sizeof(p->unit), "%s", g->job->unit);
+        snprintf(p->pin, sizeof(p->pin), "%s", g->pinned ? buf_str(&g->pin) : g->w.base);
+        p->manifest = man.data;
+        p->manifest_len = man.len;
+        e = queue_pending_put(t, p);
+    }
+    if (e == 0)
+        e = ing_records(g, t);
+    if (e == 0)
+        e = ing_enqueue(g, t, seq);
+    ing_unit_key(g->job->unit, key);
+    hex_encode(g->content, HASH_LEN, hex);
+    snprintf(val, sizeof(val), "%s %s", hex, g->m.id);
+    if (e == 0)
+        e = index_meta_put(t, key, val);
+    if (e < 0) {
+        index_txn_abort(t);
+        goto out;
+    }
+    e = index_txn_commit(t);
+    if (e == 0)
+        g->res->seq = seq;
+out:
+    free(p);
+    buf_free(&man);
+    return e;
+}
+
+/* ---- one unit ---------------------------------------------------------- */
+
+static void ing_reset(struct ing *g)
+{
+    if (g->pinned && g->res->seq == 0)
+        pin_remove(buf_str(&g->pin));
+    g->pinned = false;
+    walk_free(&g->w);
+    manifest_free(&g->m);
+    free(g->keys);
+    g->keys = NULL;
+    g->nrefs = 0;
+}
+
+static int ing_once(struct ing *g)
+{
+    struct buf path = BUF_INIT, err = BUF_INIT;
+    int e = buf_printf(&path, "%s/%s", g->ig->root, g->job->unit);
+    if (e == 0 && (e = walk_list(buf_str(&path), &g->w, &err)) < 0)
+        snprintf(g->res->msg, sizeof(g->res->msg), "%s", buf_str(&err));
+    buf_free(&path);
+    buf_free(&err);
+    if (e < 0)
+        return e;
+    if ((e = ing_manifest(g)) < 0 || (e = ing_pin(g)) < 0 || (e = ing_entries(g)) < 0)
+        return e;
+    ing_content(g);
+    if (ing_unchanged(g)) {
+        g->res->unchanged = true;
+        return 0;
+    }
+    return ing_commit(g);
+}
+
+static void ing_run(struct ingester *ig, const struct ingest_job *job, struct ingest_done *res)
+{
+    struct ing g = {.ig = ig, .job = job, .res = res};
+    int e;
+    memset(res, 0, sizeof(*res));
+    res->ticket = job->ticket;
+    snprintf(res->run, sizeof(res->run), "%s", job->run);
+    snprintf(res->unit, sizeof(res->unit), "%s", job->unit);
+    manifest_init(&g.m);
+    if ((e = scan_init(&g.scan, &ig->r->cdc)) < 0)
+        goto out;
+    for (int attempt = 0; attempt < INGEST_RETRIES; attempt++) {
+        e = ing_once(&g);
+        if (e != CKS_E_CHANGED)
+            break;
+        log_warn("\"%s\" changed while it was read; taking it again", job->unit);
+        ing_reset(&g);
+        res->files = res->bytes = res->new_chunks = 0;
+    }
+    if (e == 0 && !res->unchanged)
+        snprintf(res->id, sizeof(res->id), "%s", g.m.id);
+out:
+    res->err = e;
+    if (e < 0 && !res->msg[0])
+        snprintf(res->msg, sizeof(res->msg), "%s", err_str(e));
+    ing_reset(&g);
+    scan_free(&g.scan);
+    free(g.refs);
+    buf_free(&g.pin);
+}
+
+/* ---- thread and queue -------------------------------------------------- */
+
+static void ig_finish(struct ingester *ig, const struct ingest_done *d)
+{
+    uint64_t one = 1;
+    pthread_mutex_lock(&ig->mu);
+    if (ig->ndone == ig->done_cap) {
+        size_t cap = ig->done_cap ? ig->done_cap * 2 : 16;
+        struct ingest_done *v = realloc(ig->done, cap * sizeof(*v));
+        if (v) {
+            ig->done = v;
+            ig->done_cap = cap;
+        }
+    }
+    if (ig->ndone < ig->done_cap)
+        ig->done[ig->ndone++] = *d;
+    ig->running = false;
+    pthread_mutex_unlock(&ig->mu);
+    if (write(ig->notify_fd, &one, sizeof(one)) < 0)
+        (void)0;
+}
+
+static void *ig_main(void *arg)
+{
+    struct ingester *ig = arg;
+    struct ingest_job job;
+    struct ingest_done *d = malloc(sizeof(*d));
+    if (!d)
+        return NULL;
+    for (;;) {
+        pthread_mutex_lock(&ig->mu);
+        while (!ig->stop && ig->njobs == 0)
+            pthread_cond_wait(&ig->cv, &ig->mu);
+        if (ig->stop) {
+            pthread_mutex_unlock(&ig->mu);
+            break;
+        }
+        job = ig->jobs[0];
+        memmove(ig->jobs, ig->jobs + 1, --ig->njobs * sizeof(*ig->jobs));
+        ig->running = true;
+        pthread_mutex_unlock(&ig->mu);
+        ing_run(ig, &job, d);
+        if (d->err == 0 && !d->unchanged)
+            replicator_kick(ig->rp);
+        if (d->err < 0)
+            log_error("snapshot of \"%s\" failed: %s", job.unit, d->msg);
+        else if (!d->unchanged)
+            log_info("snapshot %s of \"%s\": %llu files, %llu bytes, %llu new chunks queued", d->id,
+                     job.unit, (unsigned long long)d->files, (unsigned long long)d->bytes,
+                     (unsigned long long)d->new_chunks);
+        ig_finish(ig, d);
+    }
+    free(d);
+    return NULL;
+}
+
+int ingester_new(struct repo *r, struct replicator *rp, const char *root, int notify_fd,
+                 struct ingester **ret)
+{
+    struct ingester *ig = calloc(1, sizeof(*ig));
+    if (!ig)
+        return -ENOMEM;
+    ig->r = r;
+    ig->rp = rp;
+    ig->notify_fd = notify_fd;
+    ig->root = strdup(root);
+    ig->jobs = calloc(INGEST_MAX_JOBS, sizeof(*ig->jobs));
+    pthread_mutex_init(&ig->mu, NULL);
+    pthread_cond_init(&ig->cv, NULL);
+    if (!ig->root || !ig->jobs) {
+        ingester_free(ig);
+        return -ENOMEM;
+    }
+    int e = pthread_create(&ig->th, NULL, ig_main, ig);
+    if (e) {
+        ingester_free(ig);
+        return -e;
+    }
+    ig->started = true;
+    *ret = ig;
+    return 0;
+}
+
+void ingester_free(struct ingester *ig)
+{
+    if (!ig)
+        return;
+    pthread_mutex_lock(&ig->mu);
+    ig->stop = true;
+    pthread_cond_broadcast(&ig->cv);
+    pthread_mutex_unlock(&ig->mu);
+    if (ig->started)
+        pthread_join(ig->th, NULL);
+    pthread_cond_destroy(&ig->cv);
+    pthread_mutex_destroy(&ig->mu);
+    free(ig->jobs);
+    free(ig->done);
+    free(ig->root);
+    free(ig);
+}
+
+int ingester_submit(struct ingester *ig, const struct ingest_job *job)
+{
+    int e = 0;
+    pthread_mutex_lock(&ig->mu);
+    if (ig->njobs == INGEST_MAX_JOBS)
+        e = -EAGAIN;
+    else
+        ig->jobs[ig->njobs++] = *job;
+    pthread_cond_broadcast(&ig->cv);
+    pthread_mutex_unlock(&ig->mu);
+    return e;
+}
+
+int ingester_poll(struct ingester *ig, struct ingest_done *ret)
+{
+    int got = 0;
+    pthread_mutex_lock(&ig->mu);
+    if (ig->ndone) {
+        *ret = ig->done[0];
+        memmove(ig->done, ig->done + 1, --ig->ndone * sizeof(*ig->done));
+        got = 1;
+    }
+    pthread_mutex_unlock(&ig->mu);
+    return got;
+}
+
+size_t ingester_busy(struct ingester *ig)
+{
+    pthread_mutex_lock(&ig->mu);
+    size_t n = ig->njobs + ig->running;
+    pthread_mutex_unlock(&ig->mu);
+    return n;
+}

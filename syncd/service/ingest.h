@@ -1,0 +1,58 @@
+/*
+ * ingest.h — the daemon's ingest thread: take a completed unit (one
+ * checkpoint directory or file under the watch root), pin its files, read
+ * and cut them once, and enqueue the snapshot for every region in one
+ * index transaction.  The replicator does the uploads.
+ *
+ *   ingester_new(repo, rp, root, notify_fd, &ig);
+ *   ingester_submit(ig, &job);          // from the event loop
+ *   while (ingester_poll(ig, &done)) ...// after notify_fd fired
+ *   ingester_free(ig);                  // stops after the current unit
+ *
+ * A unit whose content equals its last snapshot is not snapshotted again
+ * (done.unchanged, done.id names the existing snapshot).  A file changing
+ * during the read restarts the unit (INGEST_RETRIES times).  Thread-safe:
+ * submit/poll/queued may be called from the event loop.
+ */
+#ifndef CKS_INGEST_H
+#define CKS_INGEST_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "engine/manifest.h"
+#include "service/replicator.h"
+#include "service/repo.h"
+
+#define INGEST_RETRIES 3
+
+struct ingest_job {
+    uint64_t ticket;                      /* echoed in the result */
+    char run[MANIFEST_MAX_FIELD + 1];
+    char unit[MANIFEST_MAX_PATH + 1];     /* relative to the watch root */
+    int64_t step;
+};
+
+struct ingest_done {
+    uint64_t ticket;
+    char run[MANIFEST_MAX_FIELD + 1];
+    char unit[MANIFEST_MAX_PATH + 1];
+    int err;                              /* 0 ok */
+    char msg[512];
+    char id[MANIFEST_ID_MAX + 1];
+    uint64_t seq;                         /* 0 when unchanged */
+    bool unchanged;
+    uint64_t files, bytes, new_chunks;
+};
+
+struct ingester;
+
+int ingester_new(struct repo *r, struct replicator *rp, const char *root, int notify_fd,
+                 struct ingester **ret);
+void ingester_free(struct ingester *ig);
+int ingester_submit(struct ingester *ig, const struct ingest_job *job);
+int ingester_poll(struct ingester *ig, struct ingest_done *ret);
+/* Jobs queued or running. */
+size_t ingester_busy(struct ingester *ig);
+
+#endif

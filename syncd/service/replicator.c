@@ -1,0 +1,574 @@
+/*
+ * replicator.c — region workers.
+ *
+ * Design notes.
+ * - Each worker owns its region (struct region is single-threaded) and
+ *   walks its queue in key order: newest snapshot first, its chunks before
+ *   its publish entry.  It never skips a failing entry: the entry is
+ *   retried after backoff, so a publish can never overtake its chunks.
+ * - Chunk bytes are read back from the snapshot's pin folder (hardlinks
+ *   made at ingest), and their SHA-256 is checked against the id before
+ *   upload: if a framework rewrote a file in place after ingest, the
+ *   snapshot is dropped whole and its unit handed back for a retake,
+ *   rather than publish a torn checkpoint.
+ * - Every state change is one index transaction, made after the region
+ *   confirmed the write: chunk presence, then committed bits.  A crash
+ *   between the two repeats the region write, which is idempotent.
+ * - The pending record and the pin folder go when every configured region
+ *   has committed the snapshot.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/err.h"
+#include "base/fileio.h"
+#include "base/log.h"
+#include "engine/chunkobj.h"
+#include "service/pin.h"
+#include "service/queue.h"
+#include "service/replicator.h"
+#include "service/snapshot.h"
+
+#define BACKOFF_MIN_MS 1000
+#define BACKOFF_MAX_MS 60000
+#define RETAKES_MAX 64
+
+struct rworker {
+    struct replicator *rp;
+    size_t i;
+    struct region *rg;
+    pthread_t th;
+    bool started;
+    struct region_status st;       /* guarded by rp->mu */
+    /* cache of the snapshot being worked on */
+    uint64_t cache_seq;
+    struct pending *pend;
+    struct manifest man;
+    struct chunkobj_ctx z;
+    struct buf obj;
+    uint8_t *data;
+    size_t data_cap;
+};
+
+struct replicator {
+    struct repo *r;
+    int notify_fd;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool stop, degraded;
+    uint64_t kicks;
+    size_t n;
+    struct rworker w[CONFIG_MAX_REGIONS];
+    char retakes[RETAKES_MAX][4096];
+    size_t nretakes;
+};
+
+static int64_t now_ms(clockid_t clk)
+{
+    struct timespec ts;
+    clock_gettime(clk, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void rp_notify(struct replicator *rp)
+{
+    uint64_t one = 1;
+    if (rp->notify_fd >= 0 && write(rp->notify_fd, &one, sizeof(one)) < 0)
+        (void)0; /* the counter saturating is fine: the loop is awake */
+}
+
+uint32_t replicator_all_slots(const struct replicator *rp)
+{
+    uint32_t m = 0;
+    for (size_t i = 0; i < rp->n; i++)
+        m |= 1u << rp->w[i].rg->slot;
+    return m;
+}
+
+static unsigned rp_nslots(const struct replicator *rp)
+{
+    unsigned n = 0;
+    for (size_t i = 0; i < rp->n; i++)
+        if (rp->w[i].rg->slot + 1 > n)
+            n = rp->w[i].rg->slot + 1;
+    return n;
+}
+
+/* ---- transactions ------------------------------------------------------ */
+
+static int rw_commit(struct rworker *w, struct index_txn *t, int e)
+{
+    if (e < 0) {
+        index_txn_abort(t);
+        return e;
+    }
+    e = index_txn_commit(t);
+    if (e < 0) {
+        log_error("index commit failed: %s; the daemon is degraded and takes no new work",
+                  err_str(e));
+        pthread_mutex_lock(&w->rp->mu);
+        w->rp->degraded = true;
+        pthread_mutex_unlock(&w->rp->mu);
+    }
+    return e;
+}
+
+/* Loads the pending snapshot of seq (and its parsed manifest) into the
+ * worker's cache.  -ENOENT when it is gone (already released). */
+static int rw_load(struct rworker *w, uint64_t seq)
+{
+    struct index_txn *t;
+    struct buf err = BUF_INIT;
+    int e;
+    if (w->cache_seq == seq)
+        return 0;
+    manifest_free(&w->man);
+    w->cache_seq = 0;
+    if ((e = index_txn_begin(w->rp->r->ix, false, &t)) < 0)
+        return e;
+    e = queue_pending_get(t, seq, w->pend);
+    if (e == 0)
+        e = manifest_parse(w->pend->manifest, w->pend->manifest_len, &w->man, &err);
+    w->pend->manifest = NULL;
+    index_txn_abort(t);
+    if (e == 0)
+        w->cache_seq = seq;
+    else if (e != -ENOENT)
+        log_error("pending snapshot %llu: %s %s", (unsigned long long)seq, err_str(e), buf_str(&err));
+    buf_free(&err);
+    return e;
+}
+
+/* ---- chunk entries ----------------------------------------------------- */
+
+static int rw_open_source(struct rworker *w, uint32_t file)
+{
+    struct buf path = BUF_INIT;
+    int fd = -EINVAL;
+    if (file >= w->man.nfiles)
+        return CKS_E_FORMAT;
+    if (w->pend->pinned)
+        buf_printf(&path, "%s/%u", w->pend->pin, file);
+    else
+        buf_printf(&path, "%s/%s", w->pend->pin, w->man.files[file].path);
+    fd = open(buf_str(&path), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        fd = -errno;
+    buf_free(&path);
+    return fd;
+}
+
+/* Reads the chunk's bytes and checks them against its id. */
+static int rw_read_chunk(struct rworker *w, const struct qentry *q)
+{
+    uint8_t id[HASH_LEN];
+    if (q->len > w->data_cap) {
+        uint8_t *p = realloc(w->data, q->len);
+        if (!p)
+            return -ENOMEM;
+        w->data = p;
+        w->data_cap = q->len;
+    }
+    int fd = rw_open_source(w, q->file);
+    if (fd < 0)
+        return fd;
+    ssize_t n = pread(fd, w->data, q->len, (off_t)q->off);
+    int e = n < 0 ? -errno : 0;
+    close(fd);
+    if (e < 0)
+        return e;
+    hash_sha256(w->data, (size_t)n, id);
+    return (size_t)n == q->len && memcmp(id, q->id, HASH_LEN) == 0 ? 0 : CKS_E_CHANGED;
+}
+
+static int rw_chunk_known(struct rworker *w, const struct qentry *q, struct index_chunk *ret)
+{
+    struct index_txn *t;
+    int e = index_txn_begin(w->rp->r->ix, false, &t);
+    if (e < 0)
+        return e;
+    e = index_chunk_get(t, q->id, ret);
+    index_txn_abort(t);
+    if (e == -ENOENT) {
+        memset(ret, 0, sizeof(*ret));
+        ret->raw_len = q->len;
+        return 0;
+    }
+    return e < 0 ? e : (int)((ret->presence >> w->rg->slot) & 1);
+}
+
+static int rw_chunk_done(struct rworker *w, const struct qentry *q, const struct index_chunk *put)
+{
+    struct index_txn *t;
+    struct index_chunk c;
+    int e = index_txn_begin(w->rp->r->ix, true, &t);
+    if (e < 0)
+        return e;
+    e = index_chunk_get(t, q->id, &c);
+    if (e == -ENOENT) {
+        c = *put;
+        e = 0;
+    }
+    if (e == 0) {
+        c.presence |= 1u << w->rg->slot;
+        if (put->stored_len) {
+            c.stored_len = put->stored_len;
+            c.codec = put->codec;
+        }
+        e = index_chunk_put(t, q->id, &c);
+    }
+    if (e == 0)
+        e = queue_del(t, q);
+    return rw_commit(w, t, e);
+}
+
+static int rw_chunk(struct rworker *w, const struct qentry *q)
+{
+    struct index_chunk c;
+    char key[REGION_KEY_MAX];
+    enum chunkobj_codec codec;
+    int e = rw_chunk_known(w, q, &c);
+    if (e < 0)
+        return e;
+    c.stored_len = 0;
+    if (e == 0) {
+        region_chunk_key(q->id, key);
+        e = region_has(w->rg, key);
+        if (e == 0 && (e = rw_read_chunk(w, q)) == 0 &&
+            (e = chunkobj_encode(&w->z, w->data, q->len, w->rp->r->conf.zstd_level, &w->obj,
+                                 &codec)) == 0 &&
+            (e = region_put(w->rg, key, w->obj.data, w->obj.len)) == 0) {
+            c.codec = (uint8_t)codec;
+            c.stored_len = (uint32_t)w->obj.len;
+            pthread_mutex_lock(&w->rp->mu);
+            w->st.objects_put++;
+            w->st.bytes_put += w->obj.len;
+            pthread_mutex_unlock(&w->rp->mu);
+        }
+        if (e < 0)
+            return e;
+    }
+    return rw_chunk_done(w, q, &c);
+}
+
+/* ---- publish entries --------------------------------------------------- */
+
+static void rw_remove_pin(const char *pin, bool pinned)
+{
+    if (pinned && pin[0])
+        pin_remove(pin);
+}
+
+static int rw_publish(struct rworker *w, const struct qentry *q)
+{
+    struct index_txn *t;
+    struct buf man = BUF_INIT;
+    struct index_snap snap;
+    bool release = false;
+    int e;
+
+    if ((e = index_txn_begin(w->rp->r->ix, false, &t)) < 0)
+        return e;
+    struct pending p;
+    e = queue_pending_get(t, q->seq, &p);
+    if (e == 0)
+        e = buf_append(&man, p.manifest, p.manifest_len);
+    index_txn_abort(t);
+    if (e == 0)
+        e = snapshot_publish(w->rg, w->pend->run, w->pend->id, w->pend->step, man.data, man.len);
+    buf_free(&man);
+    if (e < 0)
+        return e;
+    if ((e = index_txn_begin(w->rp->r->ix, true, &t)) < 0)
+        return e;
+    e = index_snap_get(t, w->pend->run, w->pend->id, &snap);
+    if (e == 0) {
+        snap.committed |= 1u << w->rg->slot;
+        e = index_snap_put(t, w->pend->run, w->pend->id, &snap);
+    }
+    if (e == 0)
+        e = queue_del(t, q);
+    uint32_t all = replicator_all_slots(w->rp);
+    if (e == 0 && (snap.committed & all) == all && queue_has_seq(t, q->seq, rp_nslots(w->rp)) == 0) {
+        e = queue_pending_del(t, q->seq);
+        release = true;
+    }
+    if ((e = rw_commit(w, t, e)) == 0 && release) {
+        rw_remove_pin(w->pend->pin, w->pend->pinned);
+        log_info("snapshot %s of run '%s' is replicated", w->pend->id, w->pend->run);
+    }
+    return e;
+}
+
+/* ---- torn snapshots ---------------------------------------------------- */
+
+/* The pinned bytes no longer match what was ingested: drop the snapshot
+ * everywhere (queue, pending, snapshot record, refcounts) and hand the
+ * unit back to the daemon. */
+static int rw_drop(struct rworker *w, uint64_t seq)
+{
+    struct index_txn *t;
+    int e = index_txn_begin(w->rp->r->ix, true, &t);
+    if (e < 0)
+        return e;
+    e = queue_drop_seq(t, seq, rp_nslots(w->rp));
+    if (e == 0)
+        e = queue_pending_del(t, seq);
+    for (size_t k = 0; e == 0 && k < w->man.nchunks; k++) {
+        struct index_chunk c;
+        if (index_chunk_get(t, w->man.chunks[k].id, &c) == 0 && c.refcount > 0) {
+            c.refcount--;
+            e = index_chunk_put(t, w->man.chunks[k].id, &c);
+        }
+    }
+    if (e == 0) {
+        e = index_snap_del(t, w->pend->run, w->pend->id);
+        e = e == -ENOENT ? 0 : e;
+    }
+    if ((e = rw_commit(w, t, e)) < 0)
+        return e;
+    log_warn("snapshot %s of \"%s\": a file changed after it was read; dropping it and taking "
+             "the unit again", w->pend->id, w->pend->unit);
+    rw_remove_pin(w->pend->pin, w->pend->pinned);
+    pthread_mutex_lock(&w->rp->mu);
+    if (w->rp->nretakes < RETAKES_MAX)
+        snprintf(w->rp->retakes[w->rp->nretakes++], 4096, "%.4095s", w->pend->unit);
+    pthread_mutex_unlock(&w->rp->mu);
+    w->cache_seq = 0;
+    return 0;
+}
+
+/* ---- the loop ---------------------------------------------------------- */
+
+static void rw_failed(struct rworker *w, int e)
+{
+    uint32_t rnd = 0;
+    if (getrandom(&rnd, sizeof(rnd), GRND_NONBLOCK) != sizeof(rnd))
+        rnd = (uint32_t)now_ms(CLOCK_MONOTONIC);
+    pthread_mutex_lock(&w->rp->mu);
+    w->st.failures++;
+    int64_t delay = BACKOFF_MIN_MS << (w->st.failures > 7 ? 6 : w->st.failures - 1);
+    if (delay > BACKOFF_MAX_MS)
+        delay = BACKOFF_MAX_MS;
+    delay = delay / 2 + (int64_t)(rnd % (uint32_t)delay); /* jitter: 0.5x .. 1.5x */
+    w->st.state = REGION_BACKOFF;
+    w->st.retry_at_ms = now_ms(CLOCK_MONOTONIC) + delay;
+    w->st.last_error_ms = now_ms(CLOCK_REALTIME);
+    snprintf(w->st.last_error, sizeof(w->st.last_error), "%s",
+             region_last_error(w->rg)[0] ? region_last_error(w->rg) : err_str(e));
+    unsigned n = w->st.failures;
+    pthread_mutex_unlock(&w->rp->mu);
+    if (n == 1 || n % 10 == 0)
+        log_error("%s (attempt %u; retrying in %.1fs)", w->st.last_error, n, (double)delay / 1000);
+    rp_notify(w->rp);
+}
+
+static void rw_succeeded(struct rworker *w)
+{
+    pthread_mutex_lock(&w->rp->mu);
+    if (w->st.failures)
+        log_info("region '%s' is back after %u failed attempts", w->rg->conf.name, w->st.failures);
+    w->st.failures = 0;
+    w->st.state = REGION_OK;
+    w->st.last_success_ms = now_ms(CLOCK_REALTIME);
+    pthread_mutex_unlock(&w->rp->mu);
+}
+
+static int rw_step(struct rworker *w, const struct qentry *q)
+{
+    int e = rw_load(w, q->seq);
+    if (e == -ENOENT) {
+        /* Released or dropped under us: the entry is stale. */
+        struct index_txn *t;
+        if ((e = index_txn_begin(w->rp->r->ix, true, &t)) == 0)
+            e = rw_commit(w, t, queue_del(t, q));
+        return e;
+    }
+    if (e < 0)
+        return e;
+    e = q->kind == QUEUE_CHUNK ? rw_chunk(w, q) : rw_publish(w, q);
+    if (e == CKS_E_CHANGED || (q->kind == QUEUE_CHUNK && e == -ENOENT))
+        e = rw_drop(w, q->seq);
+    if (e == 0 && q->kind == QUEUE_PUBLISH)
+        rp_notify(w->rp);
+    return e;
+}
+
+/* Waits for work, a kick, the end of a backoff or stop; false on stop. */
+static bool rw_wait(struct rworker *w, uint64_t seen_kicks, int64_t until_ms)
+{
+    struct replicator *rp = w->rp;
+    pthread_mutex_lock(&rp->mu);
+    while (!rp->stop && !rp->degraded && rp->kicks == seen_kicks) {
+        if (until_ms > 0) {
+            struct timespec ts = {until_ms / 1000, (until_ms % 1000) * 1000000};
+            if (pthread_cond_timedwait(&rp->cv, &rp->mu, &ts) == ETIMEDOUT)
+                break;
+        } else {
+            pthread_cond_wait(&rp->cv, &rp->mu);
+        }
+    }
+    bool go = !rp->stop && !rp->degraded;
+    pthread_mutex_unlock(&rp->mu);
+    return go;
+}
+
+static void *rw_main(void *arg)
+{
+    struct rworker *w = arg;
+    struct replicator *rp = w->rp;
+    for (;;) {
+        pthread_mutex_lock(&rp->mu);
+        uint64_t kicks = rp->kicks;
+        bool stop = rp->stop || rp->degraded;
+        enum region_state state = w->st.state;
+        int64_t retry_at = w->st.retry_at_ms;
+        pthread_mutex_unlock(&rp->mu);
+        if (stop)
+            break;
+        if (state == REGION_FAILED || (state == REGION_BACKOFF && now_ms(CLOCK_MONOTONIC) < retry_at)) {
+            rw_wait(w, kicks, state == REGION_FAILED ? 0 : retry_at);
+            continue;
+        }
+        struct qentry q;
+        struct index_txn *t;
+        int e = index_txn_begin(rp->r->ix, false, &t);
+        if (e == 0) {
+            e = queue_first(t, w->rg->slot, &q);
+            index_txn_abort(t);
+        }
+        if (e == -ENOENT) {
+            rw_wait(w, kicks, 0);
+            continue;
+        }
+        if (e == 0)
+            e = rw_step(w, &q);
+        if (e < 0)
+            rw_failed(w, e);
+        else
+            rw_succeeded(w);
+    }
+    return NULL;
+}
+
+/* ---- public ------------------------------------------------------------ */
+
+int replicator_new(struct repo *r, int notify_fd, struct replicator **ret)
+{
+    struct replicator *rp = calloc(1, sizeof(*rp));
+    pthread_condattr_t ca;
+    if (!rp)
+        return -ENOMEM;
+    rp->r = r;
+    rp->notify_fd = notify_fd;
+    pthread_mutex_init(&rp->mu, NULL);
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&rp->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    rp->n = r->nregions;
+    for (size_t i = 0; i < rp->n; i++) {
+        struct rworker *w = &rp->w[i];
+        w->rp = rp;
+        w->i = i;
+        w->rg = r->regions[i];
+        w->pend = calloc(1, sizeof(*w->pend));
+        manifest_init(&w->man);
+        if (!w->pend) {
+            replicator_free(rp);
+            return -ENOMEM;
+        }
+    }
+    for (size_t i = 0; i < rp->n; i++) {
+        int e = pthread_create(&rp->w[i].th, NULL, rw_main, &rp->w[i]);
+        if (e) {
+            replicator_free(rp);
+            return -e;
+        }
+        rp->w[i].started = true;
+    }
+    *ret = rp;
+    return 0;
+}
+
+void replicator_free(struct replicator *rp)
+{
+    if (!rp)
+        return;
+    pthread_mutex_lock(&rp->mu);
+    rp->stop = true;
+    pthread_cond_broadcast(&rp->cv);
+    pthread_mutex_unlock(&rp->mu);
+    for (size_t i = 0; i < rp->n; i++) {
+        struct rworker *w = &rp->w[i];
+        if (w->started)
+            pthread_join(w->th, NULL);
+        manifest_free(&w->man);
+        free(w->pend);
+        chunkobj_ctx_free(&w->z);
+        buf_free(&w->obj);
+        free(w->data);
+    }
+    pthread_cond_destroy(&rp->cv);
+    pthread_mutex_destroy(&rp->mu);
+    free(rp);
+}
+
+void replicator_kick(struct replicator *rp)
+{
+    pthread_mutex_lock(&rp->mu);
+    rp->kicks++;
+    pthread_cond_broadcast(&rp->cv);
+    pthread_mutex_unlock(&rp->mu);
+}
+
+int replicator_retry(struct replicator *rp, const char *region)
+{
+    int e = -ENOENT;
+    pthread_mutex_lock(&rp->mu);
+    for (size_t i = 0; i < rp->n; i++) {
+        struct rworker *w = &rp->w[i];
+        if (region && strcmp(region, w->rg->conf.name))
+            continue;
+        w->st.state = REGION_OK;
+        w->st.retry_at_ms = 0;
+        e = 0;
+    }
+    rp->kicks++;
+    pthread_cond_broadcast(&rp->cv);
+    pthread_mutex_unlock(&rp->mu);
+    return e;
+}
+
+void replicator_status(struct replicator *rp, size_t i, struct region_status *ret)
+{
+    pthread_mutex_lock(&rp->mu);
+    *ret = rp->w[i].st;
+    pthread_mutex_unlock(&rp->mu);
+}
+
+bool replicator_degraded(struct replicator *rp)
+{
+    pthread_mutex_lock(&rp->mu);
+    bool d = rp->degraded;
+    pthread_mutex_unlock(&rp->mu);
+    return d;
+}
+
+size_t replicator_take_retakes(struct replicator *rp, char (*ret)[4096], size_t cap)
+{
+    pthread_mutex_lock(&rp->mu);
+    size_t n = rp->nretakes < cap ? rp->nretakes : cap;
+    memcpy(ret, rp->retakes, n * sizeof(rp->retakes[0]));
+    memmove(rp->retakes, rp->retakes + n, (rp->nretakes - n) * sizeof(rp->retakes[0]));
+    rp->nretakes -= n;
+    pthread_mutex_unlock(&rp->mu);
+    return n;
+}

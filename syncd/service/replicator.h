@@ -1,0 +1,58 @@
+/*
+ * replicator.h — one worker thread per region draining that region's
+ * persistent queue (service/queue.h): upload the chunks it lacks, then
+ * publish the manifest and move the run's latest ref.  Regions progress
+ * independently: a slow or dead region never holds back the others.
+ *
+ *   replicator_new(repo, notify_fd, &rp);    // starts the threads
+ *   replicator_kick(rp);                     // new work was queued
+ *   replicator_status(rp, i, &st);           // for `ckptsync status`
+ *   replicator_free(rp);                     // stops and joins (SIGTERM)
+ *
+ * Failures go to backoff with jitter (1 s doubling to 60 s), retried
+ * forever; errors a retry cannot fix (an answer saying the request itself
+ * is wrong) mark the region failed until replicator_retry().  A durability
+ * failure of the index (a failed LMDB commit) marks the replicator
+ * degraded: it stops taking work, and the daemon reports it.
+ *
+ * The worker writes one byte to notify_fd (an eventfd) whenever a snapshot
+ * changes state, so the event loop can answer waiters.  Thread-safe: every
+ * function may be called from the event loop while the workers run.
+ */
+#ifndef CKS_REPLICATOR_H
+#define CKS_REPLICATOR_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "service/repo.h"
+
+struct replicator;
+
+enum region_state { REGION_OK, REGION_BACKOFF, REGION_FAILED };
+
+struct region_status {
+    enum region_state state;
+    char last_error[512];
+    int64_t last_error_ms;         /* wall clock, 0 = never */
+    int64_t last_success_ms;
+    unsigned failures;             /* consecutive */
+    int64_t retry_at_ms;           /* for BACKOFF */
+    uint64_t objects_put, bytes_put;
+};
+
+int replicator_new(struct repo *r, int notify_fd, struct replicator **ret);
+void replicator_free(struct replicator *rp);
+void replicator_kick(struct replicator *rp);
+/* Clears a failed region's state (by name); -ENOENT for an unknown name. */
+int replicator_retry(struct replicator *rp, const char *region);
+void replicator_status(struct replicator *rp, size_t i, struct region_status *ret);
+bool replicator_degraded(struct replicator *rp);
+/* Units whose pinned bytes changed after ingest: the daemon must take them
+ * again.  Copies up to cap relpaths into ret (each 4096 bytes) and returns
+ * the count, clearing them. */
+size_t replicator_take_retakes(struct replicator *rp, char (*ret)[4096], size_t cap);
+/* Mask of the region slots a snapshot must reach to be replicated. */
+uint32_t replicator_all_slots(const struct replicator *rp);
+
+#endif
