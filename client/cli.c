@@ -31,6 +31,7 @@ static const char usage_text[] =
     "  ls [--run NAME] [--remote]            list snapshots\n"
     "  show SNAPSHOT [--run NAME]            show one snapshot's files\n"
     "  chunks FILE [--min N --avg N --max N] print FastCDC cut points\n"
+    "  fsck                                  check index refcounts against snapshots\n"
     "\n"
     "Commands that talk to a running ckptsyncd:\n"
     "  commit PATH [--step N] [--wait durable|replicated] [--timeout S]\n"
@@ -202,7 +203,7 @@ static const struct {
     {"snapshot", cmd_snapshot}, {"restore", cmd_restore}, {"verify", cmd_verify},
     {"ls", cmd_ls},             {"show", cmd_show},       {"chunks", cmd_chunks},
     {"commit", cmd_commit},     {"status", cmd_status},   {"flush", cmd_flush},
-    {"retry", cmd_retry},
+    {"retry", cmd_retry},       {"fsck", cmd_fsck},
 };
 
 int main(int argc, char **argv)

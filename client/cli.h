@@ -49,5 +49,6 @@ int cmd_commit(struct cli *c, int argc, char **argv);
 int cmd_status(struct cli *c, int argc, char **argv);
 int cmd_flush(struct cli *c, int argc, char **argv);
 int cmd_retry(struct cli *c, int argc, char **argv);
+int cmd_fsck(struct cli *c, int argc, char **argv);
 
 #endif

@@ -669,6 +669,25 @@ static int keep_pin(void *ud, const char *path)
     return e < 0 || k.found;
 }
 
+static int count_cb(void *ud, const struct pending *p)
+{
+    (void)p;
+    ++*(size_t *)ud;
+    return 0;
+}
+
+static void dmn_log_pending(struct dmn *d)
+{
+    struct index_txn *t;
+    size_t n = 0;
+    if (index_txn_begin(d->r->ix, false, &t) < 0)
+        return;
+    queue_pending_foreach(t, count_cb, &n);
+    index_txn_abort(t);
+    if (n)
+        log_info("resuming %zu snapshot%s not yet in every region", n, n == 1 ? "" : "s");
+}
+
 static int dmn_lock(struct dmn *d)
 {
     struct buf p = BUF_INIT;
@@ -758,6 +777,7 @@ static int dmn_start(struct dmn *d)
         return e;
     }
     pin_cleanup(d->root, keep_pin, d);
+    dmn_log_pending(d);
     if ((e = watcher_new(d->root, &d->w, &err)) < 0 ||
         (e = detector_new(d->root, d->conf.settle, &d->det)) < 0) {
         log_error("watching \"%s\": %s", d->root, buf_str(&err)[0] ? buf_str(&err) : err_str(e));

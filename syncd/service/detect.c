@@ -455,8 +455,7 @@ static void open_del(struct unit *u, const char *rest, bool is_dir)
     size_t l = strlen(rest);
     for (size_t i = 0; i < u->nopen;) {
         const char *o = u->open[i];
-        bool hit = !strcmp(o, rest) ||
-                   (is_dir && (!l || (!strncmp(o, rest, l) && o[l] == '/')));
+        bool hit = !strcmp(o, rest) || (is_dir && (!l || (!strncmp(o, rest, l) && o[l] == '/')));
         if (!hit) {
             i++;
             continue;
@@ -466,8 +465,7 @@ static void open_del(struct unit *u, const char *rest, bool is_dir)
     }
 }
 
-static void unit_track(struct unit *u, enum watcher_event_kind kind, const char *rest,
-                       bool is_dir)
+static void unit_track(struct unit *u, enum watcher_event_kind kind, const char *rest, bool is_dir)
 {
     if (kind == WATCH_WRITE && !is_dir)
         open_add(u, rest);
@@ -495,8 +493,8 @@ static void detector_stalled(const struct detector *d, const struct unit *u)
 {
     log_warn("\"%s\": nothing written for %" PRId64 " s but \"%s%s%s\" is still open for "
              "writing; taking the unit as complete",
-             u->path, d->settle_ms * DETECT_STALL_FACTOR / 1000, u->path,
-             u->open[0][0] ? "/" : "", u->open[0]);
+             u->path, d->settle_ms * DETECT_STALL_FACTOR / 1000, u->path, u->open[0][0] ? "/" : "",
+             u->open[0]);
 }
 
 /* Makes every unit whose quiet deadline passed ready; sets d->due exactly. */
@@ -675,8 +673,7 @@ static void detector_forget_run(struct detector *d, const char *run)
 }
 
 /* The event made the unit path[0, len) dirty: it is no longer ready. */
-static struct unit *detector_touch(struct detector *d, const char *path, size_t len,
-                                   int64_t now)
+static struct unit *detector_touch(struct detector *d, const char *path, size_t len, int64_t now)
 {
     struct unit *u = unit_get(d, path, len);
     if (!u) {

@@ -41,6 +41,7 @@
 #include "service/walk.h"
 
 #define INGEST_MAX_JOBS 4096
+#define INGEST_RACY_NS 20000000 /* 20 ms: several timestamp ticks */
 
 struct cref {                 /* one chunk reference, with where its bytes are */
     uint8_t id[HASH_LEN];
@@ -165,6 +166,23 @@ static bool ing_same(const struct stat *a, const struct stat *b)
            a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
 }
 
+/* A write in the same clock tick as the file's last one may leave mtime
+ * and ctime unchanged (timestamps are coarse), so a file modified in the
+ * last few milliseconds is given time to age before its identity is
+ * trusted ("racy" files, as git calls them). */
+static void ing_age(int fd, struct stat *st)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    int64_t age_ns = ((int64_t)now.tv_sec - st->st_mtim.tv_sec) * 1000000000 +
+                     (now.tv_nsec - st->st_mtim.tv_nsec);
+    if (age_ns >= 0 && age_ns < INGEST_RACY_NS) {
+        struct timespec d = {0, INGEST_RACY_NS};
+        nanosleep(&d, NULL);
+        fstat(fd, st);
+    }
+}
+
 static int ing_file(struct ing *g, size_t k)
 {
     struct stat st1, st2;
@@ -177,6 +195,7 @@ static int ing_file(struct ing *g, size_t k)
         e = -errno;
         goto out;
     }
+    ing_age(fd, &st1);
     g->cur_file = (uint32_t)g->m.nfiles;
     if ((e = manifest_add_file(&g->m, MFILE_REG, g->w.v[k].path, st1.st_mode & 07777, NULL)) < 0)
         goto out;

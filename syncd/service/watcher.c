@@ -42,7 +42,7 @@
 #include "service/watcher.h"
 
 #define WATCH_MASK                                                                                 \
-    (IN_MODIFY | IN_CLOSE_WRITE | IN_CREATE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE |           \
+    (IN_MODIFY | IN_CLOSE_WRITE | IN_CREATE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE |            \
      IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR | IN_DONT_FOLLOW | IN_EXCL_UNLINK)
 #define WATCH_MAX_DEPTH 128
 #define WATCH_PATH_MAX 4096
@@ -338,8 +338,7 @@ static bool scan_is_dir(DIR *d, const struct dirent *de)
     return !fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) && S_ISDIR(st.st_mode);
 }
 
-static int scan_dir(struct watcher *w, int wd, size_t alen, size_t rlen, struct scan *s,
-                    int depth);
+static int scan_dir(struct watcher *w, int wd, size_t alen, size_t rlen, struct scan *s, int depth);
 
 /* Reports one entry of a scanned directory; descends into directories. */
 static int scan_entry(struct watcher *w, int parent, DIR *d, const struct dirent *de,
@@ -372,8 +371,7 @@ static int scan_entry(struct watcher *w, int parent, DIR *d, const struct dirent
  * itself watched as wd (0: not watched, report only).  Restores both paths
  * to alen / rlen after each entry.
  */
-static int scan_dir(struct watcher *w, int wd, size_t alen, size_t rlen, struct scan *s,
-                    int depth)
+static int scan_dir(struct watcher *w, int wd, size_t alen, size_t rlen, struct scan *s, int depth)
 {
     int fd = open(w->abs, O_RDONLY | O_DIRECTORY | O_CLOEXEC | (depth ? O_NOFOLLOW : 0));
     DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
@@ -477,8 +475,7 @@ static enum watcher_event_kind watcher_kind(uint32_t mask)
 }
 
 /* Handles one event; returns the number of callbacks made or -ENOMEM. */
-static int watcher_event(struct watcher *w, const struct inotify_event *ev, watcher_cb cb,
-                         void *ud)
+static int watcher_event(struct watcher *w, const struct inotify_event *ev, watcher_cb cb, void *ud)
 {
     if (ev->mask & IN_Q_OVERFLOW) {
         w->lost = true;

@@ -15,6 +15,7 @@ STEP_NO=0
 
 cleanup() {
   local rc=$?
+  [ -n "${DAEMON_PID:-}" ] && kill -9 "$DAEMON_PID" 2>/dev/null || true
   for m in "${CKS_MOUNTS[@]:-}"; do [ -n "$m" ] && umount -l "$m" 2>/dev/null || true; done
   if [ $rc -eq 0 ] || [ $rc -eq 77 ]; then rm -rf "$T"; else echo "scratch kept: $T" >&2; fi
 }
@@ -79,3 +80,51 @@ try_mount() {
   mount "$@" 2>/dev/null || return 1
   CKS_MOUNTS+=("$dir")
 }
+
+# ---- the daemon -------------------------------------------------------------
+: "${CKPTSYNCD:=$(dirname "$CKPTSYNC")/ckptsyncd}"
+DAEMON_PID=
+
+# start_daemon [args...]: runs ckptsyncd on $CONF in the background (log in
+# $T/daemon.log) and waits until it answers on its socket.
+start_daemon() {
+  "$CKPTSYNCD" --config "$CONF" "$@" >> "$T/daemon.log" 2>&1 &
+  DAEMON_PID=$!
+  for _ in $(seq 1 100); do
+    cks status --json > /dev/null 2>&1 && return 0
+    kill -0 "$DAEMON_PID" 2>/dev/null || { tail -20 "$T/daemon.log" >&2; die "ckptsyncd exited at start"; }
+    sleep 0.1
+  done
+  tail -20 "$T/daemon.log" >&2; die "ckptsyncd did not answer within 10 s"
+}
+
+# stop_daemon: SIGTERM, and it must be gone within 10 s.
+stop_daemon() {
+  [ -n "$DAEMON_PID" ] || return 0
+  kill -TERM "$DAEMON_PID" 2>/dev/null || true
+  for _ in $(seq 1 100); do
+    kill -0 "$DAEMON_PID" 2>/dev/null || { wait "$DAEMON_PID" 2>/dev/null || true; DAEMON_PID=; return 0; }
+    sleep 0.1
+  done
+  die "ckptsyncd did not stop within 10 s of SIGTERM"
+}
+
+kill9_daemon() {
+  [ -n "$DAEMON_PID" ] || return 0
+  kill -9 "$DAEMON_PID" 2>/dev/null || true
+  wait "$DAEMON_PID" 2>/dev/null || true
+  DAEMON_PID=
+}
+
+# wait_for SECONDS CMD...: polls CMD until it succeeds.
+wait_for() {
+  local secs=$1; shift
+  for _ in $(seq 1 $((secs * 10))); do "$@" > /dev/null 2>&1 && return 0; sleep 0.1; done
+  return 1
+}
+
+# set_settle SECONDS: the daemon's quiescence delay in $CONF.
+set_settle() { sed -i "/^\[daemon\]/a settle = $1" "$CONF"; }
+
+# tree_sums DIR: "sha256  relpath" of every file, sorted.
+tree_sums() { (cd "$1" && find . -type f -print0 | sort -z | xargs -0 -r sha256sum); }

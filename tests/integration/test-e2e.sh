@@ -95,4 +95,6 @@ make_file "$T/watch/run2/step_300.pt" 3
 cks snapshot "$T/watch/run2/step_300.pt" --run run2 --step 300 -q
 cks restore --run run2 --latest --to "$T/r3" -q
 cmp "$T/watch/run2/step_300.pt" "$T/r3/step_300.pt" || die "single file differs"
+step "fsck: refcounts match the snapshots"
+cks fsck
 echo "e2e: ok"

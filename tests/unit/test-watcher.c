@@ -455,6 +455,81 @@ static void test_rescan_forgets_stale(void **state)
     assert_false(seen_path(s, "run/a/"));
 }
 
+/* Directories below the root (relative paths), parents first. */
+static size_t list_dirs(const char *root, const char *rel, char (*out)[256], size_t n, size_t max)
+{
+    char path[512];
+    if (rel[0])
+        path_in(root, rel, path, sizeof(path));
+    else
+        snprintf(path, sizeof(path), "%s", root);
+    DIR *d = opendir(path);
+    struct dirent *e;
+    assert_non_null(d);
+    while ((e = readdir(d)) && n < max) {
+        if (e->d_type != DT_DIR || !strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        int l = snprintf(out[n], sizeof(out[n]), "%s%s%s", rel, rel[0] ? "/" : "", e->d_name);
+        assert_true(l > 0 && (size_t)l < sizeof(out[n]));
+        n = list_dirs(root, out[n], out, n + 1, max);
+    }
+    closedir(d);
+    return n;
+}
+
+/* Random mkdirs and renames of whole subtrees, read at random points. */
+static void test_rename_storm(void **state)
+{
+    struct scratch *s = *state;
+    char(*dirs)[256] = calloc(512, sizeof(*dirs));
+    uint32_t seed = 12345;
+    assert_non_null(dirs);
+    start(s);
+
+    for (int step = 0; step < 300; step++) {
+        size_t n = list_dirs(s->dir, "", dirs, 0, 512);
+        seed = seed * 1103515245u + 12345u;
+        size_t pick = (seed >> 8) % (n + 1);
+        const char *parent = pick < n ? dirs[pick] : "";
+        char name[256], to[256];
+        snprintf(name, sizeof(name), "%s%sd%d", parent, parent[0] ? "/" : "", step);
+        if (n < 3 || (seed >> 20) % 3 == 0 || strlen(name) > 150) {
+            if (strlen(name) <= 150)
+                mkdir_in(s, name);
+        } else {
+            const char *from = dirs[(seed >> 4) % n];
+            const char *under = dirs[(seed >> 12) % n];
+            size_t fl = strlen(from);
+            bool inside = !strncmp(under, from, fl) && (under[fl] == '/' || !under[fl]);
+            if ((seed >> 24) % 4 == 0 || inside)
+                under = ""; /* to the top level */
+            snprintf(to, sizeof(to), "%s%sm%d", under, under[0] ? "/" : "", step);
+            if (strlen(to) <= 150)
+                rename_in(s->dir, from, s->dir, to);
+        }
+        if (seed % 2)
+            assert_true(drain(s) >= 0);
+    }
+    assert_true(drain(s) >= 0);
+
+    size_t n = list_dirs(s->dir, "", dirs, 0, 512);
+    assert_int_equal(watcher_count(s->w), n + 1);
+    for (size_t i = 0; i < n; i++) {
+        char probe[300];
+        snprintf(probe, sizeof(probe), "%s/probe", dirs[i]);
+        write_in(s->dir, probe, "p");
+    }
+    assert_true(drain(s) > 0);
+    for (size_t i = 0; i < n; i++) {
+        char probe[300];
+        snprintf(probe, sizeof(probe), "%s/probe", dirs[i]);
+        if (!seen(s, WATCH_CLOSE_WRITE, probe, false))
+            fail_msg("no event for \"%s\"", probe);
+    }
+    assert_int_equal(s->n, 3 * n); /* create, write, close for each; nothing stale */
+    free(dirs);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -471,10 +546,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_rescan_reports_everything, scratch_setup,
                                         scratch_teardown),
         cmocka_unit_test_setup_teardown(test_no_reentry, scratch_setup, scratch_teardown),
-        cmocka_unit_test_setup_teardown(test_overflow_then_rescan, scratch_setup,
-                                        scratch_teardown),
-        cmocka_unit_test_setup_teardown(test_rescan_forgets_stale, scratch_setup,
-                                        scratch_teardown),
+        cmocka_unit_test_setup_teardown(test_overflow_then_rescan, scratch_setup, scratch_teardown),
+        cmocka_unit_test_setup_teardown(test_rescan_forgets_stale, scratch_setup, scratch_teardown),
+        cmocka_unit_test_setup_teardown(test_rename_storm, scratch_setup, scratch_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,358 @@
+"""ckptsync — tell a running ckptsyncd that a checkpoint is complete.
+
+Pure Python 3, standard library only.  Speaks the control protocol
+documented in include/ckptsync/protocol.h over the daemon's unix socket:
+one connection per request, one request line out, one response line back.
+
+    import ckptsync
+    ckptsync.commit("/data/cloud_storage/run1/checkpoint-1000", step=1000)
+    ckptsync.commit(path, step=1000, wait="durable", timeout=600)
+    ckptsync.latest("run1")   # {"id": ..., "step": 1000, "state": "durable"}
+
+From a training loop:
+
+    cb = ckptsync.CheckpointCallback("/data/cloud_storage/run1")
+    torch.save(state, "/data/cloud_storage/run1/step_1000.pt")
+    cb.saved("step_1000.pt", 1000)
+
+With the Hugging Face Trainer (transformers is not imported here):
+
+    trainer = Trainer(..., callbacks=[ckptsync.CheckpointCallback()])
+
+The socket is the ``socket_path`` argument, else $CKPTSYNC_SOCKET, else
+/var/lib/ckptsync/ckptsyncd.sock.  A missing daemon raises
+DaemonNotRunning; an ERR answer raises Error with the daemon's ``code``
+("timeout", "badrequest", "notfound", "notwatched", "degraded", ...) and
+``message``.  Both are subclasses of Error.  Other OSErrors (say, no
+permission on the socket) are raised as they are.
+
+Functions are thread-safe: no state is shared between calls.
+"""
+
+import json
+import logging
+import math
+import os
+import re
+import socket
+
+__all__ = [
+    "Client", "Error", "DaemonNotRunning", "CheckpointCallback",
+    "ping", "commit", "status", "flush", "retry", "latest",
+    "DEFAULT_SOCKET", "SOCKET_ENV",
+]
+__version__ = "0.1.0"
+
+DEFAULT_SOCKET = "/var/lib/ckptsync/ckptsyncd.sock"
+SOCKET_ENV = "CKPTSYNC_SOCKET"
+MAGIC = "CKPTSYNC/1"
+MAX_REQUEST = 65536
+MAX_RESPONSE = 4 << 20
+MAX_TIMEOUT = 604800
+CLIENT_SLACK = 30  # seconds to wait for an answer past the request's own limit
+WAITS = ("none", "durable", "replicated")
+_CODE = re.compile(rb"[a-z][a-z0-9_]{0,30}")
+_REGION = re.compile(r"[A-Za-z0-9_-]{1,63}")
+
+_log = logging.getLogger("ckptsync")
+
+
+class Error(Exception):
+    """The daemon answered ERR (or could not be understood).
+
+    ``code`` is the daemon's short lowercase code, or "protocol" for a
+    malformed or missing answer, "timeout" when no answer came in time.
+    """
+
+    def __init__(self, code, message=""):
+        super().__init__("%s: %s" % (code, message) if message else code)
+        self.code = code
+        self.message = message
+
+
+class DaemonNotRunning(Error):
+    """No daemon listens on the socket (no socket file, or refused)."""
+
+    def __init__(self, path, reason):
+        super().__init__("notrunning", "no ckptsyncd at %r (%s)" % (path, reason))
+        self.path = path
+
+
+# ---- encoding ----------------------------------------------------------------
+
+def _quote(value):
+    """Percent-encodes bytes <= 0x20, >= 0x7f, '%' and '='."""
+    if isinstance(value, str):
+        value = os.fsencode(value)
+    out = []
+    for b in value:
+        if b <= 0x20 or b >= 0x7F or b in (0x25, 0x3D):
+            out.append("%%%02X" % b)
+        else:
+            out.append(chr(b))
+    return "".join(out)
+
+
+def _unquote_message(text):
+    """Lenient decoding of an ERR message: bad escapes are kept as they are."""
+    raw = bytearray()
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if c == 0x25 and i + 2 < len(text):
+            try:
+                raw.append(int(text[i + 1:i + 3].decode("ascii"), 16))
+                i += 3
+                continue
+            except ValueError:
+                pass
+        raw.append(c)
+        i += 1
+    return raw.decode("utf-8", "replace")
+
+
+def _check_wait(wait):
+    if wait is None:
+        return "none"
+    if wait not in WAITS:
+        raise ValueError("wait must be None, 'none', 'durable' or 'replicated', not %r" % (wait,))
+    return wait
+
+
+def _check_seconds(name, value):
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError("%s must be a number of seconds, not %r" % (name, value))
+    seconds = math.ceil(value)
+    if not 0 <= seconds <= MAX_TIMEOUT:
+        raise ValueError("%s must be 0..%d seconds, not %r" % (name, MAX_TIMEOUT, value))
+    return seconds
+
+
+def _absolute(path):
+    """The path made absolute against the current directory, not resolved:
+    the daemon decides what it means under its watch root."""
+    path = os.fspath(path)
+    if not path:
+        raise ValueError("empty path")
+    if isinstance(path, bytes):
+        return path if path.startswith(b"/") else os.path.join(os.getcwdb(), path)
+    return path if path.startswith("/") else os.path.join(os.getcwd(), path)
+
+
+def _answer_timeout(wait, limit):
+    """Seconds to wait for the answer; None means no limit."""
+    if wait == "none":
+        return CLIENT_SLACK
+    return None if limit is None else limit + CLIENT_SLACK
+
+
+# ---- the client ----------------------------------------------------------------
+
+class Client:
+    """A handle on one daemon's socket.  Cheap: it holds only the path;
+    every request opens its own connection."""
+
+    def __init__(self, socket_path=None):
+        self.socket_path = os.fspath(socket_path or os.environ.get(SOCKET_ENV) or DEFAULT_SOCKET)
+
+    def request(self, verb, params=(), timeout=CLIENT_SLACK):
+        """Sends ``CKPTSYNC/1 verb k=v...``; returns the OK answer's dict."""
+        line = " ".join([MAGIC, verb] + ["%s=%s" % (k, _quote(v)) for k, v in params]) + "\n"
+        data = line.encode("ascii")
+        if len(data) > MAX_REQUEST:
+            raise ValueError("request longer than %d bytes" % MAX_REQUEST)
+        with self._connect() as sock:
+            sock.settimeout(timeout)
+            try:
+                sock.sendall(data)
+                answer = self._read_line(sock)
+            except socket.timeout:
+                raise Error("timeout", "no answer from ckptsyncd within %s s" % timeout) from None
+            except (BrokenPipeError, ConnectionResetError) as e:
+                raise Error("protocol", "ckptsyncd closed the connection (%s)" % e) from None
+        return self._parse(answer)
+
+    def _connect(self):
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.connect(self.socket_path)
+        except (FileNotFoundError, ConnectionRefusedError) as e:
+            sock.close()
+            raise DaemonNotRunning(self.socket_path, e.strerror) from None
+        except BaseException:
+            sock.close()
+            raise
+        return sock
+
+    @staticmethod
+    def _read_line(sock):
+        buf = bytearray()
+        while True:
+            chunk = sock.recv(min(65536, MAX_RESPONSE - len(buf)))
+            if not chunk:
+                raise Error("protocol", "ckptsyncd closed the connection without an answer")
+            start = len(buf)
+            buf += chunk
+            nl = buf.find(b"\n", start)
+            if nl >= 0:
+                return bytes(buf[:nl])
+            if len(buf) >= MAX_RESPONSE:
+                raise Error("protocol", "answer longer than %d bytes" % MAX_RESPONSE)
+
+    @staticmethod
+    def _parse(line):
+        if line.startswith(b"OK "):
+            try:
+                body = json.loads(line[3:].decode("utf-8"))
+            except ValueError as e:
+                raise Error("protocol", "malformed JSON in answer: %s" % e) from None
+            if not isinstance(body, dict):
+                raise Error("protocol", "answer is not a JSON object")
+            return body
+        if line.startswith(b"ERR "):
+            code, _, msg = line[4:].partition(b" ")
+            if _CODE.fullmatch(code):
+                raise Error(code.decode("ascii"), _unquote_message(msg))
+        raise Error("protocol", "malformed answer: %r" % line[:80])
+
+    # ---- verbs ----
+
+    def ping(self):
+        return self.request("ping")
+
+    def commit(self, path, step=None, wait=None, timeout=None):
+        """Checkpoint at path (file or directory) is complete; with wait
+        "durable" or "replicated", return once it is (at most timeout s)."""
+        params = [("path", _absolute(path))]
+        if step is not None:
+            if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+                raise ValueError("step must be an int >= 0, not %r" % (step,))
+            params.append(("step", str(step)))
+        wait = _check_wait(wait)
+        if wait != "none":
+            params.append(("wait", wait))
+        timeout = _check_seconds("timeout", timeout)
+        if timeout is not None:
+            params.append(("timeout", str(timeout)))
+        return self.request("commit", params, _answer_timeout(wait, timeout))
+
+    def status(self):
+        return self.request("status")
+
+    def flush(self, wait=None, deadline=None):
+        """Upload everything queued now; with wait, return once all of it
+        is durable or replicated (at most deadline s)."""
+        wait = _check_wait(wait)
+        params = [("wait", wait)] if wait != "none" else []
+        deadline = _check_seconds("deadline", deadline)
+        if deadline is not None:
+            params.append(("deadline", str(deadline)))
+        return self.request("flush", params, _answer_timeout(wait, deadline))
+
+    def retry(self, region):
+        """Retry a failing region now instead of after its backoff."""
+        if not isinstance(region, str) or not _REGION.fullmatch(region):
+            raise ValueError("not a region name: %r" % (region,))
+        return self.request("retry", [("region", region)])
+
+    def latest(self, run):
+        """The run's latest snapshot ({"id", "step", "state", ...}), or None
+        when the daemon knows no snapshot of that run."""
+        for entry in self.status().get("runs") or []:
+            if isinstance(entry, dict) and entry.get("run") == run:
+                return entry.get("latest")
+        return None
+
+
+def ping(socket_path=None):
+    return Client(socket_path).ping()
+
+
+def commit(path, step=None, wait=None, timeout=None, socket_path=None):
+    return Client(socket_path).commit(path, step=step, wait=wait, timeout=timeout)
+
+
+def status(socket_path=None):
+    return Client(socket_path).status()
+
+
+def flush(wait=None, deadline=None, socket_path=None):
+    return Client(socket_path).flush(wait=wait, deadline=deadline)
+
+
+def retry(region, socket_path=None):
+    return Client(socket_path).retry(region)
+
+
+def latest(run, socket_path=None):
+    return Client(socket_path).latest(run)
+
+
+# ---- training loops ---------------------------------------------------------
+
+def _noop(*args, **kwargs):
+    return None
+
+
+class CheckpointCallback:
+    """Commits each checkpoint a training loop saves.
+
+    Plain loop:   cb = CheckpointCallback(root); ...; cb.saved(path, step)
+    HF Trainer:   Trainer(..., callbacks=[CheckpointCallback()])
+
+    ``root`` is where relative paths given to saved() live (default: the
+    current directory).  ``wait`` None commits and returns at once (the
+    daemon uploads in the background); "durable" or "replicated" blocks
+    the loop until the checkpoint is safe, at most ``timeout`` seconds.
+
+    By default a failure is logged and training goes on (the daemon also
+    notices checkpoints by itself); ``strict=True`` raises instead.
+    """
+
+    def __init__(self, root=None, wait=None, timeout=None, socket_path=None, strict=False):
+        self.root = os.fspath(root) if root is not None else None
+        self.wait = _check_wait(wait)
+        self.timeout = _check_seconds("timeout", timeout)
+        self.client = Client(socket_path)
+        self.strict = strict
+        self.last = None  # the daemon's answer to the last commit
+        self._warned = False
+
+    def saved(self, path, step=None):
+        """The checkpoint at path is complete.  Returns the daemon's answer,
+        or None when it failed and strict is off."""
+        path = os.fspath(path)
+        if self.root is not None and not os.path.isabs(path):
+            path = os.path.join(self.root, path)
+        try:
+            self.last = self.client.commit(path, step=step, wait=self.wait, timeout=self.timeout)
+            return self.last
+        except (Error, OSError) as e:
+            if self.strict:
+                raise
+            self._report(path, e)
+            return None
+
+    def _report(self, path, e):
+        if isinstance(e, DaemonNotRunning):
+            if not self._warned:
+                _log.warning("ckptsync: %s; checkpoints are not committed explicitly", e.message)
+            self._warned = True
+        else:
+            _log.warning("ckptsync: commit %r: %s", path, e)
+
+    # Hugging Face TrainerCallback protocol: the Trainer calls every on_*
+    # event on every callback; only on_save matters here.
+    def on_save(self, args, state, control, **kwargs):
+        if not getattr(state, "is_world_process_zero", True):
+            return None
+        step = state.global_step
+        self.saved(os.path.join(args.output_dir, "checkpoint-%d" % step), step)
+        return None  # None leaves the Trainer's control as it is
+
+    def __getattr__(self, name):
+        if name.startswith("on_"):
+            return _noop
+        raise AttributeError("%r object has no attribute %r" % (type(self).__name__, name))

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# ckptsyncd against a Hugging Face-style training run: checkpoints written
+# with trainer_state.json last and rotated away (save_total_limit); every
+# committed snapshot restores bit-identical to what was written, the log
+# file outside the checkpoints is captured by quiescence, and restarting
+# the daemon on unchanged data takes no new snapshot.
+. "$(dirname "$0")/lib.sh"
+write_config 64K 256K 1M
+set_settle 1
+start_daemon
+
+step "a training run writes 6 checkpoints, keeping 2"
+python3 "$CKS_SOURCE_DIR/tests/integration/hf_writer.py" "$T/watch/r1" "$T/sums" \
+  --checkpoints 6 --mib 4 --save-total-limit 2 --pause 0.3
+
+step "flush: everything replicated"
+cks flush --wait replicated --deadline 120 || { cat "$T/daemon.log"; die "flush failed"; }
+cks status > "$T/status.txt"; cat "$T/status.txt"
+grep -q "r1 .*checkpoint\|r1 " "$T/status.txt" || die "status does not show run r1"
+
+step "every committed snapshot restores bit-identical"
+cks ls --remote --run r1 --json > "$T/ls.json"
+python3 - "$T/ls.json" > "$T/ids.txt" <<'PY'
+import json, sys
+for s in json.load(open(sys.argv[1])):
+    print(s["id"], s["regions"])
+PY
+n=0; seen=""
+while read -r id regions; do
+  [ "$regions" = 3 ] || die "snapshot $id is in $regions regions after flush --wait replicated"
+  rm -rf "$T/restore"
+  cks restore --run r1 --snapshot "$id" --to "$T/restore" -q
+  root=$(ls "$T/restore")
+  case $root in
+    checkpoint-*)
+      tree_sums "$T/restore/$root" > "$T/got.sums"
+      diff "$T/sums/$root.sums" "$T/got.sums" > /dev/null || die "snapshot $id of $root is not what was written"
+      n=$((n + 1)); seen="$seen $root";;
+    train.log) [ -s "$T/restore/train.log" ] || die "empty log";;
+  esac
+done < "$T/ids.txt"
+echo "verified $n checkpoint snapshots:$seen"
+[ "$n" -ge 3 ] || die "only $n of 6 checkpoints were captured"
+echo "$seen" | grep -q "checkpoint-60" || die "the last checkpoint was not captured"
+grep -q "train.log" <(cks ls --remote --run r1 --json | python3 -c 'import json,sys; [print(s["id"]) for s in json.load(sys.stdin)]' | while read -r id; do cks show "$id" --run r1 --json; done) \
+  || die "train.log (outside checkpoints) was not captured"
+
+step "restart on unchanged data takes no new snapshot"
+before=$(cks ls --remote --run r1 --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')
+stop_daemon
+start_daemon
+sleep 3
+cks flush --wait replicated --deadline 60
+after=$(cks ls --remote --run r1 --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')
+[ "$before" = "$after" ] || die "restart took new snapshots of unchanged data ($before -> $after)"
+ls "$T/watch/.ckptsync-pins" 2>/dev/null | grep -q . && die "pin folders left after replication"
+stop_daemon
+cks verify --run r1 -q || die "verify after the run"
+echo "daemon-hf: ok"
