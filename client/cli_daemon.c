@@ -129,9 +129,15 @@ static void status_print(const struct jnode *root)
     printf("\n%-20s %-34s %10s %-11s\n", "RUN", "LATEST", "STEP", "STATE");
     for (size_t i = 0; i < jnode_len(runs); i++) {
         const struct jnode *r = jnode_at(runs, i), *l = jnode_get(r, "latest");
-        printf("%-20s %-34s %10.0f %s (%.0f)\n", jnode_str(jnode_get(r, "run"), "?"),
-               jnode_str(jnode_get(l, "id"), "?"), jnode_num(jnode_get(l, "step"), -1),
-               jnode_str(jnode_get(l, "state"), "?"), jnode_num(jnode_get(l, "regions_committed"), 0));
+        const char *state = jnode_str(jnode_get(l, "state"), "?");
+        char detail[64];
+        if (!strcmp(state, "uploading") || !strcmp(state, "queued"))
+            snprintf(detail, sizeof(detail), "%.0f%%", jnode_num(jnode_get(l, "uploaded_percent"), 0));
+        else
+            snprintf(detail, sizeof(detail), "%.0f/%.0f", jnode_num(jnode_get(l, "regions_committed"), 0),
+                     jnode_num(jnode_get(l, "regions"), 0));
+        printf("%-20s %-34s %10.0f %s %s\n", jnode_str(jnode_get(r, "run"), "?"),
+               jnode_str(jnode_get(l, "id"), "?"), jnode_num(jnode_get(l, "step"), -1), state, detail);
     }
     printf("\n%-12s %-8s %9s %12s %9s  %s\n", "REGION", "STATE", "CHUNKS", "BYTES", "LAG", "LAST ERROR");
     for (size_t i = 0; i < jnode_len(regions); i++) {

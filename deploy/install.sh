@@ -10,4 +10,11 @@ cmake --install "$top/build" --prefix /usr/local > /dev/null
 install -d -m 0755 /etc/ckptsync
 install -m 0644 "$top/deploy/ckptsync.conf.example" /etc/ckptsync/ckptsync.conf.example
 install -d -m 0700 /var/lib/ckptsync
-echo "installed: $(/usr/local/bin/ckptsync --version)"
+install -d -m 0755 /usr/local/share/doc/ckptsync
+install -m 0644 "$top/README.md" /usr/local/share/doc/ckptsync/README.md
+if [ -d /etc/systemd/system ]; then
+  install -m 0644 "$top/deploy/ckptsyncd.service" /etc/systemd/system/ckptsyncd.service
+  command -v systemctl > /dev/null && systemctl daemon-reload 2> /dev/null || true
+fi
+echo "installed: $(/usr/local/bin/ckptsync --version), $(/usr/local/sbin/ckptsyncd --version)"
+echo "start it:  systemctl enable --now ckptsyncd   (or run ckptsyncd in a terminal)"

@@ -109,14 +109,13 @@ static int load_config(const struct opts *o, struct config *c, const char **ret_
 
 int main(int argc, char **argv)
 {
+    static struct config conf; /* large: not on the stack */
+    struct config *c = &conf;
     struct opts o = {0};
-    struct config *c = calloc(1, sizeof(*c));
     const char *path = NULL;
     struct stat st;
 
     log_init("ckptsyncd", LOG_LVL_INFO);
-    if (!c)
-        return 1;
     if (parse_args(argc, argv, &o) < 0)
         return 2;
     if (o.verbose)
@@ -138,7 +137,5 @@ int main(int argc, char **argv)
     if (!path)
         log_warn("no configuration file: using the embedded default (three dir regions under "
                  "\"%s\"): fine for trying, but it does NOT survive the instance", c->state);
-    int e = daemon_run(c, path, argv);
-    free(c);
-    return e < 0 ? 1 : 0;
+    return daemon_run(c, path, argv) < 0 ? 1 : 0;
 }

@@ -12,6 +12,11 @@ build=${CKS_TEST_BUILD:-$top/build-test}
 cmake -S "$top" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
       -DCKS_SANITIZE=ON -DCKS_WERROR=ON > /dev/null
 cmake --build "$build" -j"$(nproc)"
+# The optimised build users install must be warning-free too (-O2 without
+# sanitizers sees different code paths).
+cmake -S "$top" -B "$top/build-release" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCKS_TESTS=OFF \
+      -DCKS_WERROR=ON > /dev/null
+cmake --build "$top/build-release" -j"$(nproc)"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 if [ "${CKS_FUZZ_SECONDS:-15}" != 0 ]; then

@@ -541,8 +541,10 @@ int config_parse_size(const char *s, uint64_t *ret)
 
 static void region_default(struct region_conf *r, const char *name)
 {
+    char copy[CONFIG_NAME_MAX];
+    snprintf(copy, sizeof(copy), "%s", name); /* name may not alias *r once it is cleared */
     memset(r, 0, sizeof(*r));
-    snprintf(r->name, sizeof(r->name), "%s", name);
+    memcpy(r->name, copy, sizeof(copy));
     r->kind = REGION_KIND_DIR;
     snprintf(r->signing_region, sizeof(r->signing_region), "us-east-1");
     r->virtual_hosted = false;

@@ -182,6 +182,7 @@ static void dmn_accept(struct dmn *d)
 struct latest_acc {
     struct json *j;
     const struct dmn *d;
+    struct index_txn *t;
     char run[MANIFEST_MAX_FIELD + 1];
     char id[MANIFEST_ID_MAX + 1];
     struct index_snap s;
@@ -200,6 +201,36 @@ static const char *snap_state(const struct dmn *d, uint32_t committed, unsigned 
     return k ? "uploading" : "queued";
 }
 
+struct pct_acc {
+    const char *run, *id;
+    unsigned nslots;
+    struct index_txn *t;
+    double pct;
+};
+
+static int pct_cb(void *ud, const struct pending *p)
+{
+    struct pct_acc *a = ud;
+    uint64_t left = 0;
+    if (strcmp(p->run, a->run) || strcmp(p->id, a->id))
+        return 0;
+    if (p->queued_bytes && queue_seq_bytes(a->t, p->seq, a->nslots, &left) == 0)
+        a->pct = 100.0 * (double)(p->queued_bytes - (left < p->queued_bytes ? left : p->queued_bytes)) /
+                 (double)p->queued_bytes;
+    return 1;
+}
+
+/* How much of the snapshot's queued upload is done, over all regions. */
+static double upload_percent(const struct latest_acc *a)
+{
+    struct pct_acc pa = {a->run, a->id, 0, a->t, 100.0};
+    for (size_t i = 0; i < a->d->r->nregions; i++)
+        if (a->d->r->regions[i]->slot + 1 > pa.nslots)
+            pa.nslots = a->d->r->regions[i]->slot + 1;
+    queue_pending_foreach(a->t, pct_cb, &pa);
+    return pa.pct;
+}
+
 static void status_emit_run(struct latest_acc *a)
 {
     unsigned k;
@@ -215,7 +246,10 @@ static void status_emit_run(struct latest_acc *a)
     json_key(a->j, "bytes"); json_u64(a->j, a->s.bytes);
     json_key(a->j, "state"); json_str(a->j, snap_state(a->d, a->s.committed, &k));
     json_key(a->j, "regions_committed"); json_u64(a->j, k);
+    json_key(a->j, "regions"); json_u64(a->j, a->d->r->nregions);
     json_key(a->j, "durable"); json_bool(a->j, k >= a->d->conf.quorum);
+    json_key(a->j, "uploaded_percent");
+    json_double(a->j, k == a->d->r->nregions ? 100.0 : upload_percent(a));
     json_obj_end(a->j);
     json_obj_end(a->j);
 }
@@ -291,7 +325,7 @@ static int status_json(struct dmn *d, struct buf *out)
     json_key(&j, "ingest_busy"); json_u64(&j, ingester_busy(d->ig));
     json_key(&j, "runs");
     json_arr_begin(&j);
-    struct latest_acc a = {.j = &j, .d = d};
+    struct latest_acc a = {.j = &j, .d = d, .t = t};
     e = index_snap_foreach(t, NULL, status_run_cb, &a);
     status_emit_run(&a);
     json_arr_end(&j);

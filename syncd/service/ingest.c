@@ -81,6 +81,7 @@ struct ing {
     uint32_t cur_file;
     struct index_file_key *keys;  /* per manifest file, for the file records */
     uint8_t content[HASH_LEN];
+    uint64_t queued_bytes;
 };
 
 /* ---- reading ----------------------------------------------------------- */
@@ -369,8 +370,10 @@ static int ing_enqueue(struct ing *g, struct index_txn *t, uint64_t seq)
             struct qentry q = {.slot = r->regions[i]->slot, .seq = seq, .kind = QUEUE_CHUNK,
                                .file = g->refs[k].file, .off = g->refs[k].off, .len = g->refs[k].len};
             memcpy(q.id, g->refs[k].id, HASH_LEN);
-            if (!((c.presence >> q.slot) & 1))
+            if (!((c.presence >> q.slot) & 1)) {
                 e = queue_put(t, &q);
+                g->queued_bytes += q.len;
+            }
         }
         g->res->new_chunks += fresh;
     }
@@ -432,12 +435,15 @@ static int ing_commit(struct ing *g)
         snprintf(p->pin, sizeof(p->pin), "%s", g->pinned ? buf_str(&g->pin) : g->w.base);
         p->manifest = man.data;
         p->manifest_len = man.len;
-        e = queue_pending_put(t, p);
     }
     if (e == 0)
         e = ing_records(g, t);
     if (e == 0)
         e = ing_enqueue(g, t, seq);
+    if (e == 0) {
+        p->queued_bytes = g->queued_bytes;
+        e = queue_pending_put(t, p);
+    }
     ing_unit_key(g->job->unit, key);
     hex_encode(g->content, HASH_LEN, hex);
     snprintf(val, sizeof(val), "%s %s", hex, g->m.id);
@@ -468,6 +474,7 @@ static void ing_reset(struct ing *g)
     free(g->keys);
     g->keys = NULL;
     g->nrefs = 0;
+    g->queued_bytes = 0;
 }
 
 static int ing_once(struct ing *g)

@@ -18,6 +18,7 @@
 #define QKEY_LEN (1 + 8 + 1 + HASH_LEN)
 #define QVAL_LEN (1 + 4 + 8 + 4)
 #define REC_VERSION 1
+#define PENDING_HEAD (1 + 8 + 8 + 1 + 8)
 
 static void be64(uint8_t *p, uint64_t v)
 {
@@ -114,6 +115,26 @@ int queue_has_seq(struct index_txn *t, uint64_t seq, unsigned nslots)
     return 0;
 }
 
+struct qstats {
+    uint64_t chunks, bytes, oldest;
+};
+
+static int qstats_cb(void *ud, const void *key, size_t klen, const void *val, size_t vlen);
+
+int queue_seq_bytes(struct index_txn *t, uint64_t seq, unsigned nslots, uint64_t *ret)
+{
+    struct qstats st = {0, 0, 0};
+    int e = 0;
+    for (unsigned s = 0; s < nslots && e == 0; s++) {
+        uint8_t prefix[9];
+        prefix[0] = (uint8_t)s;
+        be64(prefix + 1, ~seq);
+        e = index_raw_foreach(t, INDEX_QUEUE, prefix, sizeof(prefix), qstats_cb, &st);
+    }
+    *ret = st.bytes;
+    return e;
+}
+
 struct qcollect {
     uint8_t (*keys)[QKEY_LEN];
     size_t n, cap;
@@ -155,9 +176,6 @@ int queue_drop_seq(struct index_txn *t, uint64_t seq, unsigned nslots)
     return e;
 }
 
-struct qstats {
-    uint64_t chunks, bytes, oldest;
-};
 
 static int qstats_cb(void *ud, const void *key, size_t klen, const void *val, size_t vlen)
 {
@@ -236,12 +254,13 @@ static int get_str(const uint8_t **p, const uint8_t *end, char *out, size_t cap)
 int queue_pending_put(struct index_txn *t, const struct pending *p)
 {
     struct buf b = BUF_INIT;
-    uint8_t head[1 + 8 + 8 + 1], key[8];
+    uint8_t head[PENDING_HEAD], key[8];
     int e;
     head[0] = REC_VERSION;
     le(head + 1, (uint64_t)p->step, 8);
     le(head + 9, (uint64_t)p->created_ms, 8);
     head[17] = p->pinned;
+    le(head + 18, p->queued_bytes, 8);
     if ((e = buf_append(&b, head, sizeof(head))) == 0 && (e = put_str(&b, p->id)) == 0 &&
         (e = put_str(&b, p->run)) == 0 && (e = put_str(&b, p->unit)) == 0 &&
         (e = put_str(&b, p->pin)) == 0)
@@ -255,13 +274,14 @@ int queue_pending_put(struct index_txn *t, const struct pending *p)
 
 static int pending_decode(uint64_t seq, const uint8_t *v, size_t vlen, struct pending *ret)
 {
-    const uint8_t *p = v + 18, *end = v + vlen;
-    if (vlen < 18 || v[0] != REC_VERSION)
+    const uint8_t *p = v + PENDING_HEAD, *end = v + vlen;
+    if (vlen < PENDING_HEAD || v[0] != REC_VERSION)
         return CKS_E_FORMAT;
     ret->seq = seq;
     ret->step = (int64_t)get_le(v + 1, 8);
     ret->created_ms = (int64_t)get_le(v + 9, 8);
     ret->pinned = v[17] != 0;
+    ret->queued_bytes = get_le(v + 18, 8);
     if (get_str(&p, end, ret->id, sizeof(ret->id)) < 0 ||
         get_str(&p, end, ret->run, sizeof(ret->run)) < 0 ||
         get_str(&p, end, ret->unit, sizeof(ret->unit)) < 0 ||

@@ -38,6 +38,7 @@ struct pending {
     int64_t step;
     int64_t created_ms;        /* wall clock, for lag */
     bool pinned;               /* bytes are read from pin/<file index> */
+    uint64_t queued_bytes;     /* chunk bytes queued over all regions at ingest */
     char id[MANIFEST_ID_MAX + 1];
     char run[MANIFEST_MAX_FIELD + 1];
     char unit[MANIFEST_MAX_PATH + 1];     /* relative to the watch root */
@@ -57,6 +58,8 @@ int queue_del(struct index_txn *t, const struct qentry *q);
 int queue_first(struct index_txn *t, unsigned slot, struct qentry *ret);
 /* Does seq still have entries in any region? 1 yes, 0 no. */
 int queue_has_seq(struct index_txn *t, uint64_t seq, unsigned nslots);
+/* Chunk bytes still queued for seq over all regions. */
+int queue_seq_bytes(struct index_txn *t, uint64_t seq, unsigned nslots, uint64_t *ret);
 /* Deletes every entry of seq in every region. */
 int queue_drop_seq(struct index_txn *t, uint64_t seq, unsigned nslots);
 /* Entries and bytes waiting for a region, and the oldest seq among them. */

@@ -131,6 +131,8 @@ machine() {
   echo "memory: $(awk '/MemTotal/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo)," \
     "kernel $(uname -r)"
   echo "disk: $src ($fstype, rotational=$rot), scratch $S, $avail MiB free"
+  echo "load average (1/5/15 min): $LOAD_BEFORE before the tools ran, $LOAD_AFTER after" \
+    "(other work on the machine slows every tool)"
 }
 
 # A rough ceiling for every tool: sequential write then read of 1 GiB
@@ -231,7 +233,7 @@ PY
 read -r ntensors nchanged changed_bytes nshards njson < "$RES/data"
 DATA_BYTES=$(du -sb --apparent-size "$DATA/checkpoint-200" | cut -f1)
 
-bytes_of() { du -sb --apparent-size "$@" | awk '{s += $1} END {print s + 0}'; }
+bytes_of() { du -sb --apparent-size "$@" | awk '{s += $1} END {printf "%.0f\n", s}'; }
 
 # timed KEY CMD...: runs CMD (output to the tool's log) from cold caches
 # and writes the seconds it took, up to a final sync, to $RES/KEY.
@@ -357,6 +359,7 @@ version_of() {
   esac
 }
 
+LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 for t in $TOOLS; do
   if [ -n "${SKIP[$t]:-}" ]; then
     say "$t: skipped (${SKIP[$t]})"
@@ -382,6 +385,8 @@ for t in $TOOLS; do
 done
 
 # ---- report -----------------------------------------------------------------
+
+LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
 
 {
   echo "ckptsync vs peers, $(date -u +%Y-%m-%dT%H:%MZ)"

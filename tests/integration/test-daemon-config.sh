@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Start-up errors are clear and leave no partial state; signals behave;
+# the CLI without a daemon says so in one line.
+. "$(dirname "$0")/lib.sh"
+write_config
+set_settle 1
+
+step "a bad configuration: exit 1, file:line and key named, no state created"
+printf '[daemon]\nwatch = %s\nstate = %s\nquorum = 7\n' "$T/watch" "$T/state-bad" > "$T/bad.conf"
+set +e; "$CKPTSYNCD" --config "$T/bad.conf" 2> "$T/err"; rc=$?; set -e
+[ $rc = 1 ] || die "exit $rc for a bad configuration"
+grep -q "bad.conf:4.*quorum" "$T/err" || { cat "$T/err"; die "message lacks file:line key"; }
+[ ! -e "$T/state-bad" ] || die "state directory created for a bad configuration"
+
+step "a watch root that does not exist"
+set +e; "$CKPTSYNCD" --config "$CONF" --watch "$T/nope" --state "$T/state-nope" 2> "$T/err"; rc=$?; set -e
+[ $rc = 1 ] || die "exit $rc"
+grep -q "watch root \"$T/nope\"" "$T/err" || { cat "$T/err"; die "watch root not named"; }
+[ ! -e "$T/state-nope" ] || die "state created"
+
+step "a state directory on a read-only filesystem"
+mkdir -p "$T/ro"
+if try_mount -t tmpfs -o ro,size=1m tmpfs "$T/ro"; then
+  set +e; "$CKPTSYNCD" --config "$CONF" --state "$T/ro/state" 2> "$T/err"; rc=$?; set -e
+  [ $rc = 1 ] || die "exit $rc"
+  grep -q "$T/ro/state.*Read-only" "$T/err" || { cat "$T/err"; die "read-only state not named"; }
+else
+  echo "(mounting a tmpfs is not permitted here: case skipped)"
+fi
+
+step "--check validates without starting"
+"$CKPTSYNCD" --config "$CONF" --check | grep -q valid
+[ ! -e "$STATE" ] || die "--check created state"
+
+step "the CLI without a daemon: one line, exit 1"
+expect_fail 1 cks status
+[ "$(wc -l < "$T/err")" = 1 ] && grep -q "no daemon is running" "$T/err" || { cat "$T/err"; die "no-daemon message"; }
+expect_fail 1 cks commit "$T/watch"
+
+step "a second daemon on the same state is refused"
+start_daemon
+set +e; "$CKPTSYNCD" --config "$CONF" 2> "$T/err"; rc=$?; set -e
+[ $rc = 1 ] && grep -q "another ckptsyncd" "$T/err" || { cat "$T/err"; die "second daemon not refused"; }
+
+step "commit outside the watch root, or of something missing"
+mkdir -p "$T/elsewhere/r1/checkpoint-1"
+expect_fail 1 cks commit "$T/elsewhere/r1/checkpoint-1"
+grep -q "not under the watch root" "$T/err" || { cat "$T/err"; die "outside root"; }
+expect_fail 1 cks commit "$T/watch/r1/missing"
+grep -q "missing" "$T/err" || die "missing path not named"
+
+step "SIGHUP with a broken file keeps the daemon running; a good file restarts it in place"
+pid=$DAEMON_PID
+cp "$CONF" "$T/good.conf"
+printf 'oops\n' >> "$CONF"
+kill -HUP "$pid"; sleep 0.5
+kill -0 "$pid" || die "daemon died on a bad reload"
+grep -q "configuration refused" "$T/daemon.log" || die "bad reload not reported"
+cks status -q > /dev/null 2>&1 || true
+cp "$T/good.conf" "$CONF"
+sed -i 's/^settle = 1$/settle = 2/' "$CONF"
+kill -HUP "$pid"
+wait_for 10 sh -c "'$CKPTSYNC' --config '$CONF' status --json" || die "no answer after reload"
+kill -0 "$pid" || die "reload changed the pid"
+grep -q "restarting in place" "$T/daemon.log" || die "reload not logged"
+
+step "SIGTERM stops it within seconds"
+stop_daemon
+[ ! -e "$STATE/ckptsyncd.sock" ] || die "socket left behind"
+echo "daemon-config: ok"
