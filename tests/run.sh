@@ -9,6 +9,7 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 build=${CKS_TEST_BUILD:-$top/build-test}
 
 "$top/deploy/deps.sh" --test
+"$top/tests/s3/setup.sh" || echo "run.sh: the S3 tests will be skipped" >&2
 cmake -S "$top" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
       -DCKS_SANITIZE=ON -DCKS_WERROR=ON > /dev/null
 cmake --build "$build" -j"$(nproc)"

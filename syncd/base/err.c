@@ -20,7 +20,8 @@ const char *err_str(int err)
     case CKS_E_CODEC: return "compression codec error";
     case CKS_E_MISMATCH: return "repository parameters differ";
     case CKS_E_DEGRADED: return "daemon is degraded after a durability failure";
-    case CKS_E_REMOTE: return "region returned an error";
+    case CKS_E_REMOTE: return "region failed (will retry)";
+    case CKS_E_REJECTED: return "region refused the request";
     }
     if (err < 0 && err > CKS_E_BASE)
         return strerror(-err);

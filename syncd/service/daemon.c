@@ -287,7 +287,7 @@ static void status_regions(struct dmn *d, struct index_txn *t, struct json *j)
         json_obj_begin(j);
         json_key(j, "name"); json_str(j, d->r->regions[i]->conf.name);
         json_key(j, "kind"); json_str(j, d->r->regions[i]->ops->kind);
-        json_key(j, "state"); json_str(j, d->r->health[i] ? "failed" : states[st.state]);
+        json_key(j, "state"); json_str(j, states[st.state]);
         json_key(j, "pending_chunks"); json_u64(j, chunks);
         json_key(j, "pending_bytes"); json_u64(j, bytes);
         json_key(j, "lag_seconds"); json_double(j, lag);
@@ -297,8 +297,6 @@ static void status_regions(struct dmn *d, struct index_txn *t, struct json *j)
         json_key(j, "last_error");
         if (st.last_error[0] && st.state != REGION_OK)
             json_str(j, st.last_error);
-        else if (d->r->health[i])
-            json_str(j, region_last_error(d->r->regions[i]));
         else
             json_null(j);
         json_obj_end(j);

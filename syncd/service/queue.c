@@ -101,6 +101,28 @@ int queue_first(struct index_txn *t, unsigned slot, struct qentry *ret)
     return e == 1 ? 0 : e < 0 ? e : -ENOENT;
 }
 
+struct qwalk {
+    int (*cb)(void *ud, const struct qentry *q);
+    void *ud;
+};
+
+static int qwalk_cb(void *ud, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    struct qwalk *w = ud;
+    struct qentry q;
+    int e = qdecode(key, klen, val, vlen, &q);
+    return e < 0 ? e : w->cb(w->ud, &q);
+}
+
+int queue_walk(struct index_txn *t, unsigned slot, int (*cb)(void *ud, const struct qentry *q),
+               void *ud)
+{
+    struct qwalk w = {cb, ud};
+    uint8_t prefix = (uint8_t)slot;
+    int e = index_raw_foreach(t, INDEX_QUEUE, &prefix, 1, qwalk_cb, &w);
+    return e;
+}
+
 int queue_has_seq(struct index_txn *t, uint64_t seq, unsigned nslots)
 {
     for (unsigned s = 0; s < nslots; s++) {

@@ -56,6 +56,10 @@ int queue_put(struct index_txn *t, const struct qentry *q);
 int queue_del(struct index_txn *t, const struct qentry *q);
 /* The first (most urgent) entry of a region; -ENOENT when it has none. */
 int queue_first(struct index_txn *t, unsigned slot, struct qentry *ret);
+/* Visits a region's entries in work order until cb returns non-zero
+ * (which is returned; 0 when all were visited). */
+int queue_walk(struct index_txn *t, unsigned slot, int (*cb)(void *ud, const struct qentry *q),
+               void *ud);
 /* Does seq still have entries in any region? 1 yes, 0 no. */
 int queue_has_seq(struct index_txn *t, uint64_t seq, unsigned nslots);
 /* Chunk bytes still queued for seq over all regions. */

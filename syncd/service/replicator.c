@@ -40,6 +40,8 @@
 #define BACKOFF_MAX_MS 60000
 #define RETAKES_MAX 64
 
+struct slot;
+
 struct rworker {
     struct replicator *rp;
     size_t i;
@@ -52,9 +54,21 @@ struct rworker {
     struct pending *pend;
     struct manifest man;
     struct chunkobj_ctx z;
-    struct buf obj;
+    struct slot *slots;            /* the window of chunks in flight */
+    size_t nslots, busy;
+    int failure;                   /* first error of this round; 0 = none */
+    bool drop;                     /* a chunk's bytes changed: drop cache_seq */
+};
+
+/* One chunk in flight: HAS first, then PUT if the region lacks it. */
+struct slot {
+    bool used;
+    struct qentry q;
+    struct region_req req;
     uint8_t *data;
-    size_t data_cap;
+    size_t cap;
+    struct buf obj;
+    struct index_chunk rec;
 };
 
 struct replicator {
@@ -165,26 +179,27 @@ static int rw_open_source(struct rworker *w, uint32_t file)
     return fd;
 }
 
-/* Reads the chunk's bytes and checks them against its id. */
-static int rw_read_chunk(struct rworker *w, const struct qentry *q)
+/* Reads the chunk's bytes into sl and checks them against its id. */
+static int rw_read_chunk(struct rworker *w, struct slot *sl)
 {
+    const struct qentry *q = &sl->q;
     uint8_t id[HASH_LEN];
-    if (q->len > w->data_cap) {
-        uint8_t *p = realloc(w->data, q->len);
+    if (q->len > sl->cap) {
+        uint8_t *p = realloc(sl->data, q->len);
         if (!p)
             return -ENOMEM;
-        w->data = p;
-        w->data_cap = q->len;
+        sl->data = p;
+        sl->cap = q->len;
     }
     int fd = rw_open_source(w, q->file);
     if (fd < 0)
         return fd;
-    ssize_t n = pread(fd, w->data, q->len, (off_t)q->off);
+    ssize_t n = pread(fd, sl->data, q->len, (off_t)q->off);
     int e = n < 0 ? -errno : 0;
     close(fd);
     if (e < 0)
         return e;
-    hash_sha256(w->data, (size_t)n, id);
+    hash_sha256(sl->data, (size_t)n, id);
     return (size_t)n == q->len && memcmp(id, q->id, HASH_LEN) == 0 ? 0 : CKS_E_CHANGED;
 }
 
@@ -227,35 +242,6 @@ static int rw_chunk_done(struct rworker *w, const struct qentry *q, const struct
     if (e == 0)
         e = queue_del(t, q);
     return rw_commit(w, t, e);
-}
-
-static int rw_chunk(struct rworker *w, const struct qentry *q)
-{
-    struct index_chunk c;
-    char key[REGION_KEY_MAX];
-    enum chunkobj_codec codec;
-    int e = rw_chunk_known(w, q, &c);
-    if (e < 0)
-        return e;
-    c.stored_len = 0;
-    if (e == 0) {
-        region_chunk_key(q->id, key);
-        e = region_has(w->rg, key);
-        if (e == 0 && (e = rw_read_chunk(w, q)) == 0 &&
-            (e = chunkobj_encode(&w->z, w->data, q->len, w->rp->r->conf.zstd_level, &w->obj,
-                                 &codec)) == 0 &&
-            (e = region_put(w->rg, key, w->obj.data, w->obj.len)) == 0) {
-            c.codec = (uint8_t)codec;
-            c.stored_len = (uint32_t)w->obj.len;
-            pthread_mutex_lock(&w->rp->mu);
-            w->st.objects_put++;
-            w->st.bytes_put += w->obj.len;
-            pthread_mutex_unlock(&w->rp->mu);
-        }
-        if (e < 0)
-            return e;
-    }
-    return rw_chunk_done(w, q, &c);
 }
 
 /* ---- publish entries --------------------------------------------------- */
@@ -358,14 +344,17 @@ static void rw_failed(struct rworker *w, int e)
     if (delay > BACKOFF_MAX_MS)
         delay = BACKOFF_MAX_MS;
     delay = delay / 2 + (int64_t)(rnd % (uint32_t)delay); /* jitter: 0.5x .. 1.5x */
-    w->st.state = REGION_BACKOFF;
+    w->st.state = region_err_permanent(e) ? REGION_FAILED : REGION_BACKOFF;
     w->st.retry_at_ms = now_ms(CLOCK_MONOTONIC) + delay;
     w->st.last_error_ms = now_ms(CLOCK_REALTIME);
     snprintf(w->st.last_error, sizeof(w->st.last_error), "%s",
              region_last_error(w->rg)[0] ? region_last_error(w->rg) : err_str(e));
     unsigned n = w->st.failures;
     pthread_mutex_unlock(&w->rp->mu);
-    if (n == 1 || n % 10 == 0)
+    if (region_err_permanent(e))
+        log_error("%s; region '%s' is stopped until the configuration changes or "
+                  "`ckptsync retry %s`", w->st.last_error, w->rg->conf.name, w->rg->conf.name);
+    else if (n == 1 || n % 10 == 0)
         log_error("%s (attempt %u; retrying in %.1fs)", w->st.last_error, n, (double)delay / 1000);
     rp_notify(w->rp);
 }
@@ -379,26 +368,6 @@ static void rw_succeeded(struct rworker *w)
     w->st.state = REGION_OK;
     w->st.last_success_ms = now_ms(CLOCK_REALTIME);
     pthread_mutex_unlock(&w->rp->mu);
-}
-
-static int rw_step(struct rworker *w, const struct qentry *q)
-{
-    int e = rw_load(w, q->seq);
-    if (e == -ENOENT) {
-        /* Released or dropped under us: the entry is stale. */
-        struct index_txn *t;
-        if ((e = index_txn_begin(w->rp->r->ix, true, &t)) == 0)
-            e = rw_commit(w, t, queue_del(t, q));
-        return e;
-    }
-    if (e < 0)
-        return e;
-    e = q->kind == QUEUE_CHUNK ? rw_chunk(w, q) : rw_publish(w, q);
-    if (e == CKS_E_CHANGED || (q->kind == QUEUE_CHUNK && e == -ENOENT))
-        e = rw_drop(w, q->seq);
-    if (e == 0 && q->kind == QUEUE_PUBLISH)
-        rp_notify(w->rp);
-    return e;
 }
 
 /* Waits for work, a kick, the end of a backoff or stop; false on stop. */
@@ -420,6 +389,220 @@ static bool rw_wait(struct rworker *w, uint64_t seen_kicks, int64_t until_ms)
     return go;
 }
 
+/* ---- the window ------------------------------------------------------- */
+
+static void rw_fail_round(struct rworker *w, int e, const char *msg)
+{
+    if (w->failure)
+        return;
+    w->failure = e;
+    if (msg && msg[0])
+        region_set_error(w->rg, "%s", msg);
+}
+
+/* Deletes a queue entry whose chunk the index already has in this region. */
+static int rw_skip(struct rworker *w, const struct qentry *q)
+{
+    struct index_txn *t;
+    int e = index_txn_begin(w->rp->r->ix, true, &t);
+    return e < 0 ? e : rw_commit(w, t, queue_del(t, q));
+}
+
+/* Starts one chunk entry in slot sl: checks, reads, asks the region. */
+static void rw_start(struct rworker *w, struct slot *sl, const struct qentry *q)
+{
+    struct index_chunk c;
+    int e = rw_load(w, q->seq);
+    if (e == -ENOENT) { /* released or dropped under us: a stale entry */
+        if ((e = rw_skip(w, q)) < 0)
+            rw_fail_round(w, e, NULL);
+        return;
+    }
+    if (e == 0)
+        e = rw_chunk_known(w, q, &c);
+    if (e == 1) {
+        if ((e = rw_skip(w, q)) < 0)
+            rw_fail_round(w, e, NULL);
+        return;
+    }
+    sl->q = *q;
+    sl->rec = c;
+    sl->rec.stored_len = 0;
+    if (e == 0)
+        e = rw_read_chunk(w, sl);
+    if (e == CKS_E_CHANGED || e == -ENOENT) {
+        w->drop = true;
+        return;
+    }
+    enum chunkobj_codec codec;
+    if (e == 0)
+        e = chunkobj_encode(&w->z, sl->data, q->len, w->rp->r->conf.zstd_level, &sl->obj, &codec);
+    if (e < 0) {
+        rw_fail_round(w, e, NULL);
+        return;
+    }
+    sl->rec.codec = (uint8_t)codec;
+    sl->rec.stored_len = (uint32_t)sl->obj.len;
+    /* Encoded first, so the region can be asked for an object of exactly
+     * this size: one left short by an interrupted upload is replaced. */
+    memset(&sl->req, 0, sizeof(sl->req));
+    sl->req.kind = RREQ_HAS;
+    sl->req.size = sl->obj.len;
+    region_chunk_key(q->id, sl->req.key);
+    sl->req.ud = sl;
+    if ((e = region_submit(w->rg, &sl->req)) < 0) {
+        rw_fail_round(w, e, region_last_error(w->rg));
+        return;
+    }
+    sl->used = true;
+    w->busy++;
+}
+
+struct fill {
+    struct rworker *w;
+    struct qentry found[64];
+    size_t n, want;
+    bool publish_first;
+    struct qentry publish;
+};
+
+static bool rw_in_flight(const struct rworker *w, const struct qentry *q)
+{
+    for (size_t i = 0; i < w->nslots; i++)
+        if (w->slots[i].used && w->slots[i].q.seq == q->seq && !memcmp(w->slots[i].q.id, q->id, HASH_LEN))
+            return true;
+    return false;
+}
+
+static int fill_cb(void *ud, const struct qentry *q)
+{
+    struct fill *f = ud;
+    if (q->kind == QUEUE_PUBLISH) {
+        /* A publish waits for every chunk before it. */
+        if (f->n == 0 && f->w->busy == 0) {
+            f->publish_first = true;
+            f->publish = *q;
+        }
+        return 1;
+    }
+    if (!rw_in_flight(f->w, q))
+        f->found[f->n++] = *q;
+    return f->n < f->want ? 0 : 1;
+}
+
+/* Fills free slots with the next entries of the region's queue. */
+static int rw_fill(struct rworker *w, struct fill *f)
+{
+    struct index_txn *t;
+    f->w = w;
+    f->n = 0;
+    f->publish_first = false;
+    f->want = w->nslots - w->busy;
+    if (f->want > sizeof(f->found) / sizeof(f->found[0]))
+        f->want = sizeof(f->found) / sizeof(f->found[0]);
+    if (f->want == 0)
+        return 0;
+    int e = index_txn_begin(w->rp->r->ix, false, &t);
+    if (e < 0)
+        return e;
+    e = queue_walk(t, w->rg->slot, fill_cb, f);
+    index_txn_abort(t);
+    if (e < 0)
+        return e;
+    for (size_t k = 0; k < f->n && !w->failure && !w->drop; k++)
+        for (size_t i = 0; i < w->nslots; i++)
+            if (!w->slots[i].used) {
+                rw_start(w, &w->slots[i], &f->found[k]);
+                break;
+            }
+    return 0;
+}
+
+static void rw_put(struct rworker *w, struct slot *sl)
+{
+    int e;
+    sl->req.kind = RREQ_PUT;
+    sl->req.data = sl->obj.data;
+    sl->req.len = sl->obj.len;
+    if ((e = region_submit(w->rg, &sl->req)) < 0) {
+        rw_fail_round(w, e, region_last_error(w->rg));
+        return;
+    }
+    sl->used = true;
+    w->busy++;
+}
+
+/* One completed request. */
+static void rw_complete(struct rworker *w, struct region_req *req)
+{
+    struct slot *sl = req->ud;
+    sl->used = false;
+    w->busy--;
+    if (req->ret < 0) {
+        rw_fail_round(w, req->ret, req->errmsg);
+        return;
+    }
+    if (req->kind == RREQ_HAS && req->ret == 0 && !w->failure) {
+        rw_put(w, sl);
+        return;
+    }
+    if (req->kind == RREQ_PUT) {
+        pthread_mutex_lock(&w->rp->mu);
+        w->st.objects_put++;
+        w->st.bytes_put += sl->obj.len;
+        pthread_mutex_unlock(&w->rp->mu);
+    }
+    if (req->kind == RREQ_PUT || req->ret == 1) {
+        int e = rw_chunk_done(w, &sl->q, &sl->rec);
+        if (e < 0)
+            rw_fail_round(w, e, NULL);
+    }
+}
+
+static void rw_drain(struct rworker *w, int timeout_ms)
+{
+    struct region_req *done = region_poll(w->rg, timeout_ms);
+    while (done) {
+        struct region_req *next = done->next;
+        rw_complete(w, done);
+        done = next;
+    }
+}
+
+/* One round: fill the window, run the first publish when it is due,
+ * collect completions.  Returns 1 when there was nothing to do. */
+static int rw_round(struct rworker *w)
+{
+    struct fill *f = malloc(sizeof(*f));
+    int idle = 0, e = 0;
+    if (!f)
+        return -ENOMEM;
+    if (!w->failure && !w->drop)
+        e = rw_fill(w, f);
+    if (e < 0)
+        rw_fail_round(w, e, NULL);
+    if (w->busy) {
+        rw_drain(w, 1000);
+    } else if (w->drop) {
+        w->drop = false;
+        if ((e = rw_drop(w, w->cache_seq)) < 0)
+            rw_fail_round(w, e, NULL);
+    } else if (!w->failure && f->publish_first) {
+        if ((e = rw_load(w, f->publish.seq)) == 0)
+            e = rw_publish(w, &f->publish);
+        else if (e == -ENOENT)
+            e = rw_skip(w, &f->publish);
+        if (e == 0)
+            rp_notify(w->rp);
+        else
+            rw_fail_round(w, e, NULL);
+    } else if (!w->failure && f->n == 0) {
+        idle = 1;
+    }
+    free(f);
+    return idle;
+}
+
 static void *rw_main(void *arg)
 {
     struct rworker *w = arg;
@@ -432,33 +615,43 @@ static void *rw_main(void *arg)
         int64_t retry_at = w->st.retry_at_ms;
         pthread_mutex_unlock(&rp->mu);
         if (stop)
-            break;
-        if (state == REGION_FAILED || (state == REGION_BACKOFF && now_ms(CLOCK_MONOTONIC) < retry_at)) {
+            break; /* transfers in flight are abandoned: their entries stay queued */
+        if (w->busy == 0 && w->failure) {
+            rw_failed(w, w->failure);
+            w->failure = 0;
+            continue;
+        }
+        if (w->busy == 0 && (state == REGION_FAILED ||
+                             (state == REGION_BACKOFF && now_ms(CLOCK_MONOTONIC) < retry_at))) {
             rw_wait(w, kicks, state == REGION_FAILED ? 0 : retry_at);
             continue;
         }
-        struct qentry q;
-        struct index_txn *t;
-        int e = index_txn_begin(rp->r->ix, false, &t);
-        if (e == 0) {
-            e = queue_first(t, w->rg->slot, &q);
-            index_txn_abort(t);
-        }
-        if (e == -ENOENT) {
+        int idle = rw_round(w);
+        if (idle == 1) {
             rw_wait(w, kicks, 0);
-            continue;
-        }
-        if (e == 0)
-            e = rw_step(w, &q);
-        if (e < 0)
-            rw_failed(w, e);
-        else
+        } else if (idle == 0 && !w->failure && w->st.failures && w->busy == 0) {
             rw_succeeded(w);
+        }
     }
     return NULL;
 }
 
 /* ---- public ------------------------------------------------------------ */
+
+/* Chunks in flight per region: the backend's parallelism, bounded so that
+ * the windows of all regions (raw bytes plus the encoded object of a
+ * maximal chunk each) fit in the memory budget. */
+static size_t rp_window(const struct repo *r, const struct region *rg)
+{
+    uint64_t per = 2 * r->params.chunk_max * (r->nregions ? r->nregions : 1);
+    uint64_t cap = per ? r->conf.memory / per : 1;
+    size_t n = region_parallelism(rg);
+    if (n > cap)
+        n = (size_t)cap;
+    if (n > 64)
+        n = 64;
+    return n ? n : 1;
+}
 
 int replicator_new(struct repo *r, int notify_fd, struct replicator **ret)
 {
@@ -481,7 +674,9 @@ int replicator_new(struct repo *r, int notify_fd, struct replicator **ret)
         w->rg = r->regions[i];
         w->pend = calloc(1, sizeof(*w->pend));
         manifest_init(&w->man);
-        if (!w->pend) {
+        w->nslots = rp_window(r, w->rg);
+        w->slots = calloc(w->nslots, sizeof(*w->slots));
+        if (!w->pend || !w->slots) {
             replicator_free(rp);
             return -ENOMEM;
         }
@@ -513,8 +708,11 @@ void replicator_free(struct replicator *rp)
         manifest_free(&w->man);
         free(w->pend);
         chunkobj_ctx_free(&w->z);
-        buf_free(&w->obj);
-        free(w->data);
+        for (size_t k = 0; w->slots && k < w->nslots; k++) {
+            free(w->slots[k].data);
+            buf_free(&w->slots[k].obj);
+        }
+        free(w->slots);
     }
     pthread_cond_destroy(&rp->cv);
     pthread_mutex_destroy(&rp->mu);

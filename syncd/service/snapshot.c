@@ -132,6 +132,12 @@ static int snap_chunk_upload(struct snap *s, const uint8_t id[HASH_LEN], const u
             ops[n] = (struct region_op){.rg = s->r->regions[i], .kind = REGION_OP_HAS, .key = key};
             which[n++] = i;
         }
+    /* Encode before asking, so an object of the wrong size (an upload cut
+     * short on a store that is not atomic) counts as absent. */
+    if (n && (e = snap_encode_once(s, data, len, c)) < 0)
+        return e;
+    for (size_t k = 0; k < n; k++)
+        ops[k].len = s->obj.len;
     region_batch(ops, n);
     size_t absent = snap_chunk_outcome(s, ops, n, which, c);
     *ret_before = c->presence;

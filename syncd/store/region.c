@@ -28,9 +28,7 @@ int region_new(const struct region_conf *conf, struct region **ret, struct buf *
     case REGION_KIND_DIR:
         return region_dir_new(conf, ret, err);
     case REGION_KIND_S3:
-        if (err)
-            buf_printf(err, "region '%s': kind s3 is not available in this build yet", conf->name);
-        return CKS_E_CONFIG;
+        return region_s3_new(conf, ret, err);
     }
     if (err)
         buf_printf(err, "region '%s': unknown kind %d", conf->name, (int)conf->kind);
@@ -95,12 +93,17 @@ int region_get(struct region *r, const char *key, size_t max, struct buf *out)
     return region_done(r, "reading", key, r->ops->get(r, key, max, out));
 }
 
-int region_has(struct region *r, const char *key)
+int region_has_size(struct region *r, const char *key, uint64_t size)
 {
     r->errmsg[0] = 0;
     if (region_key_check(key, 0) < 0)
         return region_bad_key(r, key);
-    return region_done(r, "looking up", key, r->ops->has(r, key));
+    return region_done(r, "looking up", key, r->ops->has(r, key, size));
+}
+
+int region_has(struct region *r, const char *key)
+{
+    return region_has_size(r, key, 0);
 }
 
 int region_list(struct region *r, const char *prefix,
@@ -152,7 +155,7 @@ static void *region_op_run(void *arg)
     if (op->kind == REGION_OP_PUT)
         op->ret = region_put(op->rg, op->key, op->data, op->len);
     else
-        op->ret = region_has(op->rg, op->key);
+        op->ret = region_has_size(op->rg, op->key, op->len);
     return NULL;
 }
 
@@ -171,4 +174,63 @@ void region_batch(struct region_op *ops, size_t n)
     for (size_t i = 1; i < n && i < CONFIG_MAX_REGIONS; i++)
         if (started[i])
             pthread_join(th[i], NULL);
+}
+
+/* ---- asynchronous requests ----------------------------------------------- */
+
+static void region_req_run(struct region *r, struct region_req *req)
+{
+    switch (req->kind) {
+    case RREQ_HAS:
+        req->ret = region_has_size(r, req->key, req->size);
+        break;
+    case RREQ_PUT:
+        req->ret = region_put(r, req->key, req->data, req->len);
+        break;
+    case RREQ_GET:
+        req->ret = region_get(r, req->key, req->max, &req->out);
+        break;
+    }
+    snprintf(req->errmsg, sizeof(req->errmsg), "%s", req->ret < 0 ? r->errmsg : "");
+}
+
+int region_submit(struct region *r, struct region_req *req)
+{
+    req->ret = 0;
+    req->errmsg[0] = 0;
+    req->next = NULL;
+    if (region_key_check(req->key, 0) < 0)
+        return region_bad_key(r, req->key);
+    r->inflight++;
+    if (r->ops->submit) {
+        int e = r->ops->submit(r, req);
+        if (e < 0)
+            r->inflight--;
+        return e;
+    }
+    region_req_run(r, req);
+    req->next = r->done;
+    r->done = req;
+    return 0;
+}
+
+struct region_req *region_poll(struct region *r, int timeout_ms)
+{
+    struct region_req *list = r->done;
+    r->done = NULL;
+    if (!list && r->ops->poll)
+        list = r->ops->poll(r, timeout_ms);
+    for (struct region_req *q = list; q; q = q->next)
+        r->inflight--;
+    return list;
+}
+
+unsigned region_parallelism(const struct region *r)
+{
+    return r->ops->submit && r->conf.connections ? r->conf.connections : 1;
+}
+
+int region_err_permanent(int err)
+{
+    return err == CKS_E_REJECTED;
 }

@@ -29,18 +29,26 @@
 #include "base/config.h"
 #include "engine/hash.h"
 
+#define REGION_KEY_MAX 1024
+
 struct region;
+struct region_req;
 
 struct region_ops {
     const char *kind;
     int (*put)(struct region *r, const char *key, const void *data, size_t len);
     int (*get)(struct region *r, const char *key, size_t max, struct buf *out);
-    int (*has)(struct region *r, const char *key);
+    /* size > 0: an object of another size counts as absent (a torn upload
+     * left by a store that is not atomic). */
+    int (*has)(struct region *r, const char *key, uint64_t size);
     int (*list)(struct region *r, const char *prefix,
                 int (*cb)(void *ud, const char *key, uint64_t size), void *ud);
     int (*del)(struct region *r, const char *key);
     int (*check)(struct region *r);
     void (*free)(struct region *r);
+    /* Optional native asynchronous interface (see region_submit). */
+    int (*submit)(struct region *r, struct region_req *req);
+    struct region_req *(*poll)(struct region *r, int timeout_ms);
 };
 
 struct region {
@@ -48,6 +56,25 @@ struct region {
     struct region_conf conf;
     unsigned slot;                 /* index slot, set by the caller */
     char errmsg[512];
+    size_t inflight;               /* submitted, not yet returned by poll */
+    struct region_req *done;       /* completed by a synchronous fallback */
+};
+
+/* An asynchronous request.  The caller owns it (and the data of a PUT)
+ * until region_poll() hands it back. */
+struct region_req {
+    enum region_req_kind { RREQ_HAS, RREQ_PUT, RREQ_GET } kind;
+    char key[REGION_KEY_MAX];
+    const void *data;              /* PUT */
+    size_t len;                    /* PUT */
+    size_t max;                    /* GET: largest object accepted */
+    uint64_t size;                 /* HAS: expected object size, 0 = any */
+    struct buf out;                /* GET: the object */
+    int ret;                       /* as region_has/put/get would return */
+    char errmsg[512];              /* on failure */
+    void *ud;                      /* the caller's */
+    void *priv;                    /* the backend's */
+    struct region_req *next;
 };
 
 int region_new(const struct region_conf *conf, struct region **ret, struct buf *err);
@@ -58,6 +85,9 @@ int region_put(struct region *r, const char *key, const void *data, size_t len);
  * object is larger than max. */
 int region_get(struct region *r, const char *key, size_t max, struct buf *out);
 int region_has(struct region *r, const char *key);
+/* Like region_has, but an object whose size is not `size` is reported
+ * absent (and logged), so that the caller writes it again. */
+int region_has_size(struct region *r, const char *key, uint64_t size);
 /* Calls cb for every key starting with prefix (any order); a non-zero return
  * from cb stops the listing and is returned. */
 int region_list(struct region *r, const char *prefix,
@@ -68,13 +98,29 @@ const char *region_last_error(const struct region *r);
 /* Records a formatted error message on r (used by backends). */
 void region_set_error(struct region *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-#define REGION_KEY_MAX 1024
 /* "chunks/ab/ab...": out must hold REGION_KEY_MAX bytes. */
 void region_chunk_key(const uint8_t id[HASH_LEN], char *out);
 
 /* Backends. */
 int region_dir_new(const struct region_conf *conf, struct region **ret, struct buf *err);
+int region_s3_new(const struct region_conf *conf, struct region **ret, struct buf *err);
 
+
+/*
+ * Asynchronous operations, for the daemon's region workers: region_submit()
+ * starts req and returns at once; region_poll() waits at most timeout_ms
+ * for completions and returns them as a list linked through ->next (in any
+ * order), or NULL.  A backend with a native interface (s3: libcurl multi)
+ * keeps up to region_parallelism() requests in flight on one thread;
+ * others run the request inside region_submit() and hand it back at the
+ * next poll.
+ */
+int region_submit(struct region *r, struct region_req *req);
+struct region_req *region_poll(struct region *r, int timeout_ms);
+unsigned region_parallelism(const struct region *r);
+/* Does this error mean the request itself is wrong (credentials, bucket,
+ * permissions) so retrying cannot help until the configuration changes? */
+int region_err_permanent(int err);
 
 /* One operation for region_batch(). */
 struct region_op {
@@ -82,7 +128,7 @@ struct region_op {
     enum { REGION_OP_HAS, REGION_OP_PUT } kind;
     const char *key;
     const void *data;          /* PUT */
-    size_t len;                /* PUT */
+    size_t len;                /* PUT; HAS: expected size (0 = any) */
     int ret;                   /* out: what region_has()/region_put() returned */
 };
 

@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "base/err.h"
+#include "base/log.h"
 #include "base/fileio.h"
 #include "store/region.h"
 
@@ -174,15 +175,21 @@ static int dir_get(struct region *r, const char *key, size_t max, struct buf *ou
     return rc;
 }
 
-static int dir_has(struct region *r, const char *key)
+static int dir_has(struct region *r, const char *key, uint64_t size)
 {
     char path[DIR_PATH_MAX];
     struct stat st;
     int rc = dir_path(r, key, path);
     if (rc < 0)
         return dir_fail(r, "looking up", key, rc);
-    if (stat(path, &st) == 0)
+    if (stat(path, &st) == 0) {
+        if (S_ISREG(st.st_mode) && size && (uint64_t)st.st_size != size) {
+            log_warn("region '%s': \"%s\" has %lld bytes, expected %llu: writing it again",
+                     r->conf.name, key, (long long)st.st_size, (unsigned long long)size);
+            return 0;
+        }
         return S_ISREG(st.st_mode) ? 1 : 0;
+    }
     if (errno == ENOENT || errno == ENOTDIR)
         return 0;
     return dir_fail(r, "looking up", path, -errno);

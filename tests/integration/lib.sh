@@ -14,11 +14,13 @@ STATE="$T/state"
 STEP_NO=0
 
 cleanup() {
-  local rc=$?
+  local rc=$? h
+  for h in "${CKS_CLEANUP_HOOKS[@]:-}"; do [ -n "$h" ] && "$h" || true; done
   [ -n "${DAEMON_PID:-}" ] && kill -9 "$DAEMON_PID" 2>/dev/null || true
   for m in "${CKS_MOUNTS[@]:-}"; do [ -n "$m" ] && umount -l "$m" 2>/dev/null || true; done
   if [ $rc -eq 0 ] || [ $rc -eq 77 ]; then rm -rf "$T"; else echo "scratch kept: $T" >&2; fi
 }
+CKS_CLEANUP_HOOKS=()   # functions cleanup() runs first (e.g. s3lib.sh stops its servers)
 trap cleanup EXIT
 CKS_MOUNTS=()
 
@@ -26,8 +28,15 @@ step() { STEP_NO=$((STEP_NO + 1)); echo "--- [$STEP_NO] $*"; }
 die() { echo "FAIL: $*" >&2; exit 1; }
 skip() { echo "skipped: $*"; exit 77; }
 
-# write_config [chunker min avg max]: three dir regions a b c under $T.
+# write_config [chunker min avg max]: three regions a b c: dir regions
+# under $T, or, with CKS_REGIONS=s3 (ctest's "-s3" variants of the tests
+# marked "# regions: dir s3"), three S3 servers on loopback.
 write_config() {
+  if [ "${CKS_REGIONS:-dir}" = s3 ]; then
+    . "$CKS_SOURCE_DIR/tests/integration/s3lib.sh"
+    write_config_s3 "$@"
+    return
+  fi
   local min=${1:-256K} avg=${2:-1M} max=${3:-4M}
   mkdir -p "$T/regions/a" "$T/regions/b" "$T/regions/c" "$T/watch"
   cat > "$CONF" <<EOF2

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# regions: dir s3
 # kill -9 of ckptsyncd at random moments during uploads, ROUNDS times (20
 # by default; CKS_CRASH_ROUNDS to change).  After every restart nothing that
 # `commit --wait durable` acknowledged is lost, the queues drain, every
