@@ -81,6 +81,8 @@ struct s3x {
     char errmsg[512];
     struct region_req *req;       /* async: the request it serves */
     uint64_t expect_size;         /* HEAD: the object must have this size */
+    char *object;                 /* object name, NULL for bucket-level requests */
+    struct s3x *later;            /* completed, waiting to be handed over */
     struct s3x *next;
 };
 
@@ -296,7 +298,10 @@ static int s3_sign(struct s3x *x, const char *object, const char *query)
         s3_header(x, "x-amz-date", date) < 0 ||
         s3_header(x, "x-amz-content-sha256", payload) < 0 ||
         (s->session_token[0] && s3_header(x, "x-amz-security-token", s->session_token) < 0) ||
-        (nhdr && s3_header(x, "Content-MD5", md5b64) < 0) || s3_header(x, "Expect", NULL) < 0)
+        (nhdr && s3_header(x, "Content-MD5", md5b64) < 0) || s3_header(x, "Expect", NULL) < 0 ||
+        ((!strcmp(x->method, "PUT") || !strcmp(x->method, "POST")) &&
+         s3_header(x, "Content-Type", strstr(query, "uploadId=") && !strcmp(x->method, "POST")
+                                          ? "application/xml" : "application/octet-stream") < 0))
         goto out;
     curl_easy_setopt(x->easy, CURLOPT_URL, buf_str(&url));
     curl_easy_setopt(x->easy, CURLOPT_HTTPHEADER, x->headers);
@@ -319,6 +324,7 @@ static void s3x_free(struct s3x *x)
         curl_easy_cleanup(x->easy);
     curl_slist_free_all(x->headers);
     buf_free(&x->resp);
+    free(x->object);
     free(x);
 }
 
@@ -332,6 +338,10 @@ static struct s3x *s3x_new(struct s3region *s, const char *method, const char *o
     }
     x->s = s;
     x->method = method;
+    if (object && !(x->object = strdup(object))) {
+        s3x_free(x);
+        return NULL;
+    }
     x->body = body;
     x->body_len = len;
     x->max = max;
@@ -386,7 +396,6 @@ static void s3x_finish(struct s3x *x)
 {
     const char *name = x->s->base.conf.name;
     struct s3_error se = {{0}, {0}, {0}, {0}};
-    x->done = true;
     if (x->cc != CURLE_OK) {
         x->ret = x->too_big ? CKS_E_LIMIT : CKS_E_REMOTE;
         snprintf(x->errmsg, sizeof(x->errmsg), "region '%s': %.260s: %.120s", name, x->what,
@@ -442,12 +451,36 @@ static void s3_unlink(struct s3region *s, struct s3x *x)
 }
 
 static void s3_req_complete(struct s3region *s, struct s3x *x);
+static void s3_pump(struct s3region *s, int timeout_ms);
 
-/* Runs the multi for up to timeout_ms and finishes completed transfers. */
+/* A refused HEAD carries no body, so no S3 error code: ask again with a
+ * GET (only on this failure path) so the message can name the code. */
+static void s3_explain(struct s3region *s, struct s3x *head)
+{
+    struct s3_error se = {{0}, {0}, {0}, {0}};
+    struct s3x *x = s3x_new(s, "GET", head->object, "", NULL, 0, 64 << 10);
+    if (!x)
+        return;
+    if (s3_start(s, x) == 0) {
+        while (!x->done)
+            s3_pump(s, 1000);
+    }
+    if (x->status >= 400 && x->resp.len &&
+        s3xml_error((const char *)x->resp.data, x->resp.len, &se) == 0 && se.code[0])
+        snprintf(head->errmsg, sizeof(head->errmsg), "region '%s': %.220s: HTTP %ld %.60s%s%.100s",
+                 s->base.conf.name, head->what, head->status, se.code, se.message[0] ? ": " : "",
+                 se.message);
+    s3x_free(x);
+}
+
+/* Runs the multi for up to timeout_ms and finishes completed transfers.
+ * Completions are collected first and handed over after the multi's
+ * message loop, because explaining a refusal runs another transfer. */
 static void s3_pump(struct s3region *s, int timeout_ms)
 {
     int running = 0, left = 0;
     CURLMsg *m;
+    struct s3x *done = NULL;
     curl_multi_perform(s->multi, &running);
     if (running && timeout_ms > 0) {
         curl_multi_poll(s->multi, NULL, 0, timeout_ms, NULL);
@@ -461,7 +494,16 @@ static void s3_pump(struct s3region *s, int timeout_ms)
         x->cc = m->data.result;
         curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &x->status);
         s3_unlink(s, x);
+        x->later = done;
+        done = x;
+    }
+    while (done) {
+        struct s3x *x = done;
+        done = x->later;
         s3x_finish(x);
+        if (x->ret == CKS_E_REJECTED && !strcmp(x->method, "HEAD") && x->object)
+            s3_explain(s, x);
+        x->done = true;
         if (x->req)
             s3_req_complete(s, x);
     }
@@ -646,6 +688,9 @@ static int s3_multipart(struct region *r, const char *key, const uint8_t *data, 
         (e = s3xml_complete_ok((const char *)resp.data, resp.len)) < 0)
         region_set_error(r, "region '%s': completing the multipart upload of \"%s\" failed",
                          r->conf.name, key);
+    if (e == 0)
+        log_info("region '%s': \"%s\" (%zu bytes) uploaded in %zu parts", r->conf.name, key, len,
+                 (len + s->part_size - 1) / s->part_size);
     if (e < 0) {
         char keep[sizeof(r->errmsg)];
         memcpy(keep, r->errmsg, sizeof(keep));

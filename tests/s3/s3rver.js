@@ -227,6 +227,8 @@ for (const t of server.logger.transports) {
 // errors (500s, crashes inside s3rver) always go to stderr.
 server.on('error', (err, ctx) => {
   if (err instanceof S3Error && err.status < 500) return
+  // A client that went away mid-response (closed a Range read, timed out).
+  if (['ERR_STREAM_PREMATURE_CLOSE', 'ECONNRESET', 'EPIPE'].includes(err.code)) return
   const where = ctx ? `${ctx.method} ${ctx.url}` : ''
   process.stderr.write(`s3rver.js: ${where}: ${err.stack || err}\n`)
 })
