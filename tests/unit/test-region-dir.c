@@ -411,7 +411,7 @@ static void test_new_kinds(void **state)
     snprintf(conf.name, sizeof(conf.name), "s");
     assert_int_equal(region_new(&conf, &r, &err), CKS_E_CONFIG);
     assert_null(r);
-    assert_string_equal(buf_str(&err), "region 's': kind s3 is not available in this build yet");
+    assert_string_equal(buf_str(&err), "region 's': endpoint \"\" must start with http:// or https://");
     buf_reset(&err);
     conf.kind = REGION_KIND_DIR;
     assert_int_equal(region_new(&conf, &r, &err), CKS_E_CONFIG); /* no path */
