@@ -252,10 +252,11 @@ int cmd_restore(struct cli *c, int argc, char **argv)
 /* ---- verify ------------------------------------------------------------ */
 
 static const char verify_usage[] =
-    "usage: ckptsync verify [--run NAME] [--snapshot ID] [--json]\n"
+    "usage: ckptsync verify [--run NAME] [--snapshot ID] [--quick] [--json]\n"
     "Reads back every chunk of the selected snapshots (default: all) from every\n"
     "region and checks it against its digest.  One line per region; exit 0 only\n"
-    "when every region is complete and intact.\n";
+    "when every region is complete and intact.  --quick reads only each chunk's\n"
+    "12-byte header (a ranged GET) and checks presence and length.\n";
 
 static void verify_print(struct cli *c, const struct repo *r, const struct verify_result *v)
 {
@@ -304,8 +305,10 @@ int cmd_verify(struct cli *c, int argc, char **argv)
 {
     static const struct option opts[] = {{"run", required_argument, NULL, 'r'},
                                          {"snapshot", required_argument, NULL, 's'},
+                                         {"quick", no_argument, NULL, 'k'},
                                          {"help", no_argument, NULL, 'h'}, {0}};
     const char *run = NULL, *id = NULL;
+    bool quick = false;
     struct verify_result v;
     struct repo *r = NULL;
     struct buf err = BUF_INIT;
@@ -317,6 +320,8 @@ int cmd_verify(struct cli *c, int argc, char **argv)
             run = optarg;
         else if (opt == 's')
             id = optarg;
+        else if (opt == 'k')
+            quick = true;
         else if (opt == 'h')
             return usage(verify_usage, 0);
         else
@@ -326,7 +331,7 @@ int cmd_verify(struct cli *c, int argc, char **argv)
         return usage(verify_usage, EXIT_USAGE);
     if (cli_open_repo(c, 0, &r) < 0)
         return 1;
-    e = verify_run(r, run, id, cli_progress, c, &v, &err);
+    e = verify_run(r, run, id, quick, cli_progress, c, &v, &err);
     cli_progress_end(c);
     if (e < 0 && e != CKS_E_DIGEST)
         log_error("verify failed: %s", buf_str(&err));

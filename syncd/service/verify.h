@@ -10,6 +10,7 @@
 #ifndef CKS_VERIFY_H
 #define CKS_VERIFY_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "service/repo.h"
@@ -30,7 +31,9 @@ struct verify_result {
 
 /* Returns 0 when every region is complete and intact, CKS_E_DIGEST when
  * anything is missing or corrupt, another negative code on failure. */
-int verify_run(struct repo *r, const char *run, const char *id,
+/* quick: read only each chunk object's header (a ranged read) and check
+ * it names the right length, instead of reading and hashing everything. */
+int verify_run(struct repo *r, const char *run, const char *id, bool quick,
                void (*progress)(void *ud, uint64_t done, uint64_t total), void *ud,
                struct verify_result *ret, struct buf *err);
 /* Is the region complete and intact? */

@@ -93,6 +93,14 @@ int region_get(struct region *r, const char *key, size_t max, struct buf *out)
     return region_done(r, "reading", key, r->ops->get(r, key, max, out));
 }
 
+int region_get_range(struct region *r, const char *key, uint64_t off, size_t len, struct buf *out)
+{
+    r->errmsg[0] = 0;
+    if (region_key_check(key, 0) < 0)
+        return region_bad_key(r, key);
+    return region_done(r, "reading", key, r->ops->get_range(r, key, off, len, out));
+}
+
 int region_has_size(struct region *r, const char *key, uint64_t size)
 {
     r->errmsg[0] = 0;

@@ -38,6 +38,8 @@ struct region_ops {
     const char *kind;
     int (*put)(struct region *r, const char *key, const void *data, size_t len);
     int (*get)(struct region *r, const char *key, size_t max, struct buf *out);
+    /* Bytes [off, off+len) of an object (fewer at its end). */
+    int (*get_range)(struct region *r, const char *key, uint64_t off, size_t len, struct buf *out);
     /* size > 0: an object of another size counts as absent (a torn upload
      * left by a store that is not atomic). */
     int (*has)(struct region *r, const char *key, uint64_t size);
@@ -84,6 +86,8 @@ int region_put(struct region *r, const char *key, const void *data, size_t len);
 /* Replaces the contents of out (reset first).  Fails with CKS_E_LIMIT if the
  * object is larger than max. */
 int region_get(struct region *r, const char *key, size_t max, struct buf *out);
+/* Reads bytes [off, off+len) of an object (fewer at its end) into out. */
+int region_get_range(struct region *r, const char *key, uint64_t off, size_t len, struct buf *out);
 int region_has(struct region *r, const char *key);
 /* Like region_has, but an object whose size is not `size` is reported
  * absent (and logged), so that the caller writes it again. */

@@ -175,6 +175,30 @@ static int dir_get(struct region *r, const char *key, size_t max, struct buf *ou
     return rc;
 }
 
+static int dir_get_range(struct region *r, const char *key, uint64_t off, size_t len,
+                         struct buf *out)
+{
+    char path[DIR_PATH_MAX];
+    int rc = dir_path(r, key, path);
+    if (rc < 0)
+        return dir_fail(r, "reading", key, rc);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return dir_fail(r, "reading", path, errno == ENOTDIR ? -ENOENT : -errno);
+    buf_reset(out);
+    rc = buf_reserve(out, len);
+    ssize_t n = rc < 0 ? rc : pread(fd, out->data, len, (off_t)off);
+    if (n < 0) {
+        rc = dir_fail(r, "reading", path, rc < 0 ? rc : -errno);
+    } else {
+        out->len = (size_t)n;
+        out->data[n] = 0;
+        rc = 0;
+    }
+    close(fd);
+    return rc;
+}
+
 static int dir_has(struct region *r, const char *key, uint64_t size)
 {
     char path[DIR_PATH_MAX];
@@ -352,6 +376,7 @@ static const struct region_ops dir_ops = {
     .kind = "dir",
     .put = dir_put,
     .get = dir_get,
+    .get_range = dir_get_range,
     .has = dir_has,
     .list = dir_list,
     .del = dir_del,

@@ -96,6 +96,11 @@ grep -q "region a .*INCOMPLETE.*1 corrupt" "$T/out" || { cat "$T/out"; die "corr
 grep -q "region b .*INCOMPLETE.*1 missing" "$T/out" || { cat "$T/out"; die "missing chunk not in verify"; }
 grep -q "region c .*complete" "$T/out" || { cat "$T/out"; die "region c should be complete"; }
 
+step "verify --quick (headers only) finds the missing chunk"
+expect_fail 1 cks verify --run good --quick
+grep -q "region b .*INCOMPLETE.*1 missing" "$T/out" || { cat "$T/out"; die "quick verify missed the missing chunk"; }
+grep -q "region c .*complete" "$T/out" || { cat "$T/out"; die "quick verify: region c"; }
+
 step "a missing region directory is named, the others go on"
 mv "$T/regions/c" "$T/regions/c.away"
 make_file "$T/data/checkpoint-2/w.bin" 1

@@ -50,6 +50,13 @@ unset CKPTSYNC_S3_MULTIPART_MIN
 grep -q "uploaded in [0-9]* parts" "$T/snapshot.err" || { cat "$T/snapshot.err"; die "no chunk went up in parts"; }
 aws_s3 a s3 ls s3://ckpt/team1/chunks/ --recursive | awk '$3 >= 6291456' | grep -q . || die "no big chunk stored"
 cks verify -q || die "verify (path, signed, multipart)"
+cks verify --quick -q || die "verify --quick (ranged GETs)"
+# listing in pages of 2 keys: continuation tokens
+roundtrip ck-more 1
+CKPTSYNC_S3_LIST_PAGE=2 cks ls --remote --run r1 --json > "$T/pages.json"
+[ "$(json "$T/pages.json" 'len(d)')" = 2 ] || die "paged listing lost snapshots"
+[ "$(json "$T/pages.json" 'min(x["regions"] for x in d)')" = 3 ] || die "paged listing: regions"
+CKPTSYNC_S3_LIST_PAGE=2 cks verify -q || die "verify with paged listings"
 
 step "interop: the AWS CLI lists and fetches what ckptsync wrote"
 aws_s3 b s3 ls s3://ckpt/team1/ --recursive > "$T/ls.txt"
@@ -70,6 +77,14 @@ assert hashlib.sha256(raw).hexdigest() == sys.argv[2], "digest"
 print("chunk decodes: codec %d, %d bytes, sha256 matches its name" % (codec, raw_len))
 PY
 aws_s3 c s3 cp "s3://ckpt/team1/refs/r1/latest" - | grep -q "^20" || die "latest ref unreadable"
+
+step "a credentials file readable by others is refused"
+cp "$S3_CREDENTIALS" "$T/open-credentials"; chmod 0644 "$T/open-credentials"
+cp "$CONF" "$T/good.conf"
+in_region b credentials "$T/open-credentials"
+expect_fail 1 cks ls --remote
+grep -q "open-credentials\" is readable by group or others" "$T/err" || { cat "$T/err"; die "open credentials accepted"; }
+cp "$T/good.conf" "$CONF"
 
 step "a wrong secret: a clear 403 in the CLI"
 S3_SECRET_KEY=not-the-secret write_s3_credentials "$T/bad-credentials"
