@@ -25,6 +25,7 @@
 
 #include "base/err.h"
 #include "engine/ctlproto.h"
+#include "engine/hash.h"
 
 #define TOKEN_ECHO_MAX 32 /* bytes of a bad token quoted back in a message */
 
@@ -86,17 +87,6 @@ bool ctl_request_equal(const struct ctl_request *a, const struct ctl_request *b)
            strcmp(a->region, b->region) == 0;
 }
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 static bool must_escape(uint8_t c)
 {
     return c <= 0x20 || c >= 0x7f || c == '%' || c == '=';
@@ -130,8 +120,8 @@ static int pct_decode(const char *s, size_t len, char *dst, size_t cap, size_t *
         if (c == '=')
             return -1;
         if (c == '%') {
-            int hi = i + 2 < len ? hexval(s[i + 1]) : -1;
-            int lo = hi >= 0 ? hexval(s[i + 2]) : -1;
+            int hi = i + 2 < len ? hex_digit(s[i + 1]) : -1;
+            int lo = hi >= 0 ? hex_digit(s[i + 2]) : -1;
             if (lo < 0)
                 return -1;
             c = hi * 16 + lo;
@@ -463,8 +453,8 @@ static int msg_decode(const char *s, size_t len, struct buf *out)
     int r = len ? buf_reserve(out, len) : 0; /* reserve does not terminate */
     for (size_t i = 0; r == 0 && i < len; i++) {
         int c = (uint8_t)s[i];
-        if (c == '%' && i + 2 < len && hexval(s[i + 1]) >= 0 && hexval(s[i + 2]) >= 0) {
-            c = hexval(s[i + 1]) * 16 + hexval(s[i + 2]);
+        if (c == '%' && i + 2 < len && hex_digit(s[i + 1]) >= 0 && hex_digit(s[i + 2]) >= 0) {
+            c = hex_digit(s[i + 1]) * 16 + hex_digit(s[i + 2]);
             i += 2;
         }
         char ch = (c < 0x20 || c == 0x7f) ? '?' : (char)c;

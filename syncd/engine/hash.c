@@ -93,8 +93,7 @@ void hex_encode(const uint8_t *in, size_t len, char *out)
     out[2 * len] = '\0';
 }
 
-/* The value of one hex digit, or -1. */
-static int hex_digit(char c)
+int hex_digit(char c)
 {
     if (c >= '0' && c <= '9')
         return c - '0';

@@ -39,6 +39,8 @@ int hash_digest(const void *data, size_t len, uint8_t out[HASH_LEN]);
 
 /* Lower-case hex; out must hold 2*len+1 bytes (NUL-terminated). */
 void hex_encode(const uint8_t *in, size_t len, char *out);
+/* The value of one hex digit (either case), or -1. */
+int hex_digit(char c);
 /* Decodes exactly 2*len hex digits (either case); 0 or CKS_E_FORMAT. */
 int hex_decode(const char *in, size_t len, uint8_t *out);
 

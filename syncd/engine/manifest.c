@@ -816,17 +816,6 @@ static int tok_hash(const struct tok *t, uint8_t out[HASH_LEN])
     return hex_decode(t->p, HASH_LEN, out);
 }
 
-static int hex_val(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* Decodes a text token of at most max decoded bytes: "-" gives NULL. */
 static int tok_text(const struct tok *t, size_t max, char **ret)
 {
@@ -842,8 +831,8 @@ static int tok_text(const struct tok *t, size_t max, char **ret)
     for (size_t i = 0; i < t->n; i++) {
         int c = (unsigned char)t->p[i];
         if (c == '%') {
-            int hi = i + 2 < t->n ? hex_val(t->p[i + 1]) : -1;
-            int lo = hi >= 0 ? hex_val(t->p[i + 2]) : -1;
+            int hi = i + 2 < t->n ? hex_digit(t->p[i + 1]) : -1;
+            int lo = hi >= 0 ? hex_digit(t->p[i + 2]) : -1;
             if (lo < 0 || (hi | lo) == 0) {
                 free(s);
                 return CKS_E_FORMAT;

@@ -113,6 +113,14 @@ static int repo_open_regions(struct repo *r, struct buf *err)
 {
     for (size_t i = 0; i < r->conf.nregions; i++) {
         struct region *rg;
+        /* The embedded default's regions live in our own state directory:
+         * create them.  A configured dir region is never created: a missing
+         * one is usually a share that is not mounted. */
+        if (r->conf.default_regions && r->conf.regions[i].kind == REGION_KIND_DIR) {
+            int m = fileio_mkdir_p(r->conf.regions[i].path, 0700);
+            if (m < 0)
+                log_error("creating \"%s\": %s", r->conf.regions[i].path, strerror(-m));
+        }
         int e = region_new(&r->conf.regions[i], &rg, err);
         if (e < 0)
             return e;

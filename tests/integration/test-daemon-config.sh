@@ -67,4 +67,15 @@ grep -q "restarting in place" "$T/daemon.log" || die "reload not logged"
 step "SIGTERM stops it within seconds"
 stop_daemon
 [ ! -e "$STATE/ckptsyncd.sock" ] || die "socket left behind"
+step "the embedded default: no configuration file, its regions created under the state directory"
+mkdir -p "$T/w2/run1/checkpoint-1"
+echo data > "$T/w2/run1/checkpoint-1/model.bin"
+CKPTSYNC_CONFIG=/dev/null "$CKPTSYNCD" --watch "$T/w2" --state "$T/s2" 2>> "$T/default.log" &
+dpid=$!
+CKPTSYNC_CONFIG=/dev/null wait_for 10 "$CKPTSYNC" --state "$T/s2" status || { cat "$T/default.log"; die "default daemon"; }
+CKPTSYNC_CONFIG=/dev/null "$CKPTSYNC" --state "$T/s2" commit "$T/w2/run1/checkpoint-1" --wait replicated --timeout 30 -q \
+  || { cat "$T/default.log"; die "commit on the embedded default"; }
+kill -TERM "$dpid"; wait "$dpid" || true
+grep -q "do NOT survive the instance" "$T/default.log" || die "no warning about the embedded default"
+for r in a b c; do [ -e "$T/s2/regions/$r/refs/run1/latest" ] || die "default region $r has no latest ref"; done
 echo "daemon-config: ok"
