@@ -40,6 +40,9 @@ static const char usage_text[] =
     "  flush [--wait durable|replicated] [--deadline S]\n"
     "                                        commit everything pending now and wait\n"
     "  retry REGION                          retry a failed region now\n"
+    "  migrate-out [--run NAME] [--deadline S] [--quorum N]\n"
+    "                                        old instance: make it durable, hand off\n"
+    "  migrate-in [--run NAME] --to DIR      new instance: restore, print resume path\n"
     "\n"
     "Options:\n"
     "  --config FILE   configuration (default " DEFAULT_CONFIG " if it exists,\n"
@@ -204,6 +207,7 @@ static const struct {
     {"ls", cmd_ls},             {"show", cmd_show},       {"chunks", cmd_chunks},
     {"commit", cmd_commit},     {"status", cmd_status},   {"flush", cmd_flush},
     {"retry", cmd_retry},       {"fsck", cmd_fsck},
+    {"migrate-out", cmd_migrate_out}, {"migrate-in", cmd_migrate_in},
 };
 
 int main(int argc, char **argv)
