@@ -11,9 +11,11 @@
  *   entry is renamed into the target only when every file is verified and
  *   fsynced.  Directory modes are applied last (a 0555 directory must
  *   still receive its files).
- * - Chunk i of the snapshot is fetched first from healthy region i mod n:
- *   the regions' bandwidth adds up, and a failing region costs one retry
- *   per chunk, never the restore.
+ * - Chunks are fetched all at once by service/fetch.c: chunk i first from
+ *   healthy region i mod n, each region with many requests in flight, so
+ *   the regions' bandwidth adds up; a failing region costs one retry per
+ *   chunk, never the restore.  Chunks land out of order (pwrite at their
+ *   offsets); the whole-file digest is checked by reading the file back.
  * - After the rename, the restored files enter the index, and every
  *   region holding the manifest is recorded as holding its chunks (the
  *   manifest is published only after all its chunks are), so the next
@@ -31,8 +33,8 @@
 #include "base/err.h"
 #include "base/fileio.h"
 #include "base/log.h"
-#include "engine/chunkobj.h"
 #include "engine/ref.h"
+#include "service/fetch.h"
 #include "service/restore.h"
 
 /* ---- finding the snapshot ------------------------------------------- */
@@ -123,38 +125,6 @@ int restore_find(struct repo *r, const char *run, const char *id, struct manifes
     return e == 0 ? -ENOENT : e;
 }
 
-/* ---- chunks ------------------------------------------------------------ */
-
-int restore_fetch_chunk(struct repo *r, const uint8_t id[HASH_LEN], uint32_t len, size_t first,
-                        struct chunkobj_ctx *z, struct buf *obj, struct buf *out,
-                        uint64_t *failovers, size_t *ret_region)
-{
-    char key[REGION_KEY_MAX], hex[HASH_HEX_LEN + 1];
-    int e = -ENOENT;
-    region_chunk_key(id, key);
-    hex_encode(id, HASH_LEN, hex);
-    for (size_t k = 0; k < r->nregions; k++) {
-        size_t i = (first + k) % r->nregions;
-        struct region *rg = r->regions[i];
-        if (r->health[i])
-            continue;
-        buf_reset(obj);
-        e = region_get(rg, key, CHUNKOBJ_HEADER_LEN + (size_t)len + len / 8 + 1024, obj);
-        if (e == 0)
-            e = chunkobj_decode(z, obj->data, obj->len, id, len, out);
-        if (e == 0 && out->len != len)
-            e = CKS_E_FORMAT;
-        if (e == 0) {
-            *ret_region = i;
-            return 0;
-        }
-        (*failovers)++;
-        log_warn("region '%s': chunk %s: %s; trying the next region", rg->conf.name, hex,
-                 e == -ENOENT ? "missing" : err_str(e));
-    }
-    return e;
-}
-
 /* ---- writing ----------------------------------------------------------- */
 
 /* Opens the parent directory of rel under root, creating missing
@@ -193,6 +163,8 @@ static int restore_parent(int root, const char *rel, int *ret_fd, const char **r
     return 0;
 }
 
+struct rfile;
+
 struct rst {
     struct repo *r;
     const struct restore_opts *o;
@@ -201,70 +173,130 @@ struct rst {
     struct manifest m;
     int stage;                 /* staging directory fd */
     char stage_name[MANIFEST_ID_MAX + 32];
-    struct chunkobj_ctx z;
-    struct buf obj, raw;
+    struct buf readback;
     struct hash h;
-    uint64_t done, total, chunk_no;
+    uint64_t done, total;
+    struct rfile *rfiles;      /* per manifest file */
+    size_t *chunk_file;        /* per manifest chunk: its file */
+    uint64_t *chunk_off;       /* per manifest chunk: its offset */
 };
 
-static int rst_write_chunks(struct rst *s, const struct mfile *f, int fd)
+/* Per regular file while its chunks arrive. */
+struct rfile {
+    int fd;
+    uint64_t remaining;
+};
+
+static int rst_fail(struct rst *s, const struct mfile *f, const char *what, int e)
 {
+    if (!buf_str(s->err)[0])
+        buf_printf(s->err, "%s \"%s\": %s", what, f->path, err_str(e));
+    return e;
+}
+
+/* All chunks are written: check the whole-file digest by reading the file
+ * back (chunks arrive out of order), then mode, fsync, close. */
+static int rst_file_done(struct rst *s, size_t k)
+{
+    const struct mfile *f = &s->m.files[k];
+    struct rfile *rf = &s->rfiles[k];
+    uint8_t digest[HASH_LEN];
     uint64_t off = 0;
+    int e = 0;
     hash_reset(&s->h);
-    for (uint64_t c = 0; c < f->nchunks; c++) {
-        const struct mchunk *mc = &s->m.chunks[f->first_chunk + c];
-        size_t from;
-        size_t first = (size_t)(s->chunk_no++ % s->r->nregions);
-        int e = restore_fetch_chunk(s->r, mc->id, mc->len, first, &s->z, &s->obj, &s->raw,
-                                    &s->res->failovers, &from);
-        if (e < 0) {
-            char hex[HASH_HEX_LEN + 1];
-            hex_encode(mc->id, HASH_LEN, hex);
-            buf_printf(s->err, "\"%s\": chunk %s is not available intact in any region", f->path, hex);
-            return e;
+    while (off < f->size && e == 0) {
+        size_t want = f->size - off < s->readback.cap - 1 ? (size_t)(f->size - off) : s->readback.cap - 1;
+        ssize_t n = pread(rf->fd, s->readback.data, want, (off_t)off);
+        if (n <= 0)
+            e = n < 0 ? -errno : -EIO;
+        else {
+            hash_update(&s->h, s->readback.data, (size_t)n);
+            off += (uint64_t)n;
         }
-        s->res->fetched_bytes += s->obj.len;
-        s->res->region_chunks[from]++;
-        hash_update(&s->h, s->raw.data, s->raw.len);
-        if ((e = fileio_pwrite_full(fd, s->raw.data, s->raw.len, (off_t)off)) < 0) {
-            buf_printf(s->err, "writing \"%s\": %s", f->path, strerror(-e));
-            return e;
-        }
-        off += s->raw.len;
-        s->done += s->raw.len;
-        if (s->o->progress)
-            s->o->progress(s->o->progress_ud, s->done, s->total);
     }
+    hash_final(&s->h, digest);
+    if (e == 0 && memcmp(digest, f->digest, HASH_LEN) != 0) {
+        buf_printf(s->err, "\"%s\": whole-file digest does not match the manifest", f->path);
+        e = CKS_E_DIGEST;
+    }
+    if (e == 0 && (fchmod(rf->fd, f->mode) < 0 || fsync(rf->fd) < 0))
+        e = -errno;
+    close(rf->fd);
+    rf->fd = -1;
+    if (e < 0)
+        return rst_fail(s, f, "writing", e);
+    s->res->files++;
+    s->res->bytes += f->size;
     return 0;
 }
 
-static int rst_file(struct rst *s, const struct mfile *f, int dirfd, const char *name)
+static int rst_open(struct rst *s, size_t k, int flags)
 {
-    uint8_t digest[HASH_LEN];
-    int fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    const struct mfile *f = &s->m.files[k];
+    const char *name;
+    int dirfd, e = restore_parent(s->stage, f->path, &dirfd, &name);
+    if (e < 0)
+        return rst_fail(s, f, "opening the directory of", e);
+    int fd = openat(dirfd, name, flags | O_NOFOLLOW | O_CLOEXEC, 0600);
+    e = fd < 0 ? -errno : 0;
+    close(dirfd);
+    if (e < 0)
+        return rst_fail(s, f, (flags & O_CREAT) ? "creating" : "opening", e);
+    s->rfiles[k].fd = fd;
+    return 0;
+}
+
+static int rst_chunk(void *ud, const struct fetch_job *j, const uint8_t *data, size_t len)
+{
+    struct rst *s = ud;
+    size_t k = s->chunk_file[j->tag];
+    struct rfile *rf = &s->rfiles[k];
     int e;
-    if (fd < 0) {
-        e = -errno;
-        buf_printf(s->err, "creating \"%s\": %s", f->path, strerror(-e));
+    if (rf->fd < 0 && (e = rst_open(s, k, O_RDWR)) < 0)
         return e;
+    if ((e = fileio_pwrite_full(rf->fd, data, len, (off_t)s->chunk_off[j->tag])) < 0)
+        return rst_fail(s, &s->m.files[k], "writing", e);
+    s->done += len;
+    if (s->o->progress)
+        s->o->progress(s->o->progress_ud, s->done, s->total);
+    return --rf->remaining == 0 ? rst_file_done(s, k) : 0;
+}
+
+/* Creates every regular file empty, then fetches all chunks at once. */
+static int rst_files(struct rst *s)
+{
+    struct fetch_job *jobs = calloc(s->m.nchunks ? s->m.nchunks : 1, sizeof(*jobs));
+    struct fetch_stats st;
+    int e = jobs ? 0 : -ENOMEM;
+    for (size_t k = 0; k < s->m.nfiles && e == 0; k++) {
+        const struct mfile *f = &s->m.files[k];
+        uint64_t off = 0;
+        if (f->type != MFILE_REG)
+            continue;
+        if ((e = rst_open(s, k, O_RDWR | O_CREAT | O_EXCL)) < 0)
+            break;
+        s->rfiles[k].remaining = f->nchunks;
+        for (uint64_t c = 0; c < f->nchunks; c++) {
+            size_t g = (size_t)(f->first_chunk + c);
+            jobs[g] = (struct fetch_job){.id = s->m.chunks[g].id, .len = s->m.chunks[g].len, .tag = g};
+            s->chunk_file[g] = k;
+            s->chunk_off[g] = off;
+            off += s->m.chunks[g].len;
+        }
+        if (f->nchunks == 0)
+            e = rst_file_done(s, k);
+        else {
+            close(s->rfiles[k].fd); /* reopened when its first chunk arrives */
+            s->rfiles[k].fd = -1;
+        }
     }
-    if ((e = rst_write_chunks(s, f, fd)) < 0)
-        goto out;
-    hash_final(&s->h, digest);
-    if (memcmp(digest, f->digest, HASH_LEN) != 0) {
-        buf_printf(s->err, "\"%s\": whole-file digest does not match the manifest", f->path);
-        e = CKS_E_DIGEST;
-        goto out;
+    if (e == 0) {
+        e = fetch_run(s->r, jobs, s->m.nchunks, rst_chunk, s, &st, s->err);
+        s->res->fetched_bytes = st.fetched_bytes;
+        s->res->failovers = st.failovers;
+        memcpy(s->res->region_chunks, st.region_chunks, sizeof(st.region_chunks));
     }
-    if (fchmod(fd, f->mode) < 0 || fsync(fd) < 0) {
-        e = -errno;
-        buf_printf(s->err, "writing \"%s\": %s", f->path, strerror(-e));
-        goto out;
-    }
-    s->res->files++;
-    s->res->bytes += f->size;
-out:
-    close(fd);
+    free(jobs);
     return e;
 }
 
@@ -278,8 +310,7 @@ static int rst_entry(struct rst *s, const struct mfile *f)
     }
     switch (f->type) {
     case MFILE_REG:
-        e = rst_file(s, f, dirfd, name);
-        break;
+        break; /* created and filled by rst_files() */
     case MFILE_DIR:
         if (mkdirat(dirfd, name, 0700) < 0 && errno != EEXIST)
             e = -errno;
@@ -432,6 +463,19 @@ static int rst_stage(struct rst *s, int target)
     return 0;
 }
 
+static int rst_alloc(struct rst *s)
+{
+    size_t nc = s->m.nchunks ? s->m.nchunks : 1;
+    s->rfiles = calloc(s->m.nfiles ? s->m.nfiles : 1, sizeof(*s->rfiles));
+    s->chunk_file = calloc(nc, sizeof(*s->chunk_file));
+    s->chunk_off = calloc(nc, sizeof(*s->chunk_off));
+    if (!s->rfiles || !s->chunk_file || !s->chunk_off || buf_reserve(&s->readback, 1 << 20) < 0)
+        return -ENOMEM;
+    for (size_t k = 0; k < s->m.nfiles; k++)
+        s->rfiles[k].fd = -1;
+    return 0;
+}
+
 static int rst_all(struct rst *s, int target)
 {
     int e;
@@ -443,6 +487,8 @@ static int rst_all(struct rst *s, int target)
     for (size_t k = 0; k < s->m.nfiles; k++)
         if ((e = rst_entry(s, &s->m.files[k])) < 0)
             return e;
+    if ((e = rst_alloc(s)) < 0 || (e = rst_files(s)) < 0)
+        return e;
     if ((e = rst_finish_dirs(s)) < 0 || (e = rst_place(s, target)) < 0)
         return e;
     if ((e = rst_index(s, target)) < 0)
@@ -481,10 +527,14 @@ out:
     }
     if (target >= 0)
         close(target);
+    for (size_t k = 0; s.rfiles && k < s.m.nfiles; k++)
+        if (s.rfiles[k].fd >= 0)
+            close(s.rfiles[k].fd);
+    free(s.rfiles);
+    free(s.chunk_file);
+    free(s.chunk_off);
     manifest_free(&s.m);
-    chunkobj_ctx_free(&s.z);
-    buf_free(&s.obj);
-    buf_free(&s.raw);
+    buf_free(&s.readback);
     hash_free(&s.h);
     return e;
 }

@@ -22,7 +22,6 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "engine/chunkobj.h"
 #include "engine/manifest.h"
 #include "service/repo.h"
 
@@ -51,10 +50,4 @@ int restore_find(struct repo *r, const char *run, const char *id, struct manifes
                  size_t *ret_region, struct buf *err);
 int restore_run(struct repo *r, const struct restore_opts *o, struct restore_result *ret,
                 struct buf *err);
-/* Fetches chunk id (raw length len) into out, trying the healthy regions
- * starting with region `first`; counts failovers in *failovers. */
-int restore_fetch_chunk(struct repo *r, const uint8_t id[HASH_LEN], uint32_t len, size_t first,
-                        struct chunkobj_ctx *z, struct buf *obj, struct buf *out,
-                        uint64_t *failovers, size_t *ret_region);
-
 #endif

@@ -1,0 +1,42 @@
+/*
+ * fetch.h — download many chunks at once, striped over the healthy
+ * regions, verified, failing over per chunk.
+ *
+ *   struct fetch_job jobs[n] = {{.id = ..., .len = ..., .tag = ...}, ...};
+ *   fetch_run(repo, jobs, n, on_chunk, ud, &stats, &err);
+ *
+ * Job i is first asked of healthy region i mod n; every region keeps up to
+ * its parallelism (libcurl multi for s3) of requests in flight, bounded by
+ * the memory budget, so the regions' bandwidth adds up.  A chunk that is
+ * missing, damaged (undecodable, wrong digest) or whose region fails is
+ * asked of the next region that has not been tried, and counted; the run
+ * fails only when no region has it intact.  on_chunk receives the verified
+ * raw bytes (valid during the call) in completion order, not job order.
+ * Single-threaded: everything runs on the calling thread.
+ */
+#ifndef CKS_FETCH_H
+#define CKS_FETCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "service/repo.h"
+
+struct fetch_job {
+    const uint8_t *id;         /* HASH_LEN bytes, owned by the caller */
+    uint32_t len;              /* raw length */
+    size_t tag;                /* the caller's */
+    uint32_t tried;            /* internal: regions asked */
+};
+
+struct fetch_stats {
+    uint64_t fetched_bytes;    /* object bytes downloaded */
+    uint64_t failovers;
+    uint64_t region_chunks[CONFIG_MAX_REGIONS];
+};
+
+int fetch_run(struct repo *r, struct fetch_job *jobs, size_t n,
+              int (*on_chunk)(void *ud, const struct fetch_job *j, const uint8_t *data, size_t len),
+              void *ud, struct fetch_stats *stats, struct buf *err);
+
+#endif
