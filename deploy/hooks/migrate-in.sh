@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# migrate-in.sh — the NEW instance's half of a migration: make sure ckptsyncd
+# is installed and running, restore the handed-off checkpoint, and print the
+# path to resume from (one line on stdout; everything else goes to stderr).
+#
+#   ckpt=$(deploy/hooks/migrate-in.sh --run r1)
+#   python train.py --resume_from_checkpoint "$ckpt"
+#
+# Steps:
+#   1. ckptsyncd missing from PATH: install it with deploy/install.sh (as
+#      root, from this source tree), unless --no-install.
+#   2. start ckptsyncd, unless --no-start or it already answers: systemctl
+#      enable --now ckptsyncd where systemd runs, else in the background
+#      (log in /var/log/ckptsyncd.log or --log FILE).  Started first so
+#      that the first checkpoint the resumed job writes is replicated; the
+#      daemon ignores restore's staging folder (.ckptsync-restore.*).
+#   3. `ckptsync migrate-in --run NAME --to DIR`: restores the snapshot the
+#      old instance's handoff names (or the newest), verified, into DIR and
+#      prints DIR/<checkpoint>.  It needs no daemon.
+#
+# The old instance's half is deploy/hooks/migrate-out.sh (or
+# deploy/preempt-watch.sh on a preemption notice).
+set -euo pipefail
+
+PROG=migrate-in.sh
+top=$(cd "$(dirname "$0")/../.." && pwd)
+
+usage() {
+  cat <<EOF
+usage: migrate-in.sh [--run NAME] [--to DIR] [--force] [--config FILE]
+                     [--no-install] [--no-start] [--log FILE]
+
+The new instance's half of a migration: install and start ckptsyncd,
+\`ckptsync migrate-in\`, print the path to resume from on stdout.
+
+  --run NAME      the run to bring back (default: the handoff's)
+  --to DIR        where to restore (default /data/cloud_storage/NAME;
+                  required without --run)
+  --force         replace DIR/<checkpoint> if it exists already
+  --config FILE   the ckptsync configuration (default: ckptsync's own)
+  --no-install    fail instead of running deploy/install.sh when ckptsyncd
+                  is not installed
+  --no-start      do not start ckptsyncd
+  --log FILE      ckptsyncd's log when started without systemd
+                  (default /var/log/ckptsyncd.log)
+  -h, --help      this text
+
+Environment: CKPTSYNC and CKPTSYNCD name the binaries (default: in PATH).
+
+Exit status: 0 restored (the path is on stdout); 1 failure; 2 usage error.
+EOF
+}
+
+say() { echo "$PROG: $*" >&2; }
+die() { say "$*"; exit 1; }
+usage_error() { say "$*"; echo "try: $PROG --help" >&2; exit 2; }
+
+run='' to='' force=0 config='' install=1 start=1 log=/var/log/ckptsyncd.log
+need_value() { [ "$#" -ge 2 ] || usage_error "$1 needs a value"; }
+while [ "$#" -gt 0 ]; do
+  case $1 in
+    --*=*) opt=${1%%=*}; val=${1#*=}; shift; set -- "$opt" "$val" "$@"; continue;;
+  esac
+  case $1 in
+    --run) need_value "$@"; run=$2; shift 2;;
+    --to) need_value "$@"; to=$2; shift 2;;
+    --force) force=1; shift;;
+    --config) need_value "$@"; config=$2; shift 2;;
+    --no-install) install=0; shift;;
+    --no-start) start=0; shift;;
+    --log) need_value "$@"; log=$2; shift 2;;
+    -h|--help) usage; exit 0;;
+    *) usage_error "unknown argument '$1'";;
+  esac
+done
+[ -z "$run" ] || [[ $run =~ ^[^/[:space:][:cntrl:]]+$ ]] || usage_error "--run: '$run' is not a run name"
+if [ -z "$to" ]; then
+  [ -n "$run" ] || usage_error "--to DIR is required without --run"
+  to=/data/cloud_storage/$run
+fi
+
+cli=${CKPTSYNC:-ckptsync}
+daemon=${CKPTSYNCD:-ckptsyncd}
+cks=("$cli")
+[ -z "$config" ] || cks+=(--config "$config")
+
+# ---- 1. install ----------------------------------------------------------------
+if ! command -v "$cli" > /dev/null || { [ "$start" = 1 ] && ! command -v "$daemon" > /dev/null; }; then
+  [ "$install" = 1 ] || die "ckptsync is not installed ('$cli' or '$daemon' not found); run deploy/install.sh"
+  [ -x "$top/deploy/install.sh" ] || die "ckptsync is not installed and $top/deploy/install.sh is missing"
+  [ "$(id -u)" = 0 ] || die "ckptsync is not installed; deploy/install.sh needs root (sudo $0 ...)"
+  say "installing ckptsync ($top/deploy/install.sh)"
+  "$top/deploy/install.sh" >&2 || die "deploy/install.sh failed"
+  hash -r
+  command -v "$cli" > /dev/null || die "'$cli' still not found after deploy/install.sh (is /usr/local/bin in PATH?)"
+fi
+
+# ---- 2. start ckptsyncd --------------------------------------------------------
+if [ "$start" = 1 ]; then
+  if "${cks[@]}" status > /dev/null 2>&1; then
+    say "ckptsyncd already runs"
+  elif command -v systemctl > /dev/null && [ -d /run/systemd/system ] && [ -z "$config" ] \
+       && systemctl cat ckptsyncd.service > /dev/null 2>&1; then
+    say "starting ckptsyncd (systemctl enable --now ckptsyncd)"
+    systemctl enable --now ckptsyncd >&2 || die "systemctl enable --now ckptsyncd failed (journalctl -u ckptsyncd)"
+  else
+    command -v "$daemon" > /dev/null || die "'$daemon' not found; set CKPTSYNCD or run deploy/install.sh"
+    dargs=()
+    [ -z "$config" ] || dargs+=(--config "$config")
+    "$daemon" "${dargs[@]}" --check > /dev/null || die "the configuration does not pass ckptsyncd --check (see above)"
+    mkdir -p "$(dirname "$log")"
+    setsid "$daemon" "${dargs[@]}" < /dev/null >> "$log" 2>&1 &
+    dpid=$!
+    say "started ckptsyncd in the background (pid $dpid, log $log)"
+  fi
+  for _ in $(seq 1 300); do
+    "${cks[@]}" status > /dev/null 2>&1 && break
+    if [ -n "${dpid:-}" ] && ! kill -0 "$dpid" 2> /dev/null; then
+      tail -5 "$log" >&2 || true
+      die "ckptsyncd exited at start (log $log)"
+    fi
+    sleep 0.1
+  done
+  "${cks[@]}" status > /dev/null 2>&1 || die "ckptsyncd does not answer after 30 s"
+fi
+
+# ---- 3. restore ------------------------------------------------------------------
+args=(migrate-in --to "$to")
+[ -z "$run" ] || args+=(--run "$run")
+[ "$force" = 0 ] || args+=(--force)
+say "running: ${cks[*]} ${args[*]}"
+out=$("${cks[@]}" "${args[@]}") || die "migrate-in failed (exit $?): nothing to resume from${run:+ for run $run}"
+path=$(printf '%s\n' "$out" | tail -n 1)
+[ -n "$path" ] && [ -e "$path" ] || die "migrate-in printed '$out', which is not a restored path"
+say "resume from $path"
+printf '%s\n' "$path"
