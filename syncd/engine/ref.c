@@ -49,7 +49,13 @@ int ref_parse(const uint8_t *data, size_t len, struct ref *ret)
 
 int ref_newer(const struct ref *cand, const struct ref *cur)
 {
-    if (cand->step >= 0 && cur->step >= 0 && cand->step != cur->step)
+    /* Order: (step known, step, id).  A snapshot with a step (a
+     * checkpoint) always outranks one without (a log or config file
+     * captured by quiescence), so files written after a checkpoint never
+     * take `latest` away from it; the order is total and transitive. */
+    if ((cand->step >= 0) != (cur->step >= 0))
+        return cand->step >= 0;
+    if (cand->step != cur->step)
         return cand->step > cur->step;
     return strcmp(cand->id, cur->id) >= 0;
 }

@@ -26,8 +26,10 @@ struct ref {
 int ref_encode(const struct ref *f, struct buf *out);
 /* 0 or CKS_E_FORMAT. */
 int ref_parse(const uint8_t *data, size_t len, struct ref *ret);
-/* Does a snapshot (id, step) supersede ref cur?  Newer step wins; with a
- * step unknown on either side, the later id (ids sort by time) wins. */
+/* Does a snapshot (id, step) supersede ref cur?  Ordered by (step known,
+ * step, id): a checkpoint (step known) outranks a snapshot without a step
+ * (logs, configs), a higher step wins, then the later id (ids sort by
+ * time). */
 int ref_newer(const struct ref *cand, const struct ref *cur);
 
 #endif

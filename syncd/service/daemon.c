@@ -40,6 +40,7 @@
 #include "base/json.h"
 #include "base/log.h"
 #include "engine/ctlproto.h"
+#include "engine/ref.h"
 #include "service/daemon.h"
 #include "service/detect.h"
 #include "service/ingest.h"
@@ -258,10 +259,14 @@ static int status_run_cb(void *ud, const char *run, const char *id, const struct
 {
     struct latest_acc *a = ud;
     bool same = a->have && !strcmp(a->run, run);
+    struct ref cand, cur;
     if (a->have && !same)
         status_emit_run(a);
-    if (!same || s->step > a->s.step || (s->step == a->s.step && strcmp(id, a->id) > 0) ||
-        (s->step < 0 && strcmp(id, a->id) > 0)) {
+    snprintf(cand.id, sizeof(cand.id), "%s", id);
+    cand.step = s->step;
+    snprintf(cur.id, sizeof(cur.id), "%s", a->id);
+    cur.step = a->s.step;
+    if (!same || ref_newer(&cand, &cur)) { /* the same order as the latest ref */
         snprintf(a->run, sizeof(a->run), "%s", run);
         snprintf(a->id, sizeof(a->id), "%s", id);
         a->s = *s;

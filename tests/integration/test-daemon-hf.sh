@@ -46,6 +46,13 @@ echo "$seen" | grep -q "checkpoint-60" || die "the last checkpoint was not captu
 grep -q "train.log" <(cks ls --remote --run r1 --json | python3 -c 'import json,sys; [print(s["id"]) for s in json.load(sys.stdin)]' | while read -r id; do cks show "$id" --run r1 --json; done) \
   || die "train.log (outside checkpoints) was not captured"
 
+step "latest is the newest checkpoint, not the log written after it"
+rm -rf "$T/latest"
+cks restore --run r1 --latest --to "$T/latest" -q
+[ -d "$T/latest/checkpoint-60" ] || { ls "$T/latest"; die "restore --latest is not checkpoint-60"; }
+cks status --json > "$T/st.json"
+[ "$(json "$T/st.json" 'd["runs"][0]["latest"]["step"]')" = 60 ] || die "status latest is not step 60"
+
 step "restart on unchanged data takes no new snapshot"
 before=$(cks ls --remote --run r1 --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')
 stop_daemon

@@ -1,9 +1,9 @@
 /*
  * test-ref.c — `latest` refs: round trips (the encoding is canonical), a
  * table of hostile refs the parser must refuse without touching its
- * output, and a table for ref_newer(): a known newer step wins, and when
- * either step is unknown (or both are equal) the later id wins, ids
- * sorting by time.
+ * output, and a table for ref_newer(): a known step outranks an unknown
+ * one, a higher step wins, and between equal steps (or two unknown ones)
+ * the later id wins, ids sorting by time.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -189,15 +189,17 @@ static const struct newer newer_rows[] = {
     {ID2, 100, ID1, 100, 1, "same step, later id"},
     {ID1, 100, ID2, 100, 0, "same step, earlier id"},
     {ID1, 100, ID1, 100, 1, "same ref"},
-    /* A step unknown on either side: id (time) order. */
-    {ID2, -1, ID1, 100, 1, "unknown step, later id"},
+    /* A known step (a checkpoint) outranks an unknown one (a log captured
+     * after it must not take latest), whatever the ids. */
+    {ID2, -1, ID1, 100, 0, "unknown step, later id: the checkpoint stays"},
     {ID1, -1, ID2, 100, 0, "unknown step, earlier id"},
     {ID2, 100, ID1, -1, 1, "known step over unknown, later id"},
-    {ID1, 100000, ID2, -1, 0, "known step over unknown, earlier id"},
+    {ID1, 100000, ID2, -1, 1, "known step over unknown, earlier id"},
     {ID2, -1, ID1, -1, 1, "both unknown, later id"},
     {ID1, -1, ID2, -1, 0, "both unknown, earlier id"},
     {ID1, -1, ID1, -1, 1, "both unknown, same id"},
     {ID1, -1, ID2, 0, 0, "unknown step against step 0"},
+    {ID3, 0, ID2, -1, 1, "step 0 over unknown"},
     /* Id order is bytewise: a prefix sorts first. */
     {"abc", -1, "ab", -1, 1, "longer id with the same prefix"},
     {"ab", -1, "abc", -1, 0, "prefix of the current id"},
