@@ -160,10 +160,12 @@ int cmd_snapshot(struct cli *c, int argc, char **argv)
 /* ---- restore ----------------------------------------------------------- */
 
 static const char restore_usage[] =
-    "usage: ckptsync restore --run NAME (--latest | --snapshot ID) --to DIR [--force] [--json]\n"
+    "usage: ckptsync restore --run NAME (--latest | --snapshot ID) --to DIR [--seed DIR]\n"
+    "                        [--force] [--json]\n"
     "Restores a snapshot into DIR/<its root>: every chunk and every file verified,\n"
     "written under a staging name, fsynced, then renamed into place.  A chunk that\n"
-    "is missing or corrupt in one region is fetched from another.\n";
+    "is missing or corrupt in one region is fetched from another.  Chunks found in\n"
+    "--seed DIR (e.g. an older checkpoint of the run) are copied, not downloaded.\n";
 
 static void restore_print(struct cli *c, const struct repo *r, const struct restore_result *s,
                           double secs)
@@ -182,6 +184,8 @@ static void restore_print(struct cli *c, const struct repo *r, const struct rest
         json_key(&j, "chunks"); json_u64(&j, s->chunks);
         json_key(&j, "fetched_bytes"); json_u64(&j, s->fetched_bytes);
         json_key(&j, "failovers"); json_u64(&j, s->failovers);
+        json_key(&j, "local_chunks"); json_u64(&j, s->local_chunks);
+        json_key(&j, "local_bytes"); json_u64(&j, s->local_bytes);
         json_key(&j, "seconds"); json_double(&j, secs);
         json_key(&j, "regions");
         json_obj_begin(&j);
@@ -205,6 +209,8 @@ static void restore_print(struct cli *c, const struct repo *r, const struct rest
     if (s->failovers)
         printf(", %llu fetched from another region after a failure",
                (unsigned long long)s->failovers);
+    if (s->local_chunks)
+        printf(", %llu copied from the seed", (unsigned long long)s->local_chunks);
     printf("\n");
 }
 
@@ -213,7 +219,8 @@ int cmd_restore(struct cli *c, int argc, char **argv)
     static const struct option opts[] = {
         {"run", required_argument, NULL, 'r'}, {"snapshot", required_argument, NULL, 's'},
         {"latest", no_argument, NULL, 'l'},    {"to", required_argument, NULL, 't'},
-        {"force", no_argument, NULL, 'f'},     {"help", no_argument, NULL, 'h'}, {0}};
+        {"force", no_argument, NULL, 'f'},     {"seed", required_argument, NULL, 'S'},
+        {"help", no_argument, NULL, 'h'}, {0}};
     struct restore_opts o = {.progress = cli_progress, .progress_ud = c};
     struct restore_result res;
     struct repo *r = NULL;
@@ -229,6 +236,7 @@ int cmd_restore(struct cli *c, int argc, char **argv)
         case 'l': latest = true; break;
         case 't': o.target = optarg; break;
         case 'f': o.force = true; break;
+        case 'S': o.seed = optarg; break;
         case 'h': return usage(restore_usage, 0);
         default: return usage(restore_usage, EXIT_USAGE);
         }

@@ -279,7 +279,7 @@ int cmd_migrate_out(struct cli *c, int argc, char **argv)
 /* ---- migrate-in -------------------------------------------------------- */
 
 static const char in_usage[] =
-    "usage: ckptsync migrate-in [--run NAME] --to DIR [--force] [--json]\n"
+    "usage: ckptsync migrate-in [--run NAME] --to DIR [--seed DIR] [--force] [--json]\n"
     "On the new instance (no daemon needed): restore the snapshot the old\n"
     "instance handed off (or the run's newest) into DIR, verified, and print the\n"
     "path to resume from, e.g.\n"
@@ -359,7 +359,8 @@ int cmd_migrate_in(struct cli *c, int argc, char **argv)
 {
     static const struct option opts[] = {
         {"run", required_argument, NULL, 'r'}, {"to", required_argument, NULL, 't'},
-        {"force", no_argument, NULL, 'f'}, {"help", no_argument, NULL, 'h'}, {0}};
+        {"force", no_argument, NULL, 'f'}, {"seed", required_argument, NULL, 'S'},
+        {"help", no_argument, NULL, 'h'}, {0}};
     char run[MANIFEST_MAX_FIELD + 1] = "", dir[PATH_MAX];
     struct restore_opts o = {.progress = cli_progress, .progress_ud = c};
     struct restore_result res;
@@ -376,6 +377,8 @@ int cmd_migrate_in(struct cli *c, int argc, char **argv)
             o.target = optarg;
         else if (opt == 'f')
             o.force = true;
+        else if (opt == 'S')
+            o.seed = optarg;
         else if (opt == 'h')
             return fputs(in_usage, stdout), 0;
         else

@@ -36,6 +36,8 @@
 #include "engine/ref.h"
 #include "service/fetch.h"
 #include "service/restore.h"
+#include "service/scan.h"
+#include "service/walk.h"
 
 /* ---- finding the snapshot ------------------------------------------- */
 
@@ -262,6 +264,176 @@ static int rst_chunk(void *ud, const struct fetch_job *j, const uint8_t *data, s
     return --rf->remaining == 0 ? rst_file_done(s, k) : 0;
 }
 
+/* ---- seeding from local files ----------------------------------------- */
+
+struct seed_ref {
+    uint8_t id[HASH_LEN];
+    uint32_t len;
+    uint32_t file;             /* index into seed.w */
+    uint64_t off;
+};
+
+struct seed {
+    struct walk w;
+    struct seed_ref *v;
+    size_t n, cap;
+    uint32_t cur;
+};
+
+static int seed_add(struct seed *sd, const uint8_t id[HASH_LEN], uint32_t len, uint64_t off)
+{
+    if (sd->n == sd->cap) {
+        size_t cap = sd->cap ? sd->cap * 2 : 256;
+        struct seed_ref *v = realloc(sd->v, cap * sizeof(*v));
+        if (!v)
+            return -ENOMEM;
+        sd->v = v;
+        sd->cap = cap;
+    }
+    struct seed_ref *x = &sd->v[sd->n++];
+    memcpy(x->id, id, HASH_LEN);
+    x->len = len;
+    x->file = sd->cur;
+    x->off = off;
+    return 0;
+}
+
+static int seed_chunk(void *ud, const uint8_t *data, size_t len, uint64_t off)
+{
+    uint8_t id[HASH_LEN];
+    hash_sha256(data, len, id);
+    return seed_add(ud, id, (uint32_t)len, off);
+}
+
+/* The chunks of one seed file: from the index when it knows the file
+ * (keyed with or without ctime: the CLI's and the daemon's keys), else by
+ * reading and cutting it. */
+static int seed_file(struct rst *s, struct seed *sd, struct scan *sc, int fd)
+{
+    struct stat st;
+    struct index_txn *t;
+    struct mchunk *v = NULL;
+    size_t n = 0;
+    uint8_t digest[HASH_LEN];
+    uint64_t got;
+    if (fstat(fd, &st) < 0)
+        return -errno;
+    struct index_file_key k = {(uint64_t)st.st_dev, (uint64_t)st.st_ino, (uint64_t)st.st_size,
+                               (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec,
+                               (int64_t)st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec};
+    int e = index_txn_begin(s->r->ix, false, &t);
+    if (e == 0) {
+        e = index_file_get(t, &k, digest, &v, &n);
+        if (e == -ENOENT) {
+            k.ctime_ns = 0;
+            e = index_file_get(t, &k, digest, &v, &n);
+        }
+        index_txn_abort(t);
+    }
+    if (e == 0) {
+        uint64_t off = 0;
+        for (size_t i = 0; i < n && e == 0; i++) {
+            e = seed_add(sd, v[i].id, v[i].len, off);
+            off += v[i].len;
+        }
+        free(v);
+        return e;
+    }
+    return scan_fd(sc, fd, seed_chunk, sd, &got, NULL);
+}
+
+static int seed_ref_cmp(const void *a, const void *b)
+{
+    return memcmp(((const struct seed_ref *)a)->id, ((const struct seed_ref *)b)->id, HASH_LEN);
+}
+
+static int seed_build(struct rst *s, struct seed *sd)
+{
+    struct buf err = BUF_INIT, path = BUF_INIT;
+    struct scan sc;
+    int e = walk_list(s->o->seed, &sd->w, &err);
+    if (e < 0) {
+        log_warn("seed \"%s\" not used: %s", s->o->seed, buf_str(&err));
+        buf_free(&err);
+        return 0;
+    }
+    if ((e = scan_init(&sc, &s->r->cdc)) < 0)
+        return e;
+    for (size_t k = 0; k < sd->w.n && e == 0; k++) {
+        if (sd->w.v[k].type != MFILE_REG)
+            continue;
+        buf_reset(&path);
+        buf_printf(&path, "%s/%s", sd->w.base, sd->w.v[k].path);
+        int fd = open(buf_str(&path), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+            continue;
+        sd->cur = (uint32_t)k;
+        e = seed_file(s, sd, &sc, fd);
+        close(fd);
+    }
+    scan_free(&sc);
+    buf_free(&path);
+    buf_free(&err);
+    if (sd->n > 1)
+        qsort(sd->v, sd->n, sizeof(*sd->v), seed_ref_cmp);
+    return e;
+}
+
+/* Copies the job's chunk from the seed if it is there and intact. */
+static int seed_copy(struct rst *s, struct seed *sd, struct fetch_job *j, struct buf *tmp)
+{
+    struct seed_ref key, *hit;
+    uint8_t id[HASH_LEN];
+    memcpy(key.id, j->id, HASH_LEN);
+    hit = bsearch(&key, sd->v, sd->n, sizeof(*sd->v), seed_ref_cmp);
+    if (!hit || hit->len != j->len)
+        return 0;
+    struct buf path = BUF_INIT;
+    buf_printf(&path, "%s/%s", sd->w.base, sd->w.v[hit->file].path);
+    int fd = open(buf_str(&path), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    buf_free(&path);
+    if (fd < 0 || buf_reserve(tmp, j->len) < 0) {
+        if (fd >= 0)
+            close(fd);
+        return 0;
+    }
+    ssize_t n = pread(fd, tmp->data, j->len, (off_t)hit->off);
+    close(fd);
+    if (n != (ssize_t)j->len)
+        return 0;
+    hash_sha256(tmp->data, j->len, id);
+    if (memcmp(id, j->id, HASH_LEN) != 0)
+        return 0; /* the seed changed since it was cut: download it */
+    int e = rst_chunk(s, j, tmp->data, j->len);
+    if (e == 0) {
+        s->res->local_chunks++;
+        s->res->local_bytes += j->len;
+    }
+    return e < 0 ? e : 1;
+}
+
+/* Serves what the seed has; compacts jobs to what is left to download. */
+static int seed_serve(struct rst *s, struct fetch_job *jobs, size_t *n)
+{
+    struct seed sd = {0};
+    struct buf tmp = BUF_INIT;
+    size_t out = 0;
+    int e = seed_build(s, &sd);
+    for (size_t i = 0; i < *n && e == 0; i++) {
+        int c = sd.n ? seed_copy(s, &sd, &jobs[i], &tmp) : 0;
+        if (c < 0)
+            e = c;
+        else if (c == 0)
+            jobs[out++] = jobs[i];
+    }
+    if (e == 0)
+        *n = out;
+    walk_free(&sd.w);
+    free(sd.v);
+    buf_free(&tmp);
+    return e;
+}
+
 /* Creates every regular file empty, then fetches all chunks at once. */
 static int rst_files(struct rst *s)
 {
@@ -290,8 +462,11 @@ static int rst_files(struct rst *s)
             s->rfiles[k].fd = -1;
         }
     }
+    size_t njobs = s->m.nchunks;
+    if (e == 0 && s->o->seed)
+        e = seed_serve(s, jobs, &njobs);
     if (e == 0) {
-        e = fetch_run(s->r, jobs, s->m.nchunks, rst_chunk, s, &st, s->err);
+        e = fetch_run(s->r, jobs, njobs, rst_chunk, s, &st, s->err);
         s->res->fetched_bytes = st.fetched_bytes;
         s->res->failovers = st.failovers;
         memcpy(s->res->region_chunks, st.region_chunks, sizeof(st.region_chunks));

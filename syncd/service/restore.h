@@ -30,6 +30,7 @@ struct restore_opts {
     const char *id;            /* NULL: the newest committed in any region */
     const char *target;        /* directory; created if missing */
     bool force;                /* replace target/<root> if it exists */
+    const char *seed;          /* a local directory whose chunks are copied, not downloaded */
     void (*progress)(void *ud, uint64_t done, uint64_t total);
     void *progress_ud;
 };
@@ -41,6 +42,8 @@ struct restore_result {
     uint64_t files, dirs, links, bytes, chunks;
     uint64_t fetched_bytes;    /* object bytes downloaded */
     uint64_t failovers;        /* chunk fetches that failed in one region */
+    uint64_t local_chunks;     /* copied from the seed instead of downloaded */
+    uint64_t local_bytes;
     uint64_t region_chunks[CONFIG_MAX_REGIONS];
 };
 

@@ -80,6 +80,14 @@ same_tree "$T/orig-200" "$T/r2/checkpoint-200"
 [ "$(json "$T/r2.json" 'min(d["regions"].values())')" -gt 0 ] || die "restore was not striped over all regions"
 ls -A "$T/r2" | grep -q ckptsync-restore && die "staging directory left behind"
 
+step "seeded restore: chunks of the older checkpoint are copied, only the change is downloaded"
+cks restore --run run1 --snapshot "$id2" --to "$T/r2s" --seed "$T/r1/checkpoint-100" --json > "$T/r2s.json"
+same_tree "$T/orig-200" "$T/r2s/checkpoint-200"
+local_b=$(json "$T/r2s.json" 'd["local_bytes"]'); fetched=$(json "$T/r2s.json" 'd["fetched_bytes"]')
+echo "copied from the seed: $local_b bytes; downloaded: $fetched bytes"
+[ "$local_b" -gt $(( total - changed - 3 * 2 * (4 << 20) )) ] || die "seed used for only $local_b bytes"
+[ "$fetched" -le $(( changed + 3 * 2 * (4 << 20) + 1048576 )) ] || die "downloaded $fetched bytes despite the seed"
+
 step "restoring over an existing checkpoint needs --force"
 expect_fail 1 cks restore --run run1 --latest --to "$T/r2"
 grep -q 'already exists' "$T/err" || die "no 'already exists' message"
