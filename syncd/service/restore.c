@@ -15,7 +15,8 @@
  *   healthy region i mod n, each region with many requests in flight, so
  *   the regions' bandwidth adds up; a failing region costs one retry per
  *   chunk, never the restore.  Chunks land out of order (pwrite at their
- *   offsets); the whole-file digest is checked by reading the file back.
+ *   offsets) through io_uring, so disk writes overlap the downloads; the
+ *   whole-file digest is checked by reading the file back.
  * - After the rename, the restored files enter the index, and every
  *   region holding the manifest is recorded as holding its chunks (the
  *   manifest is published only after all its chunks are), so the next
@@ -38,6 +39,7 @@
 #include "service/restore.h"
 #include "service/scan.h"
 #include "service/walk.h"
+#include "service/wring.h"
 
 /* ---- finding the snapshot ------------------------------------------- */
 
@@ -176,6 +178,7 @@ struct rst {
     int stage;                 /* staging directory fd */
     char stage_name[MANIFEST_ID_MAX + 32];
     struct buf readback;
+    struct wring wr;           /* io_uring writes */
     struct hash h;
     uint64_t done, total;
     struct rfile *rfiles;      /* per manifest file */
@@ -204,7 +207,7 @@ static int rst_file_done(struct rst *s, size_t k)
     struct rfile *rf = &s->rfiles[k];
     uint8_t digest[HASH_LEN];
     uint64_t off = 0;
-    int e = 0;
+    int e = wring_drain(&s->wr); /* its writes must be on disk before it is read back */
     hash_reset(&s->h);
     while (off < f->size && e == 0) {
         size_t want = f->size - off < s->readback.cap - 1 ? (size_t)(f->size - off) : s->readback.cap - 1;
@@ -256,7 +259,7 @@ static int rst_chunk(void *ud, const struct fetch_job *j, const uint8_t *data, s
     int e;
     if (rf->fd < 0 && (e = rst_open(s, k, O_RDWR)) < 0)
         return e;
-    if ((e = fileio_pwrite_full(rf->fd, data, len, (off_t)s->chunk_off[j->tag])) < 0)
+    if ((e = wring_write(&s->wr, rf->fd, data, len, s->chunk_off[j->tag])) < 0)
         return rst_fail(s, &s->m.files[k], "writing", e);
     s->done += len;
     if (s->o->progress)
@@ -681,6 +684,7 @@ int restore_run(struct repo *r, const struct restore_opts *o, struct restore_res
     manifest_init(&s.m);
     if ((e = hash_init(&s.h)) < 0)
         return e;
+    wring_init(&s.wr, 64, 256u << 20);
     if ((e = restore_find(r, o->run, o->id, &s.m, NULL, err)) < 0)
         goto out;
     if ((e = fileio_mkdir_p(o->target, 0755)) < 0 ||
@@ -702,6 +706,7 @@ out:
     }
     if (target >= 0)
         close(target);
+    wring_free(&s.wr); /* no write may outlive its file descriptor */
     for (size_t k = 0; s.rfiles && k < s.m.nfiles; k++)
         if (s.rfiles[k].fd >= 0)
             close(s.rfiles[k].fd);
