@@ -3,14 +3,16 @@
 #   deploy/deps.sh          build and run (compiler, cmake, the five libraries)
 #   deploy/deps.sh --test   also what the test suite needs (cmocka, clang for
 #                           the fuzzers, python3 and coreutils for the scripts,
-#                           the AWS CLI and Node.js for the S3 tests: tests/s3/)
+#                           python3-torch for the PyTorch resume test, the AWS
+#                           CLI and Node.js for the S3 tests: tests/s3/)
 # Runs apt-get update only when something is missing, so a second run is quick.
 set -euo pipefail
 
 pkgs=(build-essential cmake pkg-config libzstd-dev libssl-dev libcurl4-openssl-dev
       liburing-dev liblmdb-dev libinih-dev libexpat1-dev)
 if [ "${1:-}" = "--test" ]; then
-  pkgs+=(libcmocka-dev clang libclang-rt-14-dev python3 lmdb-utils zstd util-linux awscli)
+  pkgs+=(libcmocka-dev clang libclang-rt-14-dev python3 lmdb-utils zstd util-linux awscli
+        python3-torch)
   # Node.js runs the S3 test servers; these machines come with Node 20, so
   # Debian's nodejs (18) and npm only where there is no node at all.
   command -v node > /dev/null 2>&1 || pkgs+=(nodejs npm)
