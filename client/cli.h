@@ -39,6 +39,9 @@ void cli_print_json(struct buf *b);
 /* Parses a decimal integer for an option; returns 0 or prints and -1. */
 int cli_parse_i64(const char *opt, const char *s, int64_t min, int64_t max, int64_t *ret);
 
+int cli_restore_units(struct cli *c, struct repo *r, const char *run, const char *target,
+                      bool force, bool all, const char *skip_root);
+
 int cmd_snapshot(struct cli *c, int argc, char **argv);
 int cmd_restore(struct cli *c, int argc, char **argv);
 int cmd_verify(struct cli *c, int argc, char **argv);

@@ -21,6 +21,7 @@
 #include "cli.h"
 #include "engine/fastcdc.h"
 #include "engine/hash.h"
+#include "service/catalog.h"
 #include "service/restore.h"
 #include "service/scan.h"
 #include "service/snapshot.h"
@@ -160,8 +161,10 @@ int cmd_snapshot(struct cli *c, int argc, char **argv)
 /* ---- restore ----------------------------------------------------------- */
 
 static const char restore_usage[] =
-    "usage: ckptsync restore --run NAME (--latest | --snapshot ID) --to DIR [--seed DIR]\n"
-    "                        [--force] [--json]\n"
+    "usage: ckptsync restore --run NAME (--latest | --snapshot ID | --all) --to DIR\n"
+    "                        [--seed DIR] [--force] [--json]\n"
+    "--latest: the newest checkpoint, plus the run's newest files outside checkpoints\n"
+    "(logs, configs); --all: the newest snapshot of every unit of the run.\n"
     "Restores a snapshot into DIR/<its root>: every chunk and every file verified,\n"
     "written under a staging name, fsynced, then renamed into place.  A chunk that\n"
     "is missing or corrupt in one region is fetched from another.  Chunks found in\n"
@@ -214,18 +217,55 @@ static void restore_print(struct cli *c, const struct repo *r, const struct rest
     printf("\n");
 }
 
+/* Restores the newest snapshot of each unit of run into target: every
+ * unit (all), or only those that are not checkpoints (logs, configs: the
+ * run's files outside checkpoints), except `skip_root`.  A unit already
+ * present in target is left alone unless force.  Returns how many failed. */
+int cli_restore_units(struct cli *c, struct repo *r, const char *run, const char *target,
+                      bool force, bool all, const char *skip_root)
+{
+    struct catalog_unit *u = NULL;
+    size_t n = 0, failed = 0;
+    struct buf err = BUF_INIT;
+    if (catalog_units(r, run, &u, &n, &err) < 0) {
+        log_error("%s", buf_str(&err));
+        buf_free(&err);
+        return 1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct restore_opts o = {.run = run, .id = u[i].id, .target = target, .force = force};
+        struct restore_result res;
+        if ((!all && u[i].step >= 0) || (skip_root && !strcmp(u[i].root, skip_root)))
+            continue;
+        buf_reset(&err);
+        int e = restore_run(r, &o, &res, &err);
+        if (e == -EEXIST) {
+            log_warn("\"%s/%s\" is already there; left as it is (--force replaces it)", target,
+                     u[i].root);
+        } else if (e < 0) {
+            log_error("restoring \"%s\" (snapshot %s): %s", u[i].root, u[i].id, buf_str(&err));
+            failed++;
+        } else if (!c->quiet && !c->json) {
+            fprintf(stderr, "restored %s (snapshot %s)\n", u[i].root, u[i].id);
+        }
+    }
+    free(u);
+    buf_free(&err);
+    return (int)failed;
+}
+
 int cmd_restore(struct cli *c, int argc, char **argv)
 {
     static const struct option opts[] = {
         {"run", required_argument, NULL, 'r'}, {"snapshot", required_argument, NULL, 's'},
         {"latest", no_argument, NULL, 'l'},    {"to", required_argument, NULL, 't'},
         {"force", no_argument, NULL, 'f'},     {"seed", required_argument, NULL, 'S'},
-        {"help", no_argument, NULL, 'h'}, {0}};
+        {"all", no_argument, NULL, 'a'},       {"help", no_argument, NULL, 'h'}, {0}};
     struct restore_opts o = {.progress = cli_progress, .progress_ud = c};
     struct restore_result res;
     struct repo *r = NULL;
     struct buf err = BUF_INIT;
-    bool latest = false;
+    bool latest = false, all = false;
     int opt, e;
 
     optind = 1;
@@ -237,14 +277,20 @@ int cmd_restore(struct cli *c, int argc, char **argv)
         case 't': o.target = optarg; break;
         case 'f': o.force = true; break;
         case 'S': o.seed = optarg; break;
+        case 'a': all = true; break;
         case 'h': return usage(restore_usage, 0);
         default: return usage(restore_usage, EXIT_USAGE);
         }
     }
-    if (optind != argc || !o.run || !o.target || latest == (o.id != NULL))
+    if (optind != argc || !o.run || !o.target || (int)latest + (o.id != NULL) + (int)all != 1)
         return usage(restore_usage, EXIT_USAGE);
     if (cli_open_repo(c, 0, &r) < 0)
         return 1;
+    if (all) {
+        e = cli_restore_units(c, r, o.run, o.target, o.force, true, NULL);
+        repo_free(r);
+        return e ? 1 : 0;
+    }
     double t0 = cli_now();
     e = restore_run(r, &o, &res, &err);
     cli_progress_end(c);
@@ -252,6 +298,10 @@ int cmd_restore(struct cli *c, int argc, char **argv)
         log_error("restore of run '%s' into \"%s\" failed: %s", o.run, o.target, buf_str(&err));
     else
         restore_print(c, r, &res, cli_now() - t0);
+    /* --latest of a checkpoint brings the run's files outside checkpoints
+     * along (logs, configs), as a resumed job expects them. */
+    if (e == 0 && latest && res.step >= 0 && cli_restore_units(c, r, o.run, o.target, o.force, false, res.root))
+        e = -EIO;
     repo_free(r);
     buf_free(&err);
     return e < 0 ? 1 : 0;

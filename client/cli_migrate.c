@@ -398,6 +398,8 @@ int cmd_migrate_in(struct cli *c, int argc, char **argv)
     double t0 = cli_now();
     e = restore_run(r, &o, &res, &err);
     cli_progress_end(c);
+    if (e == 0 && res.step >= 0 && cli_restore_units(c, r, run, o.target, o.force, false, res.root))
+        log_warn("some of the run's files outside checkpoints could not be restored (see above)");
     if (e < 0) {
         log_error("migrate-in of run '%s' into \"%s\" failed: %s", run, o.target, buf_str(&err));
     } else {

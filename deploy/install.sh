@@ -12,8 +12,19 @@ install -m 0644 "$top/deploy/ckptsync.conf.example" /etc/ckptsync/ckptsync.conf.
 install -d -m 0700 /var/lib/ckptsync
 install -d -m 0755 /usr/local/share/doc/ckptsync
 install -m 0644 "$top/README.md" /usr/local/share/doc/ckptsync/README.md
+install -d -m 0755 /usr/local/share/ckptsync/examples /usr/local/share/ckptsync/hooks
+install -m 0644 "$top"/deploy/examples/*.conf /usr/local/share/ckptsync/examples/
+install -m 0755 "$top"/deploy/hooks/*.sh /usr/local/share/ckptsync/hooks/
+install -m 0755 "$top/deploy/preempt-watch.sh" /usr/local/sbin/ckptsync-preempt-watch
+# The Python module (standard library only) for Debian's python3.
+pydir=$(/usr/bin/python3 -c 'import sys; print(next(p for p in sys.path if p.startswith("/usr/local/lib/python3") and p.endswith("dist-packages")))' 2>/dev/null || true)
+if [ -n "$pydir" ]; then
+  install -d -m 0755 "$pydir/ckptsync"
+  install -m 0644 "$top/client/python/ckptsync/__init__.py" "$pydir/ckptsync/__init__.py"
+fi
 if [ -d /etc/systemd/system ]; then
   install -m 0644 "$top/deploy/ckptsyncd.service" /etc/systemd/system/ckptsyncd.service
+  install -m 0644 "$top/deploy/ckptsync-preempt.service" /etc/systemd/system/ckptsync-preempt.service
   command -v systemctl > /dev/null && systemctl daemon-reload 2> /dev/null || true
 fi
 echo "installed: $(/usr/local/bin/ckptsync --version), $(/usr/local/sbin/ckptsyncd --version)"

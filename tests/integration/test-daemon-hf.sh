@@ -50,6 +50,13 @@ step "latest is the newest checkpoint, not the log written after it"
 rm -rf "$T/latest"
 cks restore --run r1 --latest --to "$T/latest" -q
 [ -d "$T/latest/checkpoint-60" ] || { ls "$T/latest"; die "restore --latest is not checkpoint-60"; }
+[ -s "$T/latest/train.log" ] || { ls "$T/latest"; die "restore --latest left out the run's log file"; }
+[ "$(ls "$T/latest" | wc -l)" = 2 ] || { ls "$T/latest"; die "restore --latest restored more than checkpoint + log"; }
+cks restore --run r1 --all --to "$T/all" -q
+[ "$(ls "$T/all" | wc -l)" = 7 ] || { ls "$T/all"; die "restore --all: expected 6 checkpoints and the log"; }
+for c in 10 20 30 40 50 60; do
+  tree_sums "$T/all/checkpoint-$c" | diff "$T/sums/checkpoint-$c.sums" - > /dev/null || die "--all: checkpoint-$c differs"
+done
 cks status --json > "$T/st.json"
 [ "$(json "$T/st.json" 'd["runs"][0]["latest"]["step"]')" = 60 ] || die "status latest is not step 60"
 
