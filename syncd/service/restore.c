@@ -342,6 +342,8 @@ static int seed_file(struct rst *s, struct seed *sd, struct scan *sc, int fd)
         free(v);
         return e;
     }
+    if (!s->o->seed)
+        return 0; /* the implicit seed (the target) only lends what the index knows */
     return scan_fd(sc, fd, seed_chunk, sd, &got, NULL);
 }
 
@@ -354,16 +356,18 @@ static int seed_build(struct rst *s, struct seed *sd)
 {
     struct buf err = BUF_INIT, path = BUF_INIT;
     struct scan sc;
-    int e = walk_list(s->o->seed, &sd->w, &err);
+    const char *dir = s->o->seed ? s->o->seed : s->o->target;
+    int e = walk_list(dir, &sd->w, &err);
     if (e < 0) {
-        log_warn("seed \"%s\" not used: %s", s->o->seed, buf_str(&err));
+        if (s->o->seed)
+            log_warn("seed \"%s\" not used: %s", dir, buf_str(&err));
         buf_free(&err);
         return 0;
     }
     if ((e = scan_init(&sc, &s->r->cdc)) < 0)
         return e;
     for (size_t k = 0; k < sd->w.n && e == 0; k++) {
-        if (sd->w.v[k].type != MFILE_REG)
+        if (sd->w.v[k].type != MFILE_REG || strstr(sd->w.v[k].path, "/.ckptsync-restore."))
             continue;
         buf_reset(&path);
         buf_printf(&path, "%s/%s", sd->w.base, sd->w.v[k].path);
@@ -466,7 +470,7 @@ static int rst_files(struct rst *s)
         }
     }
     size_t njobs = s->m.nchunks;
-    if (e == 0 && s->o->seed)
+    if (e == 0)
         e = seed_serve(s, jobs, &njobs);
     if (e == 0) {
         e = fetch_run(s->r, jobs, njobs, rst_chunk, s, &st, s->err);

@@ -30,7 +30,8 @@ struct restore_opts {
     const char *id;            /* NULL: the newest committed in any region */
     const char *target;        /* directory; created if missing */
     bool force;                /* replace target/<root> if it exists */
-    const char *seed;          /* a local directory whose chunks are copied, not downloaded */
+    const char *seed;          /* a local directory whose chunks are copied, not downloaded;
+                                * NULL: files already in the target that the index knows */
     void (*progress)(void *ud, uint64_t done, uint64_t total);
     void *progress_ud;
 };

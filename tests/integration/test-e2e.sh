@@ -88,6 +88,12 @@ echo "copied from the seed: $local_b bytes; downloaded: $fetched bytes"
 [ "$local_b" -gt $(( total - changed - 3 * 2 * (4 << 20) )) ] || die "seed used for only $local_b bytes"
 [ "$fetched" -le $(( changed + 3 * 2 * (4 << 20) + 1048576 )) ] || die "downloaded $fetched bytes despite the seed"
 
+step "without --seed, files already in the target that the index knows lend their chunks"
+cks restore --run run1 --snapshot "$id1" --to "$T/r2s" --json > "$T/r1s.json"
+same_tree "$T/orig-100" "$T/r2s/checkpoint-100"
+[ "$(json "$T/r1s.json" 'd["local_bytes"]')" -gt $(( total - changed - 3 * 2 * (4 << 20) )) ] \
+  || die "the restored checkpoint-200 next to it was not used as a seed"
+
 step "restoring over an existing checkpoint needs --force"
 expect_fail 1 cks restore --run run1 --latest --to "$T/r2"
 grep -q 'already exists' "$T/err" || die "no 'already exists' message"
