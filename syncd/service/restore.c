@@ -15,8 +15,10 @@
  *   healthy region i mod n, each region with many requests in flight, so
  *   the regions' bandwidth adds up; a failing region costs one retry per
  *   chunk, never the restore.  Chunks land out of order (pwrite at their
- *   offsets) through io_uring, so disk writes overlap the downloads; the
- *   whole-file digest is checked by reading the file back.
+ *   offsets) through io_uring, so disk writes overlap the downloads.  The
+ *   whole-file digest is computed in chunk order from the chunks as they
+ *   arrive; a chunk that arrived early is read back from the file when
+ *   its turn comes, instead of reading every file back.
  * - After the rename, the restored files enter the index, and every
  *   region holding the manifest is recorded as holding its chunks (the
  *   manifest is published only after all its chunks are), so the next
@@ -179,7 +181,6 @@ struct rst {
     char stage_name[MANIFEST_ID_MAX + 32];
     struct buf readback;
     struct wring wr;           /* io_uring writes */
-    struct hash h;
     uint64_t done, total;
     struct rfile *rfiles;      /* per manifest file */
     size_t *chunk_file;        /* per manifest chunk: its file */
@@ -190,6 +191,13 @@ struct rst {
 struct rfile {
     int fd;
     uint64_t remaining;
+    /* The whole-file digest is computed in chunk order as chunks arrive;
+     * a chunk that arrives early is marked and read back from the file
+     * when its turn comes. */
+    struct hash h;
+    bool hashing;
+    uint64_t next;             /* next chunk (within the file) to hash */
+    uint8_t *early;            /* bitmap: arrived, not hashed yet */
 };
 
 static int rst_fail(struct rst *s, const struct mfile *f, const char *what, int e)
@@ -201,26 +209,44 @@ static int rst_fail(struct rst *s, const struct mfile *f, const char *what, int 
 
 /* All chunks are written: check the whole-file digest by reading the file
  * back (chunks arrive out of order), then mode, fsync, close. */
+/* Hashes the file's chunks that arrived early and are now next in line,
+ * reading them back from the file (after their writes completed). */
+static int rst_hash_catchup(struct rst *s, size_t k)
+{
+    const struct mfile *f = &s->m.files[k];
+    struct rfile *rf = &s->rfiles[k];
+    bool drained = false;
+    while (rf->next < f->nchunks && (rf->early[rf->next / 8] >> (rf->next % 8) & 1)) {
+        size_t g = (size_t)(f->first_chunk + rf->next);
+        uint32_t len = s->m.chunks[g].len;
+        int e = drained ? 0 : wring_drain(&s->wr);
+        drained = true;
+        if (e == 0)
+            e = buf_reserve(&s->readback, len);
+        if (e < 0)
+            return e;
+        ssize_t n = pread(rf->fd, s->readback.data, len, (off_t)s->chunk_off[g]);
+        if (n != (ssize_t)len)
+            return n < 0 ? -errno : -EIO;
+        hash_update(&rf->h, s->readback.data, len);
+        rf->next++;
+    }
+    return 0;
+}
+
+/* All chunks are written: the digest must match the manifest's; then
+ * mode, fsync, close. */
 static int rst_file_done(struct rst *s, size_t k)
 {
     const struct mfile *f = &s->m.files[k];
     struct rfile *rf = &s->rfiles[k];
     uint8_t digest[HASH_LEN];
-    uint64_t off = 0;
-    int e = wring_drain(&s->wr); /* its writes must be on disk before it is read back */
-    hash_reset(&s->h);
-    while (off < f->size && e == 0) {
-        size_t want = f->size - off < s->readback.cap - 1 ? (size_t)(f->size - off) : s->readback.cap - 1;
-        ssize_t n = pread(rf->fd, s->readback.data, want, (off_t)off);
-        if (n <= 0)
-            e = n < 0 ? -errno : -EIO;
-        else {
-            hash_update(&s->h, s->readback.data, (size_t)n);
-            off += (uint64_t)n;
-        }
-    }
-    hash_final(&s->h, digest);
-    if (e == 0 && memcmp(digest, f->digest, HASH_LEN) != 0) {
+    int e = 0;
+    if (!rf->hashing) /* an empty file */
+        hash_sha256("", 0, digest);
+    else if ((e = rst_hash_catchup(s, k)) == 0)
+        hash_final(&rf->h, digest);
+    if (e == 0 && (e = wring_drain(&s->wr)) == 0 && memcmp(digest, f->digest, HASH_LEN) != 0) {
         buf_printf(s->err, "\"%s\": whole-file digest does not match the manifest", f->path);
         e = CKS_E_DIGEST;
     }
@@ -261,6 +287,20 @@ static int rst_chunk(void *ud, const struct fetch_job *j, const uint8_t *data, s
         return e;
     if ((e = wring_write(&s->wr, rf->fd, data, len, s->chunk_off[j->tag])) < 0)
         return rst_fail(s, &s->m.files[k], "writing", e);
+    uint64_t c = j->tag - s->m.files[k].first_chunk;
+    if (!rf->hashing) {
+        if ((e = hash_init(&rf->h)) < 0)
+            return e;
+        rf->hashing = true;
+    }
+    if (c == rf->next) {
+        hash_update(&rf->h, data, len);
+        rf->next++;
+        if ((e = rst_hash_catchup(s, k)) < 0)
+            return rst_fail(s, &s->m.files[k], "reading back", e);
+    } else {
+        rf->early[c / 8] |= (uint8_t)(1u << (c % 8));
+    }
     s->done += len;
     if (s->o->progress)
         s->o->progress(s->o->progress_ud, s->done, s->total);
@@ -455,6 +495,10 @@ static int rst_files(struct rst *s)
         if ((e = rst_open(s, k, O_RDWR | O_CREAT | O_EXCL)) < 0)
             break;
         s->rfiles[k].remaining = f->nchunks;
+        if (!(s->rfiles[k].early = calloc((size_t)(f->nchunks / 8 + 1), 1))) {
+            e = -ENOMEM;
+            break;
+        }
         for (uint64_t c = 0; c < f->nchunks; c++) {
             size_t g = (size_t)(f->first_chunk + c);
             jobs[g] = (struct fetch_job){.id = s->m.chunks[g].id, .len = s->m.chunks[g].len, .tag = g};
@@ -686,8 +730,6 @@ int restore_run(struct repo *r, const struct restore_opts *o, struct restore_res
 
     memset(ret, 0, sizeof(*ret));
     manifest_init(&s.m);
-    if ((e = hash_init(&s.h)) < 0)
-        return e;
     wring_init(&s.wr, 64, 256u << 20);
     if ((e = restore_find(r, o->run, o->id, &s.m, NULL, err)) < 0)
         goto out;
@@ -711,14 +753,17 @@ out:
     if (target >= 0)
         close(target);
     wring_free(&s.wr); /* no write may outlive its file descriptor */
-    for (size_t k = 0; s.rfiles && k < s.m.nfiles; k++)
+    for (size_t k = 0; s.rfiles && k < s.m.nfiles; k++) {
         if (s.rfiles[k].fd >= 0)
             close(s.rfiles[k].fd);
+        if (s.rfiles[k].hashing)
+            hash_free(&s.rfiles[k].h);
+        free(s.rfiles[k].early);
+    }
     free(s.rfiles);
     free(s.chunk_file);
     free(s.chunk_off);
     manifest_free(&s.m);
     buf_free(&s.readback);
-    hash_free(&s.h);
     return e;
 }

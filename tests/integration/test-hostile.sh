@@ -56,6 +56,11 @@ step "a symlink leaving the snapshot is refused"
 forge "f 0644 1 " "l 0777 ../../../../etc/passwd checkpoint-1/evil-link
 f 0644 1 " evil4 20990101T000000.000000Z-00000004
 refused evil4 "rejected"
+step "a whole-file digest that does not match its chunks is refused"
+x_sha=$(printf x | sha256sum | awk '{print $1}')
+forge "$x_sha 1 checkpoint-1/small.txt" "$(printf '%064d' 0) 1 checkpoint-1/small.txt" evil5 20990101T000000.000000Z-00000005
+refused evil5 "whole-file digest"
+
 step "a manifest with a wrong checksum is refused"
 python3 - "$T/regions" "$id" <<'PY'
 import os, sys
