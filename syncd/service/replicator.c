@@ -301,27 +301,35 @@ static int rw_publish(struct rworker *w, const struct qentry *q)
 static int rw_drop(struct rworker *w, uint64_t seq)
 {
     struct index_txn *t;
+    struct index_snap snap;
+    bool published = false;
     int e = index_txn_begin(w->rp->r->ix, true, &t);
     if (e < 0)
         return e;
     e = queue_drop_seq(t, seq, rp_nslots(w->rp));
     if (e == 0)
         e = queue_pending_del(t, seq);
-    for (size_t k = 0; e == 0 && k < w->man.nchunks; k++) {
+    /* Regions that already committed it hold a consistent copy (each chunk
+     * matched its id when it was uploaded): keep the record and its
+     * refcounts; the retake brings the unit to every region. */
+    if (e == 0 && index_snap_get(t, w->pend->run, w->pend->id, &snap) == 0)
+        published = snap.committed != 0;
+    for (size_t k = 0; e == 0 && !published && k < w->man.nchunks; k++) {
         struct index_chunk c;
         if (index_chunk_get(t, w->man.chunks[k].id, &c) == 0 && c.refcount > 0) {
             c.refcount--;
             e = index_chunk_put(t, w->man.chunks[k].id, &c);
         }
     }
-    if (e == 0) {
+    if (e == 0 && !published) {
         e = index_snap_del(t, w->pend->run, w->pend->id);
         e = e == -ENOENT ? 0 : e;
     }
     if ((e = rw_commit(w, t, e)) < 0)
         return e;
-    log_warn("snapshot %s of \"%s\": a file changed after it was read; dropping it and taking "
-             "the unit again", w->pend->id, w->pend->unit);
+    log_warn("snapshot %s of \"%s\": a file changed after it was read; %s, taking the unit again",
+             w->pend->id, w->pend->unit,
+             published ? "it stays where it is committed but goes no further" : "dropping it");
     rw_remove_pin(w->pend->pin, w->pend->pinned);
     pthread_mutex_lock(&w->rp->mu);
     if (w->rp->nretakes < RETAKES_MAX)
