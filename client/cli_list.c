@@ -16,6 +16,7 @@
 #include "base/json.h"
 #include "base/log.h"
 #include "cli.h"
+#include "service/catalog.h"
 #include "service/restore.h"
 
 static void fmt_time(int64_t t, char *out, size_t cap)
@@ -99,62 +100,28 @@ static int ls_local(struct repo *r, const char *run, struct rows *rows)
 
 /* ---- remote ------------------------------------------------------------ */
 
-struct remote_ctx {
-    struct rows *rows;
-    const char *run;
-    const char *id;            /* only this id, when set */
-};
-
-static int remote_cb(void *ud, const char *key, uint64_t size)
-{
-    struct remote_ctx *rc = ud;
-    const char *rest = key + 10, *slash;
-    (void)size;
-    if (strncmp(key, "snapshots/", 10) || !(slash = strchr(rest, '/')) || strchr(slash + 1, '/'))
-        return 0;
-    size_t rl = (size_t)(slash - rest);
-    if (rl > MANIFEST_MAX_FIELD || strlen(slash + 1) > MANIFEST_ID_MAX)
-        return 0;
-    if (rc->id && strcmp(slash + 1, rc->id))
-        return 0;
-    for (size_t k = 0; k < rc->rows->n; k++) {
-        struct row *w = &rc->rows->v[k];
-        if (strlen(w->run) == rl && !strncmp(w->run, rest, rl) && !strcmp(w->id, slash + 1)) {
-            w->regions++;
-            return 0;
-        }
-    }
-    struct row *w = rows_add(rc->rows);
-    if (!w)
-        return -ENOMEM;
-    snprintf(w->run, sizeof(w->run), "%.*s", (int)rl, rest);
-    snprintf(w->id, sizeof(w->id), "%s", slash + 1);
-    w->regions = 1;
-    return 0;
-}
-
+/* The regions' snapshots (of run, or only id when given), with the
+ * details from their manifests. */
 static int ls_remote(struct repo *r, const char *run, const char *id, struct rows *rows)
 {
-    struct remote_ctx rc = {rows, run, id};
-    char prefix[REGION_KEY_MAX];
-    int e;
-    if (run)
-        snprintf(prefix, sizeof(prefix), "snapshots/%s/", run);
-    else
-        snprintf(prefix, sizeof(prefix), "snapshots/");
-    for (size_t i = 0; i < r->nregions; i++) {
-        if (r->health[i])
-            continue;
-        e = region_list(r->regions[i], prefix, remote_cb, &rc);
-        if (e == -ENOMEM)
-            return e;
-        if (e < 0 && e != -ENOENT)
-            log_warn("%s", region_last_error(r->regions[i]));
-    }
-    for (size_t k = 0; k < rows->n; k++) {
-        struct row *w = &rows->v[k];
+    struct catalog_snap *snaps = NULL;
+    size_t n = 0;
+    int e = catalog_snapshots(r, run, &snaps, &n);
+    if (e == -ENOENT)
+        return 0;
+    for (size_t k = 0; e == 0 && k < n; k++) {
         struct manifest m;
         struct buf err = BUF_INIT;
+        struct row *w;
+        if (id && strcmp(snaps[k].id, id))
+            continue;
+        if (!(w = rows_add(rows))) {
+            e = -ENOMEM;
+            break;
+        }
+        snprintf(w->run, sizeof(w->run), "%s", snaps[k].run);
+        snprintf(w->id, sizeof(w->id), "%s", snaps[k].id);
+        w->regions = snaps[k].regions;
         if (restore_find(r, w->run, w->id, &m, NULL, &err) == 0) {
             w->step = m.step;
             w->time = m.time;
@@ -168,7 +135,8 @@ static int ls_remote(struct repo *r, const char *run, const char *id, struct row
         }
         buf_free(&err);
     }
-    return 0;
+    free(snaps);
+    return e;
 }
 
 static void ls_print(struct cli *c, const struct repo *r, struct rows *rows)

@@ -14,31 +14,82 @@
 #include "service/catalog.h"
 #include "service/restore.h"
 
-struct ids {
-    char (*v)[MANIFEST_ID_MAX + 1];
+struct snaps {
+    struct catalog_snap *v;
     size_t n, cap;
-    size_t plen;
 };
 
-static int ids_cb(void *ud, const char *key, uint64_t size)
+/* Keys are "snapshots/<run>/<id>"; anything else under the prefix is not
+ * ours and is ignored. */
+static int snaps_cb(void *ud, const char *key, uint64_t size)
 {
-    struct ids *l = ud;
-    const char *id = key + l->plen;
+    struct snaps *l = ud;
+    const char *rest = key + strlen("snapshots/"), *slash = strchr(rest, '/');
     (void)size;
-    if (strchr(id, '/') || manifest_id_check(id) < 0)
+    if (strncmp(key, "snapshots/", 10) || !slash || strchr(slash + 1, '/') ||
+        (size_t)(slash - rest) > MANIFEST_MAX_FIELD || strlen(slash + 1) > MANIFEST_ID_MAX)
         return 0;
-    for (size_t i = 0; i < l->n; i++)
-        if (!strcmp(l->v[i], id))
-            return 0;
     if (l->n == l->cap) {
         size_t cap = l->cap ? l->cap * 2 : 64;
-        void *p = realloc(l->v, cap * sizeof(*l->v));
-        if (!p)
+        struct catalog_snap *v = realloc(l->v, cap * sizeof(*v));
+        if (!v)
             return -ENOMEM;
-        l->v = p;
+        l->v = v;
         l->cap = cap;
     }
-    memcpy(l->v[l->n++], id, strlen(id) + 1);
+    struct catalog_snap *c = &l->v[l->n];
+    snprintf(c->run, sizeof(c->run), "%.*s", (int)(slash - rest), rest);
+    snprintf(c->id, sizeof(c->id), "%s", slash + 1);
+    if (manifest_run_check(c->run) < 0 || manifest_id_check(c->id) < 0)
+        return 0;
+    c->regions = 1;
+    l->n++;
+    return 0;
+}
+
+static int snap_cmp(const void *a, const void *b)
+{
+    const struct catalog_snap *x = a, *y = b;
+    int c = strcmp(x->run, y->run);
+    return c ? c : strcmp(x->id, y->id);
+}
+
+int catalog_snapshots(struct repo *r, const char *run, struct catalog_snap **ret, size_t *ret_n)
+{
+    char prefix[REGION_KEY_MAX];
+    struct snaps l = {0};
+    size_t out = 0;
+    if (run)
+        snprintf(prefix, sizeof(prefix), "snapshots/%s/", run);
+    else
+        snprintf(prefix, sizeof(prefix), "snapshots/");
+    for (size_t i = 0; i < r->nregions; i++) {
+        if (r->health[i])
+            continue;
+        int e = region_list(r->regions[i], prefix, snaps_cb, &l);
+        if (e == -ENOMEM) {
+            free(l.v);
+            return e;
+        }
+        if (e < 0 && e != -ENOENT) { /* a region that cannot list is left out of this run */
+            log_error("%s", region_last_error(r->regions[i]));
+            repo_region_fail(r, i, e);
+        }
+    }
+    if (l.n > 1)
+        qsort(l.v, l.n, sizeof(*l.v), snap_cmp);
+    for (size_t k = 0; k < l.n; k++) { /* merge the regions' entries */
+        if (out && !snap_cmp(&l.v[out - 1], &l.v[k]))
+            l.v[out - 1].regions++;
+        else
+            l.v[out++] = l.v[k];
+    }
+    if (out == 0) {
+        free(l.v);
+        return -ENOENT;
+    }
+    *ret = l.v;
+    *ret_n = out;
     return 0;
 }
 
@@ -75,26 +126,14 @@ static int units_add(struct catalog_unit **v, size_t *n, const struct manifest *
 int catalog_units(struct repo *r, const char *run, struct catalog_unit **ret, size_t *ret_n,
                   struct buf *err)
 {
-    char prefix[REGION_KEY_MAX];
-    struct ids l = {0};
+    struct catalog_snap *snaps = NULL;
     struct catalog_unit *units = NULL;
-    size_t n = 0;
-    int e = 0;
-    snprintf(prefix, sizeof(prefix), "snapshots/%s/", run);
-    l.plen = strlen(prefix);
-    for (size_t i = 0; i < r->nregions && e == 0; i++) {
-        if (r->health[i])
-            continue;
-        int le = region_list(r->regions[i], prefix, ids_cb, &l);
-        if (le == -ENOMEM)
-            e = le;
-        else if (le < 0 && le != -ENOENT)
-            log_warn("%s", region_last_error(r->regions[i]));
-    }
-    for (size_t k = 0; k < l.n && e == 0; k++) {
+    size_t nsnaps = 0, n = 0;
+    int e = catalog_snapshots(r, run, &snaps, &nsnaps);
+    for (size_t k = 0; k < nsnaps && e == 0; k++) {
         struct manifest m;
         struct buf ferr = BUF_INIT;
-        if (restore_find(r, run, l.v[k], &m, NULL, &ferr) == 0) {
+        if (restore_find(r, run, snaps[k].id, &m, NULL, &ferr) == 0) {
             e = units_add(&units, &n, &m);
             manifest_free(&m);
         } else {
@@ -102,8 +141,8 @@ int catalog_units(struct repo *r, const char *run, struct catalog_unit **ret, si
         }
         buf_free(&ferr);
     }
-    free(l.v);
-    if (e == 0 && n == 0) {
+    free(snaps);
+    if ((e == 0 || e == -ENOENT) && n == 0) {
         buf_printf(err, "run '%s' has no snapshot in any reachable region", run);
         e = -ENOENT;
     }

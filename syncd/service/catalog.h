@@ -17,6 +17,18 @@
 #include "engine/manifest.h"
 #include "service/repo.h"
 
+struct catalog_snap {
+    char run[MANIFEST_MAX_FIELD + 1];
+    char id[MANIFEST_ID_MAX + 1];
+    unsigned regions;                 /* healthy regions whose listing has it */
+};
+
+/* Every snapshot of run (of every run when run is NULL) that any healthy
+ * region lists, sorted by run then id, each once, with how many regions
+ * list it.  *ret is malloc'ed (free it); -ENOENT when there is none.  A
+ * region whose listing fails is marked unhealthy (repo_region_fail). */
+int catalog_snapshots(struct repo *r, const char *run, struct catalog_snap **ret, size_t *ret_n);
+
 struct catalog_unit {
     char root[MANIFEST_MAX_PATH + 1];
     char id[MANIFEST_ID_MAX + 1];     /* its newest snapshot (ref_newer order) */

@@ -1,9 +1,10 @@
 /*
  * verify.c — read everything back.
  *
- * The snapshot set is the union of what the healthy regions list, so a
- * region that lost a manifest (or never received it) shows as incomplete
- * rather than being judged only against its own listing.  Manifests are
+ * The snapshot set is the union of what the healthy regions list
+ * (service/catalog.c), so a region that lost a manifest (or never received
+ * it) shows as incomplete rather than being judged only against its own
+ * listing.  Manifests are
  * taken from any region that holds a valid copy; the distinct chunks of
  * all of them are then fetched from each region and decoded, which checks
  * the object format and the SHA-256 of the content.
@@ -16,63 +17,9 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "engine/chunkobj.h"
+#include "service/catalog.h"
 #include "service/restore.h"
 #include "service/verify.h"
-
-struct vlist {
-    char **keys;
-    size_t n, cap;
-    const char *run;          /* filter, may be NULL */
-};
-
-static int vlist_cb(void *ud, const char *key, uint64_t size)
-{
-    struct vlist *l = ud;
-    const char *rest = key + strlen("snapshots/");
-    const char *slash = strchr(rest, '/');
-    (void)size;
-    if (strncmp(key, "snapshots/", 10) != 0 || !slash || strchr(slash + 1, '/'))
-        return 0;
-    if (l->run && (strlen(l->run) != (size_t)(slash - rest) || strncmp(rest, l->run, (size_t)(slash - rest))))
-        return 0;
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 32;
-        char **v = realloc(l->keys, cap * sizeof(*v));
-        if (!v)
-            return -ENOMEM;
-        l->keys = v;
-        l->cap = cap;
-    }
-    if (!(l->keys[l->n] = strdup(key)))
-        return -ENOMEM;
-    l->n++;
-    return 0;
-}
-
-static int str_cmp(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-static void vlist_unique(struct vlist *l)
-{
-    size_t out = 0;
-    qsort(l->keys, l->n, sizeof(*l->keys), str_cmp);
-    for (size_t i = 0; i < l->n; i++) {
-        if (out && !strcmp(l->keys[out - 1], l->keys[i]))
-            free(l->keys[i]);
-        else
-            l->keys[out++] = l->keys[i];
-    }
-    l->n = out;
-}
-
-static void vlist_free(struct vlist *l)
-{
-    for (size_t i = 0; i < l->n; i++)
-        free(l->keys[i]);
-    free(l->keys);
-}
 
 static int chunk_cmp(const void *a, const void *b)
 {
@@ -105,18 +52,14 @@ static int vctx_add_chunks(struct vctx *v, const struct manifest *m)
 }
 
 /* Checks that every region holds the manifest; collects its chunks. */
-static int verify_manifest(struct vctx *v, const char *key)
+static int verify_manifest(struct vctx *v, const char *run, const char *id)
 {
-    char run[MANIFEST_MAX_FIELD + 1], id[MANIFEST_ID_MAX + 1];
-    const char *rest = key + 10, *slash = strchr(rest, '/');
+    char key[REGION_KEY_MAX];
     struct manifest m;
     struct buf err = BUF_INIT;
     int e;
 
-    if ((size_t)(slash - rest) > MANIFEST_MAX_FIELD || strlen(slash + 1) > MANIFEST_ID_MAX)
-        return 0;
-    snprintf(run, sizeof(run), "%.*s", (int)(slash - rest), rest);
-    snprintf(id, sizeof(id), "%s", slash + 1);
+    snprintf(key, sizeof(key), "snapshots/%s/%s", run, id);
     for (size_t i = 0; i < v->r->nregions; i++) {
         if (v->r->health[i])
             continue;
@@ -206,42 +149,36 @@ static int verify_chunks(struct vctx *v, void (*progress)(void *, uint64_t, uint
     return 0;
 }
 
-static int verify_select(struct repo *r, const char *run, const char *id, struct vlist *l,
-                         struct buf *err)
+/* The snapshots to check: one, or what the regions list (of a run). */
+static int verify_select(struct repo *r, const char *run, const char *id,
+                         struct catalog_snap **ret, size_t *ret_n, struct buf *err)
 {
-    char prefix[REGION_KEY_MAX];
     if (id) {
-        snprintf(prefix, sizeof(prefix), "snapshots/%s/%s", run, id);
-        return vlist_cb(l, prefix, 0);
+        struct catalog_snap *one = calloc(1, sizeof(*one));
+        if (!one)
+            return -ENOMEM;
+        snprintf(one->run, sizeof(one->run), "%s", run);
+        snprintf(one->id, sizeof(one->id), "%s", id);
+        *ret = one;
+        *ret_n = 1;
+        return 0;
     }
-    l->run = run;
-    if (run)
-        snprintf(prefix, sizeof(prefix), "snapshots/%s/", run);
-    else
-        snprintf(prefix, sizeof(prefix), "snapshots/");
-    for (size_t i = 0; i < r->nregions; i++) {
-        if (r->health[i])
-            continue;
-        int e = region_list(r->regions[i], prefix, vlist_cb, l);
-        if (e < 0 && e != -ENOENT) {
-            log_error("%s", region_last_error(r->regions[i]));
-            repo_region_fail(r, i, e);
-        }
+    int e = catalog_snapshots(r, run, ret, ret_n);
+    if (e == -ENOENT) {
+        if (run)
+            buf_printf(err, "run '%s' has no snapshot in any reachable region", run);
+        else
+            buf_printf(err, "no snapshot in any reachable region");
     }
-    vlist_unique(l);
-    if (l->n == 0) {
-        buf_printf(err, run ? "run '%s' has no snapshot in any reachable region"
-                            : "no snapshot in any reachable region%s", run ? run : "");
-        return -ENOENT;
-    }
-    return 0;
+    return e;
 }
 
 int verify_run(struct repo *r, const char *run, const char *id, bool quick,
                void (*progress)(void *ud, uint64_t done, uint64_t total), void *ud,
                struct verify_result *ret, struct buf *err)
 {
-    struct vlist l = {0};
+    struct catalog_snap *snaps = NULL;
+    size_t nsnaps = 0;
     struct vctx v = {.r = r, .res = ret, .quick = quick};
     int e;
 
@@ -251,10 +188,10 @@ int verify_run(struct repo *r, const char *run, const char *id, bool quick,
         buf_printf(err, "invalid run name or snapshot id (a snapshot id needs --run)");
         return -EINVAL;
     }
-    if ((e = verify_select(r, run, id, &l, err)) < 0)
+    if ((e = verify_select(r, run, id, &snaps, &nsnaps, err)) < 0)
         goto out;
-    for (size_t k = 0; k < l.n && e == 0; k++)
-        e = verify_manifest(&v, l.keys[k]);
+    for (size_t k = 0; k < nsnaps && e == 0; k++)
+        e = verify_manifest(&v, snaps[k].run, snaps[k].id);
     if (e == 0)
         e = verify_chunks(&v, progress, ud);
     for (size_t i = 0; i < r->nregions; i++) {
@@ -263,7 +200,7 @@ int verify_run(struct repo *r, const char *run, const char *id, bool quick,
             e = CKS_E_DIGEST;
     }
 out:
-    vlist_free(&l);
+    free(snaps);
     free(v.chunks);
     return e;
 }
