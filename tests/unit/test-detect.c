@@ -24,6 +24,7 @@
 #include <cmocka.h>
 
 #include "service/detect.h"
+#include "testutil.h"
 
 #define SETTLE 10 /* seconds */
 #define S(x) ((int64_t)(x)*1000)
@@ -47,34 +48,11 @@ static int scratch_setup(void **state)
     return 0;
 }
 
-static int rm_rf(const char *path)
-{
-    struct stat st;
-    if (lstat(path, &st) < 0)
-        return 0;
-    if (S_ISDIR(st.st_mode)) {
-        DIR *d = opendir(path);
-        struct dirent *e;
-        while (d && (e = readdir(d))) {
-            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-                continue;
-            char sub[4096];
-            int n = snprintf(sub, sizeof(sub), "%s/%s", path, e->d_name);
-            if (n > 0 && (size_t)n < sizeof(sub))
-                rm_rf(sub);
-        }
-        if (d)
-            closedir(d);
-        return rmdir(path);
-    }
-    return unlink(path);
-}
-
 static int scratch_teardown(void **state)
 {
     struct scratch *s = *state;
     detector_free(s->d);
-    rm_rf(s->dir);
+    test_rm_rf(s->dir);
     free(s);
     return 0;
 }

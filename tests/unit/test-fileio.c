@@ -20,6 +20,7 @@
 
 #include "base/err.h"
 #include "base/fileio.h"
+#include "testutil.h"
 
 struct scratch {
     char dir[64];
@@ -39,34 +40,10 @@ static int scratch_setup(void **state)
     return 0;
 }
 
-static int rm_rf(const char *path)
-{
-    struct stat st;
-    if (lstat(path, &st) < 0)
-        return 0;
-    if (S_ISDIR(st.st_mode)) {
-        chmod(path, 0700);
-        DIR *d = opendir(path);
-        struct dirent *e;
-        while (d && (e = readdir(d))) {
-            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-                continue;
-            char sub[4096];
-            int n = snprintf(sub, sizeof(sub), "%s/%s", path, e->d_name);
-            if (n > 0 && (size_t)n < sizeof(sub))
-                rm_rf(sub);
-        }
-        if (d)
-            closedir(d);
-        return rmdir(path);
-    }
-    return unlink(path);
-}
-
 static int scratch_teardown(void **state)
 {
     struct scratch *s = *state;
-    rm_rf(s->dir);
+    test_rm_rf(s->dir);
     free(s);
     return 0;
 }

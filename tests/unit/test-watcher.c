@@ -23,6 +23,7 @@
 
 #include "base/buf.h"
 #include "service/watcher.h"
+#include "testutil.h"
 
 struct event {
     enum watcher_event_kind kind;
@@ -53,35 +54,12 @@ static int scratch_setup(void **state)
     return 0;
 }
 
-static int rm_rf(const char *path)
-{
-    struct stat st;
-    if (lstat(path, &st) < 0)
-        return 0;
-    if (S_ISDIR(st.st_mode)) {
-        DIR *d = opendir(path);
-        struct dirent *e;
-        while (d && (e = readdir(d))) {
-            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-                continue;
-            char sub[4096];
-            int n = snprintf(sub, sizeof(sub), "%s/%s", path, e->d_name);
-            if (n > 0 && (size_t)n < sizeof(sub))
-                rm_rf(sub);
-        }
-        if (d)
-            closedir(d);
-        return rmdir(path);
-    }
-    return unlink(path);
-}
-
 static int scratch_teardown(void **state)
 {
     struct scratch *s = *state;
     watcher_free(s->w);
-    rm_rf(s->dir);
-    rm_rf(s->outside);
+    test_rm_rf(s->dir);
+    test_rm_rf(s->outside);
     free(s->ev);
     free(s);
     return 0;
