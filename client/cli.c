@@ -32,6 +32,7 @@ static const char usage_text[] =
     "  show SNAPSHOT [--run NAME]            show one snapshot's files\n"
     "  chunks FILE [--min N --avg N --max N] print FastCDC cut points\n"
     "  fsck                                  check index refcounts against snapshots\n"
+    "  repo [adopt REGION]                   each region's repository; repair a split\n"
     "\n"
     "Commands that talk to a running ckptsyncd:\n"
     "  commit PATH [--step N] [--wait durable|replicated] [--timeout S]\n"
@@ -206,7 +207,7 @@ static const struct {
     {"snapshot", cmd_snapshot}, {"restore", cmd_restore}, {"verify", cmd_verify},
     {"ls", cmd_ls},             {"show", cmd_show},       {"chunks", cmd_chunks},
     {"commit", cmd_commit},     {"status", cmd_status},   {"flush", cmd_flush},
-    {"retry", cmd_retry},       {"fsck", cmd_fsck},
+    {"retry", cmd_retry},       {"fsck", cmd_fsck},       {"repo", cmd_repo},
     {"migrate-out", cmd_migrate_out}, {"migrate-in", cmd_migrate_in},
 };
 

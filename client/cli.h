@@ -53,6 +53,7 @@ int cmd_status(struct cli *c, int argc, char **argv);
 int cmd_flush(struct cli *c, int argc, char **argv);
 int cmd_retry(struct cli *c, int argc, char **argv);
 int cmd_fsck(struct cli *c, int argc, char **argv);
+int cmd_repo(struct cli *c, int argc, char **argv);
 int cmd_migrate_out(struct cli *c, int argc, char **argv);
 int cmd_migrate_in(struct cli *c, int argc, char **argv);
 

@@ -59,6 +59,10 @@ static void snapshot_json(const struct repo *r, const struct snapshot_result *s,
     json_key(&j, "new_chunks"); json_u64(&j, s->new_chunks);
     json_key(&j, "new_bytes"); json_u64(&j, s->new_bytes);
     json_key(&j, "stored_bytes"); json_u64(&j, s->stored_bytes);
+    json_key(&j, "confirmed_chunks"); json_u64(&j, s->confirm_asked);
+    json_key(&j, "confirm_heads"); json_u64(&j, s->confirm_heads);
+    json_key(&j, "confirm_listed"); json_u64(&j, s->confirm_listed);
+    json_key(&j, "reuploaded_chunks"); json_u64(&j, s->confirm_missing);
     json_key(&j, "dedup_ratio");
     json_double(&j, s->new_bytes ? (double)s->bytes / (double)s->new_bytes : 0);
     json_key(&j, "committed"); json_u64(&j, s->committed);
@@ -332,16 +336,22 @@ static void verify_print(struct cli *c, const struct repo *r, const struct verif
         const char *name = r->regions[i]->conf.name;
         const char *state = g->err ? "unreachable" : verify_region_ok(g) ? "complete" : "INCOMPLETE";
         if (!c->json && !c->quiet)
-            printf("region %-12s %s: %llu/%llu manifests, %llu chunks ok, %llu missing, %llu corrupt%s%s\n",
+            printf("region %-12s %s: %llu/%llu manifests (%llu damaged), %llu records (%llu damaged), "
+                   "%llu chunks ok, %llu missing, %llu corrupt%s%s\n",
                    name, state, (unsigned long long)g->manifests_ok,
-                   (unsigned long long)v->snapshots, (unsigned long long)g->chunks_ok,
+                   (unsigned long long)v->snapshots, (unsigned long long)g->manifests_bad,
+                   (unsigned long long)(g->records_ok + g->records_bad),
+                   (unsigned long long)g->records_bad, (unsigned long long)g->chunks_ok,
                    (unsigned long long)g->chunks_missing, (unsigned long long)g->chunks_corrupt,
                    g->err ? ": " : "", g->err ? region_last_error(r->regions[i]) : "");
         json_obj_begin(&j);
         json_key(&j, "name"); json_str(&j, name);
         json_key(&j, "state"); json_str(&j, state);
         json_key(&j, "manifests_ok"); json_u64(&j, g->manifests_ok);
-        json_key(&j, "manifests_missing"); json_u64(&j, g->manifests_missing + g->manifests_bad);
+        json_key(&j, "manifests_missing"); json_u64(&j, g->manifests_missing);
+        json_key(&j, "manifests_damaged"); json_u64(&j, g->manifests_bad);
+        json_key(&j, "records_ok"); json_u64(&j, g->records_ok);
+        json_key(&j, "records_damaged"); json_u64(&j, g->records_bad);
         json_key(&j, "chunks_ok"); json_u64(&j, g->chunks_ok);
         json_key(&j, "chunks_missing"); json_u64(&j, g->chunks_missing);
         json_key(&j, "chunks_corrupt"); json_u64(&j, g->chunks_corrupt);

@@ -28,6 +28,7 @@
 #include "cli.h"
 #include "engine/handoff.h"
 #include "engine/ref.h"
+#include "service/lineage.h"
 #include "service/restore.h"
 
 /* ---- migrate-out ------------------------------------------------------- */
@@ -128,33 +129,6 @@ static int mo_newest_safe(struct repo *r, const char *run, unsigned quorum, stru
     return e;
 }
 
-/* Writes handoff/<run> naming f to every healthy region; returns how many
- * took it. */
-static unsigned mo_handoff(struct repo *r, const char *run, const struct ref *f)
-{
-    struct handoff h = {.step = f->step, .time = (int64_t)time(NULL)};
-    struct buf rec = BUF_INIT;
-    char key[REGION_KEY_MAX];
-    const char *inst = getenv("CKPTSYNC_INSTANCE_TYPE");
-    unsigned ok = 0;
-    snprintf(h.run, sizeof(h.run), "%s", run);
-    snprintf(h.id, sizeof(h.id), "%s", f->id);
-    gethostname(h.host, sizeof(h.host) - 1);
-    snprintf(h.instance, sizeof(h.instance), "%s", inst ? inst : "");
-    snprintf(key, sizeof(key), "handoff/%s", run);
-    if (handoff_encode(&h, &rec) == 0)
-        for (size_t i = 0; i < r->nregions; i++) {
-            if (r->health[i])
-                continue;
-            if (region_put(r->regions[i], key, rec.data, rec.len) == 0)
-                ok++;
-            else
-                log_error("%s", region_last_error(r->regions[i]));
-        }
-    buf_free(&rec);
-    return ok;
-}
-
 static void mo_report(struct mo *m, struct repo *r, bool in_time, struct json *j, bool *ret_ok)
 {
     const struct jnode *runs = jnode_get(m->status, "runs");
@@ -167,7 +141,7 @@ static void mo_report(struct mo *m, struct repo *r, bool in_time, struct json *j
         if (!mo_run_selected(m, run))
             continue;
         int se = mo_newest_safe(r, run, m->quorum, &safe);
-        unsigned written = se == 0 ? mo_handoff(r, run, &safe) : 0;
+        unsigned written = se == 0 ? lineage_handoff(r, run, safe.id, safe.step) : 0;
         bool latest_safe = k >= m->quorum && in_time;
         if (written < m->quorum || !latest_safe)
             *ret_ok = false;
@@ -281,78 +255,30 @@ int cmd_migrate_out(struct cli *c, int argc, char **argv)
 static const char in_usage[] =
     "usage: ckptsync migrate-in [--run NAME] --to DIR [--seed DIR] [--force] [--json]\n"
     "On the new instance (no daemon needed): restore the snapshot the old\n"
-    "instance handed off (or the run's newest) into DIR, verified, and print the\n"
+    "instance handed off (or the newest of the run's current lineage) into DIR,\n"
+    "verified, claim the run for this instance, and print the\n"
     "path to resume from, e.g.\n"
     "  train.py --resume_from_checkpoint \"$(ckptsync migrate-in --run r1 --to /data/cloud_storage/r1)\"\n";
-
-struct runs_acc {
-    char names[16][MANIFEST_MAX_FIELD + 1];
-    size_t n;
-    const char *prefix;
-};
-
-static int runs_cb(void *ud, const char *key, uint64_t size)
-{
-    struct runs_acc *a = ud;
-    const char *rest = key + strlen(a->prefix);
-    size_t len = strcspn(rest, "/");
-    (void)size;
-    if (len == 0 || len > MANIFEST_MAX_FIELD)
-        return 0;
-    for (size_t i = 0; i < a->n; i++)
-        if (strlen(a->names[i]) == len && !strncmp(a->names[i], rest, len))
-            return 0;
-    if (a->n < 16)
-        snprintf(a->names[a->n++], sizeof(a->names[0]), "%.*s", (int)len, rest);
-    return 0;
-}
 
 /* The run to migrate when none is named: the only one there is. */
 static int mi_pick_run(struct repo *r, char *run, size_t cap)
 {
-    static const char *const prefixes[] = {"handoff/", "refs/"};
-    for (size_t p = 0; p < 2; p++) {
-        struct runs_acc a = {.prefix = prefixes[p]};
-        for (size_t i = 0; i < r->nregions; i++)
-            if (!r->health[i])
-                region_list(r->regions[i], prefixes[p], runs_cb, &a);
-        if (a.n == 1) {
-            snprintf(run, cap, "%s", a.names[0]);
-            return 0;
-        }
-        if (a.n > 1) {
-            fprintf(stderr, "ckptsync: several runs to choose from (");
-            for (size_t i = 0; i < a.n; i++)
-                fprintf(stderr, "%s%s", i ? ", " : "", a.names[i]);
-            fprintf(stderr, "): name one with --run\n");
-            return -EINVAL;
-        }
+    char names[16][MANIFEST_MAX_FIELD + 1];
+    size_t n = 0;
+    lineage_runs(r, names, 16, &n);
+    if (n == 1) {
+        snprintf(run, cap, "%s", names[0]);
+        return 0;
     }
-    fprintf(stderr, "ckptsync: no run has a snapshot in any reachable region\n");
-    return -ENOENT;
-}
-
-/* The newest handoff record of run among the regions; -ENOENT if none. */
-static int mi_handoff(struct repo *r, const char *run, struct handoff *ret)
-{
-    char key[REGION_KEY_MAX];
-    bool have = false;
-    snprintf(key, sizeof(key), "handoff/%s", run);
-    for (size_t i = 0; i < r->nregions; i++) {
-        struct buf data = BUF_INIT;
-        struct handoff h;
-        if (r->health[i])
-            continue;
-        int e = region_get(r->regions[i], key, HANDOFF_MAX_BYTES, &data);
-        if (e == 0 && handoff_parse(data.data, data.len, &h) < 0)
-            log_warn("region '%s': \"%s\" is damaged; ignoring it", r->regions[i]->conf.name, key);
-        else if (e == 0 && strcmp(h.run, run) == 0 && (!have || h.time > ret->time)) {
-            *ret = h;
-            have = true;
-        }
-        buf_free(&data);
+    if (n == 0) {
+        fprintf(stderr, "ckptsync: no run has a snapshot in any reachable region\n");
+        return -ENOENT;
     }
-    return have ? 0 : -ENOENT;
+    fprintf(stderr, "ckptsync: several runs to choose from (");
+    for (size_t i = 0; i < n; i++)
+        fprintf(stderr, "%s%s", i ? ", " : "", names[i]);
+    fprintf(stderr, "%s): name one with --run\n", n == 16 ? ", ..." : "");
+    return -EINVAL;
 }
 
 int cmd_migrate_in(struct cli *c, int argc, char **argv)
@@ -364,8 +290,9 @@ int cmd_migrate_in(struct cli *c, int argc, char **argv)
     char run[MANIFEST_MAX_FIELD + 1] = "", dir[PATH_MAX];
     struct restore_opts o = {.progress = cli_progress, .progress_ud = c};
     struct restore_result res;
-    struct handoff h;
     struct repo *r;
+    int64_t gen = 0;
+    bool handed = false;
     struct buf err = BUF_INIT;
     int opt, e;
 
@@ -393,11 +320,13 @@ int cmd_migrate_in(struct cli *c, int argc, char **argv)
         return 1;
     }
     o.run = run;
-    bool handed = mi_handoff(r, run, &h) == 0;
-    o.id = handed ? h.id : NULL;
     double t0 = cli_now();
     e = restore_run(r, &o, &res, &err);
     cli_progress_end(c);
+    /* Only a verified restore adopts the run: from now on this instance
+     * writes it at a new generation, which outranks the old owner's. */
+    if (e == 0 && (e = lineage_adopt(r, run, res.id, res.step, &gen, &handed)) < 0)
+        buf_printf(&err, "restored, but could not claim the run in any region");
     if (e == 0 && res.step >= 0 && cli_restore_units(c, r, run, o.target, o.force, false, res.root))
         log_warn("some of the run's files outside checkpoints could not be restored (see above)");
     if (e < 0) {
@@ -415,6 +344,7 @@ int cmd_migrate_in(struct cli *c, int argc, char **argv)
             json_key(&j, "id"); json_str(&j, res.id);
             json_key(&j, "step"); json_i64(&j, res.step);
             json_key(&j, "handoff"); json_bool(&j, handed);
+            json_key(&j, "generation"); json_i64(&j, gen);
             json_key(&j, "files"); json_u64(&j, res.files);
             json_key(&j, "bytes"); json_u64(&j, res.bytes);
             json_key(&j, "seconds"); json_double(&j, cli_now() - t0);
@@ -424,8 +354,9 @@ int cmd_migrate_in(struct cli *c, int argc, char **argv)
         } else {
             if (!c->quiet)
                 fprintf(stderr, "migrate-in: %s snapshot %s (step %lld) of run '%s': %llu files, "
-                        "verified, in %.1fs\n", handed ? "handed-off" : "newest", res.id,
-                        (long long)res.step, run, (unsigned long long)res.files, cli_now() - t0);
+                        "verified, in %.1fs; this instance now owns generation %lld\n",
+                        handed ? "handed-off" : "newest", res.id, (long long)res.step, run,
+                        (unsigned long long)res.files, cli_now() - t0, (long long)gen);
             printf("%s/%s\n", dir, res.root);
         }
     }

@@ -4,7 +4,9 @@
 #   deploy/deps.sh --test   also what the test suite needs (cmocka, clang for
 #                           the fuzzers, python3 and coreutils for the scripts,
 #                           python3-torch for the PyTorch resume test, the AWS
-#                           CLI and Node.js for the S3 tests: tests/s3/)
+#                           CLI and Node.js for the S3 tests: tests/s3/, Ceph
+#                           (mon, osd, radosgw) for the "-ceph" tests on a real
+#                           S3 implementation: tests/ceph/)
 # Runs apt-get update only when something is missing, so a second run is quick.
 set -euo pipefail
 
@@ -12,7 +14,7 @@ pkgs=(build-essential cmake pkg-config libzstd-dev libssl-dev libcurl4-openssl-d
       liburing-dev liblmdb-dev libinih-dev libexpat1-dev)
 if [ "${1:-}" = "--test" ]; then
   pkgs+=(libcmocka-dev clang libclang-rt-14-dev python3 lmdb-utils zstd util-linux awscli
-        python3-torch)
+        python3-torch ceph-mon ceph-osd radosgw ceph-common)
   # Node.js runs the S3 test servers; these machines come with Node 20, so
   # Debian's nodejs (18) and npm only where there is no node at all.
   command -v node > /dev/null 2>&1 || pkgs+=(nodejs npm)

@@ -197,7 +197,7 @@
 
 /* 3. Manifest. */
 #define CKS_MANIFEST_MAGIC "ckptsync-manifest"
-#define CKS_MANIFEST_VERSION 1
+#define CKS_MANIFEST_VERSION 2
 #define CKS_MANIFEST_CHUNKER "fastcdc2020"
 #define CKS_MANIFEST_MAX_BYTES (1024u * 1024 * 1024)
 #define CKS_MANIFEST_MAX_FILES 10000000u

@@ -96,6 +96,7 @@ static int parse_bool(const struct key_def *d, const char *value, void *field, c
 static int parse_kind(const struct key_def *d, const char *value, void *field, char *why);
 static int parse_addressing(const struct key_def *d, const char *value, void *field, char *why);
 static int parse_payload(const struct key_def *d, const char *value, void *field, char *why);
+static int parse_preconditions(const struct key_def *d, const char *value, void *field, char *why);
 static int check_abs_path(const struct key_def *d, const void *field, char *why);
 static int check_opt_path(const struct key_def *d, const void *field, char *why);
 static int check_endpoint(const struct key_def *d, const void *field, char *why);
@@ -114,6 +115,7 @@ static const struct key_def config_keys[] = {
     {SEC_DAEMON, "quorum", parse_uint, check_uint, CFG(quorum), 1, CONFIG_MAX_REGIONS, 0},
     {SEC_DAEMON, "settle", parse_uint, check_uint, CFG(settle), 0, SETTLE_MAX, 0},
     {SEC_DAEMON, "memory", parse_size, check_size, CFG(memory), MIB, UINT64_MAX, 0},
+    {SEC_DAEMON, "create_settle", parse_uint, check_uint, CFG(create_settle), 1, 600, 0},
     {SEC_CHUNKER, "min", parse_size, check_size, CFG(chunk_min), CHUNK_SIZE_MIN, CHUNK_SIZE_MAX, 0},
     {SEC_CHUNKER, "avg", parse_size, check_size, CFG(chunk_avg), CHUNK_SIZE_MIN, CHUNK_SIZE_MAX, 0},
     {SEC_CHUNKER, "max", parse_size, check_size, CFG(chunk_max), CHUNK_SIZE_MIN, CHUNK_SIZE_MAX, 0},
@@ -133,6 +135,7 @@ static const struct key_def config_keys[] = {
     {SEC_REGION, "connections", parse_uint, check_uint, REG(connections), 1, CONNECTIONS_MAX,
      KIND_ANY},
     {SEC_REGION, "bandwidth", parse_size, check_size, REG(bandwidth), 0, UINT64_MAX, KIND_ANY},
+    {SEC_REGION, "preconditions", parse_preconditions, NULL, REG(no_preconditions), 0, 0, KIND_ANY},
 };
 
 #define NKEYS ARRAY_SIZE(config_keys)
@@ -510,6 +513,19 @@ static int parse_payload(const struct key_def *d, const char *value, void *field
     return 0;
 }
 
+static int parse_preconditions(const struct key_def *d, const char *value, void *field, char *why)
+{
+    static const struct word words[] = {{"auto", 0}, {"none", 1}};
+    int v;
+    if (parse_word(words, ARRAY_SIZE(words), value, &v) < 0) {
+        snprintf(why, WHY_MAX, "'%.*s' is not a preconditions mode (auto or none)", WHY_MAX / 2,
+                 value);
+        return -1;
+    }
+    *(bool *)field = v;
+    return 0;
+}
+
 int config_parse_size(const char *s, uint64_t *ret)
 {
     static const char units[] = "KMGT";
@@ -552,6 +568,7 @@ static void region_default(struct region_conf *r, const char *name)
     r->tls_verify = true;
     r->connections = 16;
     r->bandwidth = 0;
+    r->no_preconditions = false;
 }
 
 /* dir + "/" + a + b, without doubling a trailing '/' of dir; -1 if it does
@@ -594,6 +611,7 @@ void config_default(struct config *c)
     snprintf(c->state, sizeof(c->state), "/var/lib/ckptsync");
     c->quorum = 2;
     c->settle = 10;
+    c->create_settle = 10;
     c->memory = GIB;
     c->chunk_min = MIB / 2;
     c->chunk_avg = 2 * MIB;

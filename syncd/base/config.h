@@ -6,10 +6,10 @@
  *   "/etc/ckptsync.conf:12: [chunker] avg: '3X' is not a size"
  * Sizes accept K, M, G, T suffixes (powers of 1024), e.g. "4M".
  *
- *   [daemon]  watch, state, quorum, settle, socket, memory
+ *   [daemon]  watch, state, quorum, settle, socket, memory, create_settle
  *   [chunker] min, avg, max, normalization
  *   [compress] level
- *   [region.NAME] kind = dir|s3, path (dir)
+ *   [region.NAME] kind = dir|s3, path (dir), preconditions = auto|none
  *                 endpoint, bucket, prefix, region, addressing, payload,
  *                 credentials, tls_verify, ca_file, connections, bandwidth (s3)
  *
@@ -56,6 +56,9 @@ struct region_conf {
     char ca_file[CONFIG_PATH_MAX];
     unsigned connections;               /* default 16, 1..256 */
     uint64_t bandwidth;                 /* bytes/s, 0 = unlimited */
+    bool no_preconditions;              /* preconditions = none|auto (default auto):
+                                         * none = never ask for create-only puts
+                                         * (see region_set_preconditions) */
 };
 
 struct config {
@@ -66,6 +69,9 @@ struct config {
     char socket[CONFIG_PATH_MAX];       /* default <state>/ckptsyncd.sock */
     unsigned quorum;                    /* default 2, 1..nregions */
     unsigned settle;                    /* seconds, default 10 */
+    unsigned create_settle;             /* seconds a creator waits for rival repository
+                                         * candidates where a store cannot refuse a
+                                         * second create (service/repo.c), default 10 */
     uint64_t memory;                    /* memory budget, default 1G */
     /* [chunker] */
     uint64_t chunk_min, chunk_avg, chunk_max; /* defaults 512K, 2M, 8M */

@@ -9,7 +9,9 @@
  * crash.  Every failure before the rename unlinks the temp file; a failure
  * of the final directory fsync is reported but cannot be undone (the new
  * content is already visible), so callers must treat it as a durability
- * failure, never as "nothing happened".
+ * failure, never as "nothing happened".  fileio_write_new_at() is the
+ * same sequence with link(2) in place of rename(2), for objects that must
+ * be created once and never replaced.
  *
  * The temp file is created with the caller's mode and then fchmod()ed to
  * exactly that mode, so the result does not depend on the process umask.
@@ -192,6 +194,34 @@ int fileio_write_atomic_at(int dirfd, const char *name, const void *data, size_t
         return r;
     }
     return fsync_fd(dirfd);
+}
+
+/* link(2) rather than rename(2): it refuses an existing target.  Over NFS a
+ * retransmitted LINK whose first reply was lost answers EEXIST although it
+ * was ours; the temp file's link count (2: it and the target) tells.  The
+ * directory is fsynced on EEXIST too, so that what the caller is told
+ * exists survives a crash even when its writer has not synced it yet. */
+int fileio_write_new_at(int dirfd, const char *name, const void *data, size_t len, mode_t mode)
+{
+    char tmp[NAME_MAX + 1];
+    struct stat st;
+
+    if (!name_is_component(name))
+        return -EINVAL;
+    int fd = tmp_create(dirfd, name, mode, tmp, sizeof(tmp));
+    if (fd < 0)
+        return fd;
+    int r = tmp_fill(fd, data, len, mode);
+    if (r == 0 && linkat(dirfd, tmp, dirfd, name, 0) < 0) {
+        r = -errno;
+        if (fstatat(dirfd, tmp, &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_nlink == 2)
+            r = 0;
+    }
+    unlinkat(dirfd, tmp, 0);
+    if (r < 0 && r != -EEXIST)
+        return r;
+    int rs = fsync_fd(dirfd);
+    return r < 0 ? r : rs;
 }
 
 int fileio_write_atomic(const char *path, const void *data, size_t len, mode_t mode)

@@ -21,6 +21,10 @@
 int fileio_write_atomic(const char *path, const void *data, size_t len, mode_t mode);
 /* Same, relative to an open directory fd; name must be a single component. */
 int fileio_write_atomic_at(int dirfd, const char *name, const void *data, size_t len, mode_t mode);
+/* Same, but creates name only when nothing has that name: the temp file is
+ * link(2)ed into place instead of renamed.  -EEXIST (nothing changed) when
+ * name exists; durable like fileio_write_atomic_at when it returns 0. */
+int fileio_write_new_at(int dirfd, const char *name, const void *data, size_t len, mode_t mode);
 /* Read a whole file; fails with CKS_E_LIMIT if it is larger than max. */
 int fileio_read_all(const char *path, size_t max, uint8_t **ret_data, size_t *ret_len);
 /* fsync a directory by path. */

@@ -11,22 +11,7 @@
 #include "base/err.h"
 #include "engine/handoff.h"
 #include "engine/hash.h"
-
-static bool field_char(char c)
-{
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-           c == '_' || c == '-';
-}
-
-static void sanitise(const char *in, char *out, size_t cap)
-{
-    size_t n = 0;
-    for (; in && in[n] && n + 1 < cap; n++)
-        out[n] = field_char(in[n]) ? in[n] : '_';
-    out[n] = 0;
-    if (n == 0)
-        snprintf(out, cap, "-");
-}
+#include "engine/lineage.h"
 
 int handoff_encode(const struct handoff *h, struct buf *out)
 {
@@ -35,8 +20,8 @@ int handoff_encode(const struct handoff *h, struct buf *out)
     size_t start = out->len;
     if (manifest_run_check(h->run) < 0 || manifest_id_check(h->id) < 0 || h->step < -1)
         return -EINVAL;
-    sanitise(h->host, host, sizeof(host));
-    sanitise(h->instance, inst, sizeof(inst));
+    lineage_sanitise(h->host, host, sizeof(host));
+    lineage_sanitise(h->instance, inst, sizeof(inst));
     int e = buf_printf(out, "ckptsync-handoff 1\nrun %s\nsnapshot %s\nstep %lld\nhost %s\n"
                        "instance %s\ntime %lld\n", h->run, h->id, (long long)h->step, host, inst,
                        (long long)h->time);
@@ -86,7 +71,7 @@ static bool word_field(const char *line, const char *key, char *out, size_t cap)
     if (n == 0 || n >= cap)
         return false;
     for (size_t i = 0; i < n; i++)
-        if (!field_char(v[i]))
+        if (!lineage_field_char(v[i]))
             return false;
     memcpy(out, v, n + 1);
     return true;

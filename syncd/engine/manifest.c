@@ -2,7 +2,7 @@
  * manifest.c — the snapshot manifest: builder, encoder, hostile-input parser.
  *
  * Design note.  The parser reads the text once, line by line, as a fixed
- * state machine: the version line, then the digest check, then the eleven
+ * state machine: the version line, then the digest check, then the twelve
  * header lines in their fixed order, then the entries, then `end`.  Every
  * line is split into at most MAX_TOKENS single-space-separated tokens of
  * printable ASCII, so a field never needs quoting and a stray control byte
@@ -47,7 +47,7 @@
 _Static_assert(MANIFEST_VERSION == CKS_MANIFEST_VERSION, "format.h and manifest.h disagree");
 
 #define MAX_TOKENS 6        /* "f <mode> <size> <digest> <nchunks> <path>" */
-#define HEADER_LINES 12     /* the version line and the eleven below it */
+#define HEADER_LINES 13     /* version 2: the version line and the twelve below it */
 #define FIRST_ENTRY_LINE (HEADER_LINES + 1)
 #define END_LINE_LEN (4 + HASH_HEX_LEN + 1)
 #define CHUNKER_NAME "fastcdc2020"
@@ -386,7 +386,7 @@ bool manifest_equal(const struct manifest *a, const struct manifest *b)
 {
 #define STR_EQ(x, y) ((!(x) && !(y)) || ((x) && (y) && !strcmp((x), (y))))
     if (strcmp(a->id, b->id) || !STR_EQ(a->run, b->run) || a->step != b->step ||
-        a->time != b->time || !STR_EQ(a->host, b->host) || !STR_EQ(a->instance, b->instance) ||
+        a->gen != b->gen || a->time != b->time || !STR_EQ(a->host, b->host) || !STR_EQ(a->instance, b->instance) ||
         !STR_EQ(a->parent, b->parent) || !STR_EQ(a->root, b->root) ||
         a->chunk_min != b->chunk_min || a->chunk_avg != b->chunk_avg ||
         a->chunk_max != b->chunk_max || a->normalization != b->normalization ||
@@ -445,6 +445,7 @@ static int check_header(const struct manifest *m, size_t *ret_line, const char *
     CHECK(6, check_text(m->host, MANIFEST_MAX_FIELD, true), "host missing, empty or too long");
     CHECK(7, check_text(m->instance, MANIFEST_MAX_FIELD, false), "instance empty or too long");
     CHECK(8, m->parent ? manifest_id_check(m->parent) : 0, "invalid parent id");
+    CHECK(8, m->gen < 0 || m->gen > MANIFEST_GEN_MAX ? CKS_E_FORMAT : 0, "generation out of range");
     CHECK(9, m->root ? manifest_path_check(m->root) : 0, "unsafe root path");
     CHECK(10, check_chunker(m->chunk_min, m->chunk_avg, m->chunk_max, m->normalization, ret_what),
           *ret_what);
@@ -595,7 +596,7 @@ static void put_mode(struct enc *e, uint32_t mode)
 
 static void put_header(struct enc *e, const struct manifest *m)
 {
-    put_str(e, CKS_MANIFEST_MAGIC " 1\nid ");
+    put_str(e, CKS_MANIFEST_MAGIC " 2\nid ");
     put_text(e, m->id);
     put_str(e, "\nrun ");
     put_text(e, m->run);
@@ -612,6 +613,8 @@ static void put_header(struct enc *e, const struct manifest *m)
     put_text(e, m->instance);
     put_str(e, "\nparent ");
     put_text(e, m->parent);
+    put_str(e, "\ngen ");
+    put_u64(e, (uint64_t)m->gen);
     put_str(e, "\nroot ");
     put_text(e, m->root);
     put_str(e, "\nchunker " CHUNKER_NAME " ");
@@ -711,6 +714,7 @@ struct parser {
     uint64_t chunks_left;   /* chunk lines still owed to the last file */
     uint64_t chunk_sum;     /* lengths of its chunks read so far */
     size_t file_line;       /* line of the last file */
+    unsigned version;       /* of the version line: 1 has no "gen" line */
 };
 
 static int fail(struct parser *p, int code, const char *fmt, ...)
@@ -879,9 +883,10 @@ static int parse_version(struct parser *p)
         return fail(p, CKS_E_FORMAT, "not a ckptsync manifest");
     if (ln.ntok != 2 || tok_u64(&ln.tok[1], UINT64_MAX, &v) < 0)
         return fail(p, CKS_E_FORMAT, "bad version line");
-    if (v != MANIFEST_VERSION)
-        return fail(p, CKS_E_VERSION, "manifest version %" PRIu64 " not supported (this reads %d)",
+    if (v < 1 || v > MANIFEST_VERSION)
+        return fail(p, CKS_E_VERSION, "manifest version %" PRIu64 " not supported (this reads 1..%d)",
                     v, MANIFEST_VERSION);
+    p->version = (unsigned)v;
     return 0;
 }
 
@@ -979,6 +984,15 @@ static int hdr_parent(struct parser *p, const struct line *ln)
     return r;
 }
 
+static int hdr_gen(struct parser *p, const struct line *ln)
+{
+    uint64_t v;
+    if (tok_u64(&ln->tok[1], MANIFEST_GEN_MAX, &v) < 0)
+        return fail(p, CKS_E_FORMAT, "gen: not a number up to %lld", (long long)MANIFEST_GEN_MAX);
+    p->m->gen = (int64_t)v;
+    return 0;
+}
+
 static int hdr_root(struct parser *p, const struct line *ln)
 {
     int r = text_field(p, &ln->tok[1], MANIFEST_MAX_PATH, "root", false, &p->m->root);
@@ -1032,7 +1046,8 @@ static const struct header_line {
 } header_lines[] = {
     {"id", 1, hdr_id},         {"run", 1, hdr_run},       {"step", 1, hdr_step},
     {"time", 1, hdr_time},     {"host", 1, hdr_host},     {"instance", 1, hdr_instance},
-    {"parent", 1, hdr_parent}, {"root", 1, hdr_root},     {"chunker", 5, hdr_chunker},
+    {"parent", 1, hdr_parent}, {"gen", 1, hdr_gen},       {"root", 1, hdr_root},
+    {"chunker", 5, hdr_chunker},
     {"files", 1, hdr_files},   {"chunks", 1, hdr_chunks},
 };
 
@@ -1043,6 +1058,8 @@ static int parse_header(struct parser *p)
     for (size_t i = 0; i < n; i++) {
         const struct header_line *h = &header_lines[i];
         struct line ln;
+        if (p->version == 1 && h->parse == hdr_gen)
+            continue; /* version 1: generation 0 */
         int r = read_line(p, &ln);
         if (r < 0)
             return r;
@@ -1247,8 +1264,9 @@ static int parse_tree(struct parser *p)
     const char *what = "";
     int r = check_tree(p->m, &a, &b, &what);
     if (r < 0) {
-        p->lineno = entry_line(p->m, b);
-        return fail(p, r, "%s (see line %zu)", what, entry_line(p->m, a));
+        size_t v1 = p->version == 1; /* one header line fewer */
+        p->lineno = entry_line(p->m, b) - v1;
+        return fail(p, r, "%s (see line %zu)", what, entry_line(p->m, a) - v1);
     }
     return 0;
 }

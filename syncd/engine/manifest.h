@@ -42,7 +42,8 @@
 #include "base/buf.h"
 #include "engine/hash.h"
 
-#define MANIFEST_VERSION 1
+#define MANIFEST_VERSION 2
+#define MANIFEST_GEN_MAX 999999999999LL
 #define MANIFEST_MAX_BYTES (1024u * 1024 * 1024)
 #define MANIFEST_MAX_FILES 10000000u
 #define MANIFEST_MAX_CHUNKS 100000000u
@@ -77,6 +78,7 @@ struct manifest {
     char *host;
     char *instance;         /* NULL when unknown */
     char *parent;           /* NULL when none */
+    int64_t gen;            /* lineage generation (engine/lineage.h); 0 in version 1 */
     char *root;             /* NULL when the snapshot is the whole run */
     uint64_t chunk_min, chunk_avg, chunk_max;
     unsigned normalization;

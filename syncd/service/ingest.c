@@ -34,6 +34,7 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "service/ingest.h"
+#include "service/lineage.h"
 #include "service/pin.h"
 #include "service/queue.h"
 #include "service/scan.h"
@@ -51,6 +52,9 @@ struct cref {                 /* one chunk reference, with where its bytes are *
 
 struct ingester {
     struct repo *r;
+    /* The ingest thread's own handles on the regions (the workers own
+     * theirs): for reading a run's lineage, never for uploads. */
+    struct region *regions[CONFIG_MAX_REGIONS];
     struct replicator *rp;
     char *root;
     int notify_fd;
@@ -270,7 +274,8 @@ static int ing_manifest(struct ing *g)
         return e;
     if (inst && inst[0] && (e = manifest_set_str(&g->m.instance, inst)) < 0)
         return e;
-    return 0;
+    snapshot_parent(r, g->job->run, &g->m.parent);
+    return lineage_run_gen(r, g->ig->regions, g->job->run, &g->m.gen);
 }
 
 static int ing_entries(struct ing *g)
@@ -601,6 +606,18 @@ int ingester_new(struct repo *r, struct replicator *rp, const char *root, int no
         ingester_free(ig);
         return -ENOMEM;
     }
+    for (size_t i = 0; i < r->nregions; i++) {
+        struct buf err = BUF_INIT;
+        int e = region_new(&r->conf.regions[i], &ig->regions[i], &err);
+        if (e < 0) {
+            log_error("region '%s': %s", r->conf.regions[i].name, buf_str(&err));
+            buf_free(&err);
+            ingester_free(ig);
+            return e;
+        }
+        ig->regions[i]->slot = r->regions[i]->slot;
+        buf_free(&err);
+    }
     int e = pthread_create(&ig->th, NULL, ig_main, ig);
     if (e) {
         ingester_free(ig);
@@ -623,6 +640,8 @@ void ingester_free(struct ingester *ig)
         pthread_join(ig->th, NULL);
     pthread_cond_destroy(&ig->cv);
     pthread_mutex_destroy(&ig->mu);
+    for (size_t i = 0; i < CONFIG_MAX_REGIONS; i++)
+        region_free(ig->regions[i]);
     free(ig->jobs);
     free(ig->done);
     free(ig->root);

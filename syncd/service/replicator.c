@@ -32,6 +32,7 @@
 #include "base/log.h"
 #include "engine/chunkobj.h"
 #include "service/pin.h"
+#include "service/presence.h"
 #include "service/queue.h"
 #include "service/replicator.h"
 #include "service/snapshot.h"
@@ -57,6 +58,10 @@ struct rworker {
     struct slot *slots;            /* the window of chunks in flight */
     size_t nslots, busy;
     int failure;                   /* first error of this round; 0 = none */
+    /* Chunks of cache_seq this region confirmed (a PUT, a HEAD, or the
+     * confirmation before publish): they need no second look. */
+    uint8_t (*confirmed)[HASH_LEN];
+    size_t nconfirmed, confirmed_cap;
     bool drop;                     /* a chunk's bytes changed: drop cache_seq */
 };
 
@@ -145,6 +150,7 @@ static int rw_load(struct rworker *w, uint64_t seq)
         return 0;
     manifest_free(&w->man);
     w->cache_seq = 0;
+    w->nconfirmed = 0;
     if ((e = index_txn_begin(w->rp->r->ix, false, &t)) < 0)
         return e;
     e = queue_pending_get(t, seq, w->pend);
@@ -219,8 +225,23 @@ static int rw_chunk_known(struct rworker *w, const struct qentry *q, struct inde
     return e < 0 ? e : (int)((ret->presence >> w->rg->slot) & 1);
 }
 
+static void rw_confirmed(struct rworker *w, const uint8_t id[HASH_LEN])
+{
+    if (w->nconfirmed == w->confirmed_cap) {
+        size_t cap = w->confirmed_cap ? w->confirmed_cap * 2 : 256;
+        uint8_t(*v)[HASH_LEN] = realloc(w->confirmed, cap * HASH_LEN);
+        if (!v)
+            return; /* it is asked again before publish: slower, not wrong */
+        w->confirmed = v;
+        w->confirmed_cap = cap;
+    }
+    memcpy(w->confirmed[w->nconfirmed++], id, HASH_LEN);
+}
+
 static int rw_chunk_done(struct rworker *w, const struct qentry *q, const struct index_chunk *put)
 {
+    if (q->seq == w->cache_seq)
+        rw_confirmed(w, q->id);
     struct index_txn *t;
     struct index_chunk c;
     int e = index_txn_begin(w->rp->r->ix, true, &t);
@@ -244,6 +265,114 @@ static int rw_chunk_done(struct rworker *w, const struct qentry *q, const struct
     return rw_commit(w, t, e);
 }
 
+/* ---- confirming presence ------------------------------------------------ */
+
+static int id_cmp(const void *a, const void *b)
+{
+    return memcmp(a, b, HASH_LEN);
+}
+
+/* The manifest's distinct chunks this region has not confirmed for the
+ * snapshot, sorted, with their encoded sizes from the index. */
+static int rw_unconfirmed(struct rworker *w, struct presence_item **ret, size_t *ret_n,
+                          uint64_t *ret_estimate)
+{
+    size_t n = 0, k = 0, total = w->man.nchunks;
+    struct presence_item *v = calloc(total ? total : 1, sizeof(*v));
+    struct index_txn *t;
+    if (!v)
+        return -ENOMEM;
+    for (size_t i = 0; i < total; i++)
+        memcpy(v[i].id, w->man.chunks[i].id, HASH_LEN);
+    qsort(v, total, sizeof(*v), presence_item_cmp);
+    if (w->nconfirmed > 1)
+        qsort(w->confirmed, w->nconfirmed, HASH_LEN, id_cmp);
+    for (size_t i = 0; i < total; i++) {
+        if (n && !memcmp(v[n - 1].id, v[i].id, HASH_LEN))
+            continue;
+        while (k < w->nconfirmed && memcmp(w->confirmed[k], v[i].id, HASH_LEN) < 0)
+            k++;
+        if (k < w->nconfirmed && !memcmp(w->confirmed[k], v[i].id, HASH_LEN))
+            continue;
+        v[n++] = v[i];
+    }
+    int e = index_txn_begin(w->rp->r->ix, false, &t);
+    for (size_t i = 0; e == 0 && i < n; i++) {
+        struct index_chunk c;
+        if (index_chunk_get(t, v[i].id, &c) == 0)
+            v[i].size = c.stored_len;
+    }
+    if (e == 0) {
+        index_chunk_count(t, ret_estimate);
+        index_txn_abort(t);
+    }
+    *ret = v;
+    *ret_n = n;
+    return e;
+}
+
+/* Queues a chunk the region lacks again (its bytes are in the pin) and
+ * clears the index's belief that the region holds it. */
+static int rw_requeue(struct rworker *w, struct index_txn *t, uint64_t seq, const uint8_t id[HASH_LEN])
+{
+    struct index_chunk c;
+    for (size_t f = 0; f < w->man.nfiles; f++) {
+        const struct mfile *mf = &w->man.files[f];
+        uint64_t off = 0;
+        for (uint64_t k = 0; mf->type == MFILE_REG && k < mf->nchunks; k++) {
+            const struct mchunk *ch = &w->man.chunks[mf->first_chunk + k];
+            if (memcmp(ch->id, id, HASH_LEN)) {
+                off += ch->len;
+                continue;
+            }
+            struct qentry q = {.slot = w->rg->slot, .seq = seq, .kind = QUEUE_CHUNK,
+                               .file = (uint32_t)f, .off = off, .len = ch->len};
+            memcpy(q.id, id, HASH_LEN);
+            int e = index_chunk_get(t, id, &c);
+            if (e == 0) {
+                c.presence &= ~(1u << w->rg->slot);
+                e = index_chunk_put(t, id, &c);
+            }
+            return e == 0 || e == -ENOENT ? queue_put(t, &q) : e;
+        }
+    }
+    return CKS_E_FORMAT;
+}
+
+/* Before a publish: every chunk of the snapshot is in the region, by the
+ * region's word.  1 when some were missing and are queued again. */
+static int rw_confirm(struct rworker *w, uint64_t seq)
+{
+    struct presence_item *v = NULL;
+    struct presence_stats st = {0};
+    uint64_t estimate = 0;
+    size_t n;
+    struct index_txn *t;
+    int e = rw_unconfirmed(w, &v, &n, &estimate);
+    if (e == 0)
+        e = presence_confirm(w->rg, v, n, estimate, &st);
+    if (e == 0 && st.missing)
+        e = index_txn_begin(w->rp->r->ix, true, &t);
+    for (size_t i = 0; e == 0 && i < n; i++) {
+        if (!v[i].missing) {
+            rw_confirmed(w, v[i].id);
+        } else if ((e = rw_requeue(w, t, seq, v[i].id)) < 0) {
+            index_txn_abort(t);
+            break;
+        }
+    }
+    if (e == 0 && st.missing && (e = rw_commit(w, t, 0)) == 0)
+        log_warn("region '%s': %llu chunk(s) of snapshot %s were gone although the index recorded "
+                 "them there; uploading them again before the snapshot is committed",
+                 w->rg->conf.name, (unsigned long long)st.missing, w->pend->id);
+    if (e == 0 && n)
+        log_debug("region '%s': snapshot %s: %llu chunk(s) confirmed (%llu HEAD, %llu listed)",
+                  w->rg->conf.name, w->pend->id, (unsigned long long)st.asked,
+                  (unsigned long long)st.heads, (unsigned long long)st.listed);
+    free(v);
+    return e < 0 ? e : st.missing ? 1 : 0;
+}
+
 /* ---- publish entries --------------------------------------------------- */
 
 static void rw_remove_pin(const char *pin, bool pinned)
@@ -260,6 +389,8 @@ static int rw_publish(struct rworker *w, const struct qentry *q)
     bool release = false;
     int e;
 
+    if ((e = rw_confirm(w, q->seq)) != 0)
+        return e < 0 ? e : 0; /* chunks went missing: queued again, publish after them */
     if ((e = index_txn_begin(w->rp->r->ix, false, &t)) < 0)
         return e;
     struct pending p;
@@ -268,7 +399,7 @@ static int rw_publish(struct rworker *w, const struct qentry *q)
         e = buf_append(&man, p.manifest, p.manifest_len);
     index_txn_abort(t);
     if (e == 0)
-        e = snapshot_publish(w->rg, w->pend->run, w->pend->id, w->pend->step, man.data, man.len);
+        e = snapshot_publish(w->rg, &w->man, man.data, man.len);
     buf_free(&man);
     if (e < 0)
         return e;
@@ -715,6 +846,7 @@ void replicator_free(struct replicator *rp)
             pthread_join(w->th, NULL);
         manifest_free(&w->man);
         free(w->pend);
+        free(w->confirmed);
         chunkobj_ctx_free(&w->z);
         for (size_t k = 0; w->slots && k < w->nslots; k++) {
             free(w->slots[k].data);

@@ -1,19 +1,38 @@
 /*
- * repo.c — opening a repository.
+ * repo.c — opening a repository, and creating it race-free.
  *
  * The repository parameters live in each region's `repo` object, not in
  * the local configuration: every instance that ever writes to the regions
- * must cut chunks alike, or dedup across instances silently dies.  So the
- * first region to be initialised fixes them from the configuration; later
+ * must cut chunks alike, or dedup across instances silently dies.  Later
  * instances adopt what the regions say (and log when their configuration
- * differs).  Regions that disagree with each other are a hard error: the
- * user pointed two repositories at one configuration.
+ * differs).  Regions that disagree are a hard error with a diagnosis and a
+ * repair (`ckptsync repo adopt REGION`).
+ *
+ * Creation, when no region holds a `repo` yet, with any number of
+ * instances starting at once and no lock server:
+ * - Every region enforces create-only puts (region_put_new: link(2) on a
+ *   dir, If-None-Match: * on S3; probed once per store and remembered in
+ *   the index): the first healthy region in the configured order is the
+ *   arbiter.  Whoever's create-only put wins there fixes the repository;
+ *   the others read it and adopt it; the remaining regions get the winner
+ *   with create-only puts as well, and a region that already holds a
+ *   different one is a split, reported.
+ * - Some region does not enforce it: each creator that sees no candidate
+ *   writes its own write-once candidate repo.d/<id> to every region,
+ *   waits `create_settle` seconds, lists the candidates again and adopts
+ *   the smallest id.  Correct when every candidate is written within
+ *   create_settle of its writer's first listing (the creator checks its
+ *   own time and gives up otherwise): then everyone who decides has seen
+ *   every candidate there will ever be, because a later creator sees one
+ *   and writes none.  The winner is then written as `repo`.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "base/err.h"
 #include "base/fileio.h"
@@ -38,6 +57,20 @@ out:
     buf_free(&data);
     buf_free(&perr);
     return r;
+}
+
+/* While other instances create the repository, a store that is not
+ * atomic can show their `repo` half-written, or fail a GET racing a PUT
+ * (5xx): look again a few times before calling it damaged or failed. */
+static int repo_read_settled(struct region *rg, struct repoobj *ret, struct buf *err)
+{
+    int e = repo_read_params(rg, ret, err);
+    for (int k = 0; k < 5 && (e == CKS_E_FORMAT || e == CKS_E_DIGEST || e == CKS_E_REMOTE); k++) {
+        usleep(200 * 1000 << k);
+        buf_reset(err);
+        e = repo_read_params(rg, ret, err);
+    }
+    return e;
 }
 
 static bool repo_same(const struct repoobj *a, const struct repoobj *b)
@@ -69,7 +102,7 @@ static int repo_agree(struct repo *r, bool *ret_missing, struct buf *err)
         struct repoobj o;
         if (r->health[i])
             continue;
-        int e = repo_read_params(r->regions[i], &o, err);
+        int e = repo_read_settled(r->regions[i], &o, err);
         if (e == -ENOENT) {
             *ret_missing = true;
             continue;
@@ -78,13 +111,16 @@ static int repo_agree(struct repo *r, bool *ret_missing, struct buf *err)
             return e;
         if (have && !repo_same(&o, &r->params)) {
             buf_printf(err, "region '%s' holds repository %s, but other regions hold %s "
-                       "(or different chunker parameters): one configuration must name one repository",
+                       "(or different chunker parameters): the repository is split; "
+                       "`ckptsync repo` shows each region's, `ckptsync repo adopt REGION` "
+                       "makes every region hold that region's (nothing stored is lost)",
                        r->regions[i]->conf.name, o.id, r->params.id);
             return CKS_E_MISMATCH;
         }
         r->params = o;
         have = true;
     }
+    r->agreed = have;
     if (!have) {
         *ret_missing = true;
         return repo_new_params(&r->conf, &r->params);
@@ -92,21 +128,244 @@ static int repo_agree(struct repo *r, bool *ret_missing, struct buf *err)
     return 0;
 }
 
-static int repo_write_params(struct repo *r, struct buf *err)
+static bool repo_have_any(const struct repo *r)
+{
+    return r->agreed;
+}
+
+/* ---- creation ------------------------------------------------------------ */
+
+static double repo_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Writes obj as `repo` into every healthy region lacking it (create-only
+ * where the region enforces it).  A region holding a different one is a
+ * split: CKS_E_MISMATCH, with both named in err. */
+static int repo_fill(struct repo *r, const struct repoobj *want, struct buf *err)
 {
     struct buf obj = BUF_INIT;
-    int ret = repoobj_encode(&r->params, &obj);
+    int ret = repoobj_encode(want, &obj);
     for (size_t i = 0; ret == 0 && i < r->nregions; i++) {
-        if (r->health[i] || region_has(r->regions[i], "repo") == 1)
+        struct repoobj have;
+        struct buf rerr = BUF_INIT;
+        struct region *rg = r->regions[i];
+        if (r->health[i])
             continue;
-        int e = region_put(r->regions[i], "repo", obj.data, obj.len);
+        bool cas = region_preconditions(rg) == 1;
+        int e = cas ? region_put_new(rg, "repo", obj.data, obj.len) : -EEXIST;
+        if (e == -EEXIST)
+            e = repo_read_settled(rg, &have, &rerr);
+        /* Without preconditions, every instance that decided writes the
+         * same agreed object; one absent or half-written by a store that
+         * is not atomic is simply written (again). */
+        if (!cas && (e == -ENOENT || e == CKS_E_FORMAT || e == CKS_E_DIGEST))
+            e = region_put(rg, "repo", obj.data, obj.len);
+        else if (e == 0 && !repo_same(&have, want)) {
+            buf_printf(err, "region '%s' holds repository %s, but %s was agreed: the repository "
+                       "is split; see `ckptsync repo` to repair", rg->conf.name, have.id, want->id);
+            ret = CKS_E_MISMATCH;
+        }
         if (e < 0) {
+            log_error("region '%s': writing \"repo\": %s", rg->conf.name,
+                      buf_str(&rerr)[0] ? buf_str(&rerr) : region_last_error(rg));
+            repo_region_fail(r, i, e);
+        }
+        buf_free(&rerr);
+    }
+    buf_free(&obj);
+    return ret;
+}
+
+static bool repo_all_enforce(const struct repo *r)
+{
+    for (size_t i = 0; i < r->nregions; i++)
+        if (!r->health[i] && region_preconditions(r->regions[i]) != 1)
+            return false;
+    return true;
+}
+
+/* Every region enforces create-only puts: the first healthy one decides. */
+static int repo_create_arbiter(struct repo *r, struct buf *err)
+{
+    struct buf obj = BUF_INIT;
+    size_t a = 0;
+    while (a < r->nregions && r->health[a])
+        a++;
+    int e = repoobj_encode(&r->params, &obj);
+    if (e == 0)
+        e = region_put_new(r->regions[a], "repo", obj.data, obj.len);
+    buf_free(&obj);
+    if (e == -EEXIST) { /* another instance won: adopt its repository */
+        e = repo_read_params(r->regions[a], &r->params, err);
+        if (e == 0)
+            log_info("region '%s': another instance created repository %s; adopting it",
+                     r->regions[a]->conf.name, r->params.id);
+    } else if (e == 0) {
+        log_info("created repository %s in region '%s'", r->params.id, r->regions[a]->conf.name);
+    } else {
+        buf_printf(err, "creating the repository: %s", region_last_error(r->regions[a]));
+    }
+    return e < 0 ? e : repo_fill(r, &r->params, err);
+}
+
+struct cand_ctx {
+    char best[REPOOBJ_ID_HEX + 1];
+    size_t n;
+};
+
+static int cand_cb(void *ud, const char *key, uint64_t size)
+{
+    struct cand_ctx *c = ud;
+    const char *id = key + strlen("repo.d/");
+    (void)size;
+    if (strncmp(key, "repo.d/", 7) || strlen(id) != REPOOBJ_ID_HEX || strspn(id, "0123456789abcdef") != REPOOBJ_ID_HEX)
+        return 0;
+    c->n++;
+    if (!c->best[0] || strcmp(id, c->best) < 0)
+        memcpy(c->best, id, REPOOBJ_ID_HEX + 1);
+    return 0;
+}
+
+static int repo_candidates(struct repo *r, struct cand_ctx *c)
+{
+    memset(c, 0, sizeof(*c));
+    for (size_t i = 0; i < r->nregions; i++) {
+        if (r->health[i])
+            continue;
+        int e = region_list(r->regions[i], "repo.d/", cand_cb, c);
+        if (e < 0 && e != -ENOENT) {
             log_error("%s", region_last_error(r->regions[i]));
             repo_region_fail(r, i, e);
         }
     }
+    return repo_healthy(r) ? 0 : CKS_E_QUORUM;
+}
+
+/* Writes our candidate to every healthy region; fails when that took so
+ * long that another creator may have decided without seeing it. */
+static int repo_put_candidate(struct repo *r, double t0, struct buf *err)
+{
+    char key[32 + REPOOBJ_ID_HEX];
+    struct buf obj = BUF_INIT;
+    unsigned n = 0;
+    snprintf(key, sizeof(key), "repo.d/%s", r->params.id);
+    int e = repoobj_encode(&r->params, &obj);
+    for (size_t i = 0; e == 0 && i < r->nregions; i++) {
+        if (r->health[i])
+            continue;
+        if (region_put(r->regions[i], key, obj.data, obj.len) == 0)
+            n++;
+        else
+            log_error("%s", region_last_error(r->regions[i]));
+    }
     buf_free(&obj);
-    return ret;
+    if (e == 0 && n == 0)
+        e = CKS_E_QUORUM;
+    if (e == 0 && repo_now() - t0 > (double)r->conf.create_settle) {
+        for (size_t i = 0; i < r->nregions; i++)
+            if (!r->health[i])
+                region_del(r->regions[i], key);
+        buf_printf(err, "creating the repository: the regions took over %us ([daemon] "
+                   "create_settle) to take a candidate, too slow to agree safely with other "
+                   "instances; try again, or raise create_settle", r->conf.create_settle);
+        e = CKS_E_REMOTE;
+    }
+    return e;
+}
+
+/* Some region does not enforce create-only puts: write-once candidates,
+ * a settle time, then the smallest id wins (see the design note). */
+static int repo_create_settle(struct repo *r, struct buf *err)
+{
+    struct cand_ctx c;
+    double t0 = repo_now();
+    int e = repo_candidates(r, &c);
+    if (e == 0 && c.n == 0)
+        e = repo_put_candidate(r, t0, err);
+    if (e < 0)
+        return e;
+    log_info("creating the repository: waiting %us for other instances' candidates",
+             r->conf.create_settle);
+    sleep(r->conf.create_settle);
+    if ((e = repo_candidates(r, &c)) < 0)
+        return e;
+    if (!c.n) {
+        buf_printf(err, "creating the repository: the candidates vanished from every region");
+        return CKS_E_REMOTE;
+    }
+    char key[32 + REPOOBJ_ID_HEX];
+    snprintf(key, sizeof(key), "repo.d/%s", c.best);
+    for (size_t i = 0; i < r->nregions; i++) {
+        struct repoobj o;
+        struct buf data = BUF_INIT, perr = BUF_INIT;
+        if (r->health[i] || region_get(r->regions[i], key, REPOOBJ_MAX_BYTES, &data) < 0 ||
+            repoobj_parse(data.data, data.len, &o, &perr) < 0 || strcmp(o.id, c.best)) {
+            buf_free(&data);
+            buf_free(&perr);
+            continue;
+        }
+        buf_free(&data);
+        buf_free(&perr);
+        if (strcmp(o.id, r->params.id))
+            log_info("another instance's repository %s won; adopting it", o.id);
+        r->params = o;
+        return repo_fill(r, &r->params, err);
+    }
+    buf_printf(err, "creating the repository: no region serves candidate \"%s\"", key);
+    return CKS_E_REMOTE;
+}
+
+static int repo_create(struct repo *r, struct buf *err)
+{
+    return repo_all_enforce(r) ? repo_create_arbiter(r, err) : repo_create_settle(r, err);
+}
+
+/* ---- preconditions ------------------------------------------------------- */
+
+/* Whether each region enforces create-only puts: asked once per store
+ * (kind, endpoint, bucket, prefix or path) and remembered in the index. */
+static void repo_preconditions(struct repo *r)
+{
+    for (size_t i = 0; i < r->nregions; i++) {
+        struct region *rg = r->regions[i];
+        const struct region_conf *c = &rg->conf;
+        char fp[CONFIG_PATH_MAX + 2400], key[16 + HASH_HEX_LEN], val[8];
+        uint8_t d[HASH_LEN];
+        struct index_txn *t;
+        if (r->health[i] || region_preconditions(rg) >= 0)
+            continue;
+        /* LMDB keys are short: the store's identity, hashed */
+        snprintf(fp, sizeof(fp), "%s|%s|%s|%s", c->endpoint, c->bucket, c->prefix, c->path);
+        hash_sha256(fp, strlen(fp), d);
+        memcpy(key, "precond/", 8);
+        hex_encode(d, HASH_LEN, key + 8);
+        int e = index_txn_begin(r->ix, false, &t);
+        if (e == 0) {
+            e = index_meta_get(t, key, val, sizeof(val));
+            index_txn_abort(t);
+        }
+        if (e == 0) {
+            region_set_preconditions(rg, val[0] == '1');
+            continue;
+        }
+        int p = region_probe_preconditions(rg);
+        if (p < 0) {
+            log_warn("region '%s': cannot tell whether it enforces create-only writes (%s); "
+                     "assuming not", c->name, region_last_error(rg));
+            region_set_preconditions(rg, 0);
+            continue;
+        }
+        region_set_preconditions(rg, p);
+        log_info("region '%s' %s create-only writes (If-None-Match)", c->name,
+                 p ? "enforces" : "does not enforce");
+        if (index_txn_begin(r->ix, true, &t) == 0 &&
+            (index_meta_put(t, key, p ? "1" : "0") < 0 || index_txn_commit(t) < 0))
+            log_warn("could not remember the probe of region '%s'", c->name);
+    }
 }
 
 static int repo_open_regions(struct repo *r, struct buf *err)
@@ -190,11 +449,20 @@ int repo_open(const struct config *conf, unsigned flags, struct repo **ret, stru
         e = CKS_E_QUORUM;
         goto fail;
     }
+    repo_preconditions(r);
     e = repo_agree(r, &missing, err);
+    if (e < 0 && e != -ENOMEM && (flags & REPO_NO_AGREE)) { /* to look at, or repair */
+        buf_reset(err);
+        *ret = r;
+        return 0;
+    }
     if (e < 0)
         goto fail;
-    if (missing && (flags & REPO_CREATE) && (e = repo_write_params(r, err)) < 0)
-        goto fail;
+    if (missing && (flags & REPO_CREATE)) {
+        e = repo_have_any(r) ? repo_fill(r, &r->params, err) : repo_create(r, err);
+        if (e < 0)
+            goto fail;
+    }
     e = fastcdc_init(&r->cdc, (size_t)r->params.chunk_min, (size_t)r->params.chunk_avg,
                      (size_t)r->params.chunk_max, r->params.normalization);
     if (e < 0)
@@ -233,4 +501,41 @@ void repo_region_fail(struct repo *r, size_t i, int err)
 {
     if (r->health[i] == 0)
         r->health[i] = err ? err : -EIO;
+}
+
+int repo_region_params(struct repo *r, size_t i, struct repoobj *ret, struct buf *err)
+{
+    return repo_read_params(r->regions[i], ret, err);
+}
+
+int repo_adopt(struct repo *r, size_t i, struct buf *err)
+{
+    struct repoobj want;
+    struct buf obj = BUF_INIT;
+    int n = 0, e = repo_read_params(r->regions[i], &want, err);
+    if (e == -ENOENT)
+        buf_printf(err, "region '%s' holds no repo object", r->regions[i]->conf.name);
+    if (e < 0)
+        return e;
+    if ((e = repoobj_encode(&want, &obj)) < 0)
+        return e;
+    for (size_t k = 0; k < r->nregions; k++) {
+        struct repoobj have;
+        struct buf perr = BUF_INIT;
+        if (k == i || r->health[k])
+            continue;
+        if (repo_read_params(r->regions[k], &have, &perr) == 0 && repo_same(&have, &want)) {
+            buf_free(&perr);
+            continue;
+        }
+        buf_free(&perr);
+        if ((e = region_put(r->regions[k], "repo", obj.data, obj.len)) < 0) {
+            buf_printf(err, "%s", region_last_error(r->regions[k]));
+            break;
+        }
+        log_info("region '%s' now holds repository %s", r->regions[k]->conf.name, want.id);
+        n++;
+    }
+    buf_free(&obj);
+    return e < 0 ? e : n;
 }

@@ -34,16 +34,26 @@ struct repo {
     struct region *regions[CONFIG_MAX_REGIONS];
     int health[CONFIG_MAX_REGIONS];    /* 0 healthy, else the check's error */
     struct repoobj params;             /* agreed by every healthy region */
+    bool agreed;                       /* some region held a repo object at open */
     struct fastcdc cdc;
 };
 
 enum repo_flags {
     REPO_CREATE = 1 << 0,              /* write the repo object where it is missing */
+    REPO_NO_AGREE = 1 << 1,            /* open even when regions disagree (repair) */
 };
 
 int repo_open(const struct config *conf, unsigned flags, struct repo **ret, struct buf *err);
 void repo_free(struct repo *r);
 size_t repo_healthy(const struct repo *r);
+
+/* Region i's repo object: 0, -ENOENT (none), or an error (damaged: err says). */
+int repo_region_params(struct repo *r, size_t i, struct repoobj *ret, struct buf *err);
+/* Repair of a split repository: writes region i's repo object over every
+ * other healthy region's.  Chunks are named by content and manifests carry
+ * their own chunker, so nothing stored becomes unreadable; what changes is
+ * which parameters new snapshots cut with.  Returns regions rewritten. */
+int repo_adopt(struct repo *r, size_t i, struct buf *err);
 /* Marks region i unhealthy for the rest of this run (first error kept). */
 void repo_region_fail(struct repo *r, size_t i, int err);
 

@@ -38,6 +38,7 @@
 #include "base/log.h"
 #include "engine/ref.h"
 #include "service/fetch.h"
+#include "service/lineage.h"
 #include "service/restore.h"
 #include "service/scan.h"
 #include "service/walk.h"
@@ -45,35 +46,8 @@
 
 /* ---- finding the snapshot ------------------------------------------- */
 
-static int restore_latest(struct repo *r, const char *run, struct ref *ret, struct buf *err)
-{
-    char key[REGION_KEY_MAX];
-    bool have = false;
-    snprintf(key, sizeof(key), "refs/%s/latest", run);
-    for (size_t i = 0; i < r->nregions; i++) {
-        struct buf data = BUF_INIT;
-        struct ref f;
-        if (r->health[i])
-            continue;
-        int e = region_get(r->regions[i], key, REF_MAX_BYTES, &data);
-        if (e == 0 && ref_parse(data.data, data.len, &f) < 0)
-            log_warn("region '%s': \"%s\" is corrupt; ignoring it", r->regions[i]->conf.name, key);
-        else if (e == 0 && (!have || ref_newer(&f, ret))) {
-            *ret = f;
-            have = true;
-        } else if (e < 0 && e != -ENOENT)
-            log_warn("%s", region_last_error(r->regions[i]));
-        buf_free(&data);
-    }
-    if (!have) {
-        buf_printf(err, "run '%s' has no committed snapshot in any reachable region", run);
-        return -ENOENT;
-    }
-    return 0;
-}
-
-static int restore_manifest_from(struct repo *r, size_t i, const char *run, const char *id,
-                                 struct manifest *ret)
+int restore_manifest_in(struct repo *r, size_t i, const char *run, const char *id,
+                        struct manifest *ret)
 {
     char key[REGION_KEY_MAX];
     struct buf data = BUF_INIT, perr = BUF_INIT;
@@ -102,33 +76,62 @@ out:
     return e;
 }
 
-int restore_find(struct repo *r, const char *run, const char *id, struct manifest *ret,
-                 size_t *ret_region, struct buf *err)
+/* The first valid manifest of id among the healthy regions. */
+static int restore_find_id(struct repo *r, const char *run, const char *id, struct manifest *ret,
+                           size_t *ret_region)
 {
-    struct ref latest;
     int e = -ENOENT;
-
-    if (manifest_run_check(run) < 0 || (id && manifest_id_check(id) < 0)) {
-        buf_printf(err, "invalid run name or snapshot id");
-        return -EINVAL;
-    }
-    if (!id) {
-        if ((e = restore_latest(r, run, &latest, err)) < 0)
-            return e;
-        id = latest.id;
-    }
     for (size_t i = 0; i < r->nregions; i++) {
         if (r->health[i])
             continue;
-        e = restore_manifest_from(r, i, run, id, ret);
+        e = restore_manifest_in(r, i, run, id, ret);
         if (e == 0) {
             if (ret_region)
                 *ret_region = i;
             return 0;
         }
     }
-    buf_printf(err, "snapshot %s of run '%s': no reachable region holds a valid manifest", id, run);
     return e == 0 ? -ENOENT : e;
+}
+
+/* The run's resume point (service/lineage.h): the first candidate with a
+ * valid manifest somewhere; one that has none is reported and passed. */
+static int restore_find_latest(struct repo *r, const char *run, struct manifest *ret,
+                               size_t *ret_region, struct buf *err)
+{
+    struct lineage_view v;
+    const char *ids[64], *why[64];
+    int e = lineage_scan(r, r->regions, run, &v, err);
+    if (e < 0)
+        return e;
+    size_t n = lineage_candidates(r, &v, ids, why, 64);
+    for (size_t k = 0; k < n; k++) {
+        if (restore_find_id(r, run, ids[k], ret, ret_region) == 0) {
+            log_debug("run '%s': snapshot %s (%s)", run, ids[k], why[k]);
+            lineage_view_free(&v);
+            return 0;
+        }
+        log_error("run '%s': snapshot %s (%s) has no valid manifest in any reachable region; "
+                  "taking the next", run, ids[k], why[k]);
+    }
+    lineage_view_free(&v);
+    buf_printf(err, "run '%s' has no committed snapshot in any reachable region", run);
+    return -ENOENT;
+}
+
+int restore_find(struct repo *r, const char *run, const char *id, struct manifest *ret,
+                 size_t *ret_region, struct buf *err)
+{
+    if (manifest_run_check(run) < 0 || (id && manifest_id_check(id) < 0)) {
+        buf_printf(err, "invalid run name or snapshot id");
+        return -EINVAL;
+    }
+    if (!id)
+        return restore_find_latest(r, run, ret, ret_region, err);
+    int e = restore_find_id(r, run, id, ret, ret_region);
+    if (e < 0)
+        buf_printf(err, "snapshot %s of run '%s': no reachable region holds a valid manifest", id, run);
+    return e;
 }
 
 /* ---- writing ----------------------------------------------------------- */

@@ -48,6 +48,11 @@ struct restore_result {
     uint64_t region_chunks[CONFIG_MAX_REGIONS];
 };
 
+/* Reads and checks the manifest of (run, id) in region i: parsed by the
+ * bounded parser, and naming that run and id.  Logs what is wrong, naming
+ * the region and key.  -ENOENT when the region lacks it. */
+int restore_manifest_in(struct repo *r, size_t i, const char *run, const char *id,
+                        struct manifest *ret);
 /* Finds and parses a snapshot's manifest (newest when id is NULL).
  * ret_region (may be NULL) gets the index of the region it came from. */
 int restore_find(struct repo *r, const char *run, const char *id, struct manifest *ret,

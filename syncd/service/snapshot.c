@@ -31,7 +31,8 @@
 #include "base/fileio.h"
 #include "base/log.h"
 #include "engine/chunkobj.h"
-#include "engine/ref.h"
+#include "service/lineage.h"
+#include "service/presence.h"
 #include "service/scan.h"
 #include "service/snapshot.h"
 #include "service/walk.h"
@@ -49,6 +50,15 @@ struct snap {
     struct mchunk *fchunks;    /* chunks of the file being read */
     size_t nfchunks, fchunks_cap;
     uint64_t done;
+    struct seen *seen;         /* chunks this snapshot confirmed, per region */
+    size_t nseen, seen_cap;
+};
+
+/* A chunk this snapshot uploaded or found in the regions of mask (slot
+ * bits): those need no second look before the commit. */
+struct seen {
+    uint8_t id[HASH_LEN];
+    uint32_t mask;
 };
 
 /* ---- per region bookkeeping ------------------------------------------ */
@@ -170,6 +180,23 @@ static int snap_chunk_record(struct snap *s, const uint8_t id[HASH_LEN], const s
     return e;
 }
 
+static int snap_seen(struct snap *s, const uint8_t id[HASH_LEN], uint32_t mask)
+{
+    if (!mask)
+        return 0;
+    if (s->nseen == s->seen_cap) {
+        size_t cap = s->seen_cap ? s->seen_cap * 2 : 256;
+        struct seen *v = realloc(s->seen, cap * sizeof(*v));
+        if (!v)
+            return -ENOMEM;
+        s->seen = v;
+        s->seen_cap = cap;
+    }
+    memcpy(s->seen[s->nseen].id, id, HASH_LEN);
+    s->seen[s->nseen++].mask = mask;
+    return 0;
+}
+
 static int snap_chunk(void *ud, const uint8_t *data, size_t len, uint64_t off)
 {
     struct snap *s = ud;
@@ -200,6 +227,8 @@ static int snap_chunk(void *ud, const uint8_t *data, size_t len, uint64_t off)
         s->res->stored_bytes += c.stored_len;
     }
     if (memcmp(&was, &c, sizeof(c)) != 0 && (e = snap_chunk_record(s, id, &c)) < 0)
+        return e;
+    if ((e = snap_seen(s, id, c.presence & ~was.presence)) < 0)
         return e;
     if (s->nfchunks == s->fchunks_cap) {
         size_t cap = s->fchunks_cap ? s->fchunks_cap * 2 : 64;
@@ -390,6 +419,210 @@ static int snap_entries(struct snap *s)
     return 0;
 }
 
+/* ---- confirming presence ------------------------------------------------ */
+
+static int seen_cmp(const void *a, const void *b)
+{
+    return memcmp(((const struct seen *)a)->id, ((const struct seen *)b)->id, HASH_LEN);
+}
+
+/* The manifest's distinct chunks, sorted, each with the slots this
+ * snapshot confirmed it in (ret_masks) and its encoded size. */
+static int snap_distinct(struct snap *s, struct presence_item **ret, uint32_t **ret_masks, size_t *ret_n)
+{
+    size_t n = 0, k = 0;
+    struct presence_item *v = calloc(s->m.nchunks ? s->m.nchunks : 1, sizeof(*v));
+    uint32_t *masks = calloc(s->m.nchunks ? s->m.nchunks : 1, sizeof(*masks));
+    struct index_txn *t;
+    if (!v || !masks) {
+        free(v);
+        free(masks);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < s->m.nchunks; i++)
+        memcpy(v[i].id, s->m.chunks[i].id, HASH_LEN);
+    qsort(v, s->m.nchunks, sizeof(*v), presence_item_cmp);
+    for (size_t i = 0; i < s->m.nchunks; i++)
+        if (!n || memcmp(v[n - 1].id, v[i].id, HASH_LEN))
+            v[n++] = v[i];
+    if (s->nseen > 1)
+        qsort(s->seen, s->nseen, sizeof(*s->seen), seen_cmp);
+    int e = index_txn_begin(s->r->ix, false, &t);
+    for (size_t i = 0; e == 0 && i < n; i++) {
+        struct index_chunk c;
+        if (index_chunk_get(t, v[i].id, &c) == 0)
+            v[i].size = c.stored_len;
+        while (k < s->nseen && memcmp(s->seen[k].id, v[i].id, HASH_LEN) < 0)
+            k++;
+        for (; k < s->nseen && !memcmp(s->seen[k].id, v[i].id, HASH_LEN); k++)
+            masks[i] |= s->seen[k].mask;
+    }
+    if (e == 0)
+        index_txn_abort(t);
+    *ret = v;
+    *ret_masks = masks;
+    *ret_n = n;
+    return e;
+}
+
+/* Where in the snapshot a chunk's bytes are: the first file holding it. */
+static int snap_locate(const struct snap *s, const uint8_t id[HASH_LEN], const char **ret_path,
+                       uint64_t *ret_off, uint32_t *ret_len)
+{
+    for (size_t i = 0; i < s->m.nfiles; i++) {
+        const struct mfile *f = &s->m.files[i];
+        uint64_t off = 0;
+        if (f->type != MFILE_REG)
+            continue;
+        for (uint64_t k = 0; k < f->nchunks; k++) {
+            const struct mchunk *c = &s->m.chunks[f->first_chunk + k];
+            if (!memcmp(c->id, id, HASH_LEN)) {
+                *ret_path = f->path;
+                *ret_off = off;
+                *ret_len = c->len;
+                return 0;
+            }
+            off += c->len;
+        }
+    }
+    return -ENOENT;
+}
+
+/* Uploads a chunk a region turned out to lack, read again from the
+ * source and checked against its id. */
+static int snap_reupload(struct snap *s, size_t i, const uint8_t id[HASH_LEN])
+{
+    const char *path;
+    uint64_t off;
+    uint32_t len;
+    uint8_t got[HASH_LEN];
+    char key[REGION_KEY_MAX];
+    struct index_chunk c = {0};
+    int e = snap_locate(s, id, &path, &off, &len);
+    if (e < 0)
+        return e;
+    uint8_t *data = malloc(len ? len : 1);
+    if (!data)
+        return -ENOMEM;
+    int fd = snap_open(s, path);
+    ssize_t n = fd < 0 ? -1 : pread(fd, data, len, (off_t)off);
+    e = fd < 0 ? fd : n < 0 ? -errno : 0;
+    if (fd >= 0)
+        close(fd);
+    if (e == 0) {
+        hash_sha256(data, (size_t)n, got);
+        if ((size_t)n != len || memcmp(got, id, HASH_LEN)) {
+            buf_printf(s->err, "\"%s/%s\" changed during the snapshot; take it again", s->w.base, path);
+            e = CKS_E_CHANGED;
+        }
+    }
+    buf_reset(&s->obj);
+    if (e == 0)
+        e = snap_encode_once(s, data, len, &c);
+    free(data);
+    region_chunk_key(id, key);
+    if (e == 0 && (e = region_put(s->r->regions[i], key, s->obj.data, s->obj.len)) < 0)
+        snap_region_fail(s, i, e);
+    if (e == 0) {
+        s->res->region[i].objects_put++;
+        s->res->region[i].bytes_put += s->obj.len;
+    }
+    return e;
+}
+
+/* Sets (on) or clears the presence bit of region i for a chunk. */
+static int snap_presence_bit(struct snap *s, size_t i, const uint8_t id[HASH_LEN], bool on)
+{
+    struct index_txn *t;
+    struct index_chunk c;
+    uint32_t bit = 1u << s->r->regions[i]->slot;
+    int e = index_txn_begin(s->r->ix, true, &t);
+    if (e < 0)
+        return e;
+    if ((e = index_chunk_get(t, id, &c)) == 0) {
+        c.presence = on ? c.presence | bit : c.presence & ~bit;
+        e = index_chunk_put(t, id, &c);
+    }
+    if (e < 0 && e != -ENOENT) {
+        index_txn_abort(t);
+        return e;
+    }
+    if (e == -ENOENT) {
+        index_txn_abort(t);
+        return 0;
+    }
+    return index_txn_commit(t);
+}
+
+/* One region: ask for what this snapshot did not see there, and upload
+ * what is missing.  A region error leaves the region out of the commit;
+ * a source that changed fails the snapshot. */
+static int snap_confirm_region(struct snap *s, size_t i, struct presence_item *all,
+                               const uint32_t *masks, size_t n, uint64_t estimate)
+{
+    uint32_t bit = 1u << s->r->regions[i]->slot;
+    struct presence_stats st = {0};
+    size_t m = 0;
+    struct presence_item *ask = malloc((n ? n : 1) * sizeof(*ask));
+    if (!ask)
+        return -ENOMEM;
+    for (size_t k = 0; k < n; k++)
+        if (!(masks[k] & bit))
+            ask[m++] = all[k];
+    int e = presence_confirm(s->r->regions[i], ask, m, estimate, &st);
+    if (e < 0) {
+        snap_region_fail(s, i, e);
+        e = 0;
+        m = 0;
+    }
+    if (e == 0 && st.missing)
+        log_warn("region '%s': %llu chunk(s) of this snapshot are gone although the index recorded "
+                 "them there; uploading them again", s->r->regions[i]->conf.name,
+                 (unsigned long long)st.missing);
+    for (size_t k = 0; e == 0 && k < m && !s->r->health[i]; k++) {
+        if (!ask[k].missing)
+            continue;
+        if ((e = snap_presence_bit(s, i, ask[k].id, false)) == 0 && (e = snap_reupload(s, i, ask[k].id)) == 0)
+            e = snap_presence_bit(s, i, ask[k].id, true);
+        if (e < 0 && e != CKS_E_CHANGED && s->r->health[i]) /* the region failed: leave it out */
+            e = 0;
+    }
+    s->res->confirm_asked += st.asked;
+    s->res->confirm_heads += st.heads;
+    s->res->confirm_listed += st.listed;
+    s->res->confirm_missing += st.missing;
+    free(ask);
+    return e;
+}
+
+/* Before the commit: every healthy region holds every chunk of the
+ * manifest, confirmed by the region during this snapshot. */
+static int snap_confirm(struct snap *s)
+{
+    struct presence_item *all;
+    uint32_t *masks;
+    uint64_t estimate = 0;
+    size_t n;
+    struct index_txn *t;
+    int e = snap_distinct(s, &all, &masks, &n);
+    if (e < 0)
+        return e;
+    if (index_txn_begin(s->r->ix, false, &t) == 0) {
+        index_chunk_count(t, &estimate);
+        index_txn_abort(t);
+    }
+    for (size_t i = 0; e == 0 && i < s->r->nregions; i++)
+        if (!s->r->health[i])
+            e = snap_confirm_region(s, i, all, masks, n, estimate);
+    free(all);
+    free(masks);
+    if (e == 0 && repo_healthy(s->r) == 0) {
+        buf_printf(s->err, "every region failed");
+        e = CKS_E_QUORUM;
+    }
+    return e;
+}
+
 /* ---- commit ------------------------------------------------------------ */
 
 int snapshot_make_id(char *id, size_t cap)
@@ -407,22 +640,34 @@ int snapshot_make_id(char *id, size_t cap)
     return 0;
 }
 
-static void snap_parent(struct snap *s, char **ret_parent)
+/* The parent: this instance's newest snapshot of the run (the index
+ * knows; informational, so no region is asked). */
+struct parent_acc {
+    struct index_snap best;
+    char id[MANIFEST_ID_MAX + 1];
+};
+
+static int parent_cb(void *ud, const char *run, const char *id, const struct index_snap *rec)
 {
-    char key[REGION_KEY_MAX];
-    snprintf(key, sizeof(key), "refs/%s/latest", s->o->run);
-    for (size_t i = 0; i < s->r->nregions; i++) {
-        struct buf data = BUF_INIT;
-        struct ref f;
-        if (s->r->health[i])
-            continue;
-        int e = region_get(s->r->regions[i], key, REF_MAX_BYTES, &data);
-        if (e == 0 && ref_parse(data.data, data.len, &f) == 0)
-            manifest_set_str(ret_parent, f.id);
-        buf_free(&data);
-        if (e == 0 || e == -ENOENT)
-            return;
+    struct parent_acc *a = ud;
+    (void)run;
+    if (!a->id[0] || lineage_newer(rec->step, id, a->best.step, a->id)) {
+        a->best = *rec;
+        snprintf(a->id, sizeof(a->id), "%s", id);
     }
+    return 0;
+}
+
+void snapshot_parent(struct repo *r, const char *run, char **ret_parent)
+{
+    struct parent_acc a = {0};
+    struct index_txn *t;
+    if (index_txn_begin(r->ix, false, &t) < 0)
+        return;
+    index_snap_foreach(t, run, parent_cb, &a);
+    index_txn_abort(t);
+    if (a.id[0])
+        manifest_set_str(ret_parent, a.id);
 }
 
 static int snap_init_manifest(struct snap *s)
@@ -445,8 +690,8 @@ static int snap_init_manifest(struct snap *s)
         return e;
     if (s->o->instance && (e = manifest_set_str(&m->instance, s->o->instance)) < 0)
         return e;
-    snap_parent(s, &m->parent);
-    return 0;
+    snapshot_parent(s->r, s->o->run, &m->parent);
+    return lineage_run_gen(s->r, s->r->regions, s->o->run, &m->gen);
 }
 
 static int snap_record(struct snap *s, uint32_t committed, bool create)
@@ -484,31 +729,13 @@ fail:
     return e;
 }
 
-int snapshot_publish(struct region *rg, const char *run, const char *id, int64_t step,
-                     const uint8_t *man, size_t len)
+int snapshot_publish(struct region *rg, const struct manifest *m, const uint8_t *man, size_t len)
 {
     char key[REGION_KEY_MAX];
-    struct buf cur = BUF_INIT, out = BUF_INIT;
-    struct ref mine, theirs;
-    int e;
-
-    snprintf(key, sizeof(key), "snapshots/%s/%s", run, id);
-    if ((e = region_put(rg, key, man, len)) < 0)
-        return e;
-    snprintf(key, sizeof(key), "refs/%s/latest", run);
-    snprintf(mine.id, sizeof(mine.id), "%s", id);
-    mine.step = step;
-    e = region_get(rg, key, REF_MAX_BYTES, &cur);
-    if (e == 0 && ref_parse(cur.data, cur.len, &theirs) == 0 && !ref_newer(&mine, &theirs)) {
-        log_info("region '%s': latest of run '%s' stays at newer snapshot %s", rg->conf.name, run,
-                 theirs.id);
-    } else if (e == 0 || e == -ENOENT || e == CKS_E_LIMIT) {
-        e = ref_encode(&mine, &out);
-        if (e == 0)
-            e = region_put(rg, key, out.data, out.len);
-    }
-    buf_free(&cur);
-    buf_free(&out);
+    snprintf(key, sizeof(key), "snapshots/%s/%s", m->run, m->id);
+    int e = region_put(rg, key, man, len);
+    if (e == 0)
+        e = lineage_put_commit(rg, m, man, len);
     return e;
 }
 
@@ -529,7 +756,7 @@ static int snap_commit(struct snap *s)
     for (size_t i = 0; i < s->r->nregions; i++) {
         if (s->r->health[i])
             continue;
-        e = snapshot_publish(s->r->regions[i], s->m.run, s->m.id, s->m.step, man.data, man.len);
+        e = snapshot_publish(s->r->regions[i], &s->m, man.data, man.len);
         if (e < 0) {
             snap_region_fail(s, i, e);
             continue;
@@ -559,6 +786,7 @@ static void snap_teardown(struct snap *s)
     chunkobj_ctx_free(&s->z);
     buf_free(&s->obj);
     free(s->fchunks);
+    free(s->seen);
 }
 
 static void snap_note_unhealthy(struct snap *s)
@@ -583,7 +811,7 @@ int snapshot_take(struct repo *r, const struct snapshot_opts *o, struct snapshot
     }
     snap_note_unhealthy(&s);
     if ((e = walk_list(o->path, &s.w, err)) < 0 || (e = snap_setup(&s)) < 0 ||
-        (e = snap_init_manifest(&s)) < 0 || (e = snap_entries(&s)) < 0 || (e = snap_commit(&s)) < 0)
+        (e = snap_init_manifest(&s)) < 0 || (e = snap_entries(&s)) < 0 || (e = snap_confirm(&s)) < 0 || (e = snap_commit(&s)) < 0)
         goto out;
     memcpy(ret->id, s.m.id, sizeof(ret->id));
     snprintf(ret->root, sizeof(ret->root), "%s", s.m.root);

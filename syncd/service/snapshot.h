@@ -53,6 +53,9 @@ struct snapshot_result {
     uint64_t new_chunks;       /* chunks no region had: uploaded */
     uint64_t new_bytes;        /* raw bytes of new chunks */
     uint64_t stored_bytes;     /* compressed bytes of new chunks (once) */
+    /* Chunks the index said a region holds, confirmed with the region
+     * before the commit (service/presence.h), summed over regions. */
+    uint64_t confirm_asked, confirm_heads, confirm_listed, confirm_missing;
     size_t nregions;
     unsigned committed;        /* regions that committed the snapshot */
     bool durable;              /* committed >= quorum */
@@ -69,10 +72,13 @@ int snapshot_take(struct repo *r, const struct snapshot_opts *o, struct snapshot
 /* A new snapshot id: UTC time to the microsecond plus 32 random bits, so
  * ids sort by time ("20261201T000701.123456Z-3f2a9c1b"). */
 int snapshot_make_id(char *id, size_t cap);
-/* Publishes a manifest in one region, then moves the run's latest ref to
- * it unless the ref already names a newer snapshot (ref_newer).  Shared by
- * the one-shot snapshot and the daemon's replicator. */
-int snapshot_publish(struct region *rg, const char *run, const char *id, int64_t step,
-                     const uint8_t *man, size_t len);
+/* Publishes a manifest in one region (snapshots/<run>/<id>), then its
+ * write-once commit record (commits/<run>/...; engine/lineage.h).  The
+ * caller has confirmed that the region holds every chunk it names.
+ * Nothing shared is read or rewritten. */
+int snapshot_publish(struct region *rg, const struct manifest *m, const uint8_t *man, size_t len);
+/* Sets *ret_parent to this instance's newest snapshot of run (from the
+ * index; informational: no region is asked).  Unchanged when none. */
+void snapshot_parent(struct repo *r, const char *run, char **ret_parent);
 
 #endif

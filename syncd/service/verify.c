@@ -17,6 +17,9 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "engine/chunkobj.h"
+#include "engine/handoff.h"
+#include "engine/lineage.h"
+#include "engine/ref.h"
 #include "service/catalog.h"
 #include "service/restore.h"
 #include "service/verify.h"
@@ -51,39 +54,111 @@ static int vctx_add_chunks(struct vctx *v, const struct manifest *m)
     return 0;
 }
 
-/* Checks that every region holds the manifest; collects its chunks. */
+/* Checks every region's copy of the manifest (present, parses, names this
+ * snapshot); collects the chunks of the first good copy. */
 static int verify_manifest(struct vctx *v, const char *run, const char *id)
 {
-    char key[REGION_KEY_MAX];
-    struct manifest m;
-    struct buf err = BUF_INIT;
-    int e;
+    bool have = false;
+    int e = 0;
+    for (size_t i = 0; i < v->r->nregions; i++) {
+        struct manifest m;
+        if (v->r->health[i])
+            continue;
+        int g = restore_manifest_in(v->r, i, run, id, &m);
+        if (g == -ENOENT) {
+            v->res->region[i].manifests_missing++;
+            log_error("region '%s': manifest \"snapshots/%s/%s\" is missing",
+                      v->r->regions[i]->conf.name, run, id);
+            continue;
+        }
+        if (g < 0) { /* restore_manifest_in said what is wrong */
+            v->res->region[i].manifests_bad++;
+            continue;
+        }
+        v->res->region[i].manifests_ok++;
+        if (!have) {
+            e = vctx_add_chunks(v, &m);
+            have = true;
+        }
+        manifest_free(&m);
+    }
+    if (have)
+        v->res->snapshots++;
+    else
+        log_error("snapshot %s of run '%s': no region holds a valid manifest", id, run);
+    return e;
+}
 
-    snprintf(key, sizeof(key), "snapshots/%s/%s", run, id);
+/* ---- records ------------------------------------------------------------- */
+
+struct rec_ctx {
+    struct vctx *v;
+    size_t i;
+    struct buf data;
+};
+
+static int verify_record_body(const char *key, const uint8_t *d, size_t n)
+{
+    struct lineage_rec rec;
+    struct ref f;
+    struct handoff h;
+    if (!strncmp(key, "commits/", 8) || !strncmp(key, "lineage/", 8))
+        return lineage_parse_at(key, d, n, &rec);
+    if (!strncmp(key, "refs/", 5)) /* version 1, read by nothing now */
+        return ref_parse(d, n, &f);
+    int e = handoff_parse(d, n, &h); /* handoff/<run>, version 1 */
+    return e == 0 && strcmp(key + strlen("handoff/"), h.run) ? CKS_E_MISMATCH : e;
+}
+
+static int record_cb(void *ud, const char *key, uint64_t size)
+{
+    struct rec_ctx *c = ud;
+    struct region *rg = c->v->r->regions[c->i];
+    struct verify_region_result *res = &c->v->res->region[c->i];
+    (void)size;
+    buf_reset(&c->data);
+    int e = region_get(rg, key, LINEAGE_MAX_BYTES, &c->data);
+    if (e == -ENOENT)
+        return 0; /* removed since the listing */
+    if (e == 0)
+        e = verify_record_body(key, c->data.data, c->data.len);
+    if (e == 0) {
+        res->records_ok++;
+    } else {
+        res->records_bad++;
+        log_error("region '%s': record \"%s\" is damaged: %s", rg->conf.name, key,
+                  e == CKS_E_MISMATCH ? "its body disagrees with its key" : err_str(e));
+    }
+    return 0;
+}
+
+/* Every commit, claim and handoff record (of run, or of all runs), and the
+ * version-1 refs and handoffs, in every healthy region. */
+static void verify_records(struct vctx *v, const char *run)
+{
+    static const char *const tops[] = {"commits", "lineage", "refs", "handoff"};
+    struct rec_ctx c = {.v = v, .data = BUF_INIT};
     for (size_t i = 0; i < v->r->nregions; i++) {
         if (v->r->health[i])
             continue;
-        e = region_has(v->r->regions[i], key);
-        if (e == 1)
-            v->res->region[i].manifests_ok++;
-        else
-            v->res->region[i].manifests_missing++;
-        if (e == 0)
-            log_error("region '%s': manifest \"%s\" is missing", v->r->regions[i]->conf.name, key);
+        c.i = i;
+        for (size_t k = 0; k < sizeof(tops) / sizeof(tops[0]); k++) {
+            char prefix[REGION_KEY_MAX];
+            if (run && k == 3)
+                snprintf(prefix, sizeof(prefix), "handoff/%s", run);
+            else if (run)
+                snprintf(prefix, sizeof(prefix), "%s/%s/", tops[k], run);
+            else
+                snprintf(prefix, sizeof(prefix), "%s/", tops[k]);
+            int e = region_list(v->r->regions[i], prefix, record_cb, &c);
+            if (e < 0 && e != -ENOENT) {
+                log_error("%s", region_last_error(v->r->regions[i]));
+                repo_region_fail(v->r, i, e);
+                break;
+            }
+        }
     }
-    e = restore_find(v->r, run, id, &m, NULL, &err);
-    if (e < 0) {
-        log_error("%s", buf_str(&err));
-        buf_free(&err);
-        for (size_t i = 0; i < v->r->nregions; i++)
-            v->res->region[i].manifests_bad += !v->r->health[i];
-        return 0;
-    }
-    e = vctx_add_chunks(v, &m);
-    v->res->snapshots++;
-    manifest_free(&m);
-    buf_free(&err);
-    return e;
+    buf_free(&c.data);
 }
 
 static void verify_chunk_in(struct vctx *v, size_t i, const struct mchunk *c, struct chunkobj_ctx *z,
@@ -192,6 +267,8 @@ int verify_run(struct repo *r, const char *run, const char *id, bool quick,
         goto out;
     for (size_t k = 0; k < nsnaps && e == 0; k++)
         e = verify_manifest(&v, snaps[k].run, snaps[k].id);
+    if (e == 0 && !id)
+        verify_records(&v, run);
     if (e == 0)
         e = verify_chunks(&v, progress, ud);
     for (size_t i = 0; i < r->nregions; i++) {
@@ -207,6 +284,6 @@ out:
 
 int verify_region_ok(const struct verify_region_result *v)
 {
-    return !v->err && !v->manifests_missing && !v->manifests_bad && !v->chunks_missing &&
-           !v->chunks_corrupt;
+    return !v->err && !v->manifests_missing && !v->manifests_bad && !v->records_bad &&
+           !v->chunks_missing && !v->chunks_corrupt;
 }

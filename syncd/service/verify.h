@@ -18,6 +18,8 @@
 struct verify_region_result {
     int err;                  /* region unusable: the check's error */
     uint64_t manifests_ok, manifests_missing, manifests_bad;
+    /* commit, claim and handoff records (and version-1 refs/handoffs) */
+    uint64_t records_ok, records_bad;
     uint64_t chunks_ok, chunks_missing, chunks_corrupt;
 };
 

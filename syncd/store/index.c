@@ -511,6 +511,16 @@ int index_chunk_put(struct index_txn *t, const uint8_t id[HASH_LEN], const struc
     return ix_put(t, t->ix->chunks, id, HASH_LEN, rec, sizeof(rec));
 }
 
+int index_chunk_count(struct index_txn *t, uint64_t *ret)
+{
+    MDB_stat st;
+    int rc = mdb_stat(t->txn, t->ix->chunks, &st);
+    if (rc)
+        return ix_errno(t->ix, rc);
+    *ret = (uint64_t)st.ms_entries;
+    return 0;
+}
+
 struct chunk_scan {
     struct index *ix;
     int (*cb)(void *ud, const uint8_t id[HASH_LEN], const struct index_chunk *c);

@@ -82,6 +82,8 @@ int index_meta_put(struct index_txn *t, const char *key, const char *val);
 
 int index_chunk_get(struct index_txn *t, const uint8_t id[HASH_LEN], struct index_chunk *ret);
 int index_chunk_put(struct index_txn *t, const uint8_t id[HASH_LEN], const struct index_chunk *c);
+/* How many chunks the index knows (O(1)). */
+int index_chunk_count(struct index_txn *t, uint64_t *ret);
 /* Calls cb for every chunk; a non-zero return from cb stops and is returned. */
 int index_chunk_foreach(struct index_txn *t,
                         int (*cb)(void *ud, const uint8_t id[HASH_LEN], const struct index_chunk *c),

@@ -11,6 +11,11 @@
  * - Each operation clears errmsg first and backends fill it on failure; a
  *   failure a backend did not describe still gets a generic message, so
  *   region_last_error() after a failed call always says something.
+ * - Create-only puts are gated here, not in the backends: a backend's
+ *   put_new always sends the precondition, and region_put_new() refuses
+ *   with -ENOTSUP unless the caller (or the kind's default) said the store
+ *   enforces it.  The probe calls the backend directly, since asking the
+ *   store is exactly what the setting does not know yet.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -18,9 +23,15 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "base/err.h"
+#include "base/log.h"
 #include "store/region.h"
+
+#define REGION_PROBE_BODY "ckptsync precondition probe\n"
 
 int region_new(const struct region_conf *conf, struct region **ret, struct buf *err)
 {
@@ -137,6 +148,89 @@ int region_check(struct region *r)
     return region_done(r, "checking", r->conf.name, r->ops->check(r));
 }
 
+int region_put_new(struct region *r, const char *key, const void *data, size_t len)
+{
+    r->errmsg[0] = 0;
+    if (region_key_check(key, 0) < 0)
+        return region_bad_key(r, key);
+    if (r->preconditions != 1 || !r->ops->put_new) {
+        region_set_error(r, "region '%s': creating \"%s\": create-only puts are %s", r->conf.name,
+                         key, r->preconditions < 0 ? "not probed yet" : "not enforced here");
+        return -ENOTSUP;
+    }
+    return region_done(r, "creating", key, r->ops->put_new(r, key, data, len));
+}
+
+/* "probe/<16 hex>": unique enough that two instances never probe with
+ * the same name (that would only make one of them see "enforced"). */
+static void region_probe_key(char *out, size_t size)
+{
+    uint64_t v = 0;
+    if (getrandom(&v, sizeof(v), GRND_NONBLOCK) != (ssize_t)sizeof(v)) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        v = ((uint64_t)ts.tv_nsec << 32) ^ (uint64_t)ts.tv_sec ^ ((uint64_t)getpid() << 16);
+    }
+    snprintf(out, size, "probe/%016llx", (unsigned long long)v);
+}
+
+/* The answer to the second create of the probe object. */
+static int region_probe_answer(struct region *r, const char *key, int rc)
+{
+    if (rc == -EEXIST)
+        return 1;
+    if (rc == 0 || rc == -ENOTSUP)
+        return 0;
+    return region_done(r, "probing preconditions with", key, rc);
+}
+
+/* Deletes the probe object; a failure leaves a stray small object, which
+ * does not change the answer, so it is only logged, and errmsg kept. */
+static void region_probe_cleanup(struct region *r, const char *key)
+{
+    char keep[sizeof(r->errmsg)];
+    memcpy(keep, r->errmsg, sizeof(keep));
+    r->errmsg[0] = 0;
+    int rc = r->ops->del(r, key);
+    if (rc < 0 && rc != -ENOENT)
+        log_warn("region '%s': deleting the probe object \"%s\": %s", r->conf.name, key,
+                 r->errmsg[0] ? r->errmsg : err_str(rc));
+    memcpy(r->errmsg, keep, sizeof(keep));
+}
+
+int region_probe_preconditions(struct region *r)
+{
+    char key[64];
+    const size_t len = sizeof(REGION_PROBE_BODY) - 1;
+    r->errmsg[0] = 0;
+    if (r->conf.no_preconditions || !r->ops->put_new)
+        return 0;
+    region_probe_key(key, sizeof(key));
+    int rc = r->ops->put_new(r, key, REGION_PROBE_BODY, len);
+    if (rc == -ENOTSUP) /* the store refused the header itself */
+        return 0;
+    if (rc == -EEXIST) { /* "exists" for a fresh name: the answer means nothing */
+        log_warn("region '%s': the store refused to create the new probe object \"%s\" as "
+                 "existing; create-only puts are not used", r->conf.name, key);
+        return 0;
+    }
+    if (rc < 0)
+        return region_done(r, "probing preconditions with", key, rc);
+    int ans = region_probe_answer(r, key, r->ops->put_new(r, key, REGION_PROBE_BODY, len));
+    region_probe_cleanup(r, key);
+    return ans;
+}
+
+void region_set_preconditions(struct region *r, int on)
+{
+    r->preconditions = on && !r->conf.no_preconditions && r->ops->put_new ? 1 : 0;
+}
+
+int region_preconditions(const struct region *r)
+{
+    return r->preconditions;
+}
+
 const char *region_last_error(const struct region *r)
 {
     return r->errmsg;
@@ -241,4 +335,9 @@ unsigned region_parallelism(const struct region *r)
 int region_err_permanent(int err)
 {
     return err == CKS_E_REJECTED;
+}
+
+bool region_list_cheap(const struct region *r)
+{
+    return strcmp(r->ops->kind, "dir") != 0;
 }

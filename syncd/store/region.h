@@ -12,6 +12,13 @@
  *   region_put(r, key, data, len); region_get(r, key, max, &buf); ...
  *   region_free(r);
  *
+ * Create-only puts (objects that concurrent instances share and must never
+ * overwrite), decided once per region by the caller:
+ *   if (region_preconditions(r) < 0)            // s3: not known yet
+ *       region_set_preconditions(r, region_probe_preconditions(r) == 1);
+ *   rc = region_put_new(r, key, data, len);     // 0, -EEXIST, or -ENOTSUP:
+ *                                               // then the no-precondition path
+ *
  * Return values: 0 (has: 1 present / 0 absent), -ENOENT for a missing key,
  * another -errno or CKS_E_* on failure; a human-readable description of the
  * last failure (naming the region and the key or path) is kept in
@@ -22,6 +29,7 @@
 #ifndef CKS_REGION_H
 #define CKS_REGION_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -37,6 +45,8 @@ struct region_req;
 struct region_ops {
     const char *kind;
     int (*put)(struct region *r, const char *key, const void *data, size_t len);
+    /* Create-only put (see region_put_new); NULL: the kind cannot. */
+    int (*put_new)(struct region *r, const char *key, const void *data, size_t len);
     int (*get)(struct region *r, const char *key, size_t max, struct buf *out);
     /* Bytes [off, off+len) of an object (fewer at its end). */
     int (*get_range)(struct region *r, const char *key, uint64_t off, size_t len, struct buf *out);
@@ -57,6 +67,7 @@ struct region {
     const struct region_ops *ops;
     struct region_conf conf;
     unsigned slot;                 /* index slot, set by the caller */
+    int preconditions;             /* 1 enforce, 0 off, -1 unknown: see region_set_preconditions */
     char errmsg[512];
     size_t inflight;               /* submitted, not yet returned by poll */
     struct region_req *done;       /* completed by a synchronous fallback */
@@ -98,6 +109,39 @@ int region_list(struct region *r, const char *prefix,
                 int (*cb)(void *ud, const char *key, uint64_t size), void *ud);
 int region_del(struct region *r, const char *key);
 int region_check(struct region *r);
+
+/* Creates key only when no object has that name: 0 created; -EEXIST when
+ * one exists (left untouched); -ENOTSUP when this region does not enforce
+ * the precondition (see region_set_preconditions) — the caller then takes
+ * its no-precondition path.  Durable like region_put when it returns 0 (and
+ * on -EEXIST a dir region has synced the directory, so what exists stays).
+ * A dir region links an fsynced temp file into place (link(2) refuses an
+ * existing name, on local file systems and NFS alike); an s3 region sends
+ * one PUT with "If-None-Match: *" (412 -> -EEXIST; 409
+ * ConditionalRequestConflict, a concurrent conditional write of the same
+ * key, -> CKS_E_REMOTE: retried later, the retry then answers 0 or
+ * -EEXIST).  s3: an object from the multipart threshold (64 MiB, or
+ * CKPTSYNC_S3_MULTIPART_MIN) up fails with -E2BIG: the probe vouches only
+ * for single PUTs, and stores differ on conditional CompleteMultipartUpload;
+ * objects written this way are small (< 1 MiB) in practice. */
+int region_put_new(struct region *r, const char *key, const void *data, size_t len);
+/* Asks the store whether it enforces create-only puts: writes a probe object
+ * "probe/<random hex>" with the precondition twice, expecting the second to be
+ * refused, then deletes it.  1 enforced, 0 not (the second put succeeded, the
+ * store refused the precondition as not implemented, or `preconditions =
+ * none` is configured: then the store is not touched), or a negative error
+ * (unreachable, rejected; region_last_error says which).  Costs 3 requests
+ * (s3).  Changes nothing on r: the caller decides, region_set_preconditions. */
+int region_probe_preconditions(struct region *r);
+/* What the caller decided (from the probe, a cached probe result, or the
+ * configuration): 1 enforce, 0 do not (put_new returns -ENOTSUP).  A region
+ * configured `preconditions = none` stays at 0 whatever is asked.  After
+ * region_new: dir 1 (link(2) is reliable), s3 -1 "unknown" (put_new returns
+ * -ENOTSUP until the caller sets it: S3-compatible stores that ignore
+ * If-None-Match exist, s3rver among them), 0 for either with `none`. */
+void region_set_preconditions(struct region *r, int on);
+int region_preconditions(const struct region *r);   /* current setting: 1, 0 or -1 */
+
 const char *region_last_error(const struct region *r);
 /* Records a formatted error message on r (used by backends). */
 void region_set_error(struct region *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -141,5 +185,10 @@ struct region_op {
  * region: a struct region is used by one thread at a time.  This is how a
  * chunk reaches three regions in the time of the slowest one. */
 void region_batch(struct region_op *ops, size_t n);
+
+/* Does one listing request return many keys (an object store's pages of
+ * ~1000), rather than costing about one stat per key (a dir)?  Lets a
+ * caller choose between listing and asking key by key. */
+bool region_list_cheap(const struct region *r);
 
 #endif

@@ -13,6 +13,10 @@
  *   target directory, fsync, rename, fsync the directory.  Names starting
  *   with '.' are therefore temp files (or check() probes) and list() skips
  *   them; a crash can leave such files, never a torn object.
+ * - put_new is fileio_write_new_at(): the same temp file, link(2)ed to the
+ *   name instead of renamed, so an existing object is never replaced
+ *   (EEXIST), by another thread, process or host (NFS) alike.  The kind
+ *   enforces it from region_new on; its probe just does it twice.
  * - Objects are 0644 and directories 0755 (umask permitting): who may read
  *   the region is decided by the root's own mode, as a bucket policy would.
  * - Every failure fills errmsg with the region, the path in quotes and the
@@ -117,17 +121,31 @@ static int dir_open_parent(struct region *r, const char *key, const char **ret_n
     return fd;
 }
 
-static int dir_put(struct region *r, const char *key, const void *data, size_t len)
+typedef int (*dir_write_fn)(int dirfd, const char *name, const void *data, size_t len,
+                            mode_t mode);
+
+static int dir_write(struct region *r, const char *what, dir_write_fn fn, const char *key,
+                     const void *data, size_t len)
 {
     const char *name = NULL;
     int fd = dir_open_parent(r, key, &name);
     if (fd < 0)
         return fd;
-    int rc = fileio_write_atomic_at(fd, name, data, len, DIR_OBJECT_MODE);
+    int rc = fn(fd, name, data, len, DIR_OBJECT_MODE);
     close(fd);
     if (rc < 0)
-        return dir_fail_key(r, "writing", key, strlen(key), rc);
+        return dir_fail_key(r, what, key, strlen(key), rc);
     return 0;
+}
+
+static int dir_put(struct region *r, const char *key, const void *data, size_t len)
+{
+    return dir_write(r, "writing", fileio_write_atomic_at, key, data, len);
+}
+
+static int dir_put_new(struct region *r, const char *key, const void *data, size_t len)
+{
+    return dir_write(r, "creating", fileio_write_new_at, key, data, len);
 }
 
 /* ---- get / has / del ---------------------------------------------------- */
@@ -375,6 +393,7 @@ static void dir_free(struct region *r)
 static const struct region_ops dir_ops = {
     .kind = "dir",
     .put = dir_put,
+    .put_new = dir_put_new,
     .get = dir_get,
     .get_range = dir_get_range,
     .has = dir_has,
@@ -396,6 +415,7 @@ int region_dir_new(const struct region_conf *conf, struct region **ret, struct b
         return -ENOMEM;
     r->ops = &dir_ops;
     r->conf = *conf;
+    r->preconditions = conf->no_preconditions ? 0 : 1;
     *ret = r;
     return 0;
 }

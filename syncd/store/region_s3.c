@@ -21,6 +21,16 @@
  *   S3 error code.  Credentials never appear in a message or a URL.
  * - Objects above S3_MULTIPART_MIN go up as a multipart upload, aborted on
  *   any failure so no parts are left dangling.
+ * - put_new is a single PUT with "If-None-Match: *", in SignedHeaders like
+ *   Range and Content-MD5, so that nothing on the way can drop it unseen
+ *   (AWS accepts any sent header signed; a store that ignores the header
+ *   still checks the signature over it: s3rver does).  412
+ *   PreconditionFailed is -EEXIST; 501 or NotImplemented is -ENOTSUP (the
+ *   store cannot); 409 ConditionalRequestConflict (AWS: a conditional write
+ *   of the same key raced ours) is CKS_E_REMOTE like any transient failure:
+ *   retrying belongs to the scheduler, and its retry gets 200 or 412.
+ *   Whether the store enforces the header at all is not assumed: the region
+ *   starts "unknown" and the caller probes (region_probe_preconditions).
  */
 #include <curl/curl.h>
 #include <errno.h>
@@ -83,6 +93,7 @@ struct s3x {
     uint64_t expect_size;         /* HEAD: the object must have this size */
     char *object;                 /* object name, NULL for bucket-level requests */
     char range[64];               /* "bytes=a-b" for a ranged GET, else "" */
+    bool create_only;             /* PUT with If-None-Match: * */
     struct s3x *later;            /* completed, waiting to be handed over */
     struct s3x *next;
 };
@@ -272,10 +283,17 @@ static int s3_sign(struct s3x *x, const char *object, const char *query)
     /* Content-MD5 on every body: a store that checks it (S3 does) refuses
      * a body damaged or cut short on the way instead of storing it. */
     char md5b64[32] = "";
-    struct sigv4_header hdr[2];
+    struct sigv4_header hdr[3];
     size_t nhdr = 0;
     if (x->range[0])
         hdr[nhdr++] = (struct sigv4_header){"Range", x->range};
+    if (x->create_only) {
+        hdr[nhdr++] = (struct sigv4_header){"If-None-Match", "*"};
+        if (s3_header(x, "If-None-Match", "*") < 0) {
+            e = -ENOMEM;
+            goto out;
+        }
+    }
     if (x->body && x->body_len) {
         unsigned char md[EVP_MAX_MD_SIZE];
         unsigned int mdlen = 0;
@@ -335,9 +353,10 @@ static void s3x_free(struct s3x *x)
     free(x);
 }
 
-static struct s3x *s3x_new(struct s3region *s, const char *method, const char *object,
-                           const char *query, const void *body, size_t len, size_t max,
-                           const char *range)
+/* A transfer, signed and ready to start; create_only adds If-None-Match. */
+static struct s3x *s3x_make(struct s3region *s, const char *method, const char *object,
+                            const char *query, const void *body, size_t len, size_t max,
+                            const char *range, bool create_only)
 {
     struct s3x *x = calloc(1, sizeof(*x));
     if (!x || !(x->easy = curl_easy_init())) {
@@ -346,6 +365,7 @@ static struct s3x *s3x_new(struct s3region *s, const char *method, const char *o
     }
     x->s = s;
     x->method = method;
+    x->create_only = create_only;
     snprintf(x->range, sizeof(x->range), "%s", range ? range : "");
     if (object && !(x->object = strdup(object))) {
         s3x_free(x);
@@ -392,12 +412,20 @@ static struct s3x *s3x_new(struct s3region *s, const char *method, const char *o
     return x;
 }
 
+static struct s3x *s3x_new(struct s3region *s, const char *method, const char *object,
+                           const char *query, const void *body, size_t len, size_t max,
+                           const char *range)
+{
+    return s3x_make(s, method, object, query, body, len, max, range, false);
+}
+
 /* ---- results ----------------------------------------------------------- */
 
 static bool s3_transient_status(long st, const char *code)
 {
     return st >= 500 || st == 429 || st == 408 || !strcmp(code, "SlowDown") ||
-           !strcmp(code, "RequestTimeout") || !strcmp(code, "InternalError");
+           !strcmp(code, "RequestTimeout") || !strcmp(code, "InternalError") ||
+           !strcmp(code, "ConditionalRequestConflict");
 }
 
 /* Classifies a finished transfer: x->ret and x->errmsg. */
@@ -433,6 +461,10 @@ static void s3x_finish(struct s3x *x)
         return;
     }
     x->ret = s3_transient_status(x->status, se.code) ? CKS_E_REMOTE : CKS_E_REJECTED;
+    if (x->create_only && x->status == 412)
+        x->ret = -EEXIST;
+    else if (x->create_only && (x->status == 501 || !strcmp(se.code, "NotImplemented")))
+        x->ret = -ENOTSUP;
     snprintf(x->errmsg, sizeof(x->errmsg), "region '%s': %.220s: HTTP %ld%s%.60s%s%.100s", name,
              x->what, x->status, se.code[0] ? " " : "", se.code, se.message[0] ? ": " : "",
              se.message);
@@ -560,6 +592,26 @@ static int s3_put(struct region *r, const char *key, const void *data, size_t le
     if (len >= ((struct s3region *)r)->multipart_min)
         return s3_multipart(r, key, data, len);
     return s3_simple(r, "PUT", key, data, len, 64 << 10, NULL, NULL);
+}
+
+static int s3_put_new(struct region *r, const char *key, const void *data, size_t len)
+{
+    struct s3region *s = (struct s3region *)r;
+    struct buf obj = BUF_INIT;
+    if (len >= s->multipart_min) {
+        region_set_error(r, "region '%s': creating \"%s\": %zu bytes; create-only puts are "
+                         "single PUTs, below the multipart threshold (%zu bytes)", r->conf.name,
+                         key, len, s->multipart_min);
+        return -E2BIG;
+    }
+    s3_object(s, key, &obj);
+    struct s3x *x = s3x_make(s, "PUT", buf_str(&obj), "", data, len, 64 << 10, NULL, true);
+    buf_free(&obj);
+    if (!x)
+        return -ENOMEM;
+    int e = s3_run(s, x);
+    s3x_free(x);
+    return e;
 }
 
 static int s3_get(struct region *r, const char *key, size_t max, struct buf *out)
@@ -827,6 +879,7 @@ static void s3_free(struct region *r)
 static const struct region_ops s3_ops = {
     .kind = "s3",
     .put = s3_put,
+    .put_new = s3_put_new,
     .get = s3_get,
     .get_range = s3_get_range,
     .has = s3_has,
@@ -851,6 +904,7 @@ int region_s3_new(const struct region_conf *conf, struct region **ret, struct bu
         return -ENOMEM;
     s->base.ops = &s3_ops;
     s->base.conf = *conf;
+    s->base.preconditions = conf->no_preconditions ? 0 : -1; /* the caller probes */
     if ((e = s3_endpoint(s, err)) < 0 || (e = s3_credentials(s, err)) < 0) {
         s3_free(&s->base);
         return e;

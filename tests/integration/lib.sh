@@ -30,11 +30,18 @@ skip() { echo "skipped: $*"; exit 77; }
 
 # write_config [chunker min avg max]: three regions a b c: dir regions
 # under $T, or, with CKS_REGIONS=s3 (ctest's "-s3" variants of the tests
-# marked "# regions: dir s3"), three S3 servers on loopback.
+# marked "# regions: dir s3"), three S3 servers on loopback, or, with
+# CKS_REGIONS=ceph (the "-ceph" variants, marker "# regions: ... ceph"),
+# three buckets on a Ceph RGW on loopback (cephlib.sh).
 write_config() {
   if [ "${CKS_REGIONS:-dir}" = s3 ]; then
     . "$CKS_SOURCE_DIR/tests/integration/s3lib.sh"
     write_config_s3 "$@"
+    return
+  fi
+  if [ "${CKS_REGIONS:-dir}" = ceph ]; then
+    . "$CKS_SOURCE_DIR/tests/integration/cephlib.sh"
+    write_config_ceph "$@"
     return
   fi
   local min=${1:-256K} avg=${2:-1M} max=${3:-4M}

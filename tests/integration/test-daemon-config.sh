@@ -77,5 +77,5 @@ CKPTSYNC_CONFIG=/dev/null "$CKPTSYNC" --state "$T/s2" commit "$T/w2/run1/checkpo
   || { cat "$T/default.log"; die "commit on the embedded default"; }
 kill -TERM "$dpid"; wait "$dpid" || true
 grep -q "do NOT survive the instance" "$T/default.log" || die "no warning about the embedded default"
-for r in a b c; do [ -e "$T/s2/regions/$r/refs/run1/latest" ] || die "default region $r has no latest ref"; done
+for r in a b c; do ls "$T/s2/regions/$r/commits/run1/"g0.s* > /dev/null 2>&1 || die "default region $r has no commit record"; done
 echo "daemon-config: ok"

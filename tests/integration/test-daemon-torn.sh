@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# regions: dir s3
+# regions: dir s3 ceph
 # A file rewritten in place while ckptsyncd reads or uploads it never
 # yields a committed torn snapshot: every committed snapshot restores to
 # exactly one of the versions that were written, never a mix.

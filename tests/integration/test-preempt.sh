@@ -146,7 +146,8 @@ chmod +x "$T/bin/ckptsync"
 check_handoff() {
   local src=$1 new=$2 r
   for r in a b c; do
-    [ -s "$T/regions/$r/handoff/r1" ] || die "no handoff record $T/regions/$r/handoff/r1"
+    ls "$T/regions/$r/lineage/r1/"g*.handoff.* > /dev/null 2>&1 ||
+      die "no handoff record under $T/regions/$r/lineage/r1/"
   done
   "$CKPTSYNC" --config "$CONF" migrate-in --run r1 --to "$new" > "$T/in.out" 2> "$T/in.err" \
     || { cat "$T/in.err" >&2; die "migrate-in failed"; }

@@ -61,7 +61,7 @@ CKPTSYNC_S3_LIST_PAGE=2 cks verify -q || die "verify with paged listings"
 step "interop: the AWS CLI lists and fetches what ckptsync wrote"
 aws_s3 b s3 ls s3://ckpt/team1/ --recursive > "$T/ls.txt"
 grep -q " team1/repo$" "$T/ls.txt" || die "no repo object"
-grep -q " team1/refs/r1/latest$" "$T/ls.txt" || die "no latest ref"
+grep -q " team1/commits/r1/g0\.s" "$T/ls.txt" || die "no commit record"
 grep -q " team1/snapshots/r1/" "$T/ls.txt" || die "no manifest"
 key=$(grep -o 'team1/chunks/../[0-9a-f]\{64\}' "$T/ls.txt" | head -1)
 aws_s3 b s3 cp "s3://ckpt/$key" "$T/chunk.obj" --only-show-errors
@@ -76,7 +76,8 @@ assert codec in (0, 1) and len(raw) == raw_len
 assert hashlib.sha256(raw).hexdigest() == sys.argv[2], "digest"
 print("chunk decodes: codec %d, %d bytes, sha256 matches its name" % (codec, raw_len))
 PY
-aws_s3 c s3 cp "s3://ckpt/team1/refs/r1/latest" - | grep -q "^20" || die "latest ref unreadable"
+ckey=$(grep -o 'team1/commits/r1/g0\.s[^ ]*' "$T/ls.txt" | head -1)
+aws_s3 c s3 cp "s3://ckpt/$ckey" - | grep -q "^ckptsync-commit 1$" || die "commit record unreadable"
 
 step "a credentials file readable by others is refused"
 cp "$S3_CREDENTIALS" "$T/open-credentials"; chmod 0644 "$T/open-credentials"

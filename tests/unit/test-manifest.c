@@ -294,7 +294,7 @@ static const struct reject rejects[] = {
     {"unknown chunker", HEAD "chunker rabin 64 256 1024 1\nfiles 0\nchunks 0\n", CKS_E_FORMAT,
      10, AUTO_END},
     /* version and header */
-    {"version 2", "ckptsync-manifest 2\nwhatever\n", CKS_E_VERSION, 1, RAW},
+    {"version 3", "ckptsync-manifest 3\nwhatever\n", CKS_E_VERSION, 1, RAW},
     {"version 0", "ckptsync-manifest 0\n", CKS_E_VERSION, 1, RAW},
     {"version not a number", "ckptsync-manifest one\n", CKS_E_FORMAT, 1, RAW},
     {"not a manifest", "ckptsync-repo 1\n", CKS_E_FORMAT, 1, RAW},

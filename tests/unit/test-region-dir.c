@@ -2,10 +2,13 @@
  * test-region-dir.c — the dir region backend through the generic region_*
  * calls: round trips, listing by prefix, size limits, overwrite, no temp
  * files left, key validation, and check() naming the path it complains
- * about (missing, not a directory, read-only mount when we may mount).
+ * about (missing, not a directory, read-only mount when we may mount);
+ * create-only puts (region_put_new) alone and raced by threads and by
+ * processes, the precondition probe, and `preconditions = none`.
  */
 #include <errno.h>
 #include <ftw.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,6 +18,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -292,6 +296,7 @@ static void test_invalid_keys(void **state)
         assert_int_equal(region_get(f->r, bad[i], 10, &b), -EINVAL);
         assert_int_equal(region_has(f->r, bad[i]), -EINVAL);
         assert_int_equal(region_del(f->r, bad[i]), -EINVAL);
+        assert_int_equal(region_put_new(f->r, bad[i], "x", 1), -EINVAL);
     }
     memset(longkey, 'k', REGION_KEY_MAX);
     longkey[REGION_KEY_MAX] = 0;
@@ -401,6 +406,217 @@ static void test_check_no_permission(void **state)
     chmod(path, 0755);
 }
 
+/* ---- create-only puts --------------------------------------------------- */
+
+static void test_put_new(void **state)
+{
+    struct fixture *f = *state;
+    const char *key = "snapshots/r1/0001";
+
+    assert_int_equal(region_preconditions(f->r), 1); /* dir: enforced from the start */
+    assert_int_equal(region_put_new(f->r, key, "first", 5), 0);
+    expect_content(f->r, key, "first");
+    assert_int_equal(region_put_new(f->r, key, "second, longer", 14), -EEXIST);
+    expect_error_has(f->r, "region 'a'");
+    expect_error_has(f->r, key);
+    expect_content(f->r, key, "first");
+    assert_int_equal(region_put_new(f->r, "empty", "", 0), 0);
+    expect_content(f->r, "empty", "");
+    /* A directory of that name exists too: nothing is created over it. */
+    assert_int_equal(region_put_new(f->r, "snapshots/r1", "x", 1), -EEXIST);
+    /* region_put still replaces; put_new is only for names never reused. */
+    put_str(f->r, key, "replaced");
+    expect_content(f->r, key, "replaced");
+    assert_int_equal(nftw(f->root, find_dot, 16, FTW_PHYS), 0);
+}
+
+static void test_put_new_switched_off(void **state)
+{
+    struct fixture *f = *state;
+    region_set_preconditions(f->r, 0);
+    assert_int_equal(region_preconditions(f->r), 0);
+    assert_int_equal(region_put_new(f->r, "k", "x", 1), -ENOTSUP);
+    expect_error_has(f->r, "create-only puts are not enforced");
+    assert_int_equal(region_has(f->r, "k"), 0);
+    region_set_preconditions(f->r, 1);
+    assert_int_equal(region_put_new(f->r, "k", "x", 1), 0);
+}
+
+#define RACERS 8
+#define RACE_KEY "refs/r1/lineage/0001"
+
+struct racer {
+    const struct region_conf *conf;
+    pthread_barrier_t *start;
+    char body[32];
+    int rc;
+};
+
+/* One contender: its own region (a struct region is used by one thread at
+ * a time), as another instance would have. */
+static int race_once(const struct region_conf *conf, const char *body)
+{
+    struct region *r = NULL;
+    if (region_new(conf, &r, NULL) < 0)
+        return -ENOMEM;
+    int rc = region_put_new(r, RACE_KEY, body, strlen(body));
+    if (rc < 0 && rc != -EEXIST)
+        fprintf(stderr, "%s\n", region_last_error(r));
+    region_free(r);
+    return rc;
+}
+
+static void *race_thread(void *arg)
+{
+    struct racer *c = arg;
+    pthread_barrier_wait(c->start);
+    c->rc = race_once(c->conf, c->body);
+    return NULL;
+}
+
+/* Exactly one 0, the rest -EEXIST, the object is the winner's, and no
+ * temp file is left behind. */
+static void expect_one_winner(struct fixture *f, const int rc[RACERS])
+{
+    int won = -1;
+    char body[32];
+    for (int i = 0; i < RACERS; i++) {
+        if (rc[i] == 0) {
+            assert_int_equal(won, -1);
+            won = i;
+        } else {
+            assert_int_equal(rc[i], -EEXIST);
+        }
+    }
+    assert_int_not_equal(won, -1);
+    snprintf(body, sizeof(body), "racer %d", won);
+    expect_content(f->r, RACE_KEY, body);
+    assert_int_equal(nftw(f->root, find_dot, 16, FTW_PHYS), 0);
+}
+
+static void test_put_new_race_threads(void **state)
+{
+    struct fixture *f = *state;
+    struct racer c[RACERS];
+    pthread_t th[RACERS];
+    pthread_barrier_t start;
+    int rc[RACERS];
+
+    assert_int_equal(pthread_barrier_init(&start, NULL, RACERS), 0);
+    for (int i = 0; i < RACERS; i++) {
+        c[i] = (struct racer){.conf = &f->conf, .start = &start};
+        snprintf(c[i].body, sizeof(c[i].body), "racer %d", i);
+        assert_int_equal(pthread_create(&th[i], NULL, race_thread, &c[i]), 0);
+    }
+    for (int i = 0; i < RACERS; i++) {
+        pthread_join(th[i], NULL);
+        rc[i] = c[i].rc;
+    }
+    pthread_barrier_destroy(&start);
+    expect_one_winner(f, rc);
+}
+
+/* Children wait on a pipe that the parent closes once all are forked, then
+ * exit 0 (created), 1 (-EEXIST) or 2. */
+static void test_put_new_race_processes(void **state)
+{
+    struct fixture *f = *state;
+    int go[2], rc[RACERS];
+    pid_t pid[RACERS];
+
+    assert_int_equal(pipe(go), 0);
+    for (int i = 0; i < RACERS; i++) {
+        pid[i] = fork();
+        assert_true(pid[i] >= 0);
+        if (pid[i] == 0) {
+            char body[32], c;
+            close(go[1]);
+            while (read(go[0], &c, 1) < 0 && errno == EINTR)
+                ;
+            snprintf(body, sizeof(body), "racer %d", i);
+            int e = race_once(&f->conf, body);
+            _exit(e == 0 ? 0 : e == -EEXIST ? 1 : 2);
+        }
+    }
+    close(go[0]);
+    close(go[1]);
+    for (int i = 0; i < RACERS; i++) {
+        int st = 0;
+        assert_int_equal(waitpid(pid[i], &st, 0), pid[i]);
+        assert_true(WIFEXITED(st));
+        rc[i] = WEXITSTATUS(st) == 0 ? 0 : WEXITSTATUS(st) == 1 ? -EEXIST : -EIO;
+    }
+    expect_one_winner(f, rc);
+}
+
+static void test_probe(void **state)
+{
+    struct fixture *f = *state;
+    assert_int_equal(region_probe_preconditions(f->r), 1);
+    assert_int_equal(list_count(f->r, "", NULL), 0); /* the probe object is gone */
+    assert_int_equal(nftw(f->root, find_dot, 16, FTW_PHYS), 0);
+    assert_int_equal(region_preconditions(f->r), 1); /* the probe only reports */
+}
+
+static void test_probe_unreachable(void **state)
+{
+    struct fixture *f = *state;
+    char path[128];
+    snprintf(path, sizeof(path), "%s/not-mounted", f->root);
+    struct region *r = region_at(path);
+    assert_int_equal(region_probe_preconditions(r), -ENOENT);
+    expect_error_has(r, path);
+    region_free(r);
+}
+
+/* A one-region configuration with `preconditions = value` on line 6. */
+static int parse_preconditions(const struct fixture *f, const char *value, struct config *c,
+                               struct buf *err)
+{
+    struct buf text = BUF_INIT;
+    buf_printf(&text, "[daemon]\nquorum = 1\n[region.a]\nkind = dir\npath = %s\n"
+               "preconditions = %s\n", f->root, value);
+    buf_reset(err);
+    int rc = config_parse("t.conf", (const char *)text.data, text.len, c, err);
+    buf_free(&text);
+    return rc;
+}
+
+/* `preconditions = none` from a configuration file down to the region:
+ * put_new says -ENOTSUP, the probe answers 0 and writes nothing, and the
+ * caller cannot switch it back on. */
+static void test_preconditions_none(void **state)
+{
+    struct fixture *f = *state;
+    static struct config c;
+    struct buf err = BUF_INIT;
+    struct region *r = NULL;
+    struct stat st;
+    char probe_dir[128];
+
+    assert_int_equal(parse_preconditions(f, "none", &c, &err), 0);
+    assert_true(c.regions[0].no_preconditions);
+    assert_int_equal(region_new(&c.regions[0], &r, &err), 0);
+    assert_int_equal(region_preconditions(r), 0);
+    assert_int_equal(region_put_new(r, "k", "x", 1), -ENOTSUP);
+    assert_int_equal(region_probe_preconditions(r), 0);
+    region_set_preconditions(r, 1);
+    assert_int_equal(region_preconditions(r), 0);
+    assert_int_equal(region_put_new(r, "k", "x", 1), -ENOTSUP);
+    assert_int_equal(list_count(r, "", NULL), 0);
+    snprintf(probe_dir, sizeof(probe_dir), "%s/probe", f->root);
+    assert_int_equal(stat(probe_dir, &st), -1); /* the store was not touched */
+    region_free(r);
+
+    /* auto is the default, and anything else is refused with file:line:key. */
+    assert_int_equal(parse_preconditions(f, "auto", &c, &err), 0);
+    assert_false(c.regions[0].no_preconditions);
+    assert_int_equal(parse_preconditions(f, "off", &c, &err), CKS_E_CONFIG);
+    assert_string_equal(buf_str(&err), "t.conf:6: [region.a] preconditions: 'off' is not a "
+                                       "preconditions mode (auto or none)");
+    buf_free(&err);
+}
+
 /* ---- generic ----------------------------------------------------------- */
 
 static void test_new_kinds(void **state)
@@ -446,6 +662,13 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_check_ok, setup, teardown),
         cmocka_unit_test_setup_teardown(test_check_read_only, setup, teardown),
         cmocka_unit_test_setup_teardown(test_check_no_permission, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_put_new, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_put_new_switched_off, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_put_new_race_threads, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_put_new_race_processes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_probe, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_probe_unreachable, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_preconditions_none, setup, teardown),
         cmocka_unit_test(test_new_kinds),
         cmocka_unit_test(test_chunk_key),
     };

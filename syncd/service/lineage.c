@@ -1,0 +1,558 @@
+/*
+ * lineage.c — a run's snapshots, claims and handoffs as the regions list
+ * them, and the resume order derived from them (see lineage.h).
+ *
+ * Design notes.
+ * - The listings of all healthy regions are merged: a region that missed
+ *   a write (it was down, or someone deleted there) hides nothing.
+ * - Facts come from keys, so the common case is three LISTs per region
+ *   and no GET.  A manifest without a commit record in any region (its
+ *   commit was cut short, or commits/ was lost) is read once to learn its
+ *   generation and step: refs and commit records are an index, manifests
+ *   the truth.
+ * - A version-1 `handoff/<run>` (written before generations existed) is
+ *   read as a handoff of generation 0.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/err.h"
+#include "base/log.h"
+#include "engine/handoff.h"
+#include "service/lineage.h"
+#include "service/restore.h"
+
+/* ---- scanning ---------------------------------------------------------- */
+
+struct scan_ctx {
+    struct lineage_view *v;
+    size_t cap, rcap;
+    uint32_t bit;
+    int err;
+};
+
+static struct lineage_snap *snap_get(struct scan_ctx *c, const char *id)
+{
+    struct lineage_view *v = c->v;
+    for (size_t i = v->nsnaps; i-- > 0;) /* listings arrive sorted: the last is likely */
+        if (!strcmp(v->snaps[i].id, id))
+            return &v->snaps[i];
+    if (v->nsnaps == c->cap) {
+        size_t cap = c->cap ? c->cap * 2 : 64;
+        struct lineage_snap *p = realloc(v->snaps, cap * sizeof(*p));
+        if (!p)
+            return NULL;
+        v->snaps = p;
+        c->cap = cap;
+    }
+    struct lineage_snap *s = &v->snaps[v->nsnaps++];
+    memset(s, 0, sizeof(*s));
+    snprintf(s->id, sizeof(s->id), "%s", id);
+    s->step = -1;
+    return s;
+}
+
+static int manifests_cb(void *ud, const char *key, uint64_t size)
+{
+    struct scan_ctx *c = ud;
+    const char *id = strrchr(key, '/');
+    (void)size;
+    if (!id || manifest_id_check(id + 1) < 0 || strlen(id + 1) > MANIFEST_ID_MAX)
+        return 0; /* not ours */
+    struct lineage_snap *s = snap_get(c, id + 1);
+    if (!s)
+        return -ENOMEM;
+    s->manifests |= c->bit;
+    return 0;
+}
+
+static int rec_add(struct scan_ctx *c, const struct lineage_rec *rec)
+{
+    struct lineage_view *v = c->v;
+    for (size_t i = 0; i < v->nrecs; i++) {
+        const struct lineage_rec *o = &v->recs[i];
+        if (o->kind == rec->kind && o->gen == rec->gen && !strcmp(o->id, rec->id) &&
+            !strcmp(o->tag, rec->tag))
+            return 0;
+    }
+    if (v->nrecs == c->rcap) {
+        size_t cap = c->rcap ? c->rcap * 2 : 8;
+        struct lineage_rec *p = realloc(v->recs, cap * sizeof(*p));
+        if (!p)
+            return -ENOMEM;
+        v->recs = p;
+        c->rcap = cap;
+    }
+    v->recs[v->nrecs++] = *rec;
+    return 0;
+}
+
+static int records_cb(void *ud, const char *key, uint64_t size)
+{
+    struct scan_ctx *c = ud;
+    struct lineage_rec rec;
+    (void)size;
+    if (lineage_key_parse(key, &rec) < 0 || strcmp(rec.run, c->v->run))
+        return 0;
+    if (rec.gen > c->v->gen)
+        c->v->gen = rec.gen;
+    if (rec.kind != LINEAGE_COMMIT)
+        return rec_add(c, &rec);
+    struct lineage_snap *s = snap_get(c, rec.id);
+    if (!s)
+        return -ENOMEM;
+    s->commits |= c->bit;
+    s->gen = rec.gen;
+    s->step = rec.step;
+    s->known = true;
+    return 0;
+}
+
+static int scan_list(struct scan_ctx *c, struct region *rg, const char *top, const char *run,
+                     int (*cb)(void *, const char *, uint64_t))
+{
+    char prefix[REGION_KEY_MAX];
+    snprintf(prefix, sizeof(prefix), "%s/%s/", top, run);
+    int e = region_list(rg, prefix, cb, c);
+    return e == -ENOENT ? 0 : e;
+}
+
+/* A version-1 handoff/<run>: generation 0. */
+static int scan_legacy_handoff(struct scan_ctx *c, struct region *rg)
+{
+    char key[REGION_KEY_MAX];
+    struct buf data = BUF_INIT;
+    struct handoff h;
+    snprintf(key, sizeof(key), "handoff/%s", c->v->run);
+    int e = region_get(rg, key, HANDOFF_MAX_BYTES, &data);
+    if (e == 0 && handoff_parse(data.data, data.len, &h) == 0 && !strcmp(h.run, c->v->run)) {
+        struct lineage_rec rec = {.kind = LINEAGE_HANDOFF, .gen = 0, .step = h.step, .time = h.time};
+        snprintf(rec.run, sizeof(rec.run), "%s", h.run);
+        snprintf(rec.id, sizeof(rec.id), "%s", h.id);
+        snprintf(rec.host, sizeof(rec.host), "%s", h.host);
+        c->v->legacy_handoff = true;
+        e = rec_add(c, &rec);
+    } else if (e == 0) {
+        log_warn("region '%s': \"%s\" is damaged; ignoring it", rg->conf.name, key);
+    }
+    buf_free(&data);
+    return e == -ENOENT ? 0 : e;
+}
+
+static int scan_region(struct scan_ctx *c, struct region *rg)
+{
+    int e = scan_list(c, rg, "snapshots", c->v->run, manifests_cb);
+    if (e == 0)
+        e = scan_list(c, rg, "commits", c->v->run, records_cb);
+    if (e == 0)
+        e = scan_list(c, rg, "lineage", c->v->run, records_cb);
+    if (e == 0)
+        e = scan_legacy_handoff(c, rg);
+    return e;
+}
+
+/* Manifests no commit record describes: read them for gen and step. */
+static void scan_fill_unknown(struct repo *r, struct lineage_view *v)
+{
+    for (size_t i = 0; i < v->nsnaps; i++) {
+        struct lineage_snap *s = &v->snaps[i];
+        struct manifest m;
+        struct buf err = BUF_INIT;
+        if (s->known || !s->manifests)
+            continue;
+        if (restore_find(r, v->run, s->id, &m, NULL, &err) == 0) {
+            s->gen = m.gen;
+            s->step = m.step;
+            s->known = true;
+            if (s->gen > v->gen)
+                v->gen = s->gen;
+            manifest_free(&m);
+        } else {
+            log_warn("%s", buf_str(&err));
+        }
+        buf_free(&err);
+    }
+}
+
+static int snap_id_cmp(const void *a, const void *b)
+{
+    return strcmp(((const struct lineage_snap *)a)->id, ((const struct lineage_snap *)b)->id);
+}
+
+int lineage_scan(struct repo *r, struct region *const *regions, const char *run,
+                 struct lineage_view *ret, struct buf *err)
+{
+    struct scan_ctx c = {.v = ret};
+    size_t listed = 0;
+    memset(ret, 0, sizeof(*ret));
+    if (manifest_run_check(run) < 0) {
+        buf_printf(err, "run name \"%s\": use 1-64 characters from [A-Za-z0-9._-]", run);
+        return -EINVAL;
+    }
+    snprintf(ret->run, sizeof(ret->run), "%s", run);
+    for (size_t i = 0; i < r->nregions; i++) {
+        if (r->health[i])
+            continue;
+        c.bit = 1u << i;
+        int e = scan_region(&c, regions[i]);
+        if (e == -ENOMEM) {
+            lineage_view_free(ret);
+            return e;
+        }
+        if (e < 0) {
+            log_error("%s", region_last_error(regions[i]));
+            if (regions == r->regions) /* another thread's handles: r is not ours to mark */
+                repo_region_fail(r, i, e);
+            continue;
+        }
+        listed++;
+    }
+    if (listed == 0) {
+        buf_printf(err, "run '%s': no region could be listed", run);
+        lineage_view_free(ret);
+        return CKS_E_QUORUM;
+    }
+    if (ret->nsnaps > 1)
+        qsort(ret->snaps, ret->nsnaps, sizeof(*ret->snaps), snap_id_cmp);
+    if (regions == r->regions)
+        scan_fill_unknown(r, ret);
+    return 0;
+}
+
+void lineage_view_free(struct lineage_view *v)
+{
+    free(v->snaps);
+    free(v->recs);
+    memset(v, 0, sizeof(*v));
+}
+
+struct lineage_snap *lineage_find(struct lineage_view *v, const char *id)
+{
+    struct lineage_snap key;
+    snprintf(key.id, sizeof(key.id), "%s", id);
+    return v->nsnaps ? bsearch(&key, v->snaps, v->nsnaps, sizeof(key), snap_id_cmp) : NULL;
+}
+
+/* ---- resume order ------------------------------------------------------ */
+
+struct cands {
+    const char **ids, **why;
+    size_t n, cap;
+};
+
+static void cand_add(struct cands *c, const char *id, const char *why)
+{
+    for (size_t i = 0; i < c->n; i++)
+        if (!strcmp(c->ids[i], id))
+            return;
+    if (c->n < c->cap) {
+        c->ids[c->n] = id;
+        c->why[c->n++] = why;
+    }
+}
+
+/* Snapshots of generation g (with a manifest somewhere), newest first. */
+static void cand_snaps(struct cands *c, const struct lineage_view *v, int64_t g)
+{
+    bool *used = calloc(v->nsnaps ? v->nsnaps : 1, sizeof(*used));
+    if (!used)
+        return;
+    for (;;) {
+        const struct lineage_snap *best = NULL;
+        size_t bi = 0;
+        for (size_t i = 0; i < v->nsnaps; i++) {
+            const struct lineage_snap *s = &v->snaps[i];
+            if (used[i] || !s->known || s->gen != g || !s->manifests)
+                continue;
+            if (!best || lineage_newer(s->step, s->id, best->step, best->id)) {
+                best = s;
+                bi = i;
+            }
+        }
+        if (!best)
+            break;
+        used[bi] = true;
+        cand_add(c, best->id, "the newest snapshot of the current generation");
+    }
+    free(used);
+}
+
+static void cand_handoffs(struct cands *c, const struct lineage_view *v, int64_t g)
+{
+    const struct lineage_rec *best = NULL;
+    for (size_t i = 0; i < v->nrecs; i++) {
+        const struct lineage_rec *h = &v->recs[i];
+        if (h->kind == LINEAGE_HANDOFF && h->gen == g &&
+            (!best || lineage_newer(h->step, h->id, best->step, best->id)))
+            best = h;
+    }
+    if (best)
+        cand_add(c, best->id, "named by the handoff");
+}
+
+/* The snapshot a claim of generation g resumed from (its body says). */
+static void cand_claims(struct repo *r, struct cands *c, const struct lineage_view *v, int64_t g,
+                        char (*bases)[MANIFEST_ID_MAX + 1], size_t *nbases)
+{
+    for (size_t i = 0; i < v->nrecs && *nbases < 4; i++) {
+        const struct lineage_rec *cl = &v->recs[i];
+        char key[REGION_KEY_MAX];
+        if (cl->kind != LINEAGE_CLAIM || cl->gen != g || lineage_key(cl, key, sizeof(key)) < 0)
+            continue;
+        for (size_t k = 0; k < r->nregions; k++) {
+            struct buf data = BUF_INIT;
+            struct lineage_rec body;
+            int e = r->health[k] ? -EIO : region_get(r->regions[k], key, LINEAGE_MAX_BYTES, &data);
+            if (e == 0 && lineage_parse_at(key, data.data, data.len, &body) == 0) {
+                buf_free(&data);
+                if (body.id[0]) {
+                    snprintf(bases[*nbases], sizeof(bases[0]), "%s", body.id);
+                    cand_add(c, bases[(*nbases)++], "the snapshot the last claim resumed from");
+                }
+                break;
+            }
+            if (e == 0)
+                log_warn("region '%s': claim \"%s\" is damaged", r->regions[k]->conf.name, key);
+            buf_free(&data);
+        }
+    }
+}
+
+size_t lineage_candidates(struct repo *r, const struct lineage_view *v, const char **ret_ids,
+                          const char **ret_why, size_t cap)
+{
+    static char bases[4][MANIFEST_ID_MAX + 1]; /* one caller at a time (not thread-safe) */
+    struct cands c = {.ids = ret_ids, .why = ret_why, .cap = cap};
+    size_t nbases = 0;
+    for (int64_t g = v->gen; g >= 0 && c.n < cap; g--) {
+        cand_handoffs(&c, v, g);
+        cand_snaps(&c, v, g);
+        cand_claims(r, &c, v, g, bases, &nbases);
+    }
+    return c.n;
+}
+
+/* ---- writing ----------------------------------------------------------- */
+
+void lineage_rec_init(struct lineage_rec *rec, enum lineage_kind kind, const char *run, int64_t gen)
+{
+    const char *inst = getenv("CKPTSYNC_INSTANCE_TYPE");
+    memset(rec, 0, sizeof(*rec));
+    rec->kind = kind;
+    rec->gen = gen;
+    rec->step = -1;
+    rec->time = (int64_t)time(NULL);
+    snprintf(rec->run, sizeof(rec->run), "%s", run);
+    if (gethostname(rec->host, sizeof(rec->host) - 1) < 0)
+        snprintf(rec->host, sizeof(rec->host), "unknown");
+    snprintf(rec->instance, sizeof(rec->instance), "%s", inst ? inst : "");
+    if (kind == LINEAGE_CLAIM) {
+        uint8_t raw[LINEAGE_CLAIM_HEX / 2];
+        if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw))
+            memset(raw, 0, sizeof(raw)); /* lineage_put still writes once: a clash only merges */
+        hex_encode(raw, sizeof(raw), rec->tag);
+    }
+}
+
+unsigned lineage_put(struct repo *r, const struct lineage_rec *rec)
+{
+    char key[REGION_KEY_MAX];
+    struct buf body = BUF_INIT;
+    unsigned n = 0;
+    if (lineage_key(rec, key, sizeof(key)) < 0 || lineage_encode(rec, &body) < 0) {
+        buf_free(&body);
+        return 0;
+    }
+    for (size_t i = 0; i < r->nregions; i++) {
+        if (r->health[i])
+            continue;
+        int e = region_put(r->regions[i], key, body.data, body.len);
+        if (e < 0)
+            log_error("%s", region_last_error(r->regions[i]));
+        else
+            n++;
+    }
+    buf_free(&body);
+    return n;
+}
+
+int lineage_put_commit(struct region *rg, const struct manifest *m, const uint8_t *man, size_t len)
+{
+    struct lineage_rec rec;
+    char key[REGION_KEY_MAX];
+    struct buf body = BUF_INIT;
+    lineage_rec_init(&rec, LINEAGE_COMMIT, m->run, m->gen);
+    snprintf(rec.id, sizeof(rec.id), "%s", m->id);
+    rec.step = m->step;
+    if (m->host)
+        snprintf(rec.host, sizeof(rec.host), "%s", m->host);
+    snprintf(rec.instance, sizeof(rec.instance), "%s", m->instance ? m->instance : "");
+    rec.time = m->time;
+    hash_sha256(man, len, rec.manifest);
+    int e = lineage_key(&rec, key, sizeof(key));
+    if (e == 0)
+        e = lineage_encode(&rec, &body);
+    if (e == 0)
+        e = region_put(rg, key, body.data, body.len);
+    buf_free(&body);
+    return e;
+}
+
+/* ---- this instance's generation ----------------------------------------- */
+
+int lineage_set_gen(struct repo *r, const char *run, int64_t gen)
+{
+    char key[16 + MANIFEST_MAX_FIELD], val[32];
+    struct index_txn *t;
+    snprintf(key, sizeof(key), "gen/%s", run);
+    snprintf(val, sizeof(val), "%lld", (long long)gen);
+    int e = index_txn_begin(r->ix, true, &t);
+    if (e < 0)
+        return e;
+    if ((e = index_meta_put(t, key, val)) < 0) {
+        index_txn_abort(t);
+        return e;
+    }
+    return index_txn_commit(t);
+}
+
+static int gen_local(struct repo *r, const char *run, int64_t *ret)
+{
+    char key[16 + MANIFEST_MAX_FIELD], val[32], *end;
+    struct index_txn *t;
+    snprintf(key, sizeof(key), "gen/%s", run);
+    int e = index_txn_begin(r->ix, false, &t);
+    if (e < 0)
+        return e;
+    e = index_meta_get(t, key, val, sizeof(val));
+    index_txn_abort(t);
+    if (e < 0)
+        return e;
+    long long g = strtoll(val, &end, 10);
+    if (*end || g < 0 || g > LINEAGE_GEN_MAX)
+        return CKS_E_FORMAT;
+    *ret = g;
+    return 0;
+}
+
+int lineage_run_gen(struct repo *r, struct region *const *regions, const char *run, int64_t *ret)
+{
+    struct lineage_view v;
+    struct buf err = BUF_INIT;
+    int e = gen_local(r, run, ret);
+    if (e != -ENOENT && e != CKS_E_FORMAT)
+        return e;
+    e = lineage_scan(r, regions, run, &v, &err);
+    if (e < 0) {
+        /* No region to ask: write at generation 0 for now (not recorded,
+         * so the next snapshot asks again) rather than stop ingesting. */
+        log_warn("run '%s': %s; writing it at generation 0 until a region answers", run,
+                 buf_str(&err));
+        buf_free(&err);
+        *ret = 0;
+        return e == -ENOMEM ? e : 0;
+    }
+    *ret = v.gen;
+    lineage_view_free(&v);
+    buf_free(&err);
+    return lineage_set_gen(r, run, *ret);
+}
+
+/* ---- migration ----------------------------------------------------------- */
+
+unsigned lineage_handoff(struct repo *r, const char *run, const char *id, int64_t step)
+{
+    struct lineage_rec rec;
+    int64_t gen;
+    if (lineage_run_gen(r, r->regions, run, &gen) < 0)
+        return 0;
+    lineage_rec_init(&rec, LINEAGE_HANDOFF, run, gen);
+    snprintf(rec.id, sizeof(rec.id), "%s", id);
+    rec.step = step;
+    return lineage_put(r, &rec);
+}
+
+int lineage_adopt(struct repo *r, const char *run, const char *base, int64_t base_step,
+                  int64_t *ret_gen, bool *ret_handed_off)
+{
+    struct lineage_view v;
+    struct lineage_rec rec;
+    struct buf err = BUF_INIT;
+    int e = lineage_scan(r, r->regions, run, &v, &err);
+    if (e < 0) {
+        log_error("%s", buf_str(&err));
+        buf_free(&err);
+        return e;
+    }
+    buf_free(&err);
+    *ret_handed_off = false;
+    for (size_t i = 0; i < v.nrecs; i++)
+        if (v.recs[i].kind == LINEAGE_HANDOFF && v.recs[i].gen == v.gen && !strcmp(v.recs[i].id, base))
+            *ret_handed_off = true;
+    lineage_rec_init(&rec, LINEAGE_CLAIM, run, v.gen + 1);
+    snprintf(rec.id, sizeof(rec.id), "%s", base);
+    rec.step = base_step;
+    lineage_view_free(&v);
+    if (lineage_put(r, &rec) == 0) {
+        log_error("run '%s': no region took the claim of generation %lld", run, (long long)rec.gen);
+        return CKS_E_QUORUM;
+    }
+    *ret_gen = rec.gen;
+    return lineage_set_gen(r, run, rec.gen);
+}
+
+/* ---- runs -------------------------------------------------------------- */
+
+struct runs_ctx {
+    char (*names)[MANIFEST_MAX_FIELD + 1];
+    size_t n, cap;
+};
+
+static int runs_cb(void *ud, const char *key, uint64_t size)
+{
+    struct runs_ctx *c = ud;
+    const char *rest = key + strlen("snapshots/");
+    size_t len = strcspn(rest, "/");
+    char name[MANIFEST_MAX_FIELD + 1];
+    (void)size;
+    if (len == 0 || len > MANIFEST_MAX_FIELD || rest[len] != '/')
+        return 0;
+    memcpy(name, rest, len);
+    name[len] = 0;
+    if (manifest_run_check(name) < 0)
+        return 0;
+    for (size_t i = 0; i < c->n; i++)
+        if (!strcmp(c->names[i], name))
+            return 0;
+    if (c->n < c->cap)
+        memcpy(c->names[c->n++], name, len + 1);
+    return 0;
+}
+
+static int name_cmp(const void *a, const void *b)
+{
+    return strcmp(a, b);
+}
+
+int lineage_runs(struct repo *r, char (*ret)[MANIFEST_MAX_FIELD + 1], size_t cap, size_t *ret_n)
+{
+    struct runs_ctx c = {.names = ret, .cap = cap};
+    for (size_t i = 0; i < r->nregions; i++) {
+        if (r->health[i])
+            continue;
+        int e = region_list(r->regions[i], "snapshots/", runs_cb, &c);
+        if (e < 0 && e != -ENOENT) {
+            log_error("%s", region_last_error(r->regions[i]));
+            repo_region_fail(r, i, e);
+        }
+    }
+    if (c.n > 1)
+        qsort(ret, c.n, sizeof(*ret), name_cmp);
+    *ret_n = c.n;
+    return 0;
+}

@@ -1,0 +1,97 @@
+/*
+ * lineage.h — who owns a run, and which snapshot the next instance resumes
+ * from, decided by the regions' write-once records (engine/lineage.h),
+ * never by a shared object that writers update.
+ *
+ * Generations.  Every snapshot carries the generation of the instance that
+ * wrote it (manifest "gen").  An instance that adopts a run (migrate-in)
+ * writes a claim for generation G+1, G the highest generation any region
+ * shows for the run, and writes the run at G+1 from then on.  An instance
+ * that simply writes a run it never adopted joins the current generation.
+ *
+ * The resume point of a run (lineage_resume), in this order:
+ *   1. G = the highest generation among snapshots, claims and handoffs;
+ *   2. a handoff of generation G names it (the owner of G left; its later
+ *      uploads, if any, do not move it);
+ *   3. otherwise the newest committed snapshot of generation G (checkpoints
+ *      before other files, then step, then id);
+ *   4. otherwise (G was claimed and nothing committed since) the snapshot
+ *      the claim resumed from;
+ *   5. otherwise the same for G-1, and so on.
+ * So a handoff never beats what the adopter committed after it (those are
+ * G+1), and an abandoned instance's late uploads (still at G) never outrank
+ * the adopter's work.  Every snapshot stays listed and restorable by id.
+ *
+ * Calling sequence: lineage_scan() reads one run from every healthy
+ * region (listings; a GET only for a snapshot with no commit record, or a
+ * claim whose base is needed); lineage_candidates() orders what to restore;
+ * lineage_view_free().  Not thread-safe (a repo is used by one thread).
+ */
+#ifndef CKS_SVC_LINEAGE_H
+#define CKS_SVC_LINEAGE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "engine/lineage.h"
+#include "service/repo.h"
+
+struct lineage_snap {
+    char id[MANIFEST_ID_MAX + 1];
+    int64_t gen, step;
+    uint32_t manifests;      /* bit per region index: lists the manifest */
+    uint32_t commits;        /* bit per region index: lists a commit record */
+    bool known;              /* gen/step known (from a key or a manifest) */
+};
+
+struct lineage_view {
+    char run[MANIFEST_MAX_FIELD + 1];
+    struct lineage_snap *snaps;       /* sorted by id */
+    size_t nsnaps;
+    struct lineage_rec *recs;         /* claims and handoffs, each once */
+    size_t nrecs;
+    int64_t gen;                      /* highest generation seen; 0 if none */
+    bool legacy_handoff;              /* a version-1 handoff/<run> was read */
+};
+
+int lineage_scan(struct repo *r, struct region *const *regions, const char *run,
+                 struct lineage_view *ret, struct buf *err);
+void lineage_view_free(struct lineage_view *v);
+struct lineage_snap *lineage_find(struct lineage_view *v, const char *id);
+
+/* Restore candidates in resume order (see above), each once, at most cap;
+ * ret_why[k] says which rule chose candidate k. */
+size_t lineage_candidates(struct repo *r, const struct lineage_view *v, const char **ret_ids,
+                          const char **ret_why, size_t cap);
+
+/* The generation this instance writes run with: the index's (meta
+ * "gen/<run>"), else the regions' current one, which is then recorded.
+ * regions: the set to read (the daemon's ingest thread has its own). */
+int lineage_run_gen(struct repo *r, struct region *const *regions, const char *run, int64_t *ret);
+int lineage_set_gen(struct repo *r, const char *run, int64_t gen);
+
+/* Writes a write-once record to every healthy region; returns how many
+ * took it (errors logged, naming region and key). */
+unsigned lineage_put(struct repo *r, const struct lineage_rec *rec);
+/* A record filled with this host, instance and time. */
+void lineage_rec_init(struct lineage_rec *rec, enum lineage_kind kind, const char *run, int64_t gen);
+
+/* The commit record of manifest m (bytes man) into one region, after the
+ * manifest itself. */
+int lineage_put_commit(struct region *rg, const struct manifest *m, const uint8_t *man, size_t len);
+
+/* migrate-out: a handoff record naming snapshot (id, step), at this
+ * instance's generation of run.  Returns how many regions took it. */
+unsigned lineage_handoff(struct repo *r, const char *run, const char *id, int64_t step);
+/* migrate-in, after restoring snapshot base: claims generation G+1 (G the
+ * highest the regions show) in every healthy region and records it as
+ * this instance's generation of run.  *ret_handed_off: base is what the
+ * current generation's handoff named.  CKS_E_QUORUM when no region took
+ * the claim. */
+int lineage_adopt(struct repo *r, const char *run, const char *base, int64_t base_step,
+                  int64_t *ret_gen, bool *ret_handed_off);
+
+/* Runs that have snapshots in any healthy region (first cap, sorted). */
+int lineage_runs(struct repo *r, char (*ret)[MANIFEST_MAX_FIELD + 1], size_t cap, size_t *ret_n);
+
+#endif

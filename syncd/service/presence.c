@@ -1,0 +1,133 @@
+/*
+ * presence.c — confirming chunks with a region: HEADs through the
+ * region's asynchronous interface, or one listing, whichever is cheaper
+ * (see presence.h).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/err.h"
+#include "base/log.h"
+#include "service/presence.h"
+
+/* A listing request returns up to this many keys on S3; on a dir region
+ * every listed key costs about what a HEAD does. */
+#define LIST_PAGE_KEYS 1000
+#define WINDOW_MAX 64
+
+int presence_item_cmp(const void *a, const void *b)
+{
+    return memcmp(((const struct presence_item *)a)->id, ((const struct presence_item *)b)->id, HASH_LEN);
+}
+
+/* ---- by listing ---------------------------------------------------------- */
+
+struct list_ctx {
+    struct presence_item *items;
+    size_t n;
+    uint64_t listed;
+};
+
+static int list_cb(void *ud, const char *key, uint64_t size)
+{
+    struct list_ctx *c = ud;
+    struct presence_item probe;
+    const char *hex = strrchr(key, '/');
+    c->listed++;
+    if (!hex || strlen(hex + 1) != HASH_HEX_LEN || hex_decode(hex + 1, HASH_LEN, probe.id) < 0)
+        return 0;
+    struct presence_item *it = bsearch(&probe, c->items, c->n, sizeof(probe), presence_item_cmp);
+    if (it && (it->size == 0 || it->size == size))
+        it->missing = 0;
+    return 0;
+}
+
+static int confirm_by_list(struct region *rg, struct presence_item *items, size_t n,
+                           struct presence_stats *st)
+{
+    struct list_ctx c = {.items = items, .n = n};
+    for (size_t i = 0; i < n; i++)
+        items[i].missing = 1;
+    int e = region_list(rg, "chunks/", list_cb, &c);
+    st->listed += c.listed;
+    st->listings++;
+    return e == -ENOENT ? 0 : e;
+}
+
+/* ---- by HEAD ------------------------------------------------------------- */
+
+static int confirm_by_head(struct region *rg, struct presence_item *items, size_t n,
+                           struct presence_stats *st)
+{
+    size_t win = region_parallelism(rg), next = 0, busy = 0;
+    int err = 0;
+    if (win > WINDOW_MAX)
+        win = WINDOW_MAX;
+    if (win == 0)
+        win = 1;
+    struct region_req *reqs = calloc(win, sizeof(*reqs));
+    if (!reqs)
+        return -ENOMEM;
+    bool *used = calloc(win, sizeof(*used));
+    if (!used) {
+        free(reqs);
+        return -ENOMEM;
+    }
+    while (next < n || busy) {
+        for (size_t k = 0; k < win && next < n && !err; k++) {
+            if (used[k])
+                continue;
+            struct region_req *q = &reqs[k];
+            memset(q, 0, sizeof(*q));
+            q->kind = RREQ_HAS;
+            q->size = items[next].size;
+            q->ud = &items[next];
+            region_chunk_key(items[next].id, q->key);
+            next++;
+            int e = region_submit(rg, q);
+            if (e < 0) {
+                err = e;
+                break;
+            }
+            used[k] = true;
+            busy++;
+            st->heads++;
+        }
+        if (err && !busy)
+            break;
+        for (struct region_req *d = region_poll(rg, 1000), *nx; d; d = nx) {
+            nx = d->next;
+            used[d - reqs] = false;
+            busy--;
+            struct presence_item *it = d->ud;
+            if (d->ret < 0 && !err) {
+                err = d->ret;
+                region_set_error(rg, "%s", d->errmsg[0] ? d->errmsg : err_str(d->ret));
+            }
+            it->missing = d->ret == 0;
+        }
+        if (err && next < n)
+            next = n; /* stop starting new ones; drain */
+    }
+    free(used);
+    free(reqs);
+    return err;
+}
+
+int presence_confirm(struct region *rg, struct presence_item *items, size_t n, uint64_t estimate,
+                     struct presence_stats *st)
+{
+    if (n == 0)
+        return 0;
+    /* A listing costs estimate/LIST_PAGE_KEYS requests on S3 and about
+     * estimate stats on a dir; HEADs cost n either way.  Only listings
+     * of an S3-like store can win, and only when many chunks are asked. */
+    uint64_t pages = estimate / LIST_PAGE_KEYS + 1;
+    bool list = region_list_cheap(rg) && (uint64_t)n > 4 * pages;
+    int e = list ? confirm_by_list(rg, items, n, st) : confirm_by_head(rg, items, n, st);
+    st->asked += n;
+    for (size_t i = 0; e == 0 && i < n; i++)
+        st->missing += items[i].missing;
+    return e;
+}
