@@ -314,11 +314,14 @@ int cmd_restore(struct cli *c, int argc, char **argv)
 /* ---- verify ------------------------------------------------------------ */
 
 static const char verify_usage[] =
-    "usage: ckptsync verify [--run NAME] [--snapshot ID] [--quick] [--json]\n"
-    "Reads back every chunk of the selected snapshots (default: all) from every\n"
-    "region and checks it against its digest.  One line per region; exit 0 only\n"
-    "when every region is complete and intact.  --quick reads only each chunk's\n"
-    "12-byte header (a ranged GET) and checks presence and length.\n";
+    "usage: ckptsync verify [--run NAME] [--snapshot ID] [--quick | --repair] [--json]\n"
+    "Reads back every manifest copy, every commit, claim and handoff record, and\n"
+    "every chunk of the selected snapshots (default: all) from every region, and\n"
+    "checks each against its digest.  One line per region; exit 0 only when every\n"
+    "region is complete and intact.  --quick reads only each chunk's 12-byte\n"
+    "header (a ranged GET) and checks presence and length.  --repair copies what\n"
+    "a region lacks or holds damaged from a region whose copy checked out (after\n"
+    "an outage, or a region replaced by an empty bucket) and counts it.\n";
 
 static void verify_print(struct cli *c, const struct repo *r, const struct verify_result *v)
 {
@@ -336,12 +339,13 @@ static void verify_print(struct cli *c, const struct repo *r, const struct verif
         const char *name = r->regions[i]->conf.name;
         const char *state = g->err ? "unreachable" : verify_region_ok(g) ? "complete" : "INCOMPLETE";
         if (!c->json && !c->quiet)
-            printf("region %-12s %s: %llu/%llu manifests (%llu damaged), %llu records (%llu damaged), "
-                   "%llu chunks ok, %llu missing, %llu corrupt%s%s\n",
+            printf("region %-12s %s: %llu/%llu manifests (%llu damaged), %llu records (%llu damaged, "
+                   "%llu missing), %llu repaired, %llu chunks ok, %llu missing, %llu corrupt%s%s\n",
                    name, state, (unsigned long long)g->manifests_ok,
                    (unsigned long long)v->snapshots, (unsigned long long)g->manifests_bad,
                    (unsigned long long)(g->records_ok + g->records_bad),
-                   (unsigned long long)g->records_bad, (unsigned long long)g->chunks_ok,
+                   (unsigned long long)g->records_bad, (unsigned long long)g->records_missing,
+                   (unsigned long long)g->repaired, (unsigned long long)g->chunks_ok,
                    (unsigned long long)g->chunks_missing, (unsigned long long)g->chunks_corrupt,
                    g->err ? ": " : "", g->err ? region_last_error(r->regions[i]) : "");
         json_obj_begin(&j);
@@ -352,6 +356,8 @@ static void verify_print(struct cli *c, const struct repo *r, const struct verif
         json_key(&j, "manifests_damaged"); json_u64(&j, g->manifests_bad);
         json_key(&j, "records_ok"); json_u64(&j, g->records_ok);
         json_key(&j, "records_damaged"); json_u64(&j, g->records_bad);
+        json_key(&j, "records_missing"); json_u64(&j, g->records_missing);
+        json_key(&j, "repaired"); json_u64(&j, g->repaired);
         json_key(&j, "chunks_ok"); json_u64(&j, g->chunks_ok);
         json_key(&j, "chunks_missing"); json_u64(&j, g->chunks_missing);
         json_key(&j, "chunks_corrupt"); json_u64(&j, g->chunks_corrupt);
@@ -374,9 +380,10 @@ int cmd_verify(struct cli *c, int argc, char **argv)
     static const struct option opts[] = {{"run", required_argument, NULL, 'r'},
                                          {"snapshot", required_argument, NULL, 's'},
                                          {"quick", no_argument, NULL, 'k'},
+                                         {"repair", no_argument, NULL, 'R'},
                                          {"help", no_argument, NULL, 'h'}, {0}};
     const char *run = NULL, *id = NULL;
-    bool quick = false;
+    unsigned flags = 0;
     struct verify_result v;
     struct repo *r = NULL;
     struct buf err = BUF_INIT;
@@ -389,17 +396,20 @@ int cmd_verify(struct cli *c, int argc, char **argv)
         else if (opt == 's')
             id = optarg;
         else if (opt == 'k')
-            quick = true;
+            flags |= VERIFY_QUICK;
+        else if (opt == 'R')
+            flags |= VERIFY_REPAIR;
         else if (opt == 'h')
             return usage(verify_usage, 0);
         else
             return usage(verify_usage, EXIT_USAGE);
     }
-    if (optind != argc || (id && !run))
+    if (optind != argc || (id && !run) || flags == (VERIFY_QUICK | VERIFY_REPAIR))
         return usage(verify_usage, EXIT_USAGE);
-    if (cli_open_repo(c, 0, &r) < 0)
+    /* repair: a region that lost its repo object gets the agreed one */
+    if (cli_open_repo(c, (flags & VERIFY_REPAIR) ? REPO_CREATE : 0, &r) < 0)
         return 1;
-    e = verify_run(r, run, id, quick, cli_progress, c, &v, &err);
+    e = verify_run(r, run, id, flags, cli_progress, c, &v, &err);
     cli_progress_end(c);
     if (e < 0 && e != CKS_E_DIGEST)
         log_error("verify failed: %s", buf_str(&err));

@@ -17,6 +17,7 @@
 #include "base/log.h"
 #include "cli.h"
 #include "service/catalog.h"
+#include "service/lineage.h"
 #include "service/restore.h"
 
 static void fmt_time(int64_t t, char *out, size_t cap)
@@ -33,6 +34,8 @@ struct row {
     int64_t step, time;
     uint64_t files, bytes;
     unsigned regions;
+    int64_t gen;               /* --remote: lineage generation */
+    bool resume;               /* --remote: the run's resume point */
 };
 
 struct rows {
@@ -125,6 +128,7 @@ static int ls_remote(struct repo *r, const char *run, const char *id, struct row
         if (restore_find(r, w->run, w->id, &m, NULL, &err) == 0) {
             w->step = m.step;
             w->time = m.time;
+            w->gen = m.gen;
             for (size_t f = 0; f < m.nfiles; f++) {
                 w->files += m.files[f].type == MFILE_REG;
                 w->bytes += m.files[f].size;
@@ -139,9 +143,31 @@ static int ls_remote(struct repo *r, const char *run, const char *id, struct row
     return e;
 }
 
-static void ls_print(struct cli *c, const struct repo *r, struct rows *rows)
+/* Marks each run's resume point (service/lineage.h): what restore --latest
+ * and migrate-in take. */
+static void ls_mark_resume(struct repo *r, struct rows *rows)
+{
+    for (size_t k = 0; k < rows->n; k++) {
+        struct lineage_view v;
+        struct buf err = BUF_INIT;
+        const char *ids[1], *why[1];
+        if (k && !strcmp(rows->v[k - 1].run, rows->v[k].run))
+            continue; /* rows are sorted by run: one scan per run */
+        if (lineage_scan(r, r->regions, rows->v[k].run, &v, &err) == 0) {
+            if (lineage_candidates(r, &v, ids, why, 1) == 1)
+                for (size_t i = k; i < rows->n && !strcmp(rows->v[i].run, rows->v[k].run); i++)
+                    rows->v[i].resume = !strcmp(rows->v[i].id, ids[0]);
+            lineage_view_free(&v);
+        }
+        buf_free(&err);
+    }
+}
+
+static void ls_print(struct cli *c, struct repo *r, struct rows *rows, bool remote)
 {
     qsort(rows->v, rows->n, sizeof(*rows->v), row_cmp);
+    if (remote)
+        ls_mark_resume(r, rows);
     if (c->json) {
         struct buf b = BUF_INIT;
         struct json j;
@@ -158,6 +184,10 @@ static void ls_print(struct cli *c, const struct repo *r, struct rows *rows)
             json_key(&j, "bytes"); json_u64(&j, w->bytes);
             json_key(&j, "regions"); json_u64(&j, w->regions);
             json_key(&j, "durable"); json_bool(&j, w->regions >= r->conf.quorum);
+            if (remote) {
+                json_key(&j, "generation"); json_i64(&j, w->gen);
+                json_key(&j, "resume"); json_bool(&j, w->resume);
+            }
             json_obj_end(&j);
         }
         json_arr_end(&j);
@@ -165,8 +195,8 @@ static void ls_print(struct cli *c, const struct repo *r, struct rows *rows)
         buf_free(&b);
         return;
     }
-    printf("%-16s %-34s %10s %-20s %7s %10s %s\n", "RUN", "SNAPSHOT", "STEP", "TIME", "FILES",
-           "SIZE", "REGIONS");
+    printf("%-16s %-34s %10s %-20s %7s %10s %-7s%s\n", "RUN", "SNAPSHOT", "STEP", "TIME", "FILES",
+           "SIZE", "REGIONS", remote ? " GEN" : "");
     for (size_t k = 0; k < rows->n; k++) {
         const struct row *w = &rows->v[k];
         char t[32], sz[32], step[24];
@@ -176,15 +206,24 @@ static void ls_print(struct cli *c, const struct repo *r, struct rows *rows)
             snprintf(step, sizeof(step), "%lld", (long long)w->step);
         else
             snprintf(step, sizeof(step), "-");
-        printf("%-16s %-34s %10s %-20s %7llu %10s %u/%zu\n", w->run, w->id, step, t,
-               (unsigned long long)w->files, sz, w->regions, r->nregions);
+        char regions[16];
+        snprintf(regions, sizeof(regions), "%u/%zu", w->regions, r->nregions);
+        if (remote)
+            printf("%-16s %-34s %10s %-20s %7llu %10s %-7s %3lld%s\n", w->run, w->id, step, t,
+                   (unsigned long long)w->files, sz, regions, (long long)w->gen,
+                   w->resume ? "  <- resume point" : "");
+        else
+            printf("%-16s %-34s %10s %-20s %7llu %10s %s\n", w->run, w->id, step, t,
+                   (unsigned long long)w->files, sz, regions);
     }
 }
 
 static const char ls_usage[] =
     "usage: ckptsync ls [--run NAME] [--remote] [--json]\n"
     "Lists snapshots known to the local index, or (--remote) stored in the regions,\n"
-    "with the number of regions that committed each.\n";
+    "with the number of regions that committed each; --remote also shows each\n"
+    "snapshot's lineage generation and marks the run's resume point (what\n"
+    "restore --latest and migrate-in take).\n";
 
 int cmd_ls(struct cli *c, int argc, char **argv)
 {
@@ -220,7 +259,7 @@ int cmd_ls(struct cli *c, int argc, char **argv)
     if (e < 0)
         log_error("listing snapshots: %s", err_str(e));
     else
-        ls_print(c, r, &rows);
+        ls_print(c, r, &rows, remote);
     free(rows.v);
     repo_free(r);
     return e < 0 ? 1 : 0;

@@ -3,7 +3,8 @@
  * for users and for other implementations.
  *
  * This header only documents and names constants; it declares no
- * functions.  Everything below is version 1 of each format.  A reader that
+ * functions.  Everything below is version 1 of each format, except the
+ * manifest (version 2: a "gen" line; version 1 is still read).  A reader that
  * meets a version it does not know refuses the object (it never guesses).
  *
  * ==========================================================================
@@ -20,8 +21,26 @@
  *                                       chunk id, the 2 are its first two
  *   <prefix>/snapshots/<run>/<id>       the manifest of one snapshot
  *                                       (section 3)
- *   <prefix>/refs/<run>/latest          the run's newest committed snapshot
- *                                       (section 5)
+ *   <prefix>/commits/<run>/g<gen>.s<step>.<id>
+ *                                       snapshot <id> is committed in this
+ *                                       region (section 6)
+ *   <prefix>/lineage/<run>/g<gen>.claim.<16 hex>
+ *   <prefix>/lineage/<run>/g<gen>.handoff.s<step>.<id>
+ *                                       who owns the run; where the next
+ *                                       instance resumes (section 6)
+ *   <prefix>/repo.d/<32 hex>            a repository candidate, written only
+ *                                       while a repository is created on a
+ *                                       store that cannot refuse a second
+ *                                       create (section 4)
+ *   <prefix>/probe/<hex>                short-lived: the create-only probe
+ *
+ * Every key is written once and never rewritten by a reader-modifier: names
+ * carry a snapshot id (time + 32 random bits) or 64 random bits, so no two
+ * writers pick the same one.  The only object many writers create is
+ * `repo`, with a create-only put (If-None-Match: *, or link(2)) or through
+ * the candidates of section 4.  Version 1 wrote refs/<run>/latest and
+ * handoff/<run> (section 5); they are still read (handoffs as generation 0)
+ * and verified, never written.
  *
  * <run> and <id> use only [0-9A-Za-z._-]; an id never starts with '.', and
  * a run is never "." or "..", so neither can climb out of its key space.
@@ -63,6 +82,8 @@
  *                "host" SP text LF            source host, <= 256 bytes
  *                "instance" SP opt LF         instance type, <= 256 bytes
  *                "parent" SP opt LF           parent snapshot id
+ *                "gen" SP dec LF              lineage generation (section 6),
+ *                                             <= 999999999999; version 2 only
  *                "root" SP opt LF             snapshot root inside the run
  *                                             (a path); "-" = the whole run
  *                "chunker" SP "fastcdc2020" SP min SP avg SP max SP nc LF
@@ -108,7 +129,7 @@
  *
  * Example:
  *
- *   ckptsync-manifest 1
+ *   ckptsync-manifest 2
  *   id 20261201T000701Z-3f2a9c1b7d0e
  *   run r1
  *   step 1000
@@ -116,6 +137,7 @@
  *   host gpu-17
  *   instance p5.48xlarge
  *   parent -
+ *   gen 0
  *   root checkpoint-1000
  *   chunker fastcdc2020 1048576 4194304 16777216 1
  *   files 2
@@ -143,36 +165,85 @@
  *
  * Other values of hash, compression and encryption are reserved for later
  * versions.  Every region holds the same repo object; a daemon that finds
- * two that differ refuses to write.
+ * two that differ refuses to write (`ckptsync repo adopt REGION` repairs).
+ *
+ * Creation.  Where every region enforces create-only puts, the first
+ * region of the configuration decides: the creator whose create-only put
+ * of `repo` succeeds there wins, the others adopt it.  Otherwise each
+ * creator that lists no candidate writes its own repo object as
+ * repo.d/<its id>, waits create_settle seconds, lists repo.d/ in every
+ * region and writes the candidate with the smallest id as `repo`.
  *
  * ==========================================================================
- * 5. Latest ref (refs/<run>/latest)
+ * 5. Version 1: latest ref (refs/<run>/latest), handoff (handoff/<run>)
  * ==========================================================================
  *
- * One line: the id of the run's newest snapshot committed in this region,
- * then its step (-1 when unknown):
+ * Written by version 1 only; read (a handoff counts as generation 0) and
+ * verified, never written now.  A latest ref is one line:
  *
  *   <snapshot id> SP <step> LF
  *
- * The step lets a writer refuse to move the ref backwards (an older
- * checkpoint committed late) without fetching the manifest it names.
+ * A shared object rewritten by every writer loses updates when two write
+ * at once; the commit records below replaced it.
  *
  * ==========================================================================
- * 6. Durability order
+ * 6. Commit, claim and handoff records (commits/, lineage/)
+ * ==========================================================================
+ *
+ * Write-once; what a reader decides on is in the key, so one listing per
+ * region answers "what is committed and what is newest", no GET needed:
+ *
+ *   commits/<run>/g<gen>.s<step>.<id>          written after the manifest
+ *   lineage/<run>/g<gen>.claim.<16 hex>        an instance adopted the run
+ *   lineage/<run>/g<gen>.handoff.s<step>.<id>  the owner of <gen> left at <id>
+ *
+ * gen and step: "0" / %x31-39 *DIGIT ("-1" for an unknown step).  The body
+ * is text, lines in this order, fields in [A-Za-z0-9._-]:
+ *
+ *   ckptsync-commit 1          (or ckptsync-claim 1, ckptsync-handoff 1)
+ *   run <run>
+ *   gen <gen>
+ *   snapshot <id>              claim: the snapshot it resumed from, or "-"
+ *   step <step>
+ *   tag <16 hex>               claim only; "-" otherwise
+ *   host <name>
+ *   instance <type>            or "-"
+ *   time <unix seconds>
+ *   manifest <sha256 hex>      commit only: of the manifest's bytes; "-"
+ *   end <sha256 of every byte before this line>
+ *
+ * A body that disagrees with its key is damaged.
+ *
+ * Generations.  Each manifest carries the generation of the instance that
+ * wrote it.  migrate-in writes a claim for G+1 (G: the highest generation
+ * any region shows for the run) and writes the run at G+1 from then on; an
+ * instance that writes a run it never adopted joins the current one.  The
+ * resume point of a run: the highest generation G; its newest handoff's
+ * snapshot if one exists; else its newest snapshot (a known step beats
+ * none, then the higher step, then the later id); else the snapshot G's
+ * claim resumed from; else the same for G-1.
+ *
+ * ==========================================================================
+ * 7. Durability order
+
  * ==========================================================================
  *
  * Kept everywhere, so that a crash at any instant loses nothing that was
  * acknowledged and never exposes a snapshot whose data is missing:
  *
  *   1. chunk data durable      (every chunk the snapshot references is
- *                               stored and confirmed in the region)
+ *                               stored in the region, and confirmed by
+ *                               the region during this snapshot: uploaded,
+ *                               or found by a HEAD or a listing; the local
+ *                               index's memory is not enough)
  *   2. index committed         (one LMDB transaction records it locally)
  *   3. manifest published      (snapshots/<run>/<id>, in that region)
- *   4. latest ref moved        (refs/<run>/latest, in that same region)
+ *   4. commit record written   (commits/<run>/..., in that same region)
  *   5. caller told             (once `quorum` regions reached step 4)
  *
- * So a manifest that exists names only chunks that exist in its region,
- * and a latest ref names only a manifest that exists in its region.
+ * So a manifest that exists names only chunks that existed in its region
+ * when it was published, and a commit record names only a manifest that
+ * exists in its region.
  */
 #ifndef CKPTSYNC_FORMAT_H
 #define CKPTSYNC_FORMAT_H
@@ -181,7 +252,10 @@
 #define CKS_KEY_REPO "repo"
 #define CKS_KEY_CHUNKS "chunks"       /* chunks/<2 hex>/<64 hex> */
 #define CKS_KEY_SNAPSHOTS "snapshots" /* snapshots/<run>/<id> */
-#define CKS_KEY_REFS "refs"           /* refs/<run>/latest */
+#define CKS_KEY_COMMITS "commits"     /* commits/<run>/g<gen>.s<step>.<id> */
+#define CKS_KEY_LINEAGE "lineage"     /* lineage/<run>/g<gen>.(claim|handoff)... */
+#define CKS_KEY_REPO_CANDIDATES "repo.d"
+#define CKS_KEY_REFS "refs"           /* version 1: refs/<run>/latest */
 #define CKS_KEY_LATEST "latest"
 
 /* 2. Chunk object. */

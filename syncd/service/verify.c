@@ -8,6 +8,17 @@
  * taken from any region that holds a valid copy; the distinct chunks of
  * all of them are then fetched from each region and decoded, which checks
  * the object format and the SHA-256 of the content.
+ *
+ * Records (commits/, lineage/, and the version-1 refs/ and handoff/) are
+ * listed in every region and merged: each copy is read and checked
+ * against its key; a region that lacks a record others hold is reported
+ * (not a failure: readers merge the regions' listings).
+ *
+ * With repair, whatever a region lacks or holds damaged is copied from a
+ * region whose copy checked out: chunks (decoded and hashed first),
+ * manifests (parsed; their commit record is written with them, which is
+ * deterministic), records (checked against their key).  Nothing is ever
+ * repaired from an unchecked copy, and every repair is counted.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -22,6 +33,7 @@
 #include "engine/ref.h"
 #include "service/catalog.h"
 #include "service/restore.h"
+#include "service/snapshot.h"
 #include "service/verify.h"
 
 static int chunk_cmp(const void *a, const void *b)
@@ -31,7 +43,7 @@ static int chunk_cmp(const void *a, const void *b)
 
 struct vctx {
     struct repo *r;
-    bool quick;
+    bool quick, repair;
     struct verify_result *res;
     struct mchunk *chunks;
     size_t nchunks, cap;
@@ -54,48 +66,112 @@ static int vctx_add_chunks(struct vctx *v, const struct manifest *m)
     return 0;
 }
 
+/* Copies the manifest of (run, id) from region good to region i, with its
+ * commit record. */
+static int verify_repair_manifest(struct vctx *v, size_t good, size_t i, const struct manifest *m)
+{
+    char key[REGION_KEY_MAX];
+    struct buf data = BUF_INIT;
+    snprintf(key, sizeof(key), "snapshots/%s/%s", m->run, m->id);
+    int e = region_get(v->r->regions[good], key, MANIFEST_MAX_BYTES, &data);
+    if (e == 0)
+        e = snapshot_publish(v->r->regions[i], m, data.data, data.len);
+    if (e == 0)
+        log_info("region '%s': manifest \"%s\" repaired from region '%s'",
+                 v->r->regions[i]->conf.name, key, v->r->regions[good]->conf.name);
+    else
+        log_error("region '%s': repairing manifest \"%s\": %s", v->r->regions[i]->conf.name, key,
+                  region_last_error(v->r->regions[i]));
+    buf_free(&data);
+    return e;
+}
+
 /* Checks every region's copy of the manifest (present, parses, names this
  * snapshot); collects the chunks of the first good copy. */
 static int verify_manifest(struct vctx *v, const char *run, const char *id)
 {
-    bool have = false;
+    struct manifest m;
+    size_t good = SIZE_MAX;
+    int state[CONFIG_MAX_REGIONS] = {0}; /* 0 ok, 1 missing, 2 damaged */
     int e = 0;
     for (size_t i = 0; i < v->r->nregions; i++) {
-        struct manifest m;
+        struct manifest one;
         if (v->r->health[i])
             continue;
-        int g = restore_manifest_in(v->r, i, run, id, &m);
+        int g = restore_manifest_in(v->r, i, run, id, good == SIZE_MAX ? &m : &one);
         if (g == -ENOENT) {
+            state[i] = 1;
             v->res->region[i].manifests_missing++;
             log_error("region '%s': manifest \"snapshots/%s/%s\" is missing",
                       v->r->regions[i]->conf.name, run, id);
-            continue;
-        }
-        if (g < 0) { /* restore_manifest_in said what is wrong */
+        } else if (g < 0) { /* restore_manifest_in said what is wrong */
+            state[i] = 2;
             v->res->region[i].manifests_bad++;
-            continue;
+        } else {
+            v->res->region[i].manifests_ok++;
+            if (good == SIZE_MAX)
+                good = i;
+            else
+                manifest_free(&one);
         }
-        v->res->region[i].manifests_ok++;
-        if (!have) {
-            e = vctx_add_chunks(v, &m);
-            have = true;
-        }
-        manifest_free(&m);
     }
-    if (have)
-        v->res->snapshots++;
-    else
+    if (good == SIZE_MAX) {
         log_error("snapshot %s of run '%s': no region holds a valid manifest", id, run);
+        return 0;
+    }
+    v->res->snapshots++;
+    for (size_t i = 0; v->repair && i < v->r->nregions; i++) {
+        if (!state[i] || v->r->health[i] || verify_repair_manifest(v, good, i, &m) < 0)
+            continue;
+        if (state[i] == 1)
+            v->res->region[i].manifests_missing--;
+        else
+            v->res->region[i].manifests_bad--;
+        v->res->region[i].manifests_ok++;
+        v->res->region[i].repaired++;
+    }
+    e = vctx_add_chunks(v, &m);
+    manifest_free(&m);
     return e;
 }
 
 /* ---- records ------------------------------------------------------------- */
 
-struct rec_ctx {
-    struct vctx *v;
-    size_t i;
-    struct buf data;
+/* A record key and the regions (bit per index) whose listing has it. */
+struct rec_key {
+    char key[REGION_KEY_MAX];
+    uint32_t mask;
 };
+
+struct rec_list {
+    struct rec_key *v;
+    size_t n, cap;
+    uint32_t bit;
+};
+
+static int rec_list_cb(void *ud, const char *key, uint64_t size)
+{
+    struct rec_list *l = ud;
+    (void)size;
+    for (size_t k = l->n; k-- > 0;)
+        if (!strcmp(l->v[k].key, key)) {
+            l->v[k].mask |= l->bit;
+            return 0;
+        }
+    if (strlen(key) >= REGION_KEY_MAX)
+        return 0;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 64;
+        struct rec_key *p = realloc(l->v, cap * sizeof(*p));
+        if (!p)
+            return -ENOMEM;
+        l->v = p;
+        l->cap = cap;
+    }
+    snprintf(l->v[l->n].key, REGION_KEY_MAX, "%s", key);
+    l->v[l->n++].mask = l->bit;
+    return 0;
+}
 
 static int verify_record_body(const char *key, const uint8_t *d, size_t n)
 {
@@ -110,39 +186,75 @@ static int verify_record_body(const char *key, const uint8_t *d, size_t n)
     return e == 0 && strcmp(key + strlen("handoff/"), h.run) ? CKS_E_MISMATCH : e;
 }
 
-static int record_cb(void *ud, const char *key, uint64_t size)
+/* One record in every region that lists it; a good copy kept in good. */
+static void verify_record(struct vctx *v, const struct rec_key *k, struct buf *good,
+                          uint32_t *ret_bad)
 {
-    struct rec_ctx *c = ud;
-    struct region *rg = c->v->r->regions[c->i];
-    struct verify_region_result *res = &c->v->res->region[c->i];
-    (void)size;
-    buf_reset(&c->data);
-    int e = region_get(rg, key, LINEAGE_MAX_BYTES, &c->data);
-    if (e == -ENOENT)
-        return 0; /* removed since the listing */
-    if (e == 0)
-        e = verify_record_body(key, c->data.data, c->data.len);
-    if (e == 0) {
-        res->records_ok++;
-    } else {
-        res->records_bad++;
-        log_error("region '%s': record \"%s\" is damaged: %s", rg->conf.name, key,
+    struct buf data = BUF_INIT;
+    *ret_bad = 0;
+    buf_reset(good);
+    for (size_t i = 0; i < v->r->nregions; i++) {
+        struct region *rg = v->r->regions[i];
+        if (v->r->health[i] || !(k->mask & (1u << i)))
+            continue;
+        buf_reset(&data);
+        int e = region_get(rg, k->key, LINEAGE_MAX_BYTES, &data);
+        if (e == -ENOENT)
+            continue; /* removed since the listing */
+        if (e == 0)
+            e = verify_record_body(k->key, data.data, data.len);
+        if (e == 0) {
+            v->res->region[i].records_ok++;
+            if (!good->len)
+                buf_append(good, data.data, data.len);
+            continue;
+        }
+        *ret_bad |= 1u << i;
+        v->res->region[i].records_bad++;
+        log_error("region '%s': record \"%s\" is damaged: %s", rg->conf.name, k->key,
                   e == CKS_E_MISMATCH ? "its body disagrees with its key" : err_str(e));
     }
-    return 0;
+    buf_free(&data);
+}
+
+/* Regions lacking a record the others hold, or holding it damaged. */
+static void verify_record_gaps(struct vctx *v, const struct rec_key *k, const struct buf *good,
+                               uint32_t bad)
+{
+    for (size_t i = 0; i < v->r->nregions; i++) {
+        struct region *rg = v->r->regions[i];
+        bool missing = !(k->mask & (1u << i)), damaged = bad & (1u << i);
+        if (v->r->health[i] || (!missing && !damaged))
+            continue;
+        if (missing) {
+            v->res->region[i].records_missing++;
+            log_warn("region '%s': record \"%s\" is missing (other regions hold it)", rg->conf.name,
+                     k->key);
+        }
+        if (!v->repair || !good->len || region_put(rg, k->key, good->data, good->len) < 0)
+            continue;
+        log_info("region '%s': record \"%s\" repaired", rg->conf.name, k->key);
+        v->res->region[i].repaired++;
+        if (damaged) {
+            v->res->region[i].records_bad--;
+            v->res->region[i].records_ok++;
+        } else {
+            v->res->region[i].records_missing--;
+        }
+    }
 }
 
 /* Every commit, claim and handoff record (of run, or of all runs), and the
  * version-1 refs and handoffs, in every healthy region. */
-static void verify_records(struct vctx *v, const char *run)
+static int verify_records(struct vctx *v, const char *run)
 {
     static const char *const tops[] = {"commits", "lineage", "refs", "handoff"};
-    struct rec_ctx c = {.v = v, .data = BUF_INIT};
-    for (size_t i = 0; i < v->r->nregions; i++) {
-        if (v->r->health[i])
-            continue;
-        c.i = i;
-        for (size_t k = 0; k < sizeof(tops) / sizeof(tops[0]); k++) {
+    struct rec_list l = {0};
+    struct buf good = BUF_INIT;
+    int e = 0;
+    for (size_t i = 0; i < v->r->nregions && e != -ENOMEM; i++) {
+        l.bit = 1u << i;
+        for (size_t k = 0; !v->r->health[i] && k < sizeof(tops) / sizeof(tops[0]); k++) {
             char prefix[REGION_KEY_MAX];
             if (run && k == 3)
                 snprintf(prefix, sizeof(prefix), "handoff/%s", run);
@@ -150,19 +262,29 @@ static void verify_records(struct vctx *v, const char *run)
                 snprintf(prefix, sizeof(prefix), "%s/%s/", tops[k], run);
             else
                 snprintf(prefix, sizeof(prefix), "%s/", tops[k]);
-            int e = region_list(v->r->regions[i], prefix, record_cb, &c);
+            e = region_list(v->r->regions[i], prefix, rec_list_cb, &l);
+            if (e == -ENOMEM)
+                break;
             if (e < 0 && e != -ENOENT) {
                 log_error("%s", region_last_error(v->r->regions[i]));
                 repo_region_fail(v->r, i, e);
-                break;
             }
+            e = 0;
         }
     }
-    buf_free(&c.data);
+    for (size_t k = 0; e == 0 && k < l.n; k++) {
+        uint32_t bad;
+        verify_record(v, &l.v[k], &good, &bad);
+        verify_record_gaps(v, &l.v[k], &good, bad);
+    }
+    free(l.v);
+    buf_free(&good);
+    return e;
 }
 
-static void verify_chunk_in(struct vctx *v, size_t i, const struct mchunk *c, struct chunkobj_ctx *z,
-                            struct buf *obj, struct buf *raw)
+/* 0 when region i holds the chunk intact, 1 missing, 2 corrupt. */
+static int verify_chunk_in(struct vctx *v, size_t i, const struct mchunk *c, struct chunkobj_ctx *z,
+                           struct buf *obj, struct buf *raw)
 {
     char key[REGION_KEY_MAX];
     struct region *rg = v->r->regions[i];
@@ -186,19 +308,46 @@ static void verify_chunk_in(struct vctx *v, size_t i, const struct mchunk *c, st
     }
     if (e == 0) {
         v->res->region[i].chunks_ok++;
-    } else if (e == -ENOENT) {
+        return 0;
+    }
+    if (e == -ENOENT) {
         v->res->region[i].chunks_missing++;
         log_error("region '%s': chunk \"%s\" is missing", rg->conf.name, key);
-    } else {
-        v->res->region[i].chunks_corrupt++;
-        log_error("region '%s': chunk \"%s\": %s", rg->conf.name, key, err_str(e));
+        return 1;
+    }
+    v->res->region[i].chunks_corrupt++;
+    log_error("region '%s': chunk \"%s\": %s", rg->conf.name, key, err_str(e));
+    return 2;
+}
+
+/* Puts the checked object good into the regions whose state says missing
+ * or corrupt. */
+static void verify_repair_chunk(struct vctx *v, const struct mchunk *c, const struct buf *good,
+                                const int *state)
+{
+    char key[REGION_KEY_MAX];
+    region_chunk_key(c->id, key);
+    for (size_t i = 0; i < v->r->nregions; i++) {
+        struct verify_region_result *res = &v->res->region[i];
+        if (!state[i] || v->r->health[i])
+            continue;
+        if (region_put(v->r->regions[i], key, good->data, good->len) < 0) {
+            log_error("%s", region_last_error(v->r->regions[i]));
+            continue;
+        }
+        if (state[i] == 1)
+            res->chunks_missing--;
+        else
+            res->chunks_corrupt--;
+        res->chunks_ok++;
+        res->repaired++;
     }
 }
 
 static int verify_chunks(struct vctx *v, void (*progress)(void *, uint64_t, uint64_t), void *ud)
 {
     struct chunkobj_ctx z = CHUNKOBJ_CTX_INIT;
-    struct buf obj = BUF_INIT, raw = BUF_INIT;
+    struct buf obj = BUF_INIT, raw = BUF_INIT, good = BUF_INIT;
     size_t out = 0;
     uint64_t done = 0;
 
@@ -211,9 +360,19 @@ static int verify_chunks(struct vctx *v, void (*progress)(void *, uint64_t, uint
     for (size_t k = 0; k < out; k++)
         v->res->bytes += v->chunks[k].len;
     for (size_t k = 0; k < out; k++) {
-        for (size_t i = 0; i < v->r->nregions; i++)
-            if (!v->r->health[i])
-                verify_chunk_in(v, i, &v->chunks[k], &z, &obj, &raw);
+        int state[CONFIG_MAX_REGIONS] = {0};
+        bool bad = false;
+        buf_reset(&good);
+        for (size_t i = 0; i < v->r->nregions; i++) {
+            if (v->r->health[i])
+                continue;
+            state[i] = verify_chunk_in(v, i, &v->chunks[k], &z, &obj, &raw);
+            bad |= state[i] != 0;
+            if (!state[i] && !good.len && v->repair)
+                buf_append(&good, obj.data, obj.len);
+        }
+        if (bad && good.len)
+            verify_repair_chunk(v, &v->chunks[k], &good, state);
         done += v->chunks[k].len;
         if (progress)
             progress(ud, done, v->res->bytes);
@@ -221,6 +380,7 @@ static int verify_chunks(struct vctx *v, void (*progress)(void *, uint64_t, uint
     chunkobj_ctx_free(&z);
     buf_free(&obj);
     buf_free(&raw);
+    buf_free(&good);
     return 0;
 }
 
@@ -248,13 +408,14 @@ static int verify_select(struct repo *r, const char *run, const char *id,
     return e;
 }
 
-int verify_run(struct repo *r, const char *run, const char *id, bool quick,
+int verify_run(struct repo *r, const char *run, const char *id, unsigned flags,
                void (*progress)(void *ud, uint64_t done, uint64_t total), void *ud,
                struct verify_result *ret, struct buf *err)
 {
     struct catalog_snap *snaps = NULL;
     size_t nsnaps = 0;
-    struct vctx v = {.r = r, .res = ret, .quick = quick};
+    struct vctx v = {.r = r, .res = ret, .quick = (flags & VERIFY_QUICK) && !(flags & VERIFY_REPAIR),
+                     .repair = flags & VERIFY_REPAIR};
     int e;
 
     memset(ret, 0, sizeof(*ret));
@@ -268,7 +429,7 @@ int verify_run(struct repo *r, const char *run, const char *id, bool quick,
     for (size_t k = 0; k < nsnaps && e == 0; k++)
         e = verify_manifest(&v, snaps[k].run, snaps[k].id);
     if (e == 0 && !id)
-        verify_records(&v, run);
+        e = verify_records(&v, run);
     if (e == 0)
         e = verify_chunks(&v, progress, ud);
     for (size_t i = 0; i < r->nregions; i++) {

@@ -20,6 +20,8 @@ struct verify_region_result {
     uint64_t manifests_ok, manifests_missing, manifests_bad;
     /* commit, claim and handoff records (and version-1 refs/handoffs) */
     uint64_t records_ok, records_bad;
+    uint64_t records_missing;  /* held by other regions, not this one (not a failure) */
+    uint64_t repaired;         /* objects copied in from a region with a good copy */
     uint64_t chunks_ok, chunks_missing, chunks_corrupt;
 };
 
@@ -33,9 +35,12 @@ struct verify_result {
 
 /* Returns 0 when every region is complete and intact, CKS_E_DIGEST when
  * anything is missing or corrupt, another negative code on failure. */
-/* quick: read only each chunk object's header (a ranged read) and check
- * it names the right length, instead of reading and hashing everything. */
-int verify_run(struct repo *r, const char *run, const char *id, bool quick,
+/* VERIFY_QUICK: read only each chunk object's header (a ranged read) and
+ * check it names the right length, instead of reading and hashing
+ * everything.  VERIFY_REPAIR: copy what a region lacks or holds damaged
+ * from a region whose copy checked out (reads everything: no quick). */
+enum verify_flags { VERIFY_QUICK = 1 << 0, VERIFY_REPAIR = 1 << 1 };
+int verify_run(struct repo *r, const char *run, const char *id, unsigned flags,
                void (*progress)(void *ud, uint64_t done, uint64_t total), void *ud,
                struct verify_result *ret, struct buf *err);
 /* Is the region complete and intact? */
