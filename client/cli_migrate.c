@@ -339,7 +339,10 @@ int cmd_migrate_in(struct cli *c, int argc, char **argv)
             struct json j;
             json_init(&j, &b);
             json_obj_begin(&j);
-            json_key(&j, "path"); json_strn(&j, dir, strlen(dir));
+            char path[PATH_MAX + MANIFEST_MAX_PATH + 2];
+            snprintf(path, sizeof(path), "%s/%s", dir, res.root);
+            json_key(&j, "path"); json_strn(&j, path, strlen(path)); /* what the plain output prints */
+            json_key(&j, "dir"); json_strn(&j, dir, strlen(dir));
             json_key(&j, "root"); json_str(&j, res.root);
             json_key(&j, "id"); json_str(&j, res.id);
             json_key(&j, "step"); json_i64(&j, res.step);

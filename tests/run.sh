@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # run.sh — the whole test suite, as CI runs it: installs what the tests
 # need, builds with ASan+UBSan and -Werror, fuzzes every parser briefly
-# with libFuzzer, then runs every test under ctest.
+# with libFuzzer, then runs every test under ctest, then the daemon tests
+# again under ThreadSanitizer.
 #   tests/run.sh [ctest args...]      e.g. tests/run.sh -R e2e
 #   CKS_FUZZ_SECONDS=0 skips the fuzzing run.
 set -euo pipefail
@@ -25,3 +26,15 @@ if [ "${CKS_FUZZ_SECONDS:-15}" != 0 ]; then
 fi
 cd "$build"
 ctest --output-on-failure -j2 --timeout 1200 "$@"
+# The daemon's threads under ThreadSanitizer (a race it reports stops the
+# daemon, so the test fails): the dir variants of the daemon and
+# many-instance tests.  CKS_TSAN=0 skips it.
+if [ "${CKS_TSAN:-1}" != 0 ] && [ $# -eq 0 ]; then
+  cmake -S "$top" -B "$top/build-tsan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCKS_TSAN=ON \
+        -DCKS_WERROR=ON > /dev/null
+  cmake --build "$top/build-tsan" -j"$(nproc)"
+  cd "$top/build-tsan"
+  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+    ctest --output-on-failure -j2 --timeout 1200 \
+      -R 'integration/test-(daemon-(config|hf|outage|torn)|migrate|preempt|multi-writers|multi-lineage|multi-presence)$'
+fi

@@ -63,14 +63,20 @@ static bool parse_num(const char *s, size_t n, bool allow_unknown, int64_t max, 
     return true;
 }
 
+/* "-" is a valid snapshot id but the body's spelling of "none". */
+static bool id_ok(const char *id)
+{
+    return manifest_id_check(id) == 0 && strcmp(id, "-");
+}
+
 static int rec_check(const struct lineage_rec *r)
 {
     if ((unsigned)r->kind > LINEAGE_HANDOFF || manifest_run_check(r->run) < 0 || r->gen < 0 ||
         r->gen > LINEAGE_GEN_MAX || r->step < -1 || r->time < 0)
         return -EINVAL;
-    if (r->kind != LINEAGE_CLAIM && manifest_id_check(r->id) < 0)
+    if (r->kind != LINEAGE_CLAIM && !id_ok(r->id))
         return -EINVAL;
-    if (r->kind == LINEAGE_CLAIM && ((r->id[0] && manifest_id_check(r->id) < 0) ||
+    if (r->kind == LINEAGE_CLAIM && ((r->id[0] && !id_ok(r->id)) ||
                                      !hex_field(r->tag, LINEAGE_CLAIM_HEX)))
         return -EINVAL;
     return 0;
@@ -121,7 +127,7 @@ static int key_rest(const char *p, struct lineage_rec *r)
         return 0;
     }
     if (!key_num(&p, 's', true, INT64_MAX, &r->step) || strlen(p) > MANIFEST_ID_MAX ||
-        manifest_id_check(p) < 0)
+        !id_ok(p))
         return CKS_E_FORMAT;
     memcpy(r->id, p, strlen(p) + 1);
     return 0;
@@ -189,7 +195,7 @@ int lineage_encode(const struct lineage_rec *r, struct buf *out)
 
 struct lp {
     const char *p, *end;
-    char line[256];
+    char line[MANIFEST_MAX_FIELD + 1]; /* the longest value: a run name */
 };
 
 /* Next line, which must be "<key> <value>" with a field-charset value. */
@@ -197,7 +203,7 @@ static const char *lp_field(struct lp *l, const char *key)
 {
     const char *nl = memchr(l->p, '\n', (size_t)(l->end - l->p));
     size_t n = nl ? (size_t)(nl - l->p) : 0, kl = strlen(key);
-    if (!nl || n >= sizeof(l->line) || n <= kl + 1 || memcmp(l->p, key, kl) || l->p[kl] != ' ')
+    if (!nl || n <= kl + 1 || n - kl - 1 >= sizeof(l->line) || memcmp(l->p, key, kl) || l->p[kl] != ' ')
         return NULL;
     memcpy(l->line, l->p + kl + 1, n - kl - 1);
     l->line[n - kl - 1] = 0;

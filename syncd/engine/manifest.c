@@ -445,12 +445,12 @@ static int check_header(const struct manifest *m, size_t *ret_line, const char *
     CHECK(6, check_text(m->host, MANIFEST_MAX_FIELD, true), "host missing, empty or too long");
     CHECK(7, check_text(m->instance, MANIFEST_MAX_FIELD, false), "instance empty or too long");
     CHECK(8, m->parent ? manifest_id_check(m->parent) : 0, "invalid parent id");
-    CHECK(8, m->gen < 0 || m->gen > MANIFEST_GEN_MAX ? CKS_E_FORMAT : 0, "generation out of range");
-    CHECK(9, m->root ? manifest_path_check(m->root) : 0, "unsafe root path");
-    CHECK(10, check_chunker(m->chunk_min, m->chunk_avg, m->chunk_max, m->normalization, ret_what),
+    CHECK(9, m->gen < 0 || m->gen > MANIFEST_GEN_MAX ? CKS_E_FORMAT : 0, "generation out of range");
+    CHECK(10, m->root ? manifest_path_check(m->root) : 0, "unsafe root path");
+    CHECK(11, check_chunker(m->chunk_min, m->chunk_avg, m->chunk_max, m->normalization, ret_what),
           *ret_what);
-    CHECK(11, m->nfiles > MANIFEST_MAX_FILES ? CKS_E_LIMIT : 0, "too many files");
-    CHECK(12, m->nchunks > MANIFEST_MAX_CHUNKS ? CKS_E_LIMIT : 0, "too many chunks");
+    CHECK(12, m->nfiles > MANIFEST_MAX_FILES ? CKS_E_LIMIT : 0, "too many files");
+    CHECK(13, m->nchunks > MANIFEST_MAX_CHUNKS ? CKS_E_LIMIT : 0, "too many chunks");
 #undef CHECK
     return 0;
 }

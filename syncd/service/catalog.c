@@ -104,9 +104,12 @@ static int units_add(struct catalog_unit **v, size_t *n, const struct manifest *
         memcpy(cur.id, u->id, sizeof(cur.id));
         cur.step = u->step;
         u->snapshots++;
-        if (ref_newer(&cand, &cur)) {
+        /* A higher generation first (service/lineage.h): an abandoned
+         * instance's late files never replace the adopter's. */
+        if (m->gen > u->gen || (m->gen == u->gen && ref_newer(&cand, &cur))) {
             memcpy(u->id, m->id, sizeof(u->id));
             u->step = m->step;
+            u->gen = m->gen;
         }
         return 0;
     }
@@ -119,6 +122,7 @@ static int units_add(struct catalog_unit **v, size_t *n, const struct manifest *
     snprintf(u->root, sizeof(u->root), "%s", m->root);
     memcpy(u->id, m->id, sizeof(u->id));
     u->step = m->step;
+    u->gen = m->gen;
     u->snapshots = 1;
     return 0;
 }

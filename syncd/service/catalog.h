@@ -31,8 +31,10 @@ int catalog_snapshots(struct repo *r, const char *run, struct catalog_snap **ret
 
 struct catalog_unit {
     char root[MANIFEST_MAX_PATH + 1];
-    char id[MANIFEST_ID_MAX + 1];     /* its newest snapshot (ref_newer order) */
+    char id[MANIFEST_ID_MAX + 1];     /* its newest snapshot: highest generation,
+                                       * then ref_newer order */
     int64_t step;                     /* -1: not a checkpoint (logs, configs) */
+    int64_t gen;
     size_t snapshots;                 /* how many the run holds of this unit */
 };
 

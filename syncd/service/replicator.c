@@ -339,6 +339,27 @@ static int rw_requeue(struct rworker *w, struct index_txn *t, uint64_t seq, cons
     return CKS_E_FORMAT;
 }
 
+/* A region replaced by an empty bucket (or wiped) lost its repo object
+ * too: write the agreed one back before committing anything there, or an
+ * instance configured with that region alone would start another
+ * repository.  One HEAD per publish. */
+static int rw_repo_present(struct rworker *w)
+{
+    struct buf obj = BUF_INIT;
+    int e = region_has(w->rg, "repo");
+    if (e != 0)
+        return e < 0 ? e : 0;
+    e = repoobj_encode(&w->rp->r->params, &obj);
+    if (e == 0)
+        e = region_preconditions(w->rg) == 1 ? region_put_new(w->rg, "repo", obj.data, obj.len)
+                                              : region_put(w->rg, "repo", obj.data, obj.len);
+    if (e == 0)
+        log_warn("region '%s' had lost its repo object (wiped, or replaced by an empty bucket); "
+                 "wrote repository %s there again", w->rg->conf.name, w->rp->r->params.id);
+    buf_free(&obj);
+    return e == -EEXIST ? 0 : e;
+}
+
 /* Before a publish: every chunk of the snapshot is in the region, by the
  * region's word.  1 when some were missing and are queued again. */
 static int rw_confirm(struct rworker *w, uint64_t seq)
@@ -348,7 +369,9 @@ static int rw_confirm(struct rworker *w, uint64_t seq)
     uint64_t estimate = 0;
     size_t n;
     struct index_txn *t;
-    int e = rw_unconfirmed(w, &v, &n, &estimate);
+    int e = rw_repo_present(w);
+    if (e == 0)
+        e = rw_unconfirmed(w, &v, &n, &estimate);
     if (e == 0)
         e = presence_confirm(w->rg, v, n, estimate, &st);
     if (e == 0 && st.missing)

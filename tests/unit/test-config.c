@@ -44,6 +44,7 @@ static void test_defaults(void **state)
     assert_string_equal(c->socket, "/var/lib/ckptsync/ckptsyncd.sock");
     assert_int_equal(c->quorum, 2);
     assert_int_equal(c->settle, 10);
+    assert_int_equal(c->create_settle, 10);
     assert_int_equal(c->memory, 1u << 30);
     assert_int_equal(c->chunk_min, 1u << 19);
     assert_int_equal(c->chunk_avg, 2u << 20);
@@ -67,6 +68,7 @@ static void test_defaults(void **state)
         assert_true(r->tls_verify);
         assert_int_equal(r->connections, 16);
         assert_int_equal(r->bandwidth, 0);
+        assert_false(r->no_preconditions); /* auto */
     }
     /* The embedded default is itself valid, and an empty file is the default. */
     struct buf err = BUF_INIT;
@@ -219,6 +221,60 @@ static void test_valid_small(void **state)
     free(c);
 }
 
+/* Keys whose value is a word or a bounded number: what each gives. */
+struct value_case {
+    const char *text;
+    bool no_preconditions; /* of regions[0] */
+    unsigned create_settle;
+};
+
+static const struct value_case value_cases[] = {
+    {"[region.x]\npath = /r\n", false, 10},
+    {"[region.x]\npath = /r\npreconditions = auto\n", false, 10},
+    {"[region.x]\npath = /r\npreconditions = none\n", true, 10},
+    {"[region.x]\npath = /r\npreconditions = NONE\n", true, 10},
+    {"[region.x]\npath = /r\npreconditions = Auto\n", false, 10},
+    {"[region.x]\nkind = s3\nendpoint = http://h\nbucket = b\npreconditions = none\n", true,
+     10},
+    {"[daemon]\ncreate_settle = 1\n[region.x]\npath = /r\n[daemon]\nquorum = 1\n", false, 1},
+    {"[daemon]\ncreate_settle = 600\nquorum = 1\n[region.x]\npath = /r\n", false, 600},
+    {"[daemon]\ncreate_settle: 30\nquorum = 1\n[region.x]\npath = /r\npreconditions = none\n",
+     true, 30},
+};
+
+static void test_values(void **state)
+{
+    struct config *c = cfg_new();
+    struct buf err = BUF_INIT;
+    for (size_t i = 0; i < sizeof(value_cases) / sizeof(value_cases[0]); i++) {
+        const struct value_case *v = &value_cases[i];
+        /* one region: the default quorum of 2 would be refused */
+        struct buf text = BUF_INIT;
+        assert_int_equal(buf_puts(&text, v->text), 0);
+        if (!strstr(v->text, "quorum"))
+            assert_int_equal(buf_puts(&text, "[daemon]\nquorum = 1\n"), 0);
+        int r = parse(buf_str(&text), c, &err);
+        if (r != 0)
+            fail_msg("case %zu: unexpected error: %s", i, buf_str(&err));
+        assert_int_equal(c->nregions, 1);
+        if (c->regions[0].no_preconditions != v->no_preconditions)
+            fail_msg("case %zu: no_preconditions %d, want %d", i, c->regions[0].no_preconditions,
+                     v->no_preconditions);
+        if (c->create_settle != v->create_settle)
+            fail_msg("case %zu: create_settle %u, want %u", i, c->create_settle, v->create_settle);
+        buf_free(&text);
+    }
+    /* each region has its own mode */
+    assert_int_equal(parse("[region.a]\npath = /r/a\npreconditions = none\n"
+                           "[region.b]\npath = /r/b\n",
+                           c, &err),
+                     0);
+    assert_true(c->regions[0].no_preconditions);
+    assert_false(c->regions[1].no_preconditions);
+    buf_free(&err);
+    free(c);
+}
+
 struct err_case {
     const char *text;
     int line;         /* expected line, 0 = none in the message */
@@ -306,6 +362,26 @@ static const struct err_case err_cases[] = {
     {"[daemon\nwatch = /a\n", 1, NULL, "syntax error"},
     {"[daemon]\nbad line\nfoo = 1\n", 2, NULL, "syntax error"},
     {"[daemon] x\n", 1, NULL, "syntax error: text after ']'"},
+    /* [region.X] preconditions = auto|none */
+    {"[region.x]\npath = /r\npreconditions = sometimes\n", 3, "[region.x] preconditions",
+     "'sometimes' is not a preconditions mode (auto or none)"},
+    {"[region.x]\nkind = s3\nendpoint = http://h\nbucket = b\npreconditions = off\n", 5,
+     "[region.x] preconditions", "not a preconditions mode"},
+    {"[region.x]\npath = /r\npreconditions =\n", 3, "[region.x] preconditions",
+     "'' is not a preconditions mode"},
+    {"[region.x]\npath = /r\npreconditions = none\npreconditions = auto\n", 4,
+     "[region.x] preconditions", "duplicate key (first set on line 3)"},
+    {"[daemon]\npreconditions = none\n", 2, "[daemon] preconditions", "unknown key"},
+    /* [daemon] create_settle, 1..600 seconds */
+    {"[daemon]\ncreate_settle = 0\n", 2, "[daemon] create_settle", "0 is out of range (1 to 600)"},
+    {"[daemon]\ncreate_settle = 601\n", 2, "[daemon] create_settle",
+     "601 is out of range (1 to 600)"},
+    {"[daemon]\ncreate_settle = 99999999999999999999\n", 2, "create_settle", "not a number"},
+    {"[daemon]\ncreate_settle = 10s\n", 2, "create_settle", "'10s' is not a number"},
+    {"[daemon]\ncreate_settle = -1\n", 2, "create_settle", "not a number"},
+    {"[daemon]\ncreate_settle = 5\ncreate_settle = 5\n", 3, "[daemon] create_settle",
+     "duplicate key"},
+    {"[region.x]\npath = /r\ncreate_settle = 5\n", 3, "[region.x] create_settle", "unknown key"},
 };
 
 /* Does msg start with NAME ":<line>: " (line > 0) or NAME ": " (line 0)? */
@@ -464,6 +540,14 @@ static void test_finish(void **state)
     assert_int_equal(config_finish(c, &err), CKS_E_CONFIG);
     assert_string_equal(buf_str(&err), "[compress] level: 22 is out of range (1 to 19)");
     config_default(c);
+    c->create_settle = 0;
+    assert_int_equal(config_finish(c, &err), CKS_E_CONFIG);
+    assert_string_equal(buf_str(&err), "[daemon] create_settle: 0 is out of range (1 to 600)");
+    config_default(c);
+    c->create_settle = 601;
+    assert_int_equal(config_finish(c, &err), CKS_E_CONFIG);
+    assert_string_equal(buf_str(&err), "[daemon] create_settle: 601 is out of range (1 to 600)");
+    config_default(c);
     c->nregions = CONFIG_MAX_REGIONS + 1;
     assert_int_equal(config_finish(c, &err), CKS_E_CONFIG);
     buf_free(&err);
@@ -508,7 +592,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults),         cmocka_unit_test(test_full_file),
-        cmocka_unit_test(test_valid_small),      cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_valid_small),      cmocka_unit_test(test_values),
+        cmocka_unit_test(test_errors),
         cmocka_unit_test(test_nul_and_too_many), cmocka_unit_test(test_parse_size),
         cmocka_unit_test(test_finish),           cmocka_unit_test(test_load),
     };

@@ -1,6 +1,8 @@
 /*
  * test-fileio.c — atomic writes (content, mode, replacement, no temp file
- * left on success or failure), bounded reads, mkdir -p, the I/O loops.
+ * left on success or failure), create-once writes (a second writer gets
+ * -EEXIST and changes nothing, racing writers have one winner), bounded
+ * reads, mkdir -p, the I/O loops.
  * Everything happens in a fresh directory under /tmp.
  */
 #include <dirent.h>
@@ -14,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -125,6 +128,115 @@ static void test_write_atomic_at(void **state)
     path_in(s, "ref", path, sizeof(path));
     assert_file(path, "abc", 0640);
     assert_int_equal(count_entries(s->dir), 1);
+}
+
+/* Create-once: the name is made, or -EEXIST and nothing changes. */
+static void test_write_new_at(void **state)
+{
+    struct scratch *s = *state;
+    char path[512];
+    int dfd = open(s->dir, O_RDONLY | O_DIRECTORY);
+    assert_true(dfd >= 0);
+
+    mode_t old = umask(077); /* the mode given is the mode we get */
+    assert_int_equal(fileio_write_new_at(dfd, "commit", "first", 5, 0644), 0);
+    umask(old);
+    path_in(s, "commit", path, sizeof(path));
+    assert_file(path, "first", 0644);
+    assert_int_equal(count_entries(s->dir), 1);
+
+    /* a second writer of the same name loses, whatever it brings */
+    assert_int_equal(fileio_write_new_at(dfd, "commit", "second", 6, 0600), -EEXIST);
+    assert_int_equal(fileio_write_new_at(dfd, "commit", "", 0, 0644), -EEXIST);
+    assert_int_equal(fileio_write_new_at(dfd, "commit", "first", 5, 0644), -EEXIST);
+    assert_file(path, "first", 0644);
+    assert_int_equal(count_entries(s->dir), 1); /* no temp file left */
+
+    /* anything by that name counts: a directory, a dangling symlink */
+    path_in(s, "dir", path, sizeof(path));
+    assert_int_equal(mkdir(path, 0755), 0);
+    assert_int_equal(fileio_write_new_at(dfd, "dir", "x", 1, 0644), -EEXIST);
+    path_in(s, "link", path, sizeof(path));
+    assert_int_equal(symlink("target", path), 0);
+    assert_int_equal(fileio_write_new_at(dfd, "link", "x", 1, 0644), -EEXIST);
+    path_in(s, "target", path, sizeof(path));
+    assert_int_equal(access(path, F_OK), -1); /* not followed */
+    assert_int_equal(count_entries(s->dir), 3);
+
+    /* an empty file, a long name (the temp name is shortened) */
+    assert_int_equal(fileio_write_new_at(dfd, "empty", "", 0, 0640), 0);
+    path_in(s, "empty", path, sizeof(path));
+    assert_file(path, "", 0640);
+    char longname[256];
+    memset(longname, 'n', 250);
+    longname[250] = 0;
+    assert_int_equal(fileio_write_new_at(dfd, longname, "x", 1, 0644), 0);
+    assert_int_equal(fileio_write_new_at(dfd, longname, "y", 1, 0644), -EEXIST);
+    path_in(s, longname, path, sizeof(path));
+    assert_file(path, "x", 0644);
+    assert_int_equal(count_entries(s->dir), 5);
+
+    /* names that are not one component */
+    static const char *const bad[] = {"a/b", "", ".", "..", "/abs"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        if (fileio_write_new_at(dfd, bad[i], "x", 1, 0644) != -EINVAL)
+            fail_msg("name \"%s\" accepted", bad[i]);
+    assert_int_equal(count_entries(s->dir), 5);
+    close(dfd);
+
+    /* a directory fd that is not one; a directory removed under us */
+    assert_int_equal(fileio_write_new_at(-1, "x", "x", 1, 0644), -EBADF);
+    path_in(s, "gone", path, sizeof(path));
+    assert_int_equal(mkdir(path, 0755), 0);
+    int gfd = open(path, O_RDONLY | O_DIRECTORY);
+    assert_true(gfd >= 0);
+    assert_int_equal(rmdir(path), 0);
+    assert_int_equal(fileio_write_new_at(gfd, "x", "x", 1, 0644), -ENOENT);
+    close(gfd);
+    assert_int_equal(count_entries(s->dir), 5);
+}
+
+/* Many writers race for one name: exactly one wins, the file is its
+ * bytes, and no temp file is left. */
+static void test_write_new_at_race(void **state)
+{
+    struct scratch *s = *state;
+    enum { WRITERS = 8, ROUNDS = 20 };
+    int dfd = open(s->dir, O_RDONLY | O_DIRECTORY);
+    assert_true(dfd >= 0);
+    for (int round = 0; round < ROUNDS; round++) {
+        char name[32];
+        pid_t pids[WRITERS];
+        snprintf(name, sizeof(name), "rec%d", round);
+        for (int w = 0; w < WRITERS; w++) {
+            pids[w] = fork();
+            assert_true(pids[w] >= 0);
+            if (pids[w] == 0) {
+                char body[32];
+                snprintf(body, sizeof(body), "writer %d", w);
+                int r = fileio_write_new_at(dfd, name, body, strlen(body), 0644);
+                _exit(r == 0 ? 0 : r == -EEXIST ? 1 : 2);
+            }
+        }
+        int winners = 0, winner = -1;
+        for (int w = 0; w < WRITERS; w++) {
+            int st;
+            assert_int_equal(waitpid(pids[w], &st, 0), pids[w]);
+            assert_true(WIFEXITED(st));
+            assert_true(WEXITSTATUS(st) <= 1);
+            if (WEXITSTATUS(st) == 0) {
+                winners++;
+                winner = w;
+            }
+        }
+        assert_int_equal(winners, 1);
+        char path[512], want[32];
+        path_in(s, name, path, sizeof(path));
+        snprintf(want, sizeof(want), "writer %d", winner);
+        assert_file(path, want, 0644);
+    }
+    close(dfd);
+    assert_int_equal(count_entries(s->dir), ROUNDS);
 }
 
 static void test_write_atomic_failures(void **state)
@@ -264,6 +376,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_write_atomic, scratch_setup, scratch_teardown),
         cmocka_unit_test_setup_teardown(test_write_atomic_at, scratch_setup, scratch_teardown),
+        cmocka_unit_test_setup_teardown(test_write_new_at, scratch_setup, scratch_teardown),
+        cmocka_unit_test_setup_teardown(test_write_new_at_race, scratch_setup, scratch_teardown),
         cmocka_unit_test_setup_teardown(test_write_atomic_failures, scratch_setup,
                                         scratch_teardown),
         cmocka_unit_test_setup_teardown(test_write_readonly_dir, scratch_setup, scratch_teardown),

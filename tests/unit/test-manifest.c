@@ -201,6 +201,11 @@ static void test_empty_manifest(void **state)
 #define HEAD HEAD8 "root -\n"
 #define CHUNKER "chunker fastcdc2020 64 256 1024 1\n"
 #define HDR(f, c) HEAD CHUNKER "files " f "\nchunks " c "\n"
+/* Version 2: a "gen" line after "parent", so entries start on line 14. */
+#define HEAD8V2 "ckptsync-manifest 2\nid s1\nrun r1\nstep 5\ntime 100\nhost h\n" \
+                "instance -\nparent -\n"
+#define HEADV2(g) HEAD8V2 "gen " g "\nroot -\n"
+#define HDRV2(f, c) HEADV2("7") CHUNKER "files " f "\nchunks " c "\n"
 
 enum tail { AUTO_END, RAW, TRAILING, NO_NEWLINE, BAD_DIGEST };
 
@@ -353,6 +358,35 @@ static const struct reject rejects[] = {
     {"empty line", HDR("1", "0") "\nd 0755 - a\n", CKS_E_FORMAT, 13, AUTO_END},
     {"unknown line kind", HDR("1", "0") "x 0755 - a\n", CKS_E_FORMAT, 13, AUTO_END},
     {"end before entries", HDR("1", "0"), CKS_E_FORMAT, 13, AUTO_END},
+    /* version 2: the generation */
+    {"v2 without gen line", HEAD8V2 "root -\n" CHUNKER "files 0\nchunks 0\n", CKS_E_FORMAT, 9,
+     AUTO_END},
+    {"v1 with a gen line", HEAD8 "gen 0\nroot -\n" CHUNKER "files 0\nchunks 0\n", CKS_E_FORMAT,
+     9, AUTO_END},
+    {"gen after root", HEAD8V2 "root -\ngen 1\n" CHUNKER "files 0\nchunks 0\n", CKS_E_FORMAT,
+     9, AUTO_END},
+    {"gen twice", HEAD8V2 "gen 1\ngen 1\nroot -\n", CKS_E_FORMAT, 10, AUTO_END},
+    {"gen leading zero", HEADV2("01") CHUNKER "files 0\nchunks 0\n", CKS_E_FORMAT, 9, AUTO_END},
+    {"gen 00", HEADV2("00") CHUNKER "files 0\nchunks 0\n", CKS_E_FORMAT, 9, AUTO_END},
+    {"gen above max", HEADV2("1000000000000") CHUNKER "files 0\nchunks 0\n", CKS_E_FORMAT, 9,
+     AUTO_END},
+    {"gen overflow", HEADV2("18446744073709551616") CHUNKER "files 0\nchunks 0\n", CKS_E_FORMAT,
+     9, AUTO_END},
+    {"gen -1", HEADV2("-1") CHUNKER "files 0\nchunks 0\n", CKS_E_FORMAT, 9, AUTO_END},
+    {"gen -", HEADV2("-") CHUNKER "files 0\nchunks 0\n", CKS_E_FORMAT, 9, AUTO_END},
+    {"gen +1", HEADV2("+1") CHUNKER "files 0\nchunks 0\n", CKS_E_FORMAT, 9, AUTO_END},
+    {"gen hex", HEADV2("0x1") CHUNKER "files 0\nchunks 0\n", CKS_E_FORMAT, 9, AUTO_END},
+    {"gen two values", HEADV2("1 2") CHUNKER "files 0\nchunks 0\n", CKS_E_FORMAT, 9, AUTO_END},
+    {"gen without value", HEAD8V2 "gen\nroot -\n", CKS_E_FORMAT, 9, AUTO_END},
+    {"v2 entry error line", HDRV2("1", "0") "d 0755 - /etc\n", CKS_E_UNSAFE_PATH, 14, AUTO_END},
+    {"v2 chunk line error line", HDRV2("1", "1") "f 0644 0 " HX " 1 a\nc " HX " 0\n",
+     CKS_E_FORMAT, 15, AUTO_END},
+    {"v2 tree error line", HDRV2("3", "0") "d 0755 - a/b/c\nd 0755 - a\nf 0644 0 " HX " 0 a/b\n",
+     CKS_E_UNSAFE_PATH, 16, AUTO_END},
+    {"v2 duplicate path line", HDRV2("2", "0") "d 0755 - a\nd 0755 - a\n", CKS_E_FORMAT, 15,
+     AUTO_END},
+    {"v2 wrong end digest", HDRV2("0", "0"), CKS_E_DIGEST, 14, BAD_DIGEST},
+    {"v2 data after end", HDRV2("0", "0"), CKS_E_FORMAT, 14, TRAILING},
     /* the end line */
     {"wrong end digest", HDR("0", "0"), CKS_E_DIGEST, 13, BAD_DIGEST},
     {"data after end", HDR("0", "0"), CKS_E_FORMAT, 13, TRAILING},
@@ -427,6 +461,9 @@ static const char *const accepts[] = {
     /* step -1, a real parent and instance */
     "ckptsync-manifest 1\nid s1\nrun r1\nstep -1\ntime 0\nhost h\ninstance i\n"
     "parent p.1\nroot a/b\n" CHUNKER "files 0\nchunks 0\n",
+    /* version 2: generations 0 and the largest */
+    HEADV2("0") CHUNKER "files 0\nchunks 0\n",
+    HEADV2("999999999999") CHUNKER "files 1\nchunks 0\nd 0755 - a\n",
 };
 
 static void test_accepts(void **state)
@@ -438,6 +475,141 @@ static void test_accepts(void **state)
             fail_msg("accept case %zu: %s (%s)", i, buf_str(&err), err_str(r));
         buf_free(&err);
     }
+}
+
+/* ---- version 2: the generation ------------------------------------------ */
+
+static void test_gen_round_trip(void **state)
+{
+    static const struct {
+        int64_t gen;
+        const char *line;
+    } gens[] = {
+        {0, "\nparent -\ngen 0\nroot checkpoint-1000\n"},
+        {123456, "\nparent -\ngen 123456\nroot checkpoint-1000\n"},
+        {MANIFEST_GEN_MAX, "\nparent -\ngen 999999999999\nroot checkpoint-1000\n"},
+    };
+    for (size_t i = 0; i < sizeof(gens) / sizeof(gens[0]); i++) {
+        struct manifest m, back;
+        struct buf out = BUF_INIT, again = BUF_INIT, err = BUF_INIT;
+        build_sample(&m);
+        m.gen = gens[i].gen;
+        assert_int_equal(manifest_encode(&m, &out), 0);
+        assert_true(strncmp(buf_str(&out), "ckptsync-manifest 2\n", 20) == 0);
+        if (!strstr(buf_str(&out), gens[i].line))
+            fail_msg("gen %lld: no \"%s\" in the encoding", (long long)gens[i].gen, gens[i].line);
+        int r = manifest_parse(out.data, out.len, &back, &err);
+        if (r < 0)
+            fail_msg("gen %lld: %s (%s)", (long long)gens[i].gen, buf_str(&err), err_str(r));
+        assert_int_equal(back.gen, gens[i].gen);
+        assert_true(manifest_equal(&m, &back));
+        assert_int_equal(manifest_encode(&back, &again), 0);
+        assert_int_equal(again.len, out.len);
+        assert_memory_equal(again.data, out.data, out.len);
+        /* another generation is another manifest */
+        back.gen = gens[i].gen ^ 1;
+        assert_false(manifest_equal(&m, &back));
+        manifest_free(&m);
+        manifest_free(&back);
+        buf_free(&out);
+        buf_free(&again);
+        buf_free(&err);
+    }
+}
+
+/* A version-1 manifest (no gen line) is generation 0; written again it
+ * becomes version 2 with "gen 0", every other line the same. */
+static void test_version1(void **state)
+{
+    static const char v1[] = HDR("2", "1") "d 0755 - a\nf 0644 7 " HX " 1 a/b\nc " HX " 7\n";
+    static const char v2[] = HDRV2("2", "1") "d 0755 - a\nf 0644 7 " HX " 1 a/b\nc " HX " 7\n";
+    struct buf in = BUF_INIT, out = BUF_INIT, want = BUF_INIT, err = BUF_INIT;
+    struct manifest m;
+    append_end(&in, v1, strlen(v1));
+    int r = manifest_parse(in.data, in.len, &m, &err);
+    if (r < 0)
+        fail_msg("version 1: %s (%s)", buf_str(&err), err_str(r));
+    assert_int_equal(m.gen, 0);
+    assert_string_equal(m.id, "s1");
+    assert_int_equal(m.nfiles, 2);
+    assert_int_equal(m.files[1].size, 7);
+    assert_int_equal(manifest_encode(&m, &out), 0);
+    /* v2 with "gen 7": make it "gen 0" */
+    char *v2gen0 = strdup(v2);
+    assert_non_null(v2gen0);
+    char *g = strstr(v2gen0, "\ngen 7\n");
+    assert_non_null(g);
+    g[5] = '0';
+    append_end(&want, v2gen0, strlen(v2gen0));
+    assert_string_equal(buf_str(&out), buf_str(&want));
+    free(v2gen0);
+    manifest_free(&m);
+    buf_free(&in);
+    buf_free(&out);
+    buf_free(&want);
+    buf_free(&err);
+
+    /* the version-2 text with its gen line parses with that generation */
+    append_end(&in, v2, strlen(v2));
+    assert_int_equal(manifest_parse(in.data, in.len, &m, NULL), 0);
+    assert_int_equal(m.gen, 7);
+    manifest_free(&m);
+    buf_free(&in);
+}
+
+/* manifest_validate's "line N" is the line the encoder writes the field on. */
+static void mut_gen_neg(struct manifest *m) { m->gen = -1; }
+static void mut_gen_big(struct manifest *m) { m->gen = MANIFEST_GEN_MAX + 1; }
+static void mut_parent_bad(struct manifest *m) { manifest_set_str(&m->parent, ".p"); }
+static void mut_root_bad(struct manifest *m) { manifest_set_str(&m->root, "/abs"); }
+static void mut_chunker_bad(struct manifest *m) { m->chunk_min = m->chunk_max + 1; }
+static void mut_files_none(struct manifest *m) { m->files[0].path[0] = '/'; }
+
+static void test_validate_lines(void **state)
+{
+    static const struct {
+        const char *field; /* the line's key in the encoding */
+        void (*fn)(struct manifest *m);
+        int code;
+    } cases[] = {
+        {"parent", mut_parent_bad, CKS_E_FORMAT}, {"gen", mut_gen_neg, CKS_E_FORMAT},
+        {"gen", mut_gen_big, CKS_E_FORMAT},       {"root", mut_root_bad, CKS_E_UNSAFE_PATH},
+        {"chunker", mut_chunker_bad, CKS_E_FORMAT}, {"d", mut_files_none, CKS_E_UNSAFE_PATH},
+    };
+    struct buf bad = BUF_INIT;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct manifest m;
+        struct buf out = BUF_INIT, err = BUF_INIT;
+        char want[64];
+        build_sample(&m);
+        assert_int_equal(manifest_encode(&m, &out), 0);
+        /* the line the field is on */
+        size_t line = 1;
+        const char *p = buf_str(&out);
+        size_t klen = strlen(cases[i].field);
+        while (!(strncmp(p, cases[i].field, klen) == 0 && p[klen] == ' ')) {
+            p = strchr(p, '\n');
+            assert_non_null(p);
+            p++;
+            line++;
+        }
+        cases[i].fn(&m);
+        buf_reset(&out);
+        assert_int_equal(manifest_encode(&m, &out), cases[i].code);
+        assert_int_equal(manifest_validate(&m, &err), cases[i].code);
+        snprintf(want, sizeof(want), "line %zu: ", line);
+        if (strncmp(buf_str(&err), want, strlen(want)))
+            buf_printf(&bad, "\n  %s: \"%s\", want \"%s...\"", cases[i].field, buf_str(&err), want);
+        manifest_free(&m);
+        buf_free(&out);
+        buf_free(&err);
+    }
+    char msg[1024];
+    snprintf(msg, sizeof(msg), "%s", buf_str(&bad));
+    size_t nbad = bad.len;
+    buf_free(&bad); /* before fail_msg, which does not return */
+    if (nbad)
+        fail_msg("validate names another line than the encoder writes:%s", msg);
 }
 
 /* ---- every truncation and every altered byte is refused ------------------ */
@@ -610,6 +782,8 @@ static const struct {
     {"parent", mut_parent, CKS_E_FORMAT},
     {"root", mut_root, CKS_E_UNSAFE_PATH},
     {"empty instance", mut_instance, CKS_E_FORMAT},
+    {"negative gen", mut_gen_neg, CKS_E_FORMAT},
+    {"gen above max", mut_gen_big, CKS_E_FORMAT},
 };
 
 static void test_encode_rejects(void **state)
@@ -676,6 +850,9 @@ int main(void)
         cmocka_unit_test(test_empty_manifest),
         cmocka_unit_test(test_rejects),
         cmocka_unit_test(test_accepts),
+        cmocka_unit_test(test_gen_round_trip),
+        cmocka_unit_test(test_version1),
+        cmocka_unit_test(test_validate_lines),
         cmocka_unit_test(test_truncations_and_flips),
         cmocka_unit_test(test_too_large),
         cmocka_unit_test(test_path_check),
