@@ -44,7 +44,12 @@ idaemon() {
   die "ckptsyncd $name did not answer"
 }
 
-ikill() { [ -n "${IPID[$1]:-}" ] && kill -9 "${IPID[$1]}" 2>/dev/null; wait "${IPID[$1]}" 2>/dev/null || true; IPID[$1]=; }
+# (a daemon bash already reaped, in some other `wait`, is fine: nothing to kill)
+ikill() {
+  if [ -n "${IPID[$1]:-}" ]; then kill -9 "${IPID[$1]}" 2>/dev/null || true; fi
+  wait "${IPID[$1]:-}" 2>/dev/null || true
+  IPID[$1]=
+}
 
 istop() {
   [ -n "${IPID[$1]:-}" ] || return 0

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# regions: dir s3 ceph
+# regions: dir s3
 # End to end: snapshot a checkpoint-like directory (~300 MB), change part of
 # it, snapshot again (newly stored bytes ~ changed bytes), delete the data
 # and the index, restore both snapshots and compare bit for bit.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Many instances creating one repository at the same moment, on empty
-# regions: they must end with one repository id in every region, every
+# Many instances creating one repository at the same moment on empty
+# stores must end with one repository id in every region, every
 # snapshot committed and restorable.  Both creation paths: create-only
 # puts where the store enforces them (dir: link(2); S3 with If-None-Match
 # where the server honours it) and the no-precondition path
@@ -11,7 +11,11 @@
 write_config 64K 256K 1M
 . "$CKS_SOURCE_DIR/tests/integration/multilib.sh"
 
+# 20 trials of each path on dir regions; 10 on s3rver (the candidate path
+# again, through HTTP) and on the one-node Ceph (create-only puts on a real
+# S3), where each trial costs seconds on 2 cores.
 TRIALS=${CKS_CREATE_TRIALS:-20}
+[ "${CKS_REGIONS:-dir}" != dir ] && TRIALS=${CKS_CREATE_TRIALS:-10}
 WRITERS=4
 
 # A fresh, empty repository: on S3 a new key prefix for every trial
@@ -71,7 +75,9 @@ cks verify -q || die "verify after concurrent creation"
 
 # A store that ignores If-None-Match (s3rver) took the no-precondition path
 # above already; the others are forced onto it.
-if cks repo -q > /dev/null 2>&1 && ! grep -q "does not enforce" "$T"/w*.err 2>/dev/null; then
+# (Ceph: its conditional path is what the trials above tested; the forced
+# path is the same code as on dir regions and s3rver, so it is left to them.)
+if [ "${CKS_REGIONS:-dir}" != ceph ] && ! grep -q "does not enforce" "$T"/w*.err 2>/dev/null; then
   # s3rver on a loaded 2-core machine takes a while to take three PUTs
   settle=1; [ "${CKS_REGIONS:-dir}" != dir ] && settle=2
   for w in $(seq 1 $WRITERS); do inst "w$w" create_settle=$settle region.preconditions=none; done

@@ -12,7 +12,7 @@
 #      writes at its old generation: the adopter's work stays the resume point;
 #   4. with commits/ and refs/ lost in every region, the resume points are
 #      found again from the manifests (version 2 carries the generation).
-# regions: dir s3 ceph
+# regions: dir ceph
 . "$(dirname "$0")/lib.sh"
 write_config 64K 256K 1M
 . "$CKS_SOURCE_DIR/tests/integration/multilib.sh"

@@ -12,7 +12,7 @@
 #      region for the older snapshots it lost;
 #   4. damaged manifests and a damaged commit record: verify names region
 #      and key of each and exits 1; restore reads another region's copy.
-# regions: dir s3 ceph
+# regions: dir ceph
 . "$(dirname "$0")/lib.sh"
 write_config 64K 256K 1M
 . "$CKS_SOURCE_DIR/tests/integration/multilib.sh"

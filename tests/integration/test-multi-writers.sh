@@ -21,9 +21,12 @@
 write_config 64K 256K 1M
 . "$CKS_SOURCE_DIR/tests/integration/multilib.sh"
 
+# S3 servers here take longer per request (s3rver, Ceph RGW on a loaded
+# 2-core machine): fewer rounds there (the dir variant makes the 20 pair
+# rounds and 50 kill -9 rounds), to keep the suite within its budget.
 case ${CKS_REGIONS:-dir} in
   dir) default_rounds=20 ;;
-  *) default_rounds=20 ;;
+  *) default_rounds=6 ;;
 esac
 ROUNDS=${CKS_MW_ROUNDS:-$default_rounds}
 KILL_ROUNDS=$(( ROUNDS * 5 / 2 ))
@@ -70,13 +73,17 @@ def fail(msg):
     sys.exit(1)
 cmd, args = sys.argv[1], sys.argv[2:]
 if cmd in ("snapshot", "commit"):
-    # every FILE: the snapshot is committed in all three regions; print the ids
+    # [--dedup] FILE...: the snapshot is committed in all three regions (and
+    # --dedup: not every chunk was new); print the ids
+    dedup = args[:1] == ["--dedup"]
     ids = []
-    for f in args:
+    for f in args[1:] if dedup else args:
         d = json.load(open(f))
         n = d["committed"] if cmd == "snapshot" else d["regions_committed"]
         if n != 3 or d["replicated"] is not True:
             fail("%s: exit 0, but committed in %s regions: %s" % (f, n, json.dumps(d)))
+        if dedup and not d["new_chunks"] < d["chunks"]:
+            fail("%s: no chunk deduplicated (%s of %s new)" % (f, d["new_chunks"], d["chunks"]))
         ids.append(d["id"])
     print(" ".join(ids))
 elif cmd == "ls":
@@ -158,8 +165,9 @@ for i in $(seq 1 "$ROUNDS"); do
   wait $pb || rb=$?
   [ $ra = 0 ] || { cat "$T/w1.err" >&2; die "round $i: snapshot of step $sa by w1 exited $ra"; }
   [ $rb = 0 ] || { cat "$T/w2.err" >&2; die "round $i: snapshot of step $sb by w2 exited $rb"; }
-  read -r ida idb < <(mw snapshot "$T/w1.json" "$T/w2.json" || echo FAIL)
-  [ -n "$idb" ] || die "round $i: a snapshot is not committed in 3 regions"
+  dedup=; [ "$i" -gt 1 ] && dedup=--dedup   # the shared file is in the regions from round 2 on
+  read -r ida idb < <(mw snapshot $dedup "$T/w1.json" "$T/w2.json" || echo FAIL)
+  [ -n "$idb" ] || die "round $i: a snapshot is not committed in 3 regions, or not deduplicated"
   ack pair "$ida" "$sa" "$T/src/w1/checkpoint-$sa"
   ack pair "$idb" "$sb" "$T/src/w2/checkpoint-$sb"
   lister=w1; [ $((i % 2)) = 0 ] && lister=w2
@@ -177,7 +185,7 @@ for k in $(seq 1 "$RUN_ROUNDS"); do
   rm -f "$T/go"
   pids=()
   for p in p1 p2 p3; do
-    s=$((100 * k + RANDOM % 50))   # steps need not be in order of time
+    s=$((100 * k + RANDOM % 50))
     echo "$s" > "$T/$p.step"
     make_ckpt "$T/src/$p/step_$s" "$s" 512 1536 "$T/src/$p/$(cat "$T/$p.prev" 2>/dev/null || echo none)"
     echo "step_$s" > "$T/$p.prev"
@@ -209,7 +217,7 @@ echo "    $((SECONDS - T0)) s so far"
 step "$KILL_ROUNDS rounds: daemons A and B write run 'shared', one of them killed -9 while it uploads"
 inst A; inst B
 idaemon A; idaemon B
-KILLS=0; RECOMMITS=0; CAUGHT=0
+KILLS=0; CAUGHT=0
 declare -A PREV=()
 for k in $(seq 1 "$KILL_ROUNDS"); do
   declare -A S=([A]=$((2 * k)) [B]=$((2 * k + 1)))
@@ -244,7 +252,6 @@ for k in $(seq 1 "$KILL_ROUNDS"); do
       icks "$d" commit "$src" --step "${S[$d]}" --wait replicated --timeout 60 --json \
         > "$T/c-$d.json" 2> "$T/c-$d.err" ||
         { cat "$T/c-$d.err" >&2; tail -20 "$T/i-$d/daemon.log" >&2; die "round $k: commit again by $d after its restart failed"; }
-      RECOMMITS=$((RECOMMITS + 1))
     fi
   done
   read -r ida idb < <(mw commit "$T/c-A.json" "$T/c-B.json" || echo FAIL)
