@@ -164,8 +164,8 @@ static size_t gear_scan_run(struct gear_scan *s, const uint8_t *src, size_t end,
 
 size_t fastcdc_cut(const struct fastcdc *cdc, const uint8_t *src, size_t n, bool eof)
 {
-    if (n <= cdc->min)
-        return eof ? n : 0;
+    if (n <= cdc->min) /* with min == max, max bytes in hand are a chunk */
+        return eof || n >= cdc->max ? n : 0;
 
     /* With max bytes in hand the end of the input no longer matters. */
     bool final = eof || n >= cdc->max;

@@ -219,6 +219,10 @@ int walk_list(const char *path, struct walk *ret, struct buf *err)
         goto out;
     }
     e = walk_entry_at(&w, dirfd, name, name, 0, err);
+    if (e == 0 && w.n == 0) { /* the root itself was skipped: a device, FIFO or socket */
+        buf_printf(err, "\"%s\": not a regular file, directory or symlink: nothing to snapshot", path);
+        e = -EINVAL;
+    }
 out:
     if (dirfd >= 0)
         close(dirfd);

@@ -151,4 +151,17 @@ expect_fail 2 cks restore --run good --to "$T/x"
 expect_fail 2 cks snapshot "$ck"
 expect_fail 2 cks frobnicate
 cks snapshot --help | grep -q usage || die "--help"
+step "special files: a clear error, exit 1, no crash (/dev/null, a FIFO, a socket)"
+mkfifo "$T/fifo"
+python3 -c 'import socket,sys; s=socket.socket(socket.AF_UNIX); s.bind(sys.argv[1])' "$T/sock"
+for f in /dev/null "$T/fifo" "$T/sock"; do
+  expect_fail 1 cks snapshot "$f" --run special
+  grep -q "not a regular file, directory or symlink: nothing to snapshot" "$T/err" ||
+    { cat "$T/err" >&2; die "snapshot $f: no clear error"; }
+done
+step "a chunker with min = avg = max cuts every file (chunks of exactly max bytes)"
+head -c 100000 /dev/urandom > "$T/f100k"
+cks chunks "$T/f100k" --min 64 --avg 64 --max 64 > "$T/cuts" || die "chunks with min = avg = max"
+[ "$(wc -l < "$T/cuts")" = 1563 ] || die "min = avg = max: $(wc -l < "$T/cuts") chunks, expected 1563"
+awk '$2 != 64 { n++ } END { exit n > 1 }' "$T/cuts" || die "min = avg = max: chunks not of 64 bytes"
 echo "hostile: ok"

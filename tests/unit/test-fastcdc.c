@@ -272,6 +272,18 @@ static void test_cut_edges(void **state)
     assert_int_equal(fastcdc_cut(&cdc, zeros, 2048, false), 2048);
     assert_int_equal(fastcdc_cut(&cdc, zeros, 4096, false), 2048);
     assert_int_equal(fastcdc_cut(&cdc, zeros, 4096, true), 2048);
+
+    /* min == avg == max: every chunk is exactly max bytes (the last one
+     * shorter); max bytes in hand are a chunk even before the end. */
+    uint8_t rnd[4096];
+    for (size_t i = 0; i < sizeof(rnd); i++)
+        rnd[i] = (uint8_t)(i * 131 + (i >> 3) * 7);
+    assert_int_equal(fastcdc_init(&cdc, 128, 128, 128, 0), 0);
+    assert_int_equal(fastcdc_cut(&cdc, rnd, 127, false), 0);
+    assert_int_equal(fastcdc_cut(&cdc, rnd, 128, false), 128);
+    assert_int_equal(fastcdc_cut(&cdc, rnd, 129, false), 128);
+    assert_int_equal(fastcdc_cut(&cdc, rnd, 4096, true), 128);
+    assert_int_equal(fastcdc_cut(&cdc, rnd, 100, true), 100);
 }
 
 struct param_row {
