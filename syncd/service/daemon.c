@@ -546,7 +546,19 @@ static void req_commit(struct dmn *d, struct conn *c)
                         c->req.path, d->root);
         return;
     }
-    int e = detector_commit(d->det, real + rl + 1, c->req.step, mono_ms());
+    /* The run is the first component under the root, and becomes a key in
+     * every region: one that cannot be stored is refused now, with the
+     * reason, rather than skipped by ingest while the caller waits. */
+    char run[MANIFEST_MAX_FIELD + 2];
+    const char *rel = real + rl + 1;
+    size_t runlen = strcspn(rel, "/");
+    snprintf(run, sizeof(run), "%.*s", (int)(runlen < sizeof(run) - 1 ? runlen : sizeof(run) - 1), rel);
+    if (runlen >= sizeof(run) - 1 || manifest_run_check(run) < 0) {
+        conn_reply_errf(d, c, CTL_ERR_BADREQUEST, "\"%s\": the run directory name \"%.64s\" cannot be "
+                        "stored: use 1-256 characters from [A-Za-z0-9._-], not . or ..", c->req.path, run);
+        return;
+    }
+    int e = detector_commit(d->det, rel, c->req.step, mono_ms());
     if (e < 0) {
         conn_reply_errf(d, c, CTL_ERR_BADREQUEST, "\"%s\": not a checkpoint under a run directory: %s",
                         c->req.path, strerror(-e));

@@ -191,7 +191,7 @@ int lineage_scan(struct repo *r, struct region *const *regions, const char *run,
     size_t listed = 0;
     memset(ret, 0, sizeof(*ret));
     if (manifest_run_check(run) < 0) {
-        buf_printf(err, "run name \"%s\": use 1-64 characters from [A-Za-z0-9._-]", run);
+        buf_printf(err, "run name \"%s\": use 1-256 characters from [A-Za-z0-9._-], not . or ..", run);
         return -EINVAL;
     }
     snprintf(ret->run, sizeof(ret->run), "%s", run);

@@ -806,7 +806,7 @@ int snapshot_take(struct repo *r, const struct snapshot_opts *o, struct snapshot
     ret->nregions = r->nregions;
     manifest_init(&s.m);
     if (manifest_run_check(o->run) < 0) {
-        buf_printf(err, "run name \"%s\": use 1-64 characters from [A-Za-z0-9._-]", o->run);
+        buf_printf(err, "run name \"%s\": use 1-256 characters from [A-Za-z0-9._-], not . or ..", o->run);
         return -EINVAL;
     }
     snap_note_unhealthy(&s);

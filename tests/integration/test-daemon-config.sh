@@ -48,6 +48,12 @@ expect_fail 1 cks commit "$T/elsewhere/r1/checkpoint-1"
 grep -q "not under the watch root" "$T/err" || { cat "$T/err"; die "outside root"; }
 expect_fail 1 cks commit "$T/watch/r1/missing"
 grep -q "missing" "$T/err" || die "missing path not named"
+# a run directory whose name cannot be a key: refused at once, with the reason
+mkdir -p "$T/watch/my run/checkpoint-1"
+echo x > "$T/watch/my run/checkpoint-1/w.bin"
+expect_fail 1 timeout 20 "$CKPTSYNC" --config "$CONF" commit "$T/watch/my run/checkpoint-1" --wait durable --timeout 10
+grep -q 'run directory name "my run" cannot be stored' "$T/err" || { cat "$T/err"; die "unstorable run name not refused"; }
+rm -rf "$T/watch/my run"
 
 step "SIGHUP with a broken file keeps the daemon running; a good file restarts it in place"
 pid=$DAEMON_PID
