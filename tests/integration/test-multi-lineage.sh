@@ -17,28 +17,6 @@
 write_config 64K 256K 1M
 . "$CKS_SOURCE_DIR/tests/integration/multilib.sh"
 
-RK=${CKS_REGIONS:-dir}
-
-# ---- the regions, looked at and tampered with from outside -----------------
-rg_url() { if [ "$RK" = s3 ]; then echo "s3://$S3_BUCKET/$S3_PREFIX"; else echo "s3://ckpt-$1/team1"; fi; }
-rg_aws() { local r=$1; shift; if [ "$RK" = s3 ]; then aws_s3 "$r" "$@"; else aws_ceph "$@"; fi; }
-# rg_keys R PREFIX: the keys (relative to the region) under PREFIX, sorted.
-rg_keys() {
-  if [ "$RK" = dir ]; then
-    [ -e "$T/regions/$1/$2" ] || return 0
-    (cd "$T/regions/$1" && find "./$2" -type f | sed 's|^\./||' | sort)
-  else
-    # (both prefixes are team1; s3 ls exits 1 when nothing matches)
-    { rg_aws "$1" s3 ls "$(rg_url "$1")/$2" --recursive 2> /dev/null || true; } |
-      awk '{print $4}' | sed 's|^team1/||' | sort
-  fi
-}
-# rg_rmtree R PREFIX: removes every object under PREFIX.
-rg_rmtree() {
-  if [ "$RK" = dir ]; then rm -rf "${T:?}/regions/$1/$2"
-  else rg_aws "$1" s3 rm "$(rg_url "$1")/$2" --recursive --only-show-errors; fi
-}
-
 # ---- helpers ---------------------------------------------------------------
 # ck NAME RUN STEP: a checkpoint dir (2 MiB model + a small state file) in
 # instance NAME's watch dir.

@@ -17,51 +17,6 @@
 write_config 64K 256K 1M
 . "$CKS_SOURCE_DIR/tests/integration/multilib.sh"
 
-RK=${CKS_REGIONS:-dir}
-
-# ---- the regions, looked at and tampered with from outside -----------------
-rg_bucket() { if [ "$RK" = s3 ]; then echo "$S3_BUCKET"; else echo "ckpt-$1"; fi; }
-rg_url() { echo "s3://$(rg_bucket "$1")/team1"; }   # both prefixes are team1
-rg_aws() { local r=$1; shift; if [ "$RK" = s3 ]; then aws_s3 "$r" "$@"; else aws_ceph "$@"; fi; }
-# rg_keys R PREFIX: the keys (relative to the region) under PREFIX, sorted.
-rg_keys() {
-  if [ "$RK" = dir ]; then
-    [ -e "$T/regions/$1/$2" ] || return 0
-    (cd "$T/regions/$1" && find "./$2" -type f | sed 's|^\./||' | sort)
-  else
-    { rg_aws "$1" s3 ls "$(rg_url "$1")/$2" --recursive 2> /dev/null || true; } |
-      awk '{print $4}' | sed 's|^team1/||' | sort
-  fi
-}
-rg_has() {
-  if [ "$RK" = dir ]; then [ -f "$T/regions/$1/$2" ]
-  else rg_aws "$1" s3api head-object --bucket "$(rg_bucket "$1")" --key "team1/$2" > /dev/null 2>&1; fi
-}
-rg_rm() {
-  if [ "$RK" = dir ]; then rm -f "$T/regions/$1/$2"
-  else rg_aws "$1" s3 rm "$(rg_url "$1")/$2" --only-show-errors; fi
-}
-# rg_wipe R: every object of region R (a dir region keeps its directory).
-rg_wipe() {
-  if [ "$RK" = dir ]; then find "$T/regions/$1" -mindepth 1 -delete
-  else rg_aws "$1" s3 rm "$(rg_url "$1")/" --recursive --only-show-errors; fi
-}
-rg_get() {
-  if [ "$RK" = dir ]; then cp "$T/regions/$1/$2" "$3"
-  else rg_aws "$1" s3 cp "$(rg_url "$1")/$2" "$3" --only-show-errors; fi
-}
-rg_put() {
-  if [ "$RK" = dir ]; then cat "$2" > "$T/regions/$1/$3"   # in place, as damage would be
-  else rg_aws "$1" s3 cp "$2" "$(rg_url "$1")/$3" --only-show-errors; fi
-}
-# flip_byte FILE: one byte in the middle changed (xor 1).
-flip_byte() {
-  python3 - "$1" <<'PY'
-import sys
-p = sys.argv[1]; b = bytearray(open(p, "rb").read()); b[len(b) // 2] ^= 1; open(p, "wb").write(b)
-PY
-}
-
 # ---- helpers ---------------------------------------------------------------
 # chunks_of R RUN ID [FILE]: the chunk keys manifest ID names (read from
 # region R), or those of its file FILE only.
