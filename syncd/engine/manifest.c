@@ -382,6 +382,26 @@ void manifest_set_digest(struct manifest *m, const uint8_t digest[HASH_LEN])
         memcpy(m->files[m->nfiles - 1].digest, digest, HASH_LEN);
 }
 
+int manifest_chunk_at(const struct manifest *m, const uint8_t id[HASH_LEN], size_t *ret_file,
+                      uint64_t *ret_off, uint32_t *ret_len)
+{
+    for (size_t i = 0; i < m->nfiles; i++) {
+        const struct mfile *f = &m->files[i];
+        uint64_t off = 0;
+        for (uint64_t k = 0; f->type == MFILE_REG && k < f->nchunks; k++) {
+            const struct mchunk *c = &m->chunks[f->first_chunk + k];
+            if (!memcmp(c->id, id, HASH_LEN)) {
+                *ret_file = i;
+                *ret_off = off;
+                *ret_len = c->len;
+                return 0;
+            }
+            off += c->len;
+        }
+    }
+    return -ENOENT;
+}
+
 bool manifest_equal(const struct manifest *a, const struct manifest *b)
 {
 #define STR_EQ(x, y) ((!(x) && !(y)) || ((x) && (y) && !strcmp((x), (y))))

@@ -118,6 +118,11 @@ void manifest_free(struct manifest *m);
 int manifest_validate(const struct manifest *m, struct buf *err);
 /* Field-by-field equality (strings by content, arrays element-wise). */
 bool manifest_equal(const struct manifest *a, const struct manifest *b);
+/* Where the bytes of chunk id are: the first regular file holding it (its
+ * index in files), the offset in that file and the length.  -ENOENT when
+ * the manifest does not name it. */
+int manifest_chunk_at(const struct manifest *m, const uint8_t id[HASH_LEN], size_t *ret_file,
+                      uint64_t *ret_off, uint32_t *ret_len);
 
 /* 0 if path is relative, non-empty, at most MANIFEST_MAX_PATH bytes, has no
  * empty, ".", ".." components, none longer than MANIFEST_MAX_COMPONENT, no

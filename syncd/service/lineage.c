@@ -296,10 +296,10 @@ static void cand_handoffs(struct cands *c, const struct lineage_view *v, int64_t
 }
 
 /* The snapshot a claim of generation g resumed from (its body says). */
-static void cand_claims(struct repo *r, struct cands *c, const struct lineage_view *v, int64_t g,
-                        char (*bases)[MANIFEST_ID_MAX + 1], size_t *nbases)
+static void cand_claims(struct repo *r, struct cands *c, struct lineage_view *v, int64_t g)
 {
-    for (size_t i = 0; i < v->nrecs && *nbases < 4; i++) {
+    size_t cap = sizeof(v->bases) / sizeof(v->bases[0]);
+    for (size_t i = 0; i < v->nrecs && v->nbases < cap; i++) {
         const struct lineage_rec *cl = &v->recs[i];
         char key[REGION_KEY_MAX];
         if (cl->kind != LINEAGE_CLAIM || cl->gen != g || lineage_key(cl, key, sizeof(key)) < 0)
@@ -311,8 +311,8 @@ static void cand_claims(struct repo *r, struct cands *c, const struct lineage_vi
             if (e == 0 && lineage_parse_at(key, data.data, data.len, &body) == 0) {
                 buf_free(&data);
                 if (body.id[0]) {
-                    snprintf(bases[*nbases], sizeof(bases[0]), "%s", body.id);
-                    cand_add(c, bases[(*nbases)++], "the snapshot the last claim resumed from");
+                    snprintf(v->bases[v->nbases], sizeof(v->bases[0]), "%s", body.id);
+                    cand_add(c, v->bases[v->nbases++], "the snapshot the last claim resumed from");
                 }
                 break;
             }
@@ -323,16 +323,15 @@ static void cand_claims(struct repo *r, struct cands *c, const struct lineage_vi
     }
 }
 
-size_t lineage_candidates(struct repo *r, const struct lineage_view *v, const char **ret_ids,
+size_t lineage_candidates(struct repo *r, struct lineage_view *v, const char **ret_ids,
                           const char **ret_why, size_t cap)
 {
-    static char bases[4][MANIFEST_ID_MAX + 1]; /* one caller at a time (not thread-safe) */
     struct cands c = {.ids = ret_ids, .why = ret_why, .cap = cap};
-    size_t nbases = 0;
+    v->nbases = 0;
     for (int64_t g = v->gen; g >= 0 && c.n < cap; g--) {
         cand_handoffs(&c, v, g);
         cand_snaps(&c, v, g);
-        cand_claims(r, &c, v, g, bases, &nbases);
+        cand_claims(r, &c, v, g);
     }
     return c.n;
 }

@@ -52,6 +52,10 @@ struct lineage_view {
     size_t nrecs;
     int64_t gen;                      /* highest generation seen; 0 if none */
     bool legacy_handoff;              /* a version-1 handoff/<run> was read */
+    /* lineage_candidates: the snapshots claims resumed from (read from
+     * their bodies), which its returned ids may point to */
+    char bases[4][MANIFEST_ID_MAX + 1];
+    size_t nbases;
 };
 
 int lineage_scan(struct repo *r, struct region *const *regions, const char *run,
@@ -60,8 +64,9 @@ void lineage_view_free(struct lineage_view *v);
 struct lineage_snap *lineage_find(struct lineage_view *v, const char *id);
 
 /* Restore candidates in resume order (see above), each once, at most cap;
- * ret_why[k] says which rule chose candidate k. */
-size_t lineage_candidates(struct repo *r, const struct lineage_view *v, const char **ret_ids,
+ * ret_why[k] says which rule chose candidate k.  The ids point into v:
+ * valid until lineage_view_free(v). */
+size_t lineage_candidates(struct repo *r, struct lineage_view *v, const char **ret_ids,
                           const char **ret_why, size_t cap);
 
 /* The generation this instance writes run with: the index's (meta

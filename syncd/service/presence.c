@@ -21,6 +21,40 @@ int presence_item_cmp(const void *a, const void *b)
     return memcmp(((const struct presence_item *)a)->id, ((const struct presence_item *)b)->id, HASH_LEN);
 }
 
+int presence_items(struct index *ix, const struct manifest *m, struct presence_item **ret,
+                   size_t *ret_n, uint64_t *ret_estimate)
+{
+    size_t n = 0;
+    struct index_txn *t;
+    struct presence_item *v = calloc(m->nchunks ? m->nchunks : 1, sizeof(*v));
+    if (!v)
+        return -ENOMEM;
+    for (size_t i = 0; i < m->nchunks; i++)
+        memcpy(v[i].id, m->chunks[i].id, HASH_LEN);
+    qsort(v, m->nchunks, sizeof(*v), presence_item_cmp);
+    for (size_t i = 0; i < m->nchunks; i++)
+        if (!n || memcmp(v[n - 1].id, v[i].id, HASH_LEN))
+            v[n++] = v[i];
+    int e = index_txn_begin(ix, false, &t);
+    for (size_t i = 0; e == 0 && i < n; i++) {
+        struct index_chunk c;
+        if (index_chunk_get(t, v[i].id, &c) == 0)
+            v[i].size = c.stored_len;
+    }
+    if (e == 0) {
+        *ret_estimate = 0;
+        index_chunk_count(t, ret_estimate);
+        index_txn_abort(t);
+    }
+    if (e < 0) {
+        free(v);
+        return e;
+    }
+    *ret = v;
+    *ret_n = n;
+    return 0;
+}
+
 /* ---- by listing ---------------------------------------------------------- */
 
 struct list_ctx {

@@ -23,6 +23,8 @@
 #include <stdint.h>
 
 #include "engine/hash.h"
+#include "engine/manifest.h"
+#include "store/index.h"
 #include "store/region.h"
 
 struct presence_item {
@@ -46,5 +48,11 @@ int presence_confirm(struct region *rg, struct presence_item *items, size_t n, u
                      struct presence_stats *st);
 
 int presence_item_cmp(const void *a, const void *b);
+
+/* The distinct chunks of m, sorted by id (as presence_confirm wants them),
+ * each with its encoded size from the index; *ret_estimate: how many chunks
+ * the index knows (presence_confirm's estimate).  *ret is malloc'ed. */
+int presence_items(struct index *ix, const struct manifest *m, struct presence_item **ret,
+                   size_t *ret_n, uint64_t *ret_estimate);
 
 #endif

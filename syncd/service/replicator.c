@@ -272,71 +272,45 @@ static int id_cmp(const void *a, const void *b)
     return memcmp(a, b, HASH_LEN);
 }
 
-/* The manifest's distinct chunks this region has not confirmed for the
- * snapshot, sorted, with their encoded sizes from the index. */
+/* The manifest's distinct chunks (presence_items) this region has not
+ * confirmed for the snapshot. */
 static int rw_unconfirmed(struct rworker *w, struct presence_item **ret, size_t *ret_n,
                           uint64_t *ret_estimate)
 {
-    size_t n = 0, k = 0, total = w->man.nchunks;
-    struct presence_item *v = calloc(total ? total : 1, sizeof(*v));
-    struct index_txn *t;
-    if (!v)
-        return -ENOMEM;
-    for (size_t i = 0; i < total; i++)
-        memcpy(v[i].id, w->man.chunks[i].id, HASH_LEN);
-    qsort(v, total, sizeof(*v), presence_item_cmp);
+    size_t n = 0, k = 0, all;
+    int e = presence_items(w->rp->r->ix, &w->man, ret, &all, ret_estimate);
+    if (e < 0)
+        return e;
     if (w->nconfirmed > 1)
         qsort(w->confirmed, w->nconfirmed, HASH_LEN, id_cmp);
-    for (size_t i = 0; i < total; i++) {
-        if (n && !memcmp(v[n - 1].id, v[i].id, HASH_LEN))
-            continue;
-        while (k < w->nconfirmed && memcmp(w->confirmed[k], v[i].id, HASH_LEN) < 0)
+    for (size_t i = 0; i < all; i++) {
+        const struct presence_item *it = &(*ret)[i];
+        while (k < w->nconfirmed && memcmp(w->confirmed[k], it->id, HASH_LEN) < 0)
             k++;
-        if (k < w->nconfirmed && !memcmp(w->confirmed[k], v[i].id, HASH_LEN))
-            continue;
-        v[n++] = v[i];
+        if (k == w->nconfirmed || memcmp(w->confirmed[k], it->id, HASH_LEN))
+            (*ret)[n++] = *it;
     }
-    int e = index_txn_begin(w->rp->r->ix, false, &t);
-    for (size_t i = 0; e == 0 && i < n; i++) {
-        struct index_chunk c;
-        if (index_chunk_get(t, v[i].id, &c) == 0)
-            v[i].size = c.stored_len;
-    }
-    if (e == 0) {
-        index_chunk_count(t, ret_estimate);
-        index_txn_abort(t);
-    }
-    *ret = v;
     *ret_n = n;
-    return e;
+    return 0;
 }
 
 /* Queues a chunk the region lacks again (its bytes are in the pin) and
  * clears the index's belief that the region holds it. */
 static int rw_requeue(struct rworker *w, struct index_txn *t, uint64_t seq, const uint8_t id[HASH_LEN])
 {
+    struct qentry q = {.slot = w->rg->slot, .seq = seq, .kind = QUEUE_CHUNK};
     struct index_chunk c;
-    for (size_t f = 0; f < w->man.nfiles; f++) {
-        const struct mfile *mf = &w->man.files[f];
-        uint64_t off = 0;
-        for (uint64_t k = 0; mf->type == MFILE_REG && k < mf->nchunks; k++) {
-            const struct mchunk *ch = &w->man.chunks[mf->first_chunk + k];
-            if (memcmp(ch->id, id, HASH_LEN)) {
-                off += ch->len;
-                continue;
-            }
-            struct qentry q = {.slot = w->rg->slot, .seq = seq, .kind = QUEUE_CHUNK,
-                               .file = (uint32_t)f, .off = off, .len = ch->len};
-            memcpy(q.id, id, HASH_LEN);
-            int e = index_chunk_get(t, id, &c);
-            if (e == 0) {
-                c.presence &= ~(1u << w->rg->slot);
-                e = index_chunk_put(t, id, &c);
-            }
-            return e == 0 || e == -ENOENT ? queue_put(t, &q) : e;
-        }
+    size_t file;
+    if (manifest_chunk_at(&w->man, id, &file, &q.off, &q.len) < 0)
+        return CKS_E_FORMAT;
+    q.file = (uint32_t)file;
+    memcpy(q.id, id, HASH_LEN);
+    int e = index_chunk_get(t, id, &c);
+    if (e == 0) {
+        c.presence &= ~(1u << w->rg->slot);
+        e = index_chunk_put(t, id, &c);
     }
-    return CKS_E_FORMAT;
+    return e == 0 || e == -ENOENT ? queue_put(t, &q) : e;
 }
 
 /* A region replaced by an empty bucket (or wiped) lost its repo object
@@ -345,18 +319,13 @@ static int rw_requeue(struct rworker *w, struct index_txn *t, uint64_t seq, cons
  * repository.  One HEAD per publish. */
 static int rw_repo_present(struct rworker *w)
 {
-    struct buf obj = BUF_INIT;
     int e = region_has(w->rg, "repo");
     if (e != 0)
         return e < 0 ? e : 0;
-    e = repoobj_encode(&w->rp->r->params, &obj);
-    if (e == 0)
-        e = region_preconditions(w->rg) == 1 ? region_put_new(w->rg, "repo", obj.data, obj.len)
-                                              : region_put(w->rg, "repo", obj.data, obj.len);
+    e = repo_put_params(w->rg, &w->rp->r->params);
     if (e == 0)
         log_warn("region '%s' had lost its repo object (wiped, or replaced by an empty bucket); "
                  "wrote repository %s there again", w->rg->conf.name, w->rp->r->params.id);
-    buf_free(&obj);
     return e == -EEXIST ? 0 : e;
 }
 

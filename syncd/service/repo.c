@@ -94,10 +94,13 @@ static int repo_new_params(const struct config *c, struct repoobj *ret)
 }
 
 /* Reads every healthy region's repo object; agree on one set of params. */
-static int repo_agree(struct repo *r, bool *ret_missing, struct buf *err)
+/* *ret_missing: some healthy region lacks it; *ret_have: some holds it
+ * (otherwise r->params are new ones, from the configuration). */
+static int repo_agree(struct repo *r, bool *ret_missing, bool *ret_have, struct buf *err)
 {
     bool have = false;
     *ret_missing = false;
+    *ret_have = false;
     for (size_t i = 0; i < r->nregions; i++) {
         struct repoobj o;
         if (r->health[i])
@@ -120,17 +123,12 @@ static int repo_agree(struct repo *r, bool *ret_missing, struct buf *err)
         r->params = o;
         have = true;
     }
-    r->agreed = have;
+    *ret_have = have;
     if (!have) {
         *ret_missing = true;
         return repo_new_params(&r->conf, &r->params);
     }
     return 0;
-}
-
-static bool repo_have_any(const struct repo *r)
-{
-    return r->agreed;
 }
 
 /* ---- creation ------------------------------------------------------------ */
@@ -145,10 +143,20 @@ static double repo_now(void)
 /* Writes obj as `repo` into every healthy region lacking it (create-only
  * where the region enforces it).  A region holding a different one is a
  * split: CKS_E_MISMATCH, with both named in err. */
-static int repo_fill(struct repo *r, const struct repoobj *want, struct buf *err)
+int repo_put_params(struct region *rg, const struct repoobj *params)
 {
     struct buf obj = BUF_INIT;
-    int ret = repoobj_encode(want, &obj);
+    int e = repoobj_encode(params, &obj);
+    if (e == 0)
+        e = region_preconditions(rg) == 1 ? region_put_new(rg, "repo", obj.data, obj.len)
+                                           : region_put(rg, "repo", obj.data, obj.len);
+    buf_free(&obj);
+    return e;
+}
+
+static int repo_fill(struct repo *r, const struct repoobj *want, struct buf *err)
+{
+    int ret = 0;
     for (size_t i = 0; ret == 0 && i < r->nregions; i++) {
         struct repoobj have;
         struct buf rerr = BUF_INIT;
@@ -156,14 +164,14 @@ static int repo_fill(struct repo *r, const struct repoobj *want, struct buf *err
         if (r->health[i])
             continue;
         bool cas = region_preconditions(rg) == 1;
-        int e = cas ? region_put_new(rg, "repo", obj.data, obj.len) : -EEXIST;
+        int e = cas ? repo_put_params(rg, want) : -EEXIST;
         if (e == -EEXIST)
             e = repo_read_settled(rg, &have, &rerr);
         /* Without preconditions, every instance that decided writes the
          * same agreed object; one absent or half-written by a store that
          * is not atomic is simply written (again). */
         if (!cas && (e == -ENOENT || e == CKS_E_FORMAT || e == CKS_E_DIGEST))
-            e = region_put(rg, "repo", obj.data, obj.len);
+            e = repo_put_params(rg, want);
         else if (e == 0 && !repo_same(&have, want)) {
             buf_printf(err, "region '%s' holds repository %s, but %s was agreed: the repository "
                        "is split; see `ckptsync repo` to repair", rg->conf.name, have.id, want->id);
@@ -176,7 +184,6 @@ static int repo_fill(struct repo *r, const struct repoobj *want, struct buf *err
         }
         buf_free(&rerr);
     }
-    buf_free(&obj);
     return ret;
 }
 
@@ -191,14 +198,10 @@ static bool repo_all_enforce(const struct repo *r)
 /* Every region enforces create-only puts: the first healthy one decides. */
 static int repo_create_arbiter(struct repo *r, struct buf *err)
 {
-    struct buf obj = BUF_INIT;
     size_t a = 0;
     while (a < r->nregions && r->health[a])
         a++;
-    int e = repoobj_encode(&r->params, &obj);
-    if (e == 0)
-        e = region_put_new(r->regions[a], "repo", obj.data, obj.len);
-    buf_free(&obj);
+    int e = repo_put_params(r->regions[a], &r->params); /* create-only: every region enforces it */
     if (e == -EEXIST) { /* another instance won: adopt its repository */
         e = repo_read_params(r->regions[a], &r->params, err);
         if (e == 0)
@@ -432,7 +435,7 @@ static int repo_open_index(struct repo *r, struct buf *err)
 int repo_open(const struct config *conf, unsigned flags, struct repo **ret, struct buf *err)
 {
     struct repo *r = calloc(1, sizeof(*r));
-    bool missing;
+    bool missing, have;
     int e;
 
     if (!r)
@@ -450,7 +453,7 @@ int repo_open(const struct config *conf, unsigned flags, struct repo **ret, stru
         goto fail;
     }
     repo_preconditions(r);
-    e = repo_agree(r, &missing, err);
+    e = repo_agree(r, &missing, &have, err);
     if (e < 0 && e != -ENOMEM && (flags & REPO_NO_AGREE)) { /* to look at, or repair */
         buf_reset(err);
         *ret = r;
@@ -459,7 +462,7 @@ int repo_open(const struct config *conf, unsigned flags, struct repo **ret, stru
     if (e < 0)
         goto fail;
     if (missing && (flags & REPO_CREATE)) {
-        e = repo_have_any(r) ? repo_fill(r, &r->params, err) : repo_create(r, err);
+        e = have ? repo_fill(r, &r->params, err) : repo_create(r, err);
         if (e < 0)
             goto fail;
     }

@@ -34,7 +34,6 @@ struct repo {
     struct region *regions[CONFIG_MAX_REGIONS];
     int health[CONFIG_MAX_REGIONS];    /* 0 healthy, else the check's error */
     struct repoobj params;             /* agreed by every healthy region */
-    bool agreed;                       /* some region held a repo object at open */
     struct fastcdc cdc;
 };
 
@@ -47,6 +46,10 @@ int repo_open(const struct config *conf, unsigned flags, struct repo **ret, stru
 void repo_free(struct repo *r);
 size_t repo_healthy(const struct repo *r);
 
+/* Writes params as rg's repo object: a create-only put where rg enforces
+ * it (-EEXIST when one is there), a plain put otherwise.  For one region
+ * on the caller's own handle (the daemon's workers). */
+int repo_put_params(struct region *rg, const struct repoobj *params);
 /* Region i's repo object: 0, -ENOENT (none), or an error (damaged: err says). */
 int repo_region_params(struct repo *r, size_t i, struct repoobj *ret, struct buf *err);
 /* Repair of a split repository: writes region i's repo object over every

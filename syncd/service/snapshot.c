@@ -426,81 +426,47 @@ static int seen_cmp(const void *a, const void *b)
     return memcmp(((const struct seen *)a)->id, ((const struct seen *)b)->id, HASH_LEN);
 }
 
-/* The manifest's distinct chunks, sorted, each with the slots this
- * snapshot confirmed it in (ret_masks) and its encoded size. */
-static int snap_distinct(struct snap *s, struct presence_item **ret, uint32_t **ret_masks, size_t *ret_n)
+/* The manifest's distinct chunks (presence_items), each with the slots
+ * this snapshot confirmed it in (ret_masks, from the sorted seen list). */
+static int snap_distinct(struct snap *s, struct presence_item **ret, uint32_t **ret_masks,
+                         size_t *ret_n, uint64_t *ret_estimate)
 {
-    size_t n = 0, k = 0;
-    struct presence_item *v = calloc(s->m.nchunks ? s->m.nchunks : 1, sizeof(*v));
-    uint32_t *masks = calloc(s->m.nchunks ? s->m.nchunks : 1, sizeof(*masks));
-    struct index_txn *t;
-    if (!v || !masks) {
-        free(v);
-        free(masks);
+    size_t k = 0;
+    int e = presence_items(s->r->ix, &s->m, ret, ret_n, ret_estimate);
+    if (e < 0)
+        return e;
+    uint32_t *masks = calloc(*ret_n ? *ret_n : 1, sizeof(*masks));
+    if (!masks) {
+        free(*ret);
         return -ENOMEM;
     }
-    for (size_t i = 0; i < s->m.nchunks; i++)
-        memcpy(v[i].id, s->m.chunks[i].id, HASH_LEN);
-    qsort(v, s->m.nchunks, sizeof(*v), presence_item_cmp);
-    for (size_t i = 0; i < s->m.nchunks; i++)
-        if (!n || memcmp(v[n - 1].id, v[i].id, HASH_LEN))
-            v[n++] = v[i];
     if (s->nseen > 1)
         qsort(s->seen, s->nseen, sizeof(*s->seen), seen_cmp);
-    int e = index_txn_begin(s->r->ix, false, &t);
-    for (size_t i = 0; e == 0 && i < n; i++) {
-        struct index_chunk c;
-        if (index_chunk_get(t, v[i].id, &c) == 0)
-            v[i].size = c.stored_len;
-        while (k < s->nseen && memcmp(s->seen[k].id, v[i].id, HASH_LEN) < 0)
+    for (size_t i = 0; i < *ret_n; i++) {
+        const uint8_t *id = (*ret)[i].id;
+        while (k < s->nseen && memcmp(s->seen[k].id, id, HASH_LEN) < 0)
             k++;
-        for (; k < s->nseen && !memcmp(s->seen[k].id, v[i].id, HASH_LEN); k++)
+        for (; k < s->nseen && !memcmp(s->seen[k].id, id, HASH_LEN); k++)
             masks[i] |= s->seen[k].mask;
     }
-    if (e == 0)
-        index_txn_abort(t);
-    *ret = v;
     *ret_masks = masks;
-    *ret_n = n;
-    return e;
-}
-
-/* Where in the snapshot a chunk's bytes are: the first file holding it. */
-static int snap_locate(const struct snap *s, const uint8_t id[HASH_LEN], const char **ret_path,
-                       uint64_t *ret_off, uint32_t *ret_len)
-{
-    for (size_t i = 0; i < s->m.nfiles; i++) {
-        const struct mfile *f = &s->m.files[i];
-        uint64_t off = 0;
-        if (f->type != MFILE_REG)
-            continue;
-        for (uint64_t k = 0; k < f->nchunks; k++) {
-            const struct mchunk *c = &s->m.chunks[f->first_chunk + k];
-            if (!memcmp(c->id, id, HASH_LEN)) {
-                *ret_path = f->path;
-                *ret_off = off;
-                *ret_len = c->len;
-                return 0;
-            }
-            off += c->len;
-        }
-    }
-    return -ENOENT;
+    return 0;
 }
 
 /* Uploads a chunk a region turned out to lack, read again from the
  * source and checked against its id. */
 static int snap_reupload(struct snap *s, size_t i, const uint8_t id[HASH_LEN])
 {
-    const char *path;
+    size_t file;
     uint64_t off;
     uint32_t len;
     uint8_t got[HASH_LEN];
     char key[REGION_KEY_MAX];
     struct index_chunk c = {0};
-    int e = snap_locate(s, id, &path, &off, &len);
+    int e = manifest_chunk_at(&s->m, id, &file, &off, &len);
     if (e < 0)
         return e;
+    const char *path = s->m.files[file].path;
     uint8_t *data = malloc(len ? len : 1);
     if (!data)
         return -ENOMEM;
@@ -543,13 +509,9 @@ static int snap_presence_bit(struct snap *s, size_t i, const uint8_t id[HASH_LEN
         c.presence = on ? c.presence | bit : c.presence & ~bit;
         e = index_chunk_put(t, id, &c);
     }
-    if (e < 0 && e != -ENOENT) {
+    if (e < 0) { /* -ENOENT: the index does not know it, nothing to change */
         index_txn_abort(t);
-        return e;
-    }
-    if (e == -ENOENT) {
-        index_txn_abort(t);
-        return 0;
+        return e == -ENOENT ? 0 : e;
     }
     return index_txn_commit(t);
 }
@@ -601,16 +563,11 @@ static int snap_confirm(struct snap *s)
 {
     struct presence_item *all;
     uint32_t *masks;
-    uint64_t estimate = 0;
+    uint64_t estimate;
     size_t n;
-    struct index_txn *t;
-    int e = snap_distinct(s, &all, &masks, &n);
+    int e = snap_distinct(s, &all, &masks, &n, &estimate);
     if (e < 0)
         return e;
-    if (index_txn_begin(s->r->ix, false, &t) == 0) {
-        index_chunk_count(t, &estimate);
-        index_txn_abort(t);
-    }
     for (size_t i = 0; e == 0 && i < s->r->nregions; i++)
         if (!s->r->health[i])
             e = snap_confirm_region(s, i, all, masks, n, estimate);
