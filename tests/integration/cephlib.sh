@@ -83,16 +83,7 @@ stop_ceph() { "$CKS_CEPH_SH" stop "$CEPH_DIR" || die "ceph did not stop cleanly"
 
 # write_ceph_credentials [FILE]: the AWS CLI's INI format, mode 0600, with
 # $CEPH_ACCESS_KEY / $CEPH_SECRET_KEY (CEPH_SECRET_KEY=wrong write_ceph_credentials F).
-write_ceph_credentials() {
-  local f=${1:-$CEPH_CREDENTIALS}
-  (umask 077; cat > "$f" <<EOF2
-[default]
-aws_access_key_id = $CEPH_ACCESS_KEY
-aws_secret_access_key = $CEPH_SECRET_KEY
-EOF2
-  )
-  chmod 0600 "$f"
-}
+write_ceph_credentials() { write_credentials "${1:-$CEPH_CREDENTIALS}" "$CEPH_ACCESS_KEY" "$CEPH_SECRET_KEY"; }
 
 # write_config_ceph [min avg max] [path|virtual] [signed|unsigned]: like
 # write_config (and write_config_s3), with three s3 regions a b c, one per
@@ -110,16 +101,7 @@ write_config_ceph() {
   mkdir -p "$T/watch"
   write_ceph_credentials "$CEPH_CREDENTIALS"
   {
-    cat <<EOF2
-[daemon]
-watch = $T/watch
-state = $STATE
-quorum = 2
-[chunker]
-min = $min
-avg = $avg
-max = $max
-EOF2
+    config_head "$min" "$avg" "$max"
     for r in a b c; do
       cat <<EOF2
 [region.$r]

@@ -28,6 +28,27 @@ step() { STEP_NO=$((STEP_NO + 1)); echo "--- [$STEP_NO] $*"; }
 die() { echo "FAIL: $*" >&2; exit 1; }
 skip() { echo "skipped: $*"; exit 77; }
 
+# config_head MIN AVG MAX: the [daemon] and [chunker] sections every test
+# configuration starts with (the regions follow).
+config_head() {
+  cat <<EOF2
+[daemon]
+watch = $T/watch
+state = $STATE
+quorum = 2
+[chunker]
+min = $1
+avg = $2
+max = $3
+EOF2
+}
+
+# write_credentials FILE KEY SECRET: the AWS CLI's INI format, mode 0600.
+write_credentials() {
+  (umask 077; printf '[default]\naws_access_key_id = %s\naws_secret_access_key = %s\n' "$2" "$3" > "$1")
+  chmod 0600 "$1"
+}
+
 # write_config [chunker min avg max]: three regions a b c: dir regions
 # under $T, or, with CKS_REGIONS=s3 (ctest's "-s3" variants of the tests
 # marked "# regions: dir s3"), three S3 servers on loopback, or, with
@@ -46,15 +67,8 @@ write_config() {
   fi
   local min=${1:-256K} avg=${2:-1M} max=${3:-4M}
   mkdir -p "$T/regions/a" "$T/regions/b" "$T/regions/c" "$T/watch"
-  cat > "$CONF" <<EOF2
-[daemon]
-watch = $T/watch
-state = $STATE
-quorum = 2
-[chunker]
-min = $min
-avg = $avg
-max = $max
+  config_head "$min" "$avg" "$max" > "$CONF"
+  cat >> "$CONF" <<EOF2
 [region.a]
 kind = dir
 path = $T/regions/a

@@ -142,16 +142,7 @@ CKS_CLEANUP_HOOKS+=(_s3_cleanup)
 s3_url() { echo "${S3_SCHEME[$1]:-http}://127.0.0.1:${S3_PORT[$1]:?s3 server $1 not started}"; }
 
 # write_s3_credentials [FILE]: the AWS CLI's INI format, mode 0600.
-write_s3_credentials() {
-  local f=${1:-$S3_CREDENTIALS}
-  (umask 077; cat > "$f" <<EOF2
-[default]
-aws_access_key_id = $S3_ACCESS_KEY
-aws_secret_access_key = $S3_SECRET_KEY
-EOF2
-  )
-  chmod 0600 "$f"
-}
+write_s3_credentials() { write_credentials "${1:-$S3_CREDENTIALS}" "$S3_ACCESS_KEY" "$S3_SECRET_KEY"; }
 
 # write_config_s3 [min avg max] [path|virtual] [signed|unsigned]: like
 # write_config, with three s3 regions a b c on three servers (started here
@@ -169,16 +160,7 @@ write_config_s3() {
   write_s3_credentials
   for r in a b c; do [ -n "${S3_PID[$r]:-}" ] || start_s3 "$r"; done
   {
-    cat <<EOF2
-[daemon]
-watch = $T/watch
-state = $STATE
-quorum = 2
-[chunker]
-min = $min
-avg = $avg
-max = $max
-EOF2
+    config_head "$min" "$avg" "$max"
     for r in a b c; do
       cat <<EOF2
 [region.$r]
