@@ -7,8 +7,11 @@
  * field at that offset; validation walks the same table calling the checks,
  * so a value changed later (config_finish() after --state) is held to the
  * same rules as one read from the file.  Relations between keys (quorum vs
- * regions, min <= avg <= max, state outside watch) are checked once, after
- * the whole file, naming the line where the key was set.
+ * regions, min <= avg <= max, state outside watch, intent_ttl vs clock_skew)
+ * are checked once, after the whole file, naming the line where the key was
+ * set.  [retention] and each [retention.RUN] fill one struct
+ * retention_policy with the same keys: a run's section starts from the
+ * built-in defaults, not from [retention].
  *
  * libinih gives neither line numbers to the handler (INI_HANDLER_LINENO is
  * off in distribution builds) nor section-header events, and it cuts
@@ -16,9 +19,9 @@
  * (ini_parse_stream): one reader call per physical line keeps our line
  * counter equal to inih's, and the reader recognises "[section]" lines the
  * way inih does, so every section — even an empty one, even a 63-byte
- * region name — is validated when it opens.  The handler cross-checks our
- * idea of the section against inih's and treats disagreement as a syntax
- * error.  Lines longer than inih's line buffer (ini_max_line, 200 bytes in
+ * region or run name — is validated when it opens.  The handler
+ * cross-checks our idea of the section against inih's and treats
+ * disagreement as a syntax error.  Lines longer than inih's line buffer (ini_max_line, 200 bytes in
  * default builds) are rejected rather than split, and NUL bytes are
  * rejected: neither ever reaches inih.
  *
@@ -61,13 +64,26 @@
 #define CONFIG_FILE_MAX MIB
 #define SETTLE_MAX 86400u
 #define CONNECTIONS_MAX 256u
+#define DAY 86400u
+#define KEEP_COUNT_MAX 1000000u         /* keep_last, keep_best */
+#define KEEP_EVERY_MAX 1000000000000ull /* keep_every, in steps */
+#define NO_POLICY SIZE_MAX              /* parse_state.policy: [retention] */
 #define SOCKET_PATH_MAX (sizeof(((struct sockaddr_un *)0)->sun_path) - 1)
 /* ini.c's MAX_SECTION: inih passes at most this many bytes - 1. */
 #define INIH_SECTION_MAX 50
 #define SECTION_MAX 256
 #define WHY_MAX 512
 
-enum section_id { SEC_NONE, SEC_DAEMON, SEC_CHUNKER, SEC_COMPRESS, SEC_REGION, SEC_UNKNOWN };
+enum section_id {
+    SEC_NONE,
+    SEC_DAEMON,
+    SEC_CHUNKER,
+    SEC_COMPRESS,
+    SEC_RETENTION, /* [retention] and [retention.RUN] */
+    SEC_PRUNE,
+    SEC_REGION,
+    SEC_UNKNOWN
+};
 
 enum { KIND_DIR = 1u << REGION_KIND_DIR, KIND_S3 = 1u << REGION_KIND_S3, KIND_ANY = 3u };
 
@@ -82,7 +98,8 @@ struct key_def {
     const char *key;
     key_parse_fn parse;
     key_check_fn check;
-    size_t offset; /* into struct config, or struct region_conf for SEC_REGION */
+    size_t offset; /* into struct config; struct region_conf for SEC_REGION,
+                    * struct retention_policy for SEC_RETENTION */
     size_t size;
     uint64_t min, max;
     unsigned kinds; /* SEC_REGION: the kinds the key applies to */
@@ -97,6 +114,9 @@ static int parse_kind(const struct key_def *d, const char *value, void *field, c
 static int parse_addressing(const struct key_def *d, const char *value, void *field, char *why);
 static int parse_payload(const struct key_def *d, const char *value, void *field, char *why);
 static int parse_preconditions(const struct key_def *d, const char *value, void *field, char *why);
+static int parse_uint64(const struct key_def *d, const char *value, void *field, char *why);
+static int parse_duration(const struct key_def *d, const char *value, void *field, char *why);
+static int parse_best_mode(const struct key_def *d, const char *value, void *field, char *why);
 static int check_abs_path(const struct key_def *d, const void *field, char *why);
 static int check_opt_path(const struct key_def *d, const void *field, char *why);
 static int check_endpoint(const struct key_def *d, const void *field, char *why);
@@ -104,9 +124,13 @@ static int check_word(const struct key_def *d, const void *field, char *why);
 static int check_uint(const struct key_def *d, const void *field, char *why);
 static int check_int(const struct key_def *d, const void *field, char *why);
 static int check_size(const struct key_def *d, const void *field, char *why);
+static int check_uint64(const struct key_def *d, const void *field, char *why);
+static int check_duration(const struct key_def *d, const void *field, char *why);
+static int check_metric(const struct key_def *d, const void *field, char *why);
 
 #define CFG(f) offsetof(struct config, f), sizeof(((struct config *)0)->f)
 #define REG(f) offsetof(struct region_conf, f), sizeof(((struct region_conf *)0)->f)
+#define POL(f) offsetof(struct retention_policy, f), sizeof(((struct retention_policy *)0)->f)
 
 static const struct key_def config_keys[] = {
     {SEC_DAEMON, "watch", parse_text, check_abs_path, CFG(watch), 0, 0, 0},
@@ -121,6 +145,19 @@ static const struct key_def config_keys[] = {
     {SEC_CHUNKER, "max", parse_size, check_size, CFG(chunk_max), CHUNK_SIZE_MIN, CHUNK_SIZE_MAX, 0},
     {SEC_CHUNKER, "normalization", parse_uint, check_uint, CFG(normalization), 0, 3, 0},
     {SEC_COMPRESS, "level", parse_int, check_int, CFG(zstd_level), 1, 19, 0},
+    {SEC_RETENTION, "keep_last", parse_uint, check_uint, POL(keep_last), 0, KEEP_COUNT_MAX, 0},
+    {SEC_RETENTION, "keep_every", parse_uint64, check_uint64, POL(keep_every), 0, KEEP_EVERY_MAX,
+     0},
+    {SEC_RETENTION, "keep_within", parse_duration, check_duration, POL(keep_within), 0, UINT64_MAX,
+     0},
+    {SEC_RETENTION, "keep_best", parse_uint, check_uint, POL(keep_best), 0, KEEP_COUNT_MAX, 0},
+    {SEC_RETENTION, "best_metric", parse_text, check_metric, POL(best_metric), 0, 0, 0},
+    {SEC_RETENTION, "best_mode", parse_best_mode, NULL, POL(best_max), 0, 0, 0},
+    {SEC_PRUNE, "grace", parse_duration, check_duration, CFG(prune_grace), 0, UINT64_MAX, 0},
+    {SEC_PRUNE, "interval", parse_duration, check_duration, CFG(prune_interval), 0, UINT64_MAX, 0},
+    {SEC_PRUNE, "intent_ttl", parse_duration, check_duration, CFG(intent_ttl), 60, 30 * DAY, 0},
+    {SEC_PRUNE, "clock_skew", parse_duration, check_duration, CFG(clock_skew), 0, DAY, 0},
+    {SEC_PRUNE, "lease", parse_duration, check_duration, CFG(prune_lease), 30, DAY, 0},
     {SEC_REGION, "kind", parse_kind, NULL, REG(kind), 0, 0, KIND_ANY},
     {SEC_REGION, "path", parse_text, check_opt_path, REG(path), 0, 0, KIND_DIR},
     {SEC_REGION, "endpoint", parse_text, check_endpoint, REG(endpoint), 0, 0, KIND_S3},
@@ -142,9 +179,11 @@ static const struct key_def config_keys[] = {
 
 /* Where each key was set (0 = not in the file). */
 struct config_lines {
-    unsigned key[NKEYS];                        /* non-region keys */
-    unsigned region[CONFIG_MAX_REGIONS][NKEYS]; /* region keys */
-    unsigned header[CONFIG_MAX_REGIONS];        /* the [region.NAME] line */
+    unsigned key[NKEYS];                         /* other keys, [retention]'s included */
+    unsigned region[CONFIG_MAX_REGIONS][NKEYS];  /* region keys */
+    unsigned header[CONFIG_MAX_REGIONS];         /* the [region.NAME] line */
+    unsigned policy[CONFIG_MAX_POLICIES][NKEYS]; /* [retention.RUN] keys */
+    unsigned policy_header[CONFIG_MAX_POLICIES]; /* the [retention.RUN] line */
 };
 
 struct parse_state {
@@ -159,6 +198,7 @@ struct parse_state {
     /* Our model of inih's state, see the design note. */
     enum section_id sec;
     size_t region;
+    size_t policy; /* SEC_RETENTION: index into c.policies, or NO_POLICY */
     char section[SECTION_MAX];
     bool prev_name_set;    /* inih's prev_name is non-empty */
     bool cur_continuation; /* the current line continues the previous value */
@@ -350,18 +390,42 @@ static void format_size(uint64_t v, char *out, size_t size)
         snprintf(out, size, "%llu%c", (unsigned long long)v, units[u]);
 }
 
-static int range_error(const struct key_def *d, uint64_t v, bool sizes, char *why)
+/* "7d", "6h", "15m" if v is a whole number of a unit, else seconds. */
+static void format_duration(uint64_t v, char *out, size_t size)
+{
+    static const struct {
+        uint64_t seconds;
+        char suffix;
+    } units[] = {{DAY, 'd'}, {3600, 'h'}, {60, 'm'}};
+    for (size_t i = 0; v && i < ARRAY_SIZE(units); i++) {
+        if (v % units[i].seconds == 0) {
+            snprintf(out, size, "%llu%c", (unsigned long long)(v / units[i].seconds),
+                     units[i].suffix);
+            return;
+        }
+    }
+    snprintf(out, size, "%llu", (unsigned long long)v);
+}
+
+/* How a key's numbers are written in messages. */
+enum unit { UNIT_NUMBER, UNIT_SIZE, UNIT_DURATION };
+
+static void format_value(enum unit unit, uint64_t v, char *out, size_t size)
+{
+    if (unit == UNIT_SIZE)
+        format_size(v, out, size);
+    else if (unit == UNIT_DURATION)
+        format_duration(v, out, size);
+    else
+        snprintf(out, size, "%llu", (unsigned long long)v);
+}
+
+static int range_error(const struct key_def *d, uint64_t v, enum unit unit, char *why)
 {
     char lo[32], hi[32], val[32];
-    if (sizes) {
-        format_size(d->min, lo, sizeof(lo));
-        format_size(d->max, hi, sizeof(hi));
-        format_size(v, val, sizeof(val));
-    } else {
-        snprintf(lo, sizeof(lo), "%llu", (unsigned long long)d->min);
-        snprintf(hi, sizeof(hi), "%llu", (unsigned long long)d->max);
-        snprintf(val, sizeof(val), "%llu", (unsigned long long)v);
-    }
+    format_value(unit, d->min, lo, sizeof(lo));
+    format_value(unit, d->max, hi, sizeof(hi));
+    format_value(unit, v, val, sizeof(val));
     if (d->max == UINT64_MAX)
         snprintf(why, WHY_MAX, "%s is too small (at least %s)", val, lo);
     else
@@ -369,16 +433,16 @@ static int range_error(const struct key_def *d, uint64_t v, bool sizes, char *wh
     return -1;
 }
 
-static int check_range(const struct key_def *d, uint64_t v, bool sizes, char *why)
+static int check_range(const struct key_def *d, uint64_t v, enum unit unit, char *why)
 {
-    return v < d->min || v > d->max ? range_error(d, v, sizes, why) : 0;
+    return v < d->min || v > d->max ? range_error(d, v, unit, why) : 0;
 }
 
 static int check_uint(const struct key_def *d, const void *field, char *why)
 {
     unsigned v;
     memcpy(&v, field, sizeof(v));
-    return check_range(d, v, false, why);
+    return check_range(d, v, UNIT_NUMBER, why);
 }
 
 static int check_int(const struct key_def *d, const void *field, char *why)
@@ -390,14 +454,41 @@ static int check_int(const struct key_def *d, const void *field, char *why)
                  (unsigned long long)d->max);
         return -1;
     }
-    return check_range(d, (uint64_t)v, false, why);
+    return check_range(d, (uint64_t)v, UNIT_NUMBER, why);
 }
 
 static int check_size(const struct key_def *d, const void *field, char *why)
 {
     uint64_t v;
     memcpy(&v, field, sizeof(v));
-    return check_range(d, v, true, why);
+    return check_range(d, v, UNIT_SIZE, why);
+}
+
+static int check_uint64(const struct key_def *d, const void *field, char *why)
+{
+    uint64_t v;
+    memcpy(&v, field, sizeof(v));
+    return check_range(d, v, UNIT_NUMBER, why);
+}
+
+static int check_duration(const struct key_def *d, const void *field, char *why)
+{
+    uint64_t v;
+    memcpy(&v, field, sizeof(v));
+    return check_range(d, v, UNIT_DURATION, why);
+}
+
+/* best_metric: a trainer_state.json log_history key such as "eval_loss". */
+static int check_metric(const struct key_def *d, const void *field, char *why)
+{
+    const char *s = field;
+    size_t n = strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_./-");
+    if (s[0] && s[n] == '\0' && n < CONFIG_METRIC_MAX)
+        return 0;
+    snprintf(why, WHY_MAX,
+             "'%.*s' is not a metric name (1 to %d characters of A-Z a-z 0-9 _ . / -)", WHY_MAX / 2,
+             s, CONFIG_METRIC_MAX - 1);
+    return -1;
 }
 
 static int parse_number(const struct key_def *d, const char *value, uint64_t *ret, char *why)
@@ -406,7 +497,7 @@ static int parse_number(const struct key_def *d, const char *value, uint64_t *re
         snprintf(why, WHY_MAX, "'%.*s' is not a number", WHY_MAX / 2, value);
         return -1;
     }
-    return check_range(d, *ret, false, why);
+    return check_range(d, *ret, UNIT_NUMBER, why);
 }
 
 static int parse_uint(const struct key_def *d, const char *value, void *field, char *why)
@@ -429,6 +520,29 @@ static int parse_int(const struct key_def *d, const char *value, void *field, ch
     return 0;
 }
 
+static int parse_uint64(const struct key_def *d, const char *value, void *field, char *why)
+{
+    uint64_t v;
+    if (parse_number(d, value, &v, why) < 0)
+        return -1;
+    memcpy(field, &v, sizeof(v));
+    return 0;
+}
+
+static int parse_duration(const struct key_def *d, const char *value, void *field, char *why)
+{
+    uint64_t v;
+    if (config_parse_duration(value, &v) < 0) {
+        snprintf(why, WHY_MAX, "'%.*s' is not a duration (like 90s, 15m, 6h, 7d)", WHY_MAX / 2,
+                 value);
+        return -1;
+    }
+    if (check_range(d, v, UNIT_DURATION, why) < 0)
+        return -1;
+    memcpy(field, &v, sizeof(v));
+    return 0;
+}
+
 static int parse_size(const struct key_def *d, const char *value, void *field, char *why)
 {
     uint64_t v;
@@ -437,7 +551,7 @@ static int parse_size(const struct key_def *d, const char *value, void *field, c
                  WHY_MAX / 2, value);
         return -1;
     }
-    if (check_range(d, v, true, why) < 0)
+    if (check_range(d, v, UNIT_SIZE, why) < 0)
         return -1;
     memcpy(field, &v, sizeof(v));
     return 0;
@@ -526,6 +640,18 @@ static int parse_preconditions(const struct key_def *d, const char *value, void 
     return 0;
 }
 
+static int parse_best_mode(const struct key_def *d, const char *value, void *field, char *why)
+{
+    static const struct word words[] = {{"min", 0}, {"max", 1}};
+    int v;
+    if (parse_word(words, ARRAY_SIZE(words), value, &v) < 0) {
+        snprintf(why, WHY_MAX, "'%.*s' is not a best mode (min or max)", WHY_MAX / 2, value);
+        return -1;
+    }
+    *(bool *)field = v;
+    return 0;
+}
+
 int config_parse_size(const char *s, uint64_t *ret)
 {
     static const char units[] = "KMGT";
@@ -553,7 +679,59 @@ int config_parse_size(const char *s, uint64_t *ret)
     return 0;
 }
 
+/* Lower-case suffixes only: "15M" could as well mean months. */
+int config_parse_duration(const char *s, uint64_t *ret)
+{
+    static const struct {
+        char suffix;
+        uint64_t seconds;
+    } units[] = {{'s', 1}, {'m', 60}, {'h', 3600}, {'d', DAY}};
+    uint64_t v, mul = 1;
+    char num[32];
+
+    if (!s)
+        return CKS_E_CONFIG;
+    size_t len = strlen(s);
+    for (size_t i = 0; len > 0 && i < ARRAY_SIZE(units); i++) {
+        if (s[len - 1] == units[i].suffix) {
+            mul = units[i].seconds;
+            len--;
+            break;
+        }
+    }
+    if (len == 0 || len >= sizeof(num))
+        return CKS_E_CONFIG;
+    memcpy(num, s, len);
+    num[len] = '\0';
+    if (parse_u64(num, &v) < 0 || v > UINT64_MAX / mul)
+        return CKS_E_CONFIG;
+    *ret = v * mul;
+    return 0;
+}
+
+const struct retention_policy *config_policy(const struct config *c, const char *run)
+{
+    for (size_t i = 0; run && run[0] && i < c->npolicies && i < CONFIG_MAX_POLICIES; i++)
+        if (strcmp(c->policies[i].run, run) == 0)
+            return &c->policies[i];
+    return &c->retention;
+}
+
+bool retention_policy_active(const struct retention_policy *p)
+{
+    return p->keep_last || p->keep_every || p->keep_within || p->keep_best;
+}
+
 /* ---- defaults and derived values -------------------------------------- */
+
+/* The built-in policy (keeps everything); run "" is [retention]. */
+static void policy_default(struct retention_policy *p, const char *run)
+{
+    memset(p, 0, sizeof(*p));
+    snprintf(p->run, sizeof(p->run), "%s", run);
+    snprintf(p->best_metric, sizeof(p->best_metric), "eval_loss");
+    p->best_max = false;
+}
 
 static void region_default(struct region_conf *r, const char *name)
 {
@@ -618,6 +796,13 @@ void config_default(struct config *c)
     c->chunk_max = 8 * MIB;
     c->normalization = 1;
     c->zstd_level = 3;
+    policy_default(&c->retention, "");
+    c->npolicies = 0;
+    c->prune_grace = 3600;
+    c->prune_interval = 0;
+    c->intent_ttl = 6 * 3600;
+    c->clock_skew = 300;
+    c->prune_lease = 900;
     c->default_regions = true;
     c->default_socket = true;
     c->nregions = ARRAY_SIZE(names);
@@ -688,7 +873,8 @@ static const struct key_def *key_find(enum section_id sec, const char *key)
     return NULL;
 }
 
-/* A key of [daemon], [chunker] or [compress] (their names are distinct). */
+/* A key of any section but [region.NAME] (their names are distinct); for
+ * a [retention] key, the default policy's. */
 static const struct key_def *global_key(const char *key)
 {
     for (size_t i = 0; i < NKEYS; i++)
@@ -711,12 +897,17 @@ static const char *section_name(enum section_id sec)
         return "chunker";
     case SEC_COMPRESS:
         return "compress";
+    case SEC_RETENTION:
+        return "retention";
+    case SEC_PRUNE:
+        return "prune";
     default:
         return "region";
     }
 }
 
-/* Line where a [daemon]/[chunker]/[compress] key was set, 0 if unknown. */
+/* Line where a key outside [region.NAME] and [retention.RUN] was set, 0 if
+ * unknown. */
 static unsigned global_line(const struct where *w, const char *key)
 {
     const struct key_def *d = global_key(key);
@@ -757,6 +948,27 @@ static int fail_region(const struct where *w, const struct config *c, size_t i, 
     return CKS_E_CONFIG;
 }
 
+/* An error about [retention.RUN] i; key NULL names the section itself. */
+static int fail_policy(const struct where *w, const struct config *c, size_t i, const char *key,
+                       const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+static int fail_policy(const struct where *w, const struct config *c, size_t i, const char *key,
+                       const char *fmt, ...)
+{
+    char section[CONFIG_RUN_MAX + 16];
+    const struct key_def *d = key ? key_find(SEC_RETENTION, key) : NULL;
+    unsigned line = 0;
+    if (w->lines && d)
+        line = w->lines->policy[i][key_index(d)];
+    if (w->lines && !line)
+        line = w->lines->policy_header[i];
+    snprintf(section, sizeof(section), "retention.%s", c->policies[i].run);
+    va_list ap;
+    va_start(ap, fmt);
+    config_verror(w->err, w->file, line, section, key, fmt, ap);
+    va_end(ap);
+    return CKS_E_CONFIG;
+}
+
 static bool terminated(const void *field, size_t size)
 {
     return memchr(field, '\0', size) != NULL;
@@ -771,6 +983,11 @@ static bool config_sane(const struct config *c)
         return false;
     for (size_t i = 0; i < c->nregions; i++)
         if (!terminated(c->regions[i].name, sizeof(c->regions[i].name)))
+            return false;
+    if (c->npolicies > CONFIG_MAX_POLICIES)
+        return false;
+    for (size_t i = 0; i < c->npolicies; i++)
+        if (!terminated(c->policies[i].run, sizeof(c->policies[i].run)))
             return false;
     return true;
 }
@@ -792,14 +1009,19 @@ static int validate_fields(const struct config *c, const struct where *w)
     char why[WHY_MAX];
     for (size_t k = 0; k < NKEYS; k++) {
         const struct key_def *d = &config_keys[k];
-        if (d->section != SEC_REGION) {
-            if (field_check(d, (const char *)c + d->offset, why) < 0)
+        if (d->section == SEC_REGION) {
+            for (size_t i = 0; i < c->nregions; i++)
+                if (field_check(d, (const char *)&c->regions[i] + d->offset, why) < 0)
+                    return fail_region(w, c, i, d->key, "%s", why);
+        } else if (d->section == SEC_RETENTION) {
+            if (field_check(d, (const char *)&c->retention + d->offset, why) < 0)
                 return fail_key(w, d->key, "%s", why);
-            continue;
+            for (size_t i = 0; i < c->npolicies; i++)
+                if (field_check(d, (const char *)&c->policies[i] + d->offset, why) < 0)
+                    return fail_policy(w, c, i, d->key, "%s", why);
+        } else if (field_check(d, (const char *)c + d->offset, why) < 0) {
+            return fail_key(w, d->key, "%s", why);
         }
-        for (size_t i = 0; i < c->nregions; i++)
-            if (field_check(d, (const char *)&c->regions[i] + d->offset, why) < 0)
-                return fail_region(w, c, i, d->key, "%s", why);
     }
     return 0;
 }
@@ -881,6 +1103,44 @@ static int validate_chunker(const struct config *c, const struct where *w)
                     avg, nc, CHUNK_MASK_BITS_MIN, CHUNK_MASK_BITS_MAX);
 }
 
+/* [retention.RUN]: the run directory's name as the watcher sees it. */
+static bool run_name_ok(const char *name)
+{
+    size_t len = strlen(name);
+    if (len == 0 || len >= CONFIG_RUN_MAX || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+        return false;
+    return strspn(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") == len;
+}
+
+/* Run names as the parser admits them, distinct (config_policy() takes the
+ * first match). */
+static int validate_retention(const struct config *c, const struct where *w)
+{
+    for (size_t i = 0; i < c->npolicies; i++) {
+        if (!run_name_ok(c->policies[i].run))
+            return fail_policy(w, c, i, NULL, "invalid run name");
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(c->policies[i].run, c->policies[j].run) == 0)
+                return fail_policy(w, c, i, NULL, "duplicate run section");
+    }
+    return 0;
+}
+
+/* An intent must outlive the clock difference both ways: a pruner whose
+ * clock runs clock_skew ahead must not take a live intent for expired. */
+static int validate_prune(const struct config *c, const struct where *w)
+{
+    char ttl[32], skew[32];
+
+    /* validate_fields() bounded clock_skew to a day: 2 * clock_skew fits. */
+    if (c->intent_ttl > 2 * c->clock_skew)
+        return 0;
+    format_duration(c->intent_ttl, ttl, sizeof(ttl));
+    format_duration(c->clock_skew, skew, sizeof(skew));
+    return fail_key(w, blame_first(w, "intent_ttl", "clock_skew") ? "intent_ttl" : "clock_skew",
+                    "intent_ttl (%s) must be more than twice clock_skew (%s)", ttl, skew);
+}
+
 /* A key set in the file for a region of the other kind. */
 static int validate_region_keys(const struct config *c, size_t i, const struct where *w)
 {
@@ -930,6 +1190,10 @@ static int config_validate(const struct config *c, const struct where *w)
         r = validate_daemon(c, w);
     if (r == 0)
         r = validate_chunker(c, w);
+    if (r == 0)
+        r = validate_retention(c, w);
+    if (r == 0)
+        r = validate_prune(c, w);
     for (size_t i = 0; r == 0 && i < c->nregions; i++)
         r = validate_region(c, i, w);
     if (r == 0 && c->quorum > c->nregions)
@@ -977,16 +1241,42 @@ static int region_open(struct parse_state *st, const char *name)
     return 1;
 }
 
+/* [retention.RUN] opens: a policy of its own, from the built-in defaults. */
+static int policy_open(struct parse_state *st, const char *run)
+{
+    struct config *c = &st->c;
+
+    if (!run_name_ok(run))
+        return st_fail(st, NULL,
+                       "invalid run name (1 to %d characters of A-Z a-z 0-9 . _ -, not . or ..)",
+                       CONFIG_RUN_MAX - 1);
+    for (size_t i = 0; i < c->npolicies; i++)
+        if (strcmp(c->policies[i].run, run) == 0)
+            return st_fail(st, NULL, "duplicate run section (first defined on line %u)",
+                           st->lines.policy_header[i]);
+    if (c->npolicies == CONFIG_MAX_POLICIES)
+        return st_fail(st, NULL, "too many run sections (at most %d)", CONFIG_MAX_POLICIES);
+    st->policy = c->npolicies++;
+    policy_default(&c->policies[st->policy], run);
+    st->lines.policy_header[st->policy] = st->lineno;
+    return 1;
+}
+
 /* A "[name]" line as inih will see it. */
 static int section_open(struct parse_state *st, const char *name, size_t len)
 {
     static const struct {
         const char *name;
         enum section_id id;
-    } fixed[] = {{"daemon", SEC_DAEMON}, {"chunker", SEC_CHUNKER}, {"compress", SEC_COMPRESS}};
+    } fixed[] = {{"daemon", SEC_DAEMON},
+                 {"chunker", SEC_CHUNKER},
+                 {"compress", SEC_COMPRESS},
+                 {"retention", SEC_RETENTION},
+                 {"prune", SEC_PRUNE}};
 
     st->prev_name_set = false;
     st->sec = SEC_NONE;
+    st->policy = NO_POLICY;
     if (len >= sizeof(st->section))
         return st_fail_line(st, "section name too long");
     memcpy(st->section, name, len);
@@ -1001,10 +1291,14 @@ static int section_open(struct parse_state *st, const char *name, size_t len)
         st->sec = SEC_REGION;
         return region_open(st, st->section + 7);
     }
+    if (strncmp(st->section, "retention.", 10) == 0) {
+        st->sec = SEC_RETENTION;
+        return policy_open(st, st->section + 10);
+    }
     st->sec = SEC_UNKNOWN;
     return st_fail(st, NULL,
-                   "unknown section (expected daemon, chunker, compress or "
-                   "region.NAME)");
+                   "unknown section (expected daemon, chunker, compress, retention, "
+                   "retention.RUN, prune or region.NAME)");
 }
 
 static bool is_space(char ch)
@@ -1134,10 +1428,19 @@ static int config_handler(void *user, const char *section, const char *name, con
         return st_fail(st, name, "unknown key (expected one of: %s)",
                        key_list(st->sec, why, sizeof(why)));
     size_t k = key_index(d);
-    unsigned *line = st->sec == SEC_REGION ? &st->lines.region[st->region][k] : &st->lines.key[k];
+    unsigned *line = &st->lines.key[k];
+    void *base = &st->c;
+    if (st->sec == SEC_REGION) {
+        line = &st->lines.region[st->region][k];
+        base = &st->c.regions[st->region];
+    } else if (st->sec == SEC_RETENTION && st->policy == NO_POLICY) {
+        base = &st->c.retention;
+    } else if (st->sec == SEC_RETENTION) {
+        line = &st->lines.policy[st->policy][k];
+        base = &st->c.policies[st->policy];
+    }
     if (*line)
         return st_fail(st, name, "duplicate key (first set on line %u)", *line);
-    void *base = st->sec == SEC_REGION ? (void *)&st->c.regions[st->region] : (void *)&st->c;
     why[0] = '\0';
     if (d->parse(d, value, (char *)base + d->offset, why) < 0)
         return st_fail(st, name, "%s", why);

@@ -4,11 +4,16 @@
  * Every key has a default (config_default()); config_load() overlays a
  * file and validates the result.  Errors name file, line and key:
  *   "/etc/ckptsync.conf:12: [chunker] avg: '3X' is not a size"
- * Sizes accept K, M, G, T suffixes (powers of 1024), e.g. "4M".
+ * Sizes accept K, M, G, T suffixes (powers of 1024), e.g. "4M"; durations
+ * are seconds with one optional lower-case s, m, h or d suffix, e.g. "6h".
  *
  *   [daemon]  watch, state, quorum, settle, socket, memory, create_settle
  *   [chunker] min, avg, max, normalization
  *   [compress] level
+ *   [retention], [retention.RUN]  keep_last, keep_every, keep_within,
+ *                 keep_best, best_metric, best_mode  (the default policy,
+ *                 and one run's: a run's section replaces the default whole)
+ *   [prune]   grace, interval, intent_ttl, clock_skew, lease
  *   [region.NAME] kind = dir|s3, path (dir), preconditions = auto|none
  *                 endpoint, bucket, prefix, region, addressing, payload,
  *                 credentials, tls_verify, ca_file, connections, bandwidth (s3)
@@ -61,6 +66,23 @@ struct region_conf {
                                          * (see region_set_preconditions) */
 };
 
+/* A retention policy (service/retention.h).  A snapshot is kept when any
+ * rule keeps it; a policy with no rule keeps everything (the default). */
+#define CONFIG_MAX_POLICIES 16
+#define CONFIG_RUN_MAX 64                /* [retention.RUN]: run names up to 63 bytes */
+#define CONFIG_METRIC_MAX 64
+
+struct retention_policy {
+    char run[CONFIG_RUN_MAX];           /* "" for [retention], the default */
+    unsigned keep_last;                 /* the N newest; 0 = rule off */
+    uint64_t keep_every;                /* steps divisible by K; 0 = off */
+    uint64_t keep_within;               /* seconds before the newest snapshot; 0 = off */
+    unsigned keep_best;                 /* the M best by best_metric; 0 = off */
+    char best_metric[CONFIG_METRIC_MAX]; /* a trainer_state.json log_history key,
+                                         * default "eval_loss" */
+    bool best_max;                      /* best_mode = min|max (default min) */
+};
+
 struct config {
     char source[CONFIG_PATH_MAX];       /* file it came from, "" = embedded */
     /* [daemon] */
@@ -78,6 +100,16 @@ struct config {
     unsigned normalization;             /* default 1, 0..3 */
     /* [compress] */
     int zstd_level;                     /* default 3, 1..19 */
+    /* [retention] (default policy) and [retention.RUN] */
+    struct retention_policy retention;
+    size_t npolicies;
+    struct retention_policy policies[CONFIG_MAX_POLICIES];
+    /* [prune] (durations accept s, m, h, d suffixes; a bare number is seconds) */
+    uint64_t prune_grace;               /* seconds between mark and sweep, default 3600 */
+    uint64_t prune_interval;            /* the daemon prunes this often; 0 = never (default) */
+    uint64_t intent_ttl;                /* a writer's intent lives at most this long, default 6h */
+    uint64_t clock_skew;                /* tolerated clock difference between instances, default 300 */
+    uint64_t prune_lease;               /* seconds a prune's lease lasts unrenewed, default 900 */
     /* [region.*] */
     bool default_regions;               /* regions are the embedded a, b, c */
     bool default_socket;
@@ -99,5 +131,11 @@ int config_parse(const char *name, const char *text, size_t len, struct config *
 int config_finish(struct config *c, struct buf *err);
 /* "4M" -> 4194304.  Returns 0 or CKS_E_CONFIG. */
 int config_parse_size(const char *s, uint64_t *ret);
+/* "90", "90s", "15m", "6h", "7d" -> seconds.  Returns 0 or CKS_E_CONFIG. */
+int config_parse_duration(const char *s, uint64_t *ret);
+/* The policy for run: its [retention.RUN] section, else [retention]. */
+const struct retention_policy *config_policy(const struct config *c, const char *run);
+/* Does the policy remove anything (some keep_* rule set)? */
+bool retention_policy_active(const struct retention_policy *p);
 
 #endif

@@ -1,7 +1,7 @@
 /*
  * test-config.c — defaults, a full valid file, every kind of error (each
- * message names file, line and key), sizes, config_finish() after --state,
- * and config_load() on real files.
+ * message names file, line and key), sizes, durations, retention policies,
+ * config_finish() after --state, and config_load() on real files.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -20,6 +20,7 @@
 
 #define NAME "test.conf"
 #define NAME60 "abcdefghijabcdefghijabcdefghijabcdefghijabcdefghijabcdefghij"
+#define DAY 86400ull
 
 static struct config *cfg_new(void)
 {
@@ -51,6 +52,24 @@ static void test_defaults(void **state)
     assert_int_equal(c->chunk_max, 8u << 20);
     assert_int_equal(c->normalization, 1);
     assert_int_equal(c->zstd_level, 3);
+    /* [retention]: no rule, so everything is kept; [prune] */
+    assert_string_equal(c->retention.run, "");
+    assert_int_equal(c->retention.keep_last, 0);
+    assert_int_equal(c->retention.keep_every, 0);
+    assert_int_equal(c->retention.keep_within, 0);
+    assert_int_equal(c->retention.keep_best, 0);
+    assert_string_equal(c->retention.best_metric, "eval_loss");
+    assert_false(c->retention.best_max);
+    assert_false(retention_policy_active(&c->retention));
+    assert_int_equal(c->npolicies, 0);
+    assert_ptr_equal(config_policy(c, "run1"), &c->retention);
+    assert_ptr_equal(config_policy(c, ""), &c->retention);
+    assert_ptr_equal(config_policy(c, NULL), &c->retention);
+    assert_int_equal(c->prune_grace, 3600);
+    assert_int_equal(c->prune_interval, 0);
+    assert_int_equal(c->intent_ttl, 21600);
+    assert_int_equal(c->clock_skew, 300);
+    assert_int_equal(c->prune_lease, 900);
     assert_true(c->default_regions);
     assert_true(c->default_socket);
     assert_int_equal(c->nregions, 3);
@@ -275,6 +294,133 @@ static void test_values(void **state)
     free(c);
 }
 
+/* Every [retention] and [prune] key; a run's section replaces the default. */
+static void test_retention(void **state)
+{
+    struct config *c = cfg_new();
+    struct buf err = BUF_INIT;
+    static const char text[] = "[retention]\n"
+                               "keep_last = 3\n"
+                               "keep_every = 1000\n"
+                               "keep_within = 7d\n"
+                               "keep_best = 2\n"
+                               "best_metric = eval/accuracy\n"
+                               "best_mode = max\n"
+                               "[retention.llama-7b_v2.1]\n"
+                               "keep_last = 5\n"
+                               "[retention.bare]\n"
+                               "[prune]\n"
+                               "grace = 0\n"
+                               "interval = 15m\n"
+                               "intent_ttl = 12h\n"
+                               "clock_skew = 90s\n"
+                               "lease = 600\n"
+                               "[retention]\n"
+                               "; [retention] may be reopened, like [daemon]\n";
+
+    int r = parse(text, c, &err);
+    if (r != 0)
+        fail_msg("unexpected error: %s", buf_str(&err));
+    const struct retention_policy *p = &c->retention;
+    assert_string_equal(p->run, "");
+    assert_int_equal(p->keep_last, 3);
+    assert_int_equal(p->keep_every, 1000);
+    assert_int_equal(p->keep_within, 7 * DAY);
+    assert_int_equal(p->keep_best, 2);
+    assert_string_equal(p->best_metric, "eval/accuracy");
+    assert_true(p->best_max);
+    assert_true(retention_policy_active(p));
+
+    /* The run's section starts from the built-in defaults, not [retention]. */
+    assert_int_equal(c->npolicies, 2);
+    const struct retention_policy *q = config_policy(c, "llama-7b_v2.1");
+    assert_ptr_equal(q, &c->policies[0]);
+    assert_string_equal(q->run, "llama-7b_v2.1");
+    assert_int_equal(q->keep_last, 5);
+    assert_int_equal(q->keep_every, 0);
+    assert_int_equal(q->keep_within, 0);
+    assert_int_equal(q->keep_best, 0);
+    assert_string_equal(q->best_metric, "eval_loss");
+    assert_false(q->best_max);
+    assert_true(retention_policy_active(q));
+    /* An empty run section keeps everything for that run. */
+    const struct retention_policy *b = config_policy(c, "bare");
+    assert_ptr_equal(b, &c->policies[1]);
+    assert_false(retention_policy_active(b));
+    /* Other runs (names are case-sensitive) get [retention]. */
+    assert_ptr_equal(config_policy(c, "Bare"), &c->retention);
+    assert_ptr_equal(config_policy(c, "other"), &c->retention);
+
+    assert_int_equal(c->prune_grace, 0);
+    assert_int_equal(c->prune_interval, 900);
+    assert_int_equal(c->intent_ttl, 12 * 3600);
+    assert_int_equal(c->clock_skew, 90);
+    assert_int_equal(c->prune_lease, 600);
+
+    /* One rule alone makes a policy active; bounds are inclusive. */
+    static const char *const active[] = {
+        "[retention]\nkeep_last = 1000000\n",
+        "[retention]\nkeep_every = 1000000000000\n",
+        "[retention]\nkeep_within = 1\n",
+        "[retention]\nkeep_best = 1\nbest_mode = MIN\n",
+    };
+    for (size_t i = 0; i < sizeof(active) / sizeof(active[0]); i++) {
+        if (parse(active[i], c, &err) != 0)
+            fail_msg("case %zu: unexpected error: %s", i, buf_str(&err));
+        if (!retention_policy_active(&c->retention))
+            fail_msg("case %zu: policy not active", i);
+    }
+    assert_false(c->retention.best_max);
+
+    /* Run names: 63 bytes (longer than inih's section buffer), dots, and
+     * two names inih would cut to the same section. */
+    assert_int_equal(parse("[retention." NAME60 "012]\nkeep_last = 1\n"
+                           "[retention." NAME60 "01]\nkeep_last = 2\n"
+                           "[retention...x]\nkeep_last = 3\n",
+                           c, &err),
+                     0);
+    assert_int_equal(c->npolicies, 3);
+    assert_int_equal(config_policy(c, NAME60 "012")->keep_last, 1);
+    assert_int_equal(config_policy(c, NAME60 "01")->keep_last, 2);
+    assert_int_equal(config_policy(c, "..x")->keep_last, 3);
+
+    /* Durations at the ends of their ranges. */
+    assert_int_equal(parse("[prune]\nintent_ttl = 30d\nclock_skew = 1d\nlease = 30\n", c, &err), 0);
+    assert_int_equal(c->intent_ttl, 30 * DAY);
+    assert_int_equal(c->clock_skew, DAY);
+    assert_int_equal(c->prune_lease, 30);
+    assert_int_equal(parse("[prune]\nintent_ttl = 1m\nclock_skew = 0\nlease = 1d\n", c, &err), 0);
+    assert_int_equal(c->intent_ttl, 60);
+    assert_int_equal(c->clock_skew, 0);
+    assert_int_equal(c->prune_lease, DAY);
+    /* intent_ttl just above twice clock_skew */
+    assert_int_equal(parse("[prune]\nintent_ttl = 601\nclock_skew = 5m\n", c, &err), 0);
+    buf_free(&err);
+    free(c);
+}
+
+static void test_too_many_policies(void **state)
+{
+    struct config *c = cfg_new();
+    struct buf err = BUF_INIT;
+    struct buf text = BUF_INIT;
+
+    for (int i = 0; i < CONFIG_MAX_POLICIES; i++)
+        buf_printf(&text, "[retention.run%d]\nkeep_last = %d\n", i, i + 1);
+    assert_int_equal(parse(buf_str(&text), c, &err), 0);
+    assert_int_equal(c->npolicies, CONFIG_MAX_POLICIES);
+    assert_int_equal(config_policy(c, "run15")->keep_last, 16);
+    buf_printf(&text, "[retention.run%d]\n", CONFIG_MAX_POLICIES);
+    assert_int_equal(parse(buf_str(&text), c, &err), CKS_E_CONFIG);
+    char want[80];
+    snprintf(want, sizeof(want), NAME ":%d: [retention.run%d]: too many run sections (at most %d)",
+             2 * CONFIG_MAX_POLICIES + 1, CONFIG_MAX_POLICIES, CONFIG_MAX_POLICIES);
+    assert_string_equal(buf_str(&err), want);
+    buf_free(&text);
+    buf_free(&err);
+    free(c);
+}
+
 struct err_case {
     const char *text;
     int line;         /* expected line, 0 = none in the message */
@@ -382,6 +528,63 @@ static const struct err_case err_cases[] = {
     {"[daemon]\ncreate_settle = 5\ncreate_settle = 5\n", 3, "[daemon] create_settle",
      "duplicate key"},
     {"[region.x]\npath = /r\ncreate_settle = 5\n", 3, "[region.x] create_settle", "unknown key"},
+    /* [retention], [retention.RUN] */
+    {"[retention]\nkeep_last = many\n", 2, "[retention] keep_last", "'many' is not a number"},
+    {"[retention]\nkeep_last = 1000001\n", 2, "[retention] keep_last",
+     "1000001 is out of range (0 to 1000000)"},
+    {"[retention]\nkeep_best = -1\n", 2, "[retention] keep_best", "not a number"},
+    {"[retention]\nkeep_every = 1000000000001\n", 2, "[retention] keep_every",
+     "out of range (0 to 1000000000000)"},
+    {"[retention]\nkeep_every = 1k\n", 2, "keep_every", "not a number"},
+    {"[retention]\nkeep_within = 3X\n", 2, "[retention] keep_within",
+     "'3X' is not a duration (like 90s, 15m, 6h, 7d)"},
+    {"[retention]\nbest_mode = maximum\n", 2, "[retention] best_mode",
+     "'maximum' is not a best mode (min or max)"},
+    {"[retention.r1]\nbest_mode =\n", 2, "[retention.r1] best_mode", "not a best mode"},
+    {"[retention]\nbest_metric =\n", 2, "[retention] best_metric", "'' is not a metric name"},
+    {"[retention]\nbest_metric = eval loss\n", 2, "best_metric", "not a metric name"},
+    {"[retention]\nbest_metric = " LONG40 LONG40 "\n", 2, "best_metric", "value too long"},
+    {"[retention]\nkeep_last = 1\nkeep_last = 2\n", 3, "[retention] keep_last",
+     "duplicate key (first set on line 2)"},
+    {"[retention]\nkeep_last = 1\n[prune]\n[retention]\nkeep_last = 2\n", 5, "keep_last",
+     "duplicate key"},
+    {"[retention.r]\nkeep_last = 1\nkeep_last = 2\n", 3, "[retention.r] keep_last",
+     "duplicate key"},
+    {"[retention.r]\nkeep_last = 1\n[retention.r]\nkeep_last = 2\n", 3, "[retention.r]",
+     "duplicate run section (first defined on line 1)"},
+    {"[retention]\nkeep = 1\n", 2, "[retention] keep", "unknown key (expected one of: keep_last"},
+    {"[retention.r]\ngrace = 1\n", 2, "[retention.r] grace", "unknown key"},
+    {"[retention.a b]\n", 1, "[retention.a b]", "invalid run name"},
+    {"[retention.a/b]\n", 1, "[retention.a/b]", "invalid run name"},
+    {"[retention.]\n", 1, "[retention.]", "invalid run name"},
+    {"[retention..]\n", 1, "[retention..]", "invalid run name"},
+    {"[retention...]\n", 1, "[retention...]", "invalid run name"},
+    {"[retention." NAME60 "0123]\n", 1, "[retention." NAME60 "0123]", "invalid run name"},
+    {"[retentions]\n", 1, "[retentions]", "unknown section"},
+    {"[Retention]\n", 1, "[Retention]", "unknown section"},
+    /* [prune] */
+    {"[prune]\ngrace = 3X\n", 2, "[prune] grace", "'3X' is not a duration (like 90s, 15m, 6h, 7d)"},
+    {"[prune]\ngrace = -1\n", 2, "grace", "not a duration"},
+    {"[prune]\ngrace = 1h30m\n", 2, "grace", "not a duration"},
+    {"[prune]\ngrace = 6H\n", 2, "grace", "not a duration"},
+    {"[prune]\ngrace = 5 m\n", 2, "grace", "not a duration"},
+    {"[prune]\ngrace =\n", 2, "grace", "not a duration"},
+    {"[prune]\ninterval = 213503982334602d\n", 2, "[prune] interval", "not a duration"},
+    {"[prune]\nintent_ttl = 59\n", 2, "[prune] intent_ttl", "59 is out of range (1m to 30d)"},
+    {"[prune]\nintent_ttl = 31d\n", 2, "intent_ttl", "31d is out of range (1m to 30d)"},
+    {"[prune]\nclock_skew = 25h\n", 2, "[prune] clock_skew", "25h is out of range (0 to 1d)"},
+    {"[prune]\nlease = 29s\n", 2, "[prune] lease", "29 is out of range (30 to 1d)"},
+    {"[prune]\nlease = 2d\n", 2, "lease", "out of range"},
+    {"[prune]\ngrace = 1\ngrace = 2\n", 3, "[prune] grace", "duplicate key"},
+    {"[prune]\nttl = 1\n", 2, "[prune] ttl", "unknown key (expected one of: grace, interval"},
+    {"[prune]\nintent_ttl = 10m\n", 2, "[prune] intent_ttl",
+     "intent_ttl (10m) must be more than twice clock_skew (5m)"},
+    {"[prune]\nintent_ttl = 1h\nclock_skew = 30m\n", 3, "[prune] clock_skew",
+     "intent_ttl (1h) must be more than twice clock_skew (30m)"},
+    {"[prune]\nclock_skew = 1d\n[daemon]\n[prune]\nintent_ttl = 2d\n", 5, "[prune] intent_ttl",
+     "must be more than twice clock_skew (1d)"},
+    {"[prune]\nclock_skew = 4h\n", 2, "[prune] clock_skew",
+     "intent_ttl (6h) must be more than twice clock_skew (4h)"},
 };
 
 /* Does msg start with NAME ":<line>: " (line > 0) or NAME ": " (line 0)? */
@@ -454,6 +657,60 @@ struct size_case {
     int ret;
     uint64_t v;
 };
+
+static const struct size_case duration_cases[] = {
+    {"0", 0, 0},
+    {"0s", 0, 0},
+    {"0d", 0, 0},
+    {"90", 0, 90},
+    {"90s", 0, 90},
+    {"15m", 0, 900},
+    {"6h", 0, 21600},
+    {"7d", 0, 7 * DAY},
+    {"007d", 0, 7 * DAY},
+    {"18446744073709551615", 0, UINT64_MAX},
+    {"18446744073709551615s", 0, UINT64_MAX},
+    {"213503982334601d", 0, 213503982334601ull * DAY},
+    {"213503982334602d", CKS_E_CONFIG, 0},
+    {"5124095576030431h", 0, 5124095576030431ull * 3600},
+    {"5124095576030432h", CKS_E_CONFIG, 0},
+    {"307445734561825860m", 0, 307445734561825860ull * 60},
+    {"307445734561825861m", CKS_E_CONFIG, 0},
+    {"18446744073709551616", CKS_E_CONFIG, 0},
+    {"", CKS_E_CONFIG, 0},
+    {"s", CKS_E_CONFIG, 0},
+    {"d", CKS_E_CONFIG, 0},
+    {"3X", CKS_E_CONFIG, 0},
+    {"7D", CKS_E_CONFIG, 0},
+    {"15M", CKS_E_CONFIG, 0},
+    {"1w", CKS_E_CONFIG, 0},
+    {"1ms", CKS_E_CONFIG, 0},
+    {"1h30m", CKS_E_CONFIG, 0},
+    {"1dd", CKS_E_CONFIG, 0},
+    {"-1", CKS_E_CONFIG, 0},
+    {"+1", CKS_E_CONFIG, 0},
+    {" 1", CKS_E_CONFIG, 0},
+    {"1 ", CKS_E_CONFIG, 0},
+    {"1 s", CKS_E_CONFIG, 0},
+    {"1.5h", CKS_E_CONFIG, 0},
+    {"0x10", CKS_E_CONFIG, 0},
+};
+
+static void test_parse_duration(void **state)
+{
+    for (size_t i = 0; i < sizeof(duration_cases) / sizeof(duration_cases[0]); i++) {
+        const struct size_case *tc = &duration_cases[i];
+        uint64_t v = 42;
+        int r = config_parse_duration(tc->s, &v);
+        if (r != tc->ret)
+            fail_msg("\"%s\": returned %d, expected %d", tc->s, r, tc->ret);
+        if (v != (r == 0 ? tc->v : 42))
+            fail_msg("\"%s\": gave %llu, expected %llu", tc->s, (unsigned long long)v,
+                     (unsigned long long)(r == 0 ? tc->v : 42));
+    }
+    uint64_t v;
+    assert_int_equal(config_parse_duration(NULL, &v), CKS_E_CONFIG);
+}
 
 static const struct size_case size_cases[] = {
     {"0", 0, 0},
@@ -550,6 +807,36 @@ static void test_finish(void **state)
     config_default(c);
     c->nregions = CONFIG_MAX_REGIONS + 1;
     assert_int_equal(config_finish(c, &err), CKS_E_CONFIG);
+    config_default(c);
+    c->clock_skew = 3 * 3600;
+    assert_int_equal(config_finish(c, &err), CKS_E_CONFIG);
+    assert_string_equal(buf_str(&err), "[prune] intent_ttl: intent_ttl (6h) must be more than "
+                                       "twice clock_skew (3h)");
+    config_default(c);
+    c->prune_lease = 10;
+    assert_int_equal(config_finish(c, &err), CKS_E_CONFIG);
+    assert_string_equal(buf_str(&err), "[prune] lease: 10 is out of range (30 to 1d)");
+    config_default(c);
+    c->retention.keep_last = 1000001;
+    assert_int_equal(config_finish(c, &err), CKS_E_CONFIG);
+    assert_string_equal(buf_str(&err),
+                        "[retention] keep_last: 1000001 is out of range (0 to 1000000)");
+    /* a run's policy, from a file: named by its section; no line */
+    assert_int_equal(parse("[retention.r]\nkeep_best = 2\n", c, &err), 0);
+    c->policies[0].best_metric[0] = '\0';
+    assert_int_equal(config_finish(c, &err), CKS_E_CONFIG);
+    assert_string_equal(buf_str(&err), NAME ": [retention.r] best_metric: '' is not a metric "
+                                            "name (1 to 63 characters of A-Z a-z 0-9 _ . / -)");
+    config_default(c);
+    c->npolicies = 1;
+    snprintf(c->policies[0].run, sizeof(c->policies[0].run), "..");
+    snprintf(c->policies[0].best_metric, sizeof(c->policies[0].best_metric), "eval_loss");
+    assert_int_equal(config_finish(c, &err), CKS_E_CONFIG);
+    assert_string_equal(buf_str(&err), "[retention...]: invalid run name");
+    config_default(c);
+    c->npolicies = CONFIG_MAX_POLICIES + 1;
+    assert_int_equal(config_finish(c, &err), CKS_E_CONFIG);
+    assert_string_equal(buf_str(&err), "corrupt configuration structure");
     buf_free(&err);
     free(c);
 }
@@ -593,7 +880,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults),         cmocka_unit_test(test_full_file),
         cmocka_unit_test(test_valid_small),      cmocka_unit_test(test_values),
-        cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_retention),        cmocka_unit_test(test_too_many_policies),
+        cmocka_unit_test(test_errors),           cmocka_unit_test(test_parse_duration),
         cmocka_unit_test(test_nul_and_too_many), cmocka_unit_test(test_parse_size),
         cmocka_unit_test(test_finish),           cmocka_unit_test(test_load),
     };
