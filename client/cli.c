@@ -33,6 +33,11 @@ static const char usage_text[] =
     "  show SNAPSHOT [--run NAME]            show one snapshot's files\n"
     "  chunks FILE [--min N --avg N --max N] print FastCDC cut points\n"
     "  fsck                                  check index refcounts against snapshots\n"
+    "  reindex [--region NAME] [--force]     rebuild the local index from the regions\n"
+    "  forget [--run NAME] [--keep-last N] [--keep-every K] [--keep-within D] [--keep-best M]\n"
+    "         [--dry-run]                    remove snapshots a retention policy does not keep\n"
+    "  prune [--grace D] [--dry-run]         delete chunks no retained snapshot uses\n"
+    "  stats [--run NAME]                    stored, logical, unique and garbage bytes\n"
     "  migrate-in [--run NAME] --to DIR      new instance: restore, claim, print resume path\n"
     "  repo [adopt REGION]                   each region's repository; repair a split\n"
     "\n"
@@ -210,6 +215,8 @@ static const struct {
     {"commit", cmd_commit},     {"status", cmd_status},   {"flush", cmd_flush},
     {"retry", cmd_retry},       {"fsck", cmd_fsck},       {"repo", cmd_repo},
     {"migrate-out", cmd_migrate_out}, {"migrate-in", cmd_migrate_in},
+    {"reindex", cmd_reindex},   {"forget", cmd_forget},   {"prune", cmd_prune},
+    {"stats", cmd_stats},
 };
 
 int main(int argc, char **argv)

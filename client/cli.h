@@ -56,5 +56,9 @@ int cmd_fsck(struct cli *c, int argc, char **argv);
 int cmd_repo(struct cli *c, int argc, char **argv);
 int cmd_migrate_out(struct cli *c, int argc, char **argv);
 int cmd_migrate_in(struct cli *c, int argc, char **argv);
+int cmd_reindex(struct cli *c, int argc, char **argv);
+int cmd_forget(struct cli *c, int argc, char **argv);
+int cmd_prune(struct cli *c, int argc, char **argv);
+int cmd_stats(struct cli *c, int argc, char **argv);
 
 #endif

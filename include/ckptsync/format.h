@@ -33,6 +33,11 @@
  *                                       store that cannot refuse a second
  *                                       create (section 4)
  *   <prefix>/probe/<hex>                short-lived: the create-only probe
+ *   <prefix>/forget/<run>/g<gen>.s<step>.<id>
+ *                                       snapshot <id> is removed (section 6)
+ *   <prefix>/intents/<YYYYmmddTHHMMSSZ>.<ttl>.<16 hex>
+ *   <prefix>/gc/<mark>/(mark|intents|keep.<hex>|sweep.<exp>.<hex>|done)
+ *   <prefix>/locks/prune/<12 digits>    prune's protocol and lease (section 8)
  *
  * Every key is written once and never rewritten by a reader-modifier: names
  * carry a snapshot id (time + 32 random bits) or 64 random bits, so no two
@@ -196,11 +201,16 @@
  *   commits/<run>/g<gen>.s<step>.<id>          written after the manifest
  *   lineage/<run>/g<gen>.claim.<16 hex>        an instance adopted the run
  *   lineage/<run>/g<gen>.handoff.s<step>.<id>  the owner of <gen> left at <id>
+ *   forget/<run>/g<gen>.s<step>.<id>           snapshot <id> is removed: every
+ *                                              reader skips it; prune deletes
+ *                                              its manifest and commit records,
+ *                                              and this record last
  *
  * gen and step: "0" / %x31-39 *DIGIT ("-1" for an unknown step).  The body
  * is text, lines in this order, fields in [A-Za-z0-9._-]:
  *
- *   ckptsync-commit 1          (or ckptsync-claim 1, ckptsync-handoff 1)
+ *   ckptsync-commit 1          (or ckptsync-claim 1, ckptsync-handoff 1,
+ *                               ckptsync-forget 1)
  *   run <run>
  *   gen <gen>
  *   snapshot <id>              claim: the snapshot it resumed from, or "-"
@@ -243,7 +253,36 @@
  *
  * So a manifest that exists names only chunks that existed in its region
  * when it was published, and a commit record names only a manifest that
- * exists in its region.
+ * exists in its region.  Between 1 and 3 a writer also follows prune's
+ * protocol (section 8), so that no chunk it relies on is deleted under it.
+ *
+ * ==========================================================================
+ * 8. Prune's records (intents/, gc/, locks/prune/)
+ * ==========================================================================
+ *
+ * The protocol and the argument that it loses nothing are in README.md
+ * ("Retention and pruning") and syncd/service/gc.h.  Every record is text:
+ *
+ *   ckptsync-gc 1
+ *   kind mark|intents|keep|sweep|done|lease|intent
+ *   mark <YYYYmmddTHHMMSSZ>-<16 hex>     "-" for a lease or an intent
+ *   host <name>                          [A-Za-z0-9._-]
+ *   boot <32 hex> / "-"                  the writer's boot id
+ *   time <unix seconds>
+ *   expires <unix seconds> / "-"         sweep, intent, lease ("-": released)
+ *   seq <dec> / "-"                      lease, intent: the writer's pid
+ *   snapshot <run>/<id> / "-"            keep: the snapshot
+ *   items <dec>
+ *   c <64 hex> <size>                    mark (sorted, once each), keep (size 0)
+ *   s <run>/<id>                         mark: manifests read for it
+ *   i <intent name>                      intents, done
+ *   end <sha256 of every byte before this line>
+ *
+ * Keys: intents/<time>.<ttl>.<16 hex> (time UTC, ttl seconds),
+ * gc/<mark>/mark, gc/<mark>/intents, gc/<mark>/keep.<16 hex>,
+ * gc/<mark>/sweep.<expires>.<16 hex>, gc/<mark>/done, locks/prune/<n>
+ * (12 digits; the highest is the lease; created with a create-only put
+ * where the store enforces it).
  */
 #ifndef CKPTSYNC_FORMAT_H
 #define CKPTSYNC_FORMAT_H

@@ -22,6 +22,7 @@ const char *err_str(int err)
     case CKS_E_DEGRADED: return "daemon is degraded after a durability failure";
     case CKS_E_REMOTE: return "region failed (will retry)";
     case CKS_E_REJECTED: return "region refused the request";
+    case CKS_E_BUSY: return "another instance holds the lease";
     }
     if (err < 0 && err > CKS_E_BASE)
         return strerror(-err);

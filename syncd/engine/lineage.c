@@ -14,7 +14,7 @@
 #include "base/err.h"
 #include "engine/lineage.h"
 
-static const char *const kind_names[] = {"commit", "claim", "handoff"};
+static const char *const kind_names[] = {"commit", "claim", "handoff", "forget"};
 
 bool lineage_field_char(char c)
 {
@@ -71,7 +71,7 @@ static bool id_ok(const char *id)
 
 static int rec_check(const struct lineage_rec *r)
 {
-    if ((unsigned)r->kind > LINEAGE_HANDOFF || manifest_run_check(r->run) < 0 || r->gen < 0 ||
+    if ((unsigned)r->kind > LINEAGE_FORGET || manifest_run_check(r->run) < 0 || r->gen < 0 ||
         r->gen > LINEAGE_GEN_MAX || r->step < -1 || r->time < 0)
         return -EINVAL;
     if (r->kind != LINEAGE_CLAIM && !id_ok(r->id))
@@ -87,8 +87,9 @@ int lineage_key(const struct lineage_rec *r, char *out, size_t cap)
     int n;
     if (rec_check(r) < 0)
         return -EINVAL;
-    if (r->kind == LINEAGE_COMMIT)
-        n = snprintf(out, cap, "commits/%s/g%lld.s%lld.%s", r->run, (long long)r->gen,
+    if (r->kind == LINEAGE_COMMIT || r->kind == LINEAGE_FORGET)
+        n = snprintf(out, cap, "%s/%s/g%lld.s%lld.%s",
+                     r->kind == LINEAGE_COMMIT ? "commits" : "forget", r->run, (long long)r->gen,
                      (long long)r->step, r->id);
     else if (r->kind == LINEAGE_CLAIM)
         n = snprintf(out, cap, "lineage/%s/g%lld.claim.%s", r->run, (long long)r->gen, r->tag);
@@ -142,6 +143,9 @@ int lineage_key_parse(const char *key, struct lineage_rec *ret)
     if (!strncmp(key, "commits/", 8)) {
         r.kind = LINEAGE_COMMIT;
         p = key + 8;
+    } else if (!strncmp(key, "forget/", 7)) {
+        r.kind = LINEAGE_FORGET;
+        p = key + 7;
     } else if (!strncmp(key, "lineage/", 8)) {
         p = key + 8;
         r.kind = LINEAGE_HANDOFF;   /* refined below */
@@ -155,7 +159,7 @@ int lineage_key_parse(const char *key, struct lineage_rec *ret)
     if (manifest_run_check(r.run) < 0)
         return CKS_E_FORMAT;
     p = slash + 1;
-    if (r.kind != LINEAGE_COMMIT) {
+    if (r.kind == LINEAGE_HANDOFF) {
         const char *dot = strchr(p, '.');
         if (dot && !strncmp(dot + 1, "claim.", 6))
             r.kind = LINEAGE_CLAIM;
@@ -233,7 +237,7 @@ static int lp_head(struct lp *l, struct lineage_rec *r)
 {
     const char *nl = memchr(l->p, '\n', (size_t)(l->end - l->p));
     size_t n = nl ? (size_t)(nl - l->p) : 0;
-    for (unsigned k = 0; nl && k <= LINEAGE_HANDOFF; k++) {
+    for (unsigned k = 0; nl && k <= LINEAGE_FORGET; k++) {
         char want[32];
         int w = snprintf(want, sizeof(want), "ckptsync-%s ", kind_names[k]);
         if (n < (size_t)w || memcmp(l->p, want, (size_t)w))

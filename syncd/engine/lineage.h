@@ -16,6 +16,9 @@
  *                                              generation <gen> starts here
  *   lineage/<run>/g<gen>.handoff.s<step>.<id>  the owner of <gen> handed the
  *                                              run off at snapshot <id>
+ *   forget/<run>/g<gen>.s<step>.<id>           snapshot <id> is removed
+ *                                              (ckptsync forget; prune
+ *                                              deletes it later)
  *
  * <step> is a decimal or "-1" (unknown); <gen> a decimal without leading
  * zeros.  The body of each is a small checksummed text (lineage_encode)
@@ -39,7 +42,7 @@
 #define LINEAGE_GEN_MAX 999999999999LL
 #define LINEAGE_CLAIM_HEX 16
 
-enum lineage_kind { LINEAGE_COMMIT, LINEAGE_CLAIM, LINEAGE_HANDOFF };
+enum lineage_kind { LINEAGE_COMMIT, LINEAGE_CLAIM, LINEAGE_HANDOFF, LINEAGE_FORGET };
 
 struct lineage_rec {
     enum lineage_kind kind;

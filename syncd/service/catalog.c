@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "base/log.h"
+#include "engine/lineage.h"
 #include "engine/ref.h"
 #include "service/catalog.h"
 #include "service/restore.h"
@@ -54,6 +55,38 @@ static int snap_cmp(const void *a, const void *b)
     return c ? c : strcmp(x->id, y->id);
 }
 
+/* forget/<run>/g<gen>.s<step>.<id>: the snapshot is removed; drop it. */
+static int forgets_cb(void *ud, const char *key, uint64_t size)
+{
+    struct snaps *l = ud;
+    struct lineage_rec rec;
+    struct catalog_snap k;
+    (void)size;
+    if (lineage_key_parse(key, &rec) < 0 || rec.kind != LINEAGE_FORGET)
+        return 0;
+    snprintf(k.run, sizeof(k.run), "%s", rec.run);
+    snprintf(k.id, sizeof(k.id), "%s", rec.id);
+    struct catalog_snap *c = l->n ? bsearch(&k, l->v, l->n, sizeof(k), snap_cmp) : NULL;
+    if (c)
+        c->regions = 0;
+    return 0;
+}
+
+/* Removes the snapshots any region has a forget record for. */
+static void catalog_drop_forgotten(struct repo *r, const char *run, struct snaps *l)
+{
+    char prefix[REGION_KEY_MAX];
+    size_t out = 0;
+    snprintf(prefix, sizeof(prefix), "forget/%s%s", run ? run : "", run ? "/" : "");
+    for (size_t i = 0; i < r->nregions; i++)
+        if (!r->health[i] && region_list(r->regions[i], prefix, forgets_cb, l) < 0)
+            log_warn("%s", region_last_error(r->regions[i]));
+    for (size_t k = 0; k < l->n; k++)
+        if (l->v[k].regions)
+            l->v[out++] = l->v[k];
+    l->n = out;
+}
+
 int catalog_snapshots(struct repo *r, const char *run, struct catalog_snap **ret, size_t *ret_n)
 {
     char prefix[REGION_KEY_MAX];
@@ -84,6 +117,9 @@ int catalog_snapshots(struct repo *r, const char *run, struct catalog_snap **ret
         else
             l.v[out++] = l.v[k];
     }
+    l.n = out;
+    catalog_drop_forgotten(r, run, &l);
+    out = l.n;
     if (out == 0) {
         free(l.v);
         return -ENOENT;

@@ -24,7 +24,7 @@ struct catalog_snap {
 };
 
 /* Every snapshot of run (of every run when run is NULL) that any healthy
- * region lists, sorted by run then id, each once, with how many regions
+ * region lists and none has a forget record for, sorted by run then id, each once, with how many regions
  * list it.  *ret is malloc'ed (free it); -ENOENT when there is none.  A
  * region whose listing fails is marked unhealthy (repo_region_fail). */
 int catalog_snapshots(struct repo *r, const char *run, struct catalog_snap **ret, size_t *ret_n);

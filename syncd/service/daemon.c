@@ -43,6 +43,7 @@
 #include "engine/ref.h"
 #include "service/daemon.h"
 #include "service/detect.h"
+#include "service/gcd.h"
 #include "service/ingest.h"
 #include "service/pin.h"
 #include "service/queue.h"
@@ -74,6 +75,7 @@ struct dmn {
     struct repo *r;
     struct replicator *rp;
     struct ingester *ig;
+    struct gcd *gcd;                     /* retention and scheduled prune, or NULL */
     struct watcher *w;
     struct detector *det;
     int ep, sigfd, lfd, evfd, lockfd;
@@ -841,6 +843,10 @@ static int dmn_start(struct dmn *d)
         log_error("starting worker threads: %s", err_str(e));
         return e;
     }
+    if ((e = gcd_start(d->r, &d->gcd)) < 0) {
+        log_error("starting the retention thread: %s", err_str(e));
+        return e;
+    }
     /* Catch up with whatever changed while the daemon was down. */
     watcher_rescan(d->w, on_watch, d);
     return 0;
@@ -848,6 +854,7 @@ static int dmn_start(struct dmn *d)
 
 static void dmn_stop(struct dmn *d)
 {
+    gcd_free(d->gcd);          /* finishes the forget or prune step in hand */
     ingester_free(d->ig);      /* finishes or abandons the unit in hand */
     replicator_free(d->rp);    /* workers stop after their current object */
     for (size_t i = 0; i < MAX_CONNS; i++)

@@ -99,6 +99,15 @@ static int records_cb(void *ud, const char *key, uint64_t size)
     (void)size;
     if (lineage_key_parse(key, &rec) < 0 || strcmp(rec.run, c->v->run))
         return 0;
+    if (rec.kind == LINEAGE_FORGET) {
+        /* Removed: it no longer counts for anything, generation included
+         * (the newest snapshot of a run is never forgotten). */
+        struct lineage_snap *f = snap_get(c, rec.id);
+        if (!f)
+            return -ENOMEM;
+        f->forgets |= c->bit;
+        return 0;
+    }
     if (rec.gen > c->v->gen)
         c->v->gen = rec.gen;
     if (rec.kind != LINEAGE_COMMIT)
@@ -152,6 +161,8 @@ static int scan_region(struct scan_ctx *c, struct region *rg)
     if (e == 0)
         e = scan_list(c, rg, "lineage", c->v->run, records_cb);
     if (e == 0)
+        e = scan_list(c, rg, "forget", c->v->run, records_cb);
+    if (e == 0)
         e = scan_legacy_handoff(c, rg);
     return e;
 }
@@ -163,7 +174,7 @@ static void scan_fill_unknown(struct repo *r, struct lineage_view *v)
         struct lineage_snap *s = &v->snaps[i];
         struct manifest m;
         struct buf err = BUF_INIT;
-        if (s->known || !s->manifests)
+        if (s->known || !s->manifests || s->forgets)
             continue;
         if (restore_find(r, v->run, s->id, &m, NULL, &err) == 0) {
             s->gen = m.gen;
@@ -267,7 +278,7 @@ static void cand_snaps(struct cands *c, const struct lineage_view *v, int64_t g)
         size_t bi = 0;
         for (size_t i = 0; i < v->nsnaps; i++) {
             const struct lineage_snap *s = &v->snaps[i];
-            if (used[i] || !s->known || s->gen != g || !s->manifests)
+            if (used[i] || !s->known || s->gen != g || !s->manifests || s->forgets)
                 continue;
             if (!best || lineage_newer(s->step, s->id, best->step, best->id)) {
                 best = s;

@@ -41,6 +41,8 @@ struct lineage_snap {
     int64_t gen, step;
     uint32_t manifests;      /* bit per region index: lists the manifest */
     uint32_t commits;        /* bit per region index: lists a commit record */
+    uint32_t forgets;        /* bit per region index: lists a forget record
+                              * (removed: skipped by every resume rule) */
     bool known;              /* gen/step known (from a key or a manifest) */
 };
 

@@ -31,6 +31,7 @@
 #include "base/fileio.h"
 #include "base/log.h"
 #include "engine/chunkobj.h"
+#include "service/gc.h"
 #include "service/pin.h"
 #include "service/presence.h"
 #include "service/queue.h"
@@ -63,6 +64,10 @@ struct rworker {
     uint8_t (*confirmed)[HASH_LEN];
     size_t nconfirmed, confirmed_cap;
     bool drop;                     /* a chunk's bytes changed: drop cache_seq */
+    /* prune's protocol (service/gc.h): an intent covers what this worker
+     * relies on for cache_seq, from before its first look */
+    struct gc_intent intent;
+    struct gc_cache gcc;
 };
 
 /* One chunk in flight: HAS first, then PUT if the region lacks it. */
@@ -151,6 +156,9 @@ static int rw_load(struct rworker *w, uint64_t seq)
     manifest_free(&w->man);
     w->cache_seq = 0;
     w->nconfirmed = 0;
+    gc_intent_end(w->rg, &w->intent); /* what it covered is confirmed again if needed */
+    if ((e = gc_intent_begin(w->rg, &w->rp->r->conf, &w->intent)) < 0)
+        return e;
     if ((e = index_txn_begin(w->rp->r->ix, false, &t)) < 0)
         return e;
     e = queue_pending_get(t, seq, w->pend);
@@ -278,18 +286,41 @@ static int rw_unconfirmed(struct rworker *w, struct presence_item **ret, size_t 
                           uint64_t *ret_estimate)
 {
     size_t n = 0, k = 0, all;
+    char waiting[GC_MARK_LEN + 1] = "";
     int e = presence_items(w->rp->r->ix, &w->man, ret, &all, ret_estimate);
     if (e < 0)
         return e;
+    /* W1 of service/gc.h: chunks prune's marks name are confirmed again */
+    uint8_t *recheck = calloc(all ? all : 1, 1);
+    if (!recheck)
+        e = -ENOMEM;
+    if (e == 0 && !gc_intent_fresh(&w->intent)) {
+        gc_intent_end(w->rg, &w->intent); /* too old to publish under: start over */
+        w->nconfirmed = 0;
+        e = gc_intent_begin(w->rg, &w->rp->r->conf, &w->intent);
+    }
+    if (e == 0)
+        e = gc_writer_check(w->rg, &w->gcc, &w->rp->r->conf, *ret, all, w->pend->run, w->pend->id,
+                            recheck, waiting);
+    if (e == -EAGAIN)
+        region_set_error(w->rg, "region '%s': a prune is deleting chunks snapshot %s uses (mark %s); "
+                         "publishing after it finishes", w->rg->conf.name, w->pend->id, waiting);
+    if (e < 0) {
+        free(recheck);
+        free(*ret);
+        *ret = NULL;
+        return e;
+    }
     if (w->nconfirmed > 1)
         qsort(w->confirmed, w->nconfirmed, HASH_LEN, id_cmp);
     for (size_t i = 0; i < all; i++) {
         const struct presence_item *it = &(*ret)[i];
         while (k < w->nconfirmed && memcmp(w->confirmed[k], it->id, HASH_LEN) < 0)
             k++;
-        if (k == w->nconfirmed || memcmp(w->confirmed[k], it->id, HASH_LEN))
+        if (recheck[i] || k == w->nconfirmed || memcmp(w->confirmed[k], it->id, HASH_LEN))
             (*ret)[n++] = *it;
     }
+    free(recheck);
     *ret_n = n;
     return 0;
 }
@@ -395,6 +426,7 @@ static int rw_publish(struct rworker *w, const struct qentry *q)
     buf_free(&man);
     if (e < 0)
         return e;
+    gc_intent_end(w->rg, &w->intent); /* published: prune need not wait for it */
     if ((e = index_txn_begin(w->rp->r->ix, true, &t)) < 0)
         return e;
     e = index_snap_get(t, w->pend->run, w->pend->id, &snap);
@@ -836,6 +868,9 @@ void replicator_free(struct replicator *rp)
         struct rworker *w = &rp->w[i];
         if (w->started)
             pthread_join(w->th, NULL);
+        if (w->started)
+            gc_intent_end(w->rg, &w->intent);
+        gc_cache_free(&w->gcc);
         manifest_free(&w->man);
         free(w->pend);
         free(w->confirmed);

@@ -31,6 +31,7 @@
 #include "base/fileio.h"
 #include "base/log.h"
 #include "engine/chunkobj.h"
+#include "service/gc.h"
 #include "service/lineage.h"
 #include "service/presence.h"
 #include "service/scan.h"
@@ -52,6 +53,10 @@ struct snap {
     uint64_t done;
     struct seen *seen;         /* chunks this snapshot confirmed, per region */
     size_t nseen, seen_cap;
+    /* prune's protocol (service/gc.h): what this snapshot relies on in each
+     * region is covered by an intent written before the first look */
+    struct gc_intent intent[CONFIG_MAX_REGIONS];
+    struct gc_cache gcc[CONFIG_MAX_REGIONS];
 };
 
 /* A chunk this snapshot uploaded or found in the regions of mask (slot
@@ -519,19 +524,62 @@ static int snap_presence_bit(struct snap *s, size_t i, const uint8_t id[HASH_LEN
 /* One region: ask for what this snapshot did not see there, and upload
  * what is missing.  A region error leaves the region out of the commit;
  * a source that changed fails the snapshot. */
+/* W1 of service/gc.h for region i: which chunks prune's marks make us
+ * confirm again (recheck), waiting while a sweep that may delete some of
+ * them runs.  An intent too old to publish under is replaced first, and
+ * then everything is confirmed again (*ret_all). */
+static int snap_gc_check(struct snap *s, size_t i, const struct presence_item *all, size_t n,
+                         uint8_t *recheck, bool *ret_all)
+{
+    struct region *rg = s->r->regions[i];
+    char waiting[GC_MARK_LEN + 1] = "";
+    bool told = false;
+    *ret_all = false;
+    if (!gc_intent_fresh(&s->intent[i])) {
+        gc_intent_end(rg, &s->intent[i]);
+        int e = gc_intent_begin(rg, &s->r->conf, &s->intent[i]);
+        if (e < 0)
+            return e;
+        *ret_all = true;
+    }
+    for (;;) {
+        int e = gc_writer_check(rg, &s->gcc[i], &s->r->conf, all, n, s->m.run, s->m.id, recheck, waiting);
+        if (e != -EAGAIN)
+            return e;
+        if (!told)
+            log_info("region '%s': a prune is deleting chunks this snapshot uses (mark %s); "
+                     "waiting for it to finish, then uploading them again", rg->conf.name, waiting);
+        told = true;
+        sleep(2);
+    }
+}
+
 static int snap_confirm_region(struct snap *s, size_t i, struct presence_item *all,
                                const uint32_t *masks, size_t n, uint64_t estimate)
 {
     uint32_t bit = 1u << s->r->regions[i]->slot;
     struct presence_stats st = {0};
     size_t m = 0;
+    bool everything;
     struct presence_item *ask = malloc((n ? n : 1) * sizeof(*ask));
-    if (!ask)
-        return -ENOMEM;
+    uint8_t *recheck = calloc(n ? n : 1, 1);
+    int e = ask && recheck ? snap_gc_check(s, i, all, n, recheck, &everything) : -ENOMEM;
+    if (e < 0 && e != -ENOMEM) {
+        snap_region_fail(s, i, e);
+        free(ask);
+        free(recheck);
+        return 0;
+    }
+    if (e < 0) {
+        free(ask);
+        free(recheck);
+        return e;
+    }
     for (size_t k = 0; k < n; k++)
-        if (!(masks[k] & bit))
+        if (everything || recheck[k] || !(masks[k] & bit))
             ask[m++] = all[k];
-    int e = presence_confirm(s->r->regions[i], ask, m, estimate, &st);
+    free(recheck);
+    e = presence_confirm(s->r->regions[i], ask, m, estimate, &st);
     if (e < 0) {
         snap_region_fail(s, i, e);
         e = 0;
@@ -735,8 +783,30 @@ static int snap_setup(struct snap *s)
     return scan_init(&s->scan, &s->r->cdc);
 }
 
+/* W0 of service/gc.h: an intent in every healthy region before the first
+ * chunk is looked up there.  A region that cannot take one leaves. */
+static int snap_intents(struct snap *s)
+{
+    for (size_t i = 0; i < s->r->nregions; i++) {
+        if (s->r->health[i])
+            continue;
+        int e = gc_intent_begin(s->r->regions[i], &s->r->conf, &s->intent[i]);
+        if (e < 0)
+            snap_region_fail(s, i, e);
+    }
+    if (repo_healthy(s->r) == 0) {
+        buf_printf(s->err, "every region failed");
+        return CKS_E_QUORUM;
+    }
+    return 0;
+}
+
 static void snap_teardown(struct snap *s)
 {
+    for (size_t i = 0; i < s->r->nregions; i++) {
+        gc_intent_end(s->r->regions[i], &s->intent[i]); /* published, or never will be */
+        gc_cache_free(&s->gcc[i]);
+    }
     walk_free(&s->w);
     manifest_free(&s->m);
     scan_free(&s->scan);
@@ -768,7 +838,8 @@ int snapshot_take(struct repo *r, const struct snapshot_opts *o, struct snapshot
     }
     snap_note_unhealthy(&s);
     if ((e = walk_list(o->path, &s.w, err)) < 0 || (e = snap_setup(&s)) < 0 ||
-        (e = snap_init_manifest(&s)) < 0 || (e = snap_entries(&s)) < 0 || (e = snap_confirm(&s)) < 0 || (e = snap_commit(&s)) < 0)
+        (e = snap_init_manifest(&s)) < 0 || (e = snap_intents(&s)) < 0 || (e = snap_entries(&s)) < 0 ||
+        (e = snap_confirm(&s)) < 0 || (e = snap_commit(&s)) < 0)
         goto out;
     memcpy(ret->id, s.m.id, sizeof(ret->id));
     snprintf(ret->root, sizeof(ret->root), "%s", s.m.root);

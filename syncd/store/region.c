@@ -91,6 +91,7 @@ static int region_done(struct region *r, const char *what, const char *key, int 
 int region_put(struct region *r, const char *key, const void *data, size_t len)
 {
     r->errmsg[0] = 0;
+    r->requests++;
     if (region_key_check(key, 0) < 0)
         return region_bad_key(r, key);
     return region_done(r, "writing", key, r->ops->put(r, key, data, len));
@@ -99,6 +100,7 @@ int region_put(struct region *r, const char *key, const void *data, size_t len)
 int region_get(struct region *r, const char *key, size_t max, struct buf *out)
 {
     r->errmsg[0] = 0;
+    r->requests++;
     if (region_key_check(key, 0) < 0)
         return region_bad_key(r, key);
     return region_done(r, "reading", key, r->ops->get(r, key, max, out));
@@ -107,6 +109,7 @@ int region_get(struct region *r, const char *key, size_t max, struct buf *out)
 int region_get_range(struct region *r, const char *key, uint64_t off, size_t len, struct buf *out)
 {
     r->errmsg[0] = 0;
+    r->requests++;
     if (region_key_check(key, 0) < 0)
         return region_bad_key(r, key);
     return region_done(r, "reading", key, r->ops->get_range(r, key, off, len, out));
@@ -115,6 +118,7 @@ int region_get_range(struct region *r, const char *key, uint64_t off, size_t len
 int region_has_size(struct region *r, const char *key, uint64_t size)
 {
     r->errmsg[0] = 0;
+    r->requests++;
     if (region_key_check(key, 0) < 0)
         return region_bad_key(r, key);
     return region_done(r, "looking up", key, r->ops->has(r, key, size));
@@ -137,6 +141,7 @@ int region_list(struct region *r, const char *prefix,
 int region_del(struct region *r, const char *key)
 {
     r->errmsg[0] = 0;
+    r->requests++;
     if (region_key_check(key, 0) < 0)
         return region_bad_key(r, key);
     return region_done(r, "deleting", key, r->ops->del(r, key));
@@ -151,6 +156,7 @@ int region_check(struct region *r)
 int region_put_new(struct region *r, const char *key, const void *data, size_t len)
 {
     r->errmsg[0] = 0;
+    r->requests++;
     if (region_key_check(key, 0) < 0)
         return region_bad_key(r, key);
     if (r->preconditions != 1 || !r->ops->put_new) {

@@ -70,6 +70,8 @@ struct region {
     int preconditions;             /* 1 enforce, 0 off, -1 unknown: see region_set_preconditions */
     char errmsg[512];
     size_t inflight;               /* submitted, not yet returned by poll */
+    uint64_t requests;             /* synchronous calls made (a listing counts its pages
+                                    * on s3), for cost reports; never reset by the region */
     struct region_req *done;       /* completed by a synchronous fallback */
 };
 

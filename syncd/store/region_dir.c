@@ -324,6 +324,7 @@ static int dir_list(struct region *r, const char *prefix,
     if (!w)
         return dir_fail(r, "listing", prefix, -ENOMEM);
     *w = (struct dir_walk){.r = r, .cb = cb, .ud = ud};
+    r->requests++; /* a directory listing: one request, like a page */
     memcpy(w->key, prefix, dlen);
     w->key[dlen] = 0;
     int rc = dir_path(r, w->key, path);

@@ -683,6 +683,7 @@ static int s3_list(struct region *r, const char *prefix,
             e = -ENOMEM;
             break;
         }
+        r->requests++;
         e = s3_run(s, x);
         if (e == 0 && (e = s3xml_list((const char *)x->resp.data, x->resp.len, &l)) < 0)
             region_set_error(r, "region '%s': listing \"%s\": malformed answer", r->conf.name, prefix);

@@ -1,0 +1,689 @@
+/*
+ * cli_gc.c — `ckptsync forget`, `ckptsync prune`, `ckptsync stats`:
+ * retention (service/retention.h) and garbage collection (service/gc.h).
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/err.h"
+#include "base/json.h"
+#include "base/log.h"
+#include "cli.h"
+#include "service/catalog.h"
+#include "service/gc.h"
+#include "service/lineage.h"
+#include "service/restore.h"
+#include "service/retention.h"
+
+#define RUNS_MAX 4096
+
+static int parse_duration_opt(const char *opt, const char *s, uint64_t *ret)
+{
+    if (config_parse_duration(s, ret) < 0) {
+        fprintf(stderr, "ckptsync: %s: '%s' is not a duration (like 90s, 15m, 6h, 7d)\n", opt, s);
+        return -1;
+    }
+    return 0;
+}
+
+/* The runs to work on: one, or every run the regions list. */
+static int runs_of(struct repo *r, const char *run, char (**ret)[MANIFEST_MAX_FIELD + 1], size_t *ret_n)
+{
+    *ret = calloc(RUNS_MAX, sizeof(**ret));
+    if (!*ret)
+        return -ENOMEM;
+    if (run) {
+        snprintf((*ret)[0], sizeof((*ret)[0]), "%s", run);
+        *ret_n = 1;
+        return 0;
+    }
+    return lineage_runs(r, *ret, RUNS_MAX, ret_n);
+}
+
+/* ---- forget ------------------------------------------------------------ */
+
+static const char forget_usage[] =
+    "usage: ckptsync forget [--run NAME] [--keep-last N] [--keep-every K] [--keep-within DURATION]\n"
+    "                       [--keep-best M [--best-metric KEY] [--best-mode min|max]]\n"
+    "                       [--dry-run] [--json]\n"
+    "Removes the snapshots a retention policy does not keep, in every region (a forget\n"
+    "record each; `ckptsync prune` later deletes what only they used).  With no --keep-*\n"
+    "option, each run's policy from the configuration ([retention], [retention.RUN]).\n"
+    "Never removed: a run's resume point and newest durable snapshot, snapshots a handoff\n"
+    "names, snapshots not committed yet.  Prints every snapshot with the rule that keeps it.\n";
+
+static void forget_print(struct cli *c, struct json *j, const struct retention_plan *p, bool dry)
+{
+    if (c->json) {
+        json_obj_begin(j);
+        json_key(j, "run");
+        json_str(j, p->run);
+        json_key(j, "forget");
+        json_u64(j, p->nforget);
+        json_key(j, "keep");
+        json_u64(j, p->n - p->nforget);
+        json_key(j, "regions");
+        json_u64(j, p->forgotten_regions);
+        json_key(j, "snapshots");
+        json_arr_begin(j);
+        for (size_t i = 0; i < p->n; i++) {
+            const struct retention_item *it = &p->v[i];
+            json_obj_begin(j);
+            json_key(j, "id");
+            json_str(j, it->id);
+            json_key(j, "step");
+            json_i64(j, it->step);
+            json_key(j, "generation");
+            json_i64(j, it->gen);
+            json_key(j, "action");
+            json_str(j, it->keep ? "keep" : "forget");
+            json_key(j, "why");
+            json_str(j, it->why);
+            if (it->has_metric) {
+                json_key(j, "metric");
+                json_double(j, it->metric);
+            }
+            json_obj_end(j);
+        }
+        json_arr_end(j);
+        json_obj_end(j);
+        return;
+    }
+    if (c->quiet)
+        return;
+    printf("run %s: %zu snapshot(s), %s %zu, keep %zu\n", p->run, p->n, dry ? "would forget" : "forget",
+           p->nforget, p->n - p->nforget);
+    for (size_t i = 0; i < p->n; i++) {
+        const struct retention_item *it = &p->v[i];
+        printf("  %-6s %-40s step %-8lld %s\n", it->keep ? "keep" : "forget", it->id, (long long)it->step,
+               it->why);
+    }
+}
+
+int cmd_forget(struct cli *c, int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"run", required_argument, NULL, 'r'},        {"keep-last", required_argument, NULL, 'l'},
+        {"keep-every", required_argument, NULL, 'e'}, {"keep-within", required_argument, NULL, 'w'},
+        {"keep-best", required_argument, NULL, 'b'},  {"best-metric", required_argument, NULL, 'm'},
+        {"best-mode", required_argument, NULL, 'M'},  {"dry-run", no_argument, NULL, 'n'},
+        {"help", no_argument, NULL, 'h'},             {0}};
+    struct retention_policy cli_pol = {.best_metric = "eval_loss"};
+    bool own = false, dry = false;
+    const char *run = NULL;
+    int64_t v;
+    int opt;
+
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (opt) {
+        case 'r': run = optarg; break;
+        case 'l':
+            if (cli_parse_i64("--keep-last", optarg, 1, 1000000, &v) < 0)
+                return EXIT_USAGE;
+            cli_pol.keep_last = (unsigned)v;
+            own = true;
+            break;
+        case 'e':
+            if (cli_parse_i64("--keep-every", optarg, 1, 1000000000000LL, &v) < 0)
+                return EXIT_USAGE;
+            cli_pol.keep_every = (uint64_t)v;
+            own = true;
+            break;
+        case 'w':
+            if (parse_duration_opt("--keep-within", optarg, &cli_pol.keep_within) < 0 || !cli_pol.keep_within) {
+                if (!cli_pol.keep_within)
+                    fprintf(stderr, "ckptsync: --keep-within: must be more than 0\n");
+                return EXIT_USAGE;
+            }
+            own = true;
+            break;
+        case 'b':
+            if (cli_parse_i64("--keep-best", optarg, 1, 1000000, &v) < 0)
+                return EXIT_USAGE;
+            cli_pol.keep_best = (unsigned)v;
+            own = true;
+            break;
+        case 'm':
+            if (!optarg[0] || strlen(optarg) >= sizeof(cli_pol.best_metric)) {
+                fprintf(stderr, "ckptsync: --best-metric: 1-%zu characters\n", sizeof(cli_pol.best_metric) - 1);
+                return EXIT_USAGE;
+            }
+            snprintf(cli_pol.best_metric, sizeof(cli_pol.best_metric), "%s", optarg);
+            break;
+        case 'M':
+            if (strcmp(optarg, "min") && strcmp(optarg, "max")) {
+                fprintf(stderr, "ckptsync: --best-mode: min or max, not '%s'\n", optarg);
+                return EXIT_USAGE;
+            }
+            cli_pol.best_max = !strcmp(optarg, "max");
+            break;
+        case 'n': dry = true; break;
+        case 'h': return fputs(forget_usage, stdout), 0;
+        default: return fputs(forget_usage, stderr), EXIT_USAGE;
+        }
+    }
+    if (optind != argc)
+        return fputs(forget_usage, stderr), EXIT_USAGE;
+    if (run && manifest_run_check(run) < 0) {
+        fprintf(stderr, "ckptsync: invalid run name '%s'\n", run);
+        return EXIT_USAGE;
+    }
+    struct repo *r;
+    if (cli_open_repo(c, 0, &r) < 0)
+        return 1;
+    char(*runs)[MANIFEST_MAX_FIELD + 1] = NULL;
+    size_t nruns = 0, total = 0;
+    struct buf out = BUF_INIT, err = BUF_INIT;
+    struct json j;
+    int rc = 0;
+    json_init(&j, &out);
+    json_obj_begin(&j);
+    json_key(&j, "dry_run");
+    json_bool(&j, dry);
+    json_key(&j, "runs");
+    json_arr_begin(&j);
+    int e = runs_of(r, run, &runs, &nruns);
+    if (e < 0) {
+        log_error("listing runs: %s", err_str(e));
+        rc = 1;
+    }
+    for (size_t k = 0; e == 0 && k < nruns; k++) {
+        const struct retention_policy *pol = own ? &cli_pol : config_policy(&r->conf, runs[k]);
+        struct retention_plan plan;
+        buf_reset(&err);
+        if (retention_plan(r, runs[k], pol, &plan, &err) < 0) {
+            log_error("run '%s': %s", runs[k], buf_str(&err));
+            rc = 1;
+            continue;
+        }
+        if (!dry && plan.nforget) {
+            int ae = retention_apply(r, &plan, &err);
+            if (ae < 0) {
+                log_error("%s", buf_str(&err));
+                rc = 1;
+            } else if (ae > 0) {
+                log_warn("run '%s': some regions missed forget records (unreachable); readers still "
+                         "treat the snapshots as removed, and the next forget writes them again",
+                         runs[k]);
+            }
+        } else {
+            plan.forgotten_regions = (unsigned)repo_healthy(r);
+        }
+        total += plan.nforget;
+        forget_print(c, &j, &plan, dry);
+        retention_plan_free(&plan);
+    }
+    json_arr_end(&j);
+    json_key(&j, "forgotten");
+    json_u64(&j, total);
+    json_obj_end(&j);
+    if (c->json)
+        cli_print_json(&out);
+    else if (!c->quiet && !nruns)
+        printf("no runs\n");
+    free(runs);
+    buf_free(&out);
+    buf_free(&err);
+    repo_free(r);
+    return rc;
+}
+
+/* ---- prune ------------------------------------------------------------- */
+
+static const char prune_usage[] =
+    "usage: ckptsync prune [--grace DURATION] [--dry-run] [--json]\n"
+    "Deletes, in every region, the chunks no retained snapshot names, and the manifests\n"
+    "of forgotten snapshots.  Two phases: a mark lists the candidates; a later prune\n"
+    "(after --grace, default [prune] grace, and once every writer active at the mark has\n"
+    "published or expired) deletes those still unused.  With --grace 0 and no other\n"
+    "writer active, both phases run now.  Safe while other instances upload and restore;\n"
+    "one prune at a time per repository (a lease).  README: Retention and pruning.\n";
+
+struct gc_progress {
+    struct cli *c;
+    const char *what;
+};
+
+static void prune_progress(void *ud, const char *what, uint64_t done, uint64_t total)
+{
+    struct gc_progress *p = ud;
+    double now = cli_now();
+    if (!p->c->progress || (now - p->c->last < 0.25 && done < total))
+        return;
+    p->c->last = now;
+    fprintf(stderr, "\r%s: %llu / %llu   ", what, (unsigned long long)done, (unsigned long long)total);
+    fflush(stderr);
+}
+
+static void prune_json(struct json *j, struct repo *r, const struct gc_result *res, bool dry, int e)
+{
+    json_obj_begin(j);
+    json_key(j, "ok");
+    json_bool(j, e == 0);
+    json_key(j, "dry_run");
+    json_bool(j, dry);
+    json_key(j, "seconds");
+    json_double(j, res->seconds);
+    json_key(j, "manifests");
+    json_u64(j, res->manifests);
+    json_key(j, "referenced_chunks");
+    json_u64(j, res->referenced);
+    json_key(j, "forgotten_snapshots");
+    json_u64(j, res->forgotten);
+    if (res->lease_holder[0]) {
+        json_key(j, "lease_holder");
+        json_str(j, res->lease_holder);
+    }
+    json_key(j, "regions");
+    json_arr_begin(j);
+    for (size_t i = 0; i < res->nregions; i++) {
+        const struct gc_region_result *g = &res->region[i];
+        json_obj_begin(j);
+        json_key(j, "name");
+        json_str(j, r->regions[i]->conf.name);
+        json_key(j, "state");
+        json_str(j, g->state ? g->state : "skipped");
+        json_key(j, "mark");
+        json_str(j, g->mark);
+        json_key(j, "waiting");
+        json_str(j, g->waiting);
+        json_key(j, "chunks");
+        json_u64(j, g->chunks);
+        json_key(j, "chunk_bytes");
+        json_u64(j, g->chunk_bytes);
+        json_key(j, "marked");
+        json_u64(j, g->marked);
+        json_key(j, "marked_bytes");
+        json_u64(j, g->marked_bytes);
+        json_key(j, "deleted");
+        json_u64(j, g->deleted);
+        json_key(j, "deleted_bytes");
+        json_u64(j, g->deleted_bytes);
+        json_key(j, "kept");
+        json_u64(j, g->kept);
+        json_key(j, "snapshots_deleted");
+        json_u64(j, g->snapshots_deleted);
+        json_key(j, "records_deleted");
+        json_u64(j, g->records_deleted);
+        json_key(j, "requests");
+        json_u64(j, g->requests);
+        json_key(j, "error");
+        json_str(j, g->err ? g->msg : "");
+        json_obj_end(j);
+    }
+    json_arr_end(j);
+    json_obj_end(j);
+}
+
+int cmd_prune(struct cli *c, int argc, char **argv)
+{
+    static const struct option opts[] = {{"grace", required_argument, NULL, 'g'},
+                                         {"dry-run", no_argument, NULL, 'n'},
+                                         {"help", no_argument, NULL, 'h'}, {0}};
+    struct gc_opts o = {.grace = -1};
+    struct gc_progress pp = {.c = c};
+    uint64_t grace;
+    int opt;
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        if (opt == 'g') {
+            if (parse_duration_opt("--grace", optarg, &grace) < 0)
+                return EXIT_USAGE;
+            o.grace = (int64_t)grace;
+        } else if (opt == 'n') {
+            o.dry_run = true;
+        } else if (opt == 'h') {
+            return fputs(prune_usage, stdout), 0;
+        } else {
+            return fputs(prune_usage, stderr), EXIT_USAGE;
+        }
+    }
+    if (optind != argc)
+        return fputs(prune_usage, stderr), EXIT_USAGE;
+    struct repo *r;
+    if (cli_open_repo(c, 0, &r) < 0)
+        return 1;
+    o.progress = prune_progress;
+    o.progress_ud = &pp;
+    struct gc_result *res = calloc(1, sizeof(*res));
+    struct buf err = BUF_INIT, out = BUF_INIT;
+    int e = res ? gc_prune(r, &o, res, &err) : -ENOMEM;
+    if (c->progress && c->last > 0)
+        fprintf(stderr, "\r%*s\r", 70, "");
+    if (e < 0)
+        log_error("prune: %s", buf_str(&err)[0] ? buf_str(&err) : err_str(e));
+    if (res && c->json) {
+        struct json j;
+        json_init(&j, &out);
+        prune_json(&j, r, res, o.dry_run, e);
+        cli_print_json(&out);
+    } else if (res && !c->quiet) {
+        char a[32], b[32];
+        printf("prune%s: %llu manifests read, %llu chunks referenced, %llu forgotten snapshot(s), %.1fs\n",
+               o.dry_run ? " (dry run)" : "", (unsigned long long)res->manifests,
+               (unsigned long long)res->referenced, (unsigned long long)res->forgotten, res->seconds);
+        for (size_t i = 0; i < res->nregions; i++) {
+            const struct gc_region_result *g = &res->region[i];
+            cli_human(g->marked_bytes, a, sizeof(a));
+            cli_human(g->deleted_bytes, b, sizeof(b));
+            printf("  region %-12s %-10s %llu chunks; %s %llu (%s); deleted %llu (%s), kept %llu; "
+                   "%llu manifests and %llu records removed; %llu requests%s%s%s%s\n",
+                   r->regions[i]->conf.name, g->state ? g->state : "skipped",
+                   (unsigned long long)g->chunks, o.dry_run ? "unused" : "marked",
+                   (unsigned long long)g->marked, a, (unsigned long long)g->deleted, b,
+                   (unsigned long long)g->kept, (unsigned long long)g->snapshots_deleted,
+                   (unsigned long long)g->records_deleted, (unsigned long long)g->requests,
+                   g->waiting[0] ? "; waiting for " : "", g->waiting, g->err ? "; " : "",
+                   g->err ? g->msg : "");
+        }
+    }
+    free(res);
+    buf_free(&err);
+    buf_free(&out);
+    repo_free(r);
+    return e < 0 ? 1 : 0;
+}
+
+/* ---- stats ------------------------------------------------------------- */
+
+static const char stats_usage[] =
+    "usage: ckptsync stats [--run NAME] [--json]\n"
+    "Per region: chunks, stored bytes, bytes no retained snapshot uses (garbage awaiting\n"
+    "prune).  Per run: snapshots, logical bytes, stored bytes, and each snapshot's unique\n"
+    "bytes (what deleting it alone would free).  Reads every retained manifest.\n";
+
+struct sized {
+    uint8_t id[HASH_LEN];
+    uint64_t size;
+};
+
+struct sized_list {
+    struct sized *v;
+    size_t n, cap;
+};
+
+static int sized_cb(void *ud, const char *key, uint64_t size)
+{
+    struct sized_list *l = ud;
+    const char *hex = strrchr(key, '/');
+    if (!hex || strlen(hex + 1) != HASH_HEX_LEN)
+        return 0;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 1024;
+        struct sized *p = realloc(l->v, cap * sizeof(*p));
+        if (!p)
+            return -ENOMEM;
+        l->v = p;
+        l->cap = cap;
+    }
+    if (hex_decode(hex + 1, HASH_LEN, l->v[l->n].id) < 0)
+        return 0;
+    l->v[l->n++].size = size;
+    return 0;
+}
+
+static int sized_cmp(const void *a, const void *b)
+{
+    return memcmp(a, b, HASH_LEN);
+}
+
+/* (chunk, snapshot) pairs of every retained manifest */
+struct use {
+    uint8_t id[HASH_LEN];
+    uint32_t snap;
+};
+
+static int use_cmp(const void *a, const void *b)
+{
+    const struct use *x = a, *y = b;
+    int c = memcmp(x->id, y->id, HASH_LEN);
+    return c ? c : (x->snap > y->snap) - (x->snap < y->snap);
+}
+
+struct snapstat {
+    char run[MANIFEST_MAX_FIELD + 1];
+    char id[MANIFEST_ID_MAX + 1];
+    int64_t step;
+    uint64_t logical, stored, unique;
+};
+
+int cmd_stats(struct cli *c, int argc, char **argv)
+{
+    static const struct option opts[] = {{"run", required_argument, NULL, 'r'},
+                                         {"help", no_argument, NULL, 'h'}, {0}};
+    const char *run = NULL;
+    int opt;
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        if (opt == 'r')
+            run = optarg;
+        else if (opt == 'h')
+            return fputs(stats_usage, stdout), 0;
+        else
+            return fputs(stats_usage, stderr), EXIT_USAGE;
+    }
+    if (optind != argc || (run && manifest_run_check(run) < 0))
+        return fputs(stats_usage, stderr), EXIT_USAGE;
+    struct repo *r;
+    if (cli_open_repo(c, 0, &r) < 0)
+        return 1;
+    struct sized_list regions[CONFIG_MAX_REGIONS] = {{0}};
+    struct catalog_snap *snaps = NULL;
+    size_t nsnaps = 0, nuse = 0, ucap = 0;
+    struct use *uses = NULL;
+    struct snapstat *ss = NULL;
+    struct buf err = BUF_INIT, out = BUF_INIT;
+    int e = 0;
+
+    for (size_t i = 0; i < r->nregions && e == 0; i++) {
+        if (r->health[i])
+            continue;
+        int le = region_list(r->regions[i], "chunks/", sized_cb, &regions[i]);
+        if (le < 0 && le != -ENOENT) {
+            log_error("%s", region_last_error(r->regions[i]));
+            repo_region_fail(r, i, le);
+        }
+        if (regions[i].n > 1)
+            qsort(regions[i].v, regions[i].n, sizeof(struct sized), sized_cmp);
+    }
+    e = catalog_snapshots(r, NULL, &snaps, &nsnaps); /* every run: garbage is repository-wide */
+    if (e == -ENOENT)
+        e = nsnaps = 0;
+    ss = calloc(nsnaps ? nsnaps : 1, sizeof(*ss));
+    if (!ss)
+        e = -ENOMEM;
+    for (size_t k = 0; e == 0 && k < nsnaps; k++) {
+        struct manifest m;
+        if ((e = restore_find(r, snaps[k].run, snaps[k].id, &m, NULL, &err)) < 0) {
+            log_error("%s; stats need every retained manifest", buf_str(&err));
+            break;
+        }
+        snprintf(ss[k].run, sizeof(ss[k].run), "%s", snaps[k].run);
+        snprintf(ss[k].id, sizeof(ss[k].id), "%s", snaps[k].id);
+        ss[k].step = m.step;
+        for (size_t f = 0; f < m.nfiles; f++)
+            ss[k].logical += m.files[f].size;
+        if (nuse + m.nchunks > ucap) {
+            while (ucap < nuse + m.nchunks)
+                ucap = ucap ? ucap * 2 : 4096;
+            struct use *p = realloc(uses, ucap * sizeof(*p));
+            if (!p) {
+                manifest_free(&m);
+                e = -ENOMEM;
+                break;
+            }
+            uses = p;
+        }
+        for (size_t ch = 0; ch < m.nchunks; ch++) {
+            memcpy(uses[nuse].id, m.chunks[ch].id, HASH_LEN);
+            uses[nuse++].snap = (uint32_t)k;
+        }
+        manifest_free(&m);
+    }
+    if (e == 0 && nuse > 1)
+        qsort(uses, nuse, sizeof(*uses), use_cmp);
+    /* the stored size of a chunk: from the first region listing it */
+    uint64_t referenced[CONFIG_MAX_REGIONS] = {0}, referenced_bytes[CONFIG_MAX_REGIONS] = {0};
+    for (size_t a = 0; e == 0 && a < nuse;) {
+        size_t b = a;
+        while (b < nuse && !memcmp(uses[b].id, uses[a].id, HASH_LEN))
+            b++;
+        uint64_t size = 0;
+        for (size_t i = 0; i < r->nregions; i++) {
+            struct sized *hit = regions[i].n ? bsearch(uses[a].id, regions[i].v, regions[i].n,
+                                                       sizeof(struct sized), sized_cmp) : NULL;
+            if (hit) {
+                referenced[i]++;
+                referenced_bytes[i] += hit->size;
+                if (!size)
+                    size = hit->size;
+            }
+        }
+        bool one = true;
+        for (size_t k = a; k < b; k++) {
+            if (k == a || uses[k].snap != uses[k - 1].snap)
+                ss[uses[k].snap].stored += size;
+            if (uses[k].snap != uses[a].snap)
+                one = false;
+        }
+        if (one)
+            ss[uses[a].snap].unique += size;
+        a = b;
+    }
+    if (e < 0) {
+        if (e != -ENOENT && !buf_str(&err)[0])
+            log_error("stats: %s", err_str(e));
+        goto out;
+    }
+    struct json j;
+    json_init(&j, &out);
+    json_obj_begin(&j);
+    json_key(&j, "regions");
+    json_arr_begin(&j);
+    for (size_t i = 0; i < r->nregions; i++) {
+        uint64_t bytes = 0;
+        for (size_t k = 0; k < regions[i].n; k++)
+            bytes += regions[i].v[k].size;
+        char hb[32], hg[32];
+        cli_human(bytes, hb, sizeof(hb));
+        cli_human(bytes - referenced_bytes[i], hg, sizeof(hg));
+        if (c->json) {
+            json_obj_begin(&j);
+            json_key(&j, "name");
+            json_str(&j, r->regions[i]->conf.name);
+            json_key(&j, "healthy");
+            json_bool(&j, !r->health[i]);
+            json_key(&j, "chunks");
+            json_u64(&j, regions[i].n);
+            json_key(&j, "stored_bytes");
+            json_u64(&j, bytes);
+            json_key(&j, "garbage_chunks");
+            json_u64(&j, regions[i].n - referenced[i]);
+            json_key(&j, "garbage_bytes");
+            json_u64(&j, bytes - referenced_bytes[i]);
+            json_obj_end(&j);
+        } else if (!c->quiet) {
+            printf("region %-12s %s%llu chunks, %s stored, %llu unused (%s) awaiting prune\n",
+                   r->regions[i]->conf.name, r->health[i] ? "(unreachable) " : "",
+                   (unsigned long long)regions[i].n, hb, (unsigned long long)(regions[i].n - referenced[i]), hg);
+        }
+    }
+    json_arr_end(&j);
+    json_key(&j, "runs");
+    json_arr_begin(&j);
+    for (size_t a = 0; a < nsnaps;) {
+        size_t b = a;
+        uint64_t logical = 0, stored = 0;
+        while (b < nsnaps && !strcmp(ss[b].run, ss[a].run))
+            b++;
+        if (run && strcmp(ss[a].run, run)) {
+            a = b;
+            continue;
+        }
+        for (size_t k = a; k < b; k++)
+            logical += ss[k].logical;
+        /* the run's stored bytes: its distinct chunks */
+        for (size_t u = 0; u < nuse;) {
+            size_t v = u;
+            bool mine = false;
+            while (v < nuse && !memcmp(uses[v].id, uses[u].id, HASH_LEN)) {
+                mine |= uses[v].snap >= a && uses[v].snap < b;
+                v++;
+            }
+            if (mine)
+                for (size_t i = 0; i < r->nregions; i++) {
+                    struct sized *hit = regions[i].n ? bsearch(uses[u].id, regions[i].v, regions[i].n,
+                                                               sizeof(struct sized), sized_cmp) : NULL;
+                    if (hit) {
+                        stored += hit->size;
+                        break;
+                    }
+                }
+            u = v;
+        }
+        char hl[32], hs[32];
+        cli_human(logical, hl, sizeof(hl));
+        cli_human(stored, hs, sizeof(hs));
+        if (c->json) {
+            json_obj_begin(&j);
+            json_key(&j, "run");
+            json_str(&j, ss[a].run);
+            json_key(&j, "snapshots");
+            json_u64(&j, b - a);
+            json_key(&j, "logical_bytes");
+            json_u64(&j, logical);
+            json_key(&j, "stored_bytes");
+            json_u64(&j, stored);
+            json_key(&j, "snapshot_list");
+            json_arr_begin(&j);
+        } else if (!c->quiet) {
+            printf("run %s: %zu snapshot(s), %s logical, %s stored (one region)\n", ss[a].run, b - a, hl, hs);
+        }
+        for (size_t k = a; k < b; k++) {
+            char x[32], y[32], z[32];
+            if (c->json) {
+                json_obj_begin(&j);
+                json_key(&j, "id");
+                json_str(&j, ss[k].id);
+                json_key(&j, "step");
+                json_i64(&j, ss[k].step);
+                json_key(&j, "logical_bytes");
+                json_u64(&j, ss[k].logical);
+                json_key(&j, "stored_bytes");
+                json_u64(&j, ss[k].stored);
+                json_key(&j, "unique_bytes");
+                json_u64(&j, ss[k].unique);
+                json_obj_end(&j);
+            } else if (!c->quiet) {
+                cli_human(ss[k].logical, x, sizeof(x));
+                cli_human(ss[k].stored, y, sizeof(y));
+                cli_human(ss[k].unique, z, sizeof(z));
+                printf("  %-40s step %-8lld %10s logical %10s stored %10s unique\n", ss[k].id,
+                       (long long)ss[k].step, x, y, z);
+            }
+        }
+        if (c->json) {
+            json_arr_end(&j);
+            json_obj_end(&j);
+        }
+        a = b;
+    }
+    json_arr_end(&j);
+    json_obj_end(&j);
+    if (c->json)
+        cli_print_json(&out);
+out:
+    for (size_t i = 0; i < CONFIG_MAX_REGIONS; i++)
+        free(regions[i].v);
+    free(snaps);
+    free(uses);
+    free(ss);
+    buf_free(&err);
+    buf_free(&out);
+    repo_free(r);
+    return e < 0 ? 1 : 0;
+}

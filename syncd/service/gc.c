@@ -1,0 +1,1180 @@
+/*
+ * gc.c — prune's protocol, both halves (see gc.h for the argument).
+ *
+ * Design notes.
+ * - Everything prune writes is write-once and named so that no two writers
+ *   pick the same key; a crash at any point leaves a state the next prune
+ *   recognises from the listing alone (a mark without its intents record,
+ *   a sweep without done, a done mark not yet cleaned up, a lease still
+ *   held by a dead process of this host) and carries on from.
+ * - References are the union over every healthy region: a chunk any
+ *   region's retained manifest names is kept in every region.  A manifest
+ *   no region can read stops the prune: what it names is unknown.
+ * - Deletions are the only destructive step, and only of candidates that
+ *   passed every check of the sweep; the local index forgets the deleted
+ *   chunks' presence in that region in the same pass.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/err.h"
+#include "base/log.h"
+#include "engine/lineage.h"
+#include "service/gc.h"
+#include "service/restore.h"
+
+#define NAME_MAX_LEN 64
+#define LEASE_PREFIX "locks/prune/"
+#define INDEX_BATCH 1000
+
+static double mono(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int64_t now(void)
+{
+    return (int64_t)time(NULL);
+}
+
+static void self_host(char out[GC_FIELD_MAX + 1])
+{
+    char h[256] = "unknown";
+    gethostname(h, sizeof(h) - 1);
+    lineage_sanitise(h, out, GC_FIELD_MAX + 1);
+}
+
+static void rec_fill(struct gcrec *g, enum gc_kind kind, const char *mark)
+{
+    gcrec_init(g, kind);
+    if (mark)
+        snprintf(g->mark, sizeof(g->mark), "%s", mark);
+    self_host(g->host);
+    gc_boot_id(g->boot);
+    g->time = now();
+}
+
+static int put_rec(struct region *rg, const char *key, const struct gcrec *g, bool create_only)
+{
+    struct buf b = BUF_INIT;
+    int e = gcrec_encode(g, &b);
+    if (e == 0)
+        e = create_only ? region_put_new(rg, key, b.data, b.len) : region_put(rg, key, b.data, b.len);
+    buf_free(&b);
+    return e;
+}
+
+/* Reads and parses a record; g must be freed whatever is returned. */
+static int get_rec(struct region *rg, const char *key, struct gcrec *g)
+{
+    struct buf b = BUF_INIT;
+    gcrec_init(g, GC_MARK);
+    int e = region_get(rg, key, GC_MAX_BYTES, &b);
+    if (e == 0 && (e = gcrec_parse(b.data, b.len, g)) < 0)
+        region_set_error(rg, "region '%s': \"%s\" is damaged (%s)", rg->conf.name, key, err_str(e));
+    buf_free(&b);
+    return e;
+}
+
+/* ---- listings of gc/ ---------------------------------------------------- */
+
+struct gc_mk {
+    char mark[GC_MARK_LEN + 1];
+    bool has_mark, has_intents, has_done;
+    int64_t sweep_expires;             /* the latest sweep record's; -1 none */
+    char (*names)[NAME_MAX_LEN];       /* every object under gc/<mark>/ */
+    size_t nnames;
+};
+
+struct gc_list {
+    struct gc_mk *v;
+    size_t n;
+    const char *only;                  /* list one mark only */
+};
+
+static void gc_list_free(struct gc_list *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        free(l->v[i].names);
+    free(l->v);
+    l->v = NULL;
+    l->n = 0;
+}
+
+static int gc_list_cb(void *ud, const char *key, uint64_t size)
+{
+    struct gc_list *l = ud;
+    const char *m = key + 3, *slash = strchr(m, '/');
+    char mark[GC_MARK_LEN + 1];
+    (void)size;
+    if (strncmp(key, "gc/", 3) || !slash || slash - m != GC_MARK_LEN || strchr(slash + 1, '/') ||
+        strlen(slash + 1) >= NAME_MAX_LEN || !slash[1])
+        return 0; /* not ours */
+    memcpy(mark, m, GC_MARK_LEN);
+    mark[GC_MARK_LEN] = 0;
+    if (!gc_mark_check(mark) || (l->only && strcmp(mark, l->only)))
+        return 0;
+    struct gc_mk *k = NULL;
+    for (size_t i = 0; i < l->n && !k; i++)
+        if (!strcmp(l->v[i].mark, mark))
+            k = &l->v[i];
+    if (!k) {
+        struct gc_mk *p = realloc(l->v, (l->n + 1) * sizeof(*p));
+        if (!p)
+            return -ENOMEM;
+        l->v = p;
+        k = &p[l->n++];
+        memset(k, 0, sizeof(*k));
+        memcpy(k->mark, mark, sizeof(mark));
+        k->sweep_expires = -1;
+    }
+    const char *name = slash + 1;
+    int64_t exp;
+    if (!strcmp(name, "mark"))
+        k->has_mark = true;
+    else if (!strcmp(name, "intents"))
+        k->has_intents = true;
+    else if (!strcmp(name, "done"))
+        k->has_done = true;
+    else if (gc_sweep_parse(name, &exp) == 0 && exp > k->sweep_expires)
+        k->sweep_expires = exp;
+    char(*p)[NAME_MAX_LEN] = realloc(k->names, (k->nnames + 1) * sizeof(*p));
+    if (!p)
+        return -ENOMEM;
+    k->names = p;
+    snprintf(p[k->nnames++], NAME_MAX_LEN, "%s", name);
+    return 0;
+}
+
+static int mk_cmp(const void *a, const void *b)
+{
+    return strcmp(((const struct gc_mk *)a)->mark, ((const struct gc_mk *)b)->mark);
+}
+
+static int gc_list_read(struct region *rg, const char *only, struct gc_list *l)
+{
+    char prefix[REGION_KEY_MAX];
+    memset(l, 0, sizeof(*l));
+    l->only = only;
+    snprintf(prefix, sizeof(prefix), "gc/%s%s", only ? only : "", only ? "/" : "");
+    int e = region_list(rg, prefix, gc_list_cb, l);
+    if (e == -ENOENT)
+        e = 0;
+    if (e < 0)
+        gc_list_free(l);
+    else if (l->n > 1)
+        qsort(l->v, l->n, sizeof(*l->v), mk_cmp);
+    return e;
+}
+
+/* ---- writers ------------------------------------------------------------ */
+
+void gc_cache_free(struct gc_cache *c)
+{
+    for (size_t i = 0; i < c->n; i++)
+        gcrec_free(&c->marks[i]);
+    free(c->marks);
+    c->marks = NULL;
+    c->n = 0;
+}
+
+int gc_intent_begin(struct region *rg, const struct config *conf, struct gc_intent *in)
+{
+    char key[REGION_KEY_MAX];
+    struct gcrec g;
+    rec_fill(&g, GC_INTENT, NULL);
+    g.seq = (int64_t)getpid();
+    g.expires = g.time + (int64_t)conf->intent_ttl;
+    in->ttl = conf->intent_ttl;
+    int e = gc_intent_make(g.time, conf->intent_ttl, in->name);
+    if (e < 0)
+        return e;
+    in->t0 = mono();
+    snprintf(key, sizeof(key), "intents/%s", in->name);
+    if ((e = put_rec(rg, key, &g, false)) < 0)
+        in->name[0] = 0;
+    /* A put fails with -ENOENT only when the region itself is gone (a dir
+     * region's folder): a region failure, not "no such object" — callers
+     * read -ENOENT as "the snapshot is gone". */
+    return e == -ENOENT ? -EIO : e;
+}
+
+void gc_intent_end(struct region *rg, struct gc_intent *in)
+{
+    char key[REGION_KEY_MAX];
+    if (!in->name[0])
+        return;
+    snprintf(key, sizeof(key), "intents/%s", in->name);
+    int e = region_del(rg, key);
+    if (e < 0 && e != -ENOENT)
+        log_warn("%s (prune waits for it to expire)", region_last_error(rg));
+    in->name[0] = 0;
+}
+
+bool gc_intent_fresh(const struct gc_intent *in)
+{
+    return in->name[0] && mono() - in->t0 < (double)in->ttl / 2;
+}
+
+static const struct gcrec *cache_mark(struct region *rg, struct gc_cache *c, const char *mark, int *ret)
+{
+    char key[REGION_KEY_MAX];
+    struct gcrec g;
+    *ret = 0;
+    for (size_t i = 0; i < c->n; i++)
+        if (!strcmp(c->marks[i].mark, mark))
+            return &c->marks[i];
+    snprintf(key, sizeof(key), "gc/%s/mark", mark);
+    int e = get_rec(rg, key, &g);
+    if (e == 0 && (g.kind != GC_MARK || strcmp(g.mark, mark)))
+        e = CKS_E_FORMAT;
+    struct gcrec *p = e == 0 ? realloc(c->marks, (c->n + 1) * sizeof(*p)) : NULL;
+    if (!p) {
+        gcrec_free(&g);
+        *ret = e == 0 ? -ENOMEM : e;
+        return NULL;
+    }
+    c->marks = p;
+    p[c->n] = g;
+    return &p[c->n++];
+}
+
+int gc_writer_check(struct region *rg, struct gc_cache *cache, const struct config *conf,
+                    const struct presence_item *items, size_t n, const char *run, const char *id,
+                    uint8_t *recheck, char ret_waiting[GC_MARK_LEN + 1])
+{
+    struct gc_list l;
+    int e = gc_list_read(rg, NULL, &l);
+    for (size_t k = 0; e == 0 && k < l.n; k++) {
+        struct gc_mk *mk = &l.v[k];
+        if (!mk->has_mark)
+            continue;
+        const struct gcrec *m = cache_mark(rg, cache, mk->mark, &e);
+        if (!m) {
+            if (e == -ENOENT) /* cleaned up since the listing */
+                e = 0;
+            continue;
+        }
+        /* K: the snapshot's chunks among the candidates (both sorted) */
+        struct gcrec keep;
+        rec_fill(&keep, GC_KEEP, mk->mark);
+        snprintf(keep.snap.run, sizeof(keep.snap.run), "%s", run);
+        snprintf(keep.snap.id, sizeof(keep.snap.id), "%s", id);
+        size_t a = 0, b = 0;
+        while (e == 0 && a < n && b < m->nchunks) {
+            int c = memcmp(items[a].id, m->chunks[b].id, HASH_LEN);
+            if (c == 0)
+                e = gcrec_add_chunk(&keep, items[a].id, 0);
+            a += c <= 0;
+            b += c >= 0;
+        }
+        bool done = mk->has_done;
+        if (e == 0 && keep.nchunks && !done) {
+            char key[REGION_KEY_MAX], hex[17];
+            struct gc_list again;
+            if ((e = gc_random_hex(hex)) == 0) {
+                snprintf(key, sizeof(key), "gc/%s/keep.%s", mk->mark, hex);
+                e = put_rec(rg, key, &keep, false);
+            }
+            if (e == 0 && (e = gc_list_read(rg, mk->mark, &again)) == 0) {
+                const struct gc_mk *now_mk = again.n ? &again.v[0] : NULL;
+                done = now_mk && now_mk->has_done;
+                if (!done && now_mk && now_mk->sweep_expires >= 0) {
+                    if (now() <= now_mk->sweep_expires + (int64_t)conf->clock_skew) {
+                        snprintf(ret_waiting, GC_MARK_LEN + 1, "%s", mk->mark);
+                        e = -EAGAIN;
+                    } else {
+                        done = true; /* the sweeper died: what it deleted is confirmed again */
+                    }
+                }
+                gc_list_free(&again);
+            }
+        }
+        if (e == 0 && done && keep.nchunks) {
+            for (size_t i = 0, j = 0; i < n && j < keep.nchunks;) {
+                int c = memcmp(items[i].id, keep.chunks[j].id, HASH_LEN);
+                if (c == 0)
+                    recheck[i] = 1;
+                i += c <= 0;
+                j += c >= 0;
+            }
+        }
+        gcrec_free(&keep);
+    }
+    gc_list_free(&l);
+    return e;
+}
+
+/* ---- prune: references -------------------------------------------------- */
+
+struct snaplist {
+    struct gc_snapref *v;
+    size_t n, cap;
+    const char *top;                   /* "snapshots/" or "forget/" */
+};
+
+static int snapref_cmp(const void *a, const void *b)
+{
+    const struct gc_snapref *x = a, *y = b;
+    int c = strcmp(x->run, y->run);
+    return c ? c : strcmp(x->id, y->id);
+}
+
+static int snaplist_add(struct snaplist *l, const char *run, const char *id)
+{
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 64;
+        struct gc_snapref *p = realloc(l->v, cap * sizeof(*p));
+        if (!p)
+            return -ENOMEM;
+        l->v = p;
+        l->cap = cap;
+    }
+    snprintf(l->v[l->n].run, sizeof(l->v[0].run), "%s", run);
+    snprintf(l->v[l->n++].id, sizeof(l->v[0].id), "%s", id);
+    return 0;
+}
+
+static void snaplist_sort(struct snaplist *l)
+{
+    size_t out = 0;
+    if (l->n > 1)
+        qsort(l->v, l->n, sizeof(*l->v), snapref_cmp);
+    for (size_t i = 0; i < l->n; i++)
+        if (!out || snapref_cmp(&l->v[out - 1], &l->v[i]))
+            l->v[out++] = l->v[i];
+    l->n = out;
+}
+
+static bool snaplist_has(const struct snaplist *l, const char *run, const char *id)
+{
+    struct gc_snapref k;
+    snprintf(k.run, sizeof(k.run), "%s", run);
+    snprintf(k.id, sizeof(k.id), "%s", id);
+    return l->n && bsearch(&k, l->v, l->n, sizeof(k), snapref_cmp);
+}
+
+static int manifests_cb(void *ud, const char *key, uint64_t size)
+{
+    struct snaplist *l = ud;
+    char run[MANIFEST_MAX_FIELD + 1];
+    const char *rest = key + 10, *slash = strchr(rest, '/');
+    (void)size;
+    if (strncmp(key, "snapshots/", 10) || !slash || strchr(slash + 1, '/') ||
+        (size_t)(slash - rest) > MANIFEST_MAX_FIELD || strlen(slash + 1) > MANIFEST_ID_MAX)
+        return 0;
+    snprintf(run, sizeof(run), "%.*s", (int)(slash - rest), rest);
+    if (manifest_run_check(run) < 0 || manifest_id_check(slash + 1) < 0)
+        return 0;
+    return snaplist_add(l, run, slash + 1);
+}
+
+static int forgets_cb(void *ud, const char *key, uint64_t size)
+{
+    struct snaplist *l = ud;
+    struct lineage_rec rec;
+    (void)size;
+    if (lineage_key_parse(key, &rec) < 0 || rec.kind != LINEAGE_FORGET)
+        return 0;
+    return snaplist_add(l, rec.run, rec.id);
+}
+
+struct pr {
+    struct repo *r;
+    const struct gc_opts *o;
+    struct gc_result *res;
+    struct buf *err;
+    int64_t grace;
+    uint8_t (*refs)[HASH_LEN];
+    size_t nrefs, refcap;
+    struct snaplist seen;              /* manifests read, sorted */
+    struct snaplist forgot;            /* forgotten snapshots, sorted */
+    /* lease */
+    bool leased;
+    int64_t lease_n, lease_expires;
+};
+
+static int id_cmp(const void *a, const void *b)
+{
+    return memcmp(a, b, HASH_LEN);
+}
+
+static bool pr_referenced(const struct pr *p, const uint8_t id[HASH_LEN])
+{
+    return p->nrefs && bsearch(id, p->refs, p->nrefs, HASH_LEN, id_cmp);
+}
+
+static int pr_add_refs(struct pr *p, const struct manifest *m)
+{
+    if (p->nrefs + m->nchunks > p->refcap) {
+        size_t cap = p->refcap ? p->refcap : 1024;
+        while (cap < p->nrefs + m->nchunks)
+            cap *= 2;
+        uint8_t(*v)[HASH_LEN] = realloc(p->refs, cap * HASH_LEN);
+        if (!v)
+            return -ENOMEM;
+        p->refs = v;
+        p->refcap = cap;
+    }
+    for (size_t i = 0; i < m->nchunks; i++)
+        memcpy(p->refs[p->nrefs++], m->chunks[i].id, HASH_LEN);
+    return 0;
+}
+
+static void pr_sort_refs(struct pr *p)
+{
+    size_t out = 0;
+    if (p->nrefs > 1)
+        qsort(p->refs, p->nrefs, HASH_LEN, id_cmp);
+    for (size_t i = 0; i < p->nrefs; i++)
+        if (!out || memcmp(p->refs[out - 1], p->refs[i], HASH_LEN))
+            memmove(p->refs[out++], p->refs[i], HASH_LEN);
+    p->nrefs = out;
+}
+
+/* Lists every healthy region's manifests and forget records and reads the
+ * manifests not read yet: after it, refs names every chunk a retained
+ * manifest listed anywhere names. */
+static int pr_collect(struct pr *p)
+{
+    struct snaplist all = {0}, forgot = {0};
+    int e = 0;
+    for (size_t i = 0; i < p->r->nregions && e == 0; i++) {
+        if (p->r->health[i])
+            continue;
+        e = region_list(p->r->regions[i], "snapshots/", manifests_cb, &all);
+        if (e == 0 || e == -ENOENT)
+            e = region_list(p->r->regions[i], "forget/", forgets_cb, &forgot);
+        if (e == -ENOENT)
+            e = 0;
+        if (e < 0 && e != -ENOMEM) {
+            buf_printf(p->err, "%s; prune needs every healthy region's listing",
+                       region_last_error(p->r->regions[i]));
+        }
+    }
+    snaplist_sort(&all);
+    snaplist_sort(&forgot);
+    size_t fresh = 0;
+    for (size_t k = 0; e == 0 && k < all.n; k++)
+        if (!snaplist_has(&forgot, all.v[k].run, all.v[k].id) &&
+            !snaplist_has(&p->seen, all.v[k].run, all.v[k].id))
+            fresh++;
+    for (size_t k = 0, done = 0; e == 0 && k < all.n; k++) {
+        const struct gc_snapref *s = &all.v[k];
+        struct manifest m;
+        struct buf ferr = BUF_INIT;
+        if (snaplist_has(&forgot, s->run, s->id) || snaplist_has(&p->seen, s->run, s->id))
+            continue;
+        e = restore_find(p->r, s->run, s->id, &m, NULL, &ferr);
+        if (e < 0) {
+            buf_printf(p->err, "%s; prune stops, as it cannot tell which chunks that snapshot needs "
+                       "(`ckptsync verify --repair` may restore it from another region; "
+                       "`ckptsync forget` removes it)", buf_str(&ferr));
+        } else {
+            e = pr_add_refs(p, &m);
+            manifest_free(&m);
+            if (e == 0)
+                e = snaplist_add(&p->seen, s->run, s->id);
+            p->res->manifests++;
+        }
+        buf_free(&ferr);
+        if (p->o->progress)
+            p->o->progress(p->o->progress_ud, "reading manifests", ++done, fresh);
+        if (e == 0)
+            snaplist_sort(&p->seen); /* small: kept sorted for snaplist_has */
+    }
+    if (e == 0) {
+        pr_sort_refs(p);
+        free(p->forgot.v);
+        p->forgot = forgot;
+        forgot.v = NULL;
+        p->res->referenced = p->nrefs;
+        p->res->forgotten = p->forgot.n;
+    }
+    free(all.v);
+    free(forgot.v);
+    return e;
+}
+
+/* ---- prune: the lease --------------------------------------------------- */
+
+struct lease_scan {
+    int64_t top;
+    char top_key[REGION_KEY_MAX];
+    int64_t olds[64];
+    size_t nolds;
+};
+
+static int lease_cb(void *ud, const char *key, uint64_t size)
+{
+    struct lease_scan *s = ud;
+    const char *n = key + strlen(LEASE_PREFIX);
+    int64_t v = 0;
+    (void)size;
+    if (strncmp(key, LEASE_PREFIX, strlen(LEASE_PREFIX)) || strlen(n) != 12)
+        return 0;
+    for (int i = 0; i < 12; i++) {
+        if (n[i] < '0' || n[i] > '9')
+            return 0;
+        v = v * 10 + (n[i] - '0');
+    }
+    if (s->top >= 0 && s->nolds < 64)
+        s->olds[s->nolds++] = v < s->top ? v : s->top;
+    if (v > s->top) {
+        s->top = v;
+        snprintf(s->top_key, sizeof(s->top_key), "%s", key);
+    }
+    return 0;
+}
+
+/* Writes lease number n (create-only where the store enforces it). */
+static int lease_write(struct pr *p, int64_t n, bool release)
+{
+    struct region *rg = p->r->regions[0];
+    char key[REGION_KEY_MAX];
+    struct gcrec g, back;
+    rec_fill(&g, GC_LEASE, NULL);
+    g.seq = (int64_t)getpid();
+    g.expires = release ? -1 : g.time + (int64_t)p->r->conf.prune_lease;
+    snprintf(key, sizeof(key), LEASE_PREFIX "%012lld", (long long)n);
+    bool strict = region_preconditions(rg) == 1;
+    int e = put_rec(rg, key, &g, strict);
+    if (e == 0 && !strict) {
+        /* No create-only put: the last writer wins; read back after a
+         * moment to see whether that is us (best effort, see gc.h). */
+        sleep(1);
+        if ((e = get_rec(rg, key, &back)) == 0 &&
+            (back.seq != g.seq || back.time != g.time || strcmp(back.host, g.host)))
+            e = -EEXIST;
+        gcrec_free(&back);
+    }
+    if (e == 0) {
+        p->lease_n = n;
+        p->lease_expires = g.expires;
+    }
+    return e;
+}
+
+static int lease_acquire(struct pr *p)
+{
+    struct region *rg = p->r->regions[0];
+    struct lease_scan s = {.top = -1};
+    struct gcrec cur;
+    if (p->r->health[0]) {
+        buf_printf(p->err, "region '%s' holds the prune lease and is unreachable: %s", rg->conf.name,
+                   err_str(p->r->health[0]));
+        return p->r->health[0];
+    }
+    int e = region_list(rg, LEASE_PREFIX, lease_cb, &s);
+    if (e < 0 && e != -ENOENT) {
+        buf_printf(p->err, "%s", region_last_error(rg));
+        return e;
+    }
+    if (s.top >= 0) {
+        if ((e = get_rec(rg, s.top_key, &cur)) < 0 && e != CKS_E_FORMAT && e != -ENOENT) {
+            buf_printf(p->err, "%s", region_last_error(rg));
+            gcrec_free(&cur);
+            return e;
+        }
+        bool held = e == 0 && cur.expires >= 0 &&
+                    now() <= cur.expires + (int64_t)p->r->conf.clock_skew && !gc_owner_dead(&cur);
+        if (held) {
+            snprintf(p->res->lease_holder, sizeof(p->res->lease_holder),
+                     "host %s (pid %lld) since %lld, lease until %lld", cur.host, (long long)cur.seq,
+                     (long long)cur.time, (long long)cur.expires);
+            gcrec_free(&cur);
+            buf_printf(p->err, "another prune holds the lease in region '%s': %s", rg->conf.name,
+                       p->res->lease_holder);
+            return CKS_E_BUSY;
+        }
+        if (e == 0 && cur.expires >= 0)
+            log_info("taking over the prune lease of host %s (pid %lld): %s", cur.host,
+                     (long long)cur.seq, gc_owner_dead(&cur) ? "that process is gone" : "it expired");
+        gcrec_free(&cur);
+    }
+    e = lease_write(p, s.top + 1, false);
+    if (e == -EEXIST) {
+        buf_printf(p->err, "another prune took the lease in region '%s' just now", rg->conf.name);
+        return CKS_E_BUSY;
+    }
+    if (e < 0) {
+        buf_printf(p->err, "%s", region_last_error(rg));
+        return e;
+    }
+    p->leased = true;
+    for (size_t i = 0; i < s.nolds; i++) { /* the numbers before ours are history */
+        char key[REGION_KEY_MAX];
+        snprintf(key, sizeof(key), LEASE_PREFIX "%012lld", (long long)s.olds[i]);
+        if (s.olds[i] < s.top)
+            region_del(rg, key);
+    }
+    return 0;
+}
+
+/* Renews the lease when half of it is used; CKS_E_BUSY when it was lost. */
+static int lease_renew(struct pr *p)
+{
+    if (!p->leased || now() < p->lease_expires - (int64_t)p->r->conf.prune_lease / 2)
+        return 0;
+    int e = lease_write(p, p->lease_n + 1, false);
+    if (e == -EEXIST) {
+        p->leased = false;
+        buf_printf(p->err, "the prune lease was taken over by another instance; stopping");
+        return CKS_E_BUSY;
+    }
+    return e;
+}
+
+static void lease_release(struct pr *p)
+{
+    if (p->leased && lease_write(p, p->lease_n + 1, true) < 0)
+        log_warn("releasing the prune lease: %s (it expires by itself)",
+                 region_last_error(p->r->regions[0]));
+    p->leased = false;
+}
+
+/* ---- prune: one region -------------------------------------------------- */
+
+struct intents {
+    char (*v)[GC_INTENT_MAX + 1];
+    size_t n;
+};
+
+static int intents_cb(void *ud, const char *key, uint64_t size)
+{
+    struct intents *l = ud;
+    int64_t t;
+    uint64_t ttl;
+    (void)size;
+    if (strncmp(key, "intents/", 8) || gc_intent_parse(key + 8, &t, &ttl) < 0)
+        return 0;
+    char(*p)[GC_INTENT_MAX + 1] = realloc(l->v, (l->n + 1) * sizeof(*p));
+    if (!p)
+        return -ENOMEM;
+    l->v = p;
+    snprintf(p[l->n++], GC_INTENT_MAX + 1, "%s", key + 8);
+    return 0;
+}
+
+static int intents_list(struct region *rg, struct intents *l)
+{
+    memset(l, 0, sizeof(*l));
+    int e = region_list(rg, "intents/", intents_cb, l);
+    return e == -ENOENT ? 0 : e;
+}
+
+/* Is the intent (named in a mark's record) still one a writer may
+ * publish under?  Gone from the listing, expired, or written by a process
+ * of this host that is no longer running: no. */
+static bool intent_alive(struct pr *p, struct region *rg, const struct intents *listed, const char *name)
+{
+    int64_t t;
+    uint64_t ttl;
+    bool there = false;
+    for (size_t i = 0; i < listed->n && !there; i++)
+        there = !strcmp(listed->v[i], name);
+    if (!there || gc_intent_parse(name, &t, &ttl) < 0)
+        return false;
+    if (now() > t + (int64_t)ttl + (int64_t)p->r->conf.clock_skew)
+        return false;
+    char key[REGION_KEY_MAX];
+    struct gcrec g;
+    snprintf(key, sizeof(key), "intents/%s", name);
+    bool dead = get_rec(rg, key, &g) == 0 && g.kind == GC_INTENT && gc_owner_dead(&g);
+    gcrec_free(&g);
+    if (dead && !p->o->dry_run && region_del(rg, key) == 0)
+        log_info("region '%s': removed intent %s of a process that is gone", rg->conf.name, name);
+    return !dead;
+}
+
+/* How many of rec's intents are alive; the first one's name in what. */
+static size_t intents_alive(struct pr *p, struct region *rg, const struct gcrec *rec, char *what, size_t cap)
+{
+    struct intents now_listed;
+    size_t alive = 0;
+    if (intents_list(rg, &now_listed) < 0) {
+        snprintf(what, cap, "the intents could not be listed");
+        return 1;
+    }
+    for (size_t i = 0; i < rec->nintents; i++)
+        if (intent_alive(p, rg, &now_listed, rec->intents[i]) && alive++ == 0)
+            snprintf(what, cap, "writer intent %s", rec->intents[i]);
+    free(now_listed.v);
+    return alive;
+}
+
+static int write_intents_rec(struct region *rg, const char *mark, enum gc_kind kind)
+{
+    char key[REGION_KEY_MAX];
+    struct intents l;
+    struct gcrec g;
+    int e = intents_list(rg, &l);
+    rec_fill(&g, kind, mark);
+    for (size_t i = 0; e == 0 && i < l.n; i++)
+        e = gcrec_add_intent(&g, l.v[i]);
+    snprintf(key, sizeof(key), "gc/%s/%s", mark, kind == GC_DONE ? "done" : "intents");
+    if (e == 0)
+        e = put_rec(rg, key, &g, false);
+    gcrec_free(&g);
+    free(l.v);
+    return e;
+}
+
+static int del_counted(struct pr *p, size_t i, const char *key, uint64_t *counter)
+{
+    if (p->o->dry_run) {
+        (*counter)++;
+        return 0;
+    }
+    int e = region_del(p->r->regions[i], key);
+    if (e == 0)
+        (*counter)++;
+    return e == -ENOENT ? 0 : e;
+}
+
+/* Removes gc/<mark>/: the mark record first, so that a crash half-way
+ * leaves objects the next prune recognises as orphans. */
+static int mark_cleanup(struct pr *p, size_t i, const struct gc_mk *mk)
+{
+    struct gc_region_result *rr = &p->res->region[i];
+    char key[REGION_KEY_MAX];
+    int e = 0;
+    if (mk->has_mark) {
+        snprintf(key, sizeof(key), "gc/%s/mark", mk->mark);
+        e = del_counted(p, i, key, &rr->records_deleted);
+    }
+    for (size_t k = 0; e == 0 && k < mk->nnames; k++) {
+        if (!strcmp(mk->names[k], "mark"))
+            continue;
+        snprintf(key, sizeof(key), "gc/%s/%s", mk->mark, mk->names[k]);
+        e = del_counted(p, i, key, &rr->records_deleted);
+    }
+    return e;
+}
+
+/* Clears region slot's presence bit for the deleted chunks. */
+static int index_forget(struct pr *p, size_t i, uint8_t (*ids)[HASH_LEN], size_t n)
+{
+    struct index_txn *t;
+    uint32_t bit = 1u << p->r->regions[i]->slot;
+    int e = n ? index_txn_begin(p->r->ix, true, &t) : 0;
+    for (size_t k = 0; n && e == 0 && k < n; k++) {
+        struct index_chunk c;
+        int g = index_chunk_get(t, ids[k], &c);
+        if (g == 0 && (c.presence & bit)) {
+            c.presence &= ~bit;
+            e = index_chunk_put(t, ids[k], &c);
+        } else if (g < 0 && g != -ENOENT) {
+            e = g;
+        }
+    }
+    if (n && e == 0)
+        return index_txn_commit(t);
+    if (n)
+        index_txn_abort(t);
+    return e;
+}
+
+static int sweep_record(struct pr *p, struct region *rg, const char *mark, int64_t *ret_expires)
+{
+    char key[REGION_KEY_MAX], hex[17];
+    struct gcrec g;
+    rec_fill(&g, GC_SWEEP, mark);
+    g.expires = g.time + (int64_t)p->r->conf.prune_lease;
+    int e = gc_random_hex(hex);
+    snprintf(key, sizeof(key), "gc/%s/sweep.%lld.%s", mark, (long long)g.expires, hex);
+    if (e == 0 && (e = put_rec(rg, key, &g, false)) == 0)
+        *ret_expires = g.expires;
+    return e;
+}
+
+/* S1-S3 of one mark (gc.h). */
+static int mark_sweep(struct pr *p, size_t i, const struct gc_mk *mk)
+{
+    struct region *rg = p->r->regions[i];
+    struct gc_region_result *rr = &p->res->region[i];
+    char key[REGION_KEY_MAX];
+    struct gcrec m, kept;
+    struct gc_list l = {0};
+    int64_t expires = 0;
+    uint8_t(*batch)[HASH_LEN] = NULL;
+    size_t nbatch = 0;
+
+    gcrec_init(&kept, GC_KEEP);
+    snprintf(key, sizeof(key), "gc/%s/mark", mk->mark);
+    int e = get_rec(rg, key, &m);
+    if (e == 0 && (m.kind != GC_MARK || strcmp(m.mark, mk->mark)))
+        e = CKS_E_FORMAT;
+    if (e == 0)
+        e = sweep_record(p, rg, mk->mark, &expires);
+    if (e == 0)
+        e = pr_collect(p); /* manifests published since: after the sweep record */
+    if (e == 0)
+        e = gc_list_read(rg, mk->mark, &l);
+    for (size_t k = 0; e == 0 && l.n && k < l.v[0].nnames; k++) {
+        struct gcrec g;
+        if (strncmp(l.v[0].names[k], "keep.", 5))
+            continue;
+        snprintf(key, sizeof(key), "gc/%s/%s", mk->mark, l.v[0].names[k]);
+        int ge = get_rec(rg, key, &g);
+        if (ge == 0 && g.kind == GC_KEEP) {
+            for (size_t c = 0; e == 0 && c < g.nchunks; c++)
+                e = gcrec_add_chunk(&kept, g.chunks[c].id, 0);
+        } else if (ge != -ENOENT) {
+            /* a keep we cannot read could name anything: keep everything */
+            log_warn("%s; the sweep of mark %s stops", region_last_error(rg), mk->mark);
+            e = ge < 0 ? ge : CKS_E_FORMAT;
+        }
+        gcrec_free(&g);
+    }
+    gcrec_sort_chunks(&kept);
+    if (e == 0)
+        batch = malloc(INDEX_BATCH * HASH_LEN);
+    if (e == 0 && !batch)
+        e = -ENOMEM;
+    for (size_t c = 0; e == 0 && c < m.nchunks; c++) {
+        const struct gc_chunk *ch = &m.chunks[c];
+        if (pr_referenced(p, ch->id) || gcrec_has_chunk(&kept, ch->id)) {
+            rr->kept++;
+            continue;
+        }
+        /* stop deleting well before writers may think the sweep dead */
+        if (now() >= expires - (int64_t)p->r->conf.prune_lease / 2 &&
+            ((e = sweep_record(p, rg, mk->mark, &expires)) < 0 || (e = lease_renew(p)) < 0))
+            break;
+        region_chunk_key(ch->id, key);
+        if ((e = region_del(rg, key)) == 0 || e == -ENOENT) {
+            rr->deleted++;
+            rr->deleted_bytes += ch->size;
+            memcpy(batch[nbatch++], ch->id, HASH_LEN);
+            e = 0;
+        }
+        if (e == 0 && nbatch == INDEX_BATCH) {
+            e = index_forget(p, i, batch, nbatch);
+            nbatch = 0;
+        }
+        if (p->o->progress && (c % 256 == 0 || c + 1 == m.nchunks))
+            p->o->progress(p->o->progress_ud, "deleting chunks", c + 1, m.nchunks);
+    }
+    if (e == 0)
+        e = index_forget(p, i, batch, nbatch);
+    if (e == 0)
+        e = write_intents_rec(rg, mk->mark, GC_DONE);
+    if (e == 0) {
+        rr->state = "swept";
+        snprintf(rr->mark, sizeof(rr->mark), "%s", mk->mark);
+    }
+    free(batch);
+    gc_list_free(&l);
+    gcrec_free(&m);
+    gcrec_free(&kept);
+    return e;
+}
+
+/* S0: may mark mk be swept now?  Fills rr->waiting when not. */
+static bool mark_ready(struct pr *p, size_t i, const struct gc_mk *mk)
+{
+    struct region *rg = p->r->regions[i];
+    struct gc_region_result *rr = &p->res->region[i];
+    char key[REGION_KEY_MAX];
+    struct gcrec g;
+    int64_t age = now() - gc_mark_time(mk->mark);
+    if (age < p->grace) {
+        snprintf(rr->waiting, sizeof(rr->waiting), "the grace period: %lld s more",
+                 (long long)(p->grace - age));
+        return false;
+    }
+    snprintf(key, sizeof(key), "gc/%s/intents", mk->mark);
+    if (get_rec(rg, key, &g) < 0 || g.kind != GC_INTENTS) {
+        snprintf(rr->waiting, sizeof(rr->waiting), "%s", region_last_error(rg));
+        gcrec_free(&g);
+        return false;
+    }
+    char what[160] = "";
+    size_t alive = intents_alive(p, rg, &g, what, sizeof(what));
+    gcrec_free(&g);
+    if (alive) {
+        snprintf(rr->waiting, sizeof(rr->waiting), "%zu writer(s) active when the mark was made (%s)",
+                 alive, what);
+        return false;
+    }
+    return true;
+}
+
+static int mark_done_cleanup(struct pr *p, size_t i, const struct gc_mk *mk)
+{
+    struct region *rg = p->r->regions[i];
+    char key[REGION_KEY_MAX], what[160];
+    struct gcrec g;
+    snprintf(key, sizeof(key), "gc/%s/done", mk->mark);
+    int e = get_rec(rg, key, &g);
+    if (e == 0 && g.kind == GC_DONE && intents_alive(p, rg, &g, what, sizeof(what)) == 0)
+        e = mark_cleanup(p, i, mk);
+    else if (e == CKS_E_FORMAT || e == CKS_E_DIGEST || e == CKS_E_VERSION)
+        e = 0; /* left alone: a writer treats the mark as done either way */
+    gcrec_free(&g);
+    return e;
+}
+
+/* chunks/xx/<hex> listed in the region and referenced by nothing. */
+struct cand_ctx {
+    struct pr *p;
+    struct gcrec *m;
+    struct gc_region_result *rr;
+};
+
+static int chunks_cb(void *ud, const char *key, uint64_t size)
+{
+    struct cand_ctx *c = ud;
+    uint8_t id[HASH_LEN];
+    const char *hex = strrchr(key, '/');
+    if (!hex || strlen(hex + 1) != HASH_HEX_LEN || hex_decode(hex + 1, HASH_LEN, id) < 0 ||
+        strncmp(key + 7, hex + 1, 2))
+        return 0;
+    c->rr->chunks++;
+    c->rr->chunk_bytes += size;
+    if (pr_referenced(c->p, id) || c->m->nchunks >= GC_MAX_ITEMS)
+        return 0;
+    c->rr->marked++;
+    c->rr->marked_bytes += size;
+    return gcrec_add_chunk(c->m, id, size);
+}
+
+/* P1-P2: a new mark; swept at once when it is ready (grace 0, no writer). */
+static int mark_new(struct pr *p, size_t i)
+{
+    struct region *rg = p->r->regions[i];
+    struct gc_region_result *rr = &p->res->region[i];
+    char key[REGION_KEY_MAX];
+    struct gcrec m;
+    struct gc_mk mk = {0};
+    rec_fill(&m, GC_MARK, NULL);
+    struct cand_ctx c = {.p = p, .m = &m, .rr = rr};
+    int e = gc_mark_make(m.mark);
+    if (e == 0)
+        e = region_list(rg, "chunks/", chunks_cb, &c);
+    if (e == -ENOENT)
+        e = 0;
+    for (size_t k = 0; e == 0 && k < p->seen.n; k++)
+        e = gcrec_add_snap(&m, p->seen.v[k].run, p->seen.v[k].id);
+    gcrec_sort_chunks(&m);
+    if (e < 0 || m.nchunks == 0 || p->o->dry_run) {
+        rr->state = e < 0 ? "skipped" : m.nchunks ? "would mark" : "clean";
+        gcrec_free(&m);
+        return e;
+    }
+    snprintf(key, sizeof(key), "gc/%s/mark", m.mark);
+    if ((e = put_rec(rg, key, &m, false)) == 0)
+        e = write_intents_rec(rg, m.mark, GC_INTENTS);
+    if (e == 0) {
+        rr->state = "marked";
+        snprintf(rr->mark, sizeof(rr->mark), "%s", m.mark);
+        memcpy(mk.mark, m.mark, sizeof(mk.mark));
+        mk.has_mark = mk.has_intents = true;
+        if (mark_ready(p, i, &mk))
+            e = mark_sweep(p, i, &mk);
+        else
+            rr->state = "waiting";
+    }
+    gcrec_free(&m);
+    return e;
+}
+
+/* Forgotten snapshots: commit records, then the manifest. */
+struct keys {
+    char (*v)[REGION_KEY_MAX];
+    size_t n;
+};
+
+static int commits_cb(void *ud, const char *key, uint64_t size)
+{
+    struct keys *k = ud;
+    (void)size;
+    char(*p)[REGION_KEY_MAX] = realloc(k->v, (k->n + 1) * sizeof(*p));
+    if (!p)
+        return -ENOMEM;
+    k->v = p;
+    snprintf(p[k->n++], REGION_KEY_MAX, "%s", key);
+    return 0;
+}
+
+static int region_forgotten(struct pr *p, size_t i)
+{
+    struct region *rg = p->r->regions[i];
+    struct gc_region_result *rr = &p->res->region[i];
+    char key[REGION_KEY_MAX], run[MANIFEST_MAX_FIELD + 1] = "";
+    struct keys commits = {0};
+    int e = 0;
+    for (size_t k = 0; e == 0 && k < p->forgot.n; k++) {
+        const struct gc_snapref *s = &p->forgot.v[k];
+        if (strcmp(run, s->run)) { /* one listing of commits/<run>/ per run */
+            snprintf(run, sizeof(run), "%s", s->run);
+            commits.n = 0;
+            snprintf(key, sizeof(key), "commits/%s/", run);
+            if ((e = region_list(rg, key, commits_cb, &commits)) == -ENOENT)
+                e = 0;
+        }
+        for (size_t c = 0; e == 0 && c < commits.n; c++) {
+            struct lineage_rec rec;
+            if (lineage_key_parse(commits.v[c], &rec) == 0 && !strcmp(rec.id, s->id))
+                e = del_counted(p, i, commits.v[c], &rr->records_deleted);
+        }
+        snprintf(key, sizeof(key), "snapshots/%s/%s", s->run, s->id);
+        int h = e == 0 ? region_has(rg, key) : 0;
+        if (h == 1)
+            e = del_counted(p, i, key, &rr->snapshots_deleted);
+        else if (h < 0)
+            e = h;
+    }
+    free(commits.v);
+    return e;
+}
+
+/* Forget records go last, once no region lists their manifest and they
+ * are older than any writer that may still publish the snapshot. */
+static int forget_records_done(struct pr *p)
+{
+    for (size_t i = 0; i < p->r->nregions; i++)
+        if (p->r->health[i])
+            return 0; /* a region we cannot see may still hold the manifest */
+    for (size_t i = 0; i < p->r->nregions; i++) {
+        struct region *rg = p->r->regions[i];
+        struct keys fk = {0};
+        int e = region_list(rg, "forget/", commits_cb, &fk);
+        for (size_t k = 0; e == 0 && k < fk.n; k++) {
+            struct lineage_rec rec;
+            struct buf b = BUF_INIT;
+            char mkey[REGION_KEY_MAX];
+            if (lineage_key_parse(fk.v[k], &rec) < 0 || rec.kind != LINEAGE_FORGET)
+                continue;
+            snprintf(mkey, sizeof(mkey), "snapshots/%s/%s", rec.run, rec.id);
+            bool listed = false;
+            for (size_t j = 0; j < p->r->nregions && !listed; j++)
+                listed = region_has(p->r->regions[j], mkey) != 0;
+            if (!listed && region_get(rg, fk.v[k], LINEAGE_MAX_BYTES, &b) == 0 &&
+                lineage_parse_at(fk.v[k], b.data, b.len, &rec) == 0 &&
+                now() - rec.time > (int64_t)(p->r->conf.intent_ttl + p->r->conf.clock_skew))
+                e = del_counted(p, i, fk.v[k], &p->res->region[i].records_deleted);
+            buf_free(&b);
+        }
+        free(fk.v);
+        if (e < 0 && e != -ENOENT)
+            return e;
+    }
+    return 0;
+}
+
+static int region_prune(struct pr *p, size_t i)
+{
+    struct region *rg = p->r->regions[i];
+    struct gc_region_result *rr = &p->res->region[i];
+    struct gc_list l = {0};
+    bool live = false;
+    uint64_t req0 = rg->requests;
+    rr->state = "clean";
+    int e = region_forgotten(p, i);
+    if (e == 0)
+        e = gc_list_read(rg, NULL, &l);
+    for (size_t k = 0; e == 0 && k < l.n; k++) {
+        const struct gc_mk *mk = &l.v[k];
+        if (!mk->has_mark) {
+            if (!p->o->dry_run)
+                e = mark_cleanup(p, i, mk); /* orphans of an interrupted cleanup */
+        } else if (mk->has_done) {
+            if (!p->o->dry_run)
+                e = mark_done_cleanup(p, i, mk);
+        } else if (p->o->dry_run) {
+            live = true;
+            rr->state = "marked";
+            snprintf(rr->mark, sizeof(rr->mark), "%s", mk->mark);
+        } else {
+            snprintf(rr->mark, sizeof(rr->mark), "%s", mk->mark);
+            if (!mk->has_intents && (e = write_intents_rec(rg, mk->mark, GC_INTENTS)) < 0)
+                break; /* a crash came between the mark and its intents: list them now */
+            if (mark_ready(p, i, mk)) {
+                e = mark_sweep(p, i, mk);
+            } else {
+                live = true;
+                rr->state = "waiting";
+            }
+        }
+        if (e == 0)
+            e = lease_renew(p);
+    }
+    gc_list_free(&l);
+    if (e == 0 && !live && strcmp(rr->state, "swept"))
+        e = mark_new(p, i);
+    if (e < 0) {
+        rr->err = e;
+        snprintf(rr->msg, sizeof(rr->msg), "%s", rg->errmsg[0] ? rg->errmsg : err_str(e));
+        rr->state = "skipped";
+    }
+    rr->requests += rg->requests - req0;
+    return e;
+}
+
+static int pr_run(struct repo *r, const struct gc_opts *o, struct gc_result *res, struct buf *err,
+                  bool lease)
+{
+    struct pr p = {.r = r, .o = o, .res = res, .err = err};
+    double t0 = mono();
+    uint64_t req0[CONFIG_MAX_REGIONS];
+    int e = 0, first = 0;
+    memset(res, 0, sizeof(*res));
+    res->nregions = r->nregions;
+    p.grace = o->grace >= 0 ? o->grace : (int64_t)r->conf.prune_grace;
+    for (size_t i = 0; i < r->nregions; i++) {
+        req0[i] = r->regions[i]->requests;
+        res->region[i].state = r->health[i] ? "skipped" : "clean";
+        if (r->health[i]) {
+            res->region[i].err = r->health[i];
+            snprintf(res->region[i].msg, sizeof(res->region[i].msg), "%s",
+                     region_last_error(r->regions[i])[0] ? region_last_error(r->regions[i])
+                                                         : err_str(r->health[i]));
+        }
+    }
+    if (lease && (e = lease_acquire(&p)) < 0)
+        goto out;
+    if ((e = pr_collect(&p)) < 0)
+        goto out;
+    for (size_t i = 0; i < r->nregions; i++) {
+        if (r->health[i])
+            continue;
+        int re = region_prune(&p, i);
+        if (re == CKS_E_BUSY) {
+            e = re;
+            break;
+        }
+        if (re < 0 && !first)
+            first = re;
+    }
+    if (e == 0 && !o->dry_run && !first)
+        e = forget_records_done(&p);
+    if (e == 0 && first) {
+        e = first;
+        for (size_t i = 0; i < r->nregions; i++)
+            if (res->region[i].err && !r->health[i])
+                buf_printf(err, "%sregion '%s': %s", buf_str(err)[0] ? "; " : "", r->regions[i]->conf.name,
+                           res->region[i].msg);
+    }
+out:
+    lease_release(&p);
+    for (size_t i = 0; i < r->nregions; i++)
+        res->region[i].requests = r->regions[i]->requests - req0[i];
+    res->seconds = mono() - t0;
+    free(p.refs);
+    free(p.seen.v);
+    free(p.forgot.v);
+    return e;
+}
+
+int gc_prune(struct repo *r, const struct gc_opts *o, struct gc_result *res, struct buf *err)
+{
+    return pr_run(r, o, res, err, !o->dry_run);
+}

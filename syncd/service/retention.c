@@ -1,0 +1,343 @@
+/*
+ * retention.c — policies over a run's snapshots (see retention.h).
+ *
+ * Design notes.
+ * - The regions' listings decide (lineage_scan): a snapshot some region
+ *   has already forgotten is not considered, and the resume point is the
+ *   one every restore would pick.
+ * - Removing is a forget record, write-once, per snapshot: never a shared
+ *   list that forgets would rewrite.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/err.h"
+#include "base/jsonread.h"
+#include "base/log.h"
+#include "engine/gcrec.h"
+#include "service/fetch.h"
+#include "service/lineage.h"
+#include "service/restore.h"
+#include "service/retention.h"
+
+#define TRAINER_STATE "trainer_state.json"
+#define TRAINER_STATE_MAX (64u * 1024 * 1024)
+
+int64_t retention_id_time(const char *id)
+{
+    return gc_utc_parse(id); /* ids start with the UTC time (snapshot_make_id) */
+}
+
+void retention_plan_free(struct retention_plan *p)
+{
+    free(p->v);
+    p->v = NULL;
+    p->n = p->nforget = 0;
+}
+
+static int item_newer_cmp(const void *a, const void *b)
+{
+    const struct retention_item *x = a, *y = b;
+    if (x->gen != y->gen)
+        return x->gen > y->gen ? -1 : 1;
+    if (!strcmp(x->id, y->id))
+        return 0;
+    return lineage_newer(x->step, x->id, y->step, y->id) ? -1 : 1;
+}
+
+static void keep(struct retention_item *it, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void keep(struct retention_item *it, const char *fmt, ...)
+{
+    va_list ap;
+    if (it->keep)
+        return; /* the first reason stands */
+    it->keep = true;
+    va_start(ap, fmt);
+    vsnprintf(it->why, sizeof(it->why), fmt, ap);
+    va_end(ap);
+}
+
+static struct retention_item *item_find(struct retention_plan *p, const char *id)
+{
+    for (size_t i = 0; i < p->n; i++)
+        if (!strcmp(p->v[i].id, id))
+            return &p->v[i];
+    return NULL;
+}
+
+/* ---- keep_best: trainer_state.json ------------------------------------- */
+
+struct tsbuf {
+    uint8_t *data;
+    const struct manifest *m;
+    const struct mfile *f;
+};
+
+static int ts_chunk(void *ud, const struct fetch_job *j, const uint8_t *data, size_t len)
+{
+    struct tsbuf *b = ud;
+    uint64_t off = 0;
+    for (size_t k = b->f->first_chunk; k < j->tag; k++)
+        off += b->m->chunks[k].len;
+    if (off + len > b->f->size)
+        return CKS_E_FORMAT;
+    memcpy(b->data + off, data, len);
+    return 0;
+}
+
+/* The trainer_state.json of snapshot id, parsed.  -ENOENT without one. */
+static int trainer_state(struct repo *r, const char *run, const char *id, struct jnode **ret,
+                         struct buf *err)
+{
+    struct manifest m;
+    const struct mfile *f = NULL;
+    int e = restore_find(r, run, id, &m, NULL, err);
+    if (e < 0)
+        return e;
+    /* at the top of the checkpoint: "trainer_state.json" or
+     * "checkpoint-N/trainer_state.json" (paths start with the root's name) */
+    for (size_t i = 0; i < m.nfiles && !f; i++) {
+        const char *p = m.files[i].path, *slash = strchr(p, '/');
+        if (m.files[i].type == MFILE_REG &&
+            (!strcmp(p, TRAINER_STATE) || (slash && !strcmp(slash + 1, TRAINER_STATE))))
+            f = &m.files[i];
+    }
+    if (!f || f->size > TRAINER_STATE_MAX) {
+        manifest_free(&m);
+        return -ENOENT;
+    }
+    struct tsbuf b = {.data = malloc(f->size ? f->size : 1), .m = &m, .f = f};
+    struct fetch_job *jobs = calloc(f->nchunks ? f->nchunks : 1, sizeof(*jobs));
+    struct fetch_stats st = {0};
+    e = b.data && jobs ? 0 : -ENOMEM;
+    for (size_t k = 0; e == 0 && k < f->nchunks; k++) {
+        jobs[k].id = m.chunks[f->first_chunk + k].id;
+        jobs[k].len = m.chunks[f->first_chunk + k].len;
+        jobs[k].tag = f->first_chunk + k;
+    }
+    if (e == 0)
+        e = fetch_run(r, jobs, f->nchunks, ts_chunk, &b, &st, err);
+    if (e == 0)
+        e = jsonread_parse((const char *)b.data, f->size, ret, err);
+    free(jobs);
+    free(b.data);
+    manifest_free(&m);
+    return e;
+}
+
+static int64_t checkpoint_step(const char *path)
+{
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    if (strncmp(base, "checkpoint-", 11) || !base[11])
+        return -1;
+    char *end;
+    long long v = strtoll(base + 11, &end, 10);
+    return *end || v < 0 ? -1 : (int64_t)v;
+}
+
+static int metric_cmp_min(const void *a, const void *b)
+{
+    const struct retention_item *x = *(struct retention_item *const *)a, *y = *(struct retention_item *const *)b;
+    return x->metric < y->metric ? -1 : x->metric > y->metric;
+}
+
+static int metric_cmp_max(const void *a, const void *b)
+{
+    return -metric_cmp_min(a, b);
+}
+
+static void rule_best(struct repo *r, struct retention_plan *p, const struct retention_policy *pol)
+{
+    struct jnode *js = NULL;
+    struct buf err = BUF_INIT;
+    const struct retention_item *src = NULL;
+    for (size_t i = 0; i < p->n && !js; i++) {
+        if (p->v[i].step < 0)
+            continue;
+        int e = trainer_state(r, p->run, p->v[i].id, &js, &err);
+        if (e == 0)
+            src = &p->v[i];
+        else if (e != -ENOENT)
+            log_warn("keep_best: reading %s of snapshot %s: %s", TRAINER_STATE, p->v[i].id, buf_str(&err));
+        buf_reset(&err);
+        if (e != -ENOENT)
+            break; /* only the newest checkpoint's state is consulted */
+    }
+    buf_free(&err);
+    if (!js) {
+        log_warn("keep_best: run '%s' has no %s in its newest checkpoint; the rule keeps nothing",
+                 p->run, TRAINER_STATE);
+        return;
+    }
+    const struct jnode *hist = jnode_get(js, "log_history");
+    for (size_t k = 0; k < jnode_len(hist); k++) {
+        const struct jnode *h = jnode_at(hist, k), *mv = jnode_get(h, pol->best_metric);
+        double step = jnode_num(jnode_get(h, "step"), -1);
+        if (!mv || mv->type != J_NUM || step < 0)
+            continue;
+        for (size_t i = 0; i < p->n; i++)
+            if (p->v[i].step == (int64_t)step) {
+                p->v[i].has_metric = true;
+                p->v[i].metric = mv->num;
+            }
+    }
+    const char *best = jnode_str(jnode_get(js, "best_model_checkpoint"), NULL);
+    int64_t bstep = best ? checkpoint_step(best) : -1;
+    for (size_t i = 0; bstep >= 0 && i < p->n; i++)
+        if (p->v[i].step == bstep)
+            keep(&p->v[i], "best_model_checkpoint of %s (%s)", TRAINER_STATE, src->id);
+    struct retention_item **rank = calloc(p->n ? p->n : 1, sizeof(*rank));
+    size_t nr = 0;
+    for (size_t i = 0; rank && i < p->n; i++)
+        if (p->v[i].has_metric)
+            rank[nr++] = &p->v[i];
+    if (rank && nr)
+        qsort(rank, nr, sizeof(*rank), pol->best_max ? metric_cmp_max : metric_cmp_min);
+    for (size_t k = 0; rank && k < nr && k < pol->keep_best; k++)
+        keep(rank[k], "keep-best %u: %s = %g (#%zu)", pol->keep_best, pol->best_metric, rank[k]->metric, k + 1);
+    free(rank);
+    jsonread_free(js);
+}
+
+/* ---- the plan ----------------------------------------------------------- */
+
+/* Snapshots without a step: the newest max(N, 1) of each root, and those
+ * within D; roots come from their manifests. */
+static void rule_units(struct repo *r, struct retention_plan *p, const struct retention_policy *pol,
+                       int64_t newest)
+{
+    unsigned per_root = pol->keep_last ? pol->keep_last : 1;
+    char (*roots)[MANIFEST_MAX_PATH + 1] = calloc(p->n ? p->n : 1, sizeof(*roots));
+    if (!roots)
+        return;
+    for (size_t i = 0; i < p->n; i++) {
+        struct manifest m;
+        struct buf err = BUF_INIT;
+        if (p->v[i].step >= 0 || p->v[i].keep)
+            continue;
+        if (restore_find(r, p->run, p->v[i].id, &m, NULL, &err) < 0) {
+            keep(&p->v[i], "its manifest could not be read (%s)", buf_str(&err));
+            buf_free(&err);
+            continue;
+        }
+        snprintf(roots[i], sizeof(roots[i]), "%s", m.root ? m.root : "-");
+        manifest_free(&m);
+        unsigned newer = 0;
+        for (size_t j = 0; j < i; j++)
+            newer += p->v[j].step < 0 && !strcmp(roots[j], roots[i]);
+        if (newer < per_root)
+            keep(&p->v[i], "newest %u of \"%s\" (not a checkpoint)", per_root, roots[i]);
+        else if (pol->keep_within && p->v[i].time >= 0 && newest - p->v[i].time <= (int64_t)pol->keep_within)
+            keep(&p->v[i], "keep-within %llus", (unsigned long long)pol->keep_within);
+    }
+    free(roots);
+}
+
+int retention_plan(struct repo *r, const char *run, const struct retention_policy *pol,
+                   struct retention_plan *ret, struct buf *err)
+{
+    struct lineage_view v;
+    const char *ids[8], *whys[8];
+    memset(ret, 0, sizeof(*ret));
+    snprintf(ret->run, sizeof(ret->run), "%s", run);
+    int e = lineage_scan(r, r->regions, run, &v, err);
+    if (e < 0)
+        return e;
+    ret->v = calloc(v.nsnaps ? v.nsnaps : 1, sizeof(*ret->v));
+    if (!ret->v) {
+        lineage_view_free(&v);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < v.nsnaps; i++) {
+        const struct lineage_snap *s = &v.snaps[i];
+        if (!s->manifests || s->forgets)
+            continue;
+        struct retention_item *it = &ret->v[ret->n++];
+        snprintf(it->id, sizeof(it->id), "%s", s->id);
+        it->step = s->known ? s->step : -1;
+        it->gen = s->gen;
+        it->time = retention_id_time(s->id);
+        if (!s->commits)
+            keep(it, "not committed yet");
+    }
+    if (ret->n > 1)
+        qsort(ret->v, ret->n, sizeof(*ret->v), item_newer_cmp);
+
+    size_t nc = lineage_candidates(r, &v, ids, whys, 8);
+    struct retention_item *it = nc ? item_find(ret, ids[0]) : NULL;
+    if (it)
+        keep(it, "the run's resume point (%s)", whys[0]);
+    for (size_t i = 0; i < ret->n; i++) { /* newest committed in quorum regions */
+        const struct lineage_snap *s = lineage_find(&v, ret->v[i].id);
+        if (s && (unsigned)__builtin_popcount(s->commits) >= r->conf.quorum && ret->v[i].step >= 0) {
+            keep(&ret->v[i], "the newest durable snapshot");
+            break;
+        }
+    }
+    for (size_t k = 0; k < v.nrecs; k++)
+        if (v.recs[k].kind == LINEAGE_HANDOFF && (it = item_find(ret, v.recs[k].id)))
+            keep(it, "named by a handoff (generation %lld)", (long long)v.recs[k].gen);
+    for (size_t k = 0; k < v.nbases; k++)
+        if ((it = item_find(ret, v.bases[k])))
+            keep(it, "a claim resumed from it");
+    lineage_view_free(&v);
+
+    if (!retention_policy_active(pol)) {
+        for (size_t i = 0; i < ret->n; i++)
+            keep(&ret->v[i], "no retention policy (everything is kept)");
+        return 0;
+    }
+    int64_t newest = -1;
+    for (size_t i = 0; i < ret->n; i++)
+        if (ret->v[i].time > newest)
+            newest = ret->v[i].time;
+    unsigned nth = 0;
+    for (size_t i = 0; i < ret->n; i++) {
+        struct retention_item *x = &ret->v[i];
+        if (x->step < 0)
+            continue;
+        nth++;
+        if (pol->keep_last && nth <= pol->keep_last)
+            keep(x, "keep-last %u (#%u)", pol->keep_last, nth);
+        if (pol->keep_every && x->step % (int64_t)pol->keep_every == 0)
+            keep(x, "keep-every %llu", (unsigned long long)pol->keep_every);
+        if (pol->keep_within && x->time >= 0 && newest - x->time <= (int64_t)pol->keep_within)
+            keep(x, "keep-within %llus", (unsigned long long)pol->keep_within);
+    }
+    if (pol->keep_best)
+        rule_best(r, ret, pol);
+    rule_units(r, ret, pol, newest);
+    for (size_t i = 0; i < ret->n; i++)
+        if (!ret->v[i].keep) {
+            snprintf(ret->v[i].why, sizeof(ret->v[i].why), "no rule keeps it");
+            ret->nforget++;
+        }
+    return 0;
+}
+
+int retention_apply(struct repo *r, struct retention_plan *plan, struct buf *err)
+{
+    unsigned worst = (unsigned)repo_healthy(r);
+    for (size_t i = 0; i < plan->n; i++) {
+        const struct retention_item *it = &plan->v[i];
+        struct lineage_rec rec;
+        if (it->keep)
+            continue;
+        lineage_rec_init(&rec, LINEAGE_FORGET, plan->run, it->gen);
+        snprintf(rec.id, sizeof(rec.id), "%s", it->id);
+        rec.step = it->step;
+        unsigned took = lineage_put(r, &rec);
+        if (took < worst)
+            worst = took;
+    }
+    plan->forgotten_regions = plan->nforget ? worst : (unsigned)repo_healthy(r);
+    if (plan->nforget && worst == 0) {
+        buf_printf(err, "run '%s': no region took the forget records", plan->run);
+        return CKS_E_QUORUM;
+    }
+    return worst == repo_healthy(r) ? 0 : 1;
+}
