@@ -727,8 +727,10 @@ bool retention_policy_active(const struct retention_policy *p)
 /* The built-in policy (keeps everything); run "" is [retention]. */
 static void policy_default(struct retention_policy *p, const char *run)
 {
+    char copy[CONFIG_RUN_MAX];
+    snprintf(copy, sizeof(copy), "%s", run); /* run may be p->run itself */
     memset(p, 0, sizeof(*p));
-    snprintf(p->run, sizeof(p->run), "%s", run);
+    memcpy(p->run, copy, sizeof(copy));
     snprintf(p->best_metric, sizeof(p->best_metric), "eval_loss");
     p->best_max = false;
 }
