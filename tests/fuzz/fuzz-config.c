@@ -6,6 +6,7 @@
  * must succeed without changing anything; on failure there must be exactly
  * one message, naming the file.  Any violation aborts.
  */
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,6 +62,13 @@ static void check_region(const struct config *c, size_t i)
     require(r->connections >= 1 && r->connections <= 256);
 }
 
+static void check_policy(const struct retention_policy *p, bool named)
+{
+    require(terminated(p->run, sizeof(p->run)) && (named == (p->run[0] != 0)));
+    require(terminated(p->best_metric, sizeof(p->best_metric)) && p->best_metric[0]);
+    require(p->keep_last <= 1000000 && p->keep_best <= 1000000);
+}
+
 static void check_config(const struct config *c)
 {
     require(strcmp(c->source, FUZZ_NAME) == 0);
@@ -80,6 +88,17 @@ static void check_config(const struct config *c)
                 !strcmp(c->regions[1].name, "b") && !strcmp(c->regions[2].name, "c"));
     for (size_t i = 0; i < c->nregions; i++)
         check_region(c, i);
+    /* [retention], [retention.RUN], [prune] (the protocol needs
+     * intent_ttl > 2 clock_skew: service/gc.h) */
+    check_policy(&c->retention, false);
+    require(c->npolicies <= CONFIG_MAX_POLICIES);
+    for (size_t i = 0; i < c->npolicies; i++) {
+        check_policy(&c->policies[i], true);
+        for (size_t j = 0; j < i; j++)
+            require(strcmp(c->policies[i].run, c->policies[j].run) != 0);
+        require(config_policy(c, c->policies[i].run) == &c->policies[i]);
+    }
+    require(c->intent_ttl > 2 * c->clock_skew && c->intent_ttl >= 60 && c->prune_lease >= 30);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
