@@ -255,6 +255,34 @@ struct bad_rec {
     struct lineage_rec r;
 };
 
+/* Forget records: the commit key's shape under forget/, body kind
+ * "forget", and neither kind passes for the other. */
+static void test_forget(void **state)
+{
+    struct lineage_rec r = rec_make(LINEAGE_FORGET, "run-1", 3, 500, ID), k, b;
+    struct buf body = BUF_INIT;
+    char key[1024];
+    (void)state;
+    r.time = 1796131090;
+    snprintf(r.host, sizeof(r.host), "gpu-17");
+    assert_int_equal(lineage_key(&r, key, sizeof(key)), 0);
+    assert_string_equal(key, "forget/run-1/g3.s500." ID);
+    assert_int_equal(lineage_key_parse(key, &k), 0);
+    assert_int_equal(k.kind, LINEAGE_FORGET);
+    assert_int_equal(k.gen, 3);
+    assert_int_equal(k.step, 500);
+    assert_string_equal(k.id, ID);
+    assert_int_equal(lineage_encode(&r, &body), 0);
+    assert_int_equal(strncmp((const char *)body.data, "ckptsync-forget 1\n", 18), 0);
+    assert_int_equal(lineage_parse_at(key, body.data, body.len, &b), 0);
+    assert_int_equal(b.kind, LINEAGE_FORGET);
+    /* the same body under a commit key is a mismatch */
+    assert_int_equal(lineage_parse_at("commits/run-1/g3.s500." ID, body.data, body.len, &b), CKS_E_MISMATCH);
+    assert_int_equal(lineage_key_parse("forget/run-1/g3.claim.0123456789abcdef", &k), CKS_E_FORMAT);
+    assert_int_equal(lineage_key_parse("forget/run-1/x", &k), CKS_E_FORMAT);
+    buf_free(&body);
+}
+
 static void test_key_and_encode_refuse(void **state)
 {
     struct bad_rec cases[] = {
@@ -280,7 +308,7 @@ static void test_key_and_encode_refuse(void **state)
     (void)state;
     snprintf(cases[15].r.id, sizeof(cases[15].r.id), "%s", ".base");
     cases[16].r.time = -1;
-    cases[17].r.kind = (enum lineage_kind)3;
+    cases[17].r.kind = (enum lineage_kind)(LINEAGE_FORGET + 1);
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         char key[1024];
         struct buf b = BUF_INIT;
@@ -929,7 +957,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_key_round_trip),  cmocka_unit_test(test_key_rejects),
-        cmocka_unit_test(test_key_long_fields), cmocka_unit_test(test_key_and_encode_refuse),
+        cmocka_unit_test(test_key_long_fields), cmocka_unit_test(test_forget), cmocka_unit_test(test_key_and_encode_refuse),
         cmocka_unit_test(test_body_round_trip), cmocka_unit_test(test_body_golden),
         cmocka_unit_test(test_body_table),      cmocka_unit_test(test_body_bytes),
         cmocka_unit_test(test_parse_at),        cmocka_unit_test(test_newer),
