@@ -6,7 +6,9 @@
 #                           python3-torch for the PyTorch resume test, the AWS
 #                           CLI and Node.js for the S3 tests: tests/s3/, Ceph
 #                           (mon, osd, radosgw) for the "-ceph" tests on a real
-#                           S3 implementation: tests/ceph/)
+#                           S3 implementation: tests/ceph/; dpkg-dev, venv,
+#                           setuptools and wheel for the package tests:
+#                           test-package.sh, test-python-pip.sh)
 # Runs apt-get update only when something is missing, so a second run is quick.
 set -euo pipefail
 
@@ -14,7 +16,8 @@ pkgs=(build-essential cmake pkg-config libzstd-dev libssl-dev libcurl4-openssl-d
       liburing-dev liblmdb-dev libinih-dev libexpat1-dev)
 if [ "${1:-}" = "--test" ]; then
   pkgs+=(libcmocka-dev clang libclang-rt-14-dev python3 lmdb-utils zstd util-linux awscli
-        python3-torch ceph-mon ceph-osd radosgw ceph-common)
+        python3-torch ceph-mon ceph-osd radosgw ceph-common
+        dpkg-dev python3-venv python3-setuptools python3-wheel)
   # Node.js runs the S3 test servers; these machines come with Node 20, so
   # Debian's nodejs (18) and npm only where there is no node at all.
   command -v node > /dev/null 2>&1 || pkgs+=(nodejs npm)

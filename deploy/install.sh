@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # install.sh — install ckptsync on this machine (Debian 12, as root):
-# packages, a release build, the binaries in /usr/local, an example
-# configuration in /etc/ckptsync, and the state directory.
+# packages, a release build, the binaries in /usr/local, the C client
+# library (static and shared, headers, pkg-config file ckptsync-client.pc),
+# an example configuration in /etc/ckptsync, and the state directory.
+# (deploy/package.sh builds a Debian package of the same files instead.)
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 "$top/deploy/deps.sh"
 "$top/deploy/build.sh"
 cmake --install "$top/build" --prefix /usr/local > /dev/null
+# libckptsync-client.so.0 is new to the dynamic linker's cache.
+ldconfig
 install -d -m 0755 /etc/ckptsync
 install -m 0644 "$top/deploy/ckptsync.conf.example" /etc/ckptsync/ckptsync.conf.example
 install -d -m 0700 /var/lib/ckptsync
@@ -27,5 +31,6 @@ if [ -d /etc/systemd/system ]; then
   install -m 0644 "$top/deploy/ckptsync-preempt.service" /etc/systemd/system/ckptsync-preempt.service
   command -v systemctl > /dev/null && systemctl daemon-reload 2> /dev/null || true
 fi
-echo "installed: $(/usr/local/bin/ckptsync --version), $(/usr/local/sbin/ckptsyncd --version)"
+echo "installed: $(/usr/local/bin/ckptsync --version), $(/usr/local/sbin/ckptsyncd --version)," \
+     "libckptsync-client $(pkg-config --modversion ckptsync-client 2> /dev/null || echo '(no pkg-config)')"
 echo "start it:  systemctl enable --now ckptsyncd   (or run ckptsyncd in a terminal)"

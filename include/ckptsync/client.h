@@ -3,8 +3,10 @@
  * a checkpoint is complete, wait until it is durable, ask for status.
  *
  * It speaks the control protocol documented in ckptsync/protocol.h over
- * the daemon's unix socket.  Link with libckptsync-client (which needs the
- * project's libckscore for its buffer and protocol codec).
+ * the daemon's unix socket.  Link with libckptsync-client, static or
+ * shared: `pkg-config --cflags --libs ckptsync-client` (add --static for
+ * the archive); it carries its own buffer and protocol codec and needs
+ * only libcrypto.
  *
  * Calling sequence:
  *

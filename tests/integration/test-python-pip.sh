@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# `pip install client/python` (client/python/pyproject.toml) into a
+# virtual environment, offline: Debian's python3-setuptools and
+# python3-wheel are the build backend (--no-build-isolation, --no-index,
+# a venv with --system-site-packages).  The installed module reports the
+# project's version, says when no daemon runs, commits a checkpoint to a
+# real ckptsyncd and waits until it is durable; pip uninstalls it cleanly.
+. "$(dirname "$0")/lib.sh"
+py=/usr/bin/python3; [ -x "$py" ] || py=$(command -v python3) || skip "python3 is not installed"
+"$py" -c 'import venv, ensurepip' 2> /dev/null || skip "python3-venv is not installed (deploy/deps.sh --test)"
+"$py" -c 'import setuptools, wheel' 2> /dev/null \
+  || skip "python3-setuptools or python3-wheel is not installed (deploy/deps.sh --test)"
+version=$(sed -n 's/^project(ckptsync VERSION \([0-9.]*\).*/\1/p' "$CKS_SOURCE_DIR/CMakeLists.txt")
+export PYTHONDONTWRITEBYTECODE=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1
+unset PYTHONPATH
+
+step "pip install client/python into a venv, offline"
+"$py" -m venv --system-site-packages "$T/venv"
+V="$T/venv/bin/python"
+# From a copy: a build writes build/ and *.egg-info next to the sources.
+cp -r "$CKS_SOURCE_DIR/client/python" "$T/src"
+rm -rf "$T/src/build" "$T"/src/*.egg-info
+"$V" -m pip install -q --no-build-isolation --no-index "$T/src" > "$T/pip.log" 2>&1 \
+  || { cat "$T/pip.log"; die "pip install failed"; }
+"$V" -m pip show ckptsync > "$T/show"
+grep -qx "Version: $version" "$T/show" || { cat "$T/show"; die "pip shows another version than $version"; }
+
+step "the installed module: its version, and no daemon is said so"
+cd "$T"   # not the source tree: the venv's copy must be the one imported
+"$V" - "$T/venv" "$version" "$T/no-daemon.sock" <<'EOF' || die "the installed module"
+import sys
+import ckptsync
+venv, version, sock = sys.argv[1:]
+assert ckptsync.__file__.startswith(venv + "/lib/"), ckptsync.__file__
+assert ckptsync.__version__ == version, ckptsync.__version__
+try:
+    ckptsync.ping(socket_path=sock)
+    raise SystemExit("ping succeeded without a daemon")
+except ckptsync.DaemonNotRunning as e:
+    assert sock in str(e), str(e)
+try:
+    ckptsync.commit("/x", wait="soon", socket_path=sock)
+    raise SystemExit("a bad wait was accepted")
+except ValueError:
+    pass
+cb = ckptsync.CheckpointCallback("/x", socket_path=sock)   # not strict: logs, returns None
+assert cb.saved("step_1.pt", 1) is None
+EOF
+
+step "it commits to a real ckptsyncd and waits until durable"
+write_config 64K 256K 1M
+start_daemon
+make_file "$T/watch/r1/step_100.pt" 2
+"$V" - "$STATE/ckptsyncd.sock" "$T/watch/r1/step_100.pt" > "$T/commit.json" <<'EOF' || die "commit from the venv"
+import json, sys
+import ckptsync
+sock, path = sys.argv[1:]
+ckptsync.ping(socket_path=sock)
+print(json.dumps(ckptsync.commit(path, step=100, wait="durable", timeout=60, socket_path=sock)))
+EOF
+[ "$(json "$T/commit.json" 'd["durable"]')" = True ] || { cat "$T/commit.json"; die "not durable"; }
+id=$(json "$T/commit.json" 'd["id"]')
+cks ls --remote --run r1 --json > "$T/ls.json"
+[ "$(json "$T/ls.json" "[s['regions'] for s in d if s['id'] == '$id'][0]")" -ge 2 ] \
+  || die "snapshot $id is not in a quorum of regions"
+stop_daemon
+
+step "pip uninstall removes it"
+"$V" -m pip uninstall -q -y ckptsync > "$T/pip.log" 2>&1 || { cat "$T/pip.log"; die "pip uninstall failed"; }
+"$V" -c 'import ckptsync' 2> /dev/null && die "ckptsync still importable after uninstall"
+echo "ok"
