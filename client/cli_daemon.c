@@ -115,8 +115,9 @@ int cmd_commit(struct cli *c, int argc, char **argv)
 
 static const char status_usage[] =
     "usage: ckptsync status [--json]\n"
-    "Per run: the latest snapshot, its step and state; per region: pending\n"
-    "chunks and bytes, lag, and the last error.\n";
+    "Per run: the latest snapshot, its step and state, and the newest durable one;\n"
+    "per region: pending chunks and bytes, lag, and the last error.  --json prints\n"
+    "the whole document (README, \"ckptsync status --json\"), configuration included.\n";
 
 static void status_print(const struct jnode *root)
 {
@@ -124,6 +125,8 @@ static void status_print(const struct jnode *root)
     printf("ckptsyncd %s, watching %s%s\n", jnode_str(jnode_get(root, "version"), "?"),
            jnode_str(jnode_get(root, "watch"), "?"),
            jnode_bool(jnode_get(root, "degraded"), false) ? "  ** DEGRADED **" : "");
+    if (jnode_bool(jnode_get(root, "degraded"), false))
+        printf("degraded: %s; taking no new work\n", jnode_str(jnode_get(root, "degraded_reason"), "?"));
     printf("units waiting to settle: %.0f, being read: %.0f\n",
            jnode_num(jnode_get(root, "units_pending"), 0), jnode_num(jnode_get(root, "ingest_busy"), 0));
     printf("\n%-20s %-34s %10s %-11s\n", "RUN", "LATEST", "STEP", "STATE");
@@ -138,6 +141,10 @@ static void status_print(const struct jnode *root)
                      jnode_num(jnode_get(l, "regions"), 0));
         printf("%-20s %-34s %10.0f %s %s\n", jnode_str(jnode_get(r, "run"), "?"),
                jnode_str(jnode_get(l, "id"), "?"), jnode_num(jnode_get(l, "step"), -1), state, detail);
+        const struct jnode *dl = jnode_get(r, "durable_latest");
+        if (strcmp(state, "replicated") && strcmp(state, "durable") && jnode_get(dl, "id"))
+            printf("%-20s %-34s %10.0f durable (newest safe)\n", "",
+                   jnode_str(jnode_get(dl, "id"), "?"), jnode_num(jnode_get(dl, "step"), -1));
     }
     printf("\n%-12s %-8s %9s %12s %9s  %s\n", "REGION", "STATE", "CHUNKS", "BYTES", "LAG", "LAST ERROR");
     for (size_t i = 0; i < jnode_len(regions); i++) {

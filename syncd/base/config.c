@@ -42,6 +42,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <arpa/inet.h>
+#include <sys/socket.h>
 #include <sys/un.h>
 
 #include "base/config.h"
@@ -127,6 +129,9 @@ static int check_size(const struct key_def *d, const void *field, char *why);
 static int check_uint64(const struct key_def *d, const void *field, char *why);
 static int check_duration(const struct key_def *d, const void *field, char *why);
 static int check_metric(const struct key_def *d, const void *field, char *why);
+static int parse_listen(const struct key_def *d, const char *value, void *field, char *why);
+static int check_listen(const struct key_def *d, const void *field, char *why);
+static int check_textfile(const struct key_def *d, const void *field, char *why);
 
 #define CFG(f) offsetof(struct config, f), sizeof(((struct config *)0)->f)
 #define REG(f) offsetof(struct region_conf, f), sizeof(((struct region_conf *)0)->f)
@@ -140,6 +145,8 @@ static const struct key_def config_keys[] = {
     {SEC_DAEMON, "settle", parse_uint, check_uint, CFG(settle), 0, SETTLE_MAX, 0},
     {SEC_DAEMON, "memory", parse_size, check_size, CFG(memory), MIB, UINT64_MAX, 0},
     {SEC_DAEMON, "create_settle", parse_uint, check_uint, CFG(create_settle), 1, 600, 0},
+    {SEC_DAEMON, "metrics", parse_listen, check_listen, CFG(metrics), 0, 0, 0},
+    {SEC_DAEMON, "metrics_textfile", parse_text, check_textfile, CFG(metrics_textfile), 0, 0, 0},
     {SEC_CHUNKER, "min", parse_size, check_size, CFG(chunk_min), CHUNK_SIZE_MIN, CHUNK_SIZE_MAX, 0},
     {SEC_CHUNKER, "avg", parse_size, check_size, CFG(chunk_avg), CHUNK_SIZE_MIN, CHUNK_SIZE_MAX, 0},
     {SEC_CHUNKER, "max", parse_size, check_size, CFG(chunk_max), CHUNK_SIZE_MIN, CHUNK_SIZE_MAX, 0},
@@ -488,6 +495,79 @@ static int check_metric(const struct key_def *d, const void *field, char *why)
     snprintf(why, WHY_MAX,
              "'%.*s' is not a metric name (1 to %d characters of A-Z a-z 0-9 _ . / -)", WHY_MAX / 2,
              s, CONFIG_METRIC_MAX - 1);
+    return -1;
+}
+
+int config_parse_listen(const char *s, struct config_listen *ret)
+{
+    struct config_listen l = {.family = AF_INET};
+    const char *colon = strrchr(s, ':');
+    const char *port = colon ? colon + 1 : s;
+    size_t hlen = colon ? (size_t)(colon - s) : 0;
+    uint8_t addr[16];
+    uint64_t p;
+    if (parse_u64(port, &p) < 0 || p < 1 || p > 65535)
+        return CKS_E_CONFIG;
+    l.port = (unsigned)p;
+    if (!colon) {
+        snprintf(l.host, sizeof(l.host), "127.0.0.1");
+    } else if (hlen >= 2 && s[0] == '[' && s[hlen - 1] == ']' && hlen - 2 < sizeof(l.host)) {
+        l.family = AF_INET6;
+        snprintf(l.host, sizeof(l.host), "%.*s", (int)(hlen - 2), s + 1);
+    } else if (hlen == 9 && !strncmp(s, "localhost", 9)) {
+        snprintf(l.host, sizeof(l.host), "127.0.0.1");
+    } else if (hlen > 0 && hlen < sizeof(l.host) && !memchr(s, ':', hlen)) {
+        snprintf(l.host, sizeof(l.host), "%.*s", (int)hlen, s);
+    } else {
+        return CKS_E_CONFIG;
+    }
+    if (inet_pton(l.family, l.host, addr) != 1)
+        return CKS_E_CONFIG;
+    if (ret)
+        *ret = l;
+    return 0;
+}
+
+static int check_listen(const struct key_def *d, const void *field, char *why)
+{
+    const char *s = field;
+    (void)d;
+    if (s[0] == '\0' || config_parse_listen(s, NULL) == 0)
+        return 0;
+    snprintf(why, WHY_MAX,
+             "'%.*s' is not a listening address (PORT or HOST:PORT with a numeric HOST, "
+             "e.g. 127.0.0.1:9477 or 0.0.0.0:9477 for every interface; or off)",
+             WHY_MAX / 2, s);
+    return -1;
+}
+
+/* [daemon] metrics: "off" (or nothing) is stored as "". */
+static int parse_listen(const struct key_def *d, const char *value, void *field, char *why)
+{
+    if (!strcmp(value, "off")) {
+        memset(field, 0, d->size);
+        return 0;
+    }
+    if (!value[0]) {
+        snprintf(why, WHY_MAX, "'' is not a listening address (write off to turn metrics off)");
+        return -1;
+    }
+    return parse_text(d, value, field, why);
+}
+
+/* node_exporter's textfile collector reads only *.prom files. */
+static int check_textfile(const struct key_def *d, const void *field, char *why)
+{
+    const char *s = field;
+    size_t n = strlen(s);
+    if (s[0] == '\0')
+        return 0;
+    if (check_abs_path(d, field, why) < 0)
+        return -1;
+    if (n > 5 && !strcmp(s + n - 5, ".prom") && s[n - 6] != '/')
+        return 0;
+    snprintf(why, WHY_MAX, "'%.*s' does not end in .prom (node_exporter reads only *.prom files)",
+             WHY_MAX / 2, s);
     return -1;
 }
 
@@ -1050,6 +1130,9 @@ static int validate_daemon(const struct config *c, const struct where *w)
     }
     if (path_inside(c->socket, c->watch))
         return fail_key(w, "socket", "'%s' is inside watch '%s'", c->socket, c->watch);
+    if (c->metrics_textfile[0] && path_inside(c->metrics_textfile, c->watch))
+        return fail_key(w, "metrics_textfile", "'%s' is inside watch '%s'", c->metrics_textfile,
+                        c->watch);
     if (strlen(c->socket) > SOCKET_PATH_MAX) {
         const char *key = c->default_socket ? "state" : "socket";
         return fail_key(w, key,

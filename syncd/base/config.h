@@ -7,7 +7,8 @@
  * Sizes accept K, M, G, T suffixes (powers of 1024), e.g. "4M"; durations
  * are seconds with one optional lower-case s, m, h or d suffix, e.g. "6h".
  *
- *   [daemon]  watch, state, quorum, settle, socket, memory, create_settle
+ *   [daemon]  watch, state, quorum, settle, socket, memory, create_settle,
+ *             metrics (HOST:PORT or PORT, off by default), metrics_textfile
  *   [chunker] min, avg, max, normalization
  *   [compress] level
  *   [retention], [retention.RUN]  keep_last, keep_every, keep_within,
@@ -42,6 +43,14 @@
 #define CONFIG_MAX_REGIONS 8
 #define CONFIG_PATH_MAX 4096
 #define CONFIG_NAME_MAX 64
+#define CONFIG_LISTEN_MAX 64
+
+/* A TCP listening address: numeric host (IPv4, or IPv6 without brackets). */
+struct config_listen {
+    int family;                         /* AF_INET or AF_INET6 */
+    char host[CONFIG_LISTEN_MAX];
+    unsigned port;                      /* 1..65535 */
+};
 
 enum region_kind { REGION_KIND_DIR = 0, REGION_KIND_S3 = 1 };
 
@@ -95,6 +104,9 @@ struct config {
                                          * candidates where a store cannot refuse a
                                          * second create (service/repo.c), default 10 */
     uint64_t memory;                    /* memory budget, default 1G */
+    char metrics[CONFIG_LISTEN_MAX];    /* Prometheus /metrics address as written
+                                         * (config_parse_listen), "" = off (default) */
+    char metrics_textfile[CONFIG_PATH_MAX]; /* node_exporter textfile (*.prom), "" = none */
     /* [chunker] */
     uint64_t chunk_min, chunk_avg, chunk_max; /* defaults 512K, 2M, 8M */
     unsigned normalization;             /* default 1, 0..3 */
@@ -133,6 +145,11 @@ int config_finish(struct config *c, struct buf *err);
 int config_parse_size(const char *s, uint64_t *ret);
 /* "90", "90s", "15m", "6h", "7d" -> seconds.  Returns 0 or CKS_E_CONFIG. */
 int config_parse_duration(const char *s, uint64_t *ret);
+/* "127.0.0.1:9477", "[::1]:9477", "localhost:9477" or a bare "9477" (all
+ * loopback), or another numeric address written out in full such as
+ * "0.0.0.0:9477".  ":9477" and host names are refused: an address that
+ * leaves the machine is never implied.  Returns 0 or CKS_E_CONFIG. */
+int config_parse_listen(const char *s, struct config_listen *ret);
 /* The policy for run: its [retention.RUN] section, else [retention]. */
 const struct retention_policy *config_policy(const struct config *c, const char *run);
 /* Does the policy remove anything (some keep_* rule set)? */

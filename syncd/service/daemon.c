@@ -11,6 +11,9 @@
  *   durability parks its connection, and the loop re-checks parked
  *   connections whenever the eventfd fires.  Each request line is bounded
  *   (CTL_MAX_REQUEST) and parsed by engine/ctlproto.c.
+ * - /metrics (service/metrics.c) is served from the same loop: its
+ *   listening socket and connections are in the same epoll set, and a
+ *   scrape reads the index in one read transaction, like a status request.
  * - Explicit commits go through the detector like every other completion,
  *   so "what is a unit" has one definition; the connection is matched to
  *   the ready unit that contains the committed path.
@@ -45,12 +48,14 @@
 #include "service/detect.h"
 #include "service/gcd.h"
 #include "service/ingest.h"
+#include "service/metrics.h"
 #include "service/pin.h"
 #include "service/queue.h"
 #include "service/replicator.h"
 #include "service/watcher.h"
 
 #define MAX_CONNS 256
+#define TEXTFILE_INTERVAL_MS 10000
 
 enum conn_state { C_READ, C_UNIT, C_INGEST, C_SNAP, C_FLUSH, C_WRITE };
 
@@ -76,13 +81,17 @@ struct dmn {
     struct replicator *rp;
     struct ingester *ig;
     struct gcd *gcd;                     /* retention and scheduled prune, or NULL */
+    struct metrics *m;                   /* counters the threads update */
+    struct metrics_server *ms;           /* GET /metrics, or NULL ([daemon] metrics off) */
+    int64_t textfile_due_ms;             /* monotonic: next [daemon] metrics_textfile write */
+    bool textfile_failing;
     struct watcher *w;
     struct detector *det;
     int ep, sigfd, lfd, evfd, lockfd;
     struct conn *conns[MAX_CONNS];
     uint64_t next_ticket;
     bool stop, reexec;
-    int64_t started_ms;
+    int64_t started_ms, started_wall_ms;
 };
 
 static int64_t mono_ms(void)
@@ -180,22 +189,38 @@ static void dmn_accept(struct dmn *d)
     }
 }
 
-/* ---- status ------------------------------------------------------------ */
+/* ---- what status and /metrics show ------------------------------------ */
 
-struct latest_acc {
-    struct json *j;
-    const struct dmn *d;
-    struct index_txn *t;
+static const char *const region_states[] = {"ok", "backoff", "failed"};
+
+/* One run: its latest snapshot (in the order of the latest ref) and its
+ * newest durable one.  status_json and the metrics both read runs this way. */
+struct run_view {
     char run[MANIFEST_MAX_FIELD + 1];
     char id[MANIFEST_ID_MAX + 1];
     struct index_snap s;
+    char durable_id[MANIFEST_ID_MAX + 1];
+    struct index_snap ds;
+    bool have_durable;
+    uint64_t snapshots;
+};
+
+struct run_scan {
+    const struct dmn *d;
+    void (*emit)(struct run_scan *a, const struct run_view *v);
+    void *ud;
+    struct run_view v;
     bool have;
 };
 
+static unsigned snap_regions(const struct dmn *d, uint32_t committed)
+{
+    return (unsigned)__builtin_popcount(committed & replicator_all_slots(d->rp));
+}
+
 static const char *snap_state(const struct dmn *d, uint32_t committed, unsigned *ret_k)
 {
-    uint32_t all = replicator_all_slots(d->rp);
-    unsigned k = (unsigned)__builtin_popcount(committed & all);
+    unsigned k = snap_regions(d, committed);
     *ret_k = k;
     if (k == d->r->nregions)
         return "replicated";
@@ -203,6 +228,89 @@ static const char *snap_state(const struct dmn *d, uint32_t committed, unsigned 
         return "durable";
     return k ? "uploading" : "queued";
 }
+
+/* Is (id, s) newer than (cur_id, cur) in the latest ref's order? */
+static bool snap_newer(const char *id, const struct index_snap *s, const char *cur_id,
+                       const struct index_snap *cur)
+{
+    struct ref cand, old;
+    snprintf(cand.id, sizeof(cand.id), "%s", id);
+    cand.step = s->step;
+    snprintf(old.id, sizeof(old.id), "%s", cur_id);
+    old.step = cur->step;
+    return ref_newer(&cand, &old);
+}
+
+static int run_scan_cb(void *ud, const char *run, const char *id, const struct index_snap *s)
+{
+    struct run_scan *a = ud;
+    struct run_view *v = &a->v;
+    bool same = a->have && !strcmp(v->run, run);
+    if (a->have && !same)
+        a->emit(a, v);
+    if (!same) {
+        memset(v, 0, sizeof(*v));
+        snprintf(v->run, sizeof(v->run), "%s", run);
+        a->have = true;
+    }
+    if (!v->snapshots++ || snap_newer(id, s, v->id, &v->s)) {
+        snprintf(v->id, sizeof(v->id), "%s", id);
+        v->s = *s;
+    }
+    if (snap_regions(a->d, s->committed) >= a->d->conf.quorum &&
+        (!v->have_durable || snap_newer(id, s, v->durable_id, &v->ds))) {
+        snprintf(v->durable_id, sizeof(v->durable_id), "%s", id);
+        v->ds = *s;
+        v->have_durable = true;
+    }
+    return 0;
+}
+
+/* Calls emit once per run, in key order. */
+static int runs_foreach(const struct dmn *d, struct index_txn *t,
+                        void (*emit)(struct run_scan *, const struct run_view *), void *ud)
+{
+    struct run_scan a = {.d = d, .emit = emit, .ud = ud};
+    int e = index_snap_foreach(t, NULL, run_scan_cb, &a);
+    if (e >= 0 && a.have)
+        emit(&a, &a.v);
+    return e;
+}
+
+/* Region i's queue: chunks, bytes, and the age of its oldest pending
+ * snapshot (the replication lag). */
+struct region_view {
+    struct region_status st;
+    uint64_t chunks, bytes;
+    double lag;
+};
+
+static void region_view(struct dmn *d, struct index_txn *t, size_t i, struct region_view *v)
+{
+    uint64_t oldest = 0;
+    struct pending p;
+    memset(v, 0, sizeof(*v));
+    replicator_status(d->rp, i, &v->st);
+    queue_stats(t, d->r->regions[i]->slot, &v->chunks, &v->bytes, &oldest);
+    if (oldest && queue_pending_get(t, oldest, &p) == 0)
+        v->lag = (double)(wall_ms() - p.created_ms) / 1000.0;
+}
+
+static int count_cb(void *ud, const struct pending *p)
+{
+    (void)p;
+    ++*(size_t *)ud;
+    return 0;
+}
+
+static size_t pending_snapshots(struct index_txn *t)
+{
+    size_t n = 0;
+    queue_pending_foreach(t, count_cb, &n);
+    return n;
+}
+
+/* ---- status ------------------------------------------------------------ */
 
 struct pct_acc {
     const char *run, *id;
@@ -224,91 +332,228 @@ static int pct_cb(void *ud, const struct pending *p)
 }
 
 /* How much of the snapshot's queued upload is done, over all regions. */
-static double upload_percent(const struct latest_acc *a)
+static double upload_percent(const struct dmn *d, struct index_txn *t, const struct run_view *v)
 {
-    struct pct_acc pa = {a->run, a->id, 0, a->t, 100.0};
-    for (size_t i = 0; i < a->d->r->nregions; i++)
-        if (a->d->r->regions[i]->slot + 1 > pa.nslots)
-            pa.nslots = a->d->r->regions[i]->slot + 1;
-    queue_pending_foreach(a->t, pct_cb, &pa);
+    struct pct_acc pa = {v->run, v->id, 0, t, 100.0};
+    for (size_t i = 0; i < d->r->nregions; i++)
+        if (d->r->regions[i]->slot + 1 > pa.nslots)
+            pa.nslots = d->r->regions[i]->slot + 1;
+    queue_pending_foreach(t, pct_cb, &pa);
     return pa.pct;
 }
 
-static void status_emit_run(struct latest_acc *a)
+struct status_acc {
+    struct json *j;
+    struct index_txn *t;
+};
+
+static void json_time_ms(struct json *j, int64_t ms)
 {
-    unsigned k;
-    if (!a->have)
-        return;
-    json_obj_begin(a->j);
-    json_key(a->j, "run"); json_str(a->j, a->run);
-    json_key(a->j, "latest");
-    json_obj_begin(a->j);
-    json_key(a->j, "id"); json_str(a->j, a->id);
-    json_key(a->j, "step"); json_i64(a->j, a->s.step);
-    json_key(a->j, "time"); json_i64(a->j, a->s.time);
-    json_key(a->j, "bytes"); json_u64(a->j, a->s.bytes);
-    json_key(a->j, "state"); json_str(a->j, snap_state(a->d, a->s.committed, &k));
-    json_key(a->j, "regions_committed"); json_u64(a->j, k);
-    json_key(a->j, "regions"); json_u64(a->j, a->d->r->nregions);
-    json_key(a->j, "durable"); json_bool(a->j, k >= a->d->conf.quorum);
-    json_key(a->j, "uploaded_percent");
-    json_double(a->j, k == a->d->r->nregions ? 100.0 : upload_percent(a));
-    json_obj_end(a->j);
-    json_obj_end(a->j);
+    if (ms > 0)
+        json_double(j, (double)ms / 1000.0);
+    else
+        json_null(j);
 }
 
-static int status_run_cb(void *ud, const char *run, const char *id, const struct index_snap *s)
+static void status_emit_run(struct run_scan *a, const struct run_view *v)
 {
-    struct latest_acc *a = ud;
-    bool same = a->have && !strcmp(a->run, run);
-    struct ref cand, cur;
-    if (a->have && !same)
-        status_emit_run(a);
-    snprintf(cand.id, sizeof(cand.id), "%s", id);
-    cand.step = s->step;
-    snprintf(cur.id, sizeof(cur.id), "%s", a->id);
-    cur.step = a->s.step;
-    if (!same || ref_newer(&cand, &cur)) { /* the same order as the latest ref */
-        snprintf(a->run, sizeof(a->run), "%s", run);
-        snprintf(a->id, sizeof(a->id), "%s", id);
-        a->s = *s;
-        a->have = true;
+    const struct dmn *d = a->d;
+    struct status_acc *sa = a->ud;
+    struct json *j = sa->j;
+    unsigned k;
+    json_obj_begin(j);
+    json_key(j, "run"); json_str(j, v->run);
+    json_key(j, "snapshots"); json_u64(j, v->snapshots);
+    json_key(j, "latest");
+    json_obj_begin(j);
+    json_key(j, "id"); json_str(j, v->id);
+    json_key(j, "step"); json_i64(j, v->s.step);
+    json_key(j, "time"); json_i64(j, v->s.time);
+    json_key(j, "bytes"); json_u64(j, v->s.bytes);
+    json_key(j, "files"); json_u64(j, v->s.nfiles);
+    json_key(j, "state"); json_str(j, snap_state(d, v->s.committed, &k));
+    json_key(j, "regions_committed"); json_u64(j, k);
+    json_key(j, "regions"); json_u64(j, d->r->nregions);
+    json_key(j, "durable"); json_bool(j, k >= d->conf.quorum);
+    json_key(j, "uploaded_percent");
+    json_double(j, k == d->r->nregions ? 100.0 : upload_percent(d, sa->t, v));
+    json_key(j, "region_states");
+    json_obj_begin(j);
+    for (size_t i = 0; i < d->r->nregions; i++) {
+        json_key(j, d->r->regions[i]->conf.name);
+        json_str(j, (v->s.committed >> d->r->regions[i]->slot) & 1 ? "committed" : "pending");
     }
-    return 0;
+    json_obj_end(j);
+    json_obj_end(j);
+    json_key(j, "durable_latest");
+    if (v->have_durable) {
+        json_obj_begin(j);
+        json_key(j, "id"); json_str(j, v->durable_id);
+        json_key(j, "step"); json_i64(j, v->ds.step);
+        json_key(j, "time"); json_i64(j, v->ds.time);
+        json_obj_end(j);
+    } else {
+        json_null(j);
+    }
+    json_obj_end(j);
+}
+
+static void status_region(struct json *j, const struct region *rg, const struct region_view *v,
+                          int64_t now_mono)
+{
+    const struct region_status *st = &v->st;
+    bool current = st->last_error[0] && st->state != REGION_OK;
+    json_obj_begin(j);
+    json_key(j, "name"); json_str(j, rg->conf.name);
+    json_key(j, "kind"); json_str(j, rg->ops->kind);
+    json_key(j, "state"); json_str(j, region_states[st->state]);
+    json_key(j, "pending_chunks"); json_u64(j, v->chunks);
+    json_key(j, "pending_bytes"); json_u64(j, v->bytes);
+    json_key(j, "lag_seconds"); json_double(j, v->lag);
+    json_key(j, "objects_put"); json_u64(j, st->objects_put);
+    json_key(j, "bytes_put"); json_u64(j, st->bytes_put);
+    json_key(j, "failures"); json_u64(j, st->failures);
+    json_key(j, "retry_in_seconds");
+    if (st->state == REGION_BACKOFF)
+        json_double(j, st->retry_at_ms > now_mono ? (double)(st->retry_at_ms - now_mono) / 1000 : 0);
+    else
+        json_null(j);
+    json_key(j, "last_error");
+    if (current)
+        json_str(j, st->last_error);
+    else
+        json_null(j);
+    json_key(j, "last_error_time");
+    json_time_ms(j, current ? st->last_error_ms : 0);
+    json_key(j, "last_failure");
+    if (st->last_error[0] && st->last_error_ms) {
+        json_obj_begin(j);
+        json_key(j, "error"); json_str(j, st->last_error);
+        json_key(j, "time"); json_time_ms(j, st->last_error_ms);
+        json_obj_end(j);
+    } else {
+        json_null(j);
+    }
+    json_key(j, "last_success_time"); json_time_ms(j, st->last_success_ms);
+    json_obj_end(j);
 }
 
 static void status_regions(struct dmn *d, struct index_txn *t, struct json *j)
 {
-    static const char *const states[] = {"ok", "backoff", "failed"};
+    uint64_t chunks = 0, bytes = 0;
+    double lag = 0;
     json_key(j, "regions");
     json_arr_begin(j);
     for (size_t i = 0; i < d->r->nregions; i++) {
-        struct region_status st;
-        uint64_t chunks = 0, bytes = 0, oldest = 0;
-        struct pending p;
-        double lag = 0;
-        replicator_status(d->rp, i, &st);
-        queue_stats(t, d->r->regions[i]->slot, &chunks, &bytes, &oldest);
-        if (oldest && queue_pending_get(t, oldest, &p) == 0)
-            lag = (double)(wall_ms() - p.created_ms) / 1000.0;
-        json_obj_begin(j);
-        json_key(j, "name"); json_str(j, d->r->regions[i]->conf.name);
-        json_key(j, "kind"); json_str(j, d->r->regions[i]->ops->kind);
-        json_key(j, "state"); json_str(j, states[st.state]);
-        json_key(j, "pending_chunks"); json_u64(j, chunks);
-        json_key(j, "pending_bytes"); json_u64(j, bytes);
-        json_key(j, "lag_seconds"); json_double(j, lag);
-        json_key(j, "objects_put"); json_u64(j, st.objects_put);
-        json_key(j, "bytes_put"); json_u64(j, st.bytes_put);
-        json_key(j, "failures"); json_u64(j, st.failures);
-        json_key(j, "last_error");
-        if (st.last_error[0] && st.state != REGION_OK)
-            json_str(j, st.last_error);
-        else
-            json_null(j);
-        json_obj_end(j);
+        struct region_view v;
+        region_view(d, t, i, &v);
+        status_region(j, d->r->regions[i], &v, mono_ms());
+        chunks += v.chunks;
+        bytes += v.bytes;
+        lag = v.lag > lag ? v.lag : lag;
     }
     json_arr_end(j);
+    json_key(j, "queue");
+    json_obj_begin(j);
+    json_key(j, "snapshots"); json_u64(j, pending_snapshots(t));
+    json_key(j, "chunks"); json_u64(j, chunks);
+    json_key(j, "bytes"); json_u64(j, bytes);
+    json_key(j, "lag_seconds"); json_double(j, lag);
+    json_obj_end(j);
+}
+
+/* An endpoint without "user:password@", should one have been written. */
+static void json_endpoint(struct json *j, const char *url)
+{
+    const char *host = strstr(url, "://");
+    host = host ? host + 3 : url;
+    size_t hl = strcspn(host, "/");
+    const char *at = memchr(host, '@', hl);
+    if (!at) {
+        json_str(j, url);
+        return;
+    }
+    struct buf b = BUF_INIT;
+    buf_printf(&b, "%.*s%s", (int)(host - url), url, at + 1);
+    json_str(j, buf_str(&b));
+    buf_free(&b);
+}
+
+static void json_opt_str(struct json *j, const char *s)
+{
+    if (s[0])
+        json_str(j, s);
+    else
+        json_null(j);
+}
+
+static void status_config_region(struct json *j, const struct region_conf *rc)
+{
+    json_obj_begin(j);
+    json_key(j, "name"); json_str(j, rc->name);
+    json_key(j, "kind"); json_str(j, rc->kind == REGION_KIND_S3 ? "s3" : "dir");
+    if (rc->kind == REGION_KIND_DIR) {
+        json_key(j, "path"); json_str(j, rc->path);
+    } else {
+        json_key(j, "endpoint"); json_endpoint(j, rc->endpoint);
+        json_key(j, "bucket"); json_str(j, rc->bucket);
+        json_key(j, "prefix"); json_str(j, rc->prefix);
+        json_key(j, "region"); json_str(j, rc->signing_region);
+        json_key(j, "addressing"); json_str(j, rc->virtual_hosted ? "virtual" : "path");
+        json_key(j, "payload"); json_str(j, rc->unsigned_payload ? "unsigned" : "signed");
+        json_key(j, "tls_verify"); json_bool(j, rc->tls_verify);
+        json_key(j, "credentials_file"); json_opt_str(j, rc->credentials);
+    }
+    json_key(j, "connections"); json_u64(j, rc->connections);
+    json_key(j, "bandwidth"); json_u64(j, rc->bandwidth);
+    json_key(j, "preconditions"); json_str(j, rc->no_preconditions ? "none" : "auto");
+    json_obj_end(j);
+}
+
+/* What the daemon runs with; never a credential (only the file's path). */
+static void status_config(const struct dmn *d, struct json *j)
+{
+    const struct config *c = &d->conf;
+    json_key(j, "config");
+    json_obj_begin(j);
+    json_key(j, "file"); json_opt_str(j, c->source);
+    json_key(j, "watch"); json_str(j, c->watch);
+    json_key(j, "state"); json_str(j, c->state);
+    json_key(j, "socket"); json_str(j, c->socket);
+    json_key(j, "quorum"); json_u64(j, c->quorum);
+    json_key(j, "settle"); json_u64(j, c->settle);
+    json_key(j, "memory"); json_u64(j, c->memory);
+    json_key(j, "chunker");
+    json_obj_begin(j);
+    json_key(j, "min"); json_u64(j, c->chunk_min);
+    json_key(j, "avg"); json_u64(j, c->chunk_avg);
+    json_key(j, "max"); json_u64(j, c->chunk_max);
+    json_key(j, "normalization"); json_u64(j, c->normalization);
+    json_obj_end(j);
+    json_key(j, "compress_level"); json_i64(j, c->zstd_level);
+    json_key(j, "prune_interval"); json_u64(j, c->prune_interval);
+    json_key(j, "metrics"); json_opt_str(j, c->metrics);
+    json_key(j, "metrics_textfile"); json_opt_str(j, c->metrics_textfile);
+    json_key(j, "regions");
+    json_arr_begin(j);
+    for (size_t i = 0; i < c->nregions; i++)
+        status_config_region(j, &c->regions[i]);
+    json_arr_end(j);
+    json_obj_end(j);
+}
+
+static void status_degraded(struct dmn *d, struct json *j)
+{
+    char why[256];
+    int64_t since = 0;
+    bool deg = replicator_degraded_why(d->rp, &since, why, sizeof(why));
+    json_key(j, "degraded"); json_bool(j, deg);
+    json_key(j, "degraded_reason");
+    if (deg)
+        json_str(j, why);
+    else
+        json_null(j);
+    json_key(j, "degraded_time"); json_time_ms(j, deg ? since : 0);
 }
 
 static int status_json(struct dmn *d, struct buf *out)
@@ -323,21 +568,158 @@ static int status_json(struct dmn *d, struct buf *out)
     json_key(&j, "version"); json_str(&j, CKS_VERSION);
     json_key(&j, "pid"); json_i64(&j, getpid());
     json_key(&j, "watch"); json_str(&j, d->root);
+    json_key(&j, "time"); json_time_ms(&j, wall_ms());
+    json_key(&j, "started_time"); json_time_ms(&j, d->started_wall_ms);
     json_key(&j, "uptime_seconds"); json_double(&j, (double)(mono_ms() - d->started_ms) / 1000);
-    json_key(&j, "degraded"); json_bool(&j, replicator_degraded(d->rp));
+    status_degraded(d, &j);
     json_key(&j, "quorum"); json_u64(&j, d->conf.quorum);
     json_key(&j, "units_pending"); json_u64(&j, detector_pending(d->det));
     json_key(&j, "ingest_busy"); json_u64(&j, ingester_busy(d->ig));
     json_key(&j, "runs");
     json_arr_begin(&j);
-    struct latest_acc a = {.j = &j, .d = d, .t = t};
-    e = index_snap_foreach(t, NULL, status_run_cb, &a);
-    status_emit_run(&a);
+    struct status_acc sa = {&j, t};
+    e = runs_foreach(d, t, status_emit_run, &sa);
     json_arr_end(&j);
     status_regions(d, t, &j);
+    status_config(d, &j);
     json_obj_end(&j);
     index_txn_abort(t);
     return e < 0 ? e : j.err;
+}
+
+/* ---- metrics ----------------------------------------------------------- */
+
+struct run_gauges {
+    struct run_view *v;
+    size_t n, cap;
+    int err;
+};
+
+static void gauges_emit_run(struct run_scan *a, const struct run_view *v)
+{
+    struct run_gauges *g = a->ud;
+    if (g->n == g->cap) {
+        size_t cap = g->cap ? g->cap * 2 : 16;
+        struct run_view *nv = realloc(g->v, cap * sizeof(*nv));
+        if (!nv) {
+            g->err = -ENOMEM;
+            return;
+        }
+        g->v = nv;
+        g->cap = cap;
+    }
+    g->v[g->n++] = *v;
+}
+
+static void metrics_runs(struct dmn *d, const struct run_gauges *g, struct buf *out)
+{
+    static const struct {
+        const char *name, *help;
+    } fam[] = {
+        {"ckptsync_snapshot_latest_timestamp_seconds", "Time the run's latest snapshot was taken."},
+        {"ckptsync_snapshot_latest_step", "Training step of the run's latest snapshot."},
+        {"ckptsync_snapshot_latest_regions", "Regions that committed the run's latest snapshot."},
+        {"ckptsync_snapshot_durable_timestamp_seconds",
+         "Time the run's newest durable snapshot (committed in quorum regions) was taken."},
+    };
+    for (size_t f = 0; f < sizeof(fam) / sizeof(fam[0]); f++) {
+        metrics_family(out, fam[f].name, "gauge", fam[f].help);
+        for (size_t i = 0; i < g->n; i++) {
+            const struct run_view *v = &g->v[i];
+            struct metrics_label l = {"run", v->run};
+            double val = f == 0 ? (double)v->s.time
+                       : f == 1 ? (double)v->s.step
+                       : f == 2 ? (double)snap_regions(d, v->s.committed)
+                                : (double)v->ds.time;
+            if (f < 3 || v->have_durable)
+                metrics_sample(out, fam[f].name, &l, 1, val);
+        }
+    }
+}
+
+static void metrics_regions(struct dmn *d, struct index_txn *t, struct buf *out)
+{
+    static const struct {
+        const char *name, *help;
+    } fam[] = {
+        {"ckptsync_queue_chunks", "Chunks queued for the region."},
+        {"ckptsync_queue_bytes", "Bytes of the chunks queued for the region (uncompressed)."},
+        {"ckptsync_replication_lag_seconds",
+         "Age of the oldest snapshot the region has not committed yet; 0 when it is caught up."},
+        {"ckptsync_region_healthy", "1 when the region's last round succeeded, 0 in backoff or failed."},
+        {"ckptsync_region_consecutive_failures", "Failed rounds since the region's last success."},
+    };
+    struct region_view v[CONFIG_MAX_REGIONS];
+    for (size_t i = 0; i < d->r->nregions; i++)
+        region_view(d, t, i, &v[i]);
+    for (size_t f = 0; f < sizeof(fam) / sizeof(fam[0]); f++) {
+        metrics_family(out, fam[f].name, "gauge", fam[f].help);
+        for (size_t i = 0; i < d->r->nregions; i++) {
+            struct metrics_label l = {"region", d->r->regions[i]->conf.name};
+            double val = f == 0 ? (double)v[i].chunks
+                       : f == 1 ? (double)v[i].bytes
+                       : f == 2 ? v[i].lag
+                       : f == 3 ? (v[i].st.state == REGION_OK ? 1 : 0)
+                                : (double)v[i].st.failures;
+            metrics_sample(out, fam[f].name, &l, 1, val);
+        }
+    }
+}
+
+static void metrics_daemon(struct dmn *d, struct index_txn *t, struct buf *out)
+{
+    metrics_family(out, "ckptsync_start_time_seconds", "gauge", "Time the daemon started.");
+    metrics_sample(out, "ckptsync_start_time_seconds", NULL, 0, (double)d->started_wall_ms / 1000);
+    metrics_family(out, "ckptsync_degraded", "gauge",
+                   "1 after a durability failure: the daemon takes no new work.");
+    metrics_sample(out, "ckptsync_degraded", NULL, 0, replicator_degraded(d->rp) ? 1 : 0);
+    metrics_family(out, "ckptsync_units_pending", "gauge", "Units waiting to settle or being read.");
+    metrics_sample_u64(out, "ckptsync_units_pending", NULL, 0,
+                       detector_pending(d->det) + ingester_busy(d->ig));
+    metrics_family(out, "ckptsync_snapshots_pending", "gauge",
+                   "Snapshots not yet committed in every region.");
+    metrics_sample_u64(out, "ckptsync_snapshots_pending", NULL, 0, pending_snapshots(t));
+}
+
+/* The whole exposition, for GET /metrics and the textfile. */
+static int dmn_metrics(void *ud, struct buf *out)
+{
+    struct dmn *d = ud;
+    struct index_txn *t;
+    struct run_gauges g = {0};
+    int e = index_txn_begin(d->r->ix, false, &t);
+    if (e < 0)
+        return e;
+    e = runs_foreach(d, t, gauges_emit_run, &g);
+    if (e >= 0 && g.err == 0) {
+        metrics_counters(d->m, out);
+        metrics_daemon(d, t, out);
+        metrics_regions(d, t, out);
+        metrics_runs(d, &g, out);
+    }
+    index_txn_abort(t);
+    free(g.v);
+    return e < 0 ? e : g.err;
+}
+
+/* node_exporter's textfile collector: the same text, replaced whole. */
+static void dmn_textfile(struct dmn *d)
+{
+    struct buf b = BUF_INIT;
+    int64_t now = mono_ms();
+    if (!d->conf.metrics_textfile[0] || now < d->textfile_due_ms)
+        return;
+    d->textfile_due_ms = now + TEXTFILE_INTERVAL_MS;
+    int e = dmn_metrics(d, &b);
+    if (e == 0)
+        e = fileio_write_atomic(d->conf.metrics_textfile, b.data, b.len, 0644);
+    if (e < 0 && !d->textfile_failing)
+        log_warn("metrics textfile \"%s\": %s; trying again every %d s", d->conf.metrics_textfile,
+                 err_str(e), TEXTFILE_INTERVAL_MS / 1000);
+    else if (e == 0 && d->textfile_failing)
+        log_info("metrics textfile \"%s\" is written again", d->conf.metrics_textfile);
+    d->textfile_failing = e < 0;
+    buf_free(&b);
 }
 
 /* ---- waiting ----------------------------------------------------------- */
@@ -524,8 +906,13 @@ static void handle_retakes(struct dmn *d)
         return;
     size_t n = replicator_take_retakes(d->rp, units, 16);
     for (size_t i = 0; i < n; i++)
-        if (detector_commit(d->det, units[i], -1, mono_ms()) < 0)
-            log_warn("\"%s\" is gone; its dropped snapshot is not taken again", units[i]);
+        if (detector_commit(d->det, units[i], -1, mono_ms()) < 0) {
+            char f[1024], unit[768];
+            snprintf(f, sizeof(f), "event=retake_skipped unit=%s reason=gone",
+                     log_quote(unit, sizeof(unit), units[i]));
+            log_event(LOG_LVL_WARN, f, "\"%s\" is gone; its dropped snapshot is not taken again",
+                      units[i]);
+        }
     free(units);
 }
 
@@ -670,7 +1057,9 @@ static void on_signal(struct dmn *d)
     struct signalfd_siginfo si;
     while (read(d->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
         if (si.ssi_signo != SIGHUP) {
-            log_info("signal %u: stopping", si.ssi_signo);
+            char f[64];
+            snprintf(f, sizeof(f), "event=stopping reason=signal signal=%u", si.ssi_signo);
+            log_event(LOG_LVL_INFO, f, "signal %u: stopping", si.ssi_signo);
             d->stop = true;
             continue;
         }
@@ -680,10 +1069,16 @@ static void on_signal(struct dmn *d)
         }
         struct config nc;
         struct buf err = BUF_INIT;
+        char f[1024], q[768];
         if (config_load(d->config_path, &nc, &err) < 0) {
-            log_error("SIGHUP: configuration refused, keeping the running one: %s", buf_str(&err));
+            snprintf(f, sizeof(f), "event=reload_refused reason=%s",
+                     log_quote(q, sizeof(q), buf_str(&err)));
+            log_event(LOG_LVL_ERROR, f, "SIGHUP: configuration refused, keeping the running one: %s",
+                      buf_str(&err));
         } else {
-            log_info("SIGHUP: configuration \"%s\" is valid; restarting in place", d->config_path);
+            snprintf(f, sizeof(f), "event=reload file=%s", log_quote(q, sizeof(q), d->config_path));
+            log_event(LOG_LVL_INFO, f, "SIGHUP: configuration \"%s\" is valid; restarting in place",
+                      d->config_path);
             d->reexec = d->stop = true;
         }
         buf_free(&err);
@@ -720,23 +1115,20 @@ static int keep_pin(void *ud, const char *path)
     return e < 0 || k.found;
 }
 
-static int count_cb(void *ud, const struct pending *p)
-{
-    (void)p;
-    ++*(size_t *)ud;
-    return 0;
-}
-
 static void dmn_log_pending(struct dmn *d)
 {
     struct index_txn *t;
     size_t n = 0;
     if (index_txn_begin(d->r->ix, false, &t) < 0)
         return;
-    queue_pending_foreach(t, count_cb, &n);
+    n = pending_snapshots(t);
     index_txn_abort(t);
-    if (n)
-        log_info("resuming %zu snapshot%s not yet in every region", n, n == 1 ? "" : "s");
+    if (n) {
+        char f[64];
+        snprintf(f, sizeof(f), "event=resumed snapshots=%zu", n);
+        log_event(LOG_LVL_INFO, f, "resuming %zu snapshot%s not yet in every region", n,
+                  n == 1 ? "" : "s");
+    }
 }
 
 static int dmn_lock(struct dmn *d)
@@ -807,6 +1199,22 @@ static int dmn_fds(struct dmn *d)
     return e;
 }
 
+/* The counters, and the /metrics endpoint when [daemon] metrics is set. */
+static int dmn_metrics_start(struct dmn *d)
+{
+    struct buf err = BUF_INIT;
+    int e = metrics_new(d->r, &d->m);
+    if (e == 0 && d->conf.metrics[0])
+        e = metrics_server_new(d->conf.metrics, d->ep, dmn_metrics, d, &d->ms, &err);
+    if (e < 0)
+        log_error("metrics: %s", buf_str(&err)[0] ? buf_str(&err) : err_str(e));
+    else if (d->ms)
+        log_info("serving Prometheus metrics on %s (port %u) at /metrics", d->conf.metrics,
+                 metrics_server_port(d->ms));
+    buf_free(&err);
+    return e;
+}
+
 static int dmn_start(struct dmn *d)
 {
     struct buf err = BUF_INIT;
@@ -838,8 +1246,10 @@ static int dmn_start(struct dmn *d)
     buf_free(&err);
     if ((e = dmn_listen(d)) < 0 || (e = dmn_fds(d)) < 0)
         return e;
-    if ((e = replicator_new(d->r, d->evfd, &d->rp)) < 0 ||
-        (e = ingester_new(d->r, d->rp, d->root, d->evfd, &d->ig)) < 0) {
+    if ((e = dmn_metrics_start(d)) < 0)
+        return e;
+    if ((e = replicator_new(d->r, d->evfd, d->m, &d->rp)) < 0 ||
+        (e = ingester_new(d->r, d->rp, d->m, d->root, d->evfd, &d->ig)) < 0) {
         log_error("starting worker threads: %s", err_str(e));
         return e;
     }
@@ -857,6 +1267,8 @@ static void dmn_stop(struct dmn *d)
     gcd_free(d->gcd);          /* finishes the forget or prune step in hand */
     ingester_free(d->ig);      /* finishes or abandons the unit in hand */
     replicator_free(d->rp);    /* workers stop after their current object */
+    metrics_server_free(d->ms);
+    metrics_free(d->m);        /* after every thread that counts */
     for (size_t i = 0; i < MAX_CONNS; i++)
         if (d->conns[i])
             conn_close(d, i);
@@ -904,6 +1316,8 @@ static void loop_event(struct dmn *d, struct epoll_event *ev)
         dmn_accept(d);
     } else if (tag == d->w) {
         watch_read(d);
+    } else if (metrics_server_event(d->ms, tag)) {
+        /* a scrape */
     } else {
         for (size_t i = 0; i < MAX_CONNS; i++) {
             if (d->conns[i] != tag)
@@ -928,6 +1342,8 @@ static void loop_run(struct dmn *d)
         handle_retakes(d);
         submit_ready(d);
         check_waiters(d);
+        metrics_server_tick(d->ms);
+        dmn_textfile(d);
     }
 }
 
@@ -942,10 +1358,14 @@ int daemon_run(const struct config *conf, const char *config_path, char **argv)
     d->argv = argv;
     d->ep = d->sigfd = d->lfd = d->evfd = d->lockfd = -1;
     d->started_ms = mono_ms();
+    d->started_wall_ms = wall_ms();
     e = dmn_start(d);
     if (e == 0) {
-        log_info("watching \"%s\"; %zu regions, quorum %u; control socket \"%s\"", d->root,
-                 d->r->nregions, d->conf.quorum, d->conf.socket);
+        char f[256];
+        snprintf(f, sizeof(f), "event=started version=%s regions=%zu quorum=%u", CKS_VERSION,
+                 d->r->nregions, d->conf.quorum);
+        log_event(LOG_LVL_INFO, f, "watching \"%s\"; %zu regions, quorum %u; control socket \"%s\"",
+                  d->root, d->r->nregions, d->conf.quorum, d->conf.socket);
         notify_systemd("READY=1\nSTATUS=watching");
         loop_run(d);
         notify_systemd(d->reexec ? "RELOADING=1" : "STOPPING=1");

@@ -35,6 +35,7 @@
 #include "base/log.h"
 #include "service/ingest.h"
 #include "service/lineage.h"
+#include "service/metrics.h"
 #include "service/pin.h"
 #include "service/queue.h"
 #include "service/scan.h"
@@ -56,6 +57,7 @@ struct ingester {
      * theirs): for reading a run's lineage, never for uploads. */
     struct region *regions[CONFIG_MAX_REGIONS];
     struct replicator *rp;
+    struct metrics *m;
     char *root;
     int notify_fd;
     pthread_t th;
@@ -86,6 +88,7 @@ struct ing {
     struct index_file_key *keys;  /* per manifest file, for the file records */
     uint8_t content[HASH_LEN];
     uint64_t queued_bytes;
+    uint64_t new_bytes;           /* of the distinct chunks no region had */
 };
 
 /* ---- reading ----------------------------------------------------------- */
@@ -381,6 +384,7 @@ static int ing_enqueue(struct ing *g, struct index_txn *t, uint64_t seq)
             }
         }
         g->res->new_chunks += fresh;
+        g->new_bytes += fresh ? g->refs[k].len : 0;
     }
     for (size_t i = 0; i < r->nregions && e == 0; i++) {
         struct qentry q = {.slot = r->regions[i]->slot, .seq = seq, .kind = QUEUE_PUBLISH};
@@ -480,6 +484,7 @@ static void ing_reset(struct ing *g)
     g->keys = NULL;
     g->nrefs = 0;
     g->queued_bytes = 0;
+    g->new_bytes = 0;
 }
 
 static int ing_once(struct ing *g)
@@ -517,12 +522,19 @@ static void ing_run(struct ingester *ig, const struct ingest_job *job, struct in
         e = ing_once(&g);
         if (e != CKS_E_CHANGED)
             break;
-        log_warn("\"%s\" changed while it was read; taking it again", job->unit);
+        char f[1024], unit[768];
+        snprintf(f, sizeof(f), "event=reread run=%s unit=%s attempt=%d reason=changed", job->run,
+                 log_quote(unit, sizeof(unit), job->unit), attempt + 1);
+        log_event(LOG_LVL_WARN, f, "\"%s\" changed while it was read; taking it again", job->unit);
+        metrics_reread(ig->m);
         ing_reset(&g);
         res->files = res->bytes = res->new_chunks = 0;
     }
-    if (e == 0 && !res->unchanged)
+    if (e == 0 && !res->unchanged) {
         snprintf(res->id, sizeof(res->id), "%s", g.m.id);
+        metrics_snapshot(ig->m, METRICS_SNAP_TAKEN, res->bytes, g.new_bytes, g.m.nchunks,
+                         res->new_chunks);
+    }
 out:
     res->err = e;
     if (e < 0 && !res->msg[0])
@@ -555,6 +567,28 @@ static void ig_finish(struct ingester *ig, const struct ingest_done *d)
         (void)0;
 }
 
+static void ig_log(struct ingester *ig, const struct ingest_job *job, const struct ingest_done *d)
+{
+    char f[2048], unit[768], why[768];
+    log_quote(unit, sizeof(unit), job->unit);
+    if (d->err < 0) {
+        metrics_snapshot(ig->m, METRICS_SNAP_FAILED, 0, 0, 0, 0);
+        snprintf(f, sizeof(f), "event=snapshot_failed run=%s unit=%s reason=%s", job->run, unit,
+                 log_quote(why, sizeof(why), d->msg));
+        log_event(LOG_LVL_ERROR, f, "snapshot of \"%s\" failed: %s", job->unit, d->msg);
+    } else if (d->unchanged) {
+        metrics_snapshot(ig->m, METRICS_SNAP_UNCHANGED, 0, 0, 0, 0);
+    } else {
+        snprintf(f, sizeof(f), "event=snapshot run=%s snapshot=%s unit=%s step=%lld files=%llu "
+                 "bytes=%llu new_chunks=%llu", job->run, d->id, unit, (long long)job->step,
+                 (unsigned long long)d->files, (unsigned long long)d->bytes,
+                 (unsigned long long)d->new_chunks);
+        log_event(LOG_LVL_INFO, f, "snapshot %s of \"%s\": %llu files, %llu bytes, %llu new chunks "
+                  "queued", d->id, job->unit, (unsigned long long)d->files,
+                  (unsigned long long)d->bytes, (unsigned long long)d->new_chunks);
+    }
+}
+
 static void *ig_main(void *arg)
 {
     struct ingester *ig = arg;
@@ -577,26 +611,22 @@ static void *ig_main(void *arg)
         ing_run(ig, &job, d);
         if (d->err == 0 && !d->unchanged)
             replicator_kick(ig->rp);
-        if (d->err < 0)
-            log_error("snapshot of \"%s\" failed: %s", job.unit, d->msg);
-        else if (!d->unchanged)
-            log_info("snapshot %s of \"%s\": %llu files, %llu bytes, %llu new chunks queued", d->id,
-                     job.unit, (unsigned long long)d->files, (unsigned long long)d->bytes,
-                     (unsigned long long)d->new_chunks);
+        ig_log(ig, &job, d);
         ig_finish(ig, d);
     }
     free(d);
     return NULL;
 }
 
-int ingester_new(struct repo *r, struct replicator *rp, const char *root, int notify_fd,
-                 struct ingester **ret)
+int ingester_new(struct repo *r, struct replicator *rp, struct metrics *m, const char *root,
+                 int notify_fd, struct ingester **ret)
 {
     struct ingester *ig = calloc(1, sizeof(*ig));
     if (!ig)
         return -ENOMEM;
     ig->r = r;
     ig->rp = rp;
+    ig->m = m;
     ig->notify_fd = notify_fd;
     ig->root = strdup(root);
     ig->jobs = calloc(INGEST_MAX_JOBS, sizeof(*ig->jobs));

@@ -4,7 +4,7 @@
  * and cut them once, and enqueue the snapshot for every region in one
  * index transaction.  The replicator does the uploads.
  *
- *   ingester_new(repo, rp, root, notify_fd, &ig);
+ *   ingester_new(repo, rp, m, root, notify_fd, &ig);   // m: metrics or NULL
  *   ingester_submit(ig, &job);          // from the event loop
  *   while (ingester_poll(ig, &done)) ...// after notify_fd fired
  *   ingester_free(ig);                  // stops after the current unit
@@ -47,8 +47,12 @@ struct ingest_done {
 
 struct ingester;
 
-int ingester_new(struct repo *r, struct replicator *rp, const char *root, int notify_fd,
-                 struct ingester **ret);
+struct metrics;
+
+/* m (service/metrics.h) receives the counts of what was taken; NULL for
+ * none.  It must outlive the ingester. */
+int ingester_new(struct repo *r, struct replicator *rp, struct metrics *m, const char *root,
+                 int notify_fd, struct ingester **ret);
 void ingester_free(struct ingester *ig);
 int ingester_submit(struct ingester *ig, const struct ingest_job *job);
 int ingester_poll(struct ingester *ig, struct ingest_done *ret);

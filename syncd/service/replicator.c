@@ -32,6 +32,7 @@
 #include "base/log.h"
 #include "engine/chunkobj.h"
 #include "service/gc.h"
+#include "service/metrics.h"
 #include "service/pin.h"
 #include "service/presence.h"
 #include "service/queue.h"
@@ -83,10 +84,13 @@ struct slot {
 
 struct replicator {
     struct repo *r;
+    struct metrics *m;
     int notify_fd;
     pthread_mutex_t mu;
     pthread_cond_t cv;
     bool stop, degraded;
+    int64_t degraded_ms;           /* wall clock */
+    char degraded_why[256];
     uint64_t kicks;
     size_t n;
     struct rworker w[CONFIG_MAX_REGIONS];
@@ -135,9 +139,18 @@ static int rw_commit(struct rworker *w, struct index_txn *t, int e)
     }
     e = index_txn_commit(t);
     if (e < 0) {
-        log_error("index commit failed: %s; the daemon is degraded and takes no new work",
-                  err_str(e));
+        char f[256], why[160], q[192];
+        snprintf(why, sizeof(why), "index commit failed: %s", err_str(e));
+        snprintf(f, sizeof(f), "event=degraded region=%s reason=%s", w->rg->conf.name,
+                 log_quote(q, sizeof(q), why));
+        log_event(LOG_LVL_ERROR, f, "index commit failed: %s; the daemon is degraded and takes no "
+                  "new work", err_str(e));
         pthread_mutex_lock(&w->rp->mu);
+        if (!w->rp->degraded) {
+            w->rp->degraded_ms = now_ms(CLOCK_REALTIME);
+            snprintf(w->rp->degraded_why, sizeof(w->rp->degraded_why), "index commit failed: %s",
+                     err_str(e));
+        }
         w->rp->degraded = true;
         pthread_mutex_unlock(&w->rp->mu);
     }
@@ -384,10 +397,15 @@ static int rw_confirm(struct rworker *w, uint64_t seq)
             break;
         }
     }
-    if (e == 0 && st.missing && (e = rw_commit(w, t, 0)) == 0)
-        log_warn("region '%s': %llu chunk(s) of snapshot %s were gone although the index recorded "
-                 "them there; uploading them again before the snapshot is committed",
-                 w->rg->conf.name, (unsigned long long)st.missing, w->pend->id);
+    if (e == 0 && st.missing && (e = rw_commit(w, t, 0)) == 0) {
+        char f[512];
+        snprintf(f, sizeof(f), "event=reupload region=%s run=%s snapshot=%s chunks=%llu reason=missing",
+                 w->rg->conf.name, w->pend->run, w->pend->id, (unsigned long long)st.missing);
+        log_event(LOG_LVL_WARN, f, "region '%s': %llu chunk(s) of snapshot %s were gone although "
+                  "the index recorded them there; uploading them again before the snapshot is "
+                  "committed", w->rg->conf.name, (unsigned long long)st.missing, w->pend->id);
+        metrics_retry(w->rp->m, w->i, METRICS_RETRY_MISSING, st.missing);
+    }
     if (e == 0 && n)
         log_debug("region '%s': snapshot %s: %llu chunk(s) confirmed (%llu HEAD, %llu listed)",
                   w->rg->conf.name, w->pend->id, (unsigned long long)st.asked,
@@ -402,6 +420,30 @@ static void rw_remove_pin(const char *pin, bool pinned)
 {
     if (pinned && pin[0])
         pin_remove(pin);
+}
+
+/* The events of one region's commit of the snapshot in hand: k regions
+ * hold it now.  Each commit is its own write transaction, so exactly one
+ * worker sees k reach the quorum. */
+static void rw_published(struct rworker *w, unsigned k, bool release)
+{
+    const struct pending *p = w->pend;
+    unsigned quorum = w->rp->r->conf.quorum;
+    char f[512];
+    log_debug("snapshot %s of run '%s' is committed in region '%s' (%u of %zu)", p->id, p->run,
+              w->rg->conf.name, k, w->rp->n);
+    if (k == quorum) {
+        snprintf(f, sizeof(f), "event=durable run=%s snapshot=%s step=%lld regions=%u region=%s",
+                 p->run, p->id, (long long)p->step, k, w->rg->conf.name);
+        log_event(LOG_LVL_INFO, f, "snapshot %s of run '%s' is durable (%u of %zu regions)", p->id,
+                  p->run, k, w->rp->n);
+    }
+    if (release) {
+        rw_remove_pin(p->pin, p->pinned);
+        snprintf(f, sizeof(f), "event=replicated run=%s snapshot=%s step=%lld regions=%u", p->run,
+                 p->id, (long long)p->step, k);
+        log_event(LOG_LVL_INFO, f, "snapshot %s of run '%s' is replicated", p->id, p->run);
+    }
 }
 
 static int rw_publish(struct rworker *w, const struct qentry *q)
@@ -441,10 +483,8 @@ static int rw_publish(struct rworker *w, const struct qentry *q)
         e = queue_pending_del(t, q->seq);
         release = true;
     }
-    if ((e = rw_commit(w, t, e)) == 0 && release) {
-        rw_remove_pin(w->pend->pin, w->pend->pinned);
-        log_info("snapshot %s of run '%s' is replicated", w->pend->id, w->pend->run);
-    }
+    if ((e = rw_commit(w, t, e)) == 0)
+        rw_published(w, (unsigned)__builtin_popcount(snap.committed & all), release);
     return e;
 }
 
@@ -482,9 +522,13 @@ static int rw_drop(struct rworker *w, uint64_t seq)
     }
     if ((e = rw_commit(w, t, e)) < 0)
         return e;
-    log_warn("snapshot %s of \"%s\": a file changed after it was read; %s, taking the unit again",
-             w->pend->id, w->pend->unit,
-             published ? "it stays where it is committed but goes no further" : "dropping it");
+    char f[1024], unit[512];
+    snprintf(f, sizeof(f), "event=retake run=%s snapshot=%s unit=%s region=%s reason=changed",
+             w->pend->run, w->pend->id, log_quote(unit, sizeof(unit), w->pend->unit), w->rg->conf.name);
+    log_event(LOG_LVL_WARN, f, "snapshot %s of \"%s\": a file changed after it was read; %s, taking "
+              "the unit again", w->pend->id, w->pend->unit,
+              published ? "it stays where it is committed but goes no further" : "dropping it");
+    metrics_retry(w->rp->m, w->i, METRICS_RETRY_CHANGED, 1);
     rw_remove_pin(w->pend->pin, w->pend->pinned);
     pthread_mutex_lock(&w->rp->mu);
     if (w->rp->nretakes < RETAKES_MAX)
@@ -514,23 +558,36 @@ static void rw_failed(struct rworker *w, int e)
              region_last_error(w->rg)[0] ? region_last_error(w->rg) : err_str(e));
     unsigned n = w->st.failures;
     pthread_mutex_unlock(&w->rp->mu);
-    if (region_err_permanent(e))
-        log_error("%s; region '%s' is stopped until the configuration changes or "
+    char f[1024], why[768];
+    bool stop = region_err_permanent(e);
+    snprintf(f, sizeof(f), "event=region_failed region=%s state=%s attempt=%u retry_in=%.1f reason=%s",
+             w->rg->conf.name, stop ? "failed" : "backoff", n, stop ? 0.0 : (double)delay / 1000,
+             log_quote(why, sizeof(why), w->st.last_error));
+    if (stop)
+        log_event(LOG_LVL_ERROR, f, "%s; region '%s' is stopped until the configuration changes or "
                   "`ckptsync retry %s`", w->st.last_error, w->rg->conf.name, w->rg->conf.name);
     else if (n == 1 || n % 10 == 0)
-        log_error("%s (attempt %u; retrying in %.1fs)", w->st.last_error, n, (double)delay / 1000);
+        log_event(LOG_LVL_ERROR, f, "%s (attempt %u; retrying in %.1fs)", w->st.last_error, n,
+                  (double)delay / 1000);
+    if (!stop)
+        metrics_retry(w->rp->m, w->i, METRICS_RETRY_ERROR, 1);
     rp_notify(w->rp);
 }
 
 static void rw_succeeded(struct rworker *w)
 {
     pthread_mutex_lock(&w->rp->mu);
-    if (w->st.failures)
-        log_info("region '%s' is back after %u failed attempts", w->rg->conf.name, w->st.failures);
+    unsigned failures = w->st.failures;
     w->st.failures = 0;
     w->st.state = REGION_OK;
     w->st.last_success_ms = now_ms(CLOCK_REALTIME);
     pthread_mutex_unlock(&w->rp->mu);
+    if (failures) { /* logged outside the lock: nothing blocks while holding it */
+        char f[160];
+        snprintf(f, sizeof(f), "event=region_back region=%s failures=%u", w->rg->conf.name, failures);
+        log_event(LOG_LVL_INFO, f, "region '%s' is back after %u failed attempts", w->rg->conf.name,
+                  failures);
+    }
 }
 
 /* Waits for work, a kick, the end of a backoff or stop; false on stop. */
@@ -701,6 +758,8 @@ static void rw_complete(struct rworker *w, struct region_req *req)
     struct slot *sl = req->ud;
     sl->used = false;
     w->busy--;
+    metrics_request(w->rp->m, w->i, req->kind == RREQ_PUT ? METRICS_OP_PUT : METRICS_OP_HAS,
+                    req->ret >= 0, req->kind == RREQ_PUT ? sl->obj.len : 0);
     if (req->ret < 0) {
         rw_fail_round(w, req->ret, req->errmsg);
         return;
@@ -751,9 +810,15 @@ static int rw_round(struct rworker *w)
         if ((e = rw_drop(w, w->cache_seq)) < 0)
             rw_fail_round(w, e, NULL);
     } else if (!w->failure && f->publish_first) {
-        if ((e = rw_load(w, f->publish.seq)) == 0)
+        if ((e = rw_load(w, f->publish.seq)) == 0) {
             e = rw_publish(w, &f->publish);
-        else if (e == -ENOENT)
+            metrics_request(w->rp->m, w->i, METRICS_OP_PUBLISH, e == 0, 0);
+            if (e == 0) {
+                pthread_mutex_lock(&w->rp->mu);
+                w->st.last_success_ms = now_ms(CLOCK_REALTIME);
+                pthread_mutex_unlock(&w->rp->mu);
+            }
+        } else if (e == -ENOENT)
             e = rw_skip(w, &f->publish);
         if (e == 0)
             rp_notify(w->rp);
@@ -816,13 +881,14 @@ static size_t rp_window(const struct repo *r, const struct region *rg)
     return n ? n : 1;
 }
 
-int replicator_new(struct repo *r, int notify_fd, struct replicator **ret)
+int replicator_new(struct repo *r, int notify_fd, struct metrics *m, struct replicator **ret)
 {
     struct replicator *rp = calloc(1, sizeof(*rp));
     pthread_condattr_t ca;
     if (!rp)
         return -ENOMEM;
     rp->r = r;
+    rp->m = m;
     rp->notify_fd = notify_fd;
     pthread_mutex_init(&rp->mu, NULL);
     pthread_condattr_init(&ca);
@@ -923,6 +989,16 @@ bool replicator_degraded(struct replicator *rp)
 {
     pthread_mutex_lock(&rp->mu);
     bool d = rp->degraded;
+    pthread_mutex_unlock(&rp->mu);
+    return d;
+}
+
+bool replicator_degraded_why(struct replicator *rp, int64_t *ret_ms, char *why, size_t size)
+{
+    pthread_mutex_lock(&rp->mu);
+    bool d = rp->degraded;
+    *ret_ms = rp->degraded_ms;
+    snprintf(why, size, "%s", rp->degraded_why);
     pthread_mutex_unlock(&rp->mu);
     return d;
 }

@@ -4,7 +4,7 @@
  * publish the manifest and move the run's latest ref.  Regions progress
  * independently: a slow or dead region never holds back the others.
  *
- *   replicator_new(repo, notify_fd, &rp);    // starts the threads
+ *   replicator_new(repo, notify_fd, m, &rp); // starts the threads (m: metrics or NULL)
  *   replicator_kick(rp);                     // new work was queued
  *   replicator_status(rp, i, &st);           // for `ckptsync status`
  *   replicator_free(rp);                     // stops and joins (SIGTERM)
@@ -35,19 +35,26 @@ struct region_status {
     enum region_state state;
     char last_error[512];
     int64_t last_error_ms;         /* wall clock, 0 = never */
-    int64_t last_success_ms;
+    int64_t last_success_ms;       /* wall clock: the last commit of a snapshot, or the
+                                    * round that ended a run of failures */
     unsigned failures;             /* consecutive */
     int64_t retry_at_ms;           /* for BACKOFF */
     uint64_t objects_put, bytes_put;
 };
 
-int replicator_new(struct repo *r, int notify_fd, struct replicator **ret);
+struct metrics;
+
+/* m (service/metrics.h) receives the workers' counts; NULL for none.  It
+ * must outlive the replicator. */
+int replicator_new(struct repo *r, int notify_fd, struct metrics *m, struct replicator **ret);
 void replicator_free(struct replicator *rp);
 void replicator_kick(struct replicator *rp);
 /* Clears a failed region's state (by name); -ENOENT for an unknown name. */
 int replicator_retry(struct replicator *rp, const char *region);
 void replicator_status(struct replicator *rp, size_t i, struct region_status *ret);
 bool replicator_degraded(struct replicator *rp);
+/* The same, with when (wall clock ms) and why it became degraded. */
+bool replicator_degraded_why(struct replicator *rp, int64_t *ret_ms, char *why, size_t size);
 /* Units whose pinned bytes changed after ingest: the daemon must take them
  * again.  Copies up to cap relpaths into ret (each 4096 bytes) and returns
  * the count, clearing them. */

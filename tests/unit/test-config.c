@@ -1,7 +1,8 @@
 /*
  * test-config.c — defaults, a full valid file, every kind of error (each
  * message names file, line and key), sizes, durations, retention policies,
- * config_finish() after --state, and config_load() on real files.
+ * config_finish() after --state, config_load() on real files, and the
+ * [daemon] metrics address and metrics_textfile.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -14,6 +15,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <sys/socket.h>
 
 #include "base/config.h"
 #include "base/err.h"
@@ -585,7 +587,95 @@ static const struct err_case err_cases[] = {
      "must be more than twice clock_skew (1d)"},
     {"[prune]\nclock_skew = 4h\n", 2, "[prune] clock_skew",
      "intent_ttl (6h) must be more than twice clock_skew (4h)"},
+    /* [daemon] metrics, metrics_textfile */
+    {"[daemon]\nmetrics = :9477\n", 2, "[daemon] metrics",
+     "':9477' is not a listening address (PORT or HOST:PORT with a numeric HOST, e.g. "
+     "127.0.0.1:9477 or 0.0.0.0:9477 for every interface; or off)"},
+    {"[daemon]\nmetrics = example.com:9477\n", 2, "[daemon] metrics", "not a listening address"},
+    {"[daemon]\nmetrics = 127.0.0.1\n", 2, "metrics", "not a listening address"},
+    {"[daemon]\nmetrics = 127.0.0.1:0\n", 2, "metrics", "not a listening address"},
+    {"[daemon]\nmetrics = 127.0.0.1:65536\n", 2, "metrics", "not a listening address"},
+    {"[daemon]\nmetrics = 127.0.0.1:-1\n", 2, "metrics", "not a listening address"},
+    {"[daemon]\nmetrics = ::1:9477\n", 2, "metrics", "not a listening address"},
+    {"[daemon]\nmetrics = [::1\n", 2, "metrics", "not a listening address"},
+    {"[daemon]\nmetrics = 256.0.0.1:9477\n", 2, "metrics", "not a listening address"},
+    {"[daemon]\nmetrics =\n", 2, "[daemon] metrics", "write off to turn metrics off"},
+    {"[daemon]\nmetrics = 9477\nmetrics = 9478\n", 3, "[daemon] metrics", "duplicate key"},
+    {"[daemon]\nmetrics_textfile = ckptsync.prom\n", 2, "[daemon] metrics_textfile",
+     "not an absolute path"},
+    {"[daemon]\nmetrics_textfile = /var/lib/node/ckptsync.txt\n", 2, "[daemon] metrics_textfile",
+     "does not end in .prom (node_exporter reads only *.prom files)"},
+    {"[daemon]\nmetrics_textfile = /var/lib/node/.prom\n", 2, "metrics_textfile", "does not end in .prom"},
+    {"[daemon]\nmetrics_textfile = /data/cloud_storage/m.prom\n", 2, "[daemon] metrics_textfile",
+     "inside watch"},
+    {"[region.a]\npath = /r\nmetrics = 9477\n", 3, "[region.a] metrics", "unknown key"},
 };
+
+/* config_parse_listen: what is accepted, and as which address. */
+static const struct {
+    const char *in;
+    int family; /* 0: refused */
+    const char *host;
+    unsigned port;
+} listen_cases[] = {
+    {"9477", AF_INET, "127.0.0.1", 9477},
+    {"127.0.0.1:9477", AF_INET, "127.0.0.1", 9477},
+    {"localhost:1", AF_INET, "127.0.0.1", 1},
+    {"0.0.0.0:9477", AF_INET, "0.0.0.0", 9477},
+    {"10.1.2.3:65535", AF_INET, "10.1.2.3", 65535},
+    {"[::1]:9477", AF_INET6, "::1", 9477},
+    {"[::]:9477", AF_INET6, "::", 9477},
+    {":9477", 0, NULL, 0},
+    {"", 0, NULL, 0},
+    {"9477x", 0, NULL, 0},
+    {"+9477", 0, NULL, 0},
+    {"host:9477", 0, NULL, 0},
+    {"[]:9477", 0, NULL, 0},
+    {"[127.0.0.1]:9477", 0, NULL, 0},
+    {"1.2.3:9477", 0, NULL, 0},
+    {"127.0.0.1:9477:1", 0, NULL, 0},
+};
+
+static void test_metrics_keys(void **state)
+{
+    struct config *c = cfg_new();
+    struct buf err = BUF_INIT;
+    (void)state;
+    for (size_t i = 0; i < sizeof(listen_cases) / sizeof(listen_cases[0]); i++) {
+        struct config_listen l;
+        int r = config_parse_listen(listen_cases[i].in, &l);
+        if (!listen_cases[i].family) {
+            if (r != CKS_E_CONFIG)
+                fail_msg("case %zu: '%s' accepted", i, listen_cases[i].in);
+            continue;
+        }
+        if (r != 0)
+            fail_msg("case %zu: '%s' refused", i, listen_cases[i].in);
+        assert_int_equal(l.family, listen_cases[i].family);
+        assert_string_equal(l.host, listen_cases[i].host);
+        assert_int_equal(l.port, listen_cases[i].port);
+    }
+    /* off by default; "off" keeps it off; the value is kept as written */
+    assert_int_equal(parse("", c, &err), 0);
+    assert_string_equal(c->metrics, "");
+    assert_string_equal(c->metrics_textfile, "");
+    assert_int_equal(parse("[daemon]\nmetrics = off\n", c, &err), 0);
+    assert_string_equal(c->metrics, "");
+    assert_int_equal(parse("[daemon]\nmetrics = 0.0.0.0:9477\n"
+                           "metrics_textfile = /var/lib/node_exporter/ckptsync.prom\n",
+                           c, &err),
+                     0);
+    assert_string_equal(c->metrics, "0.0.0.0:9477");
+    assert_string_equal(c->metrics_textfile, "/var/lib/node_exporter/ckptsync.prom");
+    assert_int_equal(parse("[daemon]\nmetrics: [::1]:9100\n", c, &err), 0);
+    assert_string_equal(c->metrics, "[::1]:9100");
+    /* config_finish holds a value set later to the same rules */
+    snprintf(c->metrics, sizeof(c->metrics), "nohost:1");
+    assert_int_equal(config_finish(c, &err), CKS_E_CONFIG);
+    assert_non_null(strstr(buf_str(&err), "metrics"));
+    buf_free(&err);
+    free(c);
+}
 
 /* Does msg start with NAME ":<line>: " (line > 0) or NAME ": " (line 0)? */
 static void check_message(size_t i, const struct err_case *tc, const char *msg)
@@ -884,6 +974,7 @@ int main(void)
         cmocka_unit_test(test_errors),           cmocka_unit_test(test_parse_duration),
         cmocka_unit_test(test_nul_and_too_many), cmocka_unit_test(test_parse_size),
         cmocka_unit_test(test_finish),           cmocka_unit_test(test_load),
+        cmocka_unit_test(test_metrics_keys),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,113 @@
+/*
+ * metrics.h — the daemon's counters, their Prometheus text exposition
+ * (format 0.0.4), and the GET /metrics endpoint served from the daemon's
+ * event loop.
+ *
+ *   metrics_new(repo, &m);                          // before the worker threads
+ *   metrics_ingested(m, &done); metrics_request(m, i, op, ok, bytes); ...
+ *                                                   // ingest and region threads
+ *   metrics_family(&out, name, "gauge", help); metrics_sample(&out, ...);
+ *   metrics_counters(m, &out);                      // the event loop renders
+ *   metrics_server_new("127.0.0.1:9477", epfd, render, ud, &srv, &err);
+ *   if (metrics_server_event(srv, tag)) ...;        // for each epoll event
+ *   metrics_server_tick(srv);                       // once per loop turn
+ *   metrics_server_free(srv); metrics_free(m);
+ *
+ * Counters only grow (relaxed atomics: one metric is never read together
+ * with another as a consistent pair); the gauges (queue depth, lag, the
+ * newest durable snapshot per run) are computed by the caller's render
+ * function at scrape time from the index.  Every update function accepts
+ * m == NULL and then does nothing, so code paths that run outside the
+ * daemon need no metrics.  Thread-safe: the update functions from any
+ * thread; the server, and metrics_counters(), from the event loop only.
+ *
+ * The server is deliberately small: it accepts without blocking, reads one
+ * request of at most METRICS_REQUEST_MAX bytes, answers it (GET or HEAD
+ * /metrics: 200; another path: 404; another method: 405; an oversized or
+ * malformed request: 400) and closes the connection; a connection idle for
+ * METRICS_IDLE_MS is closed; at most METRICS_MAX_CONNS at once.
+ */
+#ifndef CKS_METRICS_H
+#define CKS_METRICS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/buf.h"
+#include "service/repo.h"
+
+#define METRICS_REQUEST_MAX 8192
+#define METRICS_IDLE_MS 10000
+#define METRICS_MAX_CONNS 16
+#define METRICS_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
+
+/* Region requests counted by operation. */
+enum metrics_op { METRICS_OP_HAS, METRICS_OP_PUT, METRICS_OP_PUBLISH, METRICS_NOPS };
+
+/* Why something was done again. */
+enum metrics_retry {
+    METRICS_RETRY_ERROR,   /* a region round failed; retried after backoff */
+    METRICS_RETRY_MISSING, /* chunks the region had lost, uploaded again */
+    METRICS_RETRY_CHANGED, /* a file changed after ingest: the snapshot is dropped, retaken */
+    METRICS_NRETRIES
+};
+
+/* Snapshots by outcome. */
+enum metrics_snap { METRICS_SNAP_TAKEN, METRICS_SNAP_UNCHANGED, METRICS_SNAP_FAILED, METRICS_NSNAPS };
+
+struct metrics;
+
+int metrics_new(const struct repo *r, struct metrics **ret);
+void metrics_free(struct metrics *m);
+
+/* The ingest thread: one unit's outcome.  bytes/chunks are the snapshot's
+ * file bytes and chunk references, new_* those no region had before. */
+void metrics_snapshot(struct metrics *m, enum metrics_snap outcome, uint64_t bytes, uint64_t new_bytes,
+                      uint64_t chunks, uint64_t new_chunks);
+/* A unit read again because a file changed while it was read. */
+void metrics_reread(struct metrics *m);
+/* Region worker i (the repo's region index): one request's result, and
+ * the bytes it sent. */
+void metrics_request(struct metrics *m, size_t i, enum metrics_op op, bool ok, uint64_t bytes);
+void metrics_retry(struct metrics *m, size_t i, enum metrics_retry cause, uint64_t n);
+
+/* ---- exposition ---------------------------------------------------------- */
+
+struct metrics_label {
+    const char *name, *value;
+};
+
+/* "# HELP name help\n# TYPE name type\n"; help is escaped. */
+void metrics_family(struct buf *out, const char *name, const char *type, const char *help);
+/* 'name{l1="v1",...} value\n'; label values are escaped (\\, \", \n). */
+void metrics_sample(struct buf *out, const char *name, const struct metrics_label *labels,
+                    size_t nlabels, double value);
+/* The same with an exact integer value. */
+void metrics_sample_u64(struct buf *out, const char *name, const struct metrics_label *labels,
+                        size_t nlabels, uint64_t value);
+/* Every counter family of m, and ckptsync_info. */
+void metrics_counters(const struct metrics *m, struct buf *out);
+
+/* ---- the endpoint -------------------------------------------------------- */
+
+struct metrics_server;
+
+/* Renders the whole exposition into out; 0 or a negative code (answered 500). */
+typedef int (*metrics_render_fn)(void *ud, struct buf *out);
+
+/* Listens on addr ("HOST:PORT" as config_parse_listen() reads it) and adds
+ * its socket to epfd, tagged with a pointer only metrics_server_event()
+ * recognizes.  On error puts the reason into err. */
+int metrics_server_new(const char *addr, int epfd, metrics_render_fn render, void *ud,
+                       struct metrics_server **ret, struct buf *err);
+void metrics_server_free(struct metrics_server *s);
+/* Handles the epoll event whose data.ptr is tag; false when tag is not the
+ * server's (so the caller looks further). */
+bool metrics_server_event(struct metrics_server *s, void *tag);
+/* Closes connections idle for METRICS_IDLE_MS. */
+void metrics_server_tick(struct metrics_server *s);
+/* The port it listens on (useful with port 0 in tests). */
+unsigned metrics_server_port(const struct metrics_server *s);
+
+#endif

@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# A real Prometheus (Debian's package) scrapes ckptsyncd's /metrics every
+# second on loopback; after a snapshot is replicated, queries of its HTTP
+# API return what the snapshot reported (bytes ingested, new then dedup,
+# bytes put per region, the durable time).  Also: promtool lints the
+# exposition, other paths and methods are refused, and the node_exporter
+# textfile is written whole.
+. "$(dirname "$0")/lib.sh"
+command -v prometheus > /dev/null || skip "prometheus is not installed (deploy/deps.sh --test installs Debian's package)"
+command -v curl > /dev/null || skip "curl is not installed"
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+MP=$(free_port)
+PP=$(free_port)
+PROM_PID=
+stop_prom() { [ -n "$PROM_PID" ] && kill "$PROM_PID" 2>/dev/null; wait "$PROM_PID" 2>/dev/null || true; }
+CKS_CLEANUP_HOOKS+=(stop_prom)
+
+write_config 64K 256K 1M
+mkdir -p "$T/textfile"
+sed -i "/^\[daemon\]/a metrics = 127.0.0.1:$MP\nmetrics_textfile = $T/textfile/ckptsync.prom" "$CONF"
+set_settle 1
+start_daemon
+URL=http://127.0.0.1:$MP
+
+step "/metrics answers in text format 0.0.4; promtool finds nothing to lint"
+curl -sf -D "$T/h" "$URL/metrics" > "$T/m1.txt" || die "GET /metrics failed"
+grep -qi '^content-type: text/plain; version=0.0.4' "$T/h" || { cat "$T/h"; die "wrong content type"; }
+grep -q '^ckptsync_info{version="' "$T/m1.txt" || die "no ckptsync_info"
+if command -v promtool > /dev/null; then
+  promtool check metrics < "$T/m1.txt" > "$T/lint" 2>&1 || { cat "$T/lint"; die "promtool check metrics"; }
+fi
+[ "$(curl -s -o /dev/null -w '%{http_code}' "$URL/")" = 404 ] || die "/ is not 404"
+[ "$(curl -s -o /dev/null -w '%{http_code}' -X POST "$URL/metrics")" = 405 ] || die "POST is not 405"
+grep -q "serving Prometheus metrics on 127.0.0.1:$MP" "$T/daemon.log" || die "the endpoint is not logged"
+
+step "Prometheus scrapes the daemon every second"
+cat > "$T/prom.yml" <<EOF2
+global:
+  scrape_interval: 1s
+  evaluation_interval: 1s
+scrape_configs:
+  - job_name: ckptsync
+    static_configs:
+      - targets: ['127.0.0.1:$MP']
+EOF2
+prometheus --config.file="$T/prom.yml" --storage.tsdb.path="$T/prom" \
+  --web.listen-address="127.0.0.1:$PP" > "$T/prom.log" 2>&1 &
+PROM_PID=$!
+wait_for 40 curl -sf "http://127.0.0.1:$PP/-/ready" || { tail "$T/prom.log"; die "prometheus did not start"; }
+
+# q EXPR: the value of an instant query's single result ("none" without one).
+q() {
+  curl -sf --get "http://127.0.0.1:$PP/api/v1/query" --data-urlencode "query=$1" |
+    python3 -c 'import json,sys; r=json.load(sys.stdin)["data"]["result"]; print(r[0]["value"][1] if len(r) == 1 else "none")'
+}
+# expect_q EXPR VALUE: waits (a few scrapes) until the query returns VALUE.
+expect_q() {
+  local got
+  for _ in $(seq 1 60); do
+    got=$(q "$1") && [ "$got" = "$2" ] && return 0
+    sleep 0.5
+  done
+  die "query '$1' returned '$got', expected '$2'"
+}
+expect_q 'up{job="ckptsync"}' 1
+
+step "a snapshot, replicated: Prometheus reports what it reported"
+make_file "$T/watch/r1/step_100.pt" 3
+cks commit "$T/watch/r1/step_100.pt" --wait replicated --timeout 60 --json > "$T/c.json"
+cks status --json > "$T/st.json"
+id=$(json "$T/c.json" 'd["id"]')
+bytes=$(json "$T/st.json" 'd["runs"][0]["latest"]["bytes"]')
+[ "$bytes" = 3145728 ] || die "status says $bytes bytes"
+put_a=$(json "$T/st.json" '[r["bytes_put"] for r in d["regions"] if r["name"] == "a"][0]')
+when=$(json "$T/st.json" 'd["runs"][0]["latest"]["time"]')
+expect_q 'sum(ckptsync_ingest_bytes_total)' "$bytes"
+expect_q 'ckptsync_ingest_bytes_total{result="new"}' "$bytes"
+expect_q 'ckptsync_snapshots_total{result="taken"}' 1
+expect_q 'ckptsync_region_bytes_total{region="a",operation="put",result="ok"}' "$put_a"
+expect_q 'ckptsync_region_requests_total{region="b",operation="publish",result="ok"}' 1
+expect_q 'ckptsync_snapshot_durable_timestamp_seconds{run="r1"}' "$when"
+expect_q 'ckptsync_snapshot_latest_step{run="r1"}' 100
+expect_q 'sum(ckptsync_queue_chunks)' 0
+expect_q 'max(ckptsync_replication_lag_seconds)' 0
+expect_q 'ckptsync_degraded' 0
+expect_q "ckptsync_info{version=\"$(json "$T/st.json" 'd["version"]')\"}" 1
+echo "    snapshot $id: $bytes bytes, region a got $put_a bytes; Prometheus agrees"
+
+step "the same bytes again: counted as dedup, nothing more put"
+cp "$T/watch/r1/step_100.pt" "$T/watch/r1/step_200.pt"
+cks commit "$T/watch/r1/step_200.pt" --wait replicated --timeout 60 -q
+expect_q 'ckptsync_ingest_bytes_total{result="dedup"}' "$bytes"
+expect_q 'ckptsync_ingest_bytes_total{result="new"}' "$bytes"
+expect_q 'ckptsync_region_bytes_total{region="a",operation="put",result="ok"}' "$put_a"
+expect_q 'ckptsync_snapshot_latest_step{run="r1"}' 200
+
+step "the node_exporter textfile is written whole, and lints clean"
+wait_for 15 grep -q '^ckptsync_ingest_bytes_total{result="dedup"} '"$bytes" "$T/textfile/ckptsync.prom" \
+  || die "the textfile does not show the second snapshot"
+[ "$(ls -A "$T/textfile")" = ckptsync.prom ] || die "temp files left: $(ls -A "$T/textfile")"
+if command -v promtool > /dev/null; then
+  promtool check metrics < "$T/textfile/ckptsync.prom" > "$T/lint" 2>&1 || { cat "$T/lint"; die "textfile lint"; }
+fi
+
+stop_prom
+stop_daemon
+echo "metrics: ok"
