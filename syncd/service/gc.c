@@ -709,6 +709,28 @@ static size_t intents_alive(struct pr *p, struct region *rg, const struct gcrec 
     return alive;
 }
 
+/* Intents no writer publishes under any more — expired, or of a process
+ * of this host that is gone (killed, crashed) — are deleted, so that
+ * intents/ does not grow with every crash.  Errors are left for next time. */
+static void intents_reap(struct pr *p, struct region *rg)
+{
+    struct intents l;
+    if (p->o->dry_run || intents_list(rg, &l) < 0)
+        return;
+    for (size_t k = 0; k < l.n; k++) {
+        int64_t t;
+        uint64_t ttl;
+        char key[REGION_KEY_MAX];
+        snprintf(key, sizeof(key), "intents/%s", l.v[k]);
+        if (gc_intent_parse(l.v[k], &t, &ttl) == 0 &&
+            now() > t + (int64_t)ttl + (int64_t)p->r->conf.clock_skew)
+            region_del(rg, key);
+        else
+            (void)intent_alive(p, rg, &l, l.v[k]); /* deletes a dead process's */
+    }
+    free(l.v);
+}
+
 static int write_intents_rec(struct region *rg, const char *mark, enum gc_kind kind)
 {
     char key[REGION_KEY_MAX];
@@ -1078,6 +1100,7 @@ static int region_prune(struct pr *p, size_t i)
     bool live = false;
     uint64_t req0 = rg->requests;
     rr->state = "clean";
+    intents_reap(p, rg);
     int e = region_forgotten(p, i);
     if (e == 0)
         e = gc_list_read(rg, NULL, &l);
