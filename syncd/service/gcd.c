@@ -116,7 +116,7 @@ static void gcd_retention(struct gcd *g)
         } else {
             snprintf(mine->applied, sizeof(mine->applied), "%s", f->applied);
             if (plan.nforget)
-                log_info("retention of run '%s' after %s: forgot %zu of %zu snapshot(s) (%.2fs)",
+                log_info("retention of run '%s' after %s: forgot %zu of %zu snapshot(s) (%.3fs)",
                          f->run, f->applied, plan.nforget, plan.n, mono() - t0);
         }
         retention_plan_free(&plan);
