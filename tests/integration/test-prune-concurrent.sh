@@ -7,8 +7,8 @@
 # starts it again.  Afterwards: verify passes, every snapshot still listed
 # restores bit for bit, the newest acknowledged ones are all there, and
 # every restore that was not killed gave exactly a checkpoint's content.
-# CKS_PC_ROUNDS (default 30).
-# regions: dir
+# CKS_PC_ROUNDS (default 30, dir and s3).
+# regions: dir s3
 . "$(dirname "$0")/lib.sh"
 write_config 16K 64K 256K
 set_settle 1
