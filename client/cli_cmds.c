@@ -18,6 +18,7 @@
 #include "base/fileio.h"
 #include "base/json.h"
 #include "base/log.h"
+#include "ckptsync/client.h"
 #include "cli.h"
 #include "engine/fastcdc.h"
 #include "engine/hash.h"
@@ -221,6 +222,23 @@ static void restore_print(struct cli *c, const struct repo *r, const struct rest
     printf("\n");
 }
 
+/* Tells a daemon listening on the configured socket about one restore,
+ * for its metrics.  Advisory: with no daemon nothing is sent, and no
+ * failure is reported (the restore's own result is what counts). */
+static void restore_report(const struct cli *c, const struct restore_result *res, double secs,
+                           int e)
+{
+    struct cks_client *cl;
+    bool ok = e == 0;
+    if (cks_client_open(c->conf.socket, &cl) < 0)
+        return;
+    int r = cks_report_restore(cl, ok ? res->bytes : 0, ok ? res->files : 0,
+                               secs > 0 ? (uint64_t)(secs * 1e6 + 0.5) : 0, ok);
+    if (r < 0)
+        log_debug("reporting the restore to the daemon: %s", cks_client_error(cl));
+    cks_client_close(cl);
+}
+
 /* Restores the newest snapshot of each unit of run into target: every
  * unit (all), or only those that are not checkpoints (logs, configs: the
  * run's files outside checkpoints), except `skip_root`.  A unit already
@@ -242,7 +260,9 @@ int cli_restore_units(struct cli *c, struct repo *r, const char *run, const char
         if ((!all && u[i].step >= 0) || (skip_root && !strcmp(u[i].root, skip_root)))
             continue;
         buf_reset(&err);
+        double t0 = cli_now();
         int e = restore_run(r, &o, &res, &err);
+        double secs = cli_now() - t0;
         if (e == -EEXIST) {
             log_warn("\"%s/%s\" is already there; left as it is (--force replaces it)", target,
                      u[i].root);
@@ -252,6 +272,7 @@ int cli_restore_units(struct cli *c, struct repo *r, const char *run, const char
         } else if (!c->quiet && !c->json) {
             fprintf(stderr, "restored %s (snapshot %s)\n", u[i].root, u[i].id);
         }
+        restore_report(c, &res, secs, e);
     }
     free(u);
     buf_free(&err);
@@ -297,11 +318,13 @@ int cmd_restore(struct cli *c, int argc, char **argv)
     }
     double t0 = cli_now();
     e = restore_run(r, &o, &res, &err);
+    double secs = cli_now() - t0;
     cli_progress_end(c);
     if (e < 0)
         log_error("restore of run '%s' into \"%s\" failed: %s", o.run, o.target, buf_str(&err));
     else
-        restore_print(c, r, &res, cli_now() - t0);
+        restore_print(c, r, &res, secs);
+    restore_report(c, &res, secs, e);
     /* --latest of a checkpoint brings the run's files outside checkpoints
      * along (logs, configs), as a resumed job expects them. */
     if (e == 0 && latest && res.step >= 0 && cli_restore_units(c, r, o.run, o.target, o.force, false, res.root))

@@ -329,6 +329,21 @@ int cks_retry(struct cks_client *c, const char *region)
     return request(c, &req, answer_timeout_ms(&req), NULL);
 }
 
+int cks_report_restore(struct cks_client *c, uint64_t bytes, uint64_t files, uint64_t usec,
+                       int ok)
+{
+    struct ctl_request req;
+
+    if (bytes > INT64_MAX || files > INT64_MAX || usec > INT64_MAX)
+        return set_arg_error(c, "report_restore", -EINVAL);
+    ctl_request_init(&req, CTL_RESTORED);
+    req.bytes = (int64_t)bytes;
+    req.files = (int64_t)files;
+    req.usec = (int64_t)usec;
+    req.result = ok ? CTL_RESULT_OK : CTL_RESULT_FAILED;
+    return request(c, &req, CTL_REPORT_TIMEOUT_MS, NULL);
+}
+
 /* ---- lifetime ---------------------------------------------------------- */
 
 int cks_client_open(const char *socket_path, struct cks_client **ret)

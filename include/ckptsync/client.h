@@ -27,7 +27,8 @@
  *
  * Waiting: a request that waits (wait != CKS_WAIT_NONE) blocks until the
  * daemon answers: at most timeout + 30 seconds, or without limit when the
- * timeout is -1.  Requests that do not wait give up after 30 seconds.
+ * timeout is -1.  Requests that do not wait give up after 30 seconds,
+ * cks_report_restore() after 2.
  * Interrupted system calls are resumed; SIGPIPE is never raised.
  *
  * Errors: every function returns 0 or a negative errno.  An ERR answer
@@ -88,6 +89,14 @@ int cks_status(struct cks_client *c, char **ret_json);
 int cks_flush(struct cks_client *c, int wait, int64_t deadline_s, char **ret_json);
 /* Retry the named region now instead of after its backoff. */
 int cks_retry(struct cks_client *c, const char *region);
+/* Tell the daemon that a restore ran in this process, for its metrics
+ * (ckptsync_restore*): the bytes and files it wrote (0 when it failed),
+ * how long it took in microseconds, ok (1) or failed (0).  Advisory: it
+ * waits CKS_PROTO_REPORT_TIMEOUT_MS (2 s) at most, and a caller may ignore
+ * its result (an older daemon answers -EINVAL).  Values above INT64_MAX:
+ * -EINVAL. */
+int cks_report_restore(struct cks_client *c, uint64_t bytes, uint64_t files, uint64_t usec,
+                       int ok);
 
 /* What the last failed request reported ("" when it succeeded). */
 const char *cks_client_error(const struct cks_client *c);

@@ -63,6 +63,18 @@
  *                                                until all of it is W
  *   retry   region=NAME     [A-Za-z0-9_-]{1,63}  retry a failing region now,
  *           (required)                           skipping its backoff
+ *   restored                                     a restore ran in another
+ *           bytes=N         0..2^63-1            process (the ckptsync CLI):
+ *           files=N         0..2^63-1            count it in the daemon's
+ *           usec=N          0..2^63-1            metrics (ckptsync_restore*);
+ *           result=R        ok|failed            all four keys required
+ *
+ * restored reports the bytes and files the restore wrote and how long it
+ * took, in microseconds; a failed restore leaves nothing behind and
+ * reports 0 bytes and 0 files.  The daemon only adds them to counters and
+ * answers at once ({"recorded":true}); it is advisory, so a client sends
+ * it only when a daemon listens, waits CKS_PROTO_REPORT_TIMEOUT_MS at
+ * most, and ignores any failure (an older daemon answers badrequest).
  *
  * path is absolute, 1 to 4095 bytes; an absent step means "unknown";
  * an absent wait is "none" (answer as soon as the work is accepted); an
@@ -105,10 +117,12 @@
  *   < OK {"run":"r1","snapshot":"20261201T000701Z-3f2a9c1b7d0e","state":"durable"}
  *   > CKPTSYNC/1 retry region=eu-1
  *   < ERR notfound no%20region%20named%20%22eu-1%22
+ *   > CKPTSYNC/1 restored bytes=3145728 files=1 usec=412345 result=ok
+ *   < OK {"recorded":true}
  *
  * Clients wait for an answer at most timeout (or deadline) + 30 seconds,
- * forever when they asked to wait without a limit, and 30 seconds for
- * requests that do not wait.
+ * forever when they asked to wait without a limit, 30 seconds for
+ * requests that do not wait, and CKS_PROTO_REPORT_TIMEOUT_MS for restored.
  */
 #ifndef CKPTSYNC_PROTOCOL_H
 #define CKPTSYNC_PROTOCOL_H
@@ -119,6 +133,7 @@
 #define CKS_PROTO_MAX_RESPONSE (4u << 20)
 #define CKS_PROTO_MAX_TIMEOUT 604800
 #define CKS_PROTO_CLIENT_SLACK 30
+#define CKS_PROTO_REPORT_TIMEOUT_MS 2000
 #define CKS_PROTO_DEFAULT_SOCKET "/var/lib/ckptsync/ckptsyncd.sock"
 #define CKS_PROTO_SOCKET_ENV "CKPTSYNC_SOCKET"
 

@@ -31,14 +31,18 @@
 
 static const char *const verb_names[] = {
     [CTL_PING] = "ping", [CTL_COMMIT] = "commit", [CTL_STATUS] = "status",
-    [CTL_FLUSH] = "flush", [CTL_RETRY] = "retry",
+    [CTL_FLUSH] = "flush", [CTL_RETRY] = "retry", [CTL_RESTORED] = "restored",
 };
 static const char *const wait_names[] = {
     [CTL_WAIT_NONE] = "none", [CTL_WAIT_DURABLE] = "durable",
     [CTL_WAIT_REPLICATED] = "replicated",
 };
+static const char *const result_names[] = {
+    [CTL_RESULT_OK] = "ok", [CTL_RESULT_FAILED] = "failed",
+};
 #define NVERBS (sizeof(verb_names) / sizeof(verb_names[0]))
 #define NWAITS (sizeof(wait_names) / sizeof(wait_names[0]))
+#define NRESULTS (sizeof(result_names) / sizeof(result_names[0]))
 
 static int fail(struct buf *err, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -71,6 +75,11 @@ const char *ctl_wait_name(enum ctl_wait wait)
     return (unsigned)wait < NWAITS ? wait_names[wait] : NULL;
 }
 
+const char *ctl_result_name(enum ctl_result result)
+{
+    return (unsigned)result < NRESULTS ? result_names[result] : NULL;
+}
+
 void ctl_request_init(struct ctl_request *r, enum ctl_verb verb)
 {
     memset(r, 0, sizeof(*r));
@@ -78,13 +87,16 @@ void ctl_request_init(struct ctl_request *r, enum ctl_verb verb)
     r->step = -1;
     r->wait = CTL_WAIT_NONE;
     r->timeout = -1;
+    r->bytes = r->files = r->usec = -1;
+    r->result = CTL_RESULT_NONE;
 }
 
 bool ctl_request_equal(const struct ctl_request *a, const struct ctl_request *b)
 {
     return a->verb == b->verb && a->step == b->step && a->wait == b->wait &&
            a->timeout == b->timeout && strcmp(a->path, b->path) == 0 &&
-           strcmp(a->region, b->region) == 0;
+           strcmp(a->region, b->region) == 0 && a->bytes == b->bytes && a->files == b->files &&
+           a->usec == b->usec && a->result == b->result;
 }
 
 static bool must_escape(uint8_t c)
@@ -178,7 +190,10 @@ static bool path_ok(const char *s, size_t len)
 
 #define VB(v) (1u << (v))
 
-enum key_id { KEY_PATH, KEY_STEP, KEY_WAIT, KEY_TIMEOUT, KEY_DEADLINE, KEY_REGION, NKEYS };
+enum key_id {
+    KEY_PATH, KEY_STEP, KEY_WAIT, KEY_TIMEOUT, KEY_DEADLINE, KEY_REGION,
+    KEY_BYTES, KEY_FILES, KEY_USEC, KEY_RESULT, NKEYS
+};
 
 struct key_def {
     const char *name;
@@ -193,6 +208,10 @@ static const struct key_def keys[NKEYS] = {
     [KEY_TIMEOUT] = { "timeout", VB(CTL_COMMIT), 0 },
     [KEY_DEADLINE] = { "deadline", VB(CTL_FLUSH), 0 },
     [KEY_REGION] = { "region", VB(CTL_RETRY), VB(CTL_RETRY) },
+    [KEY_BYTES] = { "bytes", VB(CTL_RESTORED), VB(CTL_RESTORED) },
+    [KEY_FILES] = { "files", VB(CTL_RESTORED), VB(CTL_RESTORED) },
+    [KEY_USEC] = { "usec", VB(CTL_RESTORED), VB(CTL_RESTORED) },
+    [KEY_RESULT] = { "result", VB(CTL_RESTORED), VB(CTL_RESTORED) },
 };
 
 static int key_lookup(const char *s, size_t len)
@@ -203,11 +222,33 @@ static int key_lookup(const char *s, size_t len)
     return -1;
 }
 
+/* The name among names[first..n) that tmp is, or -1. */
+static int word_lookup(const char *tmp, const char *const *names, unsigned first, unsigned n)
+{
+    for (unsigned w = first; w < n; w++)
+        if (strcmp(tmp, names[w]) == 0)
+            return (int)w;
+    return -1;
+}
+
+/* The field a decimal key fills, or NULL for a key that is not one. */
+static int64_t *count_field(struct ctl_request *r, int k)
+{
+    switch (k) {
+    case KEY_STEP: return &r->step;
+    case KEY_BYTES: return &r->bytes;
+    case KEY_FILES: return &r->files;
+    case KEY_USEC: return &r->usec;
+    }
+    return NULL;
+}
+
 /* Decodes and checks one value into r. */
 static int key_set(struct ctl_request *r, int k, const char *v, size_t vlen, struct buf *err)
 {
     char tmp[32];
     size_t n;
+    int w;
 
     if (k == KEY_PATH) {
         if (pct_decode(v, vlen, r->path, sizeof(r->path), &n) < 0 || !path_ok(r->path, n))
@@ -221,20 +262,27 @@ static int key_set(struct ctl_request *r, int k, const char *v, size_t vlen, str
                         CTL_REGION_MAX - 1);
         return 0;
     }
-    if (pct_decode(v, vlen, tmp, sizeof(tmp), &n) < 0)
-        n = sizeof(tmp); /* cannot be valid below */
-    if (k == KEY_WAIT) {
-        for (unsigned w = 0; w < NWAITS && n < sizeof(tmp); w++)
-            if (strcmp(tmp, wait_names[w]) == 0) {
-                r->wait = (enum ctl_wait)w;
-                return 0;
-            }
-        return fail(err, CKS_E_FORMAT, "wait: expected none, durable or replicated");
+    if (pct_decode(v, vlen, tmp, sizeof(tmp), &n) < 0) {
+        tmp[0] = 0;      /* no word */
+        n = sizeof(tmp); /* and no number */
     }
-    if (k == KEY_STEP) {
-        if (n < sizeof(tmp) && parse_dec(tmp, n, INT64_MAX, &r->step) == 0)
+    if (k == KEY_WAIT) {
+        if ((w = word_lookup(tmp, wait_names, 0, NWAITS)) < 0)
+            return fail(err, CKS_E_FORMAT, "wait: expected none, durable or replicated");
+        r->wait = (enum ctl_wait)w;
+        return 0;
+    }
+    if (k == KEY_RESULT) {
+        if ((w = word_lookup(tmp, result_names, CTL_RESULT_OK, NRESULTS)) < 0)
+            return fail(err, CKS_E_FORMAT, "result: expected ok or failed");
+        r->result = (enum ctl_result)w;
+        return 0;
+    }
+    int64_t *count = count_field(r, k);
+    if (count) {
+        if (n < sizeof(tmp) && parse_dec(tmp, n, INT64_MAX, count) == 0)
             return 0;
-        return fail(err, CKS_E_FORMAT, "step: expected a decimal integer 0..%lld",
+        return fail(err, CKS_E_FORMAT, "%s: expected a decimal integer 0..%lld", keys[k].name,
                     (long long)INT64_MAX);
     }
     if (n < sizeof(tmp) && parse_dec(tmp, n, CTL_MAX_TIMEOUT, &r->timeout) == 0)
@@ -360,6 +408,9 @@ static bool request_valid(const struct ctl_request *r)
         return false;
     if (r->verb == CTL_RETRY && !region_ok(r->region, strnlen(r->region, sizeof(r->region))))
         return false;
+    if (r->verb == CTL_RESTORED &&
+        (r->bytes < 0 || r->files < 0 || r->usec < 0 || !ctl_result_name(r->result)))
+        return false;
     return true;
 }
 
@@ -392,6 +443,9 @@ int ctl_request_encode(const struct ctl_request *r, struct buf *out)
         e = num_encode(out, KEY_DEADLINE, r->timeout);
     if (e == 0 && r->verb == CTL_RETRY)
         e = key_encode(out, KEY_REGION, r->region, strlen(r->region));
+    if (e == 0 && r->verb == CTL_RESTORED)
+        e = buf_printf(out, " bytes=%lld files=%lld usec=%lld result=%s", (long long)r->bytes,
+                       (long long)r->files, (long long)r->usec, result_names[r->result]);
     return e < 0 ? e : buf_puts(out, "\n");
 }
 

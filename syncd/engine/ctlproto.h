@@ -42,10 +42,13 @@
 #define CTL_REGION_MAX 64u              /* region buffer, with its NUL */
 #define CTL_CODE_MAX 32u                /* error code buffer, with its NUL */
 #define CTL_CLIENT_SLACK CKS_PROTO_CLIENT_SLACK /* seconds a client waits past a timeout */
+#define CTL_REPORT_TIMEOUT_MS CKS_PROTO_REPORT_TIMEOUT_MS /* the whole of a restored exchange */
 
-enum ctl_verb { CTL_PING, CTL_COMMIT, CTL_STATUS, CTL_FLUSH, CTL_RETRY };
+enum ctl_verb { CTL_PING, CTL_COMMIT, CTL_STATUS, CTL_FLUSH, CTL_RETRY, CTL_RESTORED };
 /* An absent wait= is CTL_WAIT_NONE: answer at once. */
 enum ctl_wait { CTL_WAIT_NONE, CTL_WAIT_DURABLE, CTL_WAIT_REPLICATED };
+/* restored result=; CTL_RESULT_NONE is "absent" (never valid on the wire). */
+enum ctl_result { CTL_RESULT_NONE, CTL_RESULT_OK, CTL_RESULT_FAILED };
 
 /* One request.  Fields a verb does not take keep their ctl_request_init()
  * values ("" or -1), so two requests compare equal field by field. */
@@ -57,6 +60,10 @@ struct ctl_request {
     int64_t timeout;             /* commit timeout= / flush deadline=:
                                   * 0..CTL_MAX_TIMEOUT seconds, -1 absent */
     char region[CTL_REGION_MAX]; /* retry: [A-Za-z0-9_-]{1,63} */
+    int64_t bytes;               /* restored: bytes, files restored and the */
+    int64_t files;               /*   microseconds it took, each 0..2^63-1, */
+    int64_t usec;                /*   -1 when absent */
+    enum ctl_result result;      /* restored */
 };
 
 /* A split response line: ok with a body, or an error code (message apart). */
@@ -79,6 +86,7 @@ void ctl_request_init(struct ctl_request *r, enum ctl_verb verb);
 bool ctl_request_equal(const struct ctl_request *a, const struct ctl_request *b);
 const char *ctl_verb_name(enum ctl_verb verb);
 const char *ctl_wait_name(enum ctl_wait wait);
+const char *ctl_result_name(enum ctl_result result); /* NULL for CTL_RESULT_NONE */
 
 /* Parses one request line; len counts the final '\n'.  0, or CKS_E_LIMIT
  * (longer than CTL_MAX_REQUEST), CKS_E_VERSION (another CKPTSYNC/<n>), or

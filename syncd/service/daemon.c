@@ -987,6 +987,11 @@ static void req_dispatch(struct dmn *d, struct conn *c)
         else
             conn_reply(d, c, "{\"retry\":true}", NULL, NULL);
         break;
+    case CTL_RESTORED: /* counted even when degraded: restores still work then */
+        metrics_restore(d->m, c->req.result == CTL_RESULT_OK, (uint64_t)c->req.bytes,
+                        (uint64_t)c->req.files, (uint64_t)c->req.usec);
+        conn_reply(d, c, "{\"recorded\":true}", NULL, NULL);
+        break;
     }
     buf_free(&b);
 }

@@ -45,6 +45,8 @@ struct metrics {
     uint64_t snaps[METRICS_NSNAPS];
     uint64_t bytes_new, bytes_dedup, chunks_new, chunks_dedup;
     uint64_t rereads;
+    uint64_t restores[2]; /* by [ok] */
+    uint64_t restore_bytes, restore_files, restore_usec;
 };
 
 static const char *const op_names[METRICS_NOPS] = {"has", "put", "publish"};
@@ -113,6 +115,18 @@ void metrics_retry(struct metrics *m, size_t i, enum metrics_retry cause, uint64
 {
     if (m && i < m->nregions)
         add(&m->rg[i].retries[cause], n);
+}
+
+void metrics_restore(struct metrics *m, bool ok, uint64_t bytes, uint64_t files, uint64_t usec)
+{
+    if (!m)
+        return;
+    add(&m->restores[ok], 1);
+    if (!ok)
+        return;
+    add(&m->restore_bytes, bytes);
+    add(&m->restore_files, files);
+    add(&m->restore_usec, usec);
 }
 
 /* ---- exposition ------------------------------------------------------- */
@@ -238,6 +252,28 @@ static void counters_regions(const struct metrics *m, struct buf *out)
                        get(&m->rereads));
 }
 
+static void counters_restore(const struct metrics *m, struct buf *out)
+{
+    metrics_family(out, "ckptsync_restores_total", "counter",
+                   "Restores the ckptsync command reported to this daemon, by result: ok or "
+                   "failed.");
+    metrics_sample_u64(out, "ckptsync_restores_total", (struct metrics_label[]){{"result", "ok"}},
+                       1, get(&m->restores[1]));
+    metrics_sample_u64(out, "ckptsync_restores_total",
+                       (struct metrics_label[]){{"result", "failed"}}, 1, get(&m->restores[0]));
+    metrics_family(out, "ckptsync_restore_bytes_total", "counter",
+                   "File bytes written by the restores that succeeded.");
+    metrics_sample_u64(out, "ckptsync_restore_bytes_total", NULL, 0, get(&m->restore_bytes));
+    metrics_family(out, "ckptsync_restore_files_total", "counter",
+                   "Files written by the restores that succeeded.");
+    metrics_sample_u64(out, "ckptsync_restore_files_total", NULL, 0, get(&m->restore_files));
+    metrics_family(out, "ckptsync_restore_seconds_total", "counter",
+                   "Time the restores that succeeded took; restore_bytes_total / this is "
+                   "their rate.");
+    metrics_sample(out, "ckptsync_restore_seconds_total", NULL, 0,
+                   (double)get(&m->restore_usec) / 1e6);
+}
+
 void metrics_counters(const struct metrics *m, struct buf *out)
 {
     metrics_family(out, "ckptsync_info", "gauge", "The ckptsyncd build; always 1.");
@@ -246,6 +282,7 @@ void metrics_counters(const struct metrics *m, struct buf *out)
         return;
     counters_ingest(m, out);
     counters_regions(m, out);
+    counters_restore(m, out);
 }
 
 /* ---- the endpoint ----------------------------------------------------- */

@@ -6,6 +6,7 @@
  *   metrics_new(repo, &m);                          // before the worker threads
  *   metrics_ingested(m, &done); metrics_request(m, i, op, ok, bytes); ...
  *                                                   // ingest and region threads
+ *   metrics_restore(m, ok, bytes, files, usec);     // a restore the CLI reported
  *   metrics_family(&out, name, "gauge", help); metrics_sample(&out, ...);
  *   metrics_counters(m, &out);                      // the event loop renders
  *   metrics_server_new("127.0.0.1:9477", epfd, render, ud, &srv, &err);
@@ -71,6 +72,10 @@ void metrics_reread(struct metrics *m);
  * the bytes it sent. */
 void metrics_request(struct metrics *m, size_t i, enum metrics_op op, bool ok, uint64_t bytes);
 void metrics_retry(struct metrics *m, size_t i, enum metrics_retry cause, uint64_t n);
+/* The event loop: a restore another process reported (the control
+ * protocol's restored).  Bytes, files and time count only when ok, so
+ * bytes / seconds is the rate of the restores that succeeded. */
+void metrics_restore(struct metrics *m, bool ok, uint64_t bytes, uint64_t files, uint64_t usec);
 
 /* ---- exposition ---------------------------------------------------------- */
 

@@ -2,7 +2,10 @@
 # A real Prometheus (Debian's package) scrapes ckptsyncd's /metrics every
 # second on loopback; after a snapshot is replicated, queries of its HTTP
 # API return what the snapshot reported (bytes ingested, new then dedup,
-# bytes put per region, the durable time).  Also: promtool lints the
+# bytes put per region, the durable time), and what restore --json
+# reported after a restore the CLI told the daemon about (bytes, files,
+# seconds, their rate; a failed restore counted apart), while a restore
+# with no daemon, or one that never answers, is not held up.  Also: promtool lints the
 # exposition, other paths and methods are refused, and the node_exporter
 # textfile is written whole.
 . "$(dirname "$0")/lib.sh"
@@ -54,6 +57,17 @@ q() {
   curl -sf --get "http://127.0.0.1:$PP/api/v1/query" --data-urlencode "query=$1" |
     python3 -c 'import json,sys; r=json.load(sys.stdin)["data"]["result"]; print(r[0]["value"][1] if len(r) == 1 else "none")'
 }
+# near A B: A and B agree to 1e-5 (relative, or absolute near 0).
+near() { python3 -c 'import sys; a,b=map(float,sys.argv[1:]); sys.exit(abs(a-b) > 1e-5*max(1,abs(b)))' "$1" "$2"; }
+# expect_q_near EXPR VALUE: like expect_q, for a float (seconds, a rate).
+expect_q_near() {
+  local got
+  for _ in $(seq 1 60); do
+    got=$(q "$1") && [ "$got" != none ] && near "$got" "$2" && return 0
+    sleep 0.5
+  done
+  die "query '$1' returned '$got', expected about '$2'"
+}
 # expect_q EXPR VALUE: waits (a few scrapes) until the query returns VALUE.
 expect_q() {
   local got
@@ -95,6 +109,33 @@ expect_q 'ckptsync_ingest_bytes_total{result="new"}' "$bytes"
 expect_q 'ckptsync_region_bytes_total{region="a",operation="put",result="ok"}' "$put_a"
 expect_q 'ckptsync_snapshot_latest_step{run="r1"}' 200
 
+step "a restore reports to the daemon: Prometheus shows what restore --json reported"
+expect_q 'ckptsync_restores_total{result="ok"}' 0
+cks restore --run r1 --snapshot "$id" --to "$T/restored" --json > "$T/r.json"
+r_bytes=$(json "$T/r.json" 'd["bytes"]')
+r_files=$(json "$T/r.json" 'd["files"]')
+r_secs=$(json "$T/r.json" 'repr(d["seconds"])')
+[ "$r_bytes" = "$bytes" ] || die "restore --json says $r_bytes bytes, the snapshot has $bytes"
+cmp -s "$T/restored/step_100.pt" "$T/watch/r1/step_100.pt" || die "the restored file differs"
+expect_q 'ckptsync_restores_total{result="ok"}' 1
+expect_q 'ckptsync_restores_total{result="failed"}' 0
+expect_q 'ckptsync_restore_bytes_total' "$r_bytes"
+expect_q 'ckptsync_restore_files_total' "$r_files"
+expect_q_near 'ckptsync_restore_seconds_total' "$r_secs"
+# the report carries whole microseconds: the rate is of the rounded time
+rate=$(python3 -c 'import sys; print(int(sys.argv[1]) / (round(float(sys.argv[2]) * 1e6) / 1e6))' "$r_bytes" "$r_secs")
+expect_q_near 'ckptsync_restore_bytes_total / ckptsync_restore_seconds_total' "$rate"
+echo "    restore of $id: $r_bytes bytes, $r_files file(s) in ${r_secs}s; Prometheus agrees"
+
+step "a failed restore counts as failed, and adds no bytes or time"
+expect_fail 1 cks restore --run r1 --snapshot "$id" --to "$T/restored" --json
+grep -q 'already exists' "$T/err" || { cat "$T/err"; die "the second restore did not fail as expected"; }
+expect_q 'ckptsync_restores_total{result="failed"}' 1
+expect_q 'ckptsync_restores_total{result="ok"}' 1
+expect_q 'ckptsync_restore_bytes_total' "$r_bytes"
+expect_q_near 'ckptsync_restore_seconds_total' "$r_secs"
+grep -qi 'report' "$T/err" && { cat "$T/err"; die "the report to the daemon was complained about"; }
+
 step "the node_exporter textfile is written whole, and lints clean"
 wait_for 15 grep -q '^ckptsync_ingest_bytes_total{result="dedup"} '"$bytes" "$T/textfile/ckptsync.prom" \
   || die "the textfile does not show the second snapshot"
@@ -105,4 +146,48 @@ fi
 
 stop_prom
 stop_daemon
+
+# wall CMD...: runs CMD (stdout in $T/out, stderr in $T/err), prints its seconds.
+wall() {
+  local t0; t0=$(date +%s.%N)
+  "$@" > "$T/out" 2> "$T/err" || { cat "$T/err" >&2; die "'$*' failed"; }
+  python3 -c 'import sys; print(float(sys.argv[2]) - float(sys.argv[1]))' "$t0" "$(date +%s.%N)"
+}
+# slower_by WALL JSON SECONDS: how much longer the command took than its restore.
+slower_by() { python3 -c 'import json,sys; print(float(sys.argv[1]) - json.load(open(sys.argv[2]))["seconds"])' "$1" "$2"; }
+
+step "no daemon: the restore sends nothing, says nothing about it, and is not delayed"
+SOCK=$STATE/ckptsyncd.sock   # [daemon] socket's default
+expect_fail 1 cks status
+grep -qF "nothing listens on \"$SOCK\"" "$T/err" || { cat "$T/err"; die "the socket is not $SOCK"; }
+t=$(wall cks restore --run r1 --snapshot "$id" --to "$T/restored-nd" --json)
+[ ! -s "$T/err" ] || { cat "$T/err"; die "a restore without a daemon wrote to stderr"; }
+cp "$T/out" "$T/nd.json"
+extra=$(slower_by "$t" "$T/nd.json")
+python3 -c 'import sys; sys.exit(float(sys.argv[1]) > 1.5)' "$extra" || die "the command took ${extra}s longer than its restore"
+echo "    ${extra}s beyond the restore itself"
+
+step "a daemon that never answers: the report gives up after 2 s, the restore succeeds"
+python3 - "$SOCK" > "$T/hang.log" 2>&1 <<'EOF2' &
+import os, socket, sys, time
+s = socket.socket(socket.AF_UNIX)
+try: os.unlink(sys.argv[1])
+except FileNotFoundError: pass
+s.bind(sys.argv[1]); s.listen(4)
+print("listening", flush=True)
+conns = []
+while True:
+    c, _ = s.accept(); conns.append(c)   # read nothing, answer nothing
+EOF2
+HANG_PID=$!
+stop_hang() { kill "$HANG_PID" 2>/dev/null; wait "$HANG_PID" 2>/dev/null || true; }
+CKS_CLEANUP_HOOKS+=(stop_hang)
+wait_for 10 grep -q listening "$T/hang.log" || die "the silent listener did not start"
+t=$(wall cks restore --run r1 --snapshot "$id" --to "$T/restored-hang" --json)
+extra=$(slower_by "$t" "$T/out")
+python3 -c 'import sys; sys.exit(not 1.5 <= float(sys.argv[1]) <= 5)' "$extra" \
+  || die "the command took ${extra}s longer than its restore (expected about 2 s)"
+[ ! -s "$T/err" ] || { cat "$T/err"; die "the unanswered report wrote to stderr"; }
+echo "    ${extra}s beyond the restore itself"
+stop_hang
 echo "metrics: ok"

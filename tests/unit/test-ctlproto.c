@@ -1,5 +1,5 @@
 /*
- * test-ctlproto.c — the control protocol codec: a table of valid requests
+ * test-ctlproto.c — the control protocol codec: tables of valid requests
  * of every verb (parsed fields, canonical re-encoding, round trip), a table
  * of every kind of rejection with its code, encoder refusals, and the
  * response side (OK/ERR encoding, splitting, lenient message decoding,
@@ -58,6 +58,25 @@ static const struct valid_case valid[] = {
       NULL },
 };
 
+/* restored: its own fields, every other one absent. */
+struct restored_case {
+    const char *line;
+    int64_t bytes, files, usec;
+    enum ctl_result result;
+    const char *canon;
+};
+
+static const struct restored_case restored[] = {
+    { "CKPTSYNC/1 restored bytes=3145728 files=2 usec=412345 result=ok\n", 3145728, 2, 412345,
+      CTL_RESULT_OK, NULL },
+    { "CKPTSYNC/1 restored bytes=0 files=0 usec=0 result=failed\n", 0, 0, 0, CTL_RESULT_FAILED,
+      NULL },
+    { "CKPTSYNC/1 restored result=ok usec=7 files=1 bytes=9223372036854775807\n", INT64_MAX, 1, 7,
+      CTL_RESULT_OK, "CKPTSYNC/1 restored bytes=9223372036854775807 files=1 usec=7 result=ok\n" },
+    { "CKPTSYNC/1 restored bytes=%31 files=1 usec=1 result=%6Fk\n", 1, 1, 1, CTL_RESULT_OK,
+      "CKPTSYNC/1 restored bytes=1 files=1 usec=1 result=ok\n" },
+};
+
 static void check_round_trip(const struct ctl_request *r, const char *canon)
 {
     struct buf out = BUF_INIT, err = BUF_INIT;
@@ -90,6 +109,33 @@ static void test_valid_requests(void **state)
         check_round_trip(&r, v->canon ? v->canon : v->line);
         buf_free(&err);
     }
+}
+
+static void test_restored_requests(void **state)
+{
+    for (size_t i = 0; i < sizeof(restored) / sizeof(restored[0]); i++) {
+        const struct restored_case *v = &restored[i];
+        struct ctl_request r, want;
+        struct buf err = BUF_INIT;
+        int rc = ctl_request_parse(v->line, strlen(v->line), &r, &err);
+        if (rc != 0)
+            fail_msg("case %zu \"%s\": %s", i, v->line, buf_str(&err));
+        ctl_request_init(&want, CTL_RESTORED);
+        want.bytes = v->bytes;
+        want.files = v->files;
+        want.usec = v->usec;
+        want.result = v->result;
+        assert_true(ctl_request_equal(&r, &want));
+        check_round_trip(&r, v->canon ? v->canon : v->line);
+        buf_free(&err);
+    }
+    /* the other verbs leave the restored fields absent */
+    struct ctl_request r;
+    assert_int_equal(ctl_request_parse(L("CKPTSYNC/1 ping\n"), &r, NULL), 0);
+    assert_int_equal(r.bytes, -1);
+    assert_int_equal(r.files, -1);
+    assert_int_equal(r.usec, -1);
+    assert_int_equal(r.result, CTL_RESULT_NONE);
 }
 
 struct bad_case {
@@ -160,6 +206,26 @@ static const struct bad_case bad[] = {
     { L("CKPTSYNC/1 retry region=eu.1\n"), CKS_E_FORMAT },
     { L("CKPTSYNC/1 retry region="
         "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\n"), CKS_E_FORMAT },
+    { L("CKPTSYNC/1 restored\n"), CKS_E_FORMAT },           /* all four keys required */
+    { L("CKPTSYNC/1 restored files=1 usec=1 result=ok\n"), CKS_E_FORMAT },
+    { L("CKPTSYNC/1 restored bytes=1 usec=1 result=ok\n"), CKS_E_FORMAT },
+    { L("CKPTSYNC/1 restored bytes=1 files=1 result=ok\n"), CKS_E_FORMAT },
+    { L("CKPTSYNC/1 restored bytes=1 files=1 usec=1\n"), CKS_E_FORMAT },
+    { L("CKPTSYNC/1 restored bytes=1 bytes=1 files=1 usec=1 result=ok\n"), CKS_E_FORMAT },
+    { L("CKPTSYNC/1 restored bytes=-1 files=1 usec=1 result=ok\n"), CKS_E_FORMAT },
+    { L("CKPTSYNC/1 restored bytes=9223372036854775808 files=1 usec=1 result=ok\n"),
+      CKS_E_FORMAT },
+    { L("CKPTSYNC/1 restored bytes=1 files=01 usec=1 result=ok\n"), CKS_E_FORMAT },
+    { L("CKPTSYNC/1 restored bytes=1 files=1 usec=1.5 result=ok\n"), CKS_E_FORMAT },
+    { L("CKPTSYNC/1 restored bytes=1 files=1 usec=1 result=OK\n"), CKS_E_FORMAT },
+    { L("CKPTSYNC/1 restored bytes=1 files=1 usec=1 result=none\n"), CKS_E_FORMAT },
+    { L("CKPTSYNC/1 restored bytes=1 files=1 usec=1 result=\n"), CKS_E_FORMAT },
+    { L("CKPTSYNC/1 restored bytes=1 files=1 usec=1 result=okokokokokokokokokokokokokokokokok\n"),
+      CKS_E_FORMAT },
+    { L("CKPTSYNC/1 restored bytes=1 files=1 usec=1 result=ok%00\n"), CKS_E_FORMAT },
+    { L("CKPTSYNC/1 restored bytes=1 files=1 usec=1 result=ok step=1\n"), CKS_E_FORMAT },
+    { L("CKPTSYNC/1 commit path=/a bytes=1\n"), CKS_E_FORMAT }, /* restored's keys only */
+    { L("CKPTSYNC/1 status result=ok\n"), CKS_E_FORMAT },
 };
 
 static void test_rejections(void **state)
@@ -244,6 +310,15 @@ static void test_encode_refuses(void **state)
     assert_int_equal(ctl_request_encode(&r, &out), -EINVAL);
     ctl_request_init(&r, CTL_RETRY);
     memcpy(r.region, "eu 1", 5);
+    assert_int_equal(ctl_request_encode(&r, &out), -EINVAL);
+    ctl_request_init(&r, CTL_RESTORED); /* every field absent */
+    assert_int_equal(ctl_request_encode(&r, &out), -EINVAL);
+    r.bytes = r.files = r.usec = 1;
+    assert_int_equal(ctl_request_encode(&r, &out), -EINVAL); /* no result */
+    r.result = (enum ctl_result)9;
+    assert_int_equal(ctl_request_encode(&r, &out), -EINVAL);
+    r.result = CTL_RESULT_OK;
+    r.usec = -1;
     assert_int_equal(ctl_request_encode(&r, &out), -EINVAL);
     assert_int_equal(out.len, 0);
     buf_free(&out);
@@ -402,12 +477,18 @@ static void test_error_codes(void **state)
     assert_null(ctl_verb_name((enum ctl_verb)42));
     assert_string_equal(ctl_wait_name(CTL_WAIT_REPLICATED), "replicated");
     assert_null(ctl_wait_name((enum ctl_wait)42));
+    assert_string_equal(ctl_verb_name(CTL_RESTORED), "restored");
+    assert_string_equal(ctl_result_name(CTL_RESULT_OK), "ok");
+    assert_string_equal(ctl_result_name(CTL_RESULT_FAILED), "failed");
+    assert_null(ctl_result_name(CTL_RESULT_NONE));
+    assert_null(ctl_result_name((enum ctl_result)42));
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_valid_requests),
+        cmocka_unit_test(test_restored_requests),
         cmocka_unit_test(test_rejections),
         cmocka_unit_test(test_bounds),
         cmocka_unit_test(test_encode_refuses),
