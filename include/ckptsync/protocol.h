@@ -114,7 +114,8 @@
  * Example exchange:
  *
  *   > CKPTSYNC/1 commit path=/data/cloud_storage/r1/checkpoint%201000 step=1000 wait=durable timeout=600
- *   < OK {"run":"r1","snapshot":"20261201T000701Z-3f2a9c1b7d0e","state":"durable"}
+ *   < OK {"id":"20261201T000701.123456Z-3f2a9c1b","run":"r1","regions_committed":2,
+ *         "durable":true,"replicated":false}
  *   > CKPTSYNC/1 retry region=eu-1
  *   < ERR notfound no%20region%20named%20%22eu-1%22
  *   > CKPTSYNC/1 restored bytes=3145728 files=1 usec=412345 result=ok
