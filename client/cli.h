@@ -39,6 +39,11 @@ void cli_print_json(struct buf *b);
 /* Parses a decimal integer for an option; returns 0 or prints and -1. */
 int cli_parse_i64(const char *opt, const char *s, int64_t min, int64_t max, int64_t *ret);
 
+/* Tells a daemon on the configured socket about one restore (its
+ * metrics); advisory: without a daemon nothing is sent or reported. */
+struct restore_result;
+void cli_report_restore(const struct cli *c, const struct restore_result *res, double secs, int e);
+
 int cli_restore_units(struct cli *c, struct repo *r, const char *run, const char *target,
                       bool force, bool all, const char *skip_root);
 

@@ -223,10 +223,9 @@ static void restore_print(struct cli *c, const struct repo *r, const struct rest
 }
 
 /* Tells a daemon listening on the configured socket about one restore,
- * for its metrics.  Advisory: with no daemon nothing is sent, and no
+ * for its metrics (restore, migrate-in).  Advisory: with no daemon nothing is sent, and no
  * failure is reported (the restore's own result is what counts). */
-static void restore_report(const struct cli *c, const struct restore_result *res, double secs,
-                           int e)
+void cli_report_restore(const struct cli *c, const struct restore_result *res, double secs, int e)
 {
     struct cks_client *cl;
     bool ok = e == 0;
@@ -272,7 +271,7 @@ int cli_restore_units(struct cli *c, struct repo *r, const char *run, const char
         } else if (!c->quiet && !c->json) {
             fprintf(stderr, "restored %s (snapshot %s)\n", u[i].root, u[i].id);
         }
-        restore_report(c, &res, secs, e);
+        cli_report_restore(c, &res, secs, e);
     }
     free(u);
     buf_free(&err);
@@ -324,7 +323,7 @@ int cmd_restore(struct cli *c, int argc, char **argv)
         log_error("restore of run '%s' into \"%s\" failed: %s", o.run, o.target, buf_str(&err));
     else
         restore_print(c, r, &res, secs);
-    restore_report(c, &res, secs, e);
+    cli_report_restore(c, &res, secs, e);
     /* --latest of a checkpoint brings the run's files outside checkpoints
      * along (logs, configs), as a resumed job expects them. */
     if (e == 0 && latest && res.step >= 0 && cli_restore_units(c, r, o.run, o.target, o.force, false, res.root))

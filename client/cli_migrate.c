@@ -260,22 +260,6 @@ static const char in_usage[] =
     "path to resume from, e.g.\n"
     "  train.py --resume_from_checkpoint \"$(ckptsync migrate-in --run r1 --to /data/cloud_storage/r1)\"\n";
 
-/* Tells a daemon listening on the configured socket about the restore,
- * for its metrics (as cli_cmds.c does for restore); without one nothing
- * is sent, and no failure is reported. */
-static void mi_report(const struct cli *c, const struct restore_result *res, double secs, int e)
-{
-    struct cks_client *cl;
-    bool ok = e == 0;
-    if (cks_client_open(c->conf.socket, &cl) < 0)
-        return;
-    int r = cks_report_restore(cl, ok ? res->bytes : 0, ok ? res->files : 0,
-                               secs > 0 ? (uint64_t)(secs * 1e6 + 0.5) : 0, ok);
-    if (r < 0)
-        log_debug("reporting the restore to the daemon: %s", cks_client_error(cl));
-    cks_client_close(cl);
-}
-
 /* The run to migrate when none is named: the only one there is. */
 static int mi_pick_run(struct repo *r, char *run, size_t cap)
 {
@@ -339,7 +323,7 @@ int cmd_migrate_in(struct cli *c, int argc, char **argv)
     double t0 = cli_now();
     e = restore_run(r, &o, &res, &err);
     cli_progress_end(c);
-    mi_report(c, &res, cli_now() - t0, e);
+    cli_report_restore(c, &res, cli_now() - t0, e);
     /* Only a verified restore adopts the run: from now on this instance
      * writes it at a new generation, which outranks the old owner's. */
     if (e == 0 && (e = lineage_adopt(r, run, res.id, res.step, &gen, &handed)) < 0)
