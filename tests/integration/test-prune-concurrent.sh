@@ -135,7 +135,9 @@ for try in $(seq 1 20); do
   sleep 10
 done
 icks P prune --grace 0 --json > "$T/prune.json" || die "the last prune"
-[ -z "$(rg_keys a intents/)" ] || die "intents left after every writer stopped: $(rg_keys a intents/ | head -3)"
+# (a dir region's ".<key>.tmp.<pid>.<hex>" is a put cut short by kill -9: not an object)
+left=$(rg_keys a intents/ | grep -v '^intents/\.' || true)
+[ -z "$left" ] || die "intents left after every writer stopped: $(echo "$left" | head -3)"
 
 step "verify passes; every snapshot still listed restores bit for bit; the newest are all there"
 cks verify -q || { cks verify >&2 || true; die "verify after the concurrent prunes"; }
