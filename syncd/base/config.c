@@ -144,6 +144,7 @@ static const struct key_def config_keys[] = {
     {SEC_DAEMON, "quorum", parse_uint, check_uint, CFG(quorum), 1, CONFIG_MAX_REGIONS, 0},
     {SEC_DAEMON, "settle", parse_uint, check_uint, CFG(settle), 0, SETTLE_MAX, 0},
     {SEC_DAEMON, "memory", parse_size, check_size, CFG(memory), MIB, UINT64_MAX, 0},
+    {SEC_DAEMON, "workers", parse_uint, check_uint, CFG(workers), 0, 1024, 0},
     {SEC_DAEMON, "create_settle", parse_uint, check_uint, CFG(create_settle), 1, 600, 0},
     {SEC_DAEMON, "metrics", parse_listen, check_listen, CFG(metrics), 0, 0, 0},
     {SEC_DAEMON, "metrics_textfile", parse_text, check_textfile, CFG(metrics_textfile), 0, 0, 0},

@@ -7,7 +7,7 @@
  * Sizes accept K, M, G, T suffixes (powers of 1024), e.g. "4M"; durations
  * are seconds with one optional lower-case s, m, h or d suffix, e.g. "6h".
  *
- *   [daemon]  watch, state, quorum, settle, socket, memory, create_settle,
+ *   [daemon]  watch, state, quorum, settle, socket, memory, workers, create_settle,
  *             metrics (HOST:PORT or PORT, off by default), metrics_textfile
  *   [chunker] min, avg, max, normalization
  *   [compress] level
@@ -104,6 +104,8 @@ struct config {
                                          * candidates where a store cannot refuse a
                                          * second create (service/repo.c), default 10 */
     uint64_t memory;                    /* memory budget, default 1G */
+    unsigned workers;                   /* threads for cutting, hashing, compression and
+                                         * restore; 0 (default): one per online CPU */
     char metrics[CONFIG_LISTEN_MAX];    /* Prometheus /metrics address as written
                                          * (config_parse_listen), "" = off (default) */
     char metrics_textfile[CONFIG_PATH_MAX]; /* node_exporter textfile (*.prom), "" = none */

@@ -1,14 +1,23 @@
 /*
  * fetch.c — the striped, failing-over chunk downloader behind restore.
  *
- * One loop on one thread: fill each region's window with the next jobs
- * (job i prefers region i mod n, so load spreads evenly whatever the
- * order of completion), poll the regions that have requests in flight,
- * verify each object (chunkobj_decode checks format, length and SHA-256),
- * and hand the raw bytes over.  Failed jobs go to a retry list that is
- * served before new jobs, each to a region not yet tried.
+ * One loop per part: fill each region's window with the next jobs (job i
+ * prefers region i mod n, so load spreads evenly whatever the order of
+ * completion), poll the regions that have requests in flight, verify
+ * each object (chunkobj_decode checks format, length and SHA-256), and
+ * hand the raw bytes over.  Failed jobs go to a retry list that is served
+ * before new jobs, each to a region not yet tried.
+ *
+ * Parts: the jobs are cut into as many contiguous ranges as the repo has
+ * workers (config `workers`), each run by its own thread with its own
+ * region handles (a struct region is single-threaded), so downloads,
+ * decompression and verification use every core; the first part runs on
+ * the calling thread with the repo's handles.  The caller's on_chunk is
+ * called under one mutex, so it needs no locking of its own.
  */
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,8 +33,23 @@ struct fslot {
     bool used;
 };
 
+struct fetch_shared {
+    pthread_mutex_t mu;        /* serialises on_chunk */
+    int (*on_chunk)(void *, const struct fetch_job *, const uint8_t *, size_t);
+    void *ud;
+    atomic_int failed;         /* a part failed: the others stop */
+};
+
 struct fetcher {
     struct repo *r;
+    struct fetch_shared *sh;
+    struct region *rg[CONFIG_MAX_REGIONS];   /* this part's handles */
+    struct region *own[CONFIG_MAX_REGIONS];  /* those it opened itself */
+    size_t parts;
+    pthread_t th;
+    int ret;
+    struct buf errbuf;
+    struct fetch_stats stbuf;
     struct fetch_job *jobs;
     size_t n, next;
     struct fetch_job **retry;
@@ -39,11 +63,12 @@ struct fetcher {
     struct buf *err;
 };
 
-static size_t f_window(const struct repo *r, size_t i)
+static size_t f_window(const struct fetcher *f, size_t i)
 {
-    uint64_t per = 2 * r->params.chunk_max * (r->nregions ? r->nregions : 1);
+    const struct repo *r = f->r;
+    uint64_t per = 2 * r->params.chunk_max * (r->nregions ? r->nregions : 1) * f->parts;
     uint64_t cap = per ? r->conf.memory / per : 1;
-    size_t w = region_parallelism(r->regions[i]);
+    size_t w = region_parallelism(f->rg[i]);
     if (w > cap)
         w = (size_t)cap;
     return w ? (w > 64 ? 64 : w) : 1;
@@ -69,8 +94,8 @@ static bool f_submit(struct fetcher *f, struct fetch_job *job, size_t i)
     sl->job = job;
     sl->region = i;
     job->tried |= 1u << i;
-    if (region_submit(f->r->regions[i], &sl->req) < 0) {
-        log_warn("%s", region_last_error(f->r->regions[i]));
+    if (region_submit(f->rg[i], &sl->req) < 0) {
+        log_warn("%s", region_last_error(f->rg[i]));
         return false;
     }
     sl->used = true;
@@ -119,7 +144,7 @@ static void f_failed(struct fetcher *f, struct fslot *sl, int e)
 {
     char hex[HASH_HEX_LEN + 1];
     hex_encode(sl->job->id, HASH_LEN, hex);
-    log_warn("region '%s': chunk %s: %s; trying the next region", f->r->regions[sl->region]->conf.name,
+    log_warn("region '%s': chunk %s: %s; trying the next region", f->rg[sl->region]->conf.name,
              hex, e == -ENOENT ? "missing" : sl->req.errmsg[0] ? sl->req.errmsg : err_str(e));
     f->st->failovers++;
     f->retry[f->nretry++] = sl->job;
@@ -144,7 +169,10 @@ static int f_complete(struct fetcher *f, struct region_req *req,
     }
     f->st->fetched_bytes += req->out.len;
     f->st->region_chunks[sl->region]++;
-    return on_chunk(ud, sl->job, f->raw.data, f->raw.len);
+    pthread_mutex_lock(&f->sh->mu);
+    e = atomic_load(&f->sh->failed) ? -ECANCELED : on_chunk(ud, sl->job, f->raw.data, f->raw.len);
+    pthread_mutex_unlock(&f->sh->mu);
+    return e;
 }
 
 static int f_loop(struct fetcher *f,
@@ -152,6 +180,10 @@ static int f_loop(struct fetcher *f,
 {
     int e = 0;
     while (e == 0 && (f->next < f->n || f->nretry || f->inflight)) {
+        if (atomic_load(&f->sh->failed)) {
+            e = -ECANCELED;
+            break;
+        }
         if ((e = f_fill(f)) < 0)
             break;
         size_t busy_regions = 0;
@@ -160,7 +192,7 @@ static int f_loop(struct fetcher *f,
         for (size_t i = 0; i < f->r->nregions && e == 0; i++) {
             if (!f->busy[i])
                 continue;
-            struct region_req *done = region_poll(f->r->regions[i], busy_regions > 1 ? 5 : 1000);
+            struct region_req *done = region_poll(f->rg[i], busy_regions > 1 ? 5 : 1000);
             while (done) {
                 struct region_req *next = done->next;
                 if (e == 0) {
@@ -177,39 +209,124 @@ static int f_loop(struct fetcher *f,
     return e;
 }
 
-int fetch_run(struct repo *r, struct fetch_job *jobs, size_t n,
-              int (*on_chunk)(void *ud, const struct fetch_job *j, const uint8_t *data, size_t len),
-              void *ud, struct fetch_stats *stats, struct buf *err)
+/* One part: its window, its loop, its cleanup.  Sets f->ret. */
+static void f_part(struct fetcher *f)
 {
-    struct fetcher f = {.r = r, .jobs = jobs, .n = n, .st = stats, .err = err};
+    struct repo *r = f->r;
     int e = -ENOMEM;
-    memset(stats, 0, sizeof(*stats));
-    if (!(f.retry = calloc(n ? n : 1, sizeof(*f.retry))))
-        return -ENOMEM;
+    if (!(f->retry = calloc(f->n ? f->n : 1, sizeof(*f->retry))))
+        goto out;
     for (size_t i = 0; i < r->nregions; i++) {
-        f.window[i] = f_window(r, i);
-        if (!(f.slots[i] = calloc(f.window[i], sizeof(struct fslot))))
+        f->window[i] = f_window(f, i);
+        if (!(f->slots[i] = calloc(f->window[i], sizeof(struct fslot))))
             goto out;
     }
-    e = f_loop(&f, on_chunk, ud);
+    e = f_loop(f, f->sh->on_chunk, f->sh->ud);
     /* On failure, let requests still in flight finish before their buffers go. */
-    while (e < 0 && f.inflight) {
+    while (e < 0 && f->inflight) {
         for (size_t i = 0; i < r->nregions; i++) {
-            struct region_req *done = f.busy[i] ? region_poll(r->regions[i], 100) : NULL;
+            struct region_req *done = f->busy[i] ? region_poll(f->rg[i], 100) : NULL;
             for (; done; done = done->next) {
-                f.busy[i]--;
-                f.inflight--;
+                f->busy[i]--;
+                f->inflight--;
             }
         }
     }
 out:
     for (size_t i = 0; i < r->nregions; i++) {
-        for (size_t k = 0; f.slots[i] && k < f.window[i]; k++)
-            buf_free(&f.slots[i][k].req.out);
-        free(f.slots[i]);
+        for (size_t k = 0; f->slots[i] && k < f->window[i]; k++)
+            buf_free(&f->slots[i][k].req.out);
+        free(f->slots[i]);
+        f->slots[i] = NULL;
     }
-    free(f.retry);
-    chunkobj_ctx_free(&f.z);
-    buf_free(&f.raw);
+    free(f->retry);
+    f->retry = NULL;
+    chunkobj_ctx_free(&f->z);
+    buf_free(&f->raw);
+    if (e < 0 && e != -ECANCELED)
+        atomic_store(&f->sh->failed, 1);
+    f->ret = e;
+}
+
+static void *f_part_main(void *arg)
+{
+    f_part(arg);
+    return NULL;
+}
+
+/* Parts worth running: no more than workers, and each with at least a
+ * few chunks per region so windows fill. */
+static size_t f_parts(const struct repo *r, size_t n)
+{
+    size_t parts = repo_workers(r);
+    size_t min_jobs = 4 * (r->nregions ? r->nregions : 1);
+    if (parts > n / min_jobs)
+        parts = n / min_jobs;
+    return parts ? parts : 1;
+}
+
+int fetch_run(struct repo *r, struct fetch_job *jobs, size_t n,
+              int (*on_chunk)(void *ud, const struct fetch_job *j, const uint8_t *data, size_t len),
+              void *ud, struct fetch_stats *stats, struct buf *err)
+{
+    struct fetch_shared sh = {.on_chunk = on_chunk, .ud = ud};
+    size_t parts = f_parts(r, n);
+    struct fetcher *f = calloc(parts, sizeof(*f));
+    int e = 0;
+    memset(stats, 0, sizeof(*stats));
+    if (!f)
+        return -ENOMEM;
+    pthread_mutex_init(&sh.mu, NULL);
+    for (size_t p = 0; e == 0 && p < parts; p++) {
+        struct fetcher *fp = &f[p];
+        size_t lo = n * p / parts, hi = n * (p + 1) / parts;
+        fp->r = r;
+        fp->sh = &sh;
+        fp->parts = parts;
+        fp->jobs = jobs + lo;
+        fp->n = hi - lo;
+        fp->st = p ? &fp->stbuf : stats;
+        fp->err = p ? &fp->errbuf : err;
+        for (size_t i = 0; i < r->nregions; i++) {
+            fp->rg[i] = r->regions[i];
+            if (p == 0 || r->health[i])
+                continue;
+            struct buf rerr = BUF_INIT;
+            if ((e = repo_region_clone(r, i, &fp->own[i], &rerr)) < 0)
+                buf_printf(err, "%s", buf_str(&rerr));
+            else
+                fp->rg[i] = fp->own[i];
+            buf_free(&rerr);
+            if (e < 0)
+                break;
+        }
+    }
+    size_t started = 1;
+    for (size_t p = 1; e == 0 && p < parts; p++, started++)
+        if ((e = -pthread_create(&f[p].th, NULL, f_part_main, &f[p])) < 0)
+            atomic_store(&sh.failed, 1);
+    if (e == 0)
+        f_part(&f[0]);
+    else
+        f[0].ret = e;
+    e = f[0].ret;
+    for (size_t p = 1; p < parts; p++) {
+        if (p < started)
+            pthread_join(f[p].th, NULL);
+        if ((e == 0 || e == -ECANCELED) && f[p].ret < 0 && f[p].ret != -ECANCELED) {
+            e = f[p].ret;
+            buf_reset(err);
+            buf_printf(err, "%s", buf_str(&f[p].errbuf));
+        }
+        stats->fetched_bytes += f[p].stbuf.fetched_bytes;
+        stats->failovers += f[p].stbuf.failovers;
+        for (size_t i = 0; i < CONFIG_MAX_REGIONS; i++)
+            stats->region_chunks[i] += f[p].stbuf.region_chunks[i];
+        for (size_t i = 0; i < CONFIG_MAX_REGIONS; i++)
+            region_free(f[p].own[i]);
+        buf_free(&f[p].errbuf);
+    }
+    pthread_mutex_destroy(&sh.mu);
+    free(f);
     return e;
 }

@@ -18,7 +18,14 @@
  *   records, and for every region the chunks it lacks plus the publish
  *   entry.  A crash before it leaves a stale pin folder (removed at the
  *   next start); after it, the replicator resumes from the queue.
- * - Memory: one read buffer of two maximal chunks, and the manifest.
+ * - Each chunk some region lacks is encoded here, once, and handed to the
+ *   region workers through the replicator's object buffer
+ *   (service/objbuf.h) while the unit is still being read: uploads start
+ *   before the snapshot is committed, and no worker reads, hashes or
+ *   compresses the chunk again.  A worker that finds its chunk no longer
+ *   buffered (it fell behind) reads it back from the pin.
+ * - Memory: one read buffer of two maximal chunks, one encoded object,
+ *   the manifest; the buffer's budget is the replicator's.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -33,9 +40,11 @@
 
 #include "base/err.h"
 #include "base/log.h"
+#include "engine/chunkobj.h"
 #include "service/ingest.h"
 #include "service/lineage.h"
 #include "service/metrics.h"
+#include "service/objbuf.h"
 #include "service/pin.h"
 #include "service/queue.h"
 #include "service/scan.h"
@@ -49,6 +58,7 @@ struct cref {                 /* one chunk reference, with where its bytes are *
     uint8_t id[HASH_LEN];
     uint32_t len, file;
     uint64_t off;
+    uint32_t fed;                 /* slots it was buffered for (ing_feed) */
 };
 
 struct ingester {
@@ -89,11 +99,15 @@ struct ing {
     uint8_t content[HASH_LEN];
     uint64_t queued_bytes;
     uint64_t new_bytes;           /* of the distinct chunks no region had */
+    struct chunkobj_ctx z;
+    struct buf obj;               /* the encoded object of the current chunk */
+    uint32_t all;                 /* slot bits of every region */
 };
 
 /* ---- reading ----------------------------------------------------------- */
 
-static int ing_ref(struct ing *g, const uint8_t id[HASH_LEN], uint32_t len, uint64_t off)
+static int ing_ref(struct ing *g, const uint8_t id[HASH_LEN], uint32_t len, uint64_t off,
+                   uint32_t fed)
 {
     if (g->nrefs == g->refs_cap) {
         size_t cap = g->refs_cap ? g->refs_cap * 2 : 256;
@@ -108,14 +122,47 @@ static int ing_ref(struct ing *g, const uint8_t id[HASH_LEN], uint32_t len, uint
     c->len = len;
     c->file = g->cur_file;
     c->off = off;
+    c->fed = fed;
     return manifest_add_chunk(&g->m, id, len);
+}
+
+/* Encodes a chunk some region lacks and hands it to the region workers
+ * (this may wait while the fastest quorum catches up). */
+static int ing_feed(struct ing *g, const uint8_t id[HASH_LEN], const uint8_t *data, size_t len,
+                    uint32_t *ret_fed)
+{
+    struct repo *r = g->ig->r;
+    struct objbuf *ob = replicator_objbuf(g->ig->rp);
+    struct index_chunk c = {0};
+    struct index_txn *t;
+    enum chunkobj_codec codec;
+    int e = index_txn_begin(r->ix, false, &t);
+    if (e < 0)
+        return e;
+    e = index_chunk_get(t, id, &c);
+    index_txn_abort(t);
+    if (e < 0 && e != -ENOENT)
+        return e;
+    uint32_t needs = g->all & ~(e == 0 ? c.presence : 0);
+    if (!needs || objbuf_has(ob, id))
+        return 0;
+    if ((e = chunkobj_encode(&g->z, data, len, r->conf.zstd_level, &g->obj, &codec)) < 0)
+        return e;
+    if ((e = objbuf_put(ob, id, (uint8_t)codec, (uint32_t)len, g->obj.data, g->obj.len, needs)) < 0)
+        return e;
+    *ret_fed = needs;
+    replicator_kick(g->ig->rp);
+    return 0;
 }
 
 static int ing_chunk(void *ud, const uint8_t *data, size_t len, uint64_t off)
 {
+    struct ing *g = ud;
     uint8_t id[HASH_LEN];
+    uint32_t fed = 0;
     hash_sha256(data, len, id);
-    return ing_ref(ud, id, (uint32_t)len, off);
+    int e = ing_feed(g, id, data, len, &fed);
+    return e < 0 ? e : ing_ref(g, id, (uint32_t)len, off, fed);
 }
 
 static void ing_key(const struct stat *st, struct index_file_key *k)
@@ -142,7 +189,7 @@ static int ing_reuse(struct ing *g, const struct index_file_key *k, uint8_t dige
         return 0;
     uint64_t off = 0;
     for (size_t i = 0; e == 0 && i < n; i++) {
-        e = ing_ref(g, v[i].id, v[i].len, off);
+        e = ing_ref(g, v[i].id, v[i].len, off, 0);
         off += v[i].len;
     }
     free(v);
@@ -367,6 +414,8 @@ static int ing_enqueue(struct ing *g, struct index_txn *t, uint64_t seq)
     for (size_t k = 0; k < g->nrefs; k++)
         if (!out || memcmp(g->refs[out - 1].id, g->refs[k].id, HASH_LEN))
             g->refs[out++] = g->refs[k];
+        else
+            g->refs[out - 1].fed |= g->refs[k].fed;
     for (size_t k = 0; k < out && e == 0; k++) {
         struct index_chunk c = {0};
         bool fresh = false;
@@ -381,6 +430,8 @@ static int ing_enqueue(struct ing *g, struct index_txn *t, uint64_t seq)
             if (!((c.presence >> q.slot) & 1)) {
                 e = queue_put(t, &q);
                 g->queued_bytes += q.len;
+            } else if ((g->refs[k].fed >> q.slot) & 1) {
+                g->queued_bytes += q.len; /* work of this snapshot, done before its commit */
             }
         }
         g->res->new_chunks += fresh;
@@ -509,7 +560,8 @@ static int ing_once(struct ing *g)
 
 static void ing_run(struct ingester *ig, const struct ingest_job *job, struct ingest_done *res)
 {
-    struct ing g = {.ig = ig, .job = job, .res = res};
+    struct ing g = {.ig = ig, .job = job, .res = res, .z = CHUNKOBJ_CTX_INIT,
+                    .all = replicator_all_slots(ig->rp)};
     int e;
     memset(res, 0, sizeof(*res));
     res->ticket = job->ticket;
@@ -541,6 +593,8 @@ out:
         snprintf(res->msg, sizeof(res->msg), "%s", err_str(e));
     ing_reset(&g);
     scan_free(&g.scan);
+    chunkobj_ctx_free(&g.z);
+    buf_free(&g.obj);
     free(g.refs);
     buf_free(&g.pin);
 }

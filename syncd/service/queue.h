@@ -38,7 +38,8 @@ struct pending {
     int64_t step;
     int64_t created_ms;        /* wall clock, for lag */
     bool pinned;               /* bytes are read from pin/<file index> */
-    uint64_t queued_bytes;     /* chunk bytes queued over all regions at ingest */
+    uint64_t queued_bytes;     /* chunk bytes to upload over all regions: queued at ingest,
+                                * plus those uploaded from the object buffer before it */
     char id[MANIFEST_ID_MAX + 1];
     char run[MANIFEST_MAX_FIELD + 1];
     char unit[MANIFEST_MAX_PATH + 1];     /* relative to the watch root */

@@ -33,6 +33,7 @@
 #include "engine/chunkobj.h"
 #include "service/gc.h"
 #include "service/metrics.h"
+#include "service/objbuf.h"
 #include "service/pin.h"
 #include "service/presence.h"
 #include "service/queue.h"
@@ -42,6 +43,7 @@
 #define BACKOFF_MIN_MS 1000
 #define BACKOFF_MAX_MS 60000
 #define RETAKES_MAX 64
+#define IDLE_INTENT_MS 5000 /* an idle worker's intent outlives its work this long */
 
 struct slot;
 
@@ -66,19 +68,27 @@ struct rworker {
     size_t nconfirmed, confirmed_cap;
     bool drop;                     /* a chunk's bytes changed: drop cache_seq */
     /* prune's protocol (service/gc.h): an intent covers what this worker
-     * relies on for cache_seq, from before its first look */
+     * relies on, from before its first look until the publish.  A chunk
+     * counts as confirmed only if the intent alive now was alive when the
+     * region confirmed it: epoch changes with each intent. */
     struct gc_intent intent;
+    uint64_t epoch;
     struct gc_cache gcc;
 };
 
-/* One chunk in flight: HAS first, then PUT if the region lacks it. */
+/* One chunk in flight: HAS first, then PUT if the region lacks it.  Its
+ * object is ent's (encoded once by ingest, service/objbuf.h) or, for a
+ * chunk no longer buffered, read back from the pin and encoded into obj. */
 struct slot {
     bool used;
+    bool feed;                     /* from the buffer, ahead of any queue entry */
+    uint64_t epoch;                /* the worker's intent when it started */
     struct qentry q;
     struct region_req req;
     uint8_t *data;
     size_t cap;
     struct buf obj;
+    struct objbuf_ent *ent;
     struct index_chunk rec;
 };
 
@@ -94,6 +104,7 @@ struct replicator {
     uint64_t kicks;
     size_t n;
     struct rworker w[CONFIG_MAX_REGIONS];
+    struct objbuf *ob;             /* encoded objects from ingest */
     char retakes[RETAKES_MAX][4096];
     size_t nretakes;
 };
@@ -157,6 +168,24 @@ static int rw_commit(struct rworker *w, struct index_txn *t, int e)
     return e;
 }
 
+/* Ends the worker's intent: what it confirmed under it is asked again. */
+static void rw_intent_end(struct rworker *w)
+{
+    gc_intent_end(w->rg, &w->intent);
+    w->nconfirmed = 0;
+    w->epoch++;
+    w->cache_seq = 0; /* the next use loads it again, under a new intent */
+}
+
+/* An intent alive and fresh enough to publish under, begun if needed. */
+static int rw_intent_ensure(struct rworker *w)
+{
+    if (w->intent.name[0] && gc_intent_fresh(&w->intent))
+        return 0;
+    rw_intent_end(w);
+    return gc_intent_begin(w->rg, &w->rp->r->conf, &w->intent);
+}
+
 /* Loads the pending snapshot of seq (and its parsed manifest) into the
  * worker's cache.  -ENOENT when it is gone (already released). */
 static int rw_load(struct rworker *w, uint64_t seq)
@@ -168,9 +197,7 @@ static int rw_load(struct rworker *w, uint64_t seq)
         return 0;
     manifest_free(&w->man);
     w->cache_seq = 0;
-    w->nconfirmed = 0;
-    gc_intent_end(w->rg, &w->intent); /* what it covered is confirmed again if needed */
-    if ((e = gc_intent_begin(w->rg, &w->rp->r->conf, &w->intent)) < 0)
+    if ((e = rw_intent_ensure(w)) < 0)
         return e;
     if ((e = index_txn_begin(w->rp->r->ix, false, &t)) < 0)
         return e;
@@ -259,9 +286,13 @@ static void rw_confirmed(struct rworker *w, const uint8_t id[HASH_LEN])
     memcpy(w->confirmed[w->nconfirmed++], id, HASH_LEN);
 }
 
-static int rw_chunk_done(struct rworker *w, const struct qentry *q, const struct index_chunk *put)
+/* The region holds the chunk of sl: record it (and, for a queue entry,
+ * delete the entry) in one transaction. */
+static int rw_chunk_done(struct rworker *w, const struct slot *sl)
 {
-    if (q->seq == w->cache_seq)
+    const struct qentry *q = &sl->q;
+    const struct index_chunk *put = &sl->rec;
+    if (sl->epoch == w->epoch && w->intent.name[0])
         rw_confirmed(w, q->id);
     struct index_txn *t;
     struct index_chunk c;
@@ -281,7 +312,7 @@ static int rw_chunk_done(struct rworker *w, const struct qentry *q, const struct
         }
         e = index_chunk_put(t, q->id, &c);
     }
-    if (e == 0)
+    if (e == 0 && !sl->feed)
         e = queue_del(t, q);
     return rw_commit(w, t, e);
 }
@@ -307,11 +338,8 @@ static int rw_unconfirmed(struct rworker *w, struct presence_item **ret, size_t 
     uint8_t *recheck = calloc(all ? all : 1, 1);
     if (!recheck)
         e = -ENOMEM;
-    if (e == 0 && !gc_intent_fresh(&w->intent)) {
-        gc_intent_end(w->rg, &w->intent); /* too old to publish under: start over */
-        w->nconfirmed = 0;
-        e = gc_intent_begin(w->rg, &w->rp->r->conf, &w->intent);
-    }
+    if (e == 0)
+        e = rw_intent_ensure(w); /* one too old to publish under starts over */
     if (e == 0)
         e = gc_writer_check(w->rg, &w->gcc, &w->rp->r->conf, *ret, all, w->pend->run, w->pend->id,
                             recheck, waiting);
@@ -468,7 +496,7 @@ static int rw_publish(struct rworker *w, const struct qentry *q)
     buf_free(&man);
     if (e < 0)
         return e;
-    gc_intent_end(w->rg, &w->intent); /* published: prune need not wait for it */
+    rw_intent_end(w); /* published: prune need not wait for it */
     if ((e = index_txn_begin(w->rp->r->ix, true, &t)) < 0)
         return e;
     e = index_snap_get(t, w->pend->run, w->pend->id, &snap);
@@ -558,6 +586,7 @@ static void rw_failed(struct rworker *w, int e)
              region_last_error(w->rg)[0] ? region_last_error(w->rg) : err_str(e));
     unsigned n = w->st.failures;
     pthread_mutex_unlock(&w->rp->mu);
+    objbuf_lagging(w->rp->ob, w->rg->slot, true);
     char f[1024], why[768];
     bool stop = region_err_permanent(e);
     snprintf(f, sizeof(f), "event=region_failed region=%s state=%s attempt=%u retry_in=%.1f reason=%s",
@@ -582,6 +611,7 @@ static void rw_succeeded(struct rworker *w)
     w->st.state = REGION_OK;
     w->st.last_success_ms = now_ms(CLOCK_REALTIME);
     pthread_mutex_unlock(&w->rp->mu);
+    objbuf_lagging(w->rp->ob, w->rg->slot, false);
     if (failures) { /* logged outside the lock: nothing blocks while holding it */
         char f[160];
         snprintf(f, sizeof(f), "event=region_back region=%s failures=%u", w->rg->conf.name, failures);
@@ -616,7 +646,7 @@ static void rw_fail_round(struct rworker *w, int e, const char *msg)
     if (w->failure)
         return;
     w->failure = e;
-    if (msg && msg[0])
+    if (msg && msg[0] && msg != region_last_error(w->rg)) /* not onto itself */
         region_set_error(w->rg, "%s", msg);
 }
 
@@ -626,6 +656,80 @@ static int rw_skip(struct rworker *w, const struct qentry *q)
     struct index_txn *t;
     int e = index_txn_begin(w->rp->r->ix, true, &t);
     return e < 0 ? e : rw_commit(w, t, queue_del(t, q));
+}
+
+/* The encoded object a slot uploads. */
+static const uint8_t *sl_obj(const struct slot *sl, size_t *ret_len)
+{
+    *ret_len = sl->ent ? sl->ent->len : sl->obj.len;
+    return sl->ent ? sl->ent->data : sl->obj.data;
+}
+
+/* Frees the slot; stored: the region holds its chunk now. */
+static void rw_slot_end(struct rworker *w, struct slot *sl, bool stored)
+{
+    if (sl->ent)
+        objbuf_release(w->rp->ob, sl->ent, w->rg->slot, stored);
+    sl->ent = NULL;
+    sl->feed = false;
+    if (sl->used) {
+        sl->used = false;
+        w->busy--;
+    }
+}
+
+/* Hands the slot's request to the region; the slot is busy until it
+ * completes. */
+static void rw_submit(struct rworker *w, struct slot *sl)
+{
+    int e = region_submit(w->rg, &sl->req);
+    if (e < 0) {
+        rw_slot_end(w, sl, false);
+        rw_fail_round(w, e, region_last_error(w->rg));
+        return;
+    }
+    sl->used = true;
+    w->busy++;
+}
+
+/* Asks the region for the slot's object: HAS of exactly its encoded size,
+ * so an object left short by an interrupted upload is replaced. */
+static void rw_ask(struct rworker *w, struct slot *sl)
+{
+    memset(&sl->req, 0, sizeof(sl->req));
+    sl->req.kind = RREQ_HAS;
+    sl_obj(sl, &sl->req.size);
+    region_chunk_key(sl->q.id, sl->req.key);
+    sl->req.ud = sl;
+    sl->epoch = w->epoch;
+    rw_submit(w, sl);
+}
+
+/* Starts an object from the buffer in slot sl, ahead of the snapshot's
+ * queue entries (ingest has not committed it yet).  The intent comes
+ * before the first look, as for queued work. */
+static void rw_start_feed(struct rworker *w, struct slot *sl, struct objbuf_ent *ent)
+{
+    struct index_chunk c;
+    memset(&sl->q, 0, sizeof(sl->q));
+    memcpy(sl->q.id, ent->id, HASH_LEN);
+    sl->q.slot = w->rg->slot;
+    sl->q.len = ent->raw_len;
+    sl->ent = ent;
+    sl->feed = true;
+    int e = rw_intent_ensure(w);
+    if (e == 0)
+        e = rw_chunk_known(w, &sl->q, &c);
+    if (e != 0) {
+        rw_slot_end(w, sl, e == 1);
+        if (e < 0)
+            rw_fail_round(w, e, NULL); /* the region's own message stands */
+        return;
+    }
+    sl->rec = c;
+    sl->rec.codec = ent->codec;
+    sl->rec.stored_len = (uint32_t)ent->len;
+    rw_ask(w, sl);
 }
 
 /* Starts one chunk entry in slot sl: checks, reads, asks the region. */
@@ -648,6 +752,12 @@ static void rw_start(struct rworker *w, struct slot *sl, const struct qentry *q)
     sl->q = *q;
     sl->rec = c;
     sl->rec.stored_len = 0;
+    if (e == 0 && (sl->ent = objbuf_get(w->rp->ob, q->id, w->rg->slot)) != NULL) {
+        sl->rec.codec = sl->ent->codec;
+        sl->rec.stored_len = (uint32_t)sl->ent->len;
+        rw_ask(w, sl);
+        return;
+    }
     if (e == 0)
         e = rw_read_chunk(w, sl);
     if (e == CKS_E_CHANGED || e == -ENOENT) {
@@ -663,19 +773,7 @@ static void rw_start(struct rworker *w, struct slot *sl, const struct qentry *q)
     }
     sl->rec.codec = (uint8_t)codec;
     sl->rec.stored_len = (uint32_t)sl->obj.len;
-    /* Encoded first, so the region can be asked for an object of exactly
-     * this size: one left short by an interrupted upload is replaced. */
-    memset(&sl->req, 0, sizeof(sl->req));
-    sl->req.kind = RREQ_HAS;
-    sl->req.size = sl->obj.len;
-    region_chunk_key(q->id, sl->req.key);
-    sl->req.ud = sl;
-    if ((e = region_submit(w->rg, &sl->req)) < 0) {
-        rw_fail_round(w, e, region_last_error(w->rg));
-        return;
-    }
-    sl->used = true;
-    w->busy++;
+    rw_ask(w, sl);
 }
 
 struct fill {
@@ -686,10 +784,11 @@ struct fill {
     struct qentry publish;
 };
 
+/* A chunk in flight in any slot (from the buffer or the queue). */
 static bool rw_in_flight(const struct rworker *w, const struct qentry *q)
 {
     for (size_t i = 0; i < w->nslots; i++)
-        if (w->slots[i].used && w->slots[i].q.seq == q->seq && !memcmp(w->slots[i].q.id, q->id, HASH_LEN))
+        if (w->slots[i].used && !memcmp(w->slots[i].q.id, q->id, HASH_LEN))
             return true;
     return false;
 }
@@ -710,10 +809,19 @@ static int fill_cb(void *ud, const struct qentry *q)
     return f->n < f->want ? 0 : 1;
 }
 
-/* Fills free slots with the next entries of the region's queue. */
+/* Fills free slots: first objects ingest is encoding now (the newest
+ * snapshot), then the next entries of the region's queue. */
 static int rw_fill(struct rworker *w, struct fill *f)
 {
     struct index_txn *t;
+    for (size_t i = 0; i < w->nslots && !w->failure && !w->drop; i++) {
+        if (w->slots[i].used)
+            continue;
+        struct objbuf_ent *ent = objbuf_take(w->rp->ob, w->rg->slot);
+        if (!ent)
+            break;
+        rw_start_feed(w, &w->slots[i], ent);
+    }
     f->w = w;
     f->n = 0;
     f->publish_first = false;
@@ -740,27 +848,23 @@ static int rw_fill(struct rworker *w, struct fill *f)
 
 static void rw_put(struct rworker *w, struct slot *sl)
 {
-    int e;
     sl->req.kind = RREQ_PUT;
-    sl->req.data = sl->obj.data;
-    sl->req.len = sl->obj.len;
-    if ((e = region_submit(w->rg, &sl->req)) < 0) {
-        rw_fail_round(w, e, region_last_error(w->rg));
-        return;
-    }
-    sl->used = true;
-    w->busy++;
+    sl->req.data = sl_obj(sl, &sl->req.len);
+    rw_submit(w, sl);
 }
 
 /* One completed request. */
 static void rw_complete(struct rworker *w, struct region_req *req)
 {
     struct slot *sl = req->ud;
+    size_t len;
+    sl_obj(sl, &len);
     sl->used = false;
     w->busy--;
     metrics_request(w->rp->m, w->i, req->kind == RREQ_PUT ? METRICS_OP_PUT : METRICS_OP_HAS,
-                    req->ret >= 0, req->kind == RREQ_PUT ? sl->obj.len : 0);
+                    req->ret >= 0, req->kind == RREQ_PUT ? len : 0);
     if (req->ret < 0) {
+        rw_slot_end(w, sl, false);
         rw_fail_round(w, req->ret, req->errmsg);
         return;
     }
@@ -771,14 +875,16 @@ static void rw_complete(struct rworker *w, struct region_req *req)
     if (req->kind == RREQ_PUT) {
         pthread_mutex_lock(&w->rp->mu);
         w->st.objects_put++;
-        w->st.bytes_put += sl->obj.len;
+        w->st.bytes_put += len;
         pthread_mutex_unlock(&w->rp->mu);
     }
-    if (req->kind == RREQ_PUT || req->ret == 1) {
-        int e = rw_chunk_done(w, &sl->q, &sl->rec);
+    bool stored = req->kind == RREQ_PUT || req->ret == 1;
+    if (stored) {
+        int e = rw_chunk_done(w, sl);
         if (e < 0)
             rw_fail_round(w, e, NULL);
     }
+    rw_slot_end(w, sl, stored);
 }
 
 static void rw_drain(struct rworker *w, int timeout_ms)
@@ -855,7 +961,16 @@ static void *rw_main(void *arg)
             continue;
         }
         int idle = rw_round(w);
-        if (idle == 1) {
+        if (idle == 1 && w->intent.name[0]) {
+            /* Nothing to do: the intent goes unless work comes soon (ingest
+             * kicks with every object it buffers). */
+            rw_wait(w, kicks, now_ms(CLOCK_MONOTONIC) + IDLE_INTENT_MS);
+            pthread_mutex_lock(&rp->mu);
+            bool kicked = rp->kicks != kicks;
+            pthread_mutex_unlock(&rp->mu);
+            if (!kicked && w->busy == 0)
+                rw_intent_end(w);
+        } else if (idle == 1) {
             rw_wait(w, kicks, 0);
         } else if (idle == 0 && !w->failure && w->st.failures && w->busy == 0) {
             rw_succeeded(w);
@@ -910,6 +1025,12 @@ int replicator_new(struct repo *r, int notify_fd, struct metrics *m, struct repl
             return -ENOMEM;
         }
     }
+    /* an eighth of the memory budget: the windows and ingest hold the rest */
+    int oe = objbuf_new((size_t)(r->conf.memory / 8), r->conf.quorum, replicator_all_slots(rp), &rp->ob);
+    if (oe < 0) {
+        replicator_free(rp);
+        return oe;
+    }
     for (size_t i = 0; i < rp->n; i++) {
         int e = pthread_create(&rp->w[i].th, NULL, rw_main, &rp->w[i]);
         if (e) {
@@ -936,6 +1057,9 @@ void replicator_free(struct replicator *rp)
             pthread_join(w->th, NULL);
         if (w->started)
             gc_intent_end(w->rg, &w->intent);
+        for (size_t k = 0; w->slots && k < w->nslots; k++)
+            if (w->slots[k].ent)
+                objbuf_release(rp->ob, w->slots[k].ent, w->rg->slot, false);
         gc_cache_free(&w->gcc);
         manifest_free(&w->man);
         free(w->pend);
@@ -947,9 +1071,15 @@ void replicator_free(struct replicator *rp)
         }
         free(w->slots);
     }
+    objbuf_free(rp->ob);
     pthread_cond_destroy(&rp->cv);
     pthread_mutex_destroy(&rp->mu);
     free(rp);
+}
+
+struct objbuf *replicator_objbuf(struct replicator *rp)
+{
+    return rp->ob;
 }
 
 void replicator_kick(struct replicator *rp)
@@ -975,6 +1105,9 @@ int replicator_retry(struct replicator *rp, const char *region)
     rp->kicks++;
     pthread_cond_broadcast(&rp->cv);
     pthread_mutex_unlock(&rp->mu);
+    for (size_t i = 0; i < rp->n; i++)
+        if (!region || !strcmp(region, rp->w[i].rg->conf.name))
+            objbuf_lagging(rp->ob, rp->w[i].rg->slot, false);
     return e;
 }
 

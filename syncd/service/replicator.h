@@ -43,11 +43,15 @@ struct region_status {
 };
 
 struct metrics;
+struct objbuf;
 
 /* m (service/metrics.h) receives the workers' counts; NULL for none.  It
  * must outlive the replicator. */
 int replicator_new(struct repo *r, int notify_fd, struct metrics *m, struct replicator **ret);
 void replicator_free(struct replicator *rp);
+/* The buffer ingest hands encoded objects through (service/objbuf.h);
+ * owned by the replicator, valid until replicator_free. */
+struct objbuf *replicator_objbuf(struct replicator *rp);
 void replicator_kick(struct replicator *rp);
 /* Clears a failed region's state (by name); -ENOENT for an unknown name. */
 int replicator_retry(struct replicator *rp, const char *region);

@@ -163,16 +163,18 @@ static int repo_fill(struct repo *r, const struct repoobj *want, struct buf *err
         struct region *rg = r->regions[i];
         if (r->health[i])
             continue;
-        bool cas = region_preconditions(rg) == 1;
+        bool cas = region_preconditions(rg) == 1, read = false;
         int e = cas ? repo_put_params(rg, want) : -EEXIST;
-        if (e == -EEXIST)
+        if (e == -EEXIST) {
             e = repo_read_settled(rg, &have, &rerr);
+            read = true;
+        }
         /* Without preconditions, every instance that decided writes the
          * same agreed object; one absent or half-written by a store that
          * is not atomic is simply written (again). */
         if (!cas && (e == -ENOENT || e == CKS_E_FORMAT || e == CKS_E_DIGEST))
             e = repo_put_params(rg, want);
-        else if (e == 0 && !repo_same(&have, want)) {
+        else if (e == 0 && read && !repo_same(&have, want)) {
             buf_printf(err, "region '%s' holds repository %s, but %s was agreed: the repository "
                        "is split; see `ckptsync repo` to repair", rg->conf.name, have.id, want->id);
             ret = CKS_E_MISMATCH;
@@ -490,6 +492,22 @@ void repo_free(struct repo *r)
         region_free(r->regions[i]);
     index_free(r->ix);
     free(r);
+}
+
+int repo_region_clone(const struct repo *r, size_t i, struct region **ret, struct buf *err)
+{
+    int e = region_new(&r->conf.regions[i], ret, err);
+    if (e == 0)
+        (*ret)->slot = r->regions[i]->slot;
+    return e;
+}
+
+size_t repo_workers(const struct repo *r)
+{
+    long n = r->conf.workers ? (long)r->conf.workers : sysconf(_SC_NPROCESSORS_ONLN);
+    if (n < 1)
+        n = 1;
+    return n > REPO_MAX_WORKERS ? REPO_MAX_WORKERS : (size_t)n;
 }
 
 size_t repo_healthy(const struct repo *r)

@@ -45,6 +45,13 @@ enum repo_flags {
 int repo_open(const struct config *conf, unsigned flags, struct repo **ret, struct buf *err);
 void repo_free(struct repo *r);
 size_t repo_healthy(const struct repo *r);
+/* Threads a pipeline may use: config `workers`, or one per online CPU
+ * (at most REPO_MAX_WORKERS). */
+#define REPO_MAX_WORKERS 256
+size_t repo_workers(const struct repo *r);
+/* Another handle on region i, for another thread (a struct region is
+ * single-threaded): same configuration, same index slot. */
+int repo_region_clone(const struct repo *r, size_t i, struct region **ret, struct buf *err);
 
 /* Writes params as rg's repo object: a create-only put where rg enforces
  * it (-EEXIST when one is there), a plain put otherwise.  For one region

@@ -33,10 +33,40 @@
 #include "engine/chunkobj.h"
 #include "service/gc.h"
 #include "service/lineage.h"
+#include "service/pool.h"
 #include "service/presence.h"
 #include "service/scan.h"
 #include "service/snapshot.h"
 #include "service/walk.h"
+
+/* A pool thread's own things: region handles (a struct region is
+ * single-threaded; thread 0 uses the repo's) and an encoder. */
+struct sworker {
+    struct region *rg[CONFIG_MAX_REGIONS];
+    struct region *own[CONFIG_MAX_REGIONS];
+    struct chunkobj_ctx z;
+    struct buf obj;
+};
+
+struct snap;
+
+/* One chunk in flight. */
+struct sjob {
+    struct pool_job pj;
+    struct snap *s;
+    uint8_t *data;             /* a copy of the chunk's bytes */
+    size_t len, cap;
+    uint32_t healthy;          /* region indices it may use (bits) */
+    /* outcome */
+    int err;
+    char msg[256];
+    uint8_t id[HASH_LEN];
+    struct index_chunk was, c;
+    uint32_t before;
+    int rerr[CONFIG_MAX_REGIONS];
+    char rmsg[CONFIG_MAX_REGIONS][512];
+    uint64_t objects_put[CONFIG_MAX_REGIONS], bytes_put[CONFIG_MAX_REGIONS];
+};
 
 struct snap {
     struct repo *r;
@@ -57,6 +87,13 @@ struct snap {
      * region is covered by an intent written before the first look */
     struct gc_intent intent[CONFIG_MAX_REGIONS];
     struct gc_cache gcc[CONFIG_MAX_REGIONS];
+    /* the chunk pipeline: a ring of njobs jobs, jcount in flight from jhead */
+    struct pool *pool;
+    struct sworker *wk;
+    size_t nwk;
+    struct sjob *jobs;
+    size_t njobs, jhead, jcount;
+    int jfail;                 /* the first error of a job applied since the last drain */
 };
 
 /* A chunk this snapshot uploaded or found in the regions of mask (slot
@@ -68,15 +105,21 @@ struct seen {
 
 /* ---- per region bookkeeping ------------------------------------------ */
 
-static void snap_region_fail(struct snap *s, size_t i, int e)
+/* Region i leaves the snapshot, for the reason msg. */
+static void snap_region_fail_msg(struct snap *s, size_t i, int e, const char *msg)
 {
     struct snapshot_region_result *rr = &s->res->region[i];
     if (rr->err == 0) {
         rr->err = e;
-        snprintf(rr->msg, sizeof(rr->msg), "%s", region_last_error(s->r->regions[i]));
+        snprintf(rr->msg, sizeof(rr->msg), "%s", msg);
         log_error("%s", rr->msg);
     }
     repo_region_fail(s->r, i, e);
+}
+
+static void snap_region_fail(struct snap *s, size_t i, int e)
+{
+    snap_region_fail_msg(s, i, e, region_last_error(s->r->regions[i]));
 }
 
 static uint32_t snap_healthy_mask(const struct snap *s)
@@ -90,99 +133,136 @@ static uint32_t snap_healthy_mask(const struct snap *s)
 
 /* ---- chunks ------------------------------------------------------------ */
 
-static int snap_encode_once(struct snap *s, const uint8_t *data, size_t len, struct index_chunk *c)
+/* A chunk's work (hash, index lookup, encode, HAS and PUT in every
+ * region, index record) runs as a job on the pool (service/pool.h),
+ * several chunks at once; its outcome is applied on the calling thread in
+ * the file's chunk order, so the manifest and the result are those a
+ * single thread would produce. */
+
+static int snap_encode_once(struct sjob *j, struct sworker *w, struct index_chunk *c)
 {
     enum chunkobj_codec codec;
-    if (s->obj.len)
+    if (w->obj.len)
         return 0;
-    int e = chunkobj_encode(&s->z, data, len, s->r->conf.zstd_level, &s->obj, &codec);
+    int e = chunkobj_encode(&w->z, j->data, j->len, j->s->r->conf.zstd_level, &w->obj, &codec);
     if (e < 0) {
-        buf_printf(s->err, "compressing a chunk: %s", err_str(e));
+        snprintf(j->msg, sizeof(j->msg), "compressing a chunk: %s", err_str(e));
         return e;
     }
     c->codec = (uint8_t)codec;
-    c->stored_len = (uint32_t)s->obj.len;
+    c->stored_len = (uint32_t)w->obj.len;
     return 0;
 }
 
 /* Records the outcome of ops on c: present regions get their bit, failed
- * regions leave the snapshot.  Returns how many regions said "absent". */
-static size_t snap_chunk_outcome(struct snap *s, struct region_op *ops, size_t n,
+ * regions leave this job (and, when it is applied, the snapshot).
+ * Returns how many regions said "absent". */
+static size_t snap_chunk_outcome(struct sjob *j, struct sworker *w, struct region_op *ops, size_t n,
                                  const size_t *which, struct index_chunk *c)
 {
     size_t absent = 0;
     for (size_t k = 0; k < n; k++) {
         size_t i = which[k];
         if (ops[k].ret < 0) {
-            snap_region_fail(s, i, ops[k].ret);
+            j->rerr[i] = ops[k].ret;
+            snprintf(j->rmsg[i], sizeof(j->rmsg[i]), "%s", region_last_error(w->rg[i]));
+            j->healthy &= ~(1u << i);
         } else if (ops[k].kind == REGION_OP_HAS && ops[k].ret == 0) {
             absent++;
         } else {
-            c->presence |= 1u << s->r->regions[i]->slot;
+            c->presence |= 1u << w->rg[i]->slot;
             if (ops[k].kind == REGION_OP_PUT) {
-                s->res->region[i].objects_put++;
-                s->res->region[i].bytes_put += ops[k].len;
+                j->objects_put[i]++;
+                j->bytes_put[i] += ops[k].len;
             }
         }
     }
     return absent;
 }
 
-/* Makes the chunk present in every healthy region: ask the regions that
- * the index does not know to hold it (concurrently), then upload to those
- * that lack it (concurrently).  *ret_before gets the presence the chunk
- * had before any upload: 0 means no region had it, a new chunk. */
-static int snap_chunk_upload(struct snap *s, const uint8_t id[HASH_LEN], const uint8_t *data,
-                             size_t len, struct index_chunk *c, uint32_t *ret_before)
+/* Makes the chunk present in every region the job may use: ask the
+ * regions that the index does not know to hold it, then upload to those
+ * that lack it.  j->before gets the presence the chunk had before any
+ * upload: 0 means no region had it, a new chunk. */
+static int snap_chunk_upload(struct sjob *j, struct sworker *w, struct index_chunk *c)
 {
     struct region_op ops[CONFIG_MAX_REGIONS];
     size_t which[CONFIG_MAX_REGIONS], n = 0;
     char key[REGION_KEY_MAX];
+    size_t nregions = j->s->r->nregions;
     int e;
 
-    region_chunk_key(id, key);
-    buf_reset(&s->obj);
-    for (size_t i = 0; i < s->r->nregions; i++)
-        if (!s->r->health[i] && !(c->presence & (1u << s->r->regions[i]->slot))) {
-            ops[n] = (struct region_op){.rg = s->r->regions[i], .kind = REGION_OP_HAS, .key = key};
+    region_chunk_key(j->id, key);
+    buf_reset(&w->obj);
+    for (size_t i = 0; i < nregions; i++)
+        if ((j->healthy >> i & 1) && !(c->presence & (1u << w->rg[i]->slot))) {
+            ops[n] = (struct region_op){.rg = w->rg[i], .kind = REGION_OP_HAS, .key = key};
             which[n++] = i;
         }
     /* Encode before asking, so an object of the wrong size (an upload cut
      * short on a store that is not atomic) counts as absent. */
-    if (n && (e = snap_encode_once(s, data, len, c)) < 0)
+    if (n && (e = snap_encode_once(j, w, c)) < 0)
         return e;
     for (size_t k = 0; k < n; k++)
-        ops[k].len = s->obj.len;
+        ops[k].len = w->obj.len;
     region_batch(ops, n);
-    size_t absent = snap_chunk_outcome(s, ops, n, which, c);
-    *ret_before = c->presence;
+    size_t absent = snap_chunk_outcome(j, w, ops, n, which, c);
+    j->before = c->presence;
     if (absent == 0)
         return 0;
-    if ((e = snap_encode_once(s, data, len, c)) < 0)
-        return e;
     size_t m = 0;
     for (size_t k = 0; k < n; k++)
         if (ops[k].kind == REGION_OP_HAS && ops[k].ret == 0) {
             ops[m] = (struct region_op){.rg = ops[k].rg, .kind = REGION_OP_PUT, .key = key,
-                                        .data = s->obj.data, .len = s->obj.len};
+                                        .data = w->obj.data, .len = w->obj.len};
             which[m++] = which[k];
         }
     region_batch(ops, m);
-    snap_chunk_outcome(s, ops, m, which, c);
+    snap_chunk_outcome(j, w, ops, m, which, c);
     return 0;
 }
 
-static int snap_chunk_record(struct snap *s, const uint8_t id[HASH_LEN], const struct index_chunk *c)
+static int snap_chunk_record(struct sjob *j, const struct index_chunk *c)
 {
     struct index_txn *t;
-    int e = index_txn_begin(s->r->ix, true, &t);
-    if (e == 0 && (e = index_chunk_put(t, id, c)) < 0)
+    int e = index_txn_begin(j->s->r->ix, true, &t);
+    if (e == 0 && (e = index_chunk_put(t, j->id, c)) < 0)
         index_txn_abort(t);
     else if (e == 0)
         e = index_txn_commit(t);
     if (e < 0)
-        buf_printf(s->err, "recording a chunk in the index: %s", err_str(e));
+        snprintf(j->msg, sizeof(j->msg), "recording a chunk in the index: %s", err_str(e));
     return e;
+}
+
+/* The job itself, on pool thread t. */
+static void sjob_run(struct pool_job *pj, size_t t)
+{
+    struct sjob *j = (struct sjob *)pj;
+    struct snap *s = j->s;
+    struct sworker *w = &s->wk[t];
+    struct index_chunk c = {0};
+    struct index_txn *t_;
+    int e;
+
+    hash_sha256(j->data, j->len, j->id);
+    if ((e = index_txn_begin(s->r->ix, false, &t_)) < 0)
+        goto out;
+    e = index_chunk_get(t_, j->id, &c);
+    index_txn_abort(t_);
+    if (e < 0 && e != -ENOENT)
+        goto out;
+    if (e == -ENOENT) {
+        memset(&c, 0, sizeof(c));
+        c.raw_len = (uint32_t)j->len;
+    }
+    j->was = c;
+    if ((e = snap_chunk_upload(j, w, &c)) < 0)
+        goto out;
+    j->c = c;
+    e = memcmp(&j->was, &c, sizeof(c)) != 0 ? snap_chunk_record(j, &c) : 0;
+out:
+    j->err = e;
 }
 
 static int snap_seen(struct snap *s, const uint8_t id[HASH_LEN], uint32_t mask)
@@ -202,38 +282,28 @@ static int snap_seen(struct snap *s, const uint8_t id[HASH_LEN], uint32_t mask)
     return 0;
 }
 
-static int snap_chunk(void *ud, const uint8_t *data, size_t len, uint64_t off)
+/* Applies the oldest job's outcome, in order, on the calling thread. */
+static int snap_chunk_apply(struct snap *s, struct sjob *j)
 {
-    struct snap *s = ud;
-    uint8_t id[HASH_LEN];
-    struct index_chunk c = {0}, was;
-    struct index_txn *t;
-    uint32_t before;
-    int e;
-
-    (void)off;
-    hash_sha256(data, len, id);
-    if ((e = index_txn_begin(s->r->ix, false, &t)) < 0)
-        return e;
-    e = index_chunk_get(t, id, &c);
-    index_txn_abort(t);
-    if (e < 0 && e != -ENOENT)
-        return e;
-    if (e == -ENOENT) {
-        memset(&c, 0, sizeof(c));
-        c.raw_len = (uint32_t)len;
+    int e = j->err;
+    for (size_t i = 0; i < s->r->nregions; i++) {
+        s->res->region[i].objects_put += j->objects_put[i];
+        s->res->region[i].bytes_put += j->bytes_put[i];
+        if (j->rerr[i])
+            snap_region_fail_msg(s, i, j->rerr[i], j->rmsg[i]);
     }
-    was = c;
-    if ((e = snap_chunk_upload(s, id, data, len, &c, &before)) < 0)
+    if (e < 0) {
+        if (!buf_str(s->err)[0] && j->msg[0])
+            buf_printf(s->err, "%s", j->msg);
         return e;
-    if (before == 0 && c.presence != 0) {
+    }
+    const struct index_chunk *c = &j->c;
+    if (j->before == 0 && c->presence != 0) {
         s->res->new_chunks++;
-        s->res->new_bytes += len;
-        s->res->stored_bytes += c.stored_len;
+        s->res->new_bytes += j->len;
+        s->res->stored_bytes += c->stored_len;
     }
-    if (memcmp(&was, &c, sizeof(c)) != 0 && (e = snap_chunk_record(s, id, &c)) < 0)
-        return e;
-    if ((e = snap_seen(s, id, c.presence & ~was.presence)) < 0)
+    if ((e = snap_seen(s, j->id, c->presence & ~j->was.presence)) < 0)
         return e;
     if (s->nfchunks == s->fchunks_cap) {
         size_t cap = s->fchunks_cap ? s->fchunks_cap * 2 : 64;
@@ -243,11 +313,66 @@ static int snap_chunk(void *ud, const uint8_t *data, size_t len, uint64_t off)
         s->fchunks = v;
         s->fchunks_cap = cap;
     }
-    memcpy(s->fchunks[s->nfchunks].id, id, HASH_LEN);
-    s->fchunks[s->nfchunks++].len = (uint32_t)len;
-    s->done += len;
+    memcpy(s->fchunks[s->nfchunks].id, j->id, HASH_LEN);
+    s->fchunks[s->nfchunks++].len = (uint32_t)j->len;
+    s->done += j->len;
     if (s->o->progress)
         s->o->progress(s->o->progress_ud, s->done, s->w.bytes);
+    return 0;
+}
+
+/* Waits for the oldest job in flight and applies it. */
+static int snap_chunk_next(struct snap *s)
+{
+    struct sjob *j = &s->jobs[s->jhead];
+    pool_wait(s->pool, &j->pj);
+    s->jhead = (s->jhead + 1) % s->njobs;
+    s->jcount--;
+    int e = snap_chunk_apply(s, j);
+    return s->jfail ? s->jfail : (s->jfail = e);
+}
+
+/* Every job in flight done and applied; the first error among them. */
+static int snap_drain(struct snap *s)
+{
+    while (s->jcount)
+        snap_chunk_next(s);
+    int e = s->jfail;
+    s->jfail = 0;
+    return e;
+}
+
+/* The scan's callback: hands the chunk to the pool, applying the oldest
+ * job first when every job slot is in flight. */
+static int snap_chunk(void *ud, const uint8_t *data, size_t len, uint64_t off)
+{
+    struct snap *s = ud;
+    (void)off;
+    if (s->jcount == s->njobs && snap_chunk_next(s) < 0)
+        return s->jfail;
+    struct sjob *j = &s->jobs[(s->jhead + s->jcount) % s->njobs];
+    if (len > j->cap) {
+        uint8_t *p = realloc(j->data, len);
+        if (!p)
+            return -ENOMEM;
+        j->data = p;
+        j->cap = len;
+    }
+    memcpy(j->data, data, len);
+    j->len = len;
+    j->s = s;
+    j->err = 0;
+    j->msg[0] = 0;
+    j->healthy = 0;
+    for (size_t i = 0; i < s->r->nregions; i++) {
+        j->rerr[i] = 0;
+        j->objects_put[i] = j->bytes_put[i] = 0;
+        if (!s->r->health[i])
+            j->healthy |= 1u << i;
+    }
+    j->pj.run = sjob_run;
+    s->jcount++;
+    pool_submit(s->pool, &j->pj);
     return 0;
 }
 
@@ -352,6 +477,9 @@ static int snap_file_once(struct snap *s, const struct walk_entry *we, struct st
     }
     uint64_t done0 = s->done;
     e = scan_fd(&s->scan, fd, snap_chunk, s, &got, digest);
+    int de = snap_drain(s); /* every chunk of the file applied, in order */
+    if (e == 0 || (e > CKS_E_BASE && de < 0))
+        e = de;
     if (e < 0) {
         if (e > CKS_E_BASE && !buf_str(s->err)[0])
             buf_printf(s->err, "reading \"%s/%s\": %s", s->w.base, we->path, err_str(e));
@@ -467,7 +595,6 @@ static int snap_reupload(struct snap *s, size_t i, const uint8_t id[HASH_LEN])
     uint32_t len;
     uint8_t got[HASH_LEN];
     char key[REGION_KEY_MAX];
-    struct index_chunk c = {0};
     int e = manifest_chunk_at(&s->m, id, &file, &off, &len);
     if (e < 0)
         return e;
@@ -487,9 +614,9 @@ static int snap_reupload(struct snap *s, size_t i, const uint8_t id[HASH_LEN])
             e = CKS_E_CHANGED;
         }
     }
-    buf_reset(&s->obj);
-    if (e == 0)
-        e = snap_encode_once(s, data, len, &c);
+    enum chunkobj_codec codec;
+    if (e == 0 && (e = chunkobj_encode(&s->z, data, len, s->r->conf.zstd_level, &s->obj, &codec)) < 0)
+        buf_printf(s->err, "compressing a chunk: %s", err_str(e));
     free(data);
     region_chunk_key(id, key);
     if (e == 0 && (e = region_put(s->r->regions[i], key, s->obj.data, s->obj.len)) < 0)
@@ -778,9 +905,35 @@ out:
 
 /* ---- entry point ------------------------------------------------------- */
 
+/* The scan buffer, and the pool with its threads' region handles and
+ * job ring: two jobs a thread, within the memory budget. */
 static int snap_setup(struct snap *s)
 {
-    return scan_init(&s->scan, &s->r->cdc);
+    struct repo *r = s->r;
+    int e = scan_init(&s->scan, &r->cdc);
+    if (e == 0)
+        e = pool_new(repo_workers(r), &s->pool);
+    if (e < 0)
+        return e;
+    s->nwk = pool_size(s->pool);
+    uint64_t cap = r->conf.memory / (2 * (uint64_t)r->params.chunk_max + 1);
+    s->njobs = 2 * s->nwk;
+    if (s->njobs > cap)
+        s->njobs = cap > 1 ? (size_t)cap : 1;
+    s->wk = calloc(s->nwk, sizeof(*s->wk));
+    s->jobs = calloc(s->njobs, sizeof(*s->jobs));
+    if (!s->wk || !s->jobs)
+        return -ENOMEM;
+    for (size_t t = 0; t < s->nwk; t++)
+        for (size_t i = 0; i < r->nregions; i++) {
+            s->wk[t].rg[i] = r->regions[i];
+            if (t == 0 || r->health[i])
+                continue;
+            if ((e = repo_region_clone(r, i, &s->wk[t].own[i], s->err)) < 0)
+                return e;
+            s->wk[t].rg[i] = s->wk[t].own[i];
+        }
+    return 0;
 }
 
 /* W0 of service/gc.h: an intent in every healthy region before the first
@@ -803,6 +956,8 @@ static int snap_intents(struct snap *s)
 
 static void snap_teardown(struct snap *s)
 {
+    if (s->pool)
+        snap_drain(s); /* jobs in flight use what follows */
     for (size_t i = 0; i < s->r->nregions; i++) {
         gc_intent_end(s->r->regions[i], &s->intent[i]); /* published, or never will be */
         gc_cache_free(&s->gcc[i]);
@@ -814,6 +969,17 @@ static void snap_teardown(struct snap *s)
     buf_free(&s->obj);
     free(s->fchunks);
     free(s->seen);
+    pool_free(s->pool);
+    for (size_t t = 0; s->wk && t < s->nwk; t++) {
+        for (size_t i = 0; i < CONFIG_MAX_REGIONS; i++)
+            region_free(s->wk[t].own[i]);
+        chunkobj_ctx_free(&s->wk[t].z);
+        buf_free(&s->wk[t].obj);
+    }
+    free(s->wk);
+    for (size_t k = 0; s->jobs && k < s->njobs; k++)
+        free(s->jobs[k].data);
+    free(s->jobs);
 }
 
 static void snap_note_unhealthy(struct snap *s)

@@ -54,33 +54,7 @@ say() { echo "peers: $*" >&2; }
 # ---- tools ----------------------------------------------------------------
 
 declare -A SKIP=()
-apt_updated=0
-
-# ensure_tool NAME COMMAND PACKAGE: installs PACKAGE if COMMAND is missing.
-ensure_tool() {
-  local name=$1 cmd=$2 pkg=$3 cand
-  command -v "$cmd" > /dev/null && return 0
-  if [ "$(id -u)" -ne 0 ]; then
-    SKIP[$name]="$cmd not installed, and installing $pkg needs root"
-    return 1
-  fi
-  cand=$(apt-cache policy "$pkg" 2> /dev/null | awk '/Candidate:/ {print $2}')
-  if { [ -z "$cand" ] || [ "$cand" = "(none)" ]; } && [ $apt_updated -eq 0 ]; then
-    apt-get update -qq > /dev/null 2>&1 || true
-    apt_updated=1
-    cand=$(apt-cache policy "$pkg" 2> /dev/null | awk '/Candidate:/ {print $2}')
-  fi
-  if [ -z "$cand" ] || [ "$cand" = "(none)" ]; then
-    SKIP[$name]="no Debian package $pkg available here"
-    return 1
-  fi
-  say "installing $pkg $cand"
-  if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$pkg" \
-    > "$LOGS/apt-$pkg.log" 2>&1 || ! command -v "$cmd" > /dev/null; then
-    SKIP[$name]="apt-get install $pkg failed: $(tail -1 "$LOGS/apt-$pkg.log")"
-    return 1
-  fi
-}
+. "$top/tests/bench/benchlib.sh"
 
 for t in $TOOLS; do
   case $t in
@@ -113,44 +87,6 @@ avail=$(df -Pm "$S" | awk 'NR == 2 {print $4}')
 [ "$avail" -ge "$need" ] ||
   { echo "peers.sh: $S has $avail MiB free, needs about $need MiB" >&2; exit 1; }
 
-CAN_DROP=0
-sync
-if (echo 3 > /proc/sys/vm/drop_caches) 2> /dev/null; then CAN_DROP=1; fi
-
-drop_caches() {
-  sync
-  if [ $CAN_DROP -eq 1 ]; then echo 3 > /proc/sys/vm/drop_caches 2> /dev/null || true; fi
-}
-
-machine() {
-  local src fstype dev rot="?"
-  read -r src fstype < <(findmnt -no SOURCE,FSTYPE -T "$S" 2> /dev/null || echo "? ?")
-  dev=$(basename "$src" 2> /dev/null || echo ?)
-  [ -r "/sys/block/$dev/queue/rotational" ] && rot=$(cat "/sys/block/$dev/queue/rotational")
-  echo "cpu: $(nproc) x $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)"
-  echo "memory: $(awk '/MemTotal/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo)," \
-    "kernel $(uname -r)"
-  echo "disk: $src ($fstype, rotational=$rot), scratch $S, $avail MiB free"
-  echo "load average (1/5/15 min): $LOAD_BEFORE before the tools ran, $LOAD_AFTER after" \
-    "(other work on the machine slows every tool)"
-}
-
-# A rough ceiling for every tool: sequential write then read of 1 GiB
-# (or SIZE) on the scratch disk.
-disk_baseline() {
-  local n=$((SIZE_MIB < 1024 ? SIZE_MIB : 1024)) t0 t1 t2
-  drop_caches
-  t0=$(date +%s.%N)
-  dd if=/dev/zero of="$S/dd.tmp" bs=1M count=$n conv=fdatasync status=none
-  t1=$(date +%s.%N)
-  drop_caches
-  dd if="$S/dd.tmp" of=/dev/null bs=1M status=none
-  t2=$(date +%s.%N)
-  rm -f "$S/dd.tmp"
-  awk -v n=$n -v a="$t0" -v b="$t1" -v c="$t2" 'BEGIN {
-    printf "disk baseline (dd, %d MiB): write %.0f MB/s (fdatasync), read %.0f MB/s (cold)\n",
-      n, n * 1.048576 / (b - a), n * 1.048576 / (c - b) }'
-}
 
 # ---- data -------------------------------------------------------------------
 
@@ -233,7 +169,6 @@ PY
 read -r ntensors nchanged changed_bytes nshards njson < "$RES/data"
 DATA_BYTES=$(du -sb --apparent-size "$DATA/checkpoint-200" | cut -f1)
 
-bytes_of() { du -sb --apparent-size "$@" | awk '{s += $1} END {printf "%.0f\n", s}'; }
 
 # timed KEY CMD...: runs CMD (output to the tool's log) from cold caches
 # and writes the seconds it took, up to a final sync, to $RES/KEY.
@@ -248,14 +183,6 @@ timed() {
   awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.3f\n", b - a}' > "$RES/$key"
 }
 
-# verify TOOL DIR: the restored tree against the original v2.
-verify() {
-  if [ -d "$2" ] && diff -r "$DATA/checkpoint-200" "$2" >> "$LOG" 2>&1; then
-    echo ok > "$RES/$1.verify"
-  else
-    echo DIFFERS > "$RES/$1.verify"
-  fi
-}
 
 # ---- one function per tool (each runs in a subshell with set -e) ----------
 
