@@ -134,9 +134,9 @@ int main(int argc, char **argv)
         printf("configuration %s is valid\n", path ? path : "(embedded default)");
         return 0;
     }
-    if (c->default_regions)
-        log_warn("%s: using the embedded default regions (three dir regions under \"%s\"): fine "
-                 "for trying, but they do NOT survive the instance",
-                 path ? "the configuration names no region" : "no configuration file", c->state);
+    if (c->default_regions) /* only without a file: config_load() refuses one naming none */
+        log_warn("no configuration file: using the embedded default regions (three dir regions "
+                 "under \"%s\"): fine for trying, but they do NOT survive the instance",
+                 c->state);
     return daemon_run(c, path, argv) < 0 ? 1 : 0;
 }

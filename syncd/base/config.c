@@ -1268,6 +1268,14 @@ static int validate_region(const struct config *c, size_t i, const struct where 
     return 0;
 }
 
+static int fail_no_region(const struct where *w)
+{
+    config_error(w->err, w->file, 0, NULL, NULL,
+                 "no [region.NAME] section: a configuration file must name its regions (the "
+                 "embedded default regions apply only when there is no configuration file)");
+    return CKS_E_CONFIG;
+}
+
 static int config_validate(const struct config *c, const struct where *w)
 {
     int r = validate_fields(c, w);
@@ -1279,6 +1287,12 @@ static int config_validate(const struct config *c, const struct where *w)
         r = validate_retention(c, w);
     if (r == 0)
         r = validate_prune(c, w);
+    /* A file that names no region would otherwise replicate into the
+     * embedded a, b, c under state: "committed in 3 of 3 regions" on one
+     * disk.  Those apply only when there is no file at all (w->lines is
+     * set only while parsing one). */
+    if (r == 0 && w->lines && c->default_regions)
+        r = fail_no_region(w);
     for (size_t i = 0; r == 0 && i < c->nregions; i++)
         r = validate_region(c, i, w);
     if (r == 0 && c->quorum > c->nregions)

@@ -26,7 +26,9 @@
  *
  * With no file at all, config_default() is the embedded default: watch
  * /data/cloud_storage, state /var/lib/ckptsync, three dir regions a, b, c
- * under <state>/regions/.  Regions listed in a file replace the defaults.
+ * under <state>/regions/.  A file must name its regions: one with no
+ * [region.NAME] section (an empty file included) is refused, naming the
+ * file, rather than replicating into three folders on one disk.
  *
  * A struct config owns no heap memory (fixed-size fields), so it can be
  * copied by value.  Not thread-safe while loading.

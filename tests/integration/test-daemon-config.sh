@@ -6,7 +6,7 @@ write_config
 set_settle 1
 
 step "a bad configuration: exit 1, file:line and key named, no state created"
-printf '[daemon]\nwatch = %s\nstate = %s\nquorum = 7\n' "$T/watch" "$T/state-bad" > "$T/bad.conf"
+printf '[daemon]\nwatch = %s\nstate = %s\nquorum = 7\n[region.a]\npath = %s\n' "$T/watch" "$T/state-bad" "$T/regions/a" > "$T/bad.conf"
 set +e; "$CKPTSYNCD" --config "$T/bad.conf" 2> "$T/err"; rc=$?; set -e
 [ $rc = 1 ] || die "exit $rc for a bad configuration"
 grep -q "bad.conf:4.*quorum" "$T/err" || { cat "$T/err"; die "message lacks file:line key"; }
@@ -31,6 +31,23 @@ fi
 step "--check validates without starting"
 "$CKPTSYNCD" --config "$CONF" --check | grep -q valid
 [ ! -e "$STATE" ] || die "--check created state"
+
+step "a file that names no region is refused by --check, the daemon and the CLI (not the embedded three)"
+printf '[daemon]\nwatch = %s\nstate = %s\n' "$T/watch" "$T/state-nr" > "$T/noregion.conf"
+mkdir -p "$T/watch/nr/checkpoint-1000"; echo w > "$T/watch/nr/checkpoint-1000/w.bin"
+for f in "$T/noregion.conf" /dev/null; do
+  set +e; "$CKPTSYNCD" --config "$f" --check > "$T/out" 2> "$T/err"; rc=$?; set -e
+  [ $rc = 1 ] && grep -q "$f: no \[region.NAME\] section" "$T/err" || { cat "$T/out" "$T/err"; die "--check accepted $f"; }
+  set +e; CKPTSYNC_CONFIG="$f" "$CKPTSYNCD" --watch "$T/watch" --state "$T/state-nr" 2> "$T/err"; rc=$?; set -e
+  [ $rc = 1 ] && grep -q "$f: no \[region.NAME\] section" "$T/err" || { cat "$T/err"; die "daemon started on $f"; }
+done
+for cmd in "snapshot $T/watch/nr/checkpoint-1000 --run nr" "ls" "status"; do
+  # shellcheck disable=SC2086
+  expect_fail 1 "$CKPTSYNC" --config "$T/noregion.conf" $cmd
+  grep -q "noregion.conf: no \[region.NAME\] section" "$T/err" || { cat "$T/err" "$T/out"; die "'$cmd' ran on a file with no region"; }
+done
+[ ! -e "$T/state-nr" ] || die "state created for a file with no region"
+rm -rf "$T/watch/nr"
 
 step "the CLI without a daemon: one line, exit 1"
 expect_fail 1 cks status
@@ -74,14 +91,20 @@ step "SIGTERM stops it within seconds"
 stop_daemon
 [ ! -e "$STATE/ckptsyncd.sock" ] || die "socket left behind"
 step "the embedded default: no configuration file, its regions created under the state directory"
-mkdir -p "$T/w2/run1/checkpoint-1"
-echo data > "$T/w2/run1/checkpoint-1/model.bin"
-CKPTSYNC_CONFIG=/dev/null "$CKPTSYNCD" --watch "$T/w2" --state "$T/s2" 2>> "$T/default.log" &
-dpid=$!
-CKPTSYNC_CONFIG=/dev/null wait_for 10 "$CKPTSYNC" --state "$T/s2" status || { cat "$T/default.log"; die "default daemon"; }
-CKPTSYNC_CONFIG=/dev/null "$CKPTSYNC" --state "$T/s2" commit "$T/w2/run1/checkpoint-1" --wait replicated --timeout 30 -q \
-  || { cat "$T/default.log"; die "commit on the embedded default"; }
-kill -TERM "$dpid"; wait "$dpid" || true
-grep -q "do NOT survive the instance" "$T/default.log" || die "no warning about the embedded default"
-for r in a b c; do ls "$T/s2/regions/$r/commits/run1/"g0.s* > /dev/null 2>&1 || die "default region $r has no commit record"; done
+if [ -e /etc/ckptsync/ckptsync.conf ]; then
+  echo "(/etc/ckptsync/ckptsync.conf exists on this machine: the no-file case is skipped)"
+else
+  mkdir -p "$T/w2/run1/checkpoint-1"
+  echo data > "$T/w2/run1/checkpoint-1/model.bin"
+  (unset CKPTSYNC_CONFIG; exec "$CKPTSYNCD" --watch "$T/w2" --state "$T/s2") 2>> "$T/default.log" &
+  dpid=$!
+  nofile() { (unset CKPTSYNC_CONFIG; exec "$CKPTSYNC" --state "$T/s2" "$@"); }
+  wait_for 10 nofile status || { cat "$T/default.log"; die "default daemon"; }
+  nofile commit "$T/w2/run1/checkpoint-1" --wait replicated --timeout 30 -q \
+    || { cat "$T/default.log"; die "commit on the embedded default"; }
+  kill -TERM "$dpid"; wait "$dpid" || true
+  grep -q "no configuration file: using the embedded default regions.*do NOT survive the instance" "$T/default.log" \
+    || die "no warning about the embedded default"
+  for r in a b c; do ls "$T/s2/regions/$r/commits/run1/"g0.s* > /dev/null 2>&1 || die "default region $r has no commit record"; done
+fi
 echo "daemon-config: ok"
