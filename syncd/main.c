@@ -130,6 +130,7 @@ int main(int argc, char **argv)
         log_error("watch root \"%s\": not a directory", c->watch);
         return 1;
     }
+    config_warn_insecure(c);
     if (o.check) {
         printf("configuration %s is valid\n", path ? path : "(embedded default)");
         return 0;

@@ -49,6 +49,7 @@
 #include "base/config.h"
 #include "base/err.h"
 #include "base/fileio.h"
+#include "base/log.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -1613,6 +1614,21 @@ int config_load(const char *path, struct config *c, struct buf *err)
     r = config_parse(path, (const char *)data, len, c, err);
     free(data);
     return r;
+}
+
+size_t config_warn_insecure(const struct config *c)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < c->nregions; i++) {
+        const struct region_conf *r = &c->regions[i];
+        if (r->kind != REGION_KIND_S3 || r->tls_verify)
+            continue;
+        log_warn("region %s: tls_verify = false: the server's TLS certificate is not checked, so "
+                 "anyone on the network path can read or alter what is stored there",
+                 r->name);
+        n++;
+    }
+    return n;
 }
 
 int config_finish(struct config *c, struct buf *err)

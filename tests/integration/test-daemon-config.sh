@@ -90,6 +90,40 @@ grep -q "restarting in place" "$T/daemon.log" || die "reload not logged"
 step "SIGTERM stops it within seconds"
 stop_daemon
 [ ! -e "$STATE/ckptsyncd.sock" ] || die "socket left behind"
+step "tls_verify = false: one warning naming the region from --check, the daemon and each CLI command; status shows it"
+mkdir -p "$T/ri/a" "$T/ri/b"
+cat > "$T/insecure.conf" <<EOF2
+[daemon]
+watch = $T/watch
+state = $T/state-insecure
+[region.a]
+path = $T/ri/a
+[region.b]
+path = $T/ri/b
+[region.insecure]
+kind = s3
+endpoint = https://127.0.0.1:1
+bucket = b
+tls_verify = false
+EOF2
+warned_once() { [ "$(grep -c "warning: region insecure: tls_verify = false" "$1")" = 1 ] || { cat "$1" >&2; die "$2: no single tls_verify warning"; }; }
+AWS_ACCESS_KEY_ID=k AWS_SECRET_ACCESS_KEY=s "$CKPTSYNCD" --config "$T/insecure.conf" --check > /dev/null 2> "$T/err"
+warned_once "$T/err" "--check"
+AWS_ACCESS_KEY_ID=k AWS_SECRET_ACCESS_KEY=s "$CKPTSYNCD" --config "$T/insecure.conf" 2> "$T/insecure.log" &
+ipid=$!
+wait_for 10 "$CKPTSYNC" --config "$T/insecure.conf" status --json || { cat "$T/insecure.log"; die "daemon with an insecure region"; }
+warned_once "$T/insecure.log" "the daemon"
+"$CKPTSYNC" --config "$T/insecure.conf" status > "$T/out" 2> "$T/err"
+warned_once "$T/err" "ckptsync status"
+grep -q "^region insecure: tls_verify = false" "$T/out" || { cat "$T/out"; die "status does not show tls_verify = false"; }
+"$CKPTSYNC" --config "$T/insecure.conf" status --json > "$T/st.json" 2> /dev/null
+[ "$(json "$T/st.json" '[r["tls_verify"] for r in d["config"]["regions"] if r["name"] == "insecure"]')" = "[False]" ] \
+  || die "status --json config.regions: tls_verify is not false"
+kill -TERM "$ipid"; wait "$ipid" || true
+AWS_ACCESS_KEY_ID=k AWS_SECRET_ACCESS_KEY=s "$CKPTSYNC" --config "$T/insecure.conf" ls > /dev/null 2> "$T/err" || true
+warned_once "$T/err" "ckptsync ls"
+grep -q "tls_verify" "$T/daemon.log" && die "a warning for a configuration with tls_verify on"
+
 step "the embedded default: no configuration file, its regions created under the state directory"
 if [ -e /etc/ckptsync/ckptsync.conf ]; then
   echo "(/etc/ckptsync/ckptsync.conf exists on this machine: the no-file case is skipped)"
