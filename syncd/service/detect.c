@@ -145,12 +145,16 @@ static int64_t step_at(const char *name, size_t i)
 
 int64_t detect_step_from_name(const char *name)
 {
-    const char *slash = strrchr(name, '/');
+    size_t end = strlen(name), start;
     int64_t step = -1;
 
-    if (slash)
-        name = slash + 1;
-    for (size_t i = 0; name[i]; i++) {
+    while (end > 0 && name[end - 1] == '/') /* "run1/checkpoint-100/" from a shell */
+        end--;
+    for (start = end; start > 0 && name[start - 1] != '/'; start--)
+        ;
+    name += start;
+    end -= start;
+    for (size_t i = 0; i < end; i++) {
         int64_t v = step_at(name, i);
         if (v >= 0)
             step = v;

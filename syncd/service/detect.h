@@ -122,7 +122,9 @@ size_t detector_pending(const struct detector *d);
  * "epoch=3-step=1000.ckpt"); "_" or "-" may separate checkpoint/iter from
  * N.  The keyword must start the name or follow a non-letter, N must be
  * followed by the end or a non-alphanumeric character; the last match
- * wins.  Only the last path component of name is looked at.
+ * wins.  Only the last path component of name is looked at (trailing '/'
+ * ignored).  The daemon's units and `ckptsync snapshot PATH` without
+ * --step both take their step from here.
  */
 int64_t detect_step_from_name(const char *name);
 

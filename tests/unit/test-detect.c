@@ -491,6 +491,13 @@ static void test_step_from_name(void **state)
         {"latest", -1},
         {"", -1},
         {"step_5-step_9", 9},
+        /* a path as typed on a command line (ckptsync snapshot PATH) */
+        {"/data/cloud_storage/run1/checkpoint-1000/", 1000},
+        {"run1/checkpoint-1000//", 1000},
+        {"step_3/checkpoint-1000/", 1000},
+        {"checkpoint-7/latest/", -1},
+        {"/", -1},
+        {"//", -1},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         int64_t got = detect_step_from_name(cases[i].name);
