@@ -152,6 +152,10 @@ int cli_load_config(struct cli *c)
     }
     if (e < 0)
         fprintf(stderr, "ckptsync: configuration error: %s\n", buf_str(&err));
+    else if (!c->warned) { /* once: a command may load it more than once */
+        config_warn_insecure(&c->conf);
+        c->warned = true;
+    }
     buf_free(&err);
     return e;
 }

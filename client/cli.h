@@ -22,6 +22,7 @@ struct cli {
     bool json;                 /* --json */
     bool quiet;                /* -q */
     struct config conf;
+    bool warned;               /* config_warn_insecure() ran */
     /* progress */
     bool progress;
     double t0, last;

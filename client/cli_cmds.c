@@ -23,6 +23,7 @@
 #include "engine/fastcdc.h"
 #include "engine/hash.h"
 #include "service/catalog.h"
+#include "service/detect.h"
 #include "service/restore.h"
 #include "service/scan.h"
 #include "service/snapshot.h"
@@ -41,7 +42,9 @@ static const char snapshot_usage[] =
     "usage: ckptsync snapshot PATH --run NAME [--step N] [--instance TYPE] [--json]\n"
     "Cuts PATH (a checkpoint directory or file) into chunks, stores the chunks no\n"
     "region has, and commits the snapshot in every region.  Exit 0 when it is\n"
-    "committed in every region, 1 otherwise (it may still be durable: see output).\n";
+    "committed in every region, 1 otherwise (it may still be durable: see output).\n"
+    "Without --step, the step is taken from PATH's name as the daemon does\n"
+    "(checkpoint-N, iter_N, global_stepN, step_N, step=N).\n";
 
 static void snapshot_json(const struct repo *r, const struct snapshot_result *s, int e)
 {
@@ -141,6 +144,8 @@ int cmd_snapshot(struct cli *c, int argc, char **argv)
     if (optind != argc - 1 || !o.run)
         return usage(snapshot_usage, EXIT_USAGE);
     o.path = argv[optind];
+    if (o.step < 0) /* the daemon's rule, so both record the same step for one name */
+        o.step = detect_step_from_name(o.path);
     if (cli_open_repo(c, REPO_CREATE, &r) < 0)
         return 1;
     e = snapshot_take(r, &o, &res, &err);

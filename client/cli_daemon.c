@@ -119,6 +119,17 @@ static const char status_usage[] =
     "per region: pending chunks and bytes, lag, and the last error.  --json prints\n"
     "the whole document (README, \"ckptsync status --json\"), configuration included.\n";
 
+/* The regions the daemon runs with tls_verify = false (config.regions[]). */
+static void status_print_insecure(const struct jnode *regions)
+{
+    for (size_t i = 0; i < jnode_len(regions); i++) {
+        const struct jnode *g = jnode_at(regions, i);
+        if (!jnode_bool(jnode_get(g, "tls_verify"), true))
+            printf("region %s: tls_verify = false (the server's certificate is not checked)\n",
+                   jnode_str(jnode_get(g, "name"), "?"));
+    }
+}
+
 static void status_print(const struct jnode *root)
 {
     const struct jnode *runs = jnode_get(root, "runs"), *regions = jnode_get(root, "regions");
@@ -156,6 +167,7 @@ static void status_print(const struct jnode *root)
                bytes, jnode_num(jnode_get(g, "lag_seconds"), 0),
                jnode_str(jnode_get(g, "last_error"), "-"));
     }
+    status_print_insecure(jnode_get(jnode_get(root, "config"), "regions"));
 }
 
 int cmd_status(struct cli *c, int argc, char **argv)

@@ -165,7 +165,8 @@ static void ls_mark_resume(struct repo *r, struct rows *rows)
 
 static void ls_print(struct cli *c, struct repo *r, struct rows *rows, bool remote)
 {
-    qsort(rows->v, rows->n, sizeof(*rows->v), row_cmp);
+    if (rows->n) /* qsort(NULL, 0, ...) is undefined */
+        qsort(rows->v, rows->n, sizeof(*rows->v), row_cmp);
     if (remote)
         ls_mark_resume(r, rows);
     if (c->json) {

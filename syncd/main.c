@@ -130,13 +130,14 @@ int main(int argc, char **argv)
         log_error("watch root \"%s\": not a directory", c->watch);
         return 1;
     }
+    config_warn_insecure(c);
     if (o.check) {
         printf("configuration %s is valid\n", path ? path : "(embedded default)");
         return 0;
     }
-    if (c->default_regions)
-        log_warn("%s: using the embedded default regions (three dir regions under \"%s\"): fine "
-                 "for trying, but they do NOT survive the instance",
-                 path ? "the configuration names no region" : "no configuration file", c->state);
+    if (c->default_regions) /* only without a file: config_load() refuses one naming none */
+        log_warn("no configuration file: using the embedded default regions (three dir regions "
+                 "under \"%s\"): fine for trying, but they do NOT survive the instance",
+                 c->state);
     return daemon_run(c, path, argv) < 0 ? 1 : 0;
 }

@@ -49,6 +49,7 @@
 #include "base/config.h"
 #include "base/err.h"
 #include "base/fileio.h"
+#include "base/log.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -1269,6 +1270,14 @@ static int validate_region(const struct config *c, size_t i, const struct where 
     return 0;
 }
 
+static int fail_no_region(const struct where *w)
+{
+    config_error(w->err, w->file, 0, NULL, NULL,
+                 "no [region.NAME] section: a configuration file must name its regions (the "
+                 "embedded default regions apply only when there is no configuration file)");
+    return CKS_E_CONFIG;
+}
+
 static int config_validate(const struct config *c, const struct where *w)
 {
     int r = validate_fields(c, w);
@@ -1280,6 +1289,12 @@ static int config_validate(const struct config *c, const struct where *w)
         r = validate_retention(c, w);
     if (r == 0)
         r = validate_prune(c, w);
+    /* A file that names no region would otherwise replicate into the
+     * embedded a, b, c under state: "committed in 3 of 3 regions" on one
+     * disk.  Those apply only when there is no file at all (w->lines is
+     * set only while parsing one). */
+    if (r == 0 && w->lines && c->default_regions)
+        r = fail_no_region(w);
     for (size_t i = 0; r == 0 && i < c->nregions; i++)
         r = validate_region(c, i, w);
     if (r == 0 && c->quorum > c->nregions)
@@ -1600,6 +1615,21 @@ int config_load(const char *path, struct config *c, struct buf *err)
     r = config_parse(path, (const char *)data, len, c, err);
     free(data);
     return r;
+}
+
+size_t config_warn_insecure(const struct config *c)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < c->nregions; i++) {
+        const struct region_conf *r = &c->regions[i];
+        if (r->kind != REGION_KIND_S3 || r->tls_verify)
+            continue;
+        log_warn("region %s: tls_verify = false: the server's TLS certificate is not checked, so "
+                 "anyone on the network path can read or alter what is stored there",
+                 r->name);
+        n++;
+    }
+    return n;
 }
 
 int config_finish(struct config *c, struct buf *err)

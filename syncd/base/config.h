@@ -26,7 +26,9 @@
  *
  * With no file at all, config_default() is the embedded default: watch
  * /data/cloud_storage, state /var/lib/ckptsync, three dir regions a, b, c
- * under <state>/regions/.  Regions listed in a file replace the defaults.
+ * under <state>/regions/.  A file must name its regions: one with no
+ * [region.NAME] section (an empty file included) is refused, naming the
+ * file, rather than replicating into three folders on one disk.
  *
  * A struct config owns no heap memory (fixed-size fields), so it can be
  * copied by value.  Not thread-safe while loading.
@@ -143,6 +145,9 @@ int config_parse(const char *name, const char *text, size_t len, struct config *
  * socket path) after a field such as state was changed by a command-line
  * option, and validate again. */
 int config_finish(struct config *c, struct buf *err);
+/* One warning (log_warn) per S3 region with tls_verify = false, naming
+ * it; front ends call it once at start.  Returns how many it wrote. */
+size_t config_warn_insecure(const struct config *c);
 /* "4M" -> 4194304.  Returns 0 or CKS_E_CONFIG. */
 int config_parse_size(const char *s, uint64_t *ret);
 /* "90", "90s", "15m", "6h", "7d" -> seconds.  Returns 0 or CKS_E_CONFIG. */

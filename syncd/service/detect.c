@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -85,6 +86,51 @@ static bool is_alpha(char c)
 static bool detect_private(const char *component)
 {
     return !strncmp(component, WATCHER_PRIVATE_PREFIX, sizeof(WATCHER_PRIVATE_PREFIX) - 1);
+}
+
+static bool ends_with_nocase(const char *s, size_t len, const char *suffix)
+{
+    size_t l = strlen(suffix);
+    return len > l && !strncasecmp(s + len - l, suffix, l);
+}
+
+/* Python's tempfile default names: "tmp" and 8 of [a-z0-9_], then the end
+ * or a suffix ("tmpk3j2_9xq", "tmpab12cd34.pt"). */
+static bool python_tempname(const char *s, size_t len)
+{
+    if (len < 11 || strncmp(s, "tmp", 3))
+        return false;
+    for (size_t i = 3; i < 11; i++)
+        if (!(s[i] == '_' || is_digit(s[i]) || (s[i] >= 'a' && s[i] <= 'z')))
+            return false;
+    return len == 11 || s[11] == '.';
+}
+
+/* TensorFlow's sharded saves: "<prefix>_temp" or "<prefix>_temp_<32 hex>". */
+static bool tf_tempname(const char *s, size_t len)
+{
+    if (ends_with_nocase(s, len, "_temp"))
+        return true;
+    if (len < 6 + 32 || strncmp(s + len - 38, "_temp_", 6))
+        return false;
+    return strspn(s + len - 32, "0123456789abcdef") >= 32;
+}
+
+bool detect_name_transient(const char *name, size_t len)
+{
+    static const char *const suffixes[] = {".tmp", ".temp", ".part", ".partial", ".incomplete",
+                                           "-unfinished"};
+    if (len == 0 || name[0] == '.')
+        return len > 0;
+    if (!strncmp(name, "tmp-", 4) || python_tempname(name, len) || tf_tempname(name, len))
+        return true;
+    for (size_t i = 0; i < sizeof(suffixes) / sizeof(suffixes[0]); i++)
+        if (ends_with_nocase(name, len, suffixes[i]))
+            return true;
+    for (size_t i = 0; i + 22 <= len; i++) /* Orbax: "<step>.orbax-checkpoint-tmp-<time>" */
+        if (!strncmp(name + i, ".orbax-checkpoint-tmp-", 22))
+            return true;
+    return false;
 }
 
 /* Case-insensitive ASCII prefix test. */
@@ -145,12 +191,16 @@ static int64_t step_at(const char *name, size_t i)
 
 int64_t detect_step_from_name(const char *name)
 {
-    const char *slash = strrchr(name, '/');
+    size_t end = strlen(name), start;
     int64_t step = -1;
 
-    if (slash)
-        name = slash + 1;
-    for (size_t i = 0; name[i]; i++) {
+    while (end > 0 && name[end - 1] == '/') /* "run1/checkpoint-100/" from a shell */
+        end--;
+    for (start = end; start > 0 && name[start - 1] != '/'; start--)
+        ;
+    name += start;
+    end -= start;
+    for (size_t i = 0; i < end; i++) {
         int64_t v = step_at(name, i);
         if (v >= 0)
             step = v;
@@ -207,7 +257,9 @@ static int loc_split(const char *relpath, size_t len, bool is_dir, const size_t 
     return LOC_UNIT;
 }
 
-/* Classifies relpath: LOC_UNIT (inside or being a unit), LOC_RUN, LOC_NONE. */
+/* Classifies relpath: LOC_UNIT (inside or being a unit), LOC_RUN, LOC_NONE.
+ * A hidden run and a transient unit name (detect_name_transient) are
+ * LOC_NONE: no event under them makes a unit. */
 static int detect_locate(const char *relpath, bool is_dir, struct loc *ret)
 {
     size_t len = strlen(relpath), cut[2] = {len, len};
@@ -229,6 +281,13 @@ static int detect_locate(const char *relpath, bool is_dir, struct loc *ret)
             break;
         p = slash + 1;
     }
+    if (relpath[0] == '.') /* a hidden run, or a hidden file under the root */
+        return LOC_NONE;
+    /* the unit's name: the second component, or a file directly under the root */
+    if (ret->depth >= 2 && detect_name_transient(relpath + cut[0] + 1, cut[1] - cut[0] - 1))
+        return LOC_NONE;
+    if (ret->depth == 1 && !is_dir && detect_name_transient(relpath, len))
+        return LOC_NONE;
     return loc_split(relpath, len, is_dir, cut, ret);
 }
 

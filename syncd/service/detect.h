@@ -6,7 +6,10 @@
  * a run directory, a run being a directory directly under the root.  Files
  * directly under the root are units of the run "_root" (DETECT_ROOT_RUN).
  * All paths are relative to the root ("run1/checkpoint-100/model.bin").
- * Names starting with ".ckptsync" (at any depth) are ignored.
+ * Names starting with ".ckptsync" (at any depth) are ignored, and so are
+ * hidden runs (".name") and units whose name is transient
+ * (detect_name_transient): a framework's staging folder is never a unit,
+ * and the name it is renamed to is one as usual.
  *
  * A unit is ready at the first of (DESIGN.md, "Completion of a checkpoint"):
  *   DETECT_EXPLICIT  detector_commit() named it (or a path inside it);
@@ -122,8 +125,26 @@ size_t detector_pending(const struct detector *d);
  * "epoch=3-step=1000.ckpt"); "_" or "-" may separate checkpoint/iter from
  * N.  The keyword must start the name or follow a non-letter, N must be
  * followed by the end or a non-alphanumeric character; the last match
- * wins.  Only the last path component of name is looked at.
+ * wins.  Only the last path component of name is looked at (trailing '/'
+ * ignored).  The daemon's units and `ckptsync snapshot PATH` without
+ * --step both take their step from here.
  */
 int64_t detect_step_from_name(const char *name);
+
+/*
+ * Is name (one path component, len bytes) never a checkpoint: hidden
+ * (".name": rsync's ".x.XXXXXX", ".ipynb_checkpoints", ".cache",
+ * ".incomplete", ".Trash-1000"), or what a framework writes while a save is
+ * in progress before renaming it: Hugging Face Trainer's "tmp-checkpoint-N",
+ * Python tempfile names ("tmpk3j2_9xq", also PyTorch Lightning's and
+ * fsspec's staging files), "*.tmp", "*.temp", "*.part", "*.partial",
+ * "*.incomplete" (huggingface_hub downloads), NeMo's "*-unfinished" marker,
+ * Orbax's "N.orbax-checkpoint-tmp-T", TensorFlow's "*_temp" and
+ * "*_temp_<32 hex>".  (DeepSpeed and torch.distributed.checkpoint write in
+ * place under the final name; DCP's ".metadata.tmp" is inside the unit.)
+ * The suffixes are matched without regard to case.  Used for the daemon's
+ * units and by restore --all (service/catalog.c).
+ */
+bool detect_name_transient(const char *name, size_t len);
 
 #endif

@@ -19,6 +19,10 @@
  *   permissions: retrying cannot help until the configuration changes).
  *   The message names region, method, bucket and key, HTTP status and the
  *   S3 error code.  Credentials never appear in a message or a URL.
+ * - The multi handle's own return codes are checked: when
+ *   curl_multi_perform or curl_multi_poll fails, every transfer in flight
+ *   ends with that error (CKS_E_REMOTE, naming the region) and the region
+ *   gets a fresh handle; nothing waits on a dead handle.
  * - Objects above S3_MULTIPART_MIN go up as a multipart upload, aborted on
  *   any failure so no parts are left dangling.
  * - put_new is a single PUT with "If-None-Match: *", in SignedHeaders like
@@ -85,6 +89,7 @@ struct s3x {
     bool too_big;
     long status;
     CURLcode cc;
+    CURLMcode mc;                 /* CURLM_OK, or the multi handle's failure that ended it */
     char curl_err[CURL_ERROR_SIZE];
     bool done;
     int ret;
@@ -433,6 +438,12 @@ static void s3x_finish(struct s3x *x)
 {
     const char *name = x->s->base.conf.name;
     struct s3_error se = {{0}, {0}, {0}, {0}};
+    if (x->mc != CURLM_OK) {
+        x->ret = CKS_E_REMOTE; /* the region's backoff retries it, on a new multi handle */
+        snprintf(x->errmsg, sizeof(x->errmsg), "region '%s': %.260s: curl multi handle failed: %.120s",
+                 name, x->what, curl_multi_strerror(x->mc));
+        return;
+    }
     if (x->cc != CURLE_OK) {
         x->ret = x->too_big ? CKS_E_LIMIT : CKS_E_REMOTE;
         snprintf(x->errmsg, sizeof(x->errmsg), "region '%s': %.260s: %.120s", name, x->what,
@@ -514,20 +525,62 @@ static void s3_explain(struct s3region *s, struct s3x *head)
     s3x_free(x);
 }
 
+static CURLM *s3_multi_new(const struct region_conf *conf)
+{
+    CURLM *m = curl_multi_init();
+    unsigned conns = conf->connections ? conf->connections : 16;
+    if (m) {
+        curl_multi_setopt(m, CURLMOPT_MAX_HOST_CONNECTIONS, (long)conns);
+        curl_multi_setopt(m, CURLMOPT_MAXCONNECTS, (long)conns);
+    }
+    return m;
+}
+
+/* The multi handle failed (out of memory, a broken poll): nothing in it
+ * can finish, so every transfer ends now with that error, and the next
+ * ones get a fresh handle (kept if none can be made: they fail at
+ * curl_multi_add_handle, or here again).  Without this, callers waiting
+ * for x->done would pump a dead handle forever. */
+static void s3_multi_failed(struct s3region *s, CURLMcode mc, struct s3x **done)
+{
+    while (s->active) {
+        struct s3x *x = s->active;
+        s3_unlink(s, x);
+        x->mc = mc;
+        x->later = *done;
+        *done = x;
+    }
+    CURLM *fresh = s3_multi_new(&s->base.conf);
+    if (fresh) {
+        curl_multi_cleanup(s->multi);
+        s->multi = fresh;
+    }
+}
+
+/* curl_multi_perform and, with transfers running, curl_multi_poll; the
+ * first failure of the handle, or CURLM_OK. */
+static CURLMcode s3_multi_run(struct s3region *s, int timeout_ms)
+{
+    int running = 0;
+    CURLMcode mc = curl_multi_perform(s->multi, &running);
+    if (mc == CURLM_OK && running && timeout_ms > 0) {
+        mc = curl_multi_poll(s->multi, NULL, 0, timeout_ms, NULL);
+        if (mc == CURLM_OK)
+            mc = curl_multi_perform(s->multi, &running);
+    }
+    return mc;
+}
+
 /* Runs the multi for up to timeout_ms and finishes completed transfers.
  * Completions are collected first and handed over after the multi's
  * message loop, because explaining a refusal runs another transfer. */
 static void s3_pump(struct s3region *s, int timeout_ms)
 {
-    int running = 0, left = 0;
+    int left = 0;
     CURLMsg *m;
     struct s3x *done = NULL;
-    curl_multi_perform(s->multi, &running);
-    if (running && timeout_ms > 0) {
-        curl_multi_poll(s->multi, NULL, 0, timeout_ms, NULL);
-        curl_multi_perform(s->multi, &running);
-    }
-    while ((m = curl_multi_info_read(s->multi, &left))) {
+    CURLMcode mc = s3_multi_run(s, timeout_ms);
+    while (mc == CURLM_OK && (m = curl_multi_info_read(s->multi, &left))) {
         struct s3x *x = NULL;
         if (m->msg != CURLMSG_DONE)
             continue;
@@ -538,6 +591,8 @@ static void s3_pump(struct s3region *s, int timeout_ms)
         x->later = done;
         done = x;
     }
+    if (mc != CURLM_OK)
+        s3_multi_failed(s, mc, &done);
     while (done) {
         struct s3x *x = done;
         done = x->later;
@@ -910,13 +965,11 @@ int region_s3_new(const struct region_conf *conf, struct region **ret, struct bu
         s3_free(&s->base);
         return e;
     }
-    if (!(s->multi = curl_multi_init())) {
+    if (!(s->multi = s3_multi_new(conf))) {
         s3_free(&s->base);
         return -ENOMEM;
     }
     unsigned conns = conf->connections ? conf->connections : 16;
-    curl_multi_setopt(s->multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)conns);
-    curl_multi_setopt(s->multi, CURLMOPT_MAXCONNECTS, (long)conns);
     s->max_speed = conf->bandwidth ? (int64_t)(conf->bandwidth / conns) : 0;
     /* CKPTSYNC_S3_MULTIPART_MIN (bytes) lowers the threshold, for stores
      * with small request limits and for the tests. */

@@ -83,9 +83,8 @@ static void check_config(const struct config *c)
     require(c->normalization <= 3);
     require(c->zstd_level >= 1 && c->zstd_level <= 19);
     require(c->settle <= 86400);
-    if (c->default_regions)
-        require(c->nregions == 3 && !strcmp(c->regions[0].name, "a") &&
-                !strcmp(c->regions[1].name, "b") && !strcmp(c->regions[2].name, "c"));
+    /* a file names its regions: the embedded a, b, c never come from one */
+    require(!c->default_regions);
     for (size_t i = 0; i < c->nregions; i++)
         check_region(c, i);
     /* [retention], [retention.RUN], [prune] (the protocol needs

@@ -6,7 +6,7 @@ write_config
 set_settle 1
 
 step "a bad configuration: exit 1, file:line and key named, no state created"
-printf '[daemon]\nwatch = %s\nstate = %s\nquorum = 7\n' "$T/watch" "$T/state-bad" > "$T/bad.conf"
+printf '[daemon]\nwatch = %s\nstate = %s\nquorum = 7\n[region.a]\npath = %s\n' "$T/watch" "$T/state-bad" "$T/regions/a" > "$T/bad.conf"
 set +e; "$CKPTSYNCD" --config "$T/bad.conf" 2> "$T/err"; rc=$?; set -e
 [ $rc = 1 ] || die "exit $rc for a bad configuration"
 grep -q "bad.conf:4.*quorum" "$T/err" || { cat "$T/err"; die "message lacks file:line key"; }
@@ -31,6 +31,23 @@ fi
 step "--check validates without starting"
 "$CKPTSYNCD" --config "$CONF" --check | grep -q valid
 [ ! -e "$STATE" ] || die "--check created state"
+
+step "a file that names no region is refused by --check, the daemon and the CLI (not the embedded three)"
+printf '[daemon]\nwatch = %s\nstate = %s\n' "$T/watch" "$T/state-nr" > "$T/noregion.conf"
+mkdir -p "$T/watch/nr/checkpoint-1000"; echo w > "$T/watch/nr/checkpoint-1000/w.bin"
+for f in "$T/noregion.conf" /dev/null; do
+  set +e; "$CKPTSYNCD" --config "$f" --check > "$T/out" 2> "$T/err"; rc=$?; set -e
+  [ $rc = 1 ] && grep -q "$f: no \[region.NAME\] section" "$T/err" || { cat "$T/out" "$T/err"; die "--check accepted $f"; }
+  set +e; CKPTSYNC_CONFIG="$f" "$CKPTSYNCD" --watch "$T/watch" --state "$T/state-nr" 2> "$T/err"; rc=$?; set -e
+  [ $rc = 1 ] && grep -q "$f: no \[region.NAME\] section" "$T/err" || { cat "$T/err"; die "daemon started on $f"; }
+done
+for cmd in "snapshot $T/watch/nr/checkpoint-1000 --run nr" "ls" "status"; do
+  # shellcheck disable=SC2086
+  expect_fail 1 "$CKPTSYNC" --config "$T/noregion.conf" $cmd
+  grep -q "noregion.conf: no \[region.NAME\] section" "$T/err" || { cat "$T/err" "$T/out"; die "'$cmd' ran on a file with no region"; }
+done
+[ ! -e "$T/state-nr" ] || die "state created for a file with no region"
+rm -rf "$T/watch/nr"
 
 step "the CLI without a daemon: one line, exit 1"
 expect_fail 1 cks status
@@ -73,15 +90,55 @@ grep -q "restarting in place" "$T/daemon.log" || die "reload not logged"
 step "SIGTERM stops it within seconds"
 stop_daemon
 [ ! -e "$STATE/ckptsyncd.sock" ] || die "socket left behind"
+step "tls_verify = false: one warning naming the region from --check, the daemon and each CLI command; status shows it"
+mkdir -p "$T/ri/a" "$T/ri/b"
+cat > "$T/insecure.conf" <<EOF2
+[daemon]
+watch = $T/watch
+state = $T/state-insecure
+[region.a]
+path = $T/ri/a
+[region.b]
+path = $T/ri/b
+[region.insecure]
+kind = s3
+endpoint = https://127.0.0.1:1
+bucket = b
+tls_verify = false
+EOF2
+warned_once() { [ "$(grep -c "warning: region insecure: tls_verify = false" "$1")" = 1 ] || { cat "$1" >&2; die "$2: no single tls_verify warning"; }; }
+AWS_ACCESS_KEY_ID=k AWS_SECRET_ACCESS_KEY=s "$CKPTSYNCD" --config "$T/insecure.conf" --check > /dev/null 2> "$T/err"
+warned_once "$T/err" "--check"
+AWS_ACCESS_KEY_ID=k AWS_SECRET_ACCESS_KEY=s "$CKPTSYNCD" --config "$T/insecure.conf" 2> "$T/insecure.log" &
+ipid=$!
+wait_for 10 "$CKPTSYNC" --config "$T/insecure.conf" status --json || { cat "$T/insecure.log"; die "daemon with an insecure region"; }
+warned_once "$T/insecure.log" "the daemon"
+"$CKPTSYNC" --config "$T/insecure.conf" status > "$T/out" 2> "$T/err"
+warned_once "$T/err" "ckptsync status"
+grep -q "^region insecure: tls_verify = false" "$T/out" || { cat "$T/out"; die "status does not show tls_verify = false"; }
+"$CKPTSYNC" --config "$T/insecure.conf" status --json > "$T/st.json" 2> /dev/null
+[ "$(json "$T/st.json" '[r["tls_verify"] for r in d["config"]["regions"] if r["name"] == "insecure"]')" = "[False]" ] \
+  || die "status --json config.regions: tls_verify is not false"
+kill -TERM "$ipid"; wait "$ipid" || true
+AWS_ACCESS_KEY_ID=k AWS_SECRET_ACCESS_KEY=s "$CKPTSYNC" --config "$T/insecure.conf" ls > /dev/null 2> "$T/err" || true
+warned_once "$T/err" "ckptsync ls"
+grep -q "tls_verify" "$T/daemon.log" && die "a warning for a configuration with tls_verify on"
+
 step "the embedded default: no configuration file, its regions created under the state directory"
-mkdir -p "$T/w2/run1/checkpoint-1"
-echo data > "$T/w2/run1/checkpoint-1/model.bin"
-CKPTSYNC_CONFIG=/dev/null "$CKPTSYNCD" --watch "$T/w2" --state "$T/s2" 2>> "$T/default.log" &
-dpid=$!
-CKPTSYNC_CONFIG=/dev/null wait_for 10 "$CKPTSYNC" --state "$T/s2" status || { cat "$T/default.log"; die "default daemon"; }
-CKPTSYNC_CONFIG=/dev/null "$CKPTSYNC" --state "$T/s2" commit "$T/w2/run1/checkpoint-1" --wait replicated --timeout 30 -q \
-  || { cat "$T/default.log"; die "commit on the embedded default"; }
-kill -TERM "$dpid"; wait "$dpid" || true
-grep -q "do NOT survive the instance" "$T/default.log" || die "no warning about the embedded default"
-for r in a b c; do ls "$T/s2/regions/$r/commits/run1/"g0.s* > /dev/null 2>&1 || die "default region $r has no commit record"; done
+if [ -e /etc/ckptsync/ckptsync.conf ]; then
+  echo "(/etc/ckptsync/ckptsync.conf exists on this machine: the no-file case is skipped)"
+else
+  mkdir -p "$T/w2/run1/checkpoint-1"
+  echo data > "$T/w2/run1/checkpoint-1/model.bin"
+  (unset CKPTSYNC_CONFIG; exec "$CKPTSYNCD" --watch "$T/w2" --state "$T/s2") 2>> "$T/default.log" &
+  dpid=$!
+  nofile() { (unset CKPTSYNC_CONFIG; exec "$CKPTSYNC" --state "$T/s2" "$@"); }
+  wait_for 10 nofile status || { cat "$T/default.log"; die "default daemon"; }
+  nofile commit "$T/w2/run1/checkpoint-1" --wait replicated --timeout 30 -q \
+    || { cat "$T/default.log"; die "commit on the embedded default"; }
+  kill -TERM "$dpid"; wait "$dpid" || true
+  grep -q "no configuration file: using the embedded default regions.*do NOT survive the instance" "$T/default.log" \
+    || die "no warning about the embedded default"
+  for r in a b c; do ls "$T/s2/regions/$r/commits/run1/"g0.s* > /dev/null 2>&1 || die "default region $r has no commit record"; done
+fi
 echo "daemon-config: ok"

@@ -105,9 +105,17 @@ cks snapshot "$T/r2/checkpoint-200" --run run1 --step 200 --json > "$T/s3.json"
 [ "$(json "$T/s3.json" 'd["new_bytes"]')" = 0 ] || die "restored data uploaded again"
 [ "$(json "$T/s3.json" 'd["files_unchanged"]')" = 7 ] || die "restored files were read again"
 
-step "a single-file checkpoint"
+step "a single-file checkpoint; without --step the step comes from the name, as the daemon takes it"
 make_file "$T/watch/run2/step_300.pt" 3
-cks snapshot "$T/watch/run2/step_300.pt" --run run2 --step 300 -q
+cks snapshot "$T/watch/run2/step_300.pt" --run run2 -q
+mkdir -p "$T/watch/run3/checkpoint-1000" "$T/watch/run3/notes"
+echo w > "$T/watch/run3/checkpoint-1000/w.bin"; echo n > "$T/watch/run3/notes/n.txt"
+cks snapshot "$T/watch/run3/checkpoint-1000/" --run run3 -q   # trailing '/' as a shell completes it
+cks snapshot "$T/watch/run3/checkpoint-1000" --run run3 --step 7 -q   # --step wins
+cks snapshot "$T/watch/run3/notes" --run run3 -q
+cks ls --json > "$T/ls3.json"
+[ "$(json "$T/ls3.json" 'sorted((s["run"], s["step"]) for s in d if s["run"] != "run1")')" = \
+  "[('run2', 300), ('run3', -1), ('run3', 7), ('run3', 1000)]" ] || { cat "$T/ls3.json"; die "steps from names"; }
 cks restore --run run2 --latest --to "$T/r3" -q
 cmp "$T/watch/run2/step_300.pt" "$T/r3/step_300.pt" || die "single file differs"
 step "fsck: refcounts match the snapshots"

@@ -31,10 +31,27 @@ static struct config *cfg_new(void)
     return c;
 }
 
-static int parse(const char *text, struct config *c, struct buf *err)
+/* The text as written. */
+static int parse_raw(const char *text, struct config *c, struct buf *err)
 {
     buf_reset(err);
     return config_parse(NAME, text, strlen(text), c, err);
+}
+
+/* The text, with two dir regions appended when it names none (a file
+ * must name its regions); appended last, so line numbers are unchanged. */
+static int parse(const char *text, struct config *c, struct buf *err)
+{
+    if (strstr(text, "[region."))
+        return parse_raw(text, c, err);
+    struct buf full = BUF_INIT;
+    assert_int_equal(buf_puts(&full, text), 0);
+    assert_int_equal(buf_puts(&full, "[region.ra]\npath = /regions/ra\n"
+                                     "[region.rb]\npath = /regions/rb\n"),
+                     0);
+    int r = parse_raw(buf_str(&full), c, err);
+    buf_free(&full);
+    return r;
 }
 
 static void test_defaults(void **state)
@@ -91,17 +108,48 @@ static void test_defaults(void **state)
         assert_int_equal(r->bandwidth, 0);
         assert_false(r->no_preconditions); /* auto */
     }
-    /* The embedded default is itself valid, and an empty file is the default. */
+    /* The embedded default is itself valid. */
     struct buf err = BUF_INIT;
     assert_int_equal(config_finish(c, &err), 0);
-    struct config *d = cfg_new();
-    assert_int_equal(parse("", d, &err), 0);
-    assert_string_equal(d->source, NAME);
-    assert_int_equal(d->nregions, 3);
-    assert_string_equal(d->regions[2].path, c->regions[2].path);
     buf_free(&err);
     free(c);
-    free(d);
+}
+
+/* A file that names no region is refused, naming the file: the embedded
+ * regions a, b, c apply only when there is no file at all.  Errors on a
+ * line still come first. */
+static void test_no_region(void **state)
+{
+    static const char *const files[] = {
+        "",
+        "; only a comment\n",
+        "[daemon]\nwatch = /mnt/ckpt\nstate = /srv/cks\n",
+        "[daemon]\nquorum = 1\n[retention]\nkeep_last = 3\n[prune]\ninterval = 1h\n",
+        "[daemon]\nquorum = 5\n", /* not "more than the number of regions (3)" */
+    };
+    struct config *c = cfg_new();
+    struct buf err = BUF_INIT;
+    (void)state;
+    for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+        memset(c, 0x5a, sizeof(*c));
+        if (parse_raw(files[i], c, &err) != CKS_E_CONFIG)
+            fail_msg("file %zu: accepted without a region", i);
+        assert_string_equal(buf_str(&err),
+                            NAME ": no [region.NAME] section: a configuration file must name its "
+                                 "regions (the embedded default regions apply only when there "
+                                 "is no configuration file)");
+        assert_int_equal(((unsigned char *)c)[0], 0x5a);
+    }
+    assert_int_equal(parse_raw("[daemon]\nquorum = x\n", c, &err), CKS_E_CONFIG);
+    assert_non_null(strstr(buf_str(&err), NAME ":2: [daemon] quorum: 'x' is not a number"));
+    assert_int_equal(parse_raw("[chunker]\nmin = 8M\n", c, &err), CKS_E_CONFIG);
+    assert_non_null(strstr(buf_str(&err), NAME ":2: [chunker] min"));
+    /* one region is enough (with a quorum it can meet) */
+    assert_int_equal(parse_raw("[daemon]\nquorum = 1\n[region.a]\npath = /r\n", c, &err), 0);
+    assert_false(c->default_regions);
+    assert_int_equal(c->nregions, 1);
+    buf_free(&err);
+    free(c);
 }
 
 static const char full_file[] = "\xEF\xBB\xBF; ckptsync configuration\r\n"
@@ -206,7 +254,7 @@ static void test_full_file(void **state)
 static void test_valid_small(void **state)
 {
     static const char *const files[] = {
-        /* state moves: default regions and socket follow it */
+        /* state moves: the default socket follows it */
         "[daemon]\nstate = /srv/x/\n",
         /* a 63-byte region name (longer than inih's own section buffer) */
         "[region." NAME60 "012]\npath = /r\n"
@@ -232,7 +280,8 @@ static void test_valid_small(void **state)
             fail_msg("file %zu: unexpected error: %s", i, buf_str(&err));
     }
     assert_int_equal(parse(files[0], c, &err), 0);
-    assert_string_equal(c->regions[1].path, "/srv/x/regions/b");
+    assert_false(c->default_regions);
+    assert_string_equal(c->regions[1].path, "/regions/rb");
     assert_string_equal(c->socket, "/srv/x/ckptsyncd.sock");
     assert_int_equal(parse(files[1], c, &err), 0);
     assert_int_equal(c->nregions, 1);
@@ -938,13 +987,13 @@ static void test_load(void **state)
     char path[] = "/tmp/test-config-XXXXXX";
     int fd = mkstemp(path);
     assert_true(fd >= 0);
-    static const char text[] = "[daemon]\nquorum = 3\nsettle = 5\n";
+    static const char text[] = "[daemon]\nquorum = 1\nsettle = 5\n[region.a]\npath = /r\n";
     assert_int_equal(write(fd, text, sizeof(text) - 1), (ssize_t)sizeof(text) - 1);
     close(fd);
 
     assert_int_equal(config_load(path, c, &err), 0);
     assert_string_equal(c->source, path);
-    assert_int_equal(c->quorum, 3);
+    assert_int_equal(c->quorum, 1);
     assert_int_equal(c->settle, 5);
 
     FILE *f = fopen(path, "a");
@@ -953,7 +1002,7 @@ static void test_load(void **state)
     fclose(f);
     assert_int_equal(config_load(path, c, &err), CKS_E_CONFIG);
     char want[128];
-    snprintf(want, sizeof(want), "%s:5: [compress] level: 99 is out of range (1 to 19)", path);
+    snprintf(want, sizeof(want), "%s:7: [compress] level: 99 is out of range (1 to 19)", path);
     assert_string_equal(buf_str(&err), want);
     unlink(path);
 
@@ -969,6 +1018,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults),         cmocka_unit_test(test_full_file),
+        cmocka_unit_test(test_no_region),
         cmocka_unit_test(test_valid_small),      cmocka_unit_test(test_values),
         cmocka_unit_test(test_retention),        cmocka_unit_test(test_too_many_policies),
         cmocka_unit_test(test_errors),           cmocka_unit_test(test_parse_duration),

@@ -384,13 +384,106 @@ static void test_ignored_names(void **state)
     assert_int_equal(detector_pending(s->d), 1);
 }
 
+/* A framework's staging folder, a hidden run or unit, a temporary file:
+ * never a unit, whatever is written in it (markers included); the name it
+ * is renamed to is a unit as usual. */
+static void test_transient_units(void **state)
+{
+    struct scratch *s = *state;
+    static const char *const paths[] = {
+        "run/tmp-checkpoint-500/trainer_state.json", /* HF Trainer staging */
+        "run/tmp-checkpoint-500/model.safetensors",
+        "run/.ipynb_checkpoints/x.pt",
+        ".hidden-run/checkpoint-1/trainer_state.json",
+        ".cache/huggingface/hub/model.bin",
+        ".stray.pt",
+        "run/model.safetensors.incomplete",
+        "run/epoch=3-step=900.ckpt.tmp",
+        "run/tmpab12cd_9.pt", /* Python tempfile */
+        "run/1000.orbax-checkpoint-tmp-1712345678/_METADATA",
+        "run/ckpt-1_temp/part-00000-of-00001.data-00000-of-00001",
+        "run/megatron_gpt--step=100.ckpt-unfinished",
+        "run/step_3.pt.TMP",
+        "tmp-checkpoint-9.pt.partial",
+    };
+    for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++)
+        written(s, paths[i], S(0));
+    detector_event(s->d, WATCH_CREATE, "run/tmp-checkpoint-600", true, S(0));
+    assert_int_equal(detector_pending(s->d), 0);
+    expect_none(s, S(1000));
+    /* nor by commit */
+    mkdir_in(s, "run");
+    mkdir_in(s, "run/tmp-checkpoint-500");
+    assert_int_equal(detector_commit(s->d, "run/tmp-checkpoint-500", -1, S(1)), -EINVAL);
+
+    /* renamed to its final name: the watcher reports the move, then what
+     * is inside; the marker inside makes it ready */
+    detector_event(s->d, WATCH_DELETE, "run/tmp-checkpoint-500", true, S(2));
+    detector_event(s->d, WATCH_MOVED_IN, "run/checkpoint-500", true, S(2));
+    detector_event(s->d, WATCH_MOVED_IN, "run/checkpoint-500/model.safetensors", false, S(2));
+    detector_event(s->d, WATCH_MOVED_IN, "run/checkpoint-500/trainer_state.json", false, S(2));
+    expect_ready(s, S(2), "run", "run/checkpoint-500", 500, DETECT_MARKER);
+    assert_int_equal(detector_pending(s->d), 0);
+    /* a temporary file renamed into place: a single-file checkpoint */
+    detector_event(s->d, WATCH_DELETE, "run/tmpab12cd_9.pt", false, S(3));
+    detector_event(s->d, WATCH_MOVED_IN, "run/epoch=3-step=900.ckpt", false, S(3));
+    expect_ready(s, S(3), "run", "run/epoch=3-step=900.ckpt", 900, DETECT_MARKER);
+}
+
+static void test_name_transient(void **state)
+{
+    static const struct {
+        const char *name;
+        bool transient;
+    } cases[] = {
+        {"tmp-checkpoint-500", true},
+        {".ipynb_checkpoints", true},
+        {".incomplete", true},
+        {".metadata", true},
+        {"x.tmp", true},
+        {"x.TMP", true},
+        {"x.temp", true},
+        {"x.part", true},
+        {"x.partial", true},
+        {"model.safetensors.incomplete", true},
+        {"a-unfinished", true},
+        {"tmpk3j2_9xq", true},
+        {"tmpab12cd34.pt", true},
+        {"5.orbax-checkpoint-tmp-1712345678", true},
+        {"ckpt-1_temp", true},
+        {"ckpt_temp_0123456789abcdef0123456789abcdef", true},
+        {"checkpoint-500", false},
+        {"global_step100", false},
+        {"iter_0000100", false},
+        {"epoch=3-step=900.ckpt", false},
+        {"latest", false},
+        {"train.log", false},
+        {"tmp", false},
+        {"tmpdir", false},           /* not 8 characters of tempfile's alphabet */
+        {"tmpAB12CD34", false},      /* tempfile uses lower case */
+        {"tmpab12cd34x", false},
+        {"model_temp_0.5", false},   /* a temperature, not TensorFlow's suffix */
+        {"template", false},
+        {".tmp", true},              /* hidden */
+        {"tmp.", false},
+        {"", false},
+    };
+    (void)state;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        if (detect_name_transient(cases[i].name, strlen(cases[i].name)) != cases[i].transient)
+            fail_msg("\"%s\": transient should be %d", cases[i].name, cases[i].transient);
+    /* only len bytes are looked at */
+    assert_true(detect_name_transient("x.tmp/checkpoint-1", 5));
+    assert_false(detect_name_transient("checkpoint-1/x.tmp", 12));
+}
+
 static void test_deletes_and_forget(void **state)
 {
     struct scratch *s = *state;
 
     written(s, "run/checkpoint-1/a", S(0));
     written(s, "run/checkpoint-2/a", S(0));
-    written(s, "run/step_3.pt.tmp", S(0));
+    written(s, "run/notes.txt", S(0));
     written(s, "other/checkpoint-1/a", S(0));
     assert_int_equal(detector_pending(s->d), 4);
 
@@ -398,7 +491,7 @@ static void test_deletes_and_forget(void **state)
     detector_event(s->d, WATCH_DELETE, "run/checkpoint-1/a", false, S(1));
     assert_int_equal(detector_pending(s->d), 4);
     detector_event(s->d, WATCH_DELETE, "run/checkpoint-1", true, S(1));
-    detector_event(s->d, WATCH_DELETE, "run/step_3.pt.tmp", false, S(1));
+    detector_event(s->d, WATCH_DELETE, "run/notes.txt", false, S(1));
     assert_int_equal(detector_pending(s->d), 2);
 
     /* A marker-ready unit that is deleted before it is handed out. */
@@ -491,6 +584,13 @@ static void test_step_from_name(void **state)
         {"latest", -1},
         {"", -1},
         {"step_5-step_9", 9},
+        /* a path as typed on a command line (ckptsync snapshot PATH) */
+        {"/data/cloud_storage/run1/checkpoint-1000/", 1000},
+        {"run1/checkpoint-1000//", 1000},
+        {"step_3/checkpoint-1000/", 1000},
+        {"checkpoint-7/latest/", -1},
+        {"/", -1},
+        {"//", -1},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         int64_t got = detect_step_from_name(cases[i].name);
@@ -516,6 +616,8 @@ int main(void)
         T(test_newest_first),
         T(test_root_run),
         T(test_ignored_names),
+        T(test_transient_units),
+        cmocka_unit_test(test_name_transient),
         T(test_deletes_and_forget),
         T(test_flush),
         T(test_many_units),

@@ -34,9 +34,37 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <curl/curl.h>
 
 #include "base/err.h"
 #include "store/region.h"
+
+/* A failing multi handle on demand (tests/CMakeLists.txt links this test
+ * with ld --wrap for both): 0 = libcurl's own, else the code returned. */
+static CURLMcode fail_perform, fail_poll;
+static unsigned perform_calls;
+
+CURLMcode __real_curl_multi_perform(CURLM *m, int *running);
+CURLMcode __real_curl_multi_poll(CURLM *m, struct curl_waitfd extra[], unsigned n, int ms, int *ret);
+CURLMcode __wrap_curl_multi_perform(CURLM *m, int *running);
+CURLMcode __wrap_curl_multi_poll(CURLM *m, struct curl_waitfd extra[], unsigned n, int ms, int *ret);
+
+CURLMcode __wrap_curl_multi_perform(CURLM *m, int *running)
+{
+    perform_calls++;
+    if (fail_perform) {
+        *running = 1; /* a dead handle claims nothing finished */
+        return fail_perform;
+    }
+    return __real_curl_multi_perform(m, running);
+}
+
+CURLMcode __wrap_curl_multi_poll(CURLM *m, struct curl_waitfd extra[], unsigned n, int ms, int *ret)
+{
+    if (fail_poll)
+        return fail_poll;
+    return __real_curl_multi_poll(m, extra, n, ms, ret);
+}
 
 /* Nothing listens on port 1 of loopback: every connection is refused. */
 #define NOWHERE "http://127.0.0.1:1"
@@ -114,6 +142,55 @@ static void test_unreachable(void **state)
     assert_int_equal(region_put_new(r, "refs/r1/x", "x", 1), CKS_E_REMOTE);
     expect_error_has(r, "refs/r1/x");
     region_free(r);
+}
+
+/* A multi handle that fails ends every transfer in flight with an error
+ * naming the region, at once: a synchronous op returns, async requests
+ * come back from one poll; the next transfer works on a fresh handle.
+ * Before, the pump ignored the codes and callers waited forever (the
+ * alarm turns that into a failure). */
+static void test_multi_failure(void **state)
+{
+    static const CURLMcode codes[][2] = {{CURLM_OUT_OF_MEMORY, 0}, {0, CURLM_INTERNAL_ERROR}};
+    (void)state;
+    for (size_t c = 0; c < sizeof(codes) / sizeof(codes[0]); c++) {
+        struct region *r = s3_at(NOWHERE, true);
+        struct region_req reqs[3];
+        memset(reqs, 0, sizeof(reqs));
+        alarm(20);
+        fail_perform = codes[c][0];
+        fail_poll = codes[c][1];
+        perform_calls = 0;
+        assert_int_equal(region_has(r, "chunks/ab/abcd"), CKS_E_REMOTE);
+        expect_error_has(r, "region 's'");
+        expect_error_has(r, "HEAD s3://ckpt/precond/chunks/ab/abcd");
+        expect_error_has(r, "curl multi handle failed");
+        expect_error_has(r, curl_multi_strerror(codes[c][0] ? codes[c][0] : codes[c][1]));
+        assert_true(perform_calls <= 2); /* one round, not a spin */
+
+        for (size_t i = 0; i < 3; i++) {
+            reqs[i].kind = RREQ_HAS;
+            snprintf(reqs[i].key, sizeof(reqs[i].key), "chunks/0%zu/x", i);
+            assert_int_equal(region_submit(r, &reqs[i]), 0);
+        }
+        size_t back = 0;
+        for (struct region_req *q = region_poll(r, 1000); q; q = q->next, back++) {
+            assert_int_equal(q->ret, CKS_E_REMOTE);
+            assert_non_null(strstr(q->errmsg, "region 's'"));
+            assert_non_null(strstr(q->errmsg, "curl multi handle failed"));
+        }
+        assert_int_equal(back, 3);
+
+        /* the handle is replaced: the next request reaches the network
+         * (nothing listens there: refused, an ordinary error) */
+        fail_perform = fail_poll = 0;
+        assert_int_equal(region_has(r, "chunks/ab/abcd"), CKS_E_REMOTE);
+        expect_error_has(r, "region 's'");
+        if (strstr(region_last_error(r), "curl multi handle failed"))
+            fail_msg("still the failed handle: %s", region_last_error(r));
+        alarm(0);
+        region_free(r);
+    }
 }
 
 static void test_multipart_refused(void **state)
@@ -301,6 +378,7 @@ int main(void)
         cmocka_unit_test(test_default_unknown),
         cmocka_unit_test(test_none),
         cmocka_unit_test(test_unreachable),
+        cmocka_unit_test(test_multi_failure),
         cmocka_unit_test(test_multipart_refused),
         cmocka_unit_test(test_server_probe),
         cmocka_unit_test(test_server_put_new),
