@@ -9,8 +9,10 @@
  * regions; a chunk that is missing or corrupt in one region is fetched from
  * the next, and counted.  Everything is written under a staging directory
  * inside the target (".ckptsync-restore.<id>"), fsynced, and the snapshot's
- * root renamed into place at the end: a failed restore leaves nothing in
- * the target but what was there before.  No path of the manifest can reach
+ * root renamed into place at the end (exchanged with an existing one under
+ * force, atomically): a failed restore leaves nothing in the target but
+ * what was there before, and a killed one at most its staging directory,
+ * which the next restore into the target removes.  No path of the manifest can reach
  * outside the target: paths are checked by the parser and every directory
  * is opened with O_NOFOLLOW relative to its parent.
  *
