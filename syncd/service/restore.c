@@ -533,6 +533,26 @@ static int rst_files(struct rst *s)
     return e;
 }
 
+/* A setuid or setgid bit in a manifest is not trusted: whoever can write
+ * to a region could otherwise plant setuid files on every instance that
+ * restores as root.  Cleared unless the caller keeps them (the sticky bit
+ * stays); the entries are counted and a warning says how many. */
+static void rst_strip_setid(struct rst *s)
+{
+    if (s->o->keep_setid)
+        return;
+    for (size_t k = 0; k < s->m.nfiles; k++) {
+        struct mfile *f = &s->m.files[k];
+        if (f->type != MFILE_LINK && (f->mode & (S_ISUID | S_ISGID))) {
+            f->mode &= ~(uint32_t)(S_ISUID | S_ISGID);
+            s->res->setid_cleared++;
+        }
+    }
+    if (s->res->setid_cleared)
+        log_warn("snapshot %s: cleared the setuid/setgid bits of %llu file(s) "
+                 "(--keep-setid keeps them)", s->m.id, (unsigned long long)s->res->setid_cleared);
+}
+
 static int rst_entry(struct rst *s, const struct mfile *f)
 {
     int dirfd, e;
@@ -897,6 +917,7 @@ static int rst_all(struct rst *s, int target)
     for (size_t k = 0; k < s->m.nfiles; k++)
         if (s->m.files[k].type == MFILE_REG)
             s->total += s->m.files[k].size;
+    rst_strip_setid(s);
     if ((e = rst_stage(s, target)) < 0)
         return e;
     for (size_t k = 0; k < s->m.nfiles; k++)
