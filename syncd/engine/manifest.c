@@ -47,7 +47,7 @@
 _Static_assert(MANIFEST_VERSION == CKS_MANIFEST_VERSION, "format.h and manifest.h disagree");
 
 #define MAX_TOKENS 6        /* "f <mode> <size> <digest> <nchunks> <path>" */
-#define HEADER_LINES 13     /* version 2: the version line and the twelve below it */
+#define HEADER_LINES 13     /* versions 2, 3: the version line and the twelve below it */
 #define FIRST_ENTRY_LINE (HEADER_LINES + 1)
 #define END_LINE_LEN (4 + HASH_HEX_LEN + 1)
 #define CHUNKER_NAME "fastcdc2020"
@@ -175,9 +175,14 @@ static int check_chunk_len(const struct manifest *m, uint64_t len, const char **
 
 /* What every entry must satisfy on its own (the parser calls this once the
  * entry's line is read, the validator for each struct entry). */
+static bool has_target(enum mfile_type t)
+{
+    return t == MFILE_LINK || t == MFILE_HARDLINK;
+}
+
 static int check_entry(const struct mfile *f, const char **ret_what)
 {
-    if (f->type != MFILE_REG && f->type != MFILE_DIR && f->type != MFILE_LINK) {
+    if (f->type != MFILE_REG && f->type != MFILE_DIR && !has_target(f->type)) {
         *ret_what = "unknown entry type";
         return CKS_E_FORMAT;
     }
@@ -189,12 +194,16 @@ static int check_entry(const struct mfile *f, const char **ret_what)
         *ret_what = "unsafe path (absolute, empty, \".\", \"..\" or too long)";
         return CKS_E_UNSAFE_PATH;
     }
-    if ((f->type == MFILE_LINK) != (f->link != NULL)) {
-        *ret_what = "link target on a non-symlink, or symlink without target";
+    if (has_target(f->type) != (f->link != NULL)) {
+        *ret_what = "link target on a non-link, or link without target";
         return CKS_E_FORMAT;
     }
-    if (f->link && manifest_link_check(f->path, f->link) < 0) {
+    if (f->type == MFILE_LINK && manifest_link_check(f->path, f->link) < 0) {
         *ret_what = "symlink target leaves the snapshot";
+        return CKS_E_UNSAFE_PATH;
+    }
+    if (f->type == MFILE_HARDLINK && manifest_path_check(f->link) < 0) {
+        *ret_what = "unsafe hard link target";
         return CKS_E_UNSAFE_PATH;
     }
     return 0;
@@ -226,11 +235,35 @@ static bool is_below(const char *parent, const char *child)
     return strncmp(parent, child, n) == 0 && child[n] == '/';
 }
 
-/* On failure *ret_a and *ret_b are the indices of the two entries. */
+/* A hard link names an earlier regular file (v: the entries sorted by
+ * path_cmp): restore makes it once that file is complete; a link to a
+ * directory, a symlink, another hard link or a later entry is refused. */
+static int check_hardlinks(const struct manifest *m, const struct mfile **v, size_t *ret_a,
+                           size_t *ret_b, const char **ret_what)
+{
+    for (size_t i = 0; i < m->nfiles; i++) {
+        const struct mfile *h = &m->files[i];
+        if (h->type != MFILE_HARDLINK)
+            continue;
+        const struct mfile key = {.path = h->link}, *kp = &key;
+        const struct mfile *const *hit = bsearch(&kp, v, m->nfiles, sizeof(*v), path_cmp);
+        size_t t = hit ? (size_t)(*hit - m->files) : i;
+        if (!hit || (*hit)->type != MFILE_REG || t > i) {
+            *ret_what = "hard link to what is not an earlier regular file";
+            *ret_a = t;   /* reported as "line of i (see line of t)" */
+            *ret_b = i;
+            return CKS_E_FORMAT;
+        }
+    }
+    return 0;
+}
+
+/* On failure *ret_b is the index of the entry at fault, *ret_a that of
+ * the other one involved (equal when there is none). */
 static int check_tree(const struct manifest *m, size_t *ret_a, size_t *ret_b,
                       const char **ret_what)
 {
-    if (m->nfiles < 2)
+    if (m->nfiles == 0)
         return 0;
     const struct mfile **v = reallocarray(NULL, m->nfiles, sizeof(*v));
     if (!v) {
@@ -255,6 +288,8 @@ static int check_tree(const struct manifest *m, size_t *ret_a, size_t *ret_b,
             *ret_b = a < b ? b : a;
         }
     }
+    if (r == 0)
+        r = check_hardlinks(m, v, ret_a, ret_b, ret_what);
     free(v);
     return r;
 }
@@ -342,8 +377,8 @@ static int chunks_reserve(struct manifest *m, size_t limit)
 int manifest_add_file(struct manifest *m, enum mfile_type type, const char *path,
                       uint32_t mode, const char *link)
 {
-    if (!path || (type != MFILE_REG && type != MFILE_DIR && type != MFILE_LINK) ||
-        (type == MFILE_LINK) != (link != NULL))
+    if (!path || (type != MFILE_REG && type != MFILE_DIR && !has_target(type)) ||
+        has_target(type) != (link != NULL))
         return -EINVAL;
     int r = files_reserve(m, MANIFEST_MAX_FILES);
     if (r < 0)
@@ -535,8 +570,9 @@ int manifest_validate(const struct manifest *m, struct buf *err)
     if (r < 0) {
         if (err) {
             buf_reset(err);
-            buf_printf(err, "line %zu: %s (see line %zu)", entry_line(m, b), what,
-                       entry_line(m, a));
+            buf_printf(err, "line %zu: %s", entry_line(m, b), what);
+            if (a != b)
+                buf_printf(err, " (see line %zu)", entry_line(m, a));
         }
         return r;
     }
@@ -616,7 +652,7 @@ static void put_mode(struct enc *e, uint32_t mode)
 
 static void put_header(struct enc *e, const struct manifest *m)
 {
-    put_str(e, CKS_MANIFEST_MAGIC " 2\nid ");
+    put_str(e, CKS_MANIFEST_MAGIC " 3\nid ");
     put_text(e, m->id);
     put_str(e, "\nrun ");
     put_text(e, m->run);
@@ -660,7 +696,7 @@ static void put_entry(struct enc *e, const struct manifest *m, const struct mfil
     put_str(e, " ");
     if (f->type == MFILE_DIR) {
         put_str(e, "-");
-    } else if (f->type == MFILE_LINK) {
+    } else if (has_target(f->type)) {
         put_text(e, f->link);
     } else {
         put_u64(e, f->size);
@@ -1149,10 +1185,13 @@ static int line_dir(struct parser *p, const struct line *ln)
     return push_entry(p, &f);
 }
 
-static int line_link(struct parser *p, const struct line *ln)
+/* A symlink, or (version 3) a hard link: both name a target. */
+static int line_link(struct parser *p, const struct line *ln, enum mfile_type type)
 {
     struct mfile f;
-    int r = entry_common(p, ln, MFILE_LINK, 4, &f);
+    if (type == MFILE_HARDLINK && p->version < 3)
+        return fail(p, CKS_E_FORMAT, "hard link entries need manifest version 3");
+    int r = entry_common(p, ln, type, 4, &f);
     if (r == 0)
         r = text_field(p, &ln->tok[2], MANIFEST_MAX_PATH, "link target", true, &f.link);
     if (r < 0) {
@@ -1232,7 +1271,9 @@ static int body_line(struct parser *p, const struct line *ln)
     if (tok_is(k, "d"))
         return line_dir(p, ln);
     if (tok_is(k, "l"))
-        return line_link(p, ln);
+        return line_link(p, ln, MFILE_LINK);
+    if (tok_is(k, "h"))
+        return line_link(p, ln, MFILE_HARDLINK);
     if (tok_is(k, "end"))
         return fail(p, CKS_E_FORMAT, "end after %zu of %" PRIu64 " declared entries",
                     p->m->nfiles, p->decl_files);
@@ -1286,6 +1327,8 @@ static int parse_tree(struct parser *p)
     if (r < 0) {
         size_t v1 = p->version == 1; /* one header line fewer */
         p->lineno = entry_line(p->m, b) - v1;
+        if (a == b)
+            return fail(p, r, "%s", what);
         return fail(p, r, "%s (see line %zu)", what, entry_line(p->m, a) - v1);
     }
     return 0;

@@ -2,7 +2,7 @@
  * manifest.h — the snapshot manifest: what one snapshot holds.  The text
  * format is documented in include/ckptsync/format.h; in short:
  *
- *   ckptsync-manifest 1
+ *   ckptsync-manifest 3
  *   id 20261201T000701Z-3f2a9c1b7d0e
  *   run r1
  *   step 1000                       (or -1 when unknown)
@@ -16,6 +16,8 @@
  *   chunks 5
  *   d 0755 - <path>                 directory
  *   l 0777 <target> <path>          symlink (target relative, inside the snapshot)
+ *   h 0644 <target> <path>          hard link to the earlier regular file <target>
+ *                                   (an entry's path; version 3)
  *   f 0644 <size> <sha256> <nchunks> <path>
  *   c <sha256> <len>                one per chunk, following its file
  *   end <sha256 of every byte before this line>
@@ -42,7 +44,7 @@
 #include "base/buf.h"
 #include "engine/hash.h"
 
-#define MANIFEST_VERSION 2
+#define MANIFEST_VERSION 3
 #define MANIFEST_GEN_MAX 999999999999LL
 #define MANIFEST_MAX_BYTES (1024u * 1024 * 1024)
 #define MANIFEST_MAX_FILES 10000000u
@@ -52,7 +54,10 @@
 #define MANIFEST_MAX_FIELD 256u      /* run, host, instance, id */
 #define MANIFEST_ID_MAX 64u
 
-enum mfile_type { MFILE_REG = 'f', MFILE_DIR = 'd', MFILE_LINK = 'l' };
+/* A hard link shares its target's inode: the target is the path of an
+ * earlier MFILE_REG entry of the same manifest (walk records the second
+ * and later names of one inode so); its mode is the target's. */
+enum mfile_type { MFILE_REG = 'f', MFILE_DIR = 'd', MFILE_LINK = 'l', MFILE_HARDLINK = 'h' };
 
 struct mchunk {
     uint8_t id[HASH_LEN];
@@ -61,7 +66,7 @@ struct mchunk {
 
 struct mfile {
     char *path;             /* relative to the snapshot root */
-    char *link;             /* symlink target, else NULL */
+    char *link;             /* symlink target, hard link target (a path), else NULL */
     enum mfile_type type;
     uint32_t mode;          /* permission bits only (07777) */
     uint64_t size;

@@ -278,10 +278,28 @@ static int rst_open(struct rst *s, size_t k, int flags)
     int fd = openat(dirfd, name, flags | O_NOFOLLOW | O_CLOEXEC, 0600);
     e = fd < 0 ? -errno : 0;
     close(dirfd);
+    /* At its full size from the start: a chunk of zeros that is not
+     * written (restore_zero_chunk()) stays a hole, and reading a chunk
+     * back never meets the end of the file. */
+    if (e == 0 && (flags & O_CREAT) && ftruncate(fd, (off_t)f->size) < 0) {
+        e = -errno;
+        close(fd);
+    }
     if (e < 0)
         return rst_fail(s, f, (flags & O_CREAT) ? "creating" : "opening", e);
     s->rfiles[k].fd = fd;
     return 0;
+}
+
+/* 16 bytes one by one, then the rest against the 16 already known to be
+ * zero: memcmp is vectorised, so this runs at memory speed. */
+bool restore_zero_chunk(const uint8_t *p, size_t n)
+{
+    size_t head = n < 16 ? n : 16;
+    for (size_t i = 0; i < head; i++)
+        if (p[i])
+            return false;
+    return n <= 16 || memcmp(p, p + 16, n - 16) == 0;
 }
 
 static int rst_chunk(void *ud, const struct fetch_job *j, const uint8_t *data, size_t len)
@@ -564,6 +582,8 @@ static int rst_entry(struct rst *s, const struct mfile *f)
     switch (f->type) {
     case MFILE_REG:
         break; /* created and filled by rst_files() */
+    case MFILE_HARDLINK:
+        break; /* made by rst_finish_files(), once its target is complete */
     case MFILE_DIR:
         if (mkdirat(dirfd, name, 0700) < 0 && errno != EEXIST)
             e = -errno;
@@ -579,6 +599,34 @@ static int rst_entry(struct rst *s, const struct mfile *f)
         buf_printf(s->err, "creating \"%s\": %s", f->path, err_str(e));
     close(dirfd);
     return e;
+}
+
+/* A hard link to an earlier regular file (the parser checked that it is
+ * one, in this manifest), made once that file is complete. */
+static int rst_hardlink(struct rst *s, const struct mfile *f)
+{
+    int tdir, ldir, e;
+    const char *tname, *lname;
+    if ((e = restore_parent(s->stage, f->link, &tdir, &tname)) < 0)
+        return rst_fail(s, f, "opening the directory of the target of", e);
+    if ((e = restore_parent(s->stage, f->path, &ldir, &lname)) == 0) {
+        if (linkat(tdir, tname, ldir, lname, 0) < 0)
+            e = -errno;
+        close(ldir);
+    }
+    close(tdir);
+    return e < 0 ? rst_fail(s, f, "linking", e) : 0;
+}
+
+/* Once every regular file is complete: the hard links to them. */
+static int rst_finish_files(struct rst *s)
+{
+    for (size_t k = 0; k < s->m.nfiles; k++) {
+        int e = s->m.files[k].type == MFILE_HARDLINK ? rst_hardlink(s, &s->m.files[k]) : 0;
+        if (e < 0)
+            return e;
+    }
+    return 0;
 }
 
 /* fsyncs every directory and applies directory modes, deepest first. */
@@ -923,7 +971,7 @@ static int rst_all(struct rst *s, int target)
     for (size_t k = 0; k < s->m.nfiles; k++)
         if ((e = rst_entry(s, &s->m.files[k])) < 0)
             return e;
-    if ((e = rst_alloc(s)) < 0 || (e = rst_files(s)) < 0)
+    if ((e = rst_alloc(s)) < 0 || (e = rst_files(s)) < 0 || (e = rst_finish_files(s)) < 0)
         return e;
     if ((e = rst_finish_dirs(s)) < 0 || (e = rst_place(s, target)) < 0)
         return e;

@@ -63,4 +63,8 @@ int restore_find(struct repo *r, const char *run, const char *id, struct manifes
                  size_t *ret_region, struct buf *err);
 int restore_run(struct repo *r, const struct restore_opts *o, struct restore_result *ret,
                 struct buf *err);
+/* true when the n bytes at p are all zero: such a chunk is not written,
+ * the file (created at its full size) keeps a hole there, as a sparse
+ * source file had one. */
+bool restore_zero_chunk(const uint8_t *p, size_t n);
 #endif

@@ -100,6 +100,7 @@ static void build_sample(struct manifest *m)
     assert_int_equal(manifest_add_file(m, MFILE_LINK, "shards/latest", 0777, "model.pt"), 0);
     assert_int_equal(manifest_add_file(m, MFILE_LINK, "odd dir/up", 0777, "../one"), 0);
     assert_int_equal(manifest_add_file(m, MFILE_LINK, "a/b/top", 0777, "../../-"), 0);
+    assert_int_equal(manifest_add_file(m, MFILE_HARDLINK, "odd dir/again", 0600, "shards/model.pt"), 0);
 }
 
 /* text + "end <sha256 of text>\n" */
@@ -161,7 +162,10 @@ static void test_round_trip(void **state)
     assert_non_null(strstr(text, "new%0Aline%2525.txt\n"));
     assert_non_null(strstr(text, "tab%09here%7F%01%FF\n"));
     assert_non_null(strstr(text, "donn%C3%A9es/%CE%BB.bin\n"));
-    assert_non_null(strstr(text, "\nfiles 13\nchunks 7\n"));
+    assert_non_null(strstr(text, "\nfiles 14\nchunks 7\n"));
+    assert_non_null(strstr(text, "\nh 0600 shards/model.pt odd%20dir/again\n"));
+    assert_int_equal(back.files[13].type, MFILE_HARDLINK);
+    assert_string_equal(back.files[13].link, "shards/model.pt");
 
     manifest_free(&m);
     manifest_free(&back);
@@ -206,6 +210,11 @@ static void test_empty_manifest(void **state)
                 "instance -\nparent -\n"
 #define HEADV2(g) HEAD8V2 "gen " g "\nroot -\n"
 #define HDRV2(f, c) HEADV2("7") CHUNKER "files " f "\nchunks " c "\n"
+/* Version 3: the same header; hard link entries. */
+#define HEAD8V3 "ckptsync-manifest 3\nid s1\nrun r1\nstep 5\ntime 100\nhost h\n" \
+                "instance -\nparent -\n"
+#define HDRV3(f, c) HEAD8V3 "gen 7\nroot -\n" CHUNKER "files " f "\nchunks " c "\n"
+#define F0(p) "f 0644 0 " HX " 0 " p "\n"
 
 enum tail { AUTO_END, RAW, TRAILING, NO_NEWLINE, BAD_DIGEST };
 
@@ -299,7 +308,7 @@ static const struct reject rejects[] = {
     {"unknown chunker", HEAD "chunker rabin 64 256 1024 1\nfiles 0\nchunks 0\n", CKS_E_FORMAT,
      10, AUTO_END},
     /* version and header */
-    {"version 3", "ckptsync-manifest 3\nwhatever\n", CKS_E_VERSION, 1, RAW},
+    {"version 4", "ckptsync-manifest 4\nwhatever\n", CKS_E_VERSION, 1, RAW},
     {"version 0", "ckptsync-manifest 0\n", CKS_E_VERSION, 1, RAW},
     {"version not a number", "ckptsync-manifest one\n", CKS_E_FORMAT, 1, RAW},
     {"not a manifest", "ckptsync-repo 1\n", CKS_E_FORMAT, 1, RAW},
@@ -387,6 +396,27 @@ static const struct reject rejects[] = {
      AUTO_END},
     {"v2 wrong end digest", HDRV2("0", "0"), CKS_E_DIGEST, 14, BAD_DIGEST},
     {"v2 data after end", HDRV2("0", "0"), CKS_E_FORMAT, 14, TRAILING},
+    /* version 3: hard links name an earlier regular file */
+    {"hard link in v2", HDRV2("2", "0") F0("a") "h 0644 a b\n", CKS_E_FORMAT, 15, AUTO_END},
+    {"hard link to nothing", HDRV3("2", "0") F0("a") "h 0644 x b\n", CKS_E_FORMAT, 15, AUTO_END},
+    {"hard link to a later file", HDRV3("2", "0") "h 0644 a b\n" F0("a"), CKS_E_FORMAT, 14,
+     AUTO_END},
+    {"hard link to a dir", HDRV3("2", "0") "d 0755 - a\nh 0644 a b\n", CKS_E_FORMAT, 15, AUTO_END},
+    {"hard link to a symlink", HDRV3("2", "0") "l 0777 x a\nh 0644 a b\n", CKS_E_FORMAT, 15,
+     AUTO_END},
+    {"hard link to a hard link", HDRV3("3", "0") F0("a") "h 0644 a b\nh 0644 b c\n", CKS_E_FORMAT,
+     16, AUTO_END},
+    {"hard link to itself", HDRV3("1", "0") "h 0644 a a\n", CKS_E_FORMAT, 14, AUTO_END},
+    {"lone hard link", HDRV3("1", "0") "h 0644 a b\n", CKS_E_FORMAT, 14, AUTO_END},
+    {"hard link target ..", HDRV3("2", "0") F0("a") "h 0644 ../a b\n", CKS_E_UNSAFE_PATH, 15,
+     AUTO_END},
+    {"hard link target absolute", HDRV3("2", "0") F0("a") "h 0644 %2Fa b\n", CKS_E_UNSAFE_PATH, 15,
+     AUTO_END},
+    {"hard link without target", HDRV3("2", "0") F0("a") "h 0644 - b\n", CKS_E_FORMAT, 15,
+     AUTO_END},
+    {"hard link field missing", HDRV3("2", "0") F0("a") "h 0644 b\n", CKS_E_FORMAT, 15, AUTO_END},
+    {"entry below a hard link", HDRV3("3", "0") F0("a") "h 0644 a b\nd 0755 - b/c\n",
+     CKS_E_UNSAFE_PATH, 16, AUTO_END},
     /* the end line */
     {"wrong end digest", HDR("0", "0"), CKS_E_DIGEST, 13, BAD_DIGEST},
     {"data after end", HDR("0", "0"), CKS_E_FORMAT, 13, TRAILING},
@@ -464,6 +494,8 @@ static const char *const accepts[] = {
     /* version 2: generations 0 and the largest */
     HEADV2("0") CHUNKER "files 0\nchunks 0\n",
     HEADV2("999999999999") CHUNKER "files 1\nchunks 0\nd 0755 - a\n",
+    /* version 3: two more names of one file, one in a directory listed later */
+    HDRV3("4", "0") F0("a") "d 0755 - x\nh 0644 a x/b\nh 0600 a c\n",
 };
 
 static void test_accepts(void **state)
@@ -495,7 +527,7 @@ static void test_gen_round_trip(void **state)
         build_sample(&m);
         m.gen = gens[i].gen;
         assert_int_equal(manifest_encode(&m, &out), 0);
-        assert_true(strncmp(buf_str(&out), "ckptsync-manifest 2\n", 20) == 0);
+        assert_true(strncmp(buf_str(&out), "ckptsync-manifest 3\n", 20) == 0);
         if (!strstr(buf_str(&out), gens[i].line))
             fail_msg("gen %lld: no \"%s\" in the encoding", (long long)gens[i].gen, gens[i].line);
         int r = manifest_parse(out.data, out.len, &back, &err);
@@ -518,7 +550,7 @@ static void test_gen_round_trip(void **state)
 }
 
 /* A version-1 manifest (no gen line) is generation 0; written again it
- * becomes version 2 with "gen 0", every other line the same. */
+ * becomes version 3 with "gen 0", every other line the same. */
 static void test_version1(void **state)
 {
     static const char v1[] = HDR("2", "1") "d 0755 - a\nf 0644 7 " HX " 1 a/b\nc " HX " 7\n";
@@ -534,12 +566,13 @@ static void test_version1(void **state)
     assert_int_equal(m.nfiles, 2);
     assert_int_equal(m.files[1].size, 7);
     assert_int_equal(manifest_encode(&m, &out), 0);
-    /* v2 with "gen 7": make it "gen 0" */
+    /* v2 with "gen 7": make it version 3 and "gen 0" */
     char *v2gen0 = strdup(v2);
     assert_non_null(v2gen0);
     char *g = strstr(v2gen0, "\ngen 7\n");
     assert_non_null(g);
     g[5] = '0';
+    v2gen0[18] = '3';
     append_end(&want, v2gen0, strlen(v2gen0));
     assert_string_equal(buf_str(&out), buf_str(&want));
     free(v2gen0);
@@ -756,6 +789,9 @@ static void mut_first_chunk(struct manifest *m) { m->files[4].first_chunk++; }
 static void mut_parent(struct manifest *m) { manifest_set_str(&m->parent, "a b"); }
 static void mut_root(struct manifest *m) { manifest_set_str(&m->root, "../x"); }
 static void mut_instance(struct manifest *m) { manifest_set_str(&m->instance, ""); }
+static void mut_hardlink_dir(struct manifest *m) { manifest_set_str(&m->files[13].link, "shards"); }
+static void mut_hardlink_none(struct manifest *m) { manifest_set_str(&m->files[13].link, "nope"); }
+static void mut_hardlink_up(struct manifest *m) { manifest_set_str(&m->files[13].link, "../one"); }
 
 static const struct {
     const char *name;
@@ -784,6 +820,9 @@ static const struct {
     {"empty instance", mut_instance, CKS_E_FORMAT},
     {"negative gen", mut_gen_neg, CKS_E_FORMAT},
     {"gen above max", mut_gen_big, CKS_E_FORMAT},
+    {"hard link to a directory", mut_hardlink_dir, CKS_E_FORMAT},
+    {"hard link to nothing", mut_hardlink_none, CKS_E_FORMAT},
+    {"hard link climbing", mut_hardlink_up, CKS_E_UNSAFE_PATH},
 };
 
 static void test_encode_rejects(void **state)
@@ -837,6 +876,7 @@ static void test_builder_misuse(void **state)
     assert_int_equal(manifest_add_chunk(&m, id, 1), -EINVAL);
     assert_int_equal(manifest_add_file(&m, MFILE_LINK, "l", 0777, NULL), -EINVAL);
     assert_int_equal(manifest_add_file(&m, MFILE_REG, "f", 0644, "x"), -EINVAL);
+    assert_int_equal(manifest_add_file(&m, MFILE_HARDLINK, "h", 0644, NULL), -EINVAL);
     assert_int_equal(manifest_add_file(&m, MFILE_REG, NULL, 0644, NULL), -EINVAL);
     assert_int_equal(manifest_add_file(&m, (enum mfile_type)'x', "f", 0644, NULL), -EINVAL);
     manifest_free(&m);
