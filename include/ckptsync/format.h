@@ -4,8 +4,8 @@
  *
  * This header only documents and names constants; it declares no
  * functions.  Everything below is version 1 of each format, except the
- * manifest (version 3: hard link entries; version 2 added the "gen" line;
- * versions 1 and 2 are still read).  A reader that
+ * manifest (version 3: entries carry their mtime, and hard link entries;
+ * version 2 added the "gen" line; versions 1 and 2 are still read).  A reader that
  * meets a version it does not know refuses the object (it never guesses).
  *
  * ==========================================================================
@@ -96,18 +96,24 @@
  *                "files" SP dec LF            number of entry lines
  *                "chunks" SP dec LF           number of chunk lines
  *   entry      = dir / link / file / hardlink
- *   dir        = "d" SP mode SP "-" SP path LF
- *   link       = "l" SP mode SP target SP path LF
- *   hardlink   = "h" SP mode SP text SP path LF
- *                                             version 3; text: the path of
- *                                             an earlier "f" entry (mode:
- *                                             that file's)
- *   file       = "f" SP mode SP size SP sha256 SP nchunks SP path LF
+ *   dir        = "d" SP mode SP mtime SP "-" SP path LF
+ *   link       = "l" SP mode SP mtime SP target SP path LF
+ *   hardlink   = "h" SP mode SP "-" SP text SP path LF
+ *                                             text: the path of an earlier
+ *                                             "f" entry; mode and time are
+ *                                             that file's
+ *   file       = "f" SP mode SP mtime SP size SP sha256 SP nchunks SP path LF
  *                nchunks * chunk
+ *   mtime      = "-" / dec                    modification time, ns since
+ *                                             the epoch (<= 2^63-1); "-":
+ *                                             unknown
  *   chunk      = "c" SP sha256 SP len LF      the file's chunks, in order
  *   end-line   = "end" SP sha256 LF           SHA-256 of every byte before
  *                                             the "end" line; nothing follows
  *   dec        = "0" / %x31-39 *DIGIT         no sign, no leading zeros
+ *
+ * Versions 1 and 2 have no mtime field (their entries' times are unknown)
+ * and no hard link entries; version 1 also has no "gen" line.
  *   mode       = 4 octal digits               permission bits (<= 7777)
  *   sha256     = 64 lower-case hex digits
  *   text       = 1*tchar, not the token "-"
@@ -128,7 +134,9 @@
  * no entry lies below a regular file, a symlink or a hard link.  A hard
  * link names the path of a regular file ("f") listed before it, never a
  * directory, a symlink, another hard link or a later entry: restore
- * creates it (link(2)) once that file is complete.  A link target is
+ * creates it (link(2)) once that file is complete.  A restorer sets each
+ * entry's modification and access time to its mtime when known, a
+ * directory's after its contents are written.  A link target is
  * relative and, resolved lexically from the link's directory, never climbs
  * above the snapshot root.  A restorer must still create entries without
  * following symlinks (O_NOFOLLOW, RESOLVE_BENEATH): a target that is safe
@@ -155,8 +163,8 @@
  *   chunker fastcdc2020 1048576 4194304 16777216 1
  *   files 2
  *   chunks 1
- *   d 0755 - shards
- *   f 0644 12 <64 hex> 1 shards/model%20a.pt
+ *   d 0755 1796083600000000000 - shards
+ *   f 0644 1796083555123456789 12 <64 hex> 1 shards/model%20a.pt
  *   c <64 hex> 12
  *   end <64 hex>
  *

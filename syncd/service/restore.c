@@ -35,6 +35,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/err.h"
@@ -571,6 +572,18 @@ static void rst_strip_setid(struct rst *s)
                  "(--keep-setid keeps them)", s->m.id, (unsigned long long)s->res->setid_cleared);
 }
 
+/* The entry's recorded mtime as utimensat() takes it, the access time
+ * the same; false when the manifest does not know it. */
+static bool rst_times(const struct mfile *f, struct timespec ts[2])
+{
+    if (f->mtime_ns < 0)
+        return false;
+    ts[0].tv_sec = (time_t)(f->mtime_ns / 1000000000);
+    ts[0].tv_nsec = (long)(f->mtime_ns % 1000000000);
+    ts[1] = ts[0];
+    return true;
+}
+
 static int rst_entry(struct rst *s, const struct mfile *f)
 {
     int dirfd, e;
@@ -589,7 +602,7 @@ static int rst_entry(struct rst *s, const struct mfile *f)
             e = -errno;
         s->res->dirs++;
         break;
-    case MFILE_LINK:
+    case MFILE_LINK: /* its time is set by rst_finish_files() */
         if (symlinkat(f->link, dirfd, name) < 0)
             e = -errno;
         s->res->links++;
@@ -618,22 +631,48 @@ static int rst_hardlink(struct rst *s, const struct mfile *f)
     return e < 0 ? rst_fail(s, f, "linking", e) : 0;
 }
 
-/* Once every regular file is complete: the hard links to them. */
+/* A regular file's or a symlink's recorded modification (and access)
+ * time. */
+static int rst_file_times(struct rst *s, const struct mfile *f)
+{
+    struct timespec ts[2];
+    int dirfd, e;
+    const char *name;
+    if (!rst_times(f, ts))
+        return 0;
+    if ((e = restore_parent(s->stage, f->path, &dirfd, &name)) < 0)
+        return rst_fail(s, f, "opening the directory of", e);
+    e = utimensat(dirfd, name, ts, AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
+    close(dirfd);
+    return e < 0 ? rst_fail(s, f, "setting the times of", e) : 0;
+}
+
+/* Once every regular file is complete: their times and the symlinks'
+ * (late: the seed's walk of the target reads the staged symlinks, which
+ * sets their access time), and the hard links (linking does not change a
+ * file's times). */
 static int rst_finish_files(struct rst *s)
 {
     for (size_t k = 0; k < s->m.nfiles; k++) {
-        int e = s->m.files[k].type == MFILE_HARDLINK ? rst_hardlink(s, &s->m.files[k]) : 0;
+        const struct mfile *f = &s->m.files[k];
+        int e = 0;
+        if (f->type == MFILE_REG || f->type == MFILE_LINK)
+            e = rst_file_times(s, f);
+        else if (f->type == MFILE_HARDLINK)
+            e = rst_hardlink(s, f);
         if (e < 0)
             return e;
     }
     return 0;
 }
 
-/* fsyncs every directory and applies directory modes, deepest first. */
+/* fsyncs every directory and applies directory modes and times, deepest
+ * first: a directory's time is set once nothing more is created in it. */
 static int rst_finish_dirs(struct rst *s)
 {
     for (size_t k = s->m.nfiles; k-- > 0;) {
         const struct mfile *f = &s->m.files[k];
+        struct timespec ts[2];
         int dirfd, e;
         const char *name;
         if (f->type != MFILE_DIR)
@@ -642,7 +681,8 @@ static int rst_finish_dirs(struct rst *s)
             return e;
         int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         e = fd < 0 ? -errno : 0;
-        if (fd >= 0 && (fsync(fd) < 0 || fchmod(fd, f->mode) < 0))
+        if (fd >= 0 && (fchmod(fd, f->mode) < 0 || (rst_times(f, ts) && futimens(fd, ts) < 0) ||
+                        fsync(fd) < 0))
             e = -errno;
         if (fd >= 0)
             close(fd);
