@@ -292,17 +292,6 @@ static int rst_open(struct rst *s, size_t k, int flags)
     return 0;
 }
 
-/* 16 bytes one by one, then the rest against the 16 already known to be
- * zero: memcmp is vectorised, so this runs at memory speed. */
-bool restore_zero_chunk(const uint8_t *p, size_t n)
-{
-    size_t head = n < 16 ? n : 16;
-    for (size_t i = 0; i < head; i++)
-        if (p[i])
-            return false;
-    return n <= 16 || memcmp(p, p + 16, n - 16) == 0;
-}
-
 static int rst_chunk(void *ud, const struct fetch_job *j, const uint8_t *data, size_t len)
 {
     struct rst *s = ud;
@@ -552,6 +541,17 @@ static int rst_files(struct rst *s)
     return e;
 }
 
+/* 16 bytes one by one, then the rest against the 16 already known to be
+ * zero: memcmp is vectorised, so this runs at memory speed. */
+bool restore_zero_chunk(const uint8_t *p, size_t n)
+{
+    size_t head = n < 16 ? n : 16;
+    for (size_t i = 0; i < head; i++)
+        if (p[i])
+            return false;
+    return n <= 16 || memcmp(p, p + 16, n - 16) == 0;
+}
+
 /* A setuid or setgid bit in a manifest is not trusted: whoever can write
  * to a region could otherwise plant setuid files on every instance that
  * restores as root.  Cleared unless the caller keeps them (the sticky bit
@@ -777,6 +777,14 @@ static int rst_stage_recover(int target, const char *tpath, const char *stage)
  * and said so. */
 static void rst_stage_remove(int target, const char *tpath, const char *stage)
 {
+    char legacy[RST_STAGE_PATH_MAX];
+    struct stat st;
+    snprintf(legacy, sizeof(legacy), "%s/.replaced", stage);
+    if (fstatat(target, legacy, &st, AT_SYMLINK_NOFOLLOW) == 0) { /* an older ckptsync's swap */
+        log_warn("keeping \"%s/%s\": a tree an interrupted restore moved aside; move it back or "
+                 "remove it", tpath, legacy);
+        return;
+    }
     if (rst_stage_recover(target, tpath, stage) < 0) {
         log_error("keeping \"%s/%s\": it holds a previous tree that could not be put back",
                   tpath, stage);
@@ -900,8 +908,8 @@ static int rst_place(struct rst *s, int target)
     }
     if (exists) {
         e = rst_rename2(s->stage, root, target, root, RENAME_EXCHANGE);
-        if (e == -EINVAL)
-            return (e = rst_swap_renames(s, target)) < 0 ? e : fsync(target) < 0 ? -errno : 0;
+        if (e == -EINVAL && (e = rst_swap_renames(s, target)) < 0)
+            return e; /* the message says what happened to the old tree */
     } else {
         e = rst_rename2(s->stage, root, target, root, RENAME_NOREPLACE);
         if (e == -EINVAL)
@@ -970,7 +978,8 @@ static int rst_stage(struct rst *s, int target)
     if (mkdirat(target, s->stage_name, 0700) < 0) {
         int e = -errno;
         buf_printf(s->err, "creating a staging directory in \"%s\": %s%s", s->o->target,
-                   strerror(-e), e == -EEXIST ? " (another restore of this snapshot runs there)" : "");
+                   strerror(-e), e == -EEXIST ? " (another restore of this snapshot runs there, or "
+                                                "its staging directory was kept: see above)" : "");
         return e;
     }
     if (mkdirat(target, tree, 0700) < 0 ||
