@@ -172,13 +172,15 @@ int cmd_snapshot(struct cli *c, int argc, char **argv)
 
 static const char restore_usage[] =
     "usage: ckptsync restore --run NAME (--latest | --snapshot ID | --all) --to DIR\n"
-    "                        [--seed DIR] [--force] [--json]\n"
+    "                        [--seed DIR] [--force] [--keep-setid] [--json]\n"
     "--latest: the newest checkpoint, plus the run's newest files outside checkpoints\n"
     "(logs, configs); --all: the newest snapshot of every unit of the run.\n"
     "Restores a snapshot into DIR/<its root>: every chunk and every file verified,\n"
     "written under a staging name, fsynced, then renamed into place.  A chunk that\n"
     "is missing or corrupt in one region is fetched from another.  Chunks found in\n"
-    "--seed DIR (e.g. an older checkpoint of the run) are copied, not downloaded.\n";
+    "--seed DIR (e.g. an older checkpoint of the run) are copied, not downloaded.\n"
+    "Setuid and setgid bits are cleared (a warning counts the files) unless\n"
+    "--keep-setid is given.\n";
 
 static void restore_print(struct cli *c, const struct repo *r, const struct restore_result *s,
                           double secs)
@@ -199,6 +201,7 @@ static void restore_print(struct cli *c, const struct repo *r, const struct rest
         json_key(&j, "failovers"); json_u64(&j, s->failovers);
         json_key(&j, "local_chunks"); json_u64(&j, s->local_chunks);
         json_key(&j, "local_bytes"); json_u64(&j, s->local_bytes);
+        json_key(&j, "setid_cleared"); json_u64(&j, s->setid_cleared);
         json_key(&j, "seconds"); json_double(&j, secs);
         json_key(&j, "regions");
         json_obj_begin(&j);
@@ -224,6 +227,8 @@ static void restore_print(struct cli *c, const struct repo *r, const struct rest
                (unsigned long long)s->failovers);
     if (s->local_chunks)
         printf(", %llu copied from the seed", (unsigned long long)s->local_chunks);
+    if (s->setid_cleared)
+        printf(", setuid/setgid cleared on %llu", (unsigned long long)s->setid_cleared);
     printf("\n");
 }
 
@@ -247,9 +252,10 @@ void cli_report_restore(const struct cli *c, const struct restore_result *res, d
  * unit (all), or only those that are not checkpoints (logs, configs: the
  * run's files outside checkpoints), except `skip_root`.  A unit already
  * present in target is left alone unless force.  Returns how many failed. */
-int cli_restore_units(struct cli *c, struct repo *r, const char *run, const char *target,
-                      bool force, bool all, const char *skip_root)
+static int restore_units(struct cli *c, struct repo *r, const struct restore_opts *base, bool all,
+                         const char *skip_root)
 {
+    const char *run = base->run, *target = base->target;
     struct catalog_unit *u = NULL;
     size_t n = 0, failed = 0;
     struct buf err = BUF_INIT;
@@ -259,7 +265,8 @@ int cli_restore_units(struct cli *c, struct repo *r, const char *run, const char
         return 1;
     }
     for (size_t i = 0; i < n; i++) {
-        struct restore_opts o = {.run = run, .id = u[i].id, .target = target, .force = force};
+        struct restore_opts o = {.run = run, .id = u[i].id, .target = target, .force = base->force,
+                                 .keep_setid = base->keep_setid};
         struct restore_result res;
         if ((!all && u[i].step >= 0) || (skip_root && !strcmp(u[i].root, skip_root)))
             continue;
@@ -283,13 +290,22 @@ int cli_restore_units(struct cli *c, struct repo *r, const char *run, const char
     return (int)failed;
 }
 
+/* The same with the default options but force (migrate-in). */
+int cli_restore_units(struct cli *c, struct repo *r, const char *run, const char *target,
+                      bool force, bool all, const char *skip_root)
+{
+    struct restore_opts o = {.run = run, .target = target, .force = force};
+    return restore_units(c, r, &o, all, skip_root);
+}
+
 int cmd_restore(struct cli *c, int argc, char **argv)
 {
     static const struct option opts[] = {
         {"run", required_argument, NULL, 'r'}, {"snapshot", required_argument, NULL, 's'},
         {"latest", no_argument, NULL, 'l'},    {"to", required_argument, NULL, 't'},
         {"force", no_argument, NULL, 'f'},     {"seed", required_argument, NULL, 'S'},
-        {"all", no_argument, NULL, 'a'},       {"help", no_argument, NULL, 'h'}, {0}};
+        {"all", no_argument, NULL, 'a'},       {"keep-setid", no_argument, NULL, 'k'},
+        {"help", no_argument, NULL, 'h'},      {0}};
     struct restore_opts o = {.progress = cli_progress, .progress_ud = c};
     struct restore_result res;
     struct repo *r = NULL;
@@ -307,6 +323,7 @@ int cmd_restore(struct cli *c, int argc, char **argv)
         case 'f': o.force = true; break;
         case 'S': o.seed = optarg; break;
         case 'a': all = true; break;
+        case 'k': o.keep_setid = true; break;
         case 'h': return usage(restore_usage, 0);
         default: return usage(restore_usage, EXIT_USAGE);
         }
@@ -316,7 +333,7 @@ int cmd_restore(struct cli *c, int argc, char **argv)
     if (cli_open_repo(c, 0, &r) < 0)
         return 1;
     if (all) {
-        e = cli_restore_units(c, r, o.run, o.target, o.force, true, NULL);
+        e = restore_units(c, r, &o, true, NULL);
         repo_free(r);
         return e ? 1 : 0;
     }
@@ -331,7 +348,7 @@ int cmd_restore(struct cli *c, int argc, char **argv)
     cli_report_restore(c, &res, secs, e);
     /* --latest of a checkpoint brings the run's files outside checkpoints
      * along (logs, configs), as a resumed job expects them. */
-    if (e == 0 && latest && res.step >= 0 && cli_restore_units(c, r, o.run, o.target, o.force, false, res.root))
+    if (e == 0 && latest && res.step >= 0 && restore_units(c, r, &o, false, res.root))
         e = -EIO;
     repo_free(r);
     buf_free(&err);

@@ -4,7 +4,8 @@
  *
  * This header only documents and names constants; it declares no
  * functions.  Everything below is version 1 of each format, except the
- * manifest (version 2: a "gen" line; version 1 is still read).  A reader that
+ * manifest (version 3: entries carry their mtime, and hard link entries;
+ * version 2 added the "gen" line; versions 1 and 2 are still read).  A reader that
  * meets a version it does not know refuses the object (it never guesses).
  *
  * ==========================================================================
@@ -79,7 +80,7 @@
  * by exactly one space, and every field is printable ASCII (0x21..0x7e).
  *
  *   manifest   = version-line header entry* end-line
- *   version-line = "ckptsync-manifest" SP "1" LF
+ *   version-line = "ckptsync-manifest" SP ("1" / "2" / "3") LF
  *   header     = "id" SP text LF              snapshot id (see 1.)
  *                "run" SP text LF             run name (see 1.)
  *                "step" SP ("-1" / dec) LF    -1 when unknown
@@ -88,21 +89,31 @@
  *                "instance" SP opt LF         instance type, <= 256 bytes
  *                "parent" SP opt LF           parent snapshot id
  *                "gen" SP dec LF              lineage generation (section 6),
- *                                             <= 999999999999; version 2 only
+ *                                             <= 999999999999; versions 2, 3
  *                "root" SP opt LF             snapshot root inside the run
  *                                             (a path); "-" = the whole run
  *                "chunker" SP "fastcdc2020" SP min SP avg SP max SP nc LF
  *                "files" SP dec LF            number of entry lines
  *                "chunks" SP dec LF           number of chunk lines
- *   entry      = dir / link / file
- *   dir        = "d" SP mode SP "-" SP path LF
- *   link       = "l" SP mode SP target SP path LF
- *   file       = "f" SP mode SP size SP sha256 SP nchunks SP path LF
+ *   entry      = dir / link / file / hardlink
+ *   dir        = "d" SP mode SP mtime SP "-" SP path LF
+ *   link       = "l" SP mode SP mtime SP target SP path LF
+ *   hardlink   = "h" SP mode SP "-" SP text SP path LF
+ *                                             text: the path of an earlier
+ *                                             "f" entry; mode and time are
+ *                                             that file's
+ *   file       = "f" SP mode SP mtime SP size SP sha256 SP nchunks SP path LF
  *                nchunks * chunk
+ *   mtime      = "-" / dec                    modification time, ns since
+ *                                             the epoch (<= 2^63-1); "-":
+ *                                             unknown
  *   chunk      = "c" SP sha256 SP len LF      the file's chunks, in order
  *   end-line   = "end" SP sha256 LF           SHA-256 of every byte before
  *                                             the "end" line; nothing follows
  *   dec        = "0" / %x31-39 *DIGIT         no sign, no leading zeros
+ *
+ * Versions 1 and 2 have no mtime field (their entries' times are unknown)
+ * and no hard link entries; version 1 also has no "gen" line.
  *   mode       = 4 octal digits               permission bits (<= 7777)
  *   sha256     = 64 lower-case hex digits
  *   text       = 1*tchar, not the token "-"
@@ -120,7 +131,12 @@
  * Paths are relative to the snapshot root, '/'-separated, at most 4096
  * bytes, with no empty, "." or ".." component and no component longer than
  * 255 bytes.  A path occurs once.  Parent directories need not be listed;
- * no entry lies below a regular file or a symlink.  A link target is
+ * no entry lies below a regular file, a symlink or a hard link.  A hard
+ * link names the path of a regular file ("f") listed before it, never a
+ * directory, a symlink, another hard link or a later entry: restore
+ * creates it (link(2)) once that file is complete.  A restorer sets each
+ * entry's modification and access time to its mtime when known, a
+ * directory's after its contents are written.  A link target is
  * relative and, resolved lexically from the link's directory, never climbs
  * above the snapshot root.  A restorer must still create entries without
  * following symlinks (O_NOFOLLOW, RESOLVE_BENEATH): a target that is safe
@@ -134,7 +150,7 @@
  *
  * Example:
  *
- *   ckptsync-manifest 2
+ *   ckptsync-manifest 3
  *   id 20261201T000701Z-3f2a9c1b7d0e
  *   run r1
  *   step 1000
@@ -147,8 +163,8 @@
  *   chunker fastcdc2020 1048576 4194304 16777216 1
  *   files 2
  *   chunks 1
- *   d 0755 - shards
- *   f 0644 12 <64 hex> 1 shards/model%20a.pt
+ *   d 0755 1796083600000000000 - shards
+ *   f 0644 1796083555123456789 12 <64 hex> 1 shards/model%20a.pt
  *   c <64 hex> 12
  *   end <64 hex>
  *
@@ -310,7 +326,7 @@
 
 /* 3. Manifest. */
 #define CKS_MANIFEST_MAGIC "ckptsync-manifest"
-#define CKS_MANIFEST_VERSION 2
+#define CKS_MANIFEST_VERSION 3
 #define CKS_MANIFEST_CHUNKER "fastcdc2020"
 #define CKS_MANIFEST_MAX_BYTES (1024u * 1024 * 1024)
 #define CKS_MANIFEST_MAX_FILES 10000000u

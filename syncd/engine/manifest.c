@@ -46,8 +46,8 @@
 
 _Static_assert(MANIFEST_VERSION == CKS_MANIFEST_VERSION, "format.h and manifest.h disagree");
 
-#define MAX_TOKENS 6        /* "f <mode> <size> <digest> <nchunks> <path>" */
-#define HEADER_LINES 13     /* version 2: the version line and the twelve below it */
+#define MAX_TOKENS 7        /* "f <mode> <mtime> <size> <digest> <nchunks> <path>" */
+#define HEADER_LINES 13     /* versions 2, 3: the version line and the twelve below it */
 #define FIRST_ENTRY_LINE (HEADER_LINES + 1)
 #define END_LINE_LEN (4 + HASH_HEX_LEN + 1)
 #define CHUNKER_NAME "fastcdc2020"
@@ -175,9 +175,14 @@ static int check_chunk_len(const struct manifest *m, uint64_t len, const char **
 
 /* What every entry must satisfy on its own (the parser calls this once the
  * entry's line is read, the validator for each struct entry). */
+static bool has_target(enum mfile_type t)
+{
+    return t == MFILE_LINK || t == MFILE_HARDLINK;
+}
+
 static int check_entry(const struct mfile *f, const char **ret_what)
 {
-    if (f->type != MFILE_REG && f->type != MFILE_DIR && f->type != MFILE_LINK) {
+    if (f->type != MFILE_REG && f->type != MFILE_DIR && !has_target(f->type)) {
         *ret_what = "unknown entry type";
         return CKS_E_FORMAT;
     }
@@ -185,16 +190,24 @@ static int check_entry(const struct mfile *f, const char **ret_what)
         *ret_what = "mode has bits outside 07777";
         return CKS_E_FORMAT;
     }
+    if (f->mtime_ns < -1 || (f->type == MFILE_HARDLINK && f->mtime_ns != -1)) {
+        *ret_what = "negative mtime, or a hard link with a time of its own (it has its target's)";
+        return CKS_E_FORMAT;
+    }
     if (manifest_path_check(f->path) < 0) {
         *ret_what = "unsafe path (absolute, empty, \".\", \"..\" or too long)";
         return CKS_E_UNSAFE_PATH;
     }
-    if ((f->type == MFILE_LINK) != (f->link != NULL)) {
-        *ret_what = "link target on a non-symlink, or symlink without target";
+    if (has_target(f->type) != (f->link != NULL)) {
+        *ret_what = "link target on a non-link, or link without target";
         return CKS_E_FORMAT;
     }
-    if (f->link && manifest_link_check(f->path, f->link) < 0) {
+    if (f->type == MFILE_LINK && manifest_link_check(f->path, f->link) < 0) {
         *ret_what = "symlink target leaves the snapshot";
+        return CKS_E_UNSAFE_PATH;
+    }
+    if (f->type == MFILE_HARDLINK && manifest_path_check(f->link) < 0) {
+        *ret_what = "unsafe hard link target";
         return CKS_E_UNSAFE_PATH;
     }
     return 0;
@@ -226,11 +239,35 @@ static bool is_below(const char *parent, const char *child)
     return strncmp(parent, child, n) == 0 && child[n] == '/';
 }
 
-/* On failure *ret_a and *ret_b are the indices of the two entries. */
+/* A hard link names an earlier regular file (v: the entries sorted by
+ * path_cmp): restore makes it once that file is complete; a link to a
+ * directory, a symlink, another hard link or a later entry is refused. */
+static int check_hardlinks(const struct manifest *m, const struct mfile **v, size_t *ret_a,
+                           size_t *ret_b, const char **ret_what)
+{
+    for (size_t i = 0; i < m->nfiles; i++) {
+        const struct mfile *h = &m->files[i];
+        if (h->type != MFILE_HARDLINK)
+            continue;
+        const struct mfile key = {.path = h->link}, *kp = &key;
+        const struct mfile *const *hit = bsearch(&kp, v, m->nfiles, sizeof(*v), path_cmp);
+        size_t t = hit ? (size_t)(*hit - m->files) : i;
+        if (!hit || (*hit)->type != MFILE_REG || t > i) {
+            *ret_what = "hard link to what is not an earlier regular file";
+            *ret_a = t;   /* reported as "line of i (see line of t)" */
+            *ret_b = i;
+            return CKS_E_FORMAT;
+        }
+    }
+    return 0;
+}
+
+/* On failure *ret_b is the index of the entry at fault, *ret_a that of
+ * the other one involved (equal when there is none). */
 static int check_tree(const struct manifest *m, size_t *ret_a, size_t *ret_b,
                       const char **ret_what)
 {
-    if (m->nfiles < 2)
+    if (m->nfiles == 0)
         return 0;
     const struct mfile **v = reallocarray(NULL, m->nfiles, sizeof(*v));
     if (!v) {
@@ -255,6 +292,8 @@ static int check_tree(const struct manifest *m, size_t *ret_a, size_t *ret_b,
             *ret_b = a < b ? b : a;
         }
     }
+    if (r == 0)
+        r = check_hardlinks(m, v, ret_a, ret_b, ret_what);
     free(v);
     return r;
 }
@@ -342,13 +381,13 @@ static int chunks_reserve(struct manifest *m, size_t limit)
 int manifest_add_file(struct manifest *m, enum mfile_type type, const char *path,
                       uint32_t mode, const char *link)
 {
-    if (!path || (type != MFILE_REG && type != MFILE_DIR && type != MFILE_LINK) ||
-        (type == MFILE_LINK) != (link != NULL))
+    if (!path || (type != MFILE_REG && type != MFILE_DIR && !has_target(type)) ||
+        has_target(type) != (link != NULL))
         return -EINVAL;
     int r = files_reserve(m, MANIFEST_MAX_FILES);
     if (r < 0)
         return r;
-    struct mfile f = {.type = type, .mode = mode, .first_chunk = m->nchunks};
+    struct mfile f = {.type = type, .mode = mode, .first_chunk = m->nchunks, .mtime_ns = -1};
     f.path = strdup(path);
     f.link = link ? strdup(link) : NULL;
     if (!f.path || (link && !f.link)) {
@@ -380,6 +419,15 @@ void manifest_set_digest(struct manifest *m, const uint8_t digest[HASH_LEN])
 {
     if (m->nfiles)
         memcpy(m->files[m->nfiles - 1].digest, digest, HASH_LEN);
+}
+
+void manifest_set_mtime(struct manifest *m, int64_t sec, long nsec)
+{
+    struct mfile *f = m->nfiles ? &m->files[m->nfiles - 1] : NULL;
+    if (!f || f->type == MFILE_HARDLINK)
+        return;
+    bool ok = sec >= 0 && nsec >= 0 && nsec < 1000000000 && sec <= (INT64_MAX - nsec) / 1000000000;
+    f->mtime_ns = ok ? sec * 1000000000 + nsec : -1;
 }
 
 int manifest_chunk_at(const struct manifest *m, const uint8_t id[HASH_LEN], size_t *ret_file,
@@ -414,7 +462,8 @@ bool manifest_equal(const struct manifest *a, const struct manifest *b)
         return false;
     for (size_t i = 0; i < a->nfiles; i++) {
         const struct mfile *x = &a->files[i], *y = &b->files[i];
-        if (x->type != y->type || x->mode != y->mode || !STR_EQ(x->path, y->path) ||
+        if (x->type != y->type || x->mode != y->mode || x->mtime_ns != y->mtime_ns ||
+            !STR_EQ(x->path, y->path) ||
             !STR_EQ(x->link, y->link) || x->size != y->size || x->first_chunk != y->first_chunk ||
             x->nchunks != y->nchunks || memcmp(x->digest, y->digest, HASH_LEN))
             return false;
@@ -535,8 +584,9 @@ int manifest_validate(const struct manifest *m, struct buf *err)
     if (r < 0) {
         if (err) {
             buf_reset(err);
-            buf_printf(err, "line %zu: %s (see line %zu)", entry_line(m, b), what,
-                       entry_line(m, a));
+            buf_printf(err, "line %zu: %s", entry_line(m, b), what);
+            if (a != b)
+                buf_printf(err, " (see line %zu)", entry_line(m, a));
         }
         return r;
     }
@@ -616,7 +666,7 @@ static void put_mode(struct enc *e, uint32_t mode)
 
 static void put_header(struct enc *e, const struct manifest *m)
 {
-    put_str(e, CKS_MANIFEST_MAGIC " 2\nid ");
+    put_str(e, CKS_MANIFEST_MAGIC " 3\nid ");
     put_text(e, m->id);
     put_str(e, "\nrun ");
     put_text(e, m->run);
@@ -658,9 +708,14 @@ static void put_entry(struct enc *e, const struct manifest *m, const struct mfil
     put(e, kind, 2);
     put_mode(e, f->mode);
     put_str(e, " ");
+    if (f->mtime_ns < 0)
+        put_str(e, "-");
+    else
+        put_u64(e, (uint64_t)f->mtime_ns);
+    put_str(e, " ");
     if (f->type == MFILE_DIR) {
         put_str(e, "-");
-    } else if (f->type == MFILE_LINK) {
+    } else if (has_target(f->type)) {
         put_text(e, f->link);
     } else {
         put_u64(e, f->size);
@@ -735,6 +790,7 @@ struct parser {
     uint64_t chunk_sum;     /* lengths of its chunks read so far */
     size_t file_line;       /* line of the last file */
     unsigned version;       /* of the version line: 1 has no "gen" line */
+    size_t mt;              /* 1 from version 3: entry lines hold an mtime after the mode */
 };
 
 static int fail(struct parser *p, int code, const char *fmt, ...)
@@ -907,6 +963,7 @@ static int parse_version(struct parser *p)
         return fail(p, CKS_E_VERSION, "manifest version %" PRIu64 " not supported (this reads 1..%d)",
                     v, MANIFEST_VERSION);
     p->version = (unsigned)v;
+    p->mt = v >= 3;
     return 0;
 }
 
@@ -1124,15 +1181,39 @@ static int push_entry(struct parser *p, struct mfile *f)
     return 0;
 }
 
-/* Fields shared by every entry line: kind, mode, ..., path (the last). */
+/* Field i (counted as in version 2: 0 kind, 1 mode, 2...) of an entry
+ * line: from version 3 an mtime follows the mode. */
+static const struct tok *field(const struct parser *p, const struct line *ln, size_t i)
+{
+    return &ln->tok[i < 2 ? i : i + p->mt];
+}
+
+/* "-" (unknown) or nanoseconds since the epoch. */
+static int tok_mtime(const struct tok *t, int64_t *ret)
+{
+    uint64_t v;
+    *ret = -1;
+    if (tok_is(t, "-"))
+        return 0;
+    if (tok_u64(t, INT64_MAX, &v) < 0)
+        return CKS_E_FORMAT;
+    *ret = (int64_t)v;
+    return 0;
+}
+
+/* Fields shared by every entry line: kind, mode, mtime (version 3), ...,
+ * path (the last); ntok counts the fields as in version 2. */
 static int entry_common(struct parser *p, const struct line *ln, enum mfile_type type,
                         size_t ntok, struct mfile *f)
 {
-    *f = (struct mfile){.type = type, .first_chunk = p->m->nchunks};
+    *f = (struct mfile){.type = type, .first_chunk = p->m->nchunks, .mtime_ns = -1};
+    ntok += p->mt;
     if (ln->ntok != ntok)
         return fail(p, CKS_E_FORMAT, "\"%c\" line takes %zu fields", (char)type, ntok - 1);
     if (tok_mode(&ln->tok[1], &f->mode) < 0)
         return fail(p, CKS_E_FORMAT, "mode: want four octal digits");
+    if (p->mt && tok_mtime(&ln->tok[2], &f->mtime_ns) < 0)
+        return fail(p, CKS_E_FORMAT, "mtime: not \"-\" or nanoseconds up to 2^63-1");
     return text_field(p, &ln->tok[ntok - 1], MANIFEST_MAX_PATH, "path", true, &f->path);
 }
 
@@ -1140,8 +1221,8 @@ static int line_dir(struct parser *p, const struct line *ln)
 {
     struct mfile f;
     int r = entry_common(p, ln, MFILE_DIR, 4, &f);
-    if (r == 0 && !tok_is(&ln->tok[2], "-"))
-        r = fail(p, CKS_E_FORMAT, "directory: third field must be \"-\"");
+    if (r == 0 && !tok_is(field(p, ln, 2), "-"))
+        r = fail(p, CKS_E_FORMAT, "directory: the field before the path must be \"-\"");
     if (r < 0) {
         mfile_release(&f);
         return r;
@@ -1149,12 +1230,15 @@ static int line_dir(struct parser *p, const struct line *ln)
     return push_entry(p, &f);
 }
 
-static int line_link(struct parser *p, const struct line *ln)
+/* A symlink, or (version 3) a hard link: both name a target. */
+static int line_link(struct parser *p, const struct line *ln, enum mfile_type type)
 {
     struct mfile f;
-    int r = entry_common(p, ln, MFILE_LINK, 4, &f);
+    if (type == MFILE_HARDLINK && p->version < 3)
+        return fail(p, CKS_E_FORMAT, "hard link entries need manifest version 3");
+    int r = entry_common(p, ln, type, 4, &f);
     if (r == 0)
-        r = text_field(p, &ln->tok[2], MANIFEST_MAX_PATH, "link target", true, &f.link);
+        r = text_field(p, field(p, ln, 2), MANIFEST_MAX_PATH, "link target", true, &f.link);
     if (r < 0) {
         mfile_release(&f);
         return r;
@@ -1164,11 +1248,11 @@ static int line_link(struct parser *p, const struct line *ln)
 
 static int file_numbers(struct parser *p, const struct line *ln, struct mfile *f)
 {
-    if (tok_u64(&ln->tok[2], UINT64_MAX, &f->size) < 0)
+    if (tok_u64(field(p, ln, 2), UINT64_MAX, &f->size) < 0)
         return fail(p, CKS_E_FORMAT, "bad file size");
-    if (tok_hash(&ln->tok[3], f->digest) < 0)
+    if (tok_hash(field(p, ln, 3), f->digest) < 0)
         return fail(p, CKS_E_FORMAT, "bad file digest (want 64 lower-case hex digits)");
-    if (tok_u64(&ln->tok[4], UINT64_MAX, &f->nchunks) < 0)
+    if (tok_u64(field(p, ln, 4), UINT64_MAX, &f->nchunks) < 0)
         return fail(p, CKS_E_FORMAT, "bad chunk count");
     if (f->nchunks > p->decl_chunks - p->m->nchunks)
         return fail(p, CKS_E_FORMAT, "more chunks than the header declares");
@@ -1232,7 +1316,9 @@ static int body_line(struct parser *p, const struct line *ln)
     if (tok_is(k, "d"))
         return line_dir(p, ln);
     if (tok_is(k, "l"))
-        return line_link(p, ln);
+        return line_link(p, ln, MFILE_LINK);
+    if (tok_is(k, "h"))
+        return line_link(p, ln, MFILE_HARDLINK);
     if (tok_is(k, "end"))
         return fail(p, CKS_E_FORMAT, "end after %zu of %" PRIu64 " declared entries",
                     p->m->nfiles, p->decl_files);
@@ -1286,6 +1372,8 @@ static int parse_tree(struct parser *p)
     if (r < 0) {
         size_t v1 = p->version == 1; /* one header line fewer */
         p->lineno = entry_line(p->m, b) - v1;
+        if (a == b)
+            return fail(p, r, "%s", what);
         return fail(p, r, "%s (see line %zu)", what, entry_line(p->m, a) - v1);
     }
     return 0;

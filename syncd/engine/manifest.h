@@ -2,7 +2,7 @@
  * manifest.h — the snapshot manifest: what one snapshot holds.  The text
  * format is documented in include/ckptsync/format.h; in short:
  *
- *   ckptsync-manifest 1
+ *   ckptsync-manifest 3
  *   id 20261201T000701Z-3f2a9c1b7d0e
  *   run r1
  *   step 1000                       (or -1 when unknown)
@@ -14,9 +14,11 @@
  *   chunker fastcdc2020 1048576 4194304 16777216 1
  *   files 2
  *   chunks 5
- *   d 0755 - <path>                 directory
- *   l 0777 <target> <path>          symlink (target relative, inside the snapshot)
- *   f 0644 <size> <sha256> <nchunks> <path>
+ *   d 0755 <mtime> - <path>         directory
+ *   l 0777 <mtime> <target> <path>  symlink (target relative, inside the snapshot)
+ *   h 0644 - <target> <path>        hard link to the earlier regular file <target>
+ *                                   (an entry's path)
+ *   f 0644 <mtime> <size> <sha256> <nchunks> <path>
  *   c <sha256> <len>                one per chunk, following its file
  *   end <sha256 of every byte before this line>
  *
@@ -24,6 +26,8 @@
  * bytes <= 0x20, >= 0x7f and '%' become %XX, so every field is one token.
  * The token "-" means "no value"; a value that is literally "-" is %2D.
  * Paths are relative, '/'-separated, without empty, "." or ".." components.
+ * <mtime> is nanoseconds since the epoch, or "-" when unknown.  Versions 1
+ * and 2 (still read) have no mtime field and no hard links.
  *
  * The parser is bounded: every limit below is checked before allocating,
  * counts are checked against the declared totals, each file's size equals
@@ -42,7 +46,7 @@
 #include "base/buf.h"
 #include "engine/hash.h"
 
-#define MANIFEST_VERSION 2
+#define MANIFEST_VERSION 3
 #define MANIFEST_GEN_MAX 999999999999LL
 #define MANIFEST_MAX_BYTES (1024u * 1024 * 1024)
 #define MANIFEST_MAX_FILES 10000000u
@@ -52,7 +56,10 @@
 #define MANIFEST_MAX_FIELD 256u      /* run, host, instance, id */
 #define MANIFEST_ID_MAX 64u
 
-enum mfile_type { MFILE_REG = 'f', MFILE_DIR = 'd', MFILE_LINK = 'l' };
+/* A hard link shares its target's inode: the target is the path of an
+ * earlier MFILE_REG entry of the same manifest (walk records the second
+ * and later names of one inode so); its mode is the target's. */
+enum mfile_type { MFILE_REG = 'f', MFILE_DIR = 'd', MFILE_LINK = 'l', MFILE_HARDLINK = 'h' };
 
 struct mchunk {
     uint8_t id[HASH_LEN];
@@ -61,9 +68,11 @@ struct mchunk {
 
 struct mfile {
     char *path;             /* relative to the snapshot root */
-    char *link;             /* symlink target, else NULL */
+    char *link;             /* symlink target, hard link target (a path), else NULL */
     enum mfile_type type;
     uint32_t mode;          /* permission bits only (07777) */
+    int64_t mtime_ns;       /* modification time, ns since the epoch; -1: unknown (and
+                             * always for a hard link: it has its target's) */
     uint64_t size;
     uint8_t digest[HASH_LEN];
     uint64_t first_chunk;   /* index into manifest.chunks */
@@ -99,6 +108,10 @@ int manifest_add_file(struct manifest *m, enum mfile_type type, const char *path
 int manifest_add_chunk(struct manifest *m, const uint8_t id[HASH_LEN], uint32_t len);
 /* Sets the digest of the last added file. */
 void manifest_set_digest(struct manifest *m, const uint8_t digest[HASH_LEN]);
+/* Sets the modification time of the last added entry (from its struct
+ * stat's st_mtim; entries start without one); a time before the epoch is
+ * recorded as unknown, and a hard link keeps none. */
+void manifest_set_mtime(struct manifest *m, int64_t sec, long nsec);
 
 /* Serializes to out (appends). Returns 0, -ENOMEM, or CKS_E_UNSAFE_PATH /
  * CKS_E_LIMIT when a field would not parse back (CKS_E_FORMAT for a malformed

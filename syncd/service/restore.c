@@ -10,7 +10,10 @@
  * - Writes go to a fresh staging directory; the snapshot's single root
  *   entry is renamed into the target only when every file is verified and
  *   fsynced.  Directory modes are applied last (a 0555 directory must
- *   still receive its files).
+ *   still receive its files).  An existing tree (--force) is exchanged
+ *   with the new one in one rename, so the target names a complete tree
+ *   at every instant; the old tree is deleted after, with the staging
+ *   directory, and what a killed restore left is removed by the next.
  * - Chunks are fetched all at once by service/fetch.c: chunk i first from
  *   healthy region i mod n, each region with many requests in flight, so
  *   the regions' bandwidth adds up; a failing region costs one retry per
@@ -30,7 +33,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/err.h"
@@ -274,6 +279,13 @@ static int rst_open(struct rst *s, size_t k, int flags)
     int fd = openat(dirfd, name, flags | O_NOFOLLOW | O_CLOEXEC, 0600);
     e = fd < 0 ? -errno : 0;
     close(dirfd);
+    /* At its full size from the start: a chunk of zeros that is not
+     * written (restore_zero_chunk()) stays a hole, and reading a chunk
+     * back never meets the end of the file. */
+    if (e == 0 && (flags & O_CREAT) && ftruncate(fd, (off_t)f->size) < 0) {
+        e = -errno;
+        close(fd);
+    }
     if (e < 0)
         return rst_fail(s, f, (flags & O_CREAT) ? "creating" : "opening", e);
     s->rfiles[k].fd = fd;
@@ -529,6 +541,49 @@ static int rst_files(struct rst *s)
     return e;
 }
 
+/* 16 bytes one by one, then the rest against the 16 already known to be
+ * zero: memcmp is vectorised, so this runs at memory speed. */
+bool restore_zero_chunk(const uint8_t *p, size_t n)
+{
+    size_t head = n < 16 ? n : 16;
+    for (size_t i = 0; i < head; i++)
+        if (p[i])
+            return false;
+    return n <= 16 || memcmp(p, p + 16, n - 16) == 0;
+}
+
+/* A setuid or setgid bit in a manifest is not trusted: whoever can write
+ * to a region could otherwise plant setuid files on every instance that
+ * restores as root.  Cleared unless the caller keeps them (the sticky bit
+ * stays); the entries are counted and a warning says how many. */
+static void rst_strip_setid(struct rst *s)
+{
+    if (s->o->keep_setid)
+        return;
+    for (size_t k = 0; k < s->m.nfiles; k++) {
+        struct mfile *f = &s->m.files[k];
+        if (f->type != MFILE_LINK && (f->mode & (S_ISUID | S_ISGID))) {
+            f->mode &= ~(uint32_t)(S_ISUID | S_ISGID);
+            s->res->setid_cleared++;
+        }
+    }
+    if (s->res->setid_cleared)
+        log_warn("snapshot %s: cleared the setuid/setgid bits of %llu file(s) "
+                 "(--keep-setid keeps them)", s->m.id, (unsigned long long)s->res->setid_cleared);
+}
+
+/* The entry's recorded mtime as utimensat() takes it, the access time
+ * the same; false when the manifest does not know it. */
+static bool rst_times(const struct mfile *f, struct timespec ts[2])
+{
+    if (f->mtime_ns < 0)
+        return false;
+    ts[0].tv_sec = (time_t)(f->mtime_ns / 1000000000);
+    ts[0].tv_nsec = (long)(f->mtime_ns % 1000000000);
+    ts[1] = ts[0];
+    return true;
+}
+
 static int rst_entry(struct rst *s, const struct mfile *f)
 {
     int dirfd, e;
@@ -540,12 +595,14 @@ static int rst_entry(struct rst *s, const struct mfile *f)
     switch (f->type) {
     case MFILE_REG:
         break; /* created and filled by rst_files() */
+    case MFILE_HARDLINK:
+        break; /* made by rst_finish_files(), once its target is complete */
     case MFILE_DIR:
         if (mkdirat(dirfd, name, 0700) < 0 && errno != EEXIST)
             e = -errno;
         s->res->dirs++;
         break;
-    case MFILE_LINK:
+    case MFILE_LINK: /* its time is set by rst_finish_files() */
         if (symlinkat(f->link, dirfd, name) < 0)
             e = -errno;
         s->res->links++;
@@ -557,11 +614,65 @@ static int rst_entry(struct rst *s, const struct mfile *f)
     return e;
 }
 
-/* fsyncs every directory and applies directory modes, deepest first. */
+/* A hard link to an earlier regular file (the parser checked that it is
+ * one, in this manifest), made once that file is complete. */
+static int rst_hardlink(struct rst *s, const struct mfile *f)
+{
+    int tdir, ldir, e;
+    const char *tname, *lname;
+    if ((e = restore_parent(s->stage, f->link, &tdir, &tname)) < 0)
+        return rst_fail(s, f, "opening the directory of the target of", e);
+    if ((e = restore_parent(s->stage, f->path, &ldir, &lname)) == 0) {
+        if (linkat(tdir, tname, ldir, lname, 0) < 0)
+            e = -errno;
+        close(ldir);
+    }
+    close(tdir);
+    return e < 0 ? rst_fail(s, f, "linking", e) : 0;
+}
+
+/* A regular file's or a symlink's recorded modification (and access)
+ * time. */
+static int rst_file_times(struct rst *s, const struct mfile *f)
+{
+    struct timespec ts[2];
+    int dirfd, e;
+    const char *name;
+    if (!rst_times(f, ts))
+        return 0;
+    if ((e = restore_parent(s->stage, f->path, &dirfd, &name)) < 0)
+        return rst_fail(s, f, "opening the directory of", e);
+    e = utimensat(dirfd, name, ts, AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
+    close(dirfd);
+    return e < 0 ? rst_fail(s, f, "setting the times of", e) : 0;
+}
+
+/* Once every regular file is complete: their times and the symlinks'
+ * (late: the seed's walk of the target reads the staged symlinks, which
+ * sets their access time), and the hard links (linking does not change a
+ * file's times). */
+static int rst_finish_files(struct rst *s)
+{
+    for (size_t k = 0; k < s->m.nfiles; k++) {
+        const struct mfile *f = &s->m.files[k];
+        int e = 0;
+        if (f->type == MFILE_REG || f->type == MFILE_LINK)
+            e = rst_file_times(s, f);
+        else if (f->type == MFILE_HARDLINK)
+            e = rst_hardlink(s, f);
+        if (e < 0)
+            return e;
+    }
+    return 0;
+}
+
+/* fsyncs every directory and applies directory modes and times, deepest
+ * first: a directory's time is set once nothing more is created in it. */
 static int rst_finish_dirs(struct rst *s)
 {
     for (size_t k = s->m.nfiles; k-- > 0;) {
         const struct mfile *f = &s->m.files[k];
+        struct timespec ts[2];
         int dirfd, e;
         const char *name;
         if (f->type != MFILE_DIR)
@@ -570,7 +681,8 @@ static int rst_finish_dirs(struct rst *s)
             return e;
         int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         e = fd < 0 ? -errno : 0;
-        if (fd >= 0 && (fsync(fd) < 0 || fchmod(fd, f->mode) < 0))
+        if (fd >= 0 && (fchmod(fd, f->mode) < 0 || (rst_times(f, ts) && futimens(fd, ts) < 0) ||
+                        fsync(fd) < 0))
             e = -errno;
         if (fd >= 0)
             close(fd);
@@ -610,6 +722,179 @@ static int rst_remove_tree(int parent, const char *name)
     return e;
 }
 
+/* ---- the staging directory and the swap ------------------------------ */
+
+/* DIR/.ckptsync-restore.<id>/ holds the restore's state:
+ *   tree/<root>   the snapshot as it is written; s->stage is open on tree/
+ *                 and flock()ed while the restore runs, so a later restore
+ *                 tells a live staging directory from one left by a kill;
+ *                 after an exchange (rst_place) it holds the old tree
+ *   old/<root>    only where the file system cannot exchange: the old tree,
+ *                 moved aside for the moment between the two renames
+ * Both names are ours, one level above the snapshot's root, so no root
+ * name can collide with them. */
+#define RST_STAGE_PREFIX ".ckptsync-restore."
+#define RST_STAGE_PATH_MAX (MANIFEST_ID_MAX + 48) /* "<prefix><id>/tree" */
+
+/* Puts back a tree an interrupted swap had moved aside (stage/old/<name>)
+ * when DIR/<name> is missing; one whose DIR/<name> exists is stale.
+ * Returns 0 when nothing is left to put back. */
+static int rst_stage_recover(int target, const char *tpath, const char *stage)
+{
+    char old[RST_STAGE_PATH_MAX];
+    snprintf(old, sizeof(old), "%s/old", stage);
+    int fd = openat(target, old, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENOENT ? 0 : -errno;
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return -errno;
+    }
+    struct dirent *de;
+    struct stat st;
+    int e = 0;
+    while ((de = readdir(d))) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") ||
+            fstatat(target, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+            continue;
+        if (errno != ENOENT || renameat(dirfd(d), de->d_name, target, de->d_name) < 0) {
+            e = -errno;
+            log_error("putting back \"%s/%s\" from \"%s/%s/%s\": %s", tpath, de->d_name, tpath,
+                      old, de->d_name, strerror(-e));
+            continue;
+        }
+        log_warn("put back \"%s/%s\": an interrupted restore had moved it aside", tpath,
+                 de->d_name);
+        fsync(target);
+    }
+    closedir(d);
+    return e;
+}
+
+/* Removes a staging directory, first putting back what it holds of the
+ * old tree; one that still holds a tree it could not put back is kept,
+ * and said so. */
+static void rst_stage_remove(int target, const char *tpath, const char *stage)
+{
+    char legacy[RST_STAGE_PATH_MAX];
+    struct stat st;
+    snprintf(legacy, sizeof(legacy), "%s/.replaced", stage);
+    if (fstatat(target, legacy, &st, AT_SYMLINK_NOFOLLOW) == 0) { /* an older ckptsync's swap */
+        log_warn("keeping \"%s/%s\": a tree an interrupted restore moved aside; move it back or "
+                 "remove it", tpath, legacy);
+        return;
+    }
+    if (rst_stage_recover(target, tpath, stage) < 0) {
+        log_error("keeping \"%s/%s\": it holds a previous tree that could not be put back",
+                  tpath, stage);
+        return;
+    }
+    int e = rst_remove_tree(target, stage);
+    if (e < 0)
+        log_warn("removing the staging directory \"%s/%s\": %s", tpath, stage, strerror(-e));
+}
+
+/* true when a running restore holds the staging directory.  One whose
+ * lock cannot be probed (a file system without flock) counts as held,
+ * except the one of this very snapshot, which the restore replaces. */
+static bool rst_stage_busy(int target, const char *stage, const char *mine)
+{
+    char tree[RST_STAGE_PATH_MAX];
+    snprintf(tree, sizeof(tree), "%s/tree", stage);
+    int fd = openat(target, tree, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return errno != ENOENT && errno != ENOTDIR && errno != ELOOP && strcmp(stage, mine);
+    bool busy = flock(fd, LOCK_EX | LOCK_NB) < 0 && (errno == EWOULDBLOCK || strcmp(stage, mine));
+    close(fd);
+    return busy;
+}
+
+/* Removes the staging directories that restores killed before their end
+ * left in the target (no running restore holds them), putting back any
+ * old tree one of them had moved aside. */
+static void rst_sweep(struct rst *s, int target)
+{
+    int fd = dup(target);
+    DIR *d = fd < 0 ? NULL : fdopendir(fd);
+    struct dirent *de;
+    char **names = NULL;
+    size_t n = 0, cap = 0;
+    if (!d) {
+        if (fd >= 0)
+            close(fd);
+        return;
+    }
+    while ((de = readdir(d))) {
+        if (strncmp(de->d_name, RST_STAGE_PREFIX, strlen(RST_STAGE_PREFIX)) ||
+            strlen(de->d_name) >= sizeof(s->stage_name))
+            continue;
+        if (n == cap) {
+            char **v = realloc(names, (cap = cap ? cap * 2 : 8) * sizeof(*v));
+            if (!v)
+                break;
+            names = v;
+        }
+        if (!(names[n] = strdup(de->d_name)))
+            break;
+        n++;
+    }
+    closedir(d);
+    for (size_t i = 0; i < n; i++) {
+        if (!rst_stage_busy(target, names[i], s->stage_name))
+            rst_stage_remove(target, s->o->target, names[i]);
+        free(names[i]);
+    }
+    free(names);
+}
+
+/* renameat2(); -EINVAL where the kernel or the file system lacks it, or
+ * where CKPTSYNC_RESTORE_NO_EXCHANGE is set (tests of the fallback). */
+static int rst_rename2(int from, const char *a, int to, const char *b, unsigned flags)
+{
+    if (getenv("CKPTSYNC_RESTORE_NO_EXCHANGE"))
+        return -EINVAL;
+    if (renameat2(from, a, to, b, flags) == 0)
+        return 0;
+    return errno == ENOSYS ? -EINVAL : -errno;
+}
+
+/* The swap where the file system cannot exchange: the old tree is moved
+ * aside to stage/old/<root> and the new one renamed in.  When the second
+ * rename fails the old tree is put back, and that rename is checked: if
+ * it fails too, the old tree stays in the staging directory, which is
+ * then kept, and the message says where.  A crash between the two renames
+ * leaves DIR/<root> missing until the next restore into DIR puts the old
+ * tree back (rst_sweep). */
+static int rst_swap_renames(struct rst *s, int target)
+{
+    const char *root = s->m.root;
+    struct buf aside = BUF_INIT;
+    int e = 0;
+    buf_printf(&aside, "%s/old", s->stage_name);
+    if (mkdirat(target, buf_str(&aside), 0700) < 0 && errno != EEXIST)
+        e = -errno;
+    buf_printf(&aside, "/%s", root);
+    if (e == 0 && renameat(target, root, target, buf_str(&aside)) < 0)
+        e = -errno;
+    if (e < 0) {
+        buf_printf(s->err, "moving the old \"%s/%s\" aside: %s", s->o->target, root, strerror(-e));
+    } else if (renameat(s->stage, root, target, root) < 0) {
+        e = -errno;
+        buf_printf(s->err, "renaming into \"%s/%s\": %s", s->o->target, root, strerror(-e));
+        if (renameat(target, buf_str(&aside), target, root) < 0)
+            buf_printf(s->err, "; putting the old tree back failed too (%s): it is in \"%s/%s\"",
+                       strerror(errno), s->o->target, buf_str(&aside));
+    }
+    buf_free(&aside);
+    return e;
+}
+
+/* Puts the finished tree at DIR/<root>.  An existing DIR/<root> (with
+ * --force) is exchanged with it in one renameat2(RENAME_EXCHANGE), so that
+ * DIR/<root> names a complete tree at every instant, the old one until the
+ * new one; the old tree is then in the staging directory, removed with it
+ * after the exchange (by a later restore if this one is killed first). */
 static int rst_place(struct rst *s, int target)
 {
     const char *root = s->m.root;
@@ -621,16 +906,21 @@ static int rst_place(struct rst *s, int target)
         buf_printf(s->err, "\"%s/%s\" already exists (use --force to replace it)", s->o->target, root);
         return -EEXIST;
     }
-    if (exists && renameat(target, root, s->stage, ".replaced") < 0) {
-        e = -errno;
-        buf_printf(s->err, "moving the old \"%s/%s\" aside: %s", s->o->target, root, strerror(-e));
+    if (exists) {
+        e = rst_rename2(s->stage, root, target, root, RENAME_EXCHANGE);
+        if (e == -EINVAL && (e = rst_swap_renames(s, target)) < 0)
+            return e; /* the message says what happened to the old tree */
+    } else {
+        e = rst_rename2(s->stage, root, target, root, RENAME_NOREPLACE);
+        if (e == -EINVAL)
+            e = renameat(s->stage, root, target, root) < 0 ? -errno : 0;
+    }
+    if (e == -EEXIST) {
+        buf_printf(s->err, "\"%s/%s\" appeared meanwhile (use --force to replace it)", s->o->target, root);
         return e;
     }
-    if (renameat(s->stage, root, target, root) < 0) {
-        e = -errno;
+    if (e < 0) {
         buf_printf(s->err, "renaming into \"%s/%s\": %s", s->o->target, root, strerror(-e));
-        if (exists)
-            renameat(s->stage, ".replaced", target, root);
         return e;
     }
     return fsync(target) < 0 ? -errno : 0;
@@ -681,14 +971,27 @@ static int rst_index(struct rst *s, int target)
 
 static int rst_stage(struct rst *s, int target)
 {
-    snprintf(s->stage_name, sizeof(s->stage_name), ".ckptsync-restore.%s", s->m.id);
-    rst_remove_tree(target, s->stage_name); /* left over by a crash */
-    if (mkdirat(target, s->stage_name, 0700) < 0 ||
-        (s->stage = openat(target, s->stage_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+    char tree[RST_STAGE_PATH_MAX];
+    snprintf(s->stage_name, sizeof(s->stage_name), RST_STAGE_PREFIX "%s", s->m.id);
+    snprintf(tree, sizeof(tree), "%s/tree", s->stage_name);
+    rst_sweep(s, target); /* left over by restores that were killed */
+    if (mkdirat(target, s->stage_name, 0700) < 0) {
         int e = -errno;
-        buf_printf(s->err, "creating a staging directory in \"%s\": %s", s->o->target, strerror(-e));
+        buf_printf(s->err, "creating a staging directory in \"%s\": %s%s", s->o->target,
+                   strerror(-e), e == -EEXIST ? " (another restore of this snapshot runs there, or "
+                                                "its staging directory was kept: see above)" : "");
         return e;
     }
+    if (mkdirat(target, tree, 0700) < 0 ||
+        (s->stage = openat(target, tree, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+        int e = -errno;
+        buf_printf(s->err, "creating a staging directory in \"%s\": %s", s->o->target, strerror(-e));
+        rst_remove_tree(target, s->stage_name);
+        return e;
+    }
+    if (flock(s->stage, LOCK_EX | LOCK_NB) < 0)
+        log_debug("\"%s/%s\": cannot lock it (%s); a later restore of this snapshot may remove it",
+                  s->o->target, tree, strerror(errno));
     return 0;
 }
 
@@ -711,12 +1014,13 @@ static int rst_all(struct rst *s, int target)
     for (size_t k = 0; k < s->m.nfiles; k++)
         if (s->m.files[k].type == MFILE_REG)
             s->total += s->m.files[k].size;
+    rst_strip_setid(s);
     if ((e = rst_stage(s, target)) < 0)
         return e;
     for (size_t k = 0; k < s->m.nfiles; k++)
         if ((e = rst_entry(s, &s->m.files[k])) < 0)
             return e;
-    if ((e = rst_alloc(s)) < 0 || (e = rst_files(s)) < 0)
+    if ((e = rst_alloc(s)) < 0 || (e = rst_files(s)) < 0 || (e = rst_finish_files(s)) < 0)
         return e;
     if ((e = rst_finish_dirs(s)) < 0 || (e = rst_place(s, target)) < 0)
         return e;
@@ -748,9 +1052,9 @@ int restore_run(struct repo *r, const struct restore_opts *o, struct restore_res
     ret->chunks = s.m.nchunks;
     e = rst_all(&s, target);
 out:
-    if (s.stage >= 0) {
+    if (s.stage >= 0) { /* held (flock) until it is gone */
+        rst_stage_remove(target, o->target, s.stage_name);
         close(s.stage);
-        rst_remove_tree(target, s.stage_name);
         fsync(target);
     }
     if (target >= 0)

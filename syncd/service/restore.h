@@ -9,8 +9,10 @@
  * regions; a chunk that is missing or corrupt in one region is fetched from
  * the next, and counted.  Everything is written under a staging directory
  * inside the target (".ckptsync-restore.<id>"), fsynced, and the snapshot's
- * root renamed into place at the end: a failed restore leaves nothing in
- * the target but what was there before.  No path of the manifest can reach
+ * root renamed into place at the end (exchanged with an existing one under
+ * force, atomically): a failed restore leaves nothing in the target but
+ * what was there before, and a killed one at most its staging directory,
+ * which the next restore into the target removes.  No path of the manifest can reach
  * outside the target: paths are checked by the parser and every directory
  * is opened with O_NOFOLLOW relative to its parent.
  *
@@ -30,6 +32,7 @@ struct restore_opts {
     const char *id;            /* NULL: the newest committed in any region */
     const char *target;        /* directory; created if missing */
     bool force;                /* replace target/<root> if it exists */
+    bool keep_setid;           /* keep setuid/setgid bits (else cleared, and counted) */
     const char *seed;          /* a local directory whose chunks are copied, not downloaded;
                                 * NULL: files already in the target that the index knows */
     void (*progress)(void *ud, uint64_t done, uint64_t total);
@@ -45,6 +48,7 @@ struct restore_result {
     uint64_t failovers;        /* chunk fetches that failed in one region */
     uint64_t local_chunks;     /* copied from the seed instead of downloaded */
     uint64_t local_bytes;
+    uint64_t setid_cleared;    /* entries whose setuid/setgid bits were cleared */
     uint64_t region_chunks[CONFIG_MAX_REGIONS];
 };
 
@@ -59,4 +63,8 @@ int restore_find(struct repo *r, const char *run, const char *id, struct manifes
                  size_t *ret_region, struct buf *err);
 int restore_run(struct repo *r, const struct restore_opts *o, struct restore_result *ret,
                 struct buf *err);
+/* true when the n bytes at p are all zero: such a chunk is not written,
+ * the file (created at its full size) keeps a hole there, as a sparse
+ * source file had one. */
+bool restore_zero_chunk(const uint8_t *p, size_t n);
 #endif

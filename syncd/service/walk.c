@@ -3,7 +3,11 @@
  * openat()/fdopendir() relative to its parent's descriptor, never by
  * re-resolving full paths, so a rename elsewhere in the tree cannot make us
  * step outside it.  Entries are sorted per directory so that a manifest of
- * the same tree is always written in the same order.
+ * the same tree is always written in the same order.  Names of one inode
+ * (hard links, found by st_dev and st_ino once the list is complete) are
+ * listed once as a regular file, the first in that order, and then as
+ * hard link entries naming it, so a snapshot stores the data once and
+ * restore links them again.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -194,6 +198,59 @@ static int walk_entry_at(struct walk *w, int dirfd, const char *name, const char
     return 0;
 }
 
+struct ino_ref {
+    dev_t dev;
+    ino_t ino;
+    size_t k;                /* index in walk.v */
+};
+
+static int ino_cmp(const void *a, const void *b)
+{
+    const struct ino_ref *x = a, *y = b;
+    if (x->dev != y->dev)
+        return x->dev < y->dev ? -1 : 1;
+    if (x->ino != y->ino)
+        return x->ino < y->ino ? -1 : 1;
+    return x->k < y->k ? -1 : x->k > y->k;
+}
+
+/* Regular files with st_nlink > 1 that are one inode: the later ones in
+ * list order become MFILE_HARDLINK entries whose link is the first one's
+ * path.  Only names inside the snapshot count; a link elsewhere leaves
+ * the file a plain regular file. */
+static int walk_hardlinks(struct walk *w)
+{
+    size_t n = 0;
+    for (size_t k = 0; k < w->n; k++)
+        n += w->v[k].type == MFILE_REG && w->v[k].st.st_nlink > 1;
+    if (n < 2)
+        return 0;
+    struct ino_ref *v = malloc(n * sizeof(*v));
+    if (!v)
+        return -ENOMEM;
+    n = 0;
+    for (size_t k = 0; k < w->n; k++)
+        if (w->v[k].type == MFILE_REG && w->v[k].st.st_nlink > 1)
+            v[n++] = (struct ino_ref){w->v[k].st.st_dev, w->v[k].st.st_ino, k};
+    qsort(v, n, sizeof(*v), ino_cmp);
+    int e = 0;
+    for (size_t i = 1, first = 0; i < n && e == 0; i++) {
+        if (v[i].dev != v[first].dev || v[i].ino != v[first].ino) {
+            first = i;
+            continue;
+        }
+        struct walk_entry *we = &w->v[v[i].k];
+        if (!(we->link = strdup(w->v[v[first].k].path)))
+            e = -ENOMEM;
+        else {
+            we->type = MFILE_HARDLINK;
+            w->bytes -= (uint64_t)we->st.st_size;
+        }
+    }
+    free(v);
+    return e;
+}
+
 int walk_list(const char *path, struct walk *ret, struct buf *err)
 {
     struct walk w = {0};
@@ -219,6 +276,8 @@ int walk_list(const char *path, struct walk *ret, struct buf *err)
         goto out;
     }
     e = walk_entry_at(&w, dirfd, name, name, 0, err);
+    if (e == 0)
+        e = walk_hardlinks(&w);
     if (e == 0 && w.n == 0) { /* the root itself was skipped: a device, FIFO or socket */
         buf_printf(err, "\"%s\": not a regular file, directory or symlink: nothing to snapshot", path);
         e = -EINVAL;

@@ -14,14 +14,19 @@ cks snapshot "$ck" --run good --step 1 --json > "$T/s.json"
 id=$(json "$T/s.json" 'd["id"]')
 
 # forge OLD NEW RUN NEWID: copy manifest `good/$id`, replace text OLD by NEW
-# in its body, fix its trailing digest, and publish it as RUN/NEWID with
-# RUN's latest ref pointing at it, in every region.
+# in its body (OLD "re:PATTERN": a Python regular expression), fix its
+# trailing digest, and publish it as RUN/NEWID with RUN's latest ref
+# pointing at it, in every region.
 forge() {
   python3 - "$T/regions" "$id" "$1" "$2" "$3" "$4" <<'PY'
-import hashlib, os, sys
+import hashlib, os, re, sys
 regions, id_, old, new, run, newid = sys.argv[1:]
 src = open(os.path.join(regions, "a", "snapshots", "good", id_), "rb").read()
-body = src[: src.rindex(b"end ")].replace(old.encode(), new.encode())
+body = src[: src.rindex(b"end ")]
+if old.startswith("re:"):
+    body = re.sub(old[3:].encode(), new.encode(), body)
+else:
+    body = body.replace(old.encode(), new.encode())
 body = body.replace(("id " + id_).encode(), ("id " + newid).encode())
 body = body.replace(b"run good\n", ("run " + run + "\n").encode())
 data = body + b"end " + hashlib.sha256(body).hexdigest().encode() + b"\n"
@@ -53,9 +58,10 @@ step "a root of .. is refused"
 forge "root checkpoint-1" "root .." evil3 20990101T000000.000000Z-00000003
 refused evil3 "rejected\|another snapshot"
 step "a symlink leaving the snapshot is refused"
-forge "f 0644 1 " "l 0777 ../../../../etc/passwd checkpoint-1/evil-link
-f 0644 1 " evil4 20990101T000000.000000Z-00000004
-refused evil4 "rejected"
+forge 're:\nf 0644 (\S+) 1 ' "
+l 0777 - ../../../../etc/passwd checkpoint-1/evil-link
+f 0644 \\1 1 " evil4 20990101T000000.000000Z-00000004
+refused evil4 "symlink target leaves the snapshot"
 step "a whole-file digest that does not match its chunks is refused"
 x_sha=$(printf x | sha256sum | awk '{print $1}')
 forge "$x_sha 1 checkpoint-1/small.txt" "$(printf '%064d' 0) 1 checkpoint-1/small.txt" evil5 20990101T000000.000000Z-00000005

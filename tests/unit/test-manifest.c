@@ -1,7 +1,8 @@
 /*
  * test-manifest.c — the manifest codec: a round trip through every entry
- * kind and awkward names, canonical output, a table of hostile inputs that
- * must be refused with the right code and line, every truncation and
+ * kind (hard links, times) and awkward names, canonical output, a table
+ * of hostile inputs that must be refused with the right code and line,
+ * every truncation and
  * every altered byte of a valid manifest, the path/link/id checks, and the
  * encoder refusing structs the parser would refuse.
  */
@@ -89,8 +90,11 @@ static void build_sample(struct manifest *m)
     m->normalization = 1;
     assert_int_equal(manifest_add_file(m, MFILE_DIR, "shards", 0755, NULL), 0);
     assert_int_equal(manifest_add_file(m, MFILE_DIR, "odd dir/with space", 0700, NULL), 0);
+    manifest_set_mtime(m, 1796083600, 0);
     add_file(m, "empty", 0644, NULL, 0);
+    manifest_set_mtime(m, 0, 0); /* the epoch itself is a time */
     add_file(m, "one", 0644, one, 1);
+    manifest_set_mtime(m, 1796083555, 123456789);
     add_file(m, "shards/model.pt", 0600, three, 3);
     add_file(m, "odd dir/with space/new\nline%25.txt", 04755, two, 2);
     add_file(m, "donn\xc3\xa9" "es/\xce\xbb.bin", 0644, one, 1);
@@ -98,8 +102,11 @@ static void build_sample(struct manifest *m)
     add_file(m, "tab\there\x7f\x01\xff", 0644, NULL, 0);
     assert_int_equal(manifest_add_file(m, MFILE_DIR, "%2D", 0755, NULL), 0);
     assert_int_equal(manifest_add_file(m, MFILE_LINK, "shards/latest", 0777, "model.pt"), 0);
+    manifest_set_mtime(m, 1, 999999999);
     assert_int_equal(manifest_add_file(m, MFILE_LINK, "odd dir/up", 0777, "../one"), 0);
     assert_int_equal(manifest_add_file(m, MFILE_LINK, "a/b/top", 0777, "../../-"), 0);
+    assert_int_equal(manifest_add_file(m, MFILE_HARDLINK, "odd dir/again", 0600, "shards/model.pt"), 0);
+    manifest_set_mtime(m, 5, 0); /* a hard link has its target's time: ignored */
 }
 
 /* text + "end <sha256 of text>\n" */
@@ -157,11 +164,20 @@ static void test_round_trip(void **state)
     assert_non_null(strstr(text, "\ninstance %2D\n"));
     assert_non_null(strstr(text, "\nparent -\n"));
     assert_non_null(strstr(text, " 0 %2D\n"));          /* the file named "-" */
-    assert_non_null(strstr(text, "d 0755 - %252D\n"));
+    assert_non_null(strstr(text, "d 0755 - - %252D\n"));
+    assert_non_null(strstr(text, "\nd 0700 1796083600000000000 - odd%20dir/with%20space\n"));
+    assert_non_null(strstr(text, "\nf 0644 0 0 " ));
+    assert_non_null(strstr(text, "\nf 0644 1796083555123456789 100 "));
+    assert_non_null(strstr(text, "\nl 0777 1999999999 model.pt shards/latest\n"));
+    assert_int_equal(back.files[1].mtime_ns, 1796083600000000000LL);
+    assert_int_equal(back.files[0].mtime_ns, -1);
     assert_non_null(strstr(text, "new%0Aline%2525.txt\n"));
     assert_non_null(strstr(text, "tab%09here%7F%01%FF\n"));
     assert_non_null(strstr(text, "donn%C3%A9es/%CE%BB.bin\n"));
-    assert_non_null(strstr(text, "\nfiles 13\nchunks 7\n"));
+    assert_non_null(strstr(text, "\nfiles 14\nchunks 7\n"));
+    assert_non_null(strstr(text, "\nh 0600 - shards/model.pt odd%20dir/again\n"));
+    assert_int_equal(back.files[13].type, MFILE_HARDLINK);
+    assert_string_equal(back.files[13].link, "shards/model.pt");
 
     manifest_free(&m);
     manifest_free(&back);
@@ -206,6 +222,11 @@ static void test_empty_manifest(void **state)
                 "instance -\nparent -\n"
 #define HEADV2(g) HEAD8V2 "gen " g "\nroot -\n"
 #define HDRV2(f, c) HEADV2("7") CHUNKER "files " f "\nchunks " c "\n"
+/* Version 3: the same header; hard link entries. */
+#define HEAD8V3 "ckptsync-manifest 3\nid s1\nrun r1\nstep 5\ntime 100\nhost h\n" \
+                "instance -\nparent -\n"
+#define HDRV3(f, c) HEAD8V3 "gen 7\nroot -\n" CHUNKER "files " f "\nchunks " c "\n"
+#define F0(p) "f 0644 - 0 " HX " 0 " p "\n"   /* version 3 */
 
 enum tail { AUTO_END, RAW, TRAILING, NO_NEWLINE, BAD_DIGEST };
 
@@ -299,7 +320,7 @@ static const struct reject rejects[] = {
     {"unknown chunker", HEAD "chunker rabin 64 256 1024 1\nfiles 0\nchunks 0\n", CKS_E_FORMAT,
      10, AUTO_END},
     /* version and header */
-    {"version 3", "ckptsync-manifest 3\nwhatever\n", CKS_E_VERSION, 1, RAW},
+    {"version 4", "ckptsync-manifest 4\nwhatever\n", CKS_E_VERSION, 1, RAW},
     {"version 0", "ckptsync-manifest 0\n", CKS_E_VERSION, 1, RAW},
     {"version not a number", "ckptsync-manifest one\n", CKS_E_FORMAT, 1, RAW},
     {"not a manifest", "ckptsync-repo 1\n", CKS_E_FORMAT, 1, RAW},
@@ -387,6 +408,39 @@ static const struct reject rejects[] = {
      AUTO_END},
     {"v2 wrong end digest", HDRV2("0", "0"), CKS_E_DIGEST, 14, BAD_DIGEST},
     {"v2 data after end", HDRV2("0", "0"), CKS_E_FORMAT, 14, TRAILING},
+    /* version 3: hard links name an earlier regular file */
+    {"hard link in v2", HDRV2("2", "0") "f 0644 0 " HX " 0 a\nh 0644 a b\n", CKS_E_FORMAT, 15,
+     AUTO_END},
+    {"hard link to nothing", HDRV3("2", "0") F0("a") "h 0644 - x b\n", CKS_E_FORMAT, 15, AUTO_END},
+    {"hard link to a later file", HDRV3("2", "0") "h 0644 - a b\n" F0("a"), CKS_E_FORMAT, 14,
+     AUTO_END},
+    {"hard link to a dir", HDRV3("2", "0") "d 0755 - - a\nh 0644 - a b\n", CKS_E_FORMAT, 15, AUTO_END},
+    {"hard link to a symlink", HDRV3("2", "0") "l 0777 - x a\nh 0644 - a b\n", CKS_E_FORMAT, 15,
+     AUTO_END},
+    {"hard link to a hard link", HDRV3("3", "0") F0("a") "h 0644 - a b\nh 0644 - b c\n", CKS_E_FORMAT,
+     16, AUTO_END},
+    {"hard link to itself", HDRV3("1", "0") "h 0644 - a a\n", CKS_E_FORMAT, 14, AUTO_END},
+    {"lone hard link", HDRV3("1", "0") "h 0644 - a b\n", CKS_E_FORMAT, 14, AUTO_END},
+    {"hard link target ..", HDRV3("2", "0") F0("a") "h 0644 - ../a b\n", CKS_E_UNSAFE_PATH, 15,
+     AUTO_END},
+    {"hard link target absolute", HDRV3("2", "0") F0("a") "h 0644 - %2Fa b\n", CKS_E_UNSAFE_PATH, 15,
+     AUTO_END},
+    {"hard link without target", HDRV3("2", "0") F0("a") "h 0644 - - b\n", CKS_E_FORMAT, 15,
+     AUTO_END},
+    {"hard link field missing", HDRV3("2", "0") F0("a") "h 0644 - b\n", CKS_E_FORMAT, 15, AUTO_END},
+    {"entry below a hard link", HDRV3("3", "0") F0("a") "h 0644 - a b\nd 0755 - - b/c\n",
+     CKS_E_UNSAFE_PATH, 16, AUTO_END},
+    /* version 3: every entry has an mtime field ("-": unknown), not before */
+    {"v3 entry without mtime", HDRV3("1", "0") "d 0755 - a\n", CKS_E_FORMAT, 14, AUTO_END},
+    {"v3 file without mtime", HDRV3("1", "0") "f 0644 0 " HX " 0 a\n", CKS_E_FORMAT, 14,
+     AUTO_END},
+    {"v2 entry with mtime", HDRV2("1", "0") "d 0755 5 - a\n", CKS_E_FORMAT, 14, AUTO_END},
+    {"mtime negative", HDRV3("1", "0") "d 0755 -5 - a\n", CKS_E_FORMAT, 14, AUTO_END},
+    {"mtime leading zero", HDRV3("1", "0") "d 0755 05 - a\n", CKS_E_FORMAT, 14, AUTO_END},
+    {"mtime overflow", HDRV3("1", "0") "d 0755 9223372036854775808 - a\n", CKS_E_FORMAT, 14,
+     AUTO_END},
+    {"mtime not a number", HDRV3("1", "0") "l 0777 x1 t a\n", CKS_E_FORMAT, 14, AUTO_END},
+    {"hard link with a time", HDRV3("2", "0") F0("a") "h 0644 5 a b\n", CKS_E_FORMAT, 15, AUTO_END},
     /* the end line */
     {"wrong end digest", HDR("0", "0"), CKS_E_DIGEST, 13, BAD_DIGEST},
     {"data after end", HDR("0", "0"), CKS_E_FORMAT, 13, TRAILING},
@@ -464,6 +518,10 @@ static const char *const accepts[] = {
     /* version 2: generations 0 and the largest */
     HEADV2("0") CHUNKER "files 0\nchunks 0\n",
     HEADV2("999999999999") CHUNKER "files 1\nchunks 0\nd 0755 - a\n",
+    /* version 3: two more names of one file, one in a directory listed later */
+    HDRV3("4", "0") F0("a") "d 0755 - - x\nh 0644 - a x/b\nh 0600 - a c\n",
+    /* version 3: times, from the epoch to the largest */
+    HDRV3("3", "0") "d 0755 0 - a\nf 0644 9223372036854775807 0 " HX " 0 a/f\nl 0777 17 f a/l\n",
 };
 
 static void test_accepts(void **state)
@@ -495,7 +553,7 @@ static void test_gen_round_trip(void **state)
         build_sample(&m);
         m.gen = gens[i].gen;
         assert_int_equal(manifest_encode(&m, &out), 0);
-        assert_true(strncmp(buf_str(&out), "ckptsync-manifest 2\n", 20) == 0);
+        assert_true(strncmp(buf_str(&out), "ckptsync-manifest 3\n", 20) == 0);
         if (!strstr(buf_str(&out), gens[i].line))
             fail_msg("gen %lld: no \"%s\" in the encoding", (long long)gens[i].gen, gens[i].line);
         int r = manifest_parse(out.data, out.len, &back, &err);
@@ -518,11 +576,13 @@ static void test_gen_round_trip(void **state)
 }
 
 /* A version-1 manifest (no gen line) is generation 0; written again it
- * becomes version 2 with "gen 0", every other line the same. */
+ * becomes version 3 with "gen 0" and unknown times ("-"), every other
+ * field the same. */
 static void test_version1(void **state)
 {
     static const char v1[] = HDR("2", "1") "d 0755 - a\nf 0644 7 " HX " 1 a/b\nc " HX " 7\n";
     static const char v2[] = HDRV2("2", "1") "d 0755 - a\nf 0644 7 " HX " 1 a/b\nc " HX " 7\n";
+    static const char v3[] = HDRV3("2", "1") "d 0755 - - a\nf 0644 - 7 " HX " 1 a/b\nc " HX " 7\n";
     struct buf in = BUF_INIT, out = BUF_INIT, want = BUF_INIT, err = BUF_INIT;
     struct manifest m;
     append_end(&in, v1, strlen(v1));
@@ -534,8 +594,8 @@ static void test_version1(void **state)
     assert_int_equal(m.nfiles, 2);
     assert_int_equal(m.files[1].size, 7);
     assert_int_equal(manifest_encode(&m, &out), 0);
-    /* v2 with "gen 7": make it "gen 0" */
-    char *v2gen0 = strdup(v2);
+    /* v3 (unknown times) with "gen 7": make it "gen 0" */
+    char *v2gen0 = strdup(v3);
     assert_non_null(v2gen0);
     char *g = strstr(v2gen0, "\ngen 7\n");
     assert_non_null(g);
@@ -756,6 +816,11 @@ static void mut_first_chunk(struct manifest *m) { m->files[4].first_chunk++; }
 static void mut_parent(struct manifest *m) { manifest_set_str(&m->parent, "a b"); }
 static void mut_root(struct manifest *m) { manifest_set_str(&m->root, "../x"); }
 static void mut_instance(struct manifest *m) { manifest_set_str(&m->instance, ""); }
+static void mut_hardlink_dir(struct manifest *m) { manifest_set_str(&m->files[13].link, "shards"); }
+static void mut_hardlink_none(struct manifest *m) { manifest_set_str(&m->files[13].link, "nope"); }
+static void mut_hardlink_up(struct manifest *m) { manifest_set_str(&m->files[13].link, "../one"); }
+static void mut_hardlink_time(struct manifest *m) { m->files[13].mtime_ns = 5; }
+static void mut_mtime_neg(struct manifest *m) { m->files[2].mtime_ns = -2; }
 
 static const struct {
     const char *name;
@@ -784,6 +849,11 @@ static const struct {
     {"empty instance", mut_instance, CKS_E_FORMAT},
     {"negative gen", mut_gen_neg, CKS_E_FORMAT},
     {"gen above max", mut_gen_big, CKS_E_FORMAT},
+    {"hard link to a directory", mut_hardlink_dir, CKS_E_FORMAT},
+    {"hard link to nothing", mut_hardlink_none, CKS_E_FORMAT},
+    {"hard link climbing", mut_hardlink_up, CKS_E_UNSAFE_PATH},
+    {"hard link with a time", mut_hardlink_time, CKS_E_FORMAT},
+    {"mtime below -1", mut_mtime_neg, CKS_E_FORMAT},
 };
 
 static void test_encode_rejects(void **state)
@@ -837,6 +907,7 @@ static void test_builder_misuse(void **state)
     assert_int_equal(manifest_add_chunk(&m, id, 1), -EINVAL);
     assert_int_equal(manifest_add_file(&m, MFILE_LINK, "l", 0777, NULL), -EINVAL);
     assert_int_equal(manifest_add_file(&m, MFILE_REG, "f", 0644, "x"), -EINVAL);
+    assert_int_equal(manifest_add_file(&m, MFILE_HARDLINK, "h", 0644, NULL), -EINVAL);
     assert_int_equal(manifest_add_file(&m, MFILE_REG, NULL, 0644, NULL), -EINVAL);
     assert_int_equal(manifest_add_file(&m, (enum mfile_type)'x', "f", 0644, NULL), -EINVAL);
     manifest_free(&m);

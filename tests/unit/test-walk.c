@@ -4,7 +4,8 @@
  * symlinks that leave the tree (skipped with a warning naming them), a
  * fifo (skipped), bytewise order with parents first, paths that start with
  * the root's base name, a single-file root, a relative path, a trailing
- * slash, and paths that do not exist (an error naming them).
+ * slash, and paths that do not exist (an error naming them); names of one
+ * inode listed once as a file and then as hard links to its first name.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -347,6 +348,62 @@ static void test_errors(void **state)
     }
 }
 
+/* Two inodes with three and two names in the root, one with a name
+ * outside it: the first name in list order is the file, the later ones
+ * hard links naming it, and each inode's bytes count once. */
+static void test_hardlinks(void **state)
+{
+    struct tree t;
+    char p[512], q[512];
+    snprintf(t.top, sizeof(t.top), "/tmp/cks-walk-h.XXXXXX");
+    assert_non_null(mkdtemp(t.top));
+    snprintf(t.run, sizeof(t.run), "%s/run", t.top);
+    assert_int_equal(mkdir(t.run, 0755), 0);
+    make_dir(&t, "ckpt");
+    make_dir(&t, "ckpt/sub");
+    make_file(&t, "ckpt/z.bin", 5);
+    make_file(&t, "ckpt/c", 3);
+    make_file(&t, "ckpt/solo", 2);
+    static const char *const links[][2] = {
+        {"ckpt/z.bin", "ckpt/sub/b.bin"}, {"ckpt/z.bin", "ckpt/a.bin"},
+        {"ckpt/c", "ckpt/d"},             {"ckpt/solo", "outside"},
+    };
+    for (size_t i = 0; i < 4; i++) {
+        path_of(&t, links[i][0], p, sizeof(p));
+        path_of(&t, links[i][1], q, sizeof(q));
+        assert_int_equal(link(p, q), 0);
+    }
+    static const struct want want[] = {
+        {"ckpt", MFILE_DIR, NULL, 0},
+        {"ckpt/a.bin", MFILE_REG, NULL, 5},
+        {"ckpt/c", MFILE_REG, NULL, 3},
+        {"ckpt/d", MFILE_HARDLINK, "ckpt/c", 3},
+        {"ckpt/solo", MFILE_REG, NULL, 2},
+        {"ckpt/sub", MFILE_DIR, NULL, 0},
+        {"ckpt/sub/b.bin", MFILE_HARDLINK, "ckpt/a.bin", 5},
+        {"ckpt/z.bin", MFILE_HARDLINK, "ckpt/a.bin", 5},
+    };
+    struct walk w;
+    struct buf err = BUF_INIT;
+    path_of(&t, "ckpt", p, sizeof(p));
+    assert_int_equal(walk_list(p, &w, &err), 0);
+    assert_int_equal(w.n, sizeof(want) / sizeof(want[0]));
+    for (size_t i = 0; i < w.n; i++) {
+        assert_string_equal(w.v[i].path, want[i].path);
+        assert_int_equal(w.v[i].type, want[i].type);
+        if (want[i].link)
+            assert_string_equal(w.v[i].link, want[i].link);
+        else
+            assert_null(w.v[i].link);
+        if (want[i].type != MFILE_DIR)
+            assert_int_equal(w.v[i].st.st_size, want[i].size);
+    }
+    assert_int_equal(w.bytes, 5 + 3 + 2);
+    walk_free(&w);
+    buf_free(&err);
+    assert_int_equal(nftw(t.top, rm_one, 16, FTW_DEPTH | FTW_PHYS), 0);
+}
+
 int main(void)
 {
     log_init("test-walk", LOG_LVL_WARN);
@@ -355,6 +412,7 @@ int main(void)
         cmocka_unit_test(test_other_spellings),
         cmocka_unit_test(test_single_file),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_hardlinks),
     };
     return cmocka_run_group_tests(tests, tree_setup, tree_teardown);
 }

@@ -1,0 +1,48 @@
+/*
+ * test-restore.c — restore's pure helpers: restore_zero_chunk() on all-zero
+ * buffers of every awkward length (0, below, at and above its 16-byte head,
+ * a megabyte) and on the same buffers with one non-zero byte at each edge
+ * of the head, in the middle and at the end.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "service/restore.h"
+
+static void test_zero_chunk(void **state)
+{
+    static const size_t lens[] = {0, 1, 15, 16, 17, 31, 32, 33, 4095, 4096, 1 << 20};
+    uint8_t *p = calloc(1, (1 << 20) + 1);
+    assert_non_null(p);
+    for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
+        size_t n = lens[i];
+        assert_true(restore_zero_chunk(p, n));
+        size_t at[] = {0, 15, 16, 17, n / 2, n - 1};
+        for (size_t k = 0; n && k < sizeof(at) / sizeof(at[0]); k++) {
+            if (at[k] >= n)
+                continue;
+            p[at[k]] = 0x80;
+            if (restore_zero_chunk(p, n))
+                fail_msg("length %zu, byte %zu set: called all zero", n, at[k]);
+            p[at[k]] = 0;
+        }
+        p[n] = 1; /* just past the end: not looked at */
+        assert_true(restore_zero_chunk(p, n));
+        p[n] = 0;
+    }
+    free(p);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_zero_chunk),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
