@@ -11,8 +11,13 @@
  *   snapshot never mixes two versions of a checkpoint.  (Rewrites after
  *   the read are caught by the replicator's digest check on upload.)
  * - Files unchanged since an earlier snapshot are not read: the index maps
- *   (dev, ino, size, mtime) to their chunk list.  ctime is left out of
- *   the daemon's key on purpose: making the pin link changes it.
+ *   their identity (index_file_key_of: dev, ino, size, mtime, ctime; the
+ *   same key as the one-shot snapshot's) to their chunk list.  It is taken
+ *   after the pin link is made, so the link is not a change; removing the
+ *   pin once the snapshot is replicated moves ctime again, so a later
+ *   snapshot of the same file reads it again: slower, never wrong (a
+ *   rewrite in place that keeps size and mtime must not be taken for the
+ *   old bytes).
  * - Everything the snapshot needs is written in one transaction: the
  *   pending record, the snapshot record with its refcounts, the file
  *   records, and for every region the chunks it lacks plus the publish
@@ -165,15 +170,6 @@ static int ing_chunk(void *ud, const uint8_t *data, size_t len, uint64_t off)
     return e < 0 ? e : ing_ref(g, id, (uint32_t)len, off, fed);
 }
 
-static void ing_key(const struct stat *st, struct index_file_key *k)
-{
-    memset(k, 0, sizeof(*k));
-    k->dev = (uint64_t)st->st_dev;
-    k->ino = (uint64_t)st->st_ino;
-    k->size = (uint64_t)st->st_size;
-    k->mtime_ns = (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
-}
-
 /* Chunks of an unchanged file from the index; 1 when found. */
 static int ing_reuse(struct ing *g, const struct index_file_key *k, uint8_t digest[HASH_LEN])
 {
@@ -214,13 +210,6 @@ static int ing_open(struct ing *g, size_t k)
     return fd;
 }
 
-static bool ing_same(const struct stat *a, const struct stat *b)
-{
-    return a->st_size == b->st_size && a->st_mtim.tv_sec == b->st_mtim.tv_sec &&
-           a->st_mtim.tv_nsec == b->st_mtim.tv_nsec && a->st_ctim.tv_sec == b->st_ctim.tv_sec &&
-           a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
-}
-
 /* A write in the same clock tick as the file's last one may leave mtime
  * and ctime unchanged (timestamps are coarse), so a file modified in the
  * last few milliseconds is given time to age before its identity is
@@ -254,11 +243,12 @@ static int ing_file(struct ing *g, size_t k)
     g->cur_file = (uint32_t)g->m.nfiles;
     if ((e = manifest_add_file(&g->m, MFILE_REG, g->w.v[k].path, st1.st_mode & 07777, NULL)) < 0)
         goto out;
-    ing_key(&st1, &g->keys[g->m.nfiles - 1]);
+    manifest_set_mtime(&g->m, st1.st_mtim.tv_sec, st1.st_mtim.tv_nsec);
+    index_file_key_of(&st1, &g->keys[g->m.nfiles - 1]);
     e = ing_reuse(g, &g->keys[g->m.nfiles - 1], digest);
     if (e == 0) {
         e = scan_fd(&g->scan, fd, ing_chunk, g, &got, digest);
-        if (e == 0 && (fstat(fd, &st2) < 0 || !ing_same(&st1, &st2) || got != (uint64_t)st1.st_size))
+        if (e == 0 && (fstat(fd, &st2) < 0 || !index_file_same(&st1, &st2) || got != (uint64_t)st1.st_size))
             e = CKS_E_CHANGED;
     }
     if (e >= 0) {
@@ -340,6 +330,8 @@ static int ing_entries(struct ing *g)
                                                           we->st.st_mode & 07777, we->link);
         if (e < 0)
             return e;
+        if (we->type != MFILE_REG)
+            manifest_set_mtime(&g->m, we->st.st_mtim.tv_sec, we->st.st_mtim.tv_nsec);
     }
     return 0;
 }

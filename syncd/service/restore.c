@@ -300,7 +300,9 @@ static int rst_chunk(void *ud, const struct fetch_job *j, const uint8_t *data, s
     int e;
     if (rf->fd < 0 && (e = rst_open(s, k, O_RDWR)) < 0)
         return e;
-    if ((e = wring_write(&s->wr, rf->fd, data, len, s->chunk_off[j->tag])) < 0)
+    /* an all-zero chunk is left a hole (the file was created at full size) */
+    if (!restore_zero_chunk(data, len) &&
+        (e = wring_write(&s->wr, rf->fd, data, len, s->chunk_off[j->tag])) < 0)
         return rst_fail(s, &s->m.files[k], "writing", e);
     uint64_t c = j->tag - s->m.files[k].first_chunk;
     if (!rf->hashing) {
@@ -376,16 +378,11 @@ static int seed_file(struct rst *s, struct seed *sd, struct scan *sc, int fd)
     uint64_t got;
     if (fstat(fd, &st) < 0)
         return -errno;
-    struct index_file_key k = {(uint64_t)st.st_dev, (uint64_t)st.st_ino, (uint64_t)st.st_size,
-                               (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec,
-                               (int64_t)st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec};
+    struct index_file_key k;
+    index_file_key_of(&st, &k);
     int e = index_txn_begin(s->r->ix, false, &t);
     if (e == 0) {
         e = index_file_get(t, &k, digest, &v, &n);
-        if (e == -ENOENT) {
-            k.ctime_ns = 0;
-            e = index_file_get(t, &k, digest, &v, &n);
-        }
         index_txn_abort(t);
     }
     if (e == 0) {
@@ -945,9 +942,8 @@ static int rst_index(struct rst *s, int target)
         struct stat st;
         if (f->type != MFILE_REG || fstatat(target, f->path, &st, AT_SYMLINK_NOFOLLOW) < 0)
             continue;
-        struct index_file_key fk = {(uint64_t)st.st_dev, (uint64_t)st.st_ino, (uint64_t)st.st_size,
-                                    (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec,
-                                    (int64_t)st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec};
+        struct index_file_key fk;
+        index_file_key_of(&st, &fk);
         e = index_file_put(t, &fk, f->digest, &s->m.chunks[f->first_chunk], (size_t)f->nchunks);
         for (uint64_t c = 0; c < f->nchunks && e == 0; c++) {
             const struct mchunk *mc = &s->m.chunks[f->first_chunk + c];

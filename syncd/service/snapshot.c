@@ -378,16 +378,6 @@ static int snap_chunk(void *ud, const uint8_t *data, size_t len, uint64_t off)
 
 /* ---- files ------------------------------------------------------------- */
 
-static void snap_file_key(const struct stat *st, struct index_file_key *k)
-{
-    memset(k, 0, sizeof(*k));
-    k->dev = (uint64_t)st->st_dev;
-    k->ino = (uint64_t)st->st_ino;
-    k->size = (uint64_t)st->st_size;
-    k->mtime_ns = (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
-    k->ctime_ns = (int64_t)st->st_ctim.tv_sec * 1000000000 + st->st_ctim.tv_nsec;
-}
-
 /* The file's chunks from the index, if it is unchanged and every healthy
  * region holds every one of them.  Returns 1 when reused. */
 static int snap_file_reuse(struct snap *s, const struct index_file_key *k, uint8_t digest[HASH_LEN])
@@ -415,13 +405,6 @@ static int snap_file_reuse(struct snap *s, const struct index_file_key *k, uint8
     s->nfchunks = s->fchunks_cap = n;
     s->done += k->size;
     return 1;
-}
-
-static bool snap_same_file(const struct stat *a, const struct stat *b)
-{
-    return a->st_ino == b->st_ino && a->st_dev == b->st_dev && a->st_size == b->st_size &&
-           a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec &&
-           a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
 }
 
 static int snap_record_file(struct snap *s, const struct index_file_key *k, const uint8_t *digest)
@@ -468,7 +451,7 @@ static int snap_file_once(struct snap *s, const struct walk_entry *we, struct st
         e = -errno;
         goto out;
     }
-    snap_file_key(&st1, &k);
+    index_file_key_of(&st1, &k);
     if ((e = snap_file_reuse(s, &k, digest)) < 0)
         goto out;
     if (e == 1) {
@@ -485,7 +468,7 @@ static int snap_file_once(struct snap *s, const struct walk_entry *we, struct st
             buf_printf(s->err, "reading \"%s/%s\": %s", s->w.base, we->path, err_str(e));
         goto out;
     }
-    if (fstat(fd, &st2) < 0 || !snap_same_file(&st1, &st2) || got != (uint64_t)st1.st_size) {
+    if (fstat(fd, &st2) < 0 || !index_file_same(&st1, &st2) || got != (uint64_t)st1.st_size) {
         s->done = done0;
         e = CKS_E_CHANGED;
         goto out;
@@ -520,6 +503,7 @@ static int snap_file(struct snap *s, const struct walk_entry *we)
         return e;
     if ((e = manifest_add_file(&s->m, MFILE_REG, we->path, st.st_mode & 07777, NULL)) < 0)
         return e;
+    manifest_set_mtime(&s->m, st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
     for (size_t i = 0; i < s->nfchunks; i++)
         if ((e = manifest_add_chunk(&s->m, s->fchunks[i].id, s->fchunks[i].len)) < 0)
             return e;
@@ -539,6 +523,8 @@ static int snap_entries(struct snap *s)
             e = snap_file(s, we);
         } else {
             e = manifest_add_file(&s->m, we->type, we->path, we->st.st_mode & 07777, we->link);
+            if (e == 0)
+                manifest_set_mtime(&s->m, we->st.st_mtim.tv_sec, we->st.st_mtim.tv_nsec);
             s->res->dirs += we->type == MFILE_DIR;
             s->res->links += we->type == MFILE_LINK;
         }
@@ -982,11 +968,17 @@ static void snap_teardown(struct snap *s)
     free(s->jobs);
 }
 
+/* Regions that failed before the snapshot began (repo_open): their
+ * error was logged there, so it is recorded here, not logged again. */
 static void snap_note_unhealthy(struct snap *s)
 {
-    for (size_t i = 0; i < s->r->nregions; i++)
-        if (s->r->health[i])
-            snap_region_fail(s, i, s->r->health[i]);
+    for (size_t i = 0; i < s->r->nregions; i++) {
+        struct snapshot_region_result *rr = &s->res->region[i];
+        if (s->r->health[i] && rr->err == 0) {
+            rr->err = s->r->health[i];
+            snprintf(rr->msg, sizeof(rr->msg), "%s", region_last_error(s->r->regions[i]));
+        }
+    }
 }
 
 int snapshot_take(struct repo *r, const struct snapshot_opts *o, struct snapshot_result *ret,

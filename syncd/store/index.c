@@ -572,6 +572,24 @@ static int file_decode(const MDB_val *v, uint8_t ret_digest[HASH_LEN], struct mc
     return 0;
 }
 
+void index_file_key_of(const struct stat *st, struct index_file_key *k)
+{
+    memset(k, 0, sizeof(*k));
+    k->dev = (uint64_t)st->st_dev;
+    k->ino = (uint64_t)st->st_ino;
+    k->size = (uint64_t)st->st_size;
+    k->mtime_ns = (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
+    k->ctime_ns = (int64_t)st->st_ctim.tv_sec * 1000000000 + st->st_ctim.tv_nsec;
+}
+
+bool index_file_same(const struct stat *a, const struct stat *b)
+{
+    struct index_file_key ka, kb;
+    index_file_key_of(a, &ka);
+    index_file_key_of(b, &kb);
+    return memcmp(&ka, &kb, sizeof(ka)) == 0;
+}
+
 int index_file_get(struct index_txn *t, const struct index_file_key *k,
                    uint8_t ret_digest[HASH_LEN], struct mchunk **ret_chunks, size_t *ret_n)
 {

@@ -55,6 +55,17 @@ struct index_file_key {
     int64_t mtime_ns, ctime_ns;
 };
 
+struct stat;
+/* A file's identity, the one definition every path uses (snapshot, the
+ * daemon's ingest, restore's seeding and bookkeeping): device, inode,
+ * size, mtime and ctime to the nanosecond.  ctime is what catches a
+ * rewrite in place that keeps size and mtime (the kernel moves it on
+ * every write and every utime); the daemon records it after pinning, so
+ * its own hardlink does not count as a change. */
+void index_file_key_of(const struct stat *st, struct index_file_key *ret);
+/* The same identity before and after a read: the file did not change. */
+bool index_file_same(const struct stat *a, const struct stat *b);
+
 struct index_snap {
     int64_t step;
     int64_t time;

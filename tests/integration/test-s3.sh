@@ -98,6 +98,15 @@ expect_fail 1 cks snapshot "$T/data/ck-bad" --run r1
 grep -q "HTTP 403 SignatureDoesNotMatch" "$T/err" || { cat "$T/err"; die "no 403 SignatureDoesNotMatch"; }
 grep -q "region 'c'.*s3://ckpt/" "$T/err" || { cat "$T/err"; die "message does not name region and bucket"; }
 
+step "a bucket that does not exist: NoSuchBucket said once on stderr, and in the region's line"
+cp "$T/good.conf" "$CONF"
+in_region c bucket no-such-bucket
+mkdir -p "$T/data/ck-nsb"; echo x > "$T/data/ck-nsb/f"
+expect_fail 1 cks snapshot "$T/data/ck-nsb" --run r1
+[ "$(grep -c "NoSuchBucket" "$T/err")" = 1 ] || { cat "$T/err"; die "NoSuchBucket not said exactly once on stderr"; }
+grep -q "region 'c'.*s3://no-such-bucket/.*HTTP 404 NoSuchBucket" "$T/err" || { cat "$T/err"; die "NoSuchBucket message"; }
+grep -q "region c .*FAILED: .*NoSuchBucket" "$T/out" || { cat "$T/out"; die "region c's line does not say NoSuchBucket"; }
+
 step "a wrong secret in one region: the daemon shows it failed, does not retry blindly"
 cp "$T/good.conf" "$CONF"
 in_region c credentials "$T/bad-credentials"
