@@ -593,20 +593,13 @@ out:
 
 /* ---- thread and queue -------------------------------------------------- */
 
+/* Room for a result was reserved when its job was accepted
+ * (ingester_submit), so no result is ever lost to a failed allocation. */
 static void ig_finish(struct ingester *ig, const struct ingest_done *d)
 {
     uint64_t one = 1;
     pthread_mutex_lock(&ig->mu);
-    if (ig->ndone == ig->done_cap) {
-        size_t cap = ig->done_cap ? ig->done_cap * 2 : 16;
-        struct ingest_done *v = realloc(ig->done, cap * sizeof(*v));
-        if (v) {
-            ig->done = v;
-            ig->done_cap = cap;
-        }
-    }
-    if (ig->ndone < ig->done_cap)
-        ig->done[ig->ndone++] = *d;
+    ig->done[ig->ndone++] = *d;
     ig->running = false;
     pthread_mutex_unlock(&ig->mu);
     if (write(ig->notify_fd, &one, sizeof(one)) < 0)
@@ -728,9 +721,23 @@ int ingester_submit(struct ingester *ig, const struct ingest_job *job)
 {
     int e = 0;
     pthread_mutex_lock(&ig->mu);
-    if (ig->njobs == INGEST_MAX_JOBS)
+    /* every job accepted, queued or running, has its result's room */
+    size_t need = ig->ndone + ig->njobs + 2;
+    if (need > ig->done_cap) {
+        size_t cap = ig->done_cap ? ig->done_cap : 16;
+        while (cap < need)
+            cap *= 2;
+        struct ingest_done *v = realloc(ig->done, cap * sizeof(*v));
+        if (v) {
+            ig->done = v;
+            ig->done_cap = cap;
+        } else {
+            e = -ENOMEM;
+        }
+    }
+    if (e == 0 && ig->njobs == INGEST_MAX_JOBS)
         e = -EAGAIN;
-    else
+    else if (e == 0)
         ig->jobs[ig->njobs++] = *job;
     pthread_cond_broadcast(&ig->cv);
     pthread_mutex_unlock(&ig->mu);

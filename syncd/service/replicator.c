@@ -42,7 +42,6 @@
 
 #define BACKOFF_MIN_MS 1000
 #define BACKOFF_MAX_MS 60000
-#define RETAKES_MAX 64
 #define IDLE_INTENT_MS 5000 /* an idle worker's intent outlives its work this long */
 
 struct slot;
@@ -105,8 +104,9 @@ struct replicator {
     size_t n;
     struct rworker w[CONFIG_MAX_REGIONS];
     struct objbuf *ob;             /* encoded objects from ingest */
-    char retakes[RETAKES_MAX][4096];
-    size_t nretakes;
+    /* units to take again (rw_drop), each once, oldest first; guarded by mu */
+    char **retakes;
+    size_t nretakes, retakes_cap;
 };
 
 static int64_t now_ms(clockid_t clk)
@@ -518,6 +518,34 @@ static int rw_publish(struct rworker *w, const struct qentry *q)
 
 /* ---- torn snapshots ---------------------------------------------------- */
 
+/* Remembers unit for the daemon to take again, once however often its
+ * snapshots are dropped before it does. */
+static int rp_retake(struct replicator *rp, const char *unit)
+{
+    int e = 0;
+    pthread_mutex_lock(&rp->mu);
+    for (size_t i = 0; i < rp->nretakes; i++)
+        if (strcmp(rp->retakes[i], unit) == 0)
+            goto out;
+    if (rp->nretakes == rp->retakes_cap) {
+        size_t cap = rp->retakes_cap ? rp->retakes_cap * 2 : 16;
+        char **v = realloc(rp->retakes, cap * sizeof(*v));
+        if (!v) {
+            e = -ENOMEM;
+            goto out;
+        }
+        rp->retakes = v;
+        rp->retakes_cap = cap;
+    }
+    if (!(rp->retakes[rp->nretakes] = strdup(unit)))
+        e = -ENOMEM;
+    else
+        rp->nretakes++;
+out:
+    pthread_mutex_unlock(&rp->mu);
+    return e;
+}
+
 /* The pinned bytes no longer match what was ingested: drop the snapshot
  * everywhere (queue, pending, snapshot record, refcounts) and hand the
  * unit back to the daemon. */
@@ -558,10 +586,9 @@ static int rw_drop(struct rworker *w, uint64_t seq)
               published ? "it stays where it is committed but goes no further" : "dropping it");
     metrics_retry(w->rp->m, w->i, METRICS_RETRY_CHANGED, 1);
     rw_remove_pin(w->pend->pin, w->pend->pinned);
-    pthread_mutex_lock(&w->rp->mu);
-    if (w->rp->nretakes < RETAKES_MAX)
-        snprintf(w->rp->retakes[w->rp->nretakes++], 4096, "%.4095s", w->pend->unit);
-    pthread_mutex_unlock(&w->rp->mu);
+    if (rp_retake(w->rp, w->pend->unit) < 0)
+        log_error("\"%s\": out of memory remembering to take it again; it is taken at its next "
+                  "change or the daemon's next start", w->pend->unit);
     w->cache_seq = 0;
     return 0;
 }
@@ -1072,6 +1099,9 @@ void replicator_free(struct replicator *rp)
         free(w->slots);
     }
     objbuf_free(rp->ob);
+    for (size_t i = 0; i < rp->nretakes; i++)
+        free(rp->retakes[i]);
+    free(rp->retakes);
     pthread_cond_destroy(&rp->cv);
     pthread_mutex_destroy(&rp->mu);
     free(rp);
@@ -1140,8 +1170,11 @@ size_t replicator_take_retakes(struct replicator *rp, char (*ret)[4096], size_t 
 {
     pthread_mutex_lock(&rp->mu);
     size_t n = rp->nretakes < cap ? rp->nretakes : cap;
-    memcpy(ret, rp->retakes, n * sizeof(rp->retakes[0]));
-    memmove(rp->retakes, rp->retakes + n, (rp->nretakes - n) * sizeof(rp->retakes[0]));
+    for (size_t i = 0; i < n; i++) {
+        snprintf(ret[i], 4096, "%s", rp->retakes[i]);
+        free(rp->retakes[i]);
+    }
+    memmove(rp->retakes, rp->retakes + n, (rp->nretakes - n) * sizeof(*rp->retakes));
     rp->nretakes -= n;
     pthread_mutex_unlock(&rp->mu);
     return n;

@@ -163,7 +163,7 @@ LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 # ---- bounds -------------------------------------------------------------------
 
 say "bounds: cp -r x3, sha256sum, zstd -T0"
-measure cp3 bash -c "for d in a b c; do cp -r '$V1' '$S/repo/cp-\$d'; done"
+measure cp3 bash -c "for d in a b c; do cp -r '$V1' \"$S/repo/cp-\$d\"; done"
 echo "$(bytes_of "$S/repo/cp-a") 3" > "$RES/cp3.stored"
 rm -rf "$S"/repo/cp-*
 measure sha256sum bash -c "sha256sum '$V1'/* > /dev/null"
