@@ -11,6 +11,12 @@
  *   durability parks its connection, and the loop re-checks parked
  *   connections whenever the eventfd fires.  Each request line is bounded
  *   (CTL_MAX_REQUEST) and parsed by engine/ctlproto.c.
+ * - No client can lock others out of the socket: the listen backlog is
+ *   SOMAXCONN and each wakeup accepts all of it; a client that sends no
+ *   request line within [daemon] control_idle_timeout is closed, and when
+ *   the connection table or the descriptors run out, the connection idle
+ *   the longest makes room; with only waiters left, a new client is
+ *   answered busy instead of being dropped.
  * - /metrics (service/metrics.c) is served from the same loop: its
  *   listening socket and connections are in the same epoll set, and a
  *   scrape reads the index in one read transaction, like a status request.
@@ -31,6 +37,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -54,13 +61,15 @@
 #include "service/replicator.h"
 #include "service/watcher.h"
 
-#define MAX_CONNS 256
+#define CONN_MIN 16        /* control connections the daemon always takes */
+#define CONN_MAX 4096      /* and at most (conn_limit()) */
 #define TEXTFILE_INTERVAL_MS 10000
 
 enum conn_state { C_READ, C_UNIT, C_INGEST, C_SNAP, C_FLUSH, C_WRITE };
 
 struct conn {
     int fd;
+    size_t slot;                         /* index in dmn.conns */
     enum conn_state st;
     struct buf in, out;
     size_t out_off;
@@ -70,6 +79,7 @@ struct conn {
     char run[MANIFEST_MAX_FIELD + 1];    /* C_SNAP */
     char id[MANIFEST_ID_MAX + 1];
     int64_t deadline_ms;                 /* monotonic; 0 = none */
+    int64_t idle_since_ms;               /* C_READ: accepted; C_WRITE: last byte sent */
 };
 
 struct dmn {
@@ -88,7 +98,12 @@ struct dmn {
     struct watcher *w;
     struct detector *det;
     int ep, sigfd, lfd, evfd, lockfd;
-    struct conn *conns[MAX_CONNS];
+    struct conn **conns;                 /* nconns of cap_conns; at most max_conns */
+    size_t nconns, cap_conns, max_conns;
+    int sparefd;                         /* given up to refuse a client when out of fds */
+    bool accept_paused;                  /* out of fds: lfd unwatched until a close, or 1 s */
+    int64_t accept_paused_ms;
+    int64_t evict_warn_ms;
     uint64_t next_ticket;
     bool stop, reexec;
     int64_t started_ms, started_wall_ms;
@@ -130,21 +145,65 @@ static void notify_systemd(const char *msg)
 
 /* ---- connections ------------------------------------------------------- */
 
-static void conn_close(struct dmn *d, size_t i)
+/* Connections live in a table that grows on demand up to d->max_conns
+ * (conn_limit()); swap-removal keeps it dense, so code that may close the
+ * connection it looks at walks the table from the end.  A connection is
+ * idle while it reads its request or writes its answer: it may spend
+ * [daemon] control_idle_timeout seconds in either, and the oldest idle one
+ * makes room when the table or the descriptors run out.  A waiter (commit
+ * --wait, flush) is not idle: its own deadline bounds it. */
+
+static bool conn_idle(const struct conn *c)
 {
-    struct conn *c = d->conns[i];
+    return c->st == C_READ || c->st == C_WRITE;
+}
+
+static void accept_resume(struct dmn *d)
+{
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &d->lfd};
+    if (d->accept_paused && epoll_ctl(d->ep, EPOLL_CTL_MOD, d->lfd, &ev) == 0)
+        d->accept_paused = false;
+}
+
+static void conn_close(struct dmn *d, struct conn *c)
+{
+    size_t i = c->slot;
+    d->conns[i] = d->conns[--d->nconns];
+    d->conns[i]->slot = i;
+    d->conns[d->nconns] = NULL;
     epoll_ctl(d->ep, EPOLL_CTL_DEL, c->fd, NULL);
     close(c->fd);
     buf_free(&c->in);
     buf_free(&c->out);
     free(c);
-    d->conns[i] = NULL;
+    accept_resume(d); /* a descriptor is free again */
 }
 
+/* Sends what is left of the answer; closes the connection once it is all
+ * sent (or the peer is gone), else waits for EPOLLOUT. */
+static void conn_write(struct dmn *d, struct conn *c)
+{
+    while (c->out_off < c->out.len) {
+        ssize_t n = send(c->fd, c->out.data + c->out_off, c->out.len - c->out_off, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno == EAGAIN) {
+            struct epoll_event ev = {.events = EPOLLOUT, .data.ptr = c};
+            epoll_ctl(d->ep, EPOLL_CTL_MOD, c->fd, &ev);
+            return;
+        }
+        if (n < 0)
+            break;
+        c->out_off += (size_t)n;
+        c->idle_since_ms = mono_ms();
+    }
+    conn_close(d, c);
+}
+
+/* Answers and, most often, closes c at once: callers do not touch c after. */
 static void conn_reply(struct dmn *d, struct conn *c, const char *json, const char *code,
                        const char *msg)
 {
-    struct epoll_event ev = {.events = EPOLLOUT, .data.ptr = c};
     buf_reset(&c->out);
     if (json)
         ctl_response_ok(&c->out, json);
@@ -152,7 +211,8 @@ static void conn_reply(struct dmn *d, struct conn *c, const char *json, const ch
         ctl_response_err(&c->out, code, msg);
     c->out_off = 0;
     c->st = C_WRITE;
-    epoll_ctl(d->ep, EPOLL_CTL_MOD, c->fd, &ev);
+    c->idle_since_ms = mono_ms();
+    conn_write(d, c);
 }
 
 static void conn_reply_errf(struct dmn *d, struct conn *c, const char *code, const char *fmt, ...)
@@ -167,26 +227,128 @@ static void conn_reply_errf(struct dmn *d, struct conn *c, const char *code, con
     conn_reply(d, c, NULL, code, msg);
 }
 
+/* The busy answer for a client that gets no connection slot; best effort
+ * (a line this short fits the socket's buffer), then closed. */
+static void conn_refuse(struct dmn *d, int fd)
+{
+    struct buf b = BUF_INIT;
+    char msg[160];
+    snprintf(msg, sizeof(msg), "the daemon is busy: all %zu control connections hold waiting "
+             "requests; try again later", d->nconns);
+    if (ctl_response_err(&b, CTL_ERR_BUSY, msg) == 0 &&
+        send(fd, b.data, b.len, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+        log_debug("control socket: busy answer: %s", strerror(errno));
+    buf_free(&b);
+    close(fd);
+}
+
+/* Closes the connection idle the longest, telling it why.  false when no
+ * connection is idle (every one is a waiter). */
+static bool conn_evict(struct dmn *d)
+{
+    struct conn *old = NULL;
+    for (size_t i = 0; i < d->nconns; i++)
+        if (conn_idle(d->conns[i]) && (!old || d->conns[i]->idle_since_ms < old->idle_since_ms))
+            old = d->conns[i];
+    if (!old)
+        return false;
+    int64_t now = mono_ms();
+    if (now >= d->evict_warn_ms) {
+        log_warn("control socket: %zu connections, the most this daemon takes now; closing the "
+                 "ones idle longest to make room", d->nconns);
+        d->evict_warn_ms = now + 60000;
+    }
+    if (old->st == C_READ)
+        conn_reply(d, old, NULL, CTL_ERR_BUSY, "the daemon is busy: too many control connections; "
+                   "closing this idle one");
+    else
+        conn_close(d, old);
+    return true;
+}
+
+static int conn_add(struct dmn *d, int fd)
+{
+    if (d->nconns == d->cap_conns) {
+        size_t cap = d->cap_conns ? d->cap_conns * 2 : 64;
+        struct conn **nc = realloc(d->conns, cap * sizeof(*nc));
+        if (!nc)
+            return -ENOMEM;
+        d->conns = nc;
+        d->cap_conns = cap;
+    }
+    struct conn *c = calloc(1, sizeof(*c));
+    if (!c)
+        return -ENOMEM;
+    c->fd = fd;
+    c->slot = d->nconns;
+    c->idle_since_ms = mono_ms();
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
+    if (epoll_ctl(d->ep, EPOLL_CTL_ADD, fd, &ev) < 0) {
+        free(c);
+        return -errno;
+    }
+    d->conns[d->nconns++] = c;
+    return 0;
+}
+
+/* Out of descriptors with nothing idle to close: the spare descriptor is
+ * given up for a moment to accept one client and tell it so, rather than
+ * leave it queued (the listening socket would also stay readable, and the
+ * loop spin).  Without a spare, accepting pauses until a connection ends. */
+static void accept_refuse(struct dmn *d)
+{
+    int fd = -1;
+    if (d->sparefd >= 0) {
+        close(d->sparefd);
+        fd = accept4(d->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd >= 0)
+            conn_refuse(d, fd);
+        d->sparefd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    }
+    if (fd < 0) {
+        struct epoll_event ev = {.events = 0, .data.ptr = &d->lfd};
+        epoll_ctl(d->ep, EPOLL_CTL_MOD, d->lfd, &ev);
+        d->accept_paused = true;
+        d->accept_paused_ms = mono_ms();
+        log_warn("control socket: out of file descriptors; not accepting for a second");
+    }
+}
+
+/* Takes every client waiting in the backlog. */
 static void dmn_accept(struct dmn *d)
 {
-    for (;;) {
+    while (!d->accept_paused) {
         int fd = accept4(d->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0)
-            return;
-        size_t i = 0;
-        while (i < MAX_CONNS && d->conns[i])
-            i++;
-        struct conn *c = i < MAX_CONNS ? calloc(1, sizeof(*c)) : NULL;
-        if (!c) {
-            log_warn("control socket: too many connections; closing one");
-            close(fd);
+        if (fd < 0 && (errno == EINTR || errno == ECONNABORTED))
+            continue;
+        if (fd < 0 && (errno == EMFILE || errno == ENFILE)) {
+            if (!conn_evict(d))
+                accept_refuse(d);
             continue;
         }
-        c->fd = fd;
-        d->conns[i] = c;
-        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
-        epoll_ctl(d->ep, EPOLL_CTL_ADD, fd, &ev);
+        if (fd < 0)
+            return; /* EAGAIN: the backlog is empty */
+        if (d->nconns >= d->max_conns && !conn_evict(d)) {
+            conn_refuse(d, fd);
+            continue;
+        }
+        if (conn_add(d, fd) < 0) {
+            log_warn("control socket: no memory for a connection; closing it");
+            close(fd);
+        }
     }
+}
+
+/* Connections at most: half the descriptors the daemon may open, so that
+ * clients cannot take the ones region uploads need, within CONN_MIN and
+ * CONN_MAX. */
+static size_t conn_limit(void)
+{
+    struct rlimit rl;
+    size_t n = CONN_MAX;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur / 2 < n)
+        n = (size_t)(rl.rlim_cur / 2);
+    return n < CONN_MIN ? CONN_MIN : n;
 }
 
 /* ---- what status and /metrics show ------------------------------------ */
@@ -534,6 +696,7 @@ static void status_config(const struct dmn *d, struct json *j)
     json_key(j, "prune_interval"); json_u64(j, c->prune_interval);
     json_key(j, "metrics"); json_opt_str(j, c->metrics);
     json_key(j, "metrics_textfile"); json_opt_str(j, c->metrics_textfile);
+    json_key(j, "control_idle_timeout"); json_u64(j, c->control_idle_timeout);
     json_key(j, "regions");
     json_arr_begin(j);
     for (size_t i = 0; i < c->nregions; i++)
@@ -814,14 +977,29 @@ static void check_flush_waiter(struct dmn *d, struct conn *c, int64_t now)
     }
 }
 
+/* A client that sent no complete request line in time is told so; one
+ * that does not read its answer is dropped. */
+static void check_idle(struct dmn *d, struct conn *c, int64_t now)
+{
+    if (now - c->idle_since_ms < (int64_t)d->conf.control_idle_timeout * 1000)
+        return;
+    if (c->st == C_READ)
+        conn_reply_errf(d, c, CTL_ERR_BADREQUEST, "no complete request line within %u s; closing",
+                        d->conf.control_idle_timeout);
+    else
+        conn_close(d, c);
+}
+
 static void check_waiters(struct dmn *d)
 {
     int64_t now = mono_ms();
-    for (size_t i = 0; i < MAX_CONNS; i++) {
+    if (d->accept_paused && now >= d->accept_paused_ms + 1000)
+        accept_resume(d);
+    for (size_t i = d->nconns; i-- > 0;) { /* from the end: a reply may close c */
         struct conn *c = d->conns[i];
-        if (!c)
-            continue;
-        if (c->st == C_SNAP)
+        if (conn_idle(c))
+            check_idle(d, c, now);
+        else if (c->st == C_SNAP)
             check_snap_waiter(d, c, now);
         else if (c->st == C_FLUSH)
             check_flush_waiter(d, c, now);
@@ -864,9 +1042,9 @@ static void submit_ready(struct dmn *d)
             detector_commit(d->det, rd->unit, rd->step, mono_ms());
             break;
         }
-        for (size_t i = 0; i < MAX_CONNS; i++) {
+        for (size_t i = 0; i < d->nconns; i++) {
             struct conn *c = d->conns[i];
-            if (c && c->st == C_UNIT && unit_contains(rd->unit, c->unit)) {
+            if (c->st == C_UNIT && unit_contains(rd->unit, c->unit)) {
                 c->st = C_INGEST;
                 c->ticket = job->ticket;
             }
@@ -882,9 +1060,9 @@ static void ingest_done(struct dmn *d)
     if (!done)
         return;
     while (ingester_poll(d->ig, done) == 1) {
-        for (size_t i = 0; i < MAX_CONNS; i++) {
+        for (size_t i = d->nconns; i-- > 0;) { /* from the end: a reply may close c */
             struct conn *c = d->conns[i];
-            if (!c || c->st != C_INGEST || c->ticket != done->ticket)
+            if (c->st != C_INGEST || c->ticket != done->ticket)
                 continue;
             if (done->err < 0) {
                 conn_reply_errf(d, c, CTL_ERR_INTERNAL, "snapshot of \"%s\" failed: %s",
@@ -996,14 +1174,13 @@ static void req_dispatch(struct dmn *d, struct conn *c)
     buf_free(&b);
 }
 
-static void conn_read(struct dmn *d, size_t i)
+static void conn_read(struct dmn *d, struct conn *c)
 {
-    struct conn *c = d->conns[i];
     char tmp[4096];
     ssize_t n = read(c->fd, tmp, sizeof(tmp));
     if (n <= 0) {
         if (n == 0 || (errno != EAGAIN && errno != EINTR))
-            conn_close(d, i); /* a waiter that hangs up stops waiting */
+            conn_close(d, c); /* a waiter that hangs up stops waiting */
         return;
     }
     if (c->st != C_READ)
@@ -1019,21 +1196,6 @@ static void conn_read(struct dmn *d, size_t i)
     else
         req_dispatch(d, c);
     buf_free(&err);
-}
-
-static void conn_write(struct dmn *d, size_t i)
-{
-    struct conn *c = d->conns[i];
-    while (c->out_off < c->out.len) {
-        ssize_t n = send(c->fd, c->out.data + c->out_off, c->out.len - c->out_off, MSG_NOSIGNAL);
-        if (n < 0) {
-            if (errno == EAGAIN || errno == EINTR)
-                return;
-            break;
-        }
-        c->out_off += (size_t)n;
-    }
-    conn_close(d, i);
 }
 
 /* ---- watcher ----------------------------------------------------------- */
@@ -1165,12 +1327,14 @@ static int dmn_listen(struct dmn *d)
     d->lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     mode_t old = umask(077);
     int e = d->lfd < 0 || bind(d->lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
-                    listen(d->lfd, 64) < 0
+                    listen(d->lfd, SOMAXCONN) < 0
                 ? -errno
                 : 0;
     umask(old);
     if (e < 0)
         log_error("control socket \"%s\": %s", path, strerror(-e));
+    d->max_conns = conn_limit();
+    d->sparefd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     return e;
 }
 
@@ -1274,9 +1438,11 @@ static void dmn_stop(struct dmn *d)
     replicator_free(d->rp);    /* workers stop after their current object */
     metrics_server_free(d->ms);
     metrics_free(d->m);        /* after every thread that counts */
-    for (size_t i = 0; i < MAX_CONNS; i++)
-        if (d->conns[i])
-            conn_close(d, i);
+    while (d->nconns)
+        conn_close(d, d->conns[d->nconns - 1]);
+    free(d->conns);
+    if (d->sparefd >= 0)
+        close(d->sparefd);
     watcher_free(d->w);
     detector_free(d->det);
     repo_free(d->r);
@@ -1302,9 +1468,13 @@ static int loop_timeout(struct dmn *d)
     int64_t dl = detector_deadline(d->det);
     if (dl >= 0 && dl < t)
         t = dl;
-    for (size_t i = 0; i < MAX_CONNS; i++)
-        if (d->conns[i] && d->conns[i]->deadline_ms && d->conns[i]->deadline_ms < t)
-            t = d->conns[i]->deadline_ms;
+    int64_t idle_ms = (int64_t)d->conf.control_idle_timeout * 1000;
+    for (size_t i = 0; i < d->nconns; i++) {
+        const struct conn *c = d->conns[i];
+        int64_t ct = conn_idle(c) ? c->idle_since_ms + idle_ms : c->deadline_ms;
+        if (ct && ct < t)
+            t = ct;
+    }
     return t <= now ? 0 : (int)(t - now);
 }
 
@@ -1324,13 +1494,14 @@ static void loop_event(struct dmn *d, struct epoll_event *ev)
     } else if (metrics_server_event(d->ms, tag)) {
         /* a scrape */
     } else {
-        for (size_t i = 0; i < MAX_CONNS; i++) {
-            if (d->conns[i] != tag)
+        for (size_t i = 0; i < d->nconns; i++) {
+            struct conn *c = d->conns[i];
+            if (c != tag)
                 continue;
-            if (d->conns[i]->st == C_WRITE)
-                conn_write(d, i);
+            if (c->st == C_WRITE)
+                conn_write(d, c);
             else
-                conn_read(d, i);
+                conn_read(d, c);
             break;
         }
     }
@@ -1361,7 +1532,7 @@ int daemon_run(const struct config *conf, const char *config_path, char **argv)
     d->conf = *conf;
     d->config_path = config_path;
     d->argv = argv;
-    d->ep = d->sigfd = d->lfd = d->evfd = d->lockfd = -1;
+    d->ep = d->sigfd = d->lfd = d->evfd = d->lockfd = d->sparefd = -1;
     d->started_ms = mono_ms();
     d->started_wall_ms = wall_ms();
     e = dmn_start(d);
