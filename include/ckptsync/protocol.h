@@ -26,6 +26,14 @@
  * connection, answering each before it reads the next.  Every request gets
  * exactly one response line.
  *
+ * The daemon gives a client [daemon] control_idle_timeout seconds (default
+ * 5) to send its request line, and as long to read the answer; a client
+ * that is too slow is answered badrequest and closed.  A request that waits
+ * (commit wait=, flush wait=) is bounded by its own timeout only.  When
+ * every connection slot is taken, the daemon makes room by closing the
+ * connection idle the longest (it is answered busy); if every one is a
+ * waiter, the new client is answered busy and closed.
+ *
  * ==========================================================================
  * 2. Requests
  * ==========================================================================
@@ -109,6 +117,8 @@
  *   degraded    a durability failure happened; the     EIO
  *               daemon refuses new work (status and
  *               restore still work)
+ *   busy        no connection slot is free: every one  EBUSY
+ *               holds a waiting request; try again
  *   internal    anything else                          EPROTO
  *
  * Example exchange:

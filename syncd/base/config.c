@@ -66,6 +66,7 @@
 
 #define CONFIG_FILE_MAX MIB
 #define SETTLE_MAX 86400u
+#define CONTROL_IDLE_TIMEOUT_MAX 3600u
 #define CONNECTIONS_MAX 256u
 #define DAY 86400u
 #define KEEP_COUNT_MAX 1000000u         /* keep_last, keep_best */
@@ -149,6 +150,8 @@ static const struct key_def config_keys[] = {
     {SEC_DAEMON, "create_settle", parse_uint, check_uint, CFG(create_settle), 1, 600, 0},
     {SEC_DAEMON, "metrics", parse_listen, check_listen, CFG(metrics), 0, 0, 0},
     {SEC_DAEMON, "metrics_textfile", parse_text, check_textfile, CFG(metrics_textfile), 0, 0, 0},
+    {SEC_DAEMON, "control_idle_timeout", parse_uint, check_uint, CFG(control_idle_timeout), 1,
+     CONTROL_IDLE_TIMEOUT_MAX, 0},
     {SEC_CHUNKER, "min", parse_size, check_size, CFG(chunk_min), CHUNK_SIZE_MIN, CHUNK_SIZE_MAX, 0},
     {SEC_CHUNKER, "avg", parse_size, check_size, CFG(chunk_avg), CHUNK_SIZE_MIN, CHUNK_SIZE_MAX, 0},
     {SEC_CHUNKER, "max", parse_size, check_size, CFG(chunk_max), CHUNK_SIZE_MIN, CHUNK_SIZE_MAX, 0},
@@ -874,6 +877,7 @@ void config_default(struct config *c)
     c->quorum = 2;
     c->settle = 10;
     c->create_settle = 10;
+    c->control_idle_timeout = 5;
     c->memory = GIB;
     c->chunk_min = MIB / 2;
     c->chunk_avg = 2 * MIB;

@@ -8,7 +8,8 @@
  * are seconds with one optional lower-case s, m, h or d suffix, e.g. "6h".
  *
  *   [daemon]  watch, state, quorum, settle, socket, memory, workers, create_settle,
- *             metrics (HOST:PORT or PORT, off by default), metrics_textfile
+ *             metrics (HOST:PORT or PORT, off by default), metrics_textfile,
+ *             control_idle_timeout
  *   [chunker] min, avg, max, normalization
  *   [compress] level
  *   [retention], [retention.RUN]  keep_last, keep_every, keep_within,
@@ -111,6 +112,8 @@ struct config {
     char metrics[CONFIG_LISTEN_MAX];    /* Prometheus /metrics address as written
                                          * (config_parse_listen), "" = off (default) */
     char metrics_textfile[CONFIG_PATH_MAX]; /* node_exporter textfile (*.prom), "" = none */
+    unsigned control_idle_timeout;      /* seconds a control client has to send its request
+                                         * line (and to read its answer), default 5, 1..3600 */
     /* [chunker] */
     uint64_t chunk_min, chunk_avg, chunk_max; /* defaults 512K, 2M, 8M */
     unsigned normalization;             /* default 1, 0..3 */

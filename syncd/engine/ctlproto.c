@@ -580,6 +580,7 @@ int ctl_err_errno(const char *code)
         { CTL_ERR_BADREQUEST, -EINVAL },
         { CTL_ERR_NOTFOUND, -ENOENT },
         { CTL_ERR_DEGRADED, -EIO },
+        { CTL_ERR_BUSY, -EBUSY },
     };
     for (size_t i = 0; code && i < sizeof(map) / sizeof(map[0]); i++)
         if (strcmp(code, map[i].code) == 0)

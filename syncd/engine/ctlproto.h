@@ -80,6 +80,7 @@ struct ctl_response {
 #define CTL_ERR_NOTWATCHED "notwatched" /* path is not under the watch root */
 #define CTL_ERR_TIMEOUT "timeout"       /* the wait did not finish in time */
 #define CTL_ERR_DEGRADED "degraded"     /* durability failure; refusing work */
+#define CTL_ERR_BUSY "busy"             /* no connection slot free; try again */
 #define CTL_ERR_INTERNAL "internal"     /* anything else */
 
 void ctl_request_init(struct ctl_request *r, enum ctl_verb verb);

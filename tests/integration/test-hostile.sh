@@ -157,6 +157,17 @@ expect_fail 2 cks restore --run good --to "$T/x"
 expect_fail 2 cks snapshot "$ck"
 expect_fail 2 cks frobnicate
 cks snapshot --help | grep -q usage || die "--help"
+step "--help sorts the commands right: migrate-in and repo need no daemon (#13 item 12)"
+"$CKPTSYNC" --help > "$T/help"
+awk '/^Commands \(run in-process/ { s = "local" } /^Commands that talk to a running/ { s = "daemon" }
+     /^Options:/ { s = "" } s != "" && /^  [a-z]/ { print s, $1 }' "$T/help" > "$T/help.sections"
+for c in snapshot restore verify ls migrate-in repo; do
+  grep -qx "local $c" "$T/help.sections" || { cat "$T/help" >&2; die "--help: $c is not among the commands that need no daemon"; }
+done
+for c in commit status flush retry migrate-out; do
+  grep -qx "daemon $c" "$T/help.sections" || { cat "$T/help" >&2; die "--help: $c is not among the daemon commands"; }
+done
+[ "$(grep -c ' migrate-in$' "$T/help.sections")" = 1 ] || die "--help lists migrate-in twice"
 step "special files: a clear error, exit 1, no crash (/dev/null, a FIFO, a socket)"
 mkfifo "$T/fifo"
 python3 -c 'import socket,sys; s=socket.socket(socket.AF_UNIX); s.bind(sys.argv[1])' "$T/sock"

@@ -65,6 +65,7 @@ static void test_defaults(void **state)
     assert_int_equal(c->quorum, 2);
     assert_int_equal(c->settle, 10);
     assert_int_equal(c->create_settle, 10);
+    assert_int_equal(c->control_idle_timeout, 5);
     assert_int_equal(c->memory, 1u << 30);
     assert_int_equal(c->chunk_min, 1u << 19);
     assert_int_equal(c->chunk_avg, 2u << 20);
@@ -296,20 +297,23 @@ struct value_case {
     const char *text;
     bool no_preconditions; /* of regions[0] */
     unsigned create_settle;
+    unsigned control_idle_timeout;
 };
 
 static const struct value_case value_cases[] = {
-    {"[region.x]\npath = /r\n", false, 10},
-    {"[region.x]\npath = /r\npreconditions = auto\n", false, 10},
-    {"[region.x]\npath = /r\npreconditions = none\n", true, 10},
-    {"[region.x]\npath = /r\npreconditions = NONE\n", true, 10},
-    {"[region.x]\npath = /r\npreconditions = Auto\n", false, 10},
+    {"[region.x]\npath = /r\n", false, 10, 5},
+    {"[region.x]\npath = /r\npreconditions = auto\n", false, 10, 5},
+    {"[region.x]\npath = /r\npreconditions = none\n", true, 10, 5},
+    {"[region.x]\npath = /r\npreconditions = NONE\n", true, 10, 5},
+    {"[region.x]\npath = /r\npreconditions = Auto\n", false, 10, 5},
     {"[region.x]\nkind = s3\nendpoint = http://h\nbucket = b\npreconditions = none\n", true,
-     10},
-    {"[daemon]\ncreate_settle = 1\n[region.x]\npath = /r\n[daemon]\nquorum = 1\n", false, 1},
-    {"[daemon]\ncreate_settle = 600\nquorum = 1\n[region.x]\npath = /r\n", false, 600},
+     10, 5},
+    {"[daemon]\ncreate_settle = 1\n[region.x]\npath = /r\n[daemon]\nquorum = 1\n", false, 1, 5},
+    {"[daemon]\ncreate_settle = 600\nquorum = 1\n[region.x]\npath = /r\n", false, 600, 5},
     {"[daemon]\ncreate_settle: 30\nquorum = 1\n[region.x]\npath = /r\npreconditions = none\n",
-     true, 30},
+     true, 30, 5},
+    {"[daemon]\ncontrol_idle_timeout = 1\n[region.x]\npath = /r\n", false, 10, 1},
+    {"[daemon]\ncontrol_idle_timeout = 3600\n[region.x]\npath = /r\n", false, 10, 3600},
 };
 
 static void test_values(void **state)
@@ -332,6 +336,9 @@ static void test_values(void **state)
                      v->no_preconditions);
         if (c->create_settle != v->create_settle)
             fail_msg("case %zu: create_settle %u, want %u", i, c->create_settle, v->create_settle);
+        if (c->control_idle_timeout != v->control_idle_timeout)
+            fail_msg("case %zu: control_idle_timeout %u, want %u", i, c->control_idle_timeout,
+                     v->control_idle_timeout);
         buf_free(&text);
     }
     /* each region has its own mode */
@@ -579,6 +586,12 @@ static const struct err_case err_cases[] = {
     {"[daemon]\ncreate_settle = 5\ncreate_settle = 5\n", 3, "[daemon] create_settle",
      "duplicate key"},
     {"[region.x]\npath = /r\ncreate_settle = 5\n", 3, "[region.x] create_settle", "unknown key"},
+    /* [daemon] control_idle_timeout, 1..3600 seconds */
+    {"[daemon]\ncontrol_idle_timeout = 0\n", 2, "[daemon] control_idle_timeout",
+     "0 is out of range (1 to 3600)"},
+    {"[daemon]\ncontrol_idle_timeout = 3601\n", 2, "[daemon] control_idle_timeout",
+     "3601 is out of range (1 to 3600)"},
+    {"[daemon]\ncontrol_idle_timeout = 5s\n", 2, "control_idle_timeout", "'5s' is not a number"},
     /* [retention], [retention.RUN] */
     {"[retention]\nkeep_last = many\n", 2, "[retention] keep_last", "'many' is not a number"},
     {"[retention]\nkeep_last = 1000001\n", 2, "[retention] keep_last",
