@@ -64,6 +64,7 @@ struct cref {                 /* one chunk reference, with where its bytes are *
     uint32_t len, file;
     uint64_t off;
     uint32_t fed;                 /* slots it was buffered for (ing_feed) */
+    bool fresh;                   /* no region had it when it was read */
 };
 
 struct ingester {
@@ -101,6 +102,8 @@ struct ing {
     size_t nrefs, refs_cap;
     uint32_t cur_file;
     struct index_file_key *keys;  /* per manifest file, for the file records */
+    struct stat *kept;            /* per walk entry: the identity of a file found
+                                   * unchanged before pinning (st_ino 0: none) */
     uint8_t content[HASH_LEN];
     uint64_t queued_bytes;
     uint64_t new_bytes;           /* of the distinct chunks no region had */
@@ -112,7 +115,7 @@ struct ing {
 /* ---- reading ----------------------------------------------------------- */
 
 static int ing_ref(struct ing *g, const uint8_t id[HASH_LEN], uint32_t len, uint64_t off,
-                   uint32_t fed)
+                   uint32_t fed, bool fresh)
 {
     if (g->nrefs == g->refs_cap) {
         size_t cap = g->refs_cap ? g->refs_cap * 2 : 256;
@@ -128,13 +131,14 @@ static int ing_ref(struct ing *g, const uint8_t id[HASH_LEN], uint32_t len, uint
     c->file = g->cur_file;
     c->off = off;
     c->fed = fed;
+    c->fresh = fresh;
     return manifest_add_chunk(&g->m, id, len);
 }
 
 /* Encodes a chunk some region lacks and hands it to the region workers
  * (this may wait while the fastest quorum catches up). */
 static int ing_feed(struct ing *g, const uint8_t id[HASH_LEN], const uint8_t *data, size_t len,
-                    uint32_t *ret_fed)
+                    uint32_t *ret_fed, bool *ret_fresh)
 {
     struct repo *r = g->ig->r;
     struct objbuf *ob = replicator_objbuf(g->ig->rp);
@@ -151,6 +155,7 @@ static int ing_feed(struct ing *g, const uint8_t id[HASH_LEN], const uint8_t *da
     uint32_t needs = g->all & ~(e == 0 ? c.presence : 0);
     if (!needs || objbuf_has(ob, id))
         return 0;
+    *ret_fresh = e == -ENOENT || c.presence == 0;
     if ((e = chunkobj_encode(&g->z, data, len, r->conf.zstd_level, &g->obj, &codec)) < 0)
         return e;
     if ((e = objbuf_put(ob, id, (uint8_t)codec, (uint32_t)len, g->obj.data, g->obj.len, needs)) < 0)
@@ -165,9 +170,10 @@ static int ing_chunk(void *ud, const uint8_t *data, size_t len, uint64_t off)
     struct ing *g = ud;
     uint8_t id[HASH_LEN];
     uint32_t fed = 0;
+    bool fresh = false;
     hash_sha256(data, len, id);
-    int e = ing_feed(g, id, data, len, &fed);
-    return e < 0 ? e : ing_ref(g, id, (uint32_t)len, off, fed);
+    int e = ing_feed(g, id, data, len, &fed, &fresh);
+    return e < 0 ? e : ing_ref(g, id, (uint32_t)len, off, fed, fresh);
 }
 
 /* Chunks of an unchanged file from the index; 1 when found. */
@@ -185,7 +191,7 @@ static int ing_reuse(struct ing *g, const struct index_file_key *k, uint8_t dige
         return 0;
     uint64_t off = 0;
     for (size_t i = 0; e == 0 && i < n; i++) {
-        e = ing_ref(g, v[i].id, v[i].len, off, 0);
+        e = ing_ref(g, v[i].id, v[i].len, off, 0, false);
         off += v[i].len;
     }
     free(v);
@@ -262,6 +268,51 @@ out:
     return e;
 }
 
+/* 1 when the index knows the file by this identity and every configured
+ * region holds each of its chunks. */
+static int ing_unchanged_file(struct ing *g, const struct stat *st)
+{
+    struct index_file_key k;
+    struct index_txn *t;
+    struct mchunk *v = NULL;
+    uint8_t digest[HASH_LEN];
+    size_t n = 0;
+    index_file_key_of(st, &k);
+    int e = index_txn_begin(g->ig->r->ix, false, &t);
+    if (e < 0)
+        return e;
+    e = index_file_get(t, &k, digest, &v, &n);
+    for (size_t i = 0; e == 0 && i < n; i++) {
+        struct index_chunk c;
+        if (index_chunk_get(t, v[i].id, &c) < 0 || (c.presence & g->all) != g->all)
+            e = -ENOENT;
+    }
+    index_txn_abort(t);
+    free(v);
+    return e == 0 ? 1 : e == -ENOENT ? 0 : e;
+}
+
+/* A file found unchanged before pinning: its chunks from the index, not
+ * read.  CKS_E_CHANGED if its record went meanwhile (the unit is taken
+ * again, and then it is pinned and read). */
+static int ing_kept_file(struct ing *g, size_t k)
+{
+    const struct stat *st = &g->kept[k];
+    uint8_t digest[HASH_LEN];
+    g->cur_file = (uint32_t)g->m.nfiles;
+    int e = manifest_add_file(&g->m, MFILE_REG, g->w.v[k].path, st->st_mode & 07777, NULL);
+    if (e < 0)
+        return e;
+    manifest_set_mtime(&g->m, st->st_mtim.tv_sec, st->st_mtim.tv_nsec);
+    index_file_key_of(st, &g->keys[g->m.nfiles - 1]);
+    if ((e = ing_reuse(g, &g->keys[g->m.nfiles - 1], digest)) <= 0)
+        return e < 0 ? e : CKS_E_CHANGED;
+    manifest_set_digest(&g->m, digest);
+    g->res->files++;
+    g->res->bytes += (uint64_t)st->st_size;
+    return 0;
+}
+
 /* ---- pinning ----------------------------------------------------------- */
 
 static int ing_pin(struct ing *g)
@@ -270,11 +321,23 @@ static int ing_pin(struct ing *g)
     if (e < 0)
         return e;
     g->pinned = true;
+    if (!(g->kept = calloc(g->w.n ? g->w.n : 1, sizeof(*g->kept))))
+        return -ENOMEM;
     for (size_t k = 0; k < g->w.n; k++) {
         struct buf src = BUF_INIT;
+        struct stat st;
         if (g->w.v[k].type != MFILE_REG)
             continue;
         buf_printf(&src, "%s/%s", g->w.base, g->w.v[k].path);
+        /* a file unchanged since its last snapshot, with every chunk in every
+         * region, is not read: it needs no pin (and no pin link moving its
+         * ctime, which is part of its identity) */
+        if (lstat(buf_str(&src), &st) == 0 && S_ISREG(st.st_mode) && st.st_ino &&
+            ing_unchanged_file(g, &st) == 1) {
+            g->kept[k] = st;
+            buf_free(&src);
+            continue;
+        }
         e = pin_link(buf_str(&g->pin), k, buf_str(&src));
         buf_free(&src);
         if (e == -EXDEV || e == -EPERM || e == -EMLINK) {
@@ -325,7 +388,8 @@ static int ing_entries(struct ing *g)
         return -ENOMEM;
     for (size_t k = 0; k < g->w.n; k++) {
         const struct walk_entry *we = &g->w.v[k];
-        int e = we->type == MFILE_REG ? ing_file(g, k)
+        int e = we->type == MFILE_REG ? (g->kept && g->kept[k].st_ino ? ing_kept_file(g, k)
+                                                                     : ing_file(g, k))
                                       : manifest_add_file(&g->m, we->type, we->path,
                                                           we->st.st_mode & 07777, we->link);
         if (e < 0)
@@ -406,15 +470,19 @@ static int ing_enqueue(struct ing *g, struct index_txn *t, uint64_t seq)
     for (size_t k = 0; k < g->nrefs; k++)
         if (!out || memcmp(g->refs[out - 1].id, g->refs[k].id, HASH_LEN))
             g->refs[out++] = g->refs[k];
-        else
+        else {
             g->refs[out - 1].fed |= g->refs[k].fed;
+            g->refs[out - 1].fresh |= g->refs[k].fresh;
+        }
     for (size_t k = 0; k < out && e == 0; k++) {
         struct index_chunk c = {0};
         bool fresh = false;
         int ge = index_chunk_get(t, g->refs[k].id, &c);
         if (ge < 0 && ge != -ENOENT)
             return ge;
-        fresh = c.presence == 0;
+        /* new: no region had it when it was read (the buffer may have
+         * stored it since) */
+        fresh = c.presence == 0 || g->refs[k].fresh;
         for (size_t i = 0; i < r->nregions && e == 0; i++) {
             struct qentry q = {.slot = r->regions[i]->slot, .seq = seq, .kind = QUEUE_CHUNK,
                                .file = g->refs[k].file, .off = g->refs[k].off, .len = g->refs[k].len};
@@ -525,6 +593,8 @@ static void ing_reset(struct ing *g)
     manifest_free(&g->m);
     free(g->keys);
     g->keys = NULL;
+    free(g->kept);
+    g->kept = NULL;
     g->nrefs = 0;
     g->queued_bytes = 0;
     g->new_bytes = 0;

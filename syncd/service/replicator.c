@@ -6,16 +6,39 @@
  *   walks its queue in key order: newest snapshot first, its chunks before
  *   its publish entry.  It never skips a failing entry: the entry is
  *   retried after backoff, so a publish can never overtake its chunks.
- * - Chunk bytes are read back from the snapshot's pin folder (hardlinks
- *   made at ingest), and their SHA-256 is checked against the id before
- *   upload: if a framework rewrote a file in place after ingest, the
- *   snapshot is dropped whole and its unit handed back for a retake,
- *   rather than publish a torn checkpoint.
+ * - Chunk objects come from ingest's object buffer (service/objbuf.h):
+ *   encoded once, taken ahead of the queue while the unit is still being
+ *   read, or found by id for a queue entry.  A chunk no longer buffered
+ *   is read back from the snapshot's pin folder (hardlinks made at
+ *   ingest), and its SHA-256 is checked against the id before upload: if
+ *   a framework rewrote a file in place after ingest, the snapshot is
+ *   dropped whole and its unit handed back for a retake, rather than
+ *   publish a torn checkpoint.
  * - Every state change is one index transaction, made after the region
  *   confirmed the write: chunk presence, then committed bits.  A crash
  *   between the two repeats the region write, which is idempotent.
  * - The pending record and the pin folder go when every configured region
  *   has committed the snapshot.
+ *
+ * A slot (one chunk in flight):
+ *
+ *   free --take (buffer)----> HAS(size) --absent--> PUT --ok--> stored --> free
+ *        --queue entry--------^   |  present ----------------^     (index: presence,
+ *          (buffer hit, or        |                                 queue entry gone)
+ *           pin read + encode)    +--error--> free, round fails --> backoff
+ *
+ * A worker:
+ *
+ *   OK --round failed--> BACKOFF (1 s doubling to 60 s, jitter) --round ok--> OK
+ *    |                      |
+ *    +--permanent error-----+--> FAILED (until replicator_retry or a reload)
+ *
+ *   In OK, each round: fill the window (buffer first, then the queue),
+ *   run the first publish once every chunk before it is done (confirm,
+ *   gc check, manifest, commit record), collect completions.  Idle with an
+ *   intent held: wait up to IDLE_INTENT_MS for work, then end the intent.
+ *   A region in BACKOFF or FAILED is "lagging" for the buffer: its needs
+ *   keep no object there.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -24,6 +47,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -450,6 +474,52 @@ static void rw_remove_pin(const char *pin, bool pinned)
         pin_remove(pin);
 }
 
+/* Removes the pin of the snapshot in hand once every region holds it.
+ * Each pinned file's index record is keyed by the identity it had after
+ * its pin link was made (service/ingest.c); unlinking the link moves its
+ * ctime, so the record of a file unchanged since then (its identity just
+ * before the unlink is the recorded one) is keyed again by the identity it
+ * has after, and the next snapshot of that file does not read it again.
+ * A write racing the few microseconds between the two fstat calls would
+ * be missed only if it also kept size and mtime. */
+static void rw_unpin(struct rworker *w)
+{
+    const struct pending *p = w->pend;
+    struct index_txn *t = NULL;
+    int e = 0;
+    if (!p->pinned || !p->pin[0])
+        return;
+    for (size_t k = 0; k < w->man.nfiles && e == 0; k++) {
+        const struct mfile *f = &w->man.files[k];
+        char path[sizeof(p->pin) + 24];
+        struct stat a, b;
+        if (f->type != MFILE_REG)
+            continue;
+        snprintf(path, sizeof(path), "%s/%zu", p->pin, k);
+        int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+            continue;
+        if (fstat(fd, &a) == 0 && a.st_nlink > 1 && unlink(path) == 0 && fstat(fd, &b) == 0) {
+            struct index_file_key ka, kb;
+            uint8_t digest[HASH_LEN];
+            struct mchunk *v = NULL;
+            size_t n = 0;
+            index_file_key_of(&a, &ka);
+            index_file_key_of(&b, &kb);
+            if (!t && (e = index_txn_begin(w->rp->r->ix, true, &t)) < 0)
+                t = NULL;
+            if (t && index_file_get(t, &ka, digest, &v, &n) == 0 &&
+                memcmp(digest, f->digest, HASH_LEN) == 0)
+                e = index_file_put(t, &kb, digest, v, n);
+            free(v);
+        }
+        close(fd);
+    }
+    if (t)
+        rw_commit(w, t, e);
+    pin_remove(p->pin);
+}
+
 /* The events of one region's commit of the snapshot in hand: k regions
  * hold it now.  Each commit is its own write transaction, so exactly one
  * worker sees k reach the quorum. */
@@ -467,7 +537,7 @@ static void rw_published(struct rworker *w, unsigned k, bool release)
                   p->run, k, w->rp->n);
     }
     if (release) {
-        rw_remove_pin(p->pin, p->pinned);
+        rw_unpin(w);
         snprintf(f, sizeof(f), "event=replicated run=%s snapshot=%s step=%lld regions=%u", p->run,
                  p->id, (long long)p->step, k);
         log_event(LOG_LVL_INFO, f, "snapshot %s of run '%s' is replicated", p->id, p->run);
@@ -1174,8 +1244,10 @@ size_t replicator_take_retakes(struct replicator *rp, char (*ret)[4096], size_t 
         snprintf(ret[i], 4096, "%s", rp->retakes[i]);
         free(rp->retakes[i]);
     }
-    memmove(rp->retakes, rp->retakes + n, (rp->nretakes - n) * sizeof(*rp->retakes));
-    rp->nretakes -= n;
+    if (n) {
+        memmove(rp->retakes, rp->retakes + n, (rp->nretakes - n) * sizeof(*rp->retakes));
+        rp->nretakes -= n;
+    }
     pthread_mutex_unlock(&rp->mu);
     return n;
 }

@@ -248,6 +248,9 @@ static void status_region(struct json *j, const struct region *rg, const struct 
     json_obj_begin(j);
     json_key(j, "name"); json_str(j, rg->conf.name);
     json_key(j, "kind"); json_str(j, rg->ops->kind);
+    if (rg->conf.kind == REGION_KIND_S3) {
+        json_key(j, "tls_verify"); json_bool(j, rg->conf.tls_verify);
+    }
     json_key(j, "state"); json_str(j, region_states[st->state]);
     json_key(j, "pending_chunks"); json_u64(j, v->chunks);
     json_key(j, "pending_bytes"); json_u64(j, v->bytes);

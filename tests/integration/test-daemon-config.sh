@@ -119,6 +119,8 @@ grep -q "^region insecure: tls_verify = false" "$T/out" || { cat "$T/out"; die "
 "$CKPTSYNC" --config "$T/insecure.conf" status --json > "$T/st.json" 2> /dev/null
 [ "$(json "$T/st.json" '[r["tls_verify"] for r in d["config"]["regions"] if r["name"] == "insecure"]')" = "[False]" ] \
   || die "status --json config.regions: tls_verify is not false"
+[ "$(json "$T/st.json" '[r.get("tls_verify") for r in d["regions"] if r["name"] == "insecure"]')" = "[False]" ] \
+  || die "status --json regions[]: tls_verify is not false"
 kill -TERM "$ipid"; wait "$ipid" || true
 AWS_ACCESS_KEY_ID=k AWS_SECRET_ACCESS_KEY=s "$CKPTSYNC" --config "$T/insecure.conf" ls > /dev/null 2> "$T/err" || true
 warned_once "$T/err" "ckptsync ls"

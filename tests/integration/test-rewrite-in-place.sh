@@ -32,11 +32,19 @@ cks restore --run cli --latest --to "$T/out-cli" -q
 cmp "$T/src/checkpoint-1/weights.bin" "$T/out-cli/checkpoint-1/weights.bin" ||
   die "snapshot restored the old bytes of a file rewritten in place"
 
-step "the daemon: commit --wait replicated after an in-place rewrite acknowledges the new bytes"
+step "the daemon: an unchanged unit committed again after its pin is gone is not read again"
 start_daemon
 ck="$T/watch/r1/checkpoint-2"
-make_file "$ck/weights.bin" 2
+make_file "$ck/weights.bin" 16
 cks commit "$ck" --wait replicated --timeout 60 -q
+pid=$DAEMON_PID
+r0=$(awk '/^rchar/ {print $2}' "/proc/$pid/io")
+cks commit "$ck" --wait replicated --timeout 60 -q
+r1=$(awk '/^rchar/ {print $2}' "/proc/$pid/io")
+echo "    bytes the daemon read for the second commit: $((r1 - r0))"
+[ $((r1 - r0)) -lt $((8 << 20)) ] || die "the daemon read the unchanged 16 MiB file again ($((r1 - r0)) bytes)"
+
+step "the daemon: commit --wait replicated after an in-place rewrite acknowledges the new bytes"
 rewrite "$ck/weights.bin"
 cks commit "$ck" --wait replicated --timeout 60 -q
 stop_daemon
