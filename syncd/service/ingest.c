@@ -51,6 +51,7 @@
 #include "service/metrics.h"
 #include "service/objbuf.h"
 #include "service/pin.h"
+#include "service/pool.h"
 #include "service/queue.h"
 #include "service/scan.h"
 #include "service/snapshot.h"
@@ -86,6 +87,31 @@ struct ingester {
     bool running;
     struct ingest_done *done;
     size_t ndone, done_cap;
+    /* the chunk pipeline (hash, lookup, encode, buffer) on the pool, with
+     * each pool thread's encoder; njobs jobs applied in order through win */
+    struct pool *pool;
+    struct chunkobj_ctx *z;
+    struct buf *objs;
+    struct ijob *ijobs;
+    struct pool_job **jptr;
+    size_t nijobs;
+    struct pool_window win;
+};
+
+struct ing;
+
+/* One chunk in flight on the pool. */
+struct ijob {
+    struct pool_job pj;
+    struct ing *g;
+    uint8_t *data;                /* a copy of its bytes */
+    size_t len, cap;
+    uint64_t off;
+    /* outcome */
+    int err;
+    uint8_t id[HASH_LEN];
+    uint32_t fed;
+    bool fresh;
 };
 
 /* Per-unit work state. */
@@ -107,9 +133,8 @@ struct ing {
     uint8_t content[HASH_LEN];
     uint64_t queued_bytes;
     uint64_t new_bytes;           /* of the distinct chunks no region had */
-    struct chunkobj_ctx z;
-    struct buf obj;               /* the encoded object of the current chunk */
     uint32_t all;                 /* slot bits of every region */
+    int jfail;                    /* first error of a job applied since the last drain */
 };
 
 /* ---- reading ----------------------------------------------------------- */
@@ -137,9 +162,11 @@ static int ing_ref(struct ing *g, const uint8_t id[HASH_LEN], uint32_t len, uint
 
 /* Encodes a chunk some region lacks and hands it to the region workers
  * (this may wait while the fastest quorum catches up). */
-static int ing_feed(struct ing *g, const uint8_t id[HASH_LEN], const uint8_t *data, size_t len,
-                    uint32_t *ret_fed, bool *ret_fresh)
+static int ing_feed(struct ing *g, size_t thread, const uint8_t id[HASH_LEN], const uint8_t *data,
+                    size_t len, uint32_t *ret_fed, bool *ret_fresh)
 {
+    struct chunkobj_ctx *z = &g->ig->z[thread];
+    struct buf *obj = &g->ig->objs[thread];
     struct repo *r = g->ig->r;
     struct objbuf *ob = replicator_objbuf(g->ig->rp);
     struct index_chunk c = {0};
@@ -156,24 +183,65 @@ static int ing_feed(struct ing *g, const uint8_t id[HASH_LEN], const uint8_t *da
     if (!needs || objbuf_has(ob, id))
         return 0;
     *ret_fresh = e == -ENOENT || c.presence == 0;
-    if ((e = chunkobj_encode(&g->z, data, len, r->conf.zstd_level, &g->obj, &codec)) < 0)
+    if ((e = chunkobj_encode(z, data, len, r->conf.zstd_level, obj, &codec)) < 0)
         return e;
-    if ((e = objbuf_put(ob, id, (uint8_t)codec, (uint32_t)len, g->obj.data, g->obj.len, needs)) < 0)
+    if ((e = objbuf_put(ob, id, (uint8_t)codec, (uint32_t)len, obj->data, obj->len, needs)) < 0)
         return e;
     *ret_fed = needs;
     replicator_kick(g->ig->rp);
     return 0;
 }
 
+/* The job, on pool thread t: hash, then ing_feed. */
+static void ijob_run(struct pool_job *pj, size_t t)
+{
+    struct ijob *j = (struct ijob *)pj;
+    j->fed = 0;
+    j->fresh = false;
+    hash_sha256(j->data, j->len, j->id);
+    j->err = ing_feed(j->g, t, j->id, j->data, j->len, &j->fed, &j->fresh);
+}
+
+/* Waits for the oldest job and applies it (its reference, in order). */
+static int ing_chunk_next(struct ing *g)
+{
+    struct ijob *j = (struct ijob *)pool_window_oldest(&g->ig->win);
+    int e = j->err < 0 ? j->err : ing_ref(g, j->id, (uint32_t)j->len, j->off, j->fed, j->fresh);
+    return g->jfail ? g->jfail : (g->jfail = e);
+}
+
+/* Every job applied; the first error among them. */
+static int ing_drain(struct ing *g)
+{
+    while (g->ig->win.count)
+        ing_chunk_next(g);
+    int e = g->jfail;
+    g->jfail = 0;
+    return e;
+}
+
+/* The scan's callback: the chunk goes to the pool as a job. */
 static int ing_chunk(void *ud, const uint8_t *data, size_t len, uint64_t off)
 {
     struct ing *g = ud;
-    uint8_t id[HASH_LEN];
-    uint32_t fed = 0;
-    bool fresh = false;
-    hash_sha256(data, len, id);
-    int e = ing_feed(g, id, data, len, &fed, &fresh);
-    return e < 0 ? e : ing_ref(g, id, (uint32_t)len, off, fed, fresh);
+    struct ingester *ig = g->ig;
+    if (pool_window_full(&ig->win) && ing_chunk_next(g) < 0)
+        return g->jfail;
+    struct ijob *j = &ig->ijobs[pool_window_next(&ig->win)];
+    if (len > j->cap) {
+        uint8_t *p = realloc(j->data, len);
+        if (!p)
+            return -ENOMEM;
+        j->data = p;
+        j->cap = len;
+    }
+    memcpy(j->data, data, len);
+    j->len = len;
+    j->off = off;
+    j->g = g;
+    j->pj.run = ijob_run;
+    pool_window_submit(&ig->win);
+    return 0;
 }
 
 /* Chunks of an unchanged file from the index; 1 when found. */
@@ -254,6 +322,9 @@ static int ing_file(struct ing *g, size_t k)
     e = ing_reuse(g, &g->keys[g->m.nfiles - 1], digest);
     if (e == 0) {
         e = scan_fd(&g->scan, fd, ing_chunk, g, &got, digest);
+        int de = ing_drain(g); /* the file's references, in order */
+        if (e == 0 || (e > CKS_E_BASE && de < 0))
+            e = de;
         if (e == 0 && (fstat(fd, &st2) < 0 || !index_file_same(&st1, &st2) || got != (uint64_t)st1.st_size))
             e = CKS_E_CHANGED;
     }
@@ -622,8 +693,7 @@ static int ing_once(struct ing *g)
 
 static void ing_run(struct ingester *ig, const struct ingest_job *job, struct ingest_done *res)
 {
-    struct ing g = {.ig = ig, .job = job, .res = res, .z = CHUNKOBJ_CTX_INIT,
-                    .all = replicator_all_slots(ig->rp)};
+    struct ing g = {.ig = ig, .job = job, .res = res, .all = replicator_all_slots(ig->rp)};
     int e;
     memset(res, 0, sizeof(*res));
     res->ticket = job->ticket;
@@ -655,8 +725,6 @@ out:
         snprintf(res->msg, sizeof(res->msg), "%s", err_str(e));
     ing_reset(&g);
     scan_free(&g.scan);
-    chunkobj_ctx_free(&g.z);
-    buf_free(&g.obj);
     free(g.refs);
     buf_free(&g.pin);
 }
@@ -741,10 +809,26 @@ int ingester_new(struct repo *r, struct replicator *rp, struct metrics *m, const
     ig->jobs = calloc(INGEST_MAX_JOBS, sizeof(*ig->jobs));
     pthread_mutex_init(&ig->mu, NULL);
     pthread_cond_init(&ig->cv, NULL);
-    if (!ig->root || !ig->jobs) {
-        ingester_free(ig);
-        return -ENOMEM;
+    int pe = ig->root && ig->jobs ? pool_new(repo_workers(r), &ig->pool) : -ENOMEM;
+    if (pe == 0) {
+        /* two jobs a thread, each holding a chunk, within a quarter of the budget */
+        size_t threads = pool_size(ig->pool);
+        uint64_t cap = r->conf.memory / (4 * (uint64_t)r->params.chunk_max + 1);
+        ig->nijobs = 2 * threads < cap ? 2 * threads : cap > 1 ? (size_t)cap : 1;
+        ig->z = calloc(threads, sizeof(*ig->z));
+        ig->objs = calloc(threads, sizeof(*ig->objs));
+        ig->ijobs = calloc(ig->nijobs, sizeof(*ig->ijobs));
+        ig->jptr = calloc(ig->nijobs, sizeof(*ig->jptr));
+        if (!ig->z || !ig->objs || !ig->ijobs || !ig->jptr)
+            pe = -ENOMEM;
     }
+    if (pe < 0) {
+        ingester_free(ig);
+        return pe;
+    }
+    for (size_t k = 0; k < ig->nijobs; k++)
+        ig->jptr[k] = &ig->ijobs[k].pj;
+    pool_window_init(&ig->win, ig->pool, ig->jptr, ig->nijobs);
     for (size_t i = 0; i < r->nregions; i++) {
         struct buf err = BUF_INIT;
         int e = region_new(&r->conf.regions[i], &ig->regions[i], &err);
@@ -781,6 +865,19 @@ void ingester_free(struct ingester *ig)
     pthread_mutex_destroy(&ig->mu);
     for (size_t i = 0; i < CONFIG_MAX_REGIONS; i++)
         region_free(ig->regions[i]);
+    for (size_t t = 0; ig->pool && t < pool_size(ig->pool); t++) {
+        if (ig->z)
+            chunkobj_ctx_free(&ig->z[t]);
+        if (ig->objs)
+            buf_free(&ig->objs[t]);
+    }
+    pool_free(ig->pool);
+    free(ig->z);
+    free(ig->objs);
+    for (size_t k = 0; ig->ijobs && k < ig->nijobs; k++)
+        free(ig->ijobs[k].data);
+    free(ig->ijobs);
+    free(ig->jptr);
     free(ig->jobs);
     free(ig->done);
     free(ig->root);

@@ -128,3 +128,36 @@ void pool_wait(struct pool *p, struct pool_job *job)
         pthread_cond_wait(&p->done, &p->mu);
     pthread_mutex_unlock(&p->mu);
 }
+
+void pool_window_init(struct pool_window *w, struct pool *p, struct pool_job **jobs, size_t n)
+{
+    *w = (struct pool_window){.pool = p, .jobs = jobs, .n = n};
+}
+
+bool pool_window_full(const struct pool_window *w)
+{
+    return w->count == w->n;
+}
+
+size_t pool_window_next(const struct pool_window *w)
+{
+    return (w->head + w->count) % w->n;
+}
+
+void pool_window_submit(struct pool_window *w)
+{
+    struct pool_job *j = w->jobs[pool_window_next(w)];
+    w->count++;
+    pool_submit(w->pool, j);
+}
+
+struct pool_job *pool_window_oldest(struct pool_window *w)
+{
+    if (!w->count)
+        return NULL;
+    struct pool_job *j = w->jobs[w->head];
+    pool_wait(w->pool, j);
+    w->head = (w->head + 1) % w->n;
+    w->count--;
+    return j;
+}

@@ -36,4 +36,29 @@ size_t pool_size(const struct pool *p);
 void pool_submit(struct pool *p, struct pool_job *job);
 void pool_wait(struct pool *p, struct pool_job *job);
 
+/* An ordered window over a pool: up to n jobs in flight, handed back in
+ * the order they were submitted (a chunk pipeline's results must be
+ * applied in file order).  jobs[] is the caller's, one per slot:
+ *
+ *   pool_window_init(&w, p, jobs, n);
+ *   while (more) {
+ *       if (pool_window_full(&w)) apply(pool_window_oldest(&w));
+ *       fill(jobs[pool_window_next(&w)]); pool_window_submit(&w);
+ *   }
+ *   while ((j = pool_window_oldest(&w))) apply(j);
+ */
+struct pool_window {
+    struct pool *pool;
+    struct pool_job **jobs;
+    size_t n, head, count;
+};
+
+void pool_window_init(struct pool_window *w, struct pool *p, struct pool_job **jobs, size_t n);
+bool pool_window_full(const struct pool_window *w);
+/* The slot to fill next (valid while the window is not full). */
+size_t pool_window_next(const struct pool_window *w);
+void pool_window_submit(struct pool_window *w);
+/* Waits for the oldest job in flight and takes it out; NULL when none. */
+struct pool_job *pool_window_oldest(struct pool_window *w);
+
 #endif

@@ -87,12 +87,14 @@ struct snap {
      * region is covered by an intent written before the first look */
     struct gc_intent intent[CONFIG_MAX_REGIONS];
     struct gc_cache gcc[CONFIG_MAX_REGIONS];
-    /* the chunk pipeline: a ring of njobs jobs, jcount in flight from jhead */
+    /* the chunk pipeline: njobs jobs, applied in order through win */
     struct pool *pool;
     struct sworker *wk;
     size_t nwk;
     struct sjob *jobs;
-    size_t njobs, jhead, jcount;
+    size_t njobs;
+    struct pool_job **jptr;    /* &jobs[k].pj, for the window */
+    struct pool_window win;
     int jfail;                 /* the first error of a job applied since the last drain */
 };
 
@@ -324,10 +326,7 @@ static int snap_chunk_apply(struct snap *s, struct sjob *j)
 /* Waits for the oldest job in flight and applies it. */
 static int snap_chunk_next(struct snap *s)
 {
-    struct sjob *j = &s->jobs[s->jhead];
-    pool_wait(s->pool, &j->pj);
-    s->jhead = (s->jhead + 1) % s->njobs;
-    s->jcount--;
+    struct sjob *j = (struct sjob *)pool_window_oldest(&s->win);
     int e = snap_chunk_apply(s, j);
     return s->jfail ? s->jfail : (s->jfail = e);
 }
@@ -335,7 +334,7 @@ static int snap_chunk_next(struct snap *s)
 /* Every job in flight done and applied; the first error among them. */
 static int snap_drain(struct snap *s)
 {
-    while (s->jcount)
+    while (s->win.count)
         snap_chunk_next(s);
     int e = s->jfail;
     s->jfail = 0;
@@ -348,9 +347,9 @@ static int snap_chunk(void *ud, const uint8_t *data, size_t len, uint64_t off)
 {
     struct snap *s = ud;
     (void)off;
-    if (s->jcount == s->njobs && snap_chunk_next(s) < 0)
+    if (pool_window_full(&s->win) && snap_chunk_next(s) < 0)
         return s->jfail;
-    struct sjob *j = &s->jobs[(s->jhead + s->jcount) % s->njobs];
+    struct sjob *j = &s->jobs[pool_window_next(&s->win)];
     if (len > j->cap) {
         uint8_t *p = realloc(j->data, len);
         if (!p)
@@ -371,8 +370,7 @@ static int snap_chunk(void *ud, const uint8_t *data, size_t len, uint64_t off)
             j->healthy |= 1u << i;
     }
     j->pj.run = sjob_run;
-    s->jcount++;
-    pool_submit(s->pool, &j->pj);
+    pool_window_submit(&s->win);
     return 0;
 }
 
@@ -908,8 +906,12 @@ static int snap_setup(struct snap *s)
         s->njobs = cap > 1 ? (size_t)cap : 1;
     s->wk = calloc(s->nwk, sizeof(*s->wk));
     s->jobs = calloc(s->njobs, sizeof(*s->jobs));
-    if (!s->wk || !s->jobs)
+    s->jptr = calloc(s->njobs, sizeof(*s->jptr));
+    if (!s->wk || !s->jobs || !s->jptr)
         return -ENOMEM;
+    for (size_t k = 0; k < s->njobs; k++)
+        s->jptr[k] = &s->jobs[k].pj;
+    pool_window_init(&s->win, s->pool, s->jptr, s->njobs);
     for (size_t t = 0; t < s->nwk; t++)
         for (size_t i = 0; i < r->nregions; i++) {
             s->wk[t].rg[i] = r->regions[i];
@@ -966,6 +968,7 @@ static void snap_teardown(struct snap *s)
     for (size_t k = 0; s->jobs && k < s->njobs; k++)
         free(s->jobs[k].data);
     free(s->jobs);
+    free(s->jptr);
 }
 
 /* Regions that failed before the snapshot began (repo_open): their

@@ -1,7 +1,8 @@
 /*
  * test-pool.c — the worker pool: every job runs exactly once, on a thread
- * index below the pool's size, jobs overlap when there are threads, and a
- * pool of one runs each job inline before submit returns.
+ * index below the pool's size, jobs overlap when there are threads, a pool
+ * of one runs each job inline before submit returns, and a window hands
+ * jobs back in the order they were submitted.
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -76,11 +77,54 @@ static void test_threads(void **state)
     run_pool(4, 4);
 }
 
+/* The window hands jobs back in submission order, whatever order they
+ * finish in (later jobs sleep less), never more than n in flight. */
+struct ojob {
+    struct pool_job pj;
+    int seq;
+};
+
+static void ojob_run(struct pool_job *pj, size_t t)
+{
+    struct ojob *j = (struct ojob *)pj;
+    (void)t;
+    usleep((useconds_t)(4 - j->seq % 4) * 5000);
+}
+
+static void test_window(void **state)
+{
+    struct pool *p;
+    struct ojob jobs[3];
+    struct pool_job *ptr[3] = {&jobs[0].pj, &jobs[1].pj, &jobs[2].pj};
+    struct pool_window w;
+    int next = 0, want = 0;
+    (void)state;
+    assert_int_equal(pool_new(3, &p), 0);
+    pool_window_init(&w, p, ptr, 3);
+    assert_null(pool_window_oldest(&w));
+    while (next < 20) {
+        if (pool_window_full(&w)) {
+            struct ojob *j = (struct ojob *)pool_window_oldest(&w);
+            assert_int_equal(j->seq, want++);
+        }
+        assert_false(pool_window_full(&w));
+        struct ojob *j = &jobs[pool_window_next(&w)];
+        j->seq = next++;
+        j->pj.run = ojob_run;
+        pool_window_submit(&w);
+    }
+    for (struct ojob *j; (j = (struct ojob *)pool_window_oldest(&w));)
+        assert_int_equal(j->seq, want++);
+    assert_int_equal(want, 20);
+    pool_free(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_inline),
         cmocka_unit_test(test_threads),
+        cmocka_unit_test(test_window),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
