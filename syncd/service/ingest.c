@@ -104,8 +104,7 @@ struct ing;
 struct ijob {
     struct pool_job pj;
     struct ing *g;
-    uint8_t *data;                /* a copy of its bytes */
-    size_t len, cap;
+    struct buf raw;               /* a copy of its bytes */
     uint64_t off;
     /* outcome */
     int err;
@@ -198,15 +197,15 @@ static void ijob_run(struct pool_job *pj, size_t t)
     struct ijob *j = (struct ijob *)pj;
     j->fed = 0;
     j->fresh = false;
-    hash_sha256(j->data, j->len, j->id);
-    j->err = ing_feed(j->g, t, j->id, j->data, j->len, &j->fed, &j->fresh);
+    hash_sha256(j->raw.data, j->raw.len, j->id);
+    j->err = ing_feed(j->g, t, j->id, j->raw.data, j->raw.len, &j->fed, &j->fresh);
 }
 
 /* Waits for the oldest job and applies it (its reference, in order). */
 static int ing_chunk_next(struct ing *g)
 {
     struct ijob *j = (struct ijob *)pool_window_oldest(&g->ig->win);
-    int e = j->err < 0 ? j->err : ing_ref(g, j->id, (uint32_t)j->len, j->off, j->fed, j->fresh);
+    int e = j->err < 0 ? j->err : ing_ref(g, j->id, (uint32_t)j->raw.len, j->off, j->fed, j->fresh);
     return g->jfail ? g->jfail : (g->jfail = e);
 }
 
@@ -228,15 +227,9 @@ static int ing_chunk(void *ud, const uint8_t *data, size_t len, uint64_t off)
     if (pool_window_full(&ig->win) && ing_chunk_next(g) < 0)
         return g->jfail;
     struct ijob *j = &ig->ijobs[pool_window_next(&ig->win)];
-    if (len > j->cap) {
-        uint8_t *p = realloc(j->data, len);
-        if (!p)
-            return -ENOMEM;
-        j->data = p;
-        j->cap = len;
-    }
-    memcpy(j->data, data, len);
-    j->len = len;
+    buf_reset(&j->raw);
+    if (buf_append(&j->raw, data, len) < 0)
+        return -ENOMEM;
     j->off = off;
     j->g = g;
     j->pj.run = ijob_run;
@@ -875,7 +868,7 @@ void ingester_free(struct ingester *ig)
     free(ig->z);
     free(ig->objs);
     for (size_t k = 0; ig->ijobs && k < ig->nijobs; k++)
-        free(ig->ijobs[k].data);
+        buf_free(&ig->ijobs[k].raw);
     free(ig->ijobs);
     free(ig->jptr);
     free(ig->jobs);

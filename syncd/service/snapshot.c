@@ -54,8 +54,7 @@ struct snap;
 struct sjob {
     struct pool_job pj;
     struct snap *s;
-    uint8_t *data;             /* a copy of the chunk's bytes */
-    size_t len, cap;
+    struct buf raw;            /* a copy of the chunk's bytes */
     uint32_t healthy;          /* region indices it may use (bits) */
     /* outcome */
     int err;
@@ -146,7 +145,7 @@ static int snap_encode_once(struct sjob *j, struct sworker *w, struct index_chun
     enum chunkobj_codec codec;
     if (w->obj.len)
         return 0;
-    int e = chunkobj_encode(&w->z, j->data, j->len, j->s->r->conf.zstd_level, &w->obj, &codec);
+    int e = chunkobj_encode(&w->z, j->raw.data, j->raw.len, j->s->r->conf.zstd_level, &w->obj, &codec);
     if (e < 0) {
         snprintf(j->msg, sizeof(j->msg), "compressing a chunk: %s", err_str(e));
         return e;
@@ -247,7 +246,7 @@ static void sjob_run(struct pool_job *pj, size_t t)
     struct index_txn *t_;
     int e;
 
-    hash_sha256(j->data, j->len, j->id);
+    hash_sha256(j->raw.data, j->raw.len, j->id);
     if ((e = index_txn_begin(s->r->ix, false, &t_)) < 0)
         goto out;
     e = index_chunk_get(t_, j->id, &c);
@@ -256,7 +255,7 @@ static void sjob_run(struct pool_job *pj, size_t t)
         goto out;
     if (e == -ENOENT) {
         memset(&c, 0, sizeof(c));
-        c.raw_len = (uint32_t)j->len;
+        c.raw_len = (uint32_t)j->raw.len;
     }
     j->was = c;
     if ((e = snap_chunk_upload(j, w, &c)) < 0)
@@ -302,7 +301,7 @@ static int snap_chunk_apply(struct snap *s, struct sjob *j)
     const struct index_chunk *c = &j->c;
     if (j->before == 0 && c->presence != 0) {
         s->res->new_chunks++;
-        s->res->new_bytes += j->len;
+        s->res->new_bytes += j->raw.len;
         s->res->stored_bytes += c->stored_len;
     }
     if ((e = snap_seen(s, j->id, c->presence & ~j->was.presence)) < 0)
@@ -316,8 +315,8 @@ static int snap_chunk_apply(struct snap *s, struct sjob *j)
         s->fchunks_cap = cap;
     }
     memcpy(s->fchunks[s->nfchunks].id, j->id, HASH_LEN);
-    s->fchunks[s->nfchunks++].len = (uint32_t)j->len;
-    s->done += j->len;
+    s->fchunks[s->nfchunks++].len = (uint32_t)j->raw.len;
+    s->done += j->raw.len;
     if (s->o->progress)
         s->o->progress(s->o->progress_ud, s->done, s->w.bytes);
     return 0;
@@ -350,15 +349,9 @@ static int snap_chunk(void *ud, const uint8_t *data, size_t len, uint64_t off)
     if (pool_window_full(&s->win) && snap_chunk_next(s) < 0)
         return s->jfail;
     struct sjob *j = &s->jobs[pool_window_next(&s->win)];
-    if (len > j->cap) {
-        uint8_t *p = realloc(j->data, len);
-        if (!p)
-            return -ENOMEM;
-        j->data = p;
-        j->cap = len;
-    }
-    memcpy(j->data, data, len);
-    j->len = len;
+    buf_reset(&j->raw);
+    if (buf_append(&j->raw, data, len) < 0)
+        return -ENOMEM;
     j->s = s;
     j->err = 0;
     j->msg[0] = 0;
@@ -966,7 +959,7 @@ static void snap_teardown(struct snap *s)
     }
     free(s->wk);
     for (size_t k = 0; s->jobs && k < s->njobs; k++)
-        free(s->jobs[k].data);
+        buf_free(&s->jobs[k].raw);
     free(s->jobs);
     free(s->jptr);
 }
