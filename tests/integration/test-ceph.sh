@@ -170,6 +170,9 @@ stop_daemon
 step "region c's gateway killed during an upload: durable; restarted, the region catches up"
 cp "$T/good.conf" "$CONF"
 set_settle 1
+# region c uploads at 8 MB/s, so the 48 MiB are still in flight there when
+# its gateway dies (ingest and the other regions finish in well under a second)
+sed -i "/^\[region.c\]/a bandwidth = 8000000" "$CONF"
 start_daemon
 cks retry c -q 2> /dev/null || true
 head -c $((48 << 20)) /dev/urandom > "$T/watch/r2/step_20.pt"
