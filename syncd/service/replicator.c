@@ -1174,8 +1174,10 @@ size_t replicator_take_retakes(struct replicator *rp, char (*ret)[4096], size_t 
         snprintf(ret[i], 4096, "%s", rp->retakes[i]);
         free(rp->retakes[i]);
     }
-    memmove(rp->retakes, rp->retakes + n, (rp->nretakes - n) * sizeof(*rp->retakes));
-    rp->nretakes -= n;
+    if (n) {
+        memmove(rp->retakes, rp->retakes + n, (rp->nretakes - n) * sizeof(*rp->retakes));
+        rp->nretakes -= n;
+    }
     pthread_mutex_unlock(&rp->mu);
     return n;
 }
