@@ -173,6 +173,19 @@ int cli_open_repo(struct cli *c, unsigned flags, struct repo **ret)
     return e;
 }
 
+int cli_close_repo(struct repo *r, int rc)
+{
+    char why[INDEX_FATAL_WHY];
+    if (r && index_fatal(r->ix, why, sizeof(why), NULL)) {
+        log_error("%s; nothing more was written to it: fix the disk, then run the command again",
+                  why);
+        if (rc == 0)
+            rc = 1;
+    }
+    repo_free(r);
+    return rc;
+}
+
 /* Splits off common options wherever they stand; returns the index of
  * the command name in argv, or -1 after printing a usage error. */
 static int cli_common(struct cli *c, int *argc, char **argv)

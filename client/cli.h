@@ -31,6 +31,11 @@ struct cli {
 int cli_load_config(struct cli *c);
 /* Loads the configuration and opens the repository; prints the error. */
 int cli_open_repo(struct cli *c, unsigned flags, struct repo **ret);
+/* Closes r (NULL is fine) and returns the exit status: rc, or 1 when a
+ * write to the index failed (store/index.h), said once, naming the index:
+ * every command that opens the repository ends through here, so each
+ * one that writes (snapshot, restore's bookkeeping, reindex, prune) does. */
+int cli_close_repo(struct repo *r, int rc);
 void cli_progress(void *ud, uint64_t done, uint64_t total);
 void cli_progress_end(struct cli *c);
 void cli_human(uint64_t bytes, char *out, size_t cap);

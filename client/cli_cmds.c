@@ -152,9 +152,8 @@ int cmd_snapshot(struct cli *c, int argc, char **argv)
     cli_progress_end(c);
     if (e < 0 && e != CKS_E_QUORUM) {
         log_error("snapshot of \"%s\" failed: %s", o.path, buf_str(&err));
-        repo_free(r);
         buf_free(&err);
-        return 1;
+        return cli_close_repo(r, 1);
     }
     if (c->json)
         snapshot_json(r, &res, e);
@@ -163,9 +162,8 @@ int cmd_snapshot(struct cli *c, int argc, char **argv)
     if (e != 0)
         log_error("snapshot %s is committed in %u of %zu regions%s", res.id, res.committed,
                   res.nregions, res.durable ? " (durable, not replicated)" : ": NOT durable");
-    repo_free(r);
     buf_free(&err);
-    return e == 0 ? 0 : 1;
+    return cli_close_repo(r, e == 0 ? 0 : 1);
 }
 
 /* ---- restore ----------------------------------------------------------- */
@@ -334,8 +332,7 @@ int cmd_restore(struct cli *c, int argc, char **argv)
         return 1;
     if (all) {
         e = restore_units(c, r, &o, true, NULL);
-        repo_free(r);
-        return e ? 1 : 0;
+        return cli_close_repo(r, e ? 1 : 0);
     }
     double t0 = cli_now();
     e = restore_run(r, &o, &res, &err);
@@ -350,9 +347,8 @@ int cmd_restore(struct cli *c, int argc, char **argv)
      * along (logs, configs), as a resumed job expects them. */
     if (e == 0 && latest && res.step >= 0 && restore_units(c, r, &o, false, res.root))
         e = -EIO;
-    repo_free(r);
     buf_free(&err);
-    return e < 0 ? 1 : 0;
+    return cli_close_repo(r, e < 0 ? 1 : 0);
 }
 
 /* ---- verify ------------------------------------------------------------ */
@@ -459,9 +455,8 @@ int cmd_verify(struct cli *c, int argc, char **argv)
         log_error("verify failed: %s", buf_str(&err));
     else
         verify_print(c, r, &v);
-    repo_free(r);
     buf_free(&err);
-    return e < 0 ? 1 : 0;
+    return cli_close_repo(r, e < 0 ? 1 : 0);
 }
 
 /* ---- chunks ------------------------------------------------------------ */

@@ -146,6 +146,5 @@ int cmd_fsck(struct cli *c, int argc, char **argv)
         printf("fsck: %llu snapshots, %zu chunk references, %llu problems\n",
                (unsigned long long)f.snapshots, f.nrefs, (unsigned long long)f.problems);
     free(f.refs);
-    repo_free(f.r);
-    return e < 0 || f.problems ? 1 : 0;
+    return cli_close_repo(f.r, e < 0 || f.problems ? 1 : 0);
 }

@@ -228,8 +228,7 @@ int cmd_forget(struct cli *c, int argc, char **argv)
     free(runs);
     buf_free(&out);
     buf_free(&err);
-    repo_free(r);
-    return rc;
+    return cli_close_repo(r, rc);
 }
 
 /* ---- prune ------------------------------------------------------------- */
@@ -384,8 +383,7 @@ int cmd_prune(struct cli *c, int argc, char **argv)
     free(res);
     buf_free(&err);
     buf_free(&out);
-    repo_free(r);
-    return e < 0 ? 1 : 0;
+    return cli_close_repo(r, e < 0 ? 1 : 0);
 }
 
 /* ---- stats ------------------------------------------------------------- */
@@ -684,6 +682,5 @@ out:
     free(ss);
     buf_free(&err);
     buf_free(&out);
-    repo_free(r);
-    return e < 0 ? 1 : 0;
+    return cli_close_repo(r, e < 0 ? 1 : 0);
 }

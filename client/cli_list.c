@@ -262,8 +262,7 @@ int cmd_ls(struct cli *c, int argc, char **argv)
     else
         ls_print(c, r, &rows, remote);
     free(rows.v);
-    repo_free(r);
-    return e < 0 ? 1 : 0;
+    return cli_close_repo(r, e < 0 ? 1 : 0);
 }
 
 /* ---- show -------------------------------------------------------------- */
@@ -395,6 +394,5 @@ int cmd_show(struct cli *c, int argc, char **argv)
         manifest_free(&m);
     }
     buf_free(&err);
-    repo_free(r);
-    return e < 0 ? 1 : 0;
+    return cli_close_repo(r, e < 0 ? 1 : 0);
 }

@@ -246,8 +246,7 @@ int cmd_migrate_out(struct cli *c, int argc, char **argv)
         cli_print_json(&out);
     buf_free(&out);
     jsonread_free(m.status);
-    repo_free(r);
-    return ok && in_time ? 0 : 1;
+    return cli_close_repo(r, ok && in_time ? 0 : 1);
 }
 
 /* ---- migrate-in -------------------------------------------------------- */
@@ -316,8 +315,7 @@ int cmd_migrate_in(struct cli *c, int argc, char **argv)
     if (cli_open_repo(c, 0, &r) < 0)
         return 1;
     if (!run[0] && mi_pick_run(r, run, sizeof(run)) < 0) {
-        repo_free(r);
-        return 1;
+        return cli_close_repo(r, 1);
     }
     o.run = run;
     double t0 = cli_now();
@@ -365,6 +363,5 @@ int cmd_migrate_in(struct cli *c, int argc, char **argv)
         }
     }
     buf_free(&err);
-    repo_free(r);
-    return e < 0 ? 1 : 0;
+    return cli_close_repo(r, e < 0 ? 1 : 0);
 }

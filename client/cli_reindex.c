@@ -144,6 +144,5 @@ int cmd_reindex(struct cli *c, int argc, char **argv)
     else if (!c->quiet)
         reindex_human(r, &st);
     buf_free(&err);
-    repo_free(r);
-    return e < 0 ? 1 : 0;
+    return cli_close_repo(r, e < 0 ? 1 : 0);
 }

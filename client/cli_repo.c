@@ -100,6 +100,5 @@ int cmd_repo(struct cli *c, int argc, char **argv)
     if (cli_open_repo(c, REPO_NO_AGREE, &r) < 0)
         return 1;
     int rc = adopt ? repo_adopt_cmd(c, r, argv[2]) : repo_show(c, r);
-    repo_free(r);
-    return rc;
+    return cli_close_repo(r, rc);
 }

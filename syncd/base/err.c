@@ -19,7 +19,8 @@ const char *err_str(int err)
     case CKS_E_QUORUM: return "not enough regions succeeded";
     case CKS_E_CODEC: return "compression codec error";
     case CKS_E_MISMATCH: return "repository parameters differ";
-    case CKS_E_DEGRADED: return "daemon is degraded after a durability failure";
+    case CKS_E_FATAL:
+        return "the local index failed a durable write; no more writes until a restart";
     case CKS_E_REMOTE: return "region failed (will retry)";
     case CKS_E_REJECTED: return "region refused the request";
     case CKS_E_BUSY: return "another instance holds the lease";

@@ -24,7 +24,8 @@ enum {
     CKS_E_QUORUM = -1008,     /* fewer regions succeeded than required */
     CKS_E_CODEC = -1009,      /* compression / decompression failed */
     CKS_E_MISMATCH = -1010,   /* repository parameters differ between regions */
-    CKS_E_DEGRADED = -1011,   /* durability failure earlier; refusing work */
+    CKS_E_FATAL = -1011,      /* the index failed a durable write earlier (index.h);
+                               * no more writes: the daemon is degraded */
     CKS_E_REMOTE = -1012,     /* region failed: retry later (5xx, timeout, reset) */
     CKS_E_REJECTED = -1013,   /* region refused the request (4xx): fix, then retry */
     CKS_E_BUSY = -1014,       /* another instance holds the lease (prune) */

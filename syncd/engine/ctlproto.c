@@ -568,7 +568,7 @@ const char *ctl_err_code(int err)
     case CKS_E_LIMIT:
     case CKS_E_VERSION: return CTL_ERR_BADREQUEST;
     case -ENOENT: return CTL_ERR_NOTFOUND;
-    case CKS_E_DEGRADED: return CTL_ERR_DEGRADED;
+    case CKS_E_FATAL: return CTL_ERR_DEGRADED;
     }
     return CTL_ERR_INTERNAL;
 }

@@ -297,6 +297,19 @@ static unsigned need_regions(const struct ctlserver *s, enum ctl_wait w)
                                     : 0;
 }
 
+/* Once the index is fatal (store/index.h) a request or a waiter is told
+ * so at once, rather than waiting for work that will not be done; true
+ * when c was answered (it may be closed then). */
+static bool reply_if_fatal(struct ctlserver *s, struct conn *c)
+{
+    char why[INDEX_FATAL_WHY];
+    if (!index_fatal(s->p->r->ix, why, sizeof(why), NULL))
+        return false;
+    conn_reply_errf(s, c, CTL_ERR_DEGRADED, "the daemon is degraded (%s) and takes no new work; "
+                    "restart it after fixing the disk", why);
+    return true;
+}
+
 static void reply_snap(struct ctlserver *s, struct conn *c, unsigned k)
 {
     struct buf b = BUF_INIT;
@@ -335,6 +348,8 @@ static void check_snap_waiter(struct ctlserver *s, struct conn *c, int64_t now)
     }
     if ((unsigned)k >= need_regions(s, c->req.wait))
         reply_snap(s, c, (unsigned)k);
+    else if (reply_if_fatal(s, c))
+        return;
     else if (c->deadline_ms && now >= c->deadline_ms)
         conn_reply_errf(s, c, CTL_ERR_TIMEOUT,
                         "snapshot %s is committed in %d of %zu regions: %s", c->id, k,
@@ -373,6 +388,8 @@ static void check_flush_waiter(struct ctlserver *s, struct conn *c, int64_t now)
     }
     if (idle && a.ok) {
         conn_reply(s, c, "{\"flushed\":true}", NULL, NULL);
+    } else if (reply_if_fatal(s, c)) {
+        return;
     } else if (c->deadline_ms && now >= c->deadline_ms) {
         if (!idle)
             conn_reply_errf(s, c, CTL_ERR_TIMEOUT, "deadline passed: %zu units are still being "
@@ -411,7 +428,8 @@ void ctlserver_tick(struct ctlserver *s)
             check_snap_waiter(s, c, now);
         else if (c->st == C_FLUSH)
             check_flush_waiter(s, c, now);
-        else if ((c->st == C_INGEST || c->st == C_UNIT) && c->deadline_ms && now >= c->deadline_ms)
+        else if ((c->st == C_INGEST || c->st == C_UNIT) && !reply_if_fatal(s, c) &&
+                 c->deadline_ms && now >= c->deadline_ms)
             conn_reply_errf(s, c, CTL_ERR_TIMEOUT, "the snapshot of \"%s\" is still being taken",
                             c->req.path);
     }
@@ -429,10 +447,8 @@ static void req_commit(struct ctlserver *s, struct conn *c)
 {
     char real[PATH_MAX];
     size_t rl = strlen(s->p->root);
-    if (replicator_degraded(s->p->rp)) {
-        conn_reply(s, c, NULL, CTL_ERR_DEGRADED, "the daemon is degraded after a durability failure");
+    if (reply_if_fatal(s, c))
         return;
-    }
     if (!realpath(c->req.path, real)) {
         conn_reply_errf(s, c, CTL_ERR_NOTFOUND, "\"%s\": %s", c->req.path, strerror(errno));
         return;
@@ -547,8 +563,8 @@ void ctlserver_unit_done(struct ctlserver *s, const struct ingest_done *done)
         if (c->st != C_INGEST || c->ticket != done->ticket)
             continue;
         if (done->err < 0) {
-            conn_reply_errf(s, c, CTL_ERR_INTERNAL, "snapshot of \"%s\" failed: %s", done->unit,
-                            done->msg);
+            conn_reply_errf(s, c, done->err == CKS_E_FATAL ? CTL_ERR_DEGRADED : CTL_ERR_INTERNAL,
+                            "snapshot of \"%s\" failed: %s", done->unit, done->msg);
             continue;
         }
         snprintf(c->run, sizeof(c->run), "%s", done->run);

@@ -70,6 +70,7 @@ struct dmn {
     int ep, sigfd, evfd, lockfd;
     uint64_t next_ticket;
     bool stop, reexec;
+    bool degraded_told;                  /* the index's failure was logged */
 };
 
 /* ---- systemd notification (the datagram protocol of sd_notify) -------- */
@@ -408,6 +409,24 @@ static void dmn_stop(struct dmn *d)
 
 /* ---- the loop ---------------------------------------------------------- */
 
+/* The daemon is degraded when its index failed a durable write, whichever
+ * thread's commit it was (store/index.h: the index alone holds that
+ * state).  Logged here once; status, restore and the control socket keep
+ * answering, every write is refused. */
+static void dmn_check_fatal(struct dmn *d)
+{
+    char why[INDEX_FATAL_WHY], f[INDEX_FATAL_WHY + 128], q[INDEX_FATAL_WHY + 64],
+        st[INDEX_FATAL_WHY + 32];
+    if (d->degraded_told || !index_fatal(d->p.r->ix, why, sizeof(why), NULL))
+        return;
+    d->degraded_told = true;
+    snprintf(f, sizeof(f), "event=degraded reason=%s", log_quote(q, sizeof(q), why));
+    log_event(LOG_LVL_ERROR, f, "%s; the daemon is degraded: it takes no new work, status and "
+              "restore keep working; restart it after fixing the disk", why);
+    snprintf(st, sizeof(st), "STATUS=degraded: %s", why);
+    notify_systemd(st);
+}
+
 static int loop_timeout(struct dmn *d)
 {
     int64_t now = mstime_mono(), t = now + 1000;
@@ -445,6 +464,7 @@ static void loop_run(struct dmn *d)
         int n = epoll_wait(d->ep, evs, 32, loop_timeout(d));
         for (int k = 0; k < n; k++)
             loop_event(d, &evs[k]);
+        dmn_check_fatal(d);
         ingest_done(d);
         handle_retakes(d);
         submit_ready(d);

@@ -783,7 +783,7 @@ static int mark_cleanup(struct pr *p, size_t i, const struct gc_mk *mk)
 /* Clears region slot's presence bit for the deleted chunks. */
 static int index_forget(struct pr *p, size_t i, uint8_t (*ids)[HASH_LEN], size_t n)
 {
-    struct index_txn *t;
+    struct index_txn *t = NULL;
     uint32_t bit = 1u << p->r->regions[i]->slot;
     int e = n ? index_txn_begin(p->r->ix, true, &t) : 0;
     for (size_t k = 0; n && e == 0 && k < n; k++) {
@@ -1170,7 +1170,9 @@ static int pr_run(struct repo *r, const struct gc_opts *o, struct gc_result *res
         if (r->health[i])
             continue;
         int re = region_prune(&p, i);
-        if (re == CKS_E_BUSY) {
+        if (re == CKS_E_BUSY || re == CKS_E_FATAL) {
+            /* fatal: deleting what the index can no longer record would
+             * leave it claiming chunks the regions dropped (store/index.h) */
             e = re;
             break;
         }

@@ -167,6 +167,11 @@ static void *gcd_main(void *arg)
         pthread_mutex_unlock(&g->mu);
         if (stop)
             break;
+        /* Degraded (the index failed a durable write, store/index.h):
+         * deleting from the regions what the index can no longer record
+         * would only widen the gap; the daemon reports it. */
+        if (index_fatal(g->r.ix, NULL, 0, NULL))
+            continue;
         if (g->retention)
             gcd_retention(g);
         if (g->r.conf.prune_interval && mono() >= g->next_prune) {

@@ -684,6 +684,18 @@ static int ing_once(struct ing *g)
     return ing_commit(g);
 }
 
+/* No unit is taken once the index failed a durable write (index.h): the
+ * result says why, naming the index. */
+static int ing_refused(struct ingester *ig, struct ingest_done *res)
+{
+    char why[sizeof(res->msg) - 80]; /* room for the text around it */
+    if (!index_fatal(ig->r->ix, why, sizeof(why), NULL))
+        return 0;
+    snprintf(res->msg, sizeof(res->msg), "the daemon is degraded (%s): no unit is taken until "
+             "it is restarted", why);
+    return CKS_E_FATAL;
+}
+
 static void ing_run(struct ingester *ig, const struct ingest_job *job, struct ingest_done *res)
 {
     struct ing g = {.ig = ig, .job = job, .res = res, .all = replicator_all_slots(ig->rp)};
@@ -693,7 +705,7 @@ static void ing_run(struct ingester *ig, const struct ingest_job *job, struct in
     snprintf(res->run, sizeof(res->run), "%s", job->run);
     snprintf(res->unit, sizeof(res->unit), "%s", job->unit);
     manifest_init(&g.m);
-    if ((e = scan_init(&g.scan, &ig->r->cdc)) < 0)
+    if ((e = ing_refused(ig, res)) < 0 || (e = scan_init(&g.scan, &ig->r->cdc)) < 0)
         goto out;
     for (int attempt = 0; attempt < INGEST_RETRIES; attempt++) {
         e = ing_once(&g);
@@ -707,6 +719,8 @@ static void ing_run(struct ingester *ig, const struct ingest_job *job, struct in
         ing_reset(&g);
         res->files = res->bytes = res->new_chunks = 0;
     }
+    if (e < 0 && ing_refused(ig, res) < 0)
+        e = CKS_E_FATAL; /* the index failed under this unit (its commit, a worker's) */
     if (e == 0 && !res->unchanged) {
         snprintf(res->id, sizeof(res->id), "%s", g.m.id);
         metrics_snapshot(ig->m, METRICS_SNAP_TAKEN, res->bytes, g.new_bytes, g.m.nchunks,

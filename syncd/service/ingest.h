@@ -11,7 +11,9 @@
  *
  * A unit whose content equals its last snapshot is not snapshotted again
  * (done.unchanged, done.id names the existing snapshot).  A file changing
- * during the read restarts the unit (INGEST_RETRIES times).  Thread-safe:
+ * during the read restarts the unit (INGEST_RETRIES times).  Once the index
+ * is fatal (store/index.h) no unit is taken: done.err is CKS_E_FATAL and
+ * done.msg names the failed index.  Thread-safe:
  * submit/poll/queued may be called from the event loop.
  */
 #ifndef CKS_INGEST_H

@@ -121,9 +121,7 @@ struct replicator {
     int notify_fd;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    bool stop, degraded;
-    int64_t degraded_ms;           /* wall clock */
-    char degraded_why[256];
+    bool stop;                     /* also stopped: the index is fatal (index_fatal) */
     uint64_t kicks;
     size_t n;
     struct rworker w[CONFIG_MAX_REGIONS];
@@ -166,6 +164,25 @@ static unsigned rp_nslots(const struct replicator *rp)
 
 /* ---- transactions ------------------------------------------------------ */
 
+/* The index refuses writes after a failed commit (index.h): the workers
+ * stop, whichever thread's commit failed. */
+static bool rp_fatal(const struct replicator *rp)
+{
+    return index_fatal(rp->r->ix, NULL, 0, NULL);
+}
+
+/* A failed commit made the index fatal: the other workers stop waiting,
+ * ingest stops waiting for room in the buffer, and the event loop wakes to
+ * answer its waiters and report it (the daemon logs it, once). */
+static void rp_fatal_wake(struct replicator *rp)
+{
+    pthread_mutex_lock(&rp->mu);
+    pthread_cond_broadcast(&rp->cv);
+    pthread_mutex_unlock(&rp->mu);
+    objbuf_stop(rp->ob);
+    rp_notify(rp);
+}
+
 static int rw_commit(struct rworker *w, struct index_txn *t, int e)
 {
     if (e < 0) {
@@ -173,22 +190,8 @@ static int rw_commit(struct rworker *w, struct index_txn *t, int e)
         return e;
     }
     e = index_txn_commit(t);
-    if (e < 0) {
-        char f[256], why[160], q[192];
-        snprintf(why, sizeof(why), "index commit failed: %s", err_str(e));
-        snprintf(f, sizeof(f), "event=degraded region=%s reason=%s", w->rg->conf.name,
-                 log_quote(q, sizeof(q), why));
-        log_event(LOG_LVL_ERROR, f, "index commit failed: %s; the daemon is degraded and takes no "
-                  "new work", err_str(e));
-        pthread_mutex_lock(&w->rp->mu);
-        if (!w->rp->degraded) {
-            w->rp->degraded_ms = now_ms(CLOCK_REALTIME);
-            snprintf(w->rp->degraded_why, sizeof(w->rp->degraded_why), "index commit failed: %s",
-                     err_str(e));
-        }
-        w->rp->degraded = true;
-        pthread_mutex_unlock(&w->rp->mu);
-    }
+    if (e == CKS_E_FATAL)
+        rp_fatal_wake(w->rp);
     return e;
 }
 
@@ -722,7 +725,7 @@ static bool rw_wait(struct rworker *w, uint64_t seen_kicks, int64_t until_ms)
 {
     struct replicator *rp = w->rp;
     pthread_mutex_lock(&rp->mu);
-    while (!rp->stop && !rp->degraded && rp->kicks == seen_kicks) {
+    while (!rp->stop && !rp_fatal(rp) && rp->kicks == seen_kicks) {
         if (until_ms > 0) {
             struct timespec ts = {until_ms / 1000, (until_ms % 1000) * 1000000};
             if (pthread_cond_timedwait(&rp->cv, &rp->mu, &ts) == ETIMEDOUT)
@@ -731,7 +734,7 @@ static bool rw_wait(struct rworker *w, uint64_t seen_kicks, int64_t until_ms)
             pthread_cond_wait(&rp->cv, &rp->mu);
         }
     }
-    bool go = !rp->stop && !rp->degraded;
+    bool go = !rp->stop && !rp_fatal(rp);
     pthread_mutex_unlock(&rp->mu);
     return go;
 }
@@ -1041,11 +1044,13 @@ static void *rw_main(void *arg)
     for (;;) {
         pthread_mutex_lock(&rp->mu);
         uint64_t kicks = rp->kicks;
-        bool stop = rp->stop || rp->degraded;
+        bool stop = rp->stop, fatal = rp_fatal(rp);
         enum region_state state = w->st.state;
         int64_t retry_at = w->st.retry_at_ms;
         pthread_mutex_unlock(&rp->mu);
-        if (stop)
+        if (fatal) /* a failure of the index, not of this region: no backoff */
+            objbuf_stop(rp->ob);
+        if (stop || fatal)
             break; /* transfers in flight are abandoned: their entries stay queued */
         if (w->busy == 0 && w->failure) {
             rw_failed(w, w->failure);
@@ -1216,24 +1221,6 @@ void replicator_status(struct replicator *rp, size_t i, struct region_status *re
     pthread_mutex_lock(&rp->mu);
     *ret = rp->w[i].st;
     pthread_mutex_unlock(&rp->mu);
-}
-
-bool replicator_degraded(struct replicator *rp)
-{
-    pthread_mutex_lock(&rp->mu);
-    bool d = rp->degraded;
-    pthread_mutex_unlock(&rp->mu);
-    return d;
-}
-
-bool replicator_degraded_why(struct replicator *rp, int64_t *ret_ms, char *why, size_t size)
-{
-    pthread_mutex_lock(&rp->mu);
-    bool d = rp->degraded;
-    *ret_ms = rp->degraded_ms;
-    snprintf(why, size, "%s", rp->degraded_why);
-    pthread_mutex_unlock(&rp->mu);
-    return d;
 }
 
 size_t replicator_take_retakes(struct replicator *rp, char (*ret)[4096], size_t cap)

@@ -12,8 +12,10 @@
  * Failures go to backoff with jitter (1 s doubling to 60 s), retried
  * forever; errors a retry cannot fix (an answer saying the request itself
  * is wrong) mark the region failed until replicator_retry().  A durability
- * failure of the index (a failed LMDB commit) marks the replicator
- * degraded: it stops taking work, and the daemon reports it.
+ * failure of the index (a failed LMDB commit, by a worker or by ingest)
+ * makes the index fatal (index_fatal, store/index.h): the workers stop,
+ * the object buffer stops (ingest waits no more), notify_fd fires, and the
+ * daemon reports itself degraded.  The index alone holds that state.
  *
  * The worker writes one byte to notify_fd (an eventfd) whenever a snapshot
  * changes state, so the event loop can answer waiters.  Thread-safe: every
@@ -56,9 +58,6 @@ void replicator_kick(struct replicator *rp);
 /* Clears a failed region's state (by name); -ENOENT for an unknown name. */
 int replicator_retry(struct replicator *rp, const char *region);
 void replicator_status(struct replicator *rp, size_t i, struct region_status *ret);
-bool replicator_degraded(struct replicator *rp);
-/* The same, with when (wall clock ms) and why it became degraded. */
-bool replicator_degraded_why(struct replicator *rp, int64_t *ret_ms, char *why, size_t size);
 /* Units whose pinned bytes changed after ingest: the daemon must take them
  * again.  Copies up to cap relpaths into ret (each 4096 bytes) and returns
  * the count, clearing them. */

@@ -398,20 +398,27 @@ static int repo_open_regions(struct repo *r, struct buf *err)
     return 0;
 }
 
-static int repo_assign_slots(struct repo *r)
+/* Every region's slot, in one transaction; -ENOENT from a read one when
+ * some region has none yet. */
+static int repo_slots_in(struct repo *r, bool write)
 {
-    struct index_txn *t;
-    int e = index_txn_begin(r->ix, true, &t);
-    if (e < 0)
-        return e;
-    for (size_t i = 0; i < r->nregions; i++) {
+    struct index_txn *t = NULL;
+    int e = index_txn_begin(r->ix, write, &t);
+    for (size_t i = 0; e == 0 && i < r->nregions; i++)
         e = index_region_slot(t, r->regions[i]->conf.name, &r->regions[i]->slot);
-        if (e < 0) {
-            index_txn_abort(t);
-            return e;
-        }
+    if (e < 0 || !write) {
+        index_txn_abort(t);
+        return e;
     }
     return index_txn_commit(t);
+}
+
+/* Read first: a command that only reads (restore, ls) writes nothing
+ * unless a region is new. */
+static int repo_assign_slots(struct repo *r)
+{
+    int e = repo_slots_in(r, false);
+    return e == -ENOENT ? repo_slots_in(r, true) : e;
 }
 
 static int repo_open_index(struct repo *r, struct buf *err)

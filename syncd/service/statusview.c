@@ -390,9 +390,9 @@ static void status_config(const struct daemon_parts *p, struct json *j)
 
 static void status_degraded(const struct daemon_parts *p, struct json *j)
 {
-    char why[256];
+    char why[INDEX_FATAL_WHY];
     int64_t since = 0;
-    bool deg = replicator_degraded_why(p->rp, &since, why, sizeof(why));
+    bool deg = index_fatal(p->r->ix, why, sizeof(why), &since);
     json_key(j, "degraded"); json_bool(j, deg);
     json_key(j, "degraded_reason");
     if (deg)
@@ -518,7 +518,7 @@ static void gauges_daemon(const struct daemon_parts *p, struct index_txn *t, str
     metrics_sample(out, "ckptsync_start_time_seconds", NULL, 0, (double)p->started_wall_ms / 1000);
     metrics_family(out, "ckptsync_degraded", "gauge",
                    "1 after a durability failure: the daemon takes no new work.");
-    metrics_sample(out, "ckptsync_degraded", NULL, 0, replicator_degraded(p->rp) ? 1 : 0);
+    metrics_sample(out, "ckptsync_degraded", NULL, 0, index_fatal(p->r->ix, NULL, 0, NULL) ? 1 : 0);
     metrics_family(out, "ckptsync_units_pending", "gauge", "Units waiting to settle or being read.");
     metrics_sample_u64(out, "ckptsync_units_pending", NULL, 0,
                        detector_pending(p->det) + ingester_busy(p->ig));

@@ -17,13 +17,25 @@
  *   half-trusted.  meta values are plain text without NUL.
  * - MDB_* codes are translated in ix_errno() and nowhere else; corruption
  *   is logged there because only this module knows the directory.
+ * - A failed write commit is remembered here, once, for the whole handle
+ *   (ix_fatal_set): every module that writes (ingest, region workers,
+ *   restore's bookkeeping, snapshot, reindex, prune) sees the same refusal
+ *   at its next index_txn_begin, so none of them needs its own "degraded"
+ *   state, and none can go on writing past a broken fsync.  The flag is
+ *   atomic so the hot paths can ask without a lock; the reason is set once
+ *   under fatal_mu.  A writer that began in the instant between the failed
+ *   commit and the flag (LMDB released its writer lock first) is let
+ *   through: the environment on disk is consistent either way.
  */
 #include <errno.h>
 #include <lmdb.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "base/err.h"
 #include "base/log.h"
@@ -46,6 +58,7 @@
 #define FILE_REC_HEAD (1 + HASH_LEN)
 #define FILE_REC_CHUNK (HASH_LEN + 4)
 #define REGION_KEY_PREFIX "region:"
+#define FAULT_ENV "CKPTSYNC_FAULT_INDEX_COMMIT"
 
 struct index {
     MDB_env *env;
@@ -53,6 +66,14 @@ struct index {
     MDB_dbi tables[INDEX_TABLE_COUNT];
     size_t maxkey;
     char *dir;
+    /* durability failure (index_fatal): sticky once set */
+    atomic_bool fatal;
+    pthread_mutex_t fatal_mu;      /* guards fatal_why, fatal_ms while setting */
+    char fatal_why[INDEX_FATAL_WHY];
+    int64_t fatal_ms;
+    /* test hook: the write commit number fault_at fails (0 = never) */
+    unsigned long fault_at;
+    atomic_ulong write_commits;
 };
 
 struct index_txn {
@@ -98,6 +119,55 @@ static int ix_errno(const struct index *ix, int rc)
         return -EIO;
     }
     return rc > 0 ? -rc : -EIO;
+}
+
+/* The first failed write commit makes the handle fatal (index.h). */
+static int ix_fatal_set(struct index *ix, int rc)
+{
+    int e = ix_errno(ix, rc);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    pthread_mutex_lock(&ix->fatal_mu);
+    if (!atomic_load(&ix->fatal)) {
+        snprintf(ix->fatal_why, sizeof(ix->fatal_why), "commit of index \"%s\" failed: %s",
+                 ix->dir, err_str(e));
+        ix->fatal_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+        atomic_store(&ix->fatal, true);
+    }
+    pthread_mutex_unlock(&ix->fatal_mu);
+    return CKS_E_FATAL;
+}
+
+bool index_fatal(struct index *ix, char *ret_why, size_t size, int64_t *ret_ms)
+{
+    if (!atomic_load(&ix->fatal))
+        return false;
+    if (ret_why || ret_ms) {
+        pthread_mutex_lock(&ix->fatal_mu);
+        if (ret_why && size)
+            snprintf(ret_why, size, "%s", ix->fatal_why);
+        if (ret_ms)
+            *ret_ms = ix->fatal_ms;
+        pthread_mutex_unlock(&ix->fatal_mu);
+    }
+    return true;
+}
+
+/* The test hook: which write commit fails (index.h); 0 for none. */
+static unsigned long ix_fault_from_env(void)
+{
+    const char *s = getenv(FAULT_ENV);
+    char *end;
+    if (!s || !s[0])
+        return 0;
+    errno = 0;
+    unsigned long n = strtoul(s, &end, 10);
+    if (errno || *end || n == 0) {
+        log_warn("%s=\"%s\" is not a positive number; ignored", FAULT_ENV, s);
+        return 0;
+    }
+    log_warn("%s=%lu: write commit %lu of the index fails (a test hook)", FAULT_ENV, n, n);
+    return n;
 }
 
 static int ix_corrupt(const struct index *ix, const char *db)
@@ -274,6 +344,8 @@ int index_open(const char *dir, struct index **ret)
     struct index *ix = calloc(1, sizeof(*ix));
     if (!ix)
         return -ENOMEM;
+    pthread_mutex_init(&ix->fatal_mu, NULL);
+    ix->fault_at = ix_fault_from_env();
     ix->dir = strdup(dir);
     if (!ix->dir) {
         r = -ENOMEM;
@@ -301,6 +373,7 @@ void index_free(struct index *ix)
         return;
     if (ix->env)
         mdb_env_close(ix->env);
+    pthread_mutex_destroy(&ix->fatal_mu);
     free(ix->dir);
     free(ix);
 }
@@ -309,6 +382,8 @@ void index_free(struct index *ix)
 
 int index_txn_begin(struct index *ix, bool write, struct index_txn **ret)
 {
+    if (write && atomic_load(&ix->fatal))
+        return CKS_E_FATAL;
     struct index_txn *t = calloc(1, sizeof(*t));
     if (!t)
         return -ENOMEM;
@@ -326,8 +401,17 @@ int index_txn_begin(struct index *ix, bool write, struct index_txn **ret)
 int index_txn_commit(struct index_txn *t)
 {
     struct index *ix = t->ix;
-    int rc = mdb_txn_commit(t->txn);
+    bool write = t->write;
+    int rc;
+    if (write && ix->fault_at && atomic_fetch_add(&ix->write_commits, 1) + 1 == ix->fault_at) {
+        mdb_txn_abort(t->txn); /* what a commit whose fsync failed leaves */
+        rc = EIO;
+    } else {
+        rc = mdb_txn_commit(t->txn);
+    }
     free(t);
+    if (rc && write)
+        return ix_fatal_set(ix, rc);
     return ix_errno(ix, rc);
 }
 

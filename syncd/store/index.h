@@ -16,12 +16,26 @@
  * or none.  Read transactions may run in parallel with one writer.
  * Every function returns 0, a positive value where documented, -ENOENT when
  * a key is absent, -ENOSPC when the map is full, -EIO/CKS_E_FORMAT on a
- * corrupt record; never an MDB_* code.  A failed commit is a durability
- * failure: the caller must stop accepting work (see STYLE: degraded).
+ * corrupt record; never an MDB_* code.
+ *
+ * Durability failures (LMDB's habit: after a failed commit the environment
+ * is not trusted for writes).  The first write commit that fails makes
+ * the handle fatal for the rest of its life: that commit and every later
+ * index_txn_begin(ix, true, ...) return CKS_E_FATAL, while read
+ * transactions keep working (status, restore, ls).  index_fatal() says
+ * whether, since when and why ("commit of index "DIR" failed: ...");
+ * nothing is logged here: the owner of the handle (the daemon, a CLI
+ * command) reports it once.  Only a new handle (a restart) writes again.
+ *
+ * Test hook: CKPTSYNC_FAULT_INDEX_COMMIT=N, read once by index_open(),
+ * makes the Nth write commit on the handle fail as if fsync had returned
+ * EIO (the transaction is aborted, nothing is written).  For tests only.
  *
  * Thread-safety: struct index may be shared; a transaction belongs to the
  * thread that began it.  Values returned point into the transaction's
  * memory map unless stated: copy them before the transaction ends.
+ * index_fatal() may be called from any thread (without ret_why/ret_ms it
+ * takes no lock: one atomic load).
  */
 #ifndef CKS_INDEX_H
 #define CKS_INDEX_H
@@ -78,9 +92,17 @@ struct index_snap {
 int index_open(const char *dir, struct index **ret);
 void index_free(struct index *ix);
 
+/* A write transaction is refused with CKS_E_FATAL once the handle is fatal. */
 int index_txn_begin(struct index *ix, bool write, struct index_txn **ret);
-int index_txn_commit(struct index_txn *t);   /* frees t, also on failure */
+/* Frees t, also on failure.  A write commit that fails makes the handle
+ * fatal and returns CKS_E_FATAL (the cause is in index_fatal's why). */
+int index_txn_commit(struct index_txn *t);
 void index_txn_abort(struct index_txn *t);   /* NULL is fine */
+/* True once a write commit failed on ix.  ret_why (size bytes, may be
+ * NULL; INDEX_FATAL_WHY holds it whole) gets what failed, naming the index
+ * directory; ret_ms (may be NULL) the wall-clock time in ms. */
+#define INDEX_FATAL_WHY 640
+bool index_fatal(struct index *ix, char *ret_why, size_t size, int64_t *ret_ms);
 
 /* Region slots: a stable small number per region name (0..INDEX_MAX_REGIONS-1),
  * allocated on first use in a write transaction. */

@@ -471,7 +471,7 @@ static void test_error_codes(void **state)
     assert_string_equal(ctl_err_code(CKS_E_VERSION), "badrequest");
     assert_string_equal(ctl_err_code(-EINVAL), "badrequest");
     assert_string_equal(ctl_err_code(-ENOENT), "notfound");
-    assert_string_equal(ctl_err_code(CKS_E_DEGRADED), "degraded");
+    assert_string_equal(ctl_err_code(CKS_E_FATAL), "degraded");
     assert_string_equal(ctl_err_code(-EIO), "internal");
 
     assert_string_equal(ctl_verb_name(CTL_RETRY), "retry");

@@ -1,7 +1,8 @@
 /*
  * test-index.c — the LMDB index: persistence across reopen, stable region
- * slots, chunk/file/snapshot records, run filtering, abort, and refusal of
- * corrupt records (written with raw LMDB behind the index's back).
+ * slots, chunk/file/snapshot records, run filtering, abort, refusal of
+ * corrupt records (written with raw LMDB behind the index's back), and the
+ * fatal state after a failed commit (the test hook).
  */
 #include <errno.h>
 #include <ftw.h>
@@ -454,6 +455,45 @@ static void test_corrupt_records(void **state)
     index_txn_abort(t);
 }
 
+/* The test hook fails the 2nd write commit: the handle turns fatal for
+ * writes, keeps reading, says why naming the directory; a new handle (a
+ * restart) writes again. */
+static void test_failed_commit_is_fatal(void **state)
+{
+    struct fixture *f = *state;
+    struct index_txn *t;
+    char why[256], val[16];
+    int64_t ms = 0;
+    setenv("CKPTSYNC_FAULT_INDEX_COMMIT", "2", 1);
+    reopen(f);
+    unsetenv("CKPTSYNC_FAULT_INDEX_COMMIT");
+    assert_false(index_fatal(f->ix, why, sizeof(why), &ms));
+    t = wtxn(f);
+    assert_int_equal(index_meta_put(t, "a", "1"), 0);
+    assert_int_equal(index_txn_commit(t), 0);
+    t = wtxn(f);
+    assert_int_equal(index_meta_put(t, "b", "2"), 0);
+    assert_int_equal(index_txn_commit(t), CKS_E_FATAL);
+    assert_true(index_fatal(f->ix, NULL, 0, NULL));
+    assert_true(index_fatal(f->ix, why, sizeof(why), &ms));
+    assert_non_null(strstr(why, f->dir));
+    assert_non_null(strstr(why, strerror(EIO)));
+    assert_true(ms > 0);
+    t = NULL;
+    assert_int_equal(index_txn_begin(f->ix, true, &t), CKS_E_FATAL);
+    assert_null(t);
+    t = rtxn(f); /* reads go on: what was committed before, not the failed one */
+    assert_int_equal(index_meta_get(t, "a", val, sizeof(val)), 0);
+    assert_string_equal(val, "1");
+    assert_int_equal(index_meta_get(t, "b", val, sizeof(val)), -ENOENT);
+    index_txn_abort(t);
+    reopen(f);
+    assert_false(index_fatal(f->ix, NULL, 0, NULL));
+    t = wtxn(f);
+    assert_int_equal(index_meta_put(t, "b", "2"), 0);
+    assert_int_equal(index_txn_commit(t), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -468,6 +508,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_snapshots, setup, teardown),
         cmocka_unit_test_setup_teardown(test_read_txn_missing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_corrupt_records, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_failed_commit_is_fatal, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
