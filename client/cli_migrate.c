@@ -30,6 +30,7 @@
 #include "engine/ref.h"
 #include "service/lineage.h"
 #include "service/restore.h"
+#include "service/unitrestore.h"
 
 /* ---- migrate-out ------------------------------------------------------- */
 
@@ -328,7 +329,9 @@ int cmd_migrate_in(struct cli *c, int argc, char **argv)
      * writes it at a new generation, which outranks the old owner's. */
     if (e == 0 && (e = lineage_adopt(r, run, res.id, res.step, &gen, &handed)) < 0)
         buf_printf(&err, "restored, but could not claim the run in any region");
-    if (e == 0 && res.step >= 0 && cli_restore_units(c, r, run, o.target, o.force, false, res.root))
+    struct unitrestore_opts u = {.run = run, .target = o.target, .force = o.force,
+                                 .skip_root = res.root};
+    if (e == 0 && res.step >= 0 && cli_restore_units(c, r, &u))
         log_warn("some of the run's files outside checkpoints could not be restored (see above)");
     if (e < 0) {
         log_error("migrate-in of run '%s' into \"%s\" failed: %s", run, o.target, buf_str(&err));
