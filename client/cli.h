@@ -45,11 +45,11 @@ int cli_parse_i64(const char *opt, const char *s, int64_t min, int64_t max, int6
 struct restore_result;
 void cli_report_restore(const struct cli *c, const struct restore_result *res, double secs, int e);
 
-/* Restores the units o selects (service/unitrestore.h), printing each
- * one restored and reporting each to the daemon; sets o->done and o->ud.
- * Returns how many failed (1 when the run's units could not be listed). */
-struct unitrestore_opts;
-int cli_restore_units(struct cli *c, struct repo *r, struct unitrestore_opts *o);
+/* unitrestore_opts.done for a struct cli: prints each unit restored
+ * (service/unitrestore.h; the service logs failures) and reports each
+ * to the daemon. */
+struct unitrestore_item;
+void cli_unit_restored(void *ud, const struct unitrestore_item *it);
 
 int cmd_snapshot(struct cli *c, int argc, char **argv);
 int cmd_restore(struct cli *c, int argc, char **argv);

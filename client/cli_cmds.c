@@ -248,9 +248,7 @@ void cli_report_restore(const struct cli *c, const struct restore_result *res, d
     cks_client_close(cl);
 }
 
-/* Prints one unit's outcome of a multi-unit restore (the service logged
- * its failure) and tells the daemon about it. */
-static void restore_unit_done(void *ud, const struct unitrestore_item *it)
+void cli_unit_restored(void *ud, const struct unitrestore_item *it)
 {
     struct cli *c = ud;
     if (it->err == 0 && !c->quiet && !c->json)
@@ -258,11 +256,13 @@ static void restore_unit_done(void *ud, const struct unitrestore_item *it)
     cli_report_restore(c, it->res, it->seconds, it->err);
 }
 
-int cli_restore_units(struct cli *c, struct repo *r, struct unitrestore_opts *o)
+/* Restores the units o selects; returns how many failed (1 when the
+ * run's units could not be listed). */
+static int restore_units(struct cli *c, struct repo *r, struct unitrestore_opts *o)
 {
     struct unitrestore_result res;
     struct buf err = BUF_INIT;
-    o->done = restore_unit_done;
+    o->done = cli_unit_restored;
     o->ud = c;
     int e = unitrestore_run(r, o, &res, &err);
     if (e < 0)
@@ -308,7 +308,7 @@ int cmd_restore(struct cli *c, int argc, char **argv)
     struct unitrestore_opts u = {.run = o.run, .target = o.target, .force = o.force,
                                  .keep_setid = o.keep_setid, .all = all};
     if (all) {
-        e = cli_restore_units(c, r, &u);
+        e = restore_units(c, r, &u);
         repo_free(r);
         return e ? 1 : 0;
     }
@@ -324,7 +324,7 @@ int cmd_restore(struct cli *c, int argc, char **argv)
     /* --latest of a checkpoint brings the run's files outside checkpoints
      * along (logs, configs), as a resumed job expects them. */
     u.skip_root = res.root;
-    if (e == 0 && latest && res.step >= 0 && cli_restore_units(c, r, &u))
+    if (e == 0 && latest && res.step >= 0 && restore_units(c, r, &u))
         e = -EIO;
     repo_free(r);
     buf_free(&err);
