@@ -22,6 +22,7 @@
 
 #include "base/log.h"
 #include "service/lineage.h"
+#include "service/listing.h"
 
 static double migrate_now(void)
 {
@@ -83,45 +84,26 @@ int migrate_out_wait(const struct migrate_daemon *d, const char *run, unsigned q
     return e;
 }
 
-struct migrate_safe {
-    const char *run;
-    uint32_t mask;
-    unsigned quorum;
-    struct ref best;
-    bool have;
-};
-
-static int migrate_safe_cb(void *ud, const char *run, const char *id, const struct index_snap *s)
-{
-    struct migrate_safe *a = ud;
-    struct ref cand;
-    if (strcmp(run, a->run) || (unsigned)__builtin_popcount(s->committed & a->mask) < a->quorum)
-        return 0;
-    snprintf(cand.id, sizeof(cand.id), "%s", id);
-    cand.step = s->step;
-    if (!a->have || ref_newer(&cand, &a->best)) {
-        a->best = cand;
-        a->have = true;
-    }
-    return 0;
-}
-
 /* The newest snapshot of run in at least quorum regions, by the index. */
 static int migrate_newest_safe(struct repo *r, const char *run, unsigned quorum, struct ref *ret)
 {
-    struct index_txn *t;
-    struct migrate_safe a = {.run = run, .quorum = quorum};
-    for (size_t i = 0; i < r->nregions; i++)
-        a.mask |= 1u << r->regions[i]->slot;
-    int e = index_txn_begin(r->ix, false, &t);
-    if (e < 0)
-        return e;
-    e = index_snap_foreach(t, run, migrate_safe_cb, &a);
-    index_txn_abort(t);
-    if (e == 0 && !a.have)
+    struct listing l = {0};
+    bool have = false;
+    int e = listing_snapshots(r, run, 0, &l);
+    for (size_t k = 0; e == 0 && k < l.n; k++) {
+        struct ref cand;
+        if (l.v[k].regions < quorum)
+            continue;
+        snprintf(cand.id, sizeof(cand.id), "%s", l.v[k].id);
+        cand.step = l.v[k].step;
+        if (!have || ref_newer(&cand, ret)) {
+            *ret = cand;
+            have = true;
+        }
+    }
+    listing_free(&l);
+    if (e == 0 && !have)
         e = -ENOENT;
-    if (e == 0)
-        *ret = a.best;
     return e;
 }
 
