@@ -50,8 +50,11 @@ int cli_parse_i64(const char *opt, const char *s, int64_t min, int64_t max, int6
 struct restore_result;
 void cli_report_restore(const struct cli *c, const struct restore_result *res, double secs, int e);
 
-int cli_restore_units(struct cli *c, struct repo *r, const char *run, const char *target,
-                      bool force, bool all, const char *skip_root);
+/* unitrestore_opts.done for a struct cli: prints each unit restored
+ * (service/unitrestore.h; the service logs failures) and reports each
+ * to the daemon. */
+struct unitrestore_item;
+void cli_unit_restored(void *ud, const struct unitrestore_item *it);
 
 int cmd_snapshot(struct cli *c, int argc, char **argv);
 int cmd_restore(struct cli *c, int argc, char **argv);

@@ -22,11 +22,11 @@
 #include "cli.h"
 #include "engine/fastcdc.h"
 #include "engine/hash.h"
-#include "service/catalog.h"
 #include "service/detect.h"
 #include "service/restore.h"
 #include "service/scan.h"
 #include "service/snapshot.h"
+#include "service/unitrestore.h"
 #include "service/verify.h"
 
 static int usage(const char *text, int code)
@@ -246,54 +246,27 @@ void cli_report_restore(const struct cli *c, const struct restore_result *res, d
     cks_client_close(cl);
 }
 
-/* Restores the newest snapshot of each unit of run into target: every
- * unit (all), or only those that are not checkpoints (logs, configs: the
- * run's files outside checkpoints), except `skip_root`.  A unit already
- * present in target is left alone unless force.  Returns how many failed. */
-static int restore_units(struct cli *c, struct repo *r, const struct restore_opts *base, bool all,
-                         const char *skip_root)
+void cli_unit_restored(void *ud, const struct unitrestore_item *it)
 {
-    const char *run = base->run, *target = base->target;
-    struct catalog_unit *u = NULL;
-    size_t n = 0, failed = 0;
-    struct buf err = BUF_INIT;
-    if (catalog_units(r, run, &u, &n, &err) < 0) {
-        log_error("%s", buf_str(&err));
-        buf_free(&err);
-        return 1;
-    }
-    for (size_t i = 0; i < n; i++) {
-        struct restore_opts o = {.run = run, .id = u[i].id, .target = target, .force = base->force,
-                                 .keep_setid = base->keep_setid};
-        struct restore_result res;
-        if ((!all && u[i].step >= 0) || (skip_root && !strcmp(u[i].root, skip_root)))
-            continue;
-        buf_reset(&err);
-        double t0 = cli_now();
-        int e = restore_run(r, &o, &res, &err);
-        double secs = cli_now() - t0;
-        if (e == -EEXIST) {
-            log_warn("\"%s/%s\" is already there; left as it is (--force replaces it)", target,
-                     u[i].root);
-        } else if (e < 0) {
-            log_error("restoring \"%s\" (snapshot %s): %s", u[i].root, u[i].id, buf_str(&err));
-            failed++;
-        } else if (!c->quiet && !c->json) {
-            fprintf(stderr, "restored %s (snapshot %s)\n", u[i].root, u[i].id);
-        }
-        cli_report_restore(c, &res, secs, e);
-    }
-    free(u);
-    buf_free(&err);
-    return (int)failed;
+    struct cli *c = ud;
+    if (it->err == 0 && !c->quiet && !c->json)
+        fprintf(stderr, "restored %s (snapshot %s)\n", it->unit->root, it->unit->id);
+    cli_report_restore(c, it->res, it->seconds, it->err);
 }
 
-/* The same with the default options but force (migrate-in). */
-int cli_restore_units(struct cli *c, struct repo *r, const char *run, const char *target,
-                      bool force, bool all, const char *skip_root)
+/* Restores the units o selects; returns how many failed (1 when the
+ * run's units could not be listed). */
+static int restore_units(struct cli *c, struct repo *r, struct unitrestore_opts *o)
 {
-    struct restore_opts o = {.run = run, .target = target, .force = force};
-    return restore_units(c, r, &o, all, skip_root);
+    struct unitrestore_result res;
+    struct buf err = BUF_INIT;
+    o->done = cli_unit_restored;
+    o->ud = c;
+    int e = unitrestore_run(r, o, &res, &err);
+    if (e < 0)
+        log_error("%s", buf_str(&err));
+    buf_free(&err);
+    return e < 0 ? 1 : (int)res.failed;
 }
 
 int cmd_restore(struct cli *c, int argc, char **argv)
@@ -330,8 +303,10 @@ int cmd_restore(struct cli *c, int argc, char **argv)
         return usage(restore_usage, EXIT_USAGE);
     if (cli_open_repo(c, 0, &r) < 0)
         return 1;
+    struct unitrestore_opts u = {.run = o.run, .target = o.target, .force = o.force,
+                                 .keep_setid = o.keep_setid, .all = all};
     if (all) {
-        e = restore_units(c, r, &o, true, NULL);
+        e = restore_units(c, r, &u);
         return cli_close_repo(r, e ? 1 : 0);
     }
     double t0 = cli_now();
@@ -345,7 +320,8 @@ int cmd_restore(struct cli *c, int argc, char **argv)
     cli_report_restore(c, &res, secs, e);
     /* --latest of a checkpoint brings the run's files outside checkpoints
      * along (logs, configs), as a resumed job expects them. */
-    if (e == 0 && latest && res.step >= 0 && restore_units(c, r, &o, false, res.root))
+    u.skip_root = res.root;
+    if (e == 0 && latest && res.step >= 0 && restore_units(c, r, &u))
         e = -EIO;
     buf_free(&err);
     return cli_close_repo(r, e < 0 ? 1 : 0);

@@ -3,7 +3,8 @@
  *
  * `ls` reads the local index by default (fast, works offline); `--remote`
  * asks the regions themselves, which is what a fresh instance with an
- * empty index needs, and counts in how many regions each manifest stands.
+ * empty index needs, and counts in how many regions each manifest stands
+ * (service/listing.h decides what is listed; this file prints it).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -16,8 +17,7 @@
 #include "base/json.h"
 #include "base/log.h"
 #include "cli.h"
-#include "service/catalog.h"
-#include "service/lineage.h"
+#include "service/listing.h"
 #include "service/restore.h"
 
 static void fmt_time(int64_t t, char *out, size_t cap)
@@ -28,154 +28,15 @@ static void fmt_time(int64_t t, char *out, size_t cap)
     strftime(out, cap, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
-struct row {
-    char run[MANIFEST_MAX_FIELD + 1];
-    char id[MANIFEST_ID_MAX + 1];
-    int64_t step, time;
-    uint64_t files, bytes;
-    unsigned regions;
-    int64_t gen;               /* --remote: lineage generation */
-    bool resume;               /* --remote: the run's resume point */
-};
-
-struct rows {
-    struct row *v;
-    size_t n, cap;
-};
-
-static struct row *rows_add(struct rows *l)
+static void ls_print(struct cli *c, const struct repo *r, const struct listing *rows, bool remote)
 {
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 32;
-        struct row *v = realloc(l->v, cap * sizeof(*v));
-        if (!v)
-            return NULL;
-        l->v = v;
-        l->cap = cap;
-    }
-    memset(&l->v[l->n], 0, sizeof(l->v[0]));
-    return &l->v[l->n++];
-}
-
-static int row_cmp(const void *a, const void *b)
-{
-    const struct row *x = a, *y = b;
-    int c = strcmp(x->run, y->run);
-    return c ? c : strcmp(x->id, y->id);
-}
-
-/* ---- local ------------------------------------------------------------- */
-
-struct local_ctx {
-    struct rows *rows;
-    uint32_t mask;
-};
-
-static int local_cb(void *ud, const char *run, const char *id, const struct index_snap *s)
-{
-    struct local_ctx *lc = ud;
-    struct row *w = rows_add(lc->rows);
-    if (!w)
-        return -ENOMEM;
-    snprintf(w->run, sizeof(w->run), "%s", run);
-    snprintf(w->id, sizeof(w->id), "%s", id);
-    w->step = s->step;
-    w->time = s->time;
-    w->files = s->nfiles;
-    w->bytes = s->bytes;
-    w->regions = (unsigned)__builtin_popcount(s->committed & lc->mask);
-    return 0;
-}
-
-static int ls_local(struct repo *r, const char *run, struct rows *rows)
-{
-    struct index_txn *t;
-    struct local_ctx lc = {rows, 0};
-    for (size_t i = 0; i < r->nregions; i++)
-        lc.mask |= 1u << r->regions[i]->slot;
-    int e = index_txn_begin(r->ix, false, &t);
-    if (e < 0)
-        return e;
-    e = index_snap_foreach(t, run, local_cb, &lc);
-    index_txn_abort(t);
-    return e;
-}
-
-/* ---- remote ------------------------------------------------------------ */
-
-/* The regions' snapshots (of run, or only id when given), with the
- * details from their manifests. */
-static int ls_remote(struct repo *r, const char *run, const char *id, struct rows *rows)
-{
-    struct catalog_snap *snaps = NULL;
-    size_t n = 0;
-    int e = catalog_snapshots(r, run, &snaps, &n);
-    if (e == -ENOENT)
-        return 0;
-    for (size_t k = 0; e == 0 && k < n; k++) {
-        struct manifest m;
-        struct buf err = BUF_INIT;
-        struct row *w;
-        if (id && strcmp(snaps[k].id, id))
-            continue;
-        if (!(w = rows_add(rows))) {
-            e = -ENOMEM;
-            break;
-        }
-        snprintf(w->run, sizeof(w->run), "%s", snaps[k].run);
-        snprintf(w->id, sizeof(w->id), "%s", snaps[k].id);
-        w->regions = snaps[k].regions;
-        if (restore_find(r, w->run, w->id, &m, NULL, &err) == 0) {
-            w->step = m.step;
-            w->time = m.time;
-            w->gen = m.gen;
-            for (size_t f = 0; f < m.nfiles; f++) {
-                w->files += m.files[f].type == MFILE_REG;
-                w->bytes += m.files[f].size;
-            }
-            manifest_free(&m);
-        } else {
-            log_warn("%s", buf_str(&err));
-        }
-        buf_free(&err);
-    }
-    free(snaps);
-    return e;
-}
-
-/* Marks each run's resume point (service/lineage.h): what restore --latest
- * and migrate-in take. */
-static void ls_mark_resume(struct repo *r, struct rows *rows)
-{
-    for (size_t k = 0; k < rows->n; k++) {
-        struct lineage_view v;
-        struct buf err = BUF_INIT;
-        const char *ids[1], *why[1];
-        if (k && !strcmp(rows->v[k - 1].run, rows->v[k].run))
-            continue; /* rows are sorted by run: one scan per run */
-        if (lineage_scan(r, r->regions, rows->v[k].run, &v, &err) == 0) {
-            if (lineage_candidates(r, &v, ids, why, 1) == 1)
-                for (size_t i = k; i < rows->n && !strcmp(rows->v[i].run, rows->v[k].run); i++)
-                    rows->v[i].resume = !strcmp(rows->v[i].id, ids[0]);
-            lineage_view_free(&v);
-        }
-        buf_free(&err);
-    }
-}
-
-static void ls_print(struct cli *c, struct repo *r, struct rows *rows, bool remote)
-{
-    if (rows->n) /* qsort(NULL, 0, ...) is undefined */
-        qsort(rows->v, rows->n, sizeof(*rows->v), row_cmp);
-    if (remote)
-        ls_mark_resume(r, rows);
     if (c->json) {
         struct buf b = BUF_INIT;
         struct json j;
         json_init(&j, &b);
         json_arr_begin(&j);
         for (size_t k = 0; k < rows->n; k++) {
-            const struct row *w = &rows->v[k];
+            const struct listing_row *w = &rows->v[k];
             json_obj_begin(&j);
             json_key(&j, "run"); json_str(&j, w->run);
             json_key(&j, "id"); json_str(&j, w->id);
@@ -184,7 +45,7 @@ static void ls_print(struct cli *c, struct repo *r, struct rows *rows, bool remo
             json_key(&j, "files"); json_u64(&j, w->files);
             json_key(&j, "bytes"); json_u64(&j, w->bytes);
             json_key(&j, "regions"); json_u64(&j, w->regions);
-            json_key(&j, "durable"); json_bool(&j, w->regions >= r->conf.quorum);
+            json_key(&j, "durable"); json_bool(&j, w->durable);
             if (remote) {
                 json_key(&j, "generation"); json_i64(&j, w->gen);
                 json_key(&j, "resume"); json_bool(&j, w->resume);
@@ -199,7 +60,7 @@ static void ls_print(struct cli *c, struct repo *r, struct rows *rows, bool remo
     printf("%-16s %-34s %10s %-20s %7s %10s %-7s%s\n", "RUN", "SNAPSHOT", "STEP", "TIME", "FILES",
            "SIZE", "REGIONS", remote ? " GEN" : "");
     for (size_t k = 0; k < rows->n; k++) {
-        const struct row *w = &rows->v[k];
+        const struct listing_row *w = &rows->v[k];
         char t[32], sz[32], step[24];
         fmt_time(w->time, t, sizeof(t));
         cli_human(w->bytes, sz, sizeof(sz));
@@ -233,7 +94,7 @@ int cmd_ls(struct cli *c, int argc, char **argv)
                                          {"help", no_argument, NULL, 'h'}, {0}};
     const char *run = NULL;
     bool remote = false;
-    struct rows rows = {0};
+    struct listing rows = {0};
     struct repo *r;
     int opt, e;
 
@@ -256,12 +117,12 @@ int cmd_ls(struct cli *c, int argc, char **argv)
     }
     if (cli_open_repo(c, 0, &r) < 0)
         return 1;
-    e = remote ? ls_remote(r, run, NULL, &rows) : ls_local(r, run, &rows);
+    e = listing_snapshots(r, run, remote ? LISTING_REMOTE : 0, &rows);
     if (e < 0)
         log_error("listing snapshots: %s", err_str(e));
     else
         ls_print(c, r, &rows, remote);
-    free(rows.v);
+    listing_free(&rows);
     return cli_close_repo(r, e < 0 ? 1 : 0);
 }
 
@@ -333,27 +194,6 @@ static void show_print(struct cli *c, const struct manifest *m)
     buf_free(&b);
 }
 
-/* Which run holds snapshot id?  The index first, then the regions. */
-static int show_find_run(struct repo *r, const char *id, char *run, size_t cap)
-{
-    struct rows rows = {0};
-    int e = ls_local(r, NULL, &rows);
-    for (size_t k = 0; e == 0 && k < rows.n; k++)
-        if (!strcmp(rows.v[k].id, id)) {
-            snprintf(run, cap, "%s", rows.v[k].run);
-            free(rows.v);
-            return 0;
-        }
-    rows.n = 0;
-    e = ls_remote(r, NULL, id, &rows);
-    if (e == 0 && rows.n > 0)
-        snprintf(run, cap, "%s", rows.v[0].run);
-    else if (e == 0)
-        e = -ENOENT;
-    free(rows.v);
-    return e;
-}
-
 int cmd_show(struct cli *c, int argc, char **argv)
 {
     static const struct option opts[] = {{"run", required_argument, NULL, 'r'},
@@ -382,7 +222,7 @@ int cmd_show(struct cli *c, int argc, char **argv)
     }
     if (cli_open_repo(c, 0, &r) < 0)
         return 1;
-    e = run[0] ? 0 : show_find_run(r, id, run, sizeof(run));
+    e = run[0] ? 0 : listing_find_run(r, id, run, sizeof(run));
     if (e < 0)
         buf_printf(&err, "no snapshot %s in the index or any reachable region", id);
     else
