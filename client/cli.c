@@ -193,8 +193,9 @@ static int cli_common(struct cli *c, int *argc, char **argv)
     int out = 1, cmd = -1;
     for (int i = 1; i < *argc; i++) {
         const char *a = argv[i];
-        const char **slot = !strcmp(a, "--config") ? &c->config_path
-                          : !strcmp(a, "--state")  ? &c->state : NULL;
+        const char **slot = !strcmp(a, "--config")  ? &c->config_path
+                            : !strcmp(a, "--state") ? &c->state
+                                                    : NULL;
         if (slot) {
             if (i + 1 >= *argc) {
                 fprintf(stderr, "ckptsync: %s needs a value\n", a);
@@ -227,12 +228,23 @@ static const struct {
     const char *name;
     int (*fn)(struct cli *, int, char **);
 } commands[] = {
-    {"snapshot", cmd_snapshot}, {"restore", cmd_restore}, {"verify", cmd_verify},
-    {"ls", cmd_ls},             {"show", cmd_show},       {"chunks", cmd_chunks},
-    {"commit", cmd_commit},     {"status", cmd_status},   {"flush", cmd_flush},
-    {"retry", cmd_retry},       {"fsck", cmd_fsck},       {"repo", cmd_repo},
-    {"migrate-out", cmd_migrate_out}, {"migrate-in", cmd_migrate_in},
-    {"reindex", cmd_reindex},   {"forget", cmd_forget},   {"prune", cmd_prune},
+    {"snapshot", cmd_snapshot},
+    {"restore", cmd_restore},
+    {"verify", cmd_verify},
+    {"ls", cmd_ls},
+    {"show", cmd_show},
+    {"chunks", cmd_chunks},
+    {"commit", cmd_commit},
+    {"status", cmd_status},
+    {"flush", cmd_flush},
+    {"retry", cmd_retry},
+    {"fsck", cmd_fsck},
+    {"repo", cmd_repo},
+    {"migrate-out", cmd_migrate_out},
+    {"migrate-in", cmd_migrate_in},
+    {"reindex", cmd_reindex},
+    {"forget", cmd_forget},
+    {"prune", cmd_prune},
     {"stats", cmd_stats},
 };
 

@@ -17,12 +17,12 @@
 #define EXIT_USAGE 2
 
 struct cli {
-    const char *config_path;   /* --config */
-    const char *state;         /* --state */
-    bool json;                 /* --json */
-    bool quiet;                /* -q */
+    const char *config_path; /* --config */
+    const char *state;       /* --state */
+    bool json;               /* --json */
+    bool quiet;              /* -q */
     struct config conf;
-    bool warned;               /* config_warn_insecure() ran */
+    bool warned; /* config_warn_insecure() ran */
     /* progress */
     bool progress;
     double t0, last;

@@ -35,7 +35,6 @@ static int usage(const char *text, int code)
     return code;
 }
 
-
 /* ---- snapshot ---------------------------------------------------------- */
 
 static const char snapshot_usage[] =
@@ -52,34 +51,56 @@ static void snapshot_json(const struct repo *r, const struct snapshot_result *s,
     struct json j;
     json_init(&j, &b);
     json_obj_begin(&j);
-    json_key(&j, "id"); json_str(&j, s->id);
-    json_key(&j, "root"); json_str(&j, s->root);
-    json_key(&j, "files"); json_u64(&j, s->files);
-    json_key(&j, "dirs"); json_u64(&j, s->dirs);
-    json_key(&j, "symlinks"); json_u64(&j, s->links);
-    json_key(&j, "bytes"); json_u64(&j, s->bytes);
-    json_key(&j, "files_unchanged"); json_u64(&j, s->files_unchanged);
-    json_key(&j, "chunks"); json_u64(&j, s->chunks);
-    json_key(&j, "new_chunks"); json_u64(&j, s->new_chunks);
-    json_key(&j, "new_bytes"); json_u64(&j, s->new_bytes);
-    json_key(&j, "stored_bytes"); json_u64(&j, s->stored_bytes);
-    json_key(&j, "confirmed_chunks"); json_u64(&j, s->confirm_asked);
-    json_key(&j, "confirm_heads"); json_u64(&j, s->confirm_heads);
-    json_key(&j, "confirm_listed"); json_u64(&j, s->confirm_listed);
-    json_key(&j, "reuploaded_chunks"); json_u64(&j, s->confirm_missing);
+    json_key(&j, "id");
+    json_str(&j, s->id);
+    json_key(&j, "root");
+    json_str(&j, s->root);
+    json_key(&j, "files");
+    json_u64(&j, s->files);
+    json_key(&j, "dirs");
+    json_u64(&j, s->dirs);
+    json_key(&j, "symlinks");
+    json_u64(&j, s->links);
+    json_key(&j, "bytes");
+    json_u64(&j, s->bytes);
+    json_key(&j, "files_unchanged");
+    json_u64(&j, s->files_unchanged);
+    json_key(&j, "chunks");
+    json_u64(&j, s->chunks);
+    json_key(&j, "new_chunks");
+    json_u64(&j, s->new_chunks);
+    json_key(&j, "new_bytes");
+    json_u64(&j, s->new_bytes);
+    json_key(&j, "stored_bytes");
+    json_u64(&j, s->stored_bytes);
+    json_key(&j, "confirmed_chunks");
+    json_u64(&j, s->confirm_asked);
+    json_key(&j, "confirm_heads");
+    json_u64(&j, s->confirm_heads);
+    json_key(&j, "confirm_listed");
+    json_u64(&j, s->confirm_listed);
+    json_key(&j, "reuploaded_chunks");
+    json_u64(&j, s->confirm_missing);
     json_key(&j, "dedup_ratio");
     json_double(&j, s->new_bytes ? (double)s->bytes / (double)s->new_bytes : 0);
-    json_key(&j, "committed"); json_u64(&j, s->committed);
-    json_key(&j, "durable"); json_bool(&j, s->durable);
-    json_key(&j, "replicated"); json_bool(&j, e == 0);
+    json_key(&j, "committed");
+    json_u64(&j, s->committed);
+    json_key(&j, "durable");
+    json_bool(&j, s->durable);
+    json_key(&j, "replicated");
+    json_bool(&j, e == 0);
     json_key(&j, "regions");
     json_arr_begin(&j);
     for (size_t i = 0; i < s->nregions; i++) {
         json_obj_begin(&j);
-        json_key(&j, "name"); json_str(&j, r->regions[i]->conf.name);
-        json_key(&j, "committed"); json_bool(&j, s->region[i].err == 0 && s->id[0]);
-        json_key(&j, "objects_put"); json_u64(&j, s->region[i].objects_put);
-        json_key(&j, "bytes_put"); json_u64(&j, s->region[i].bytes_put);
+        json_key(&j, "name");
+        json_str(&j, r->regions[i]->conf.name);
+        json_key(&j, "committed");
+        json_bool(&j, s->region[i].err == 0 && s->id[0]);
+        json_key(&j, "objects_put");
+        json_u64(&j, s->region[i].objects_put);
+        json_key(&j, "bytes_put");
+        json_u64(&j, s->region[i].bytes_put);
         json_key(&j, "error");
         if (s->region[i].err)
             json_str(&j, s->region[i].msg);
@@ -109,19 +130,23 @@ static void snapshot_human(const struct repo *r, const struct snapshot_result *s
         if (s->region[i].err)
             printf("  region %-12s FAILED: %s\n", r->regions[i]->conf.name, s->region[i].msg);
         else
-            printf("  region %-12s committed (%llu objects, %s written)\n", r->regions[i]->conf.name,
-                   (unsigned long long)s->region[i].objects_put, b1);
+            printf("  region %-12s committed (%llu objects, %s written)\n",
+                   r->regions[i]->conf.name, (unsigned long long)s->region[i].objects_put, b1);
     }
     printf("  %s: committed in %u of %zu regions\n",
-           s->committed == s->nregions ? "replicated" : s->durable ? "durable" : "NOT durable",
+           s->committed == s->nregions ? "replicated"
+           : s->durable                ? "durable"
+                                       : "NOT durable",
            s->committed, s->nregions);
 }
 
 int cmd_snapshot(struct cli *c, int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"run", required_argument, NULL, 'r'}, {"step", required_argument, NULL, 's'},
-        {"instance", required_argument, NULL, 'i'}, {"help", no_argument, NULL, 'h'}, {0}};
+    static const struct option opts[] = {{"run", required_argument, NULL, 'r'},
+                                         {"step", required_argument, NULL, 's'},
+                                         {"instance", required_argument, NULL, 'i'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {0}};
     struct snapshot_opts o = {.step = -1, .progress = cli_progress, .progress_ud = c};
     struct snapshot_result res;
     struct repo *r = NULL;
@@ -189,18 +214,30 @@ static void restore_print(struct cli *c, const struct repo *r, const struct rest
         struct json j;
         json_init(&j, &b);
         json_obj_begin(&j);
-        json_key(&j, "id"); json_str(&j, s->id);
-        json_key(&j, "root"); json_str(&j, s->root);
-        json_key(&j, "step"); json_i64(&j, s->step);
-        json_key(&j, "files"); json_u64(&j, s->files);
-        json_key(&j, "bytes"); json_u64(&j, s->bytes);
-        json_key(&j, "chunks"); json_u64(&j, s->chunks);
-        json_key(&j, "fetched_bytes"); json_u64(&j, s->fetched_bytes);
-        json_key(&j, "failovers"); json_u64(&j, s->failovers);
-        json_key(&j, "local_chunks"); json_u64(&j, s->local_chunks);
-        json_key(&j, "local_bytes"); json_u64(&j, s->local_bytes);
-        json_key(&j, "setid_cleared"); json_u64(&j, s->setid_cleared);
-        json_key(&j, "seconds"); json_double(&j, secs);
+        json_key(&j, "id");
+        json_str(&j, s->id);
+        json_key(&j, "root");
+        json_str(&j, s->root);
+        json_key(&j, "step");
+        json_i64(&j, s->step);
+        json_key(&j, "files");
+        json_u64(&j, s->files);
+        json_key(&j, "bytes");
+        json_u64(&j, s->bytes);
+        json_key(&j, "chunks");
+        json_u64(&j, s->chunks);
+        json_key(&j, "fetched_bytes");
+        json_u64(&j, s->fetched_bytes);
+        json_key(&j, "failovers");
+        json_u64(&j, s->failovers);
+        json_key(&j, "local_chunks");
+        json_u64(&j, s->local_chunks);
+        json_key(&j, "local_bytes");
+        json_u64(&j, s->local_bytes);
+        json_key(&j, "setid_cleared");
+        json_u64(&j, s->setid_cleared);
+        json_key(&j, "seconds");
+        json_double(&j, secs);
         json_key(&j, "regions");
         json_obj_begin(&j);
         for (size_t i = 0; i < r->nregions; i++) {
@@ -287,24 +324,42 @@ int cmd_restore(struct cli *c, int argc, char **argv)
     optind = 1;
     while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (opt) {
-        case 'r': o.run = optarg; break;
-        case 's': o.id = optarg; break;
-        case 'l': latest = true; break;
-        case 't': o.target = optarg; break;
-        case 'f': o.force = true; break;
-        case 'S': o.seed = optarg; break;
-        case 'a': all = true; break;
-        case 'k': o.keep_setid = true; break;
-        case 'h': return usage(restore_usage, 0);
-        default: return usage(restore_usage, EXIT_USAGE);
+        case 'r':
+            o.run = optarg;
+            break;
+        case 's':
+            o.id = optarg;
+            break;
+        case 'l':
+            latest = true;
+            break;
+        case 't':
+            o.target = optarg;
+            break;
+        case 'f':
+            o.force = true;
+            break;
+        case 'S':
+            o.seed = optarg;
+            break;
+        case 'a':
+            all = true;
+            break;
+        case 'k':
+            o.keep_setid = true;
+            break;
+        case 'h':
+            return usage(restore_usage, 0);
+        default:
+            return usage(restore_usage, EXIT_USAGE);
         }
     }
     if (optind != argc || !o.run || !o.target || (int)latest + (o.id != NULL) + (int)all != 1)
         return usage(restore_usage, EXIT_USAGE);
     if (cli_open_repo(c, 0, &r) < 0)
         return 1;
-    struct unitrestore_opts u = {.run = o.run, .target = o.target, .force = o.force,
-                                 .keep_setid = o.keep_setid, .all = all};
+    struct unitrestore_opts u = {
+        .run = o.run, .target = o.target, .force = o.force, .keep_setid = o.keep_setid, .all = all};
     if (all) {
         e = restore_units(c, r, &u);
         return cli_close_repo(r, e ? 1 : 0);
@@ -345,38 +400,56 @@ static void verify_print(struct cli *c, const struct repo *r, const struct verif
     struct json j;
     json_init(&j, &b);
     json_obj_begin(&j);
-    json_key(&j, "snapshots"); json_u64(&j, v->snapshots);
-    json_key(&j, "chunks"); json_u64(&j, v->chunks);
-    json_key(&j, "bytes"); json_u64(&j, v->bytes);
+    json_key(&j, "snapshots");
+    json_u64(&j, v->snapshots);
+    json_key(&j, "chunks");
+    json_u64(&j, v->chunks);
+    json_key(&j, "bytes");
+    json_u64(&j, v->bytes);
     json_key(&j, "regions");
     json_arr_begin(&j);
     for (size_t i = 0; i < v->nregions; i++) {
         const struct verify_region_result *g = &v->region[i];
         const char *name = r->regions[i]->conf.name;
-        const char *state = g->err ? "unreachable" : verify_region_ok(g) ? "complete" : "INCOMPLETE";
+        const char *state = g->err                ? "unreachable"
+                            : verify_region_ok(g) ? "complete"
+                                                  : "INCOMPLETE";
         if (!c->json && !c->quiet)
-            printf("region %-12s %s: %llu/%llu manifests (%llu damaged), %llu records (%llu damaged, "
-                   "%llu missing), %llu repaired, %llu chunks ok, %llu missing, %llu corrupt%s%s\n",
-                   name, state, (unsigned long long)g->manifests_ok,
-                   (unsigned long long)v->snapshots, (unsigned long long)g->manifests_bad,
-                   (unsigned long long)(g->records_ok + g->records_bad),
-                   (unsigned long long)g->records_bad, (unsigned long long)g->records_missing,
-                   (unsigned long long)g->repaired, (unsigned long long)g->chunks_ok,
-                   (unsigned long long)g->chunks_missing, (unsigned long long)g->chunks_corrupt,
-                   g->err ? ": " : "", g->err ? region_last_error(r->regions[i]) : "");
+            printf(
+                "region %-12s %s: %llu/%llu manifests (%llu damaged), %llu records (%llu damaged, "
+                "%llu missing), %llu repaired, %llu chunks ok, %llu missing, %llu corrupt%s%s\n",
+                name, state, (unsigned long long)g->manifests_ok, (unsigned long long)v->snapshots,
+                (unsigned long long)g->manifests_bad,
+                (unsigned long long)(g->records_ok + g->records_bad),
+                (unsigned long long)g->records_bad, (unsigned long long)g->records_missing,
+                (unsigned long long)g->repaired, (unsigned long long)g->chunks_ok,
+                (unsigned long long)g->chunks_missing, (unsigned long long)g->chunks_corrupt,
+                g->err ? ": " : "", g->err ? region_last_error(r->regions[i]) : "");
         json_obj_begin(&j);
-        json_key(&j, "name"); json_str(&j, name);
-        json_key(&j, "state"); json_str(&j, state);
-        json_key(&j, "manifests_ok"); json_u64(&j, g->manifests_ok);
-        json_key(&j, "manifests_missing"); json_u64(&j, g->manifests_missing);
-        json_key(&j, "manifests_damaged"); json_u64(&j, g->manifests_bad);
-        json_key(&j, "records_ok"); json_u64(&j, g->records_ok);
-        json_key(&j, "records_damaged"); json_u64(&j, g->records_bad);
-        json_key(&j, "records_missing"); json_u64(&j, g->records_missing);
-        json_key(&j, "repaired"); json_u64(&j, g->repaired);
-        json_key(&j, "chunks_ok"); json_u64(&j, g->chunks_ok);
-        json_key(&j, "chunks_missing"); json_u64(&j, g->chunks_missing);
-        json_key(&j, "chunks_corrupt"); json_u64(&j, g->chunks_corrupt);
+        json_key(&j, "name");
+        json_str(&j, name);
+        json_key(&j, "state");
+        json_str(&j, state);
+        json_key(&j, "manifests_ok");
+        json_u64(&j, g->manifests_ok);
+        json_key(&j, "manifests_missing");
+        json_u64(&j, g->manifests_missing);
+        json_key(&j, "manifests_damaged");
+        json_u64(&j, g->manifests_bad);
+        json_key(&j, "records_ok");
+        json_u64(&j, g->records_ok);
+        json_key(&j, "records_damaged");
+        json_u64(&j, g->records_bad);
+        json_key(&j, "records_missing");
+        json_u64(&j, g->records_missing);
+        json_key(&j, "repaired");
+        json_u64(&j, g->repaired);
+        json_key(&j, "chunks_ok");
+        json_u64(&j, g->chunks_ok);
+        json_key(&j, "chunks_missing");
+        json_u64(&j, g->chunks_missing);
+        json_key(&j, "chunks_corrupt");
+        json_u64(&j, g->chunks_corrupt);
         json_key(&j, "error");
         if (g->err)
             json_str(&j, region_last_error(r->regions[i]));
@@ -393,11 +466,10 @@ static void verify_print(struct cli *c, const struct repo *r, const struct verif
 
 int cmd_verify(struct cli *c, int argc, char **argv)
 {
-    static const struct option opts[] = {{"run", required_argument, NULL, 'r'},
-                                         {"snapshot", required_argument, NULL, 's'},
-                                         {"quick", no_argument, NULL, 'k'},
-                                         {"repair", no_argument, NULL, 'R'},
-                                         {"help", no_argument, NULL, 'h'}, {0}};
+    static const struct option opts[] = {
+        {"run", required_argument, NULL, 'r'}, {"snapshot", required_argument, NULL, 's'},
+        {"quick", no_argument, NULL, 'k'},     {"repair", no_argument, NULL, 'R'},
+        {"help", no_argument, NULL, 'h'},      {0}};
     const char *run = NULL, *id = NULL;
     unsigned flags = 0;
     struct verify_result v;
@@ -471,7 +543,7 @@ int cmd_chunks(struct cli *c, int argc, char **argv)
     static const struct option opts[] = {
         {"min", required_argument, NULL, 'm'}, {"avg", required_argument, NULL, 'a'},
         {"max", required_argument, NULL, 'x'}, {"nc", required_argument, NULL, 'n'},
-        {"help", no_argument, NULL, 'h'}, {0}};
+        {"help", no_argument, NULL, 'h'},      {0}};
     const char *smin = NULL, *savg = NULL, *smax = NULL, *snc = NULL;
     uint64_t v[3];
     int64_t nc;
@@ -481,12 +553,22 @@ int cmd_chunks(struct cli *c, int argc, char **argv)
     optind = 1;
     while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (opt) {
-        case 'm': smin = optarg; break;
-        case 'a': savg = optarg; break;
-        case 'x': smax = optarg; break;
-        case 'n': snc = optarg; break;
-        case 'h': return usage(chunks_usage, 0);
-        default: return usage(chunks_usage, EXIT_USAGE);
+        case 'm':
+            smin = optarg;
+            break;
+        case 'a':
+            savg = optarg;
+            break;
+        case 'x':
+            smax = optarg;
+            break;
+        case 'n':
+            snc = optarg;
+            break;
+        case 'h':
+            return usage(chunks_usage, 0);
+        default:
+            return usage(chunks_usage, EXIT_USAGE);
         }
     }
     if (optind != argc - 1)
@@ -506,10 +588,11 @@ int cmd_chunks(struct cli *c, int argc, char **argv)
     if (snc && cli_parse_i64("--nc", snc, 0, 3, &nc) < 0)
         return EXIT_USAGE;
     if (fastcdc_init(&cdc, (size_t)v[0], (size_t)v[1], (size_t)v[2], (unsigned)nc) < 0) {
-        fprintf(stderr, "ckptsync: chunker sizes %llu/%llu/%llu/nc %lld are not valid "
-                "(need %u <= min <= avg <= max <= %u)\n", (unsigned long long)v[0],
-                (unsigned long long)v[1], (unsigned long long)v[2], (long long)nc,
-                FASTCDC_MIN_SIZE, FASTCDC_MAX_SIZE);
+        fprintf(stderr,
+                "ckptsync: chunker sizes %llu/%llu/%llu/nc %lld are not valid "
+                "(need %u <= min <= avg <= max <= %u)\n",
+                (unsigned long long)v[0], (unsigned long long)v[1], (unsigned long long)v[2],
+                (long long)nc, FASTCDC_MIN_SIZE, FASTCDC_MAX_SIZE);
         return EXIT_USAGE;
     }
     fd = open(argv[optind], O_RDONLY | O_CLOEXEC);

@@ -59,16 +59,19 @@ static int request_failed(struct cks_client *cl, const char *what, int e)
 /* ---- commit ------------------------------------------------------------ */
 
 static const char commit_usage[] =
-    "usage: ckptsync commit PATH [--step N] [--wait none|durable|replicated] [--timeout S] [--json]\n"
+    "usage: ckptsync commit PATH [--step N] [--wait none|durable|replicated] [--timeout S] "
+    "[--json]\n"
     "Tells the daemon that the checkpoint at PATH (under the watch root) is complete.\n"
     "Exit 0 only when the wait is satisfied: durable = committed in `quorum`\n"
     "regions, replicated = in all of them.  Default --wait none.\n";
 
 int cmd_commit(struct cli *c, int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"step", required_argument, NULL, 's'}, {"wait", required_argument, NULL, 'w'},
-        {"timeout", required_argument, NULL, 't'}, {"help", no_argument, NULL, 'h'}, {0}};
+    static const struct option opts[] = {{"step", required_argument, NULL, 's'},
+                                         {"wait", required_argument, NULL, 'w'},
+                                         {"timeout", required_argument, NULL, 't'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {0}};
     int64_t step = -1, timeout = -1;
     int wait = CKS_WAIT_NONE, opt, e;
     struct cks_client *cl;
@@ -103,7 +106,8 @@ int cmd_commit(struct cli *c, int argc, char **argv)
                    jnode_str(jnode_get(root, "id"), "?"), jnode_str(jnode_get(root, "run"), "?"),
                    jnode_num(jnode_get(root, "regions_committed"), 0),
                    jnode_bool(jnode_get(root, "replicated"), false) ? ", replicated"
-                   : jnode_bool(jnode_get(root, "durable"), false) ? ", durable" : "");
+                   : jnode_bool(jnode_get(root, "durable"), false)  ? ", durable"
+                                                                    : "");
         jsonread_free(root);
     }
     free(json);
@@ -137,27 +141,33 @@ static void status_print(const struct jnode *root)
            jnode_str(jnode_get(root, "watch"), "?"),
            jnode_bool(jnode_get(root, "degraded"), false) ? "  ** DEGRADED **" : "");
     if (jnode_bool(jnode_get(root, "degraded"), false))
-        printf("degraded: %s; taking no new work\n", jnode_str(jnode_get(root, "degraded_reason"), "?"));
+        printf("degraded: %s; taking no new work\n",
+               jnode_str(jnode_get(root, "degraded_reason"), "?"));
     printf("units waiting to settle: %.0f, being read: %.0f\n",
-           jnode_num(jnode_get(root, "units_pending"), 0), jnode_num(jnode_get(root, "ingest_busy"), 0));
+           jnode_num(jnode_get(root, "units_pending"), 0),
+           jnode_num(jnode_get(root, "ingest_busy"), 0));
     printf("\n%-20s %-34s %10s %-11s\n", "RUN", "LATEST", "STEP", "STATE");
     for (size_t i = 0; i < jnode_len(runs); i++) {
         const struct jnode *r = jnode_at(runs, i), *l = jnode_get(r, "latest");
         const char *state = jnode_str(jnode_get(l, "state"), "?");
         char detail[64];
         if (!strcmp(state, "uploading") || !strcmp(state, "queued"))
-            snprintf(detail, sizeof(detail), "%.0f%%", jnode_num(jnode_get(l, "uploaded_percent"), 0));
+            snprintf(detail, sizeof(detail), "%.0f%%",
+                     jnode_num(jnode_get(l, "uploaded_percent"), 0));
         else
-            snprintf(detail, sizeof(detail), "%.0f/%.0f", jnode_num(jnode_get(l, "regions_committed"), 0),
+            snprintf(detail, sizeof(detail), "%.0f/%.0f",
+                     jnode_num(jnode_get(l, "regions_committed"), 0),
                      jnode_num(jnode_get(l, "regions"), 0));
         printf("%-20s %-34s %10.0f %s %s\n", jnode_str(jnode_get(r, "run"), "?"),
-               jnode_str(jnode_get(l, "id"), "?"), jnode_num(jnode_get(l, "step"), -1), state, detail);
+               jnode_str(jnode_get(l, "id"), "?"), jnode_num(jnode_get(l, "step"), -1), state,
+               detail);
         const struct jnode *dl = jnode_get(r, "durable_latest");
         if (strcmp(state, "replicated") && strcmp(state, "durable") && jnode_get(dl, "id"))
             printf("%-20s %-34s %10.0f durable (newest safe)\n", "",
                    jnode_str(jnode_get(dl, "id"), "?"), jnode_num(jnode_get(dl, "step"), -1));
     }
-    printf("\n%-12s %-8s %9s %12s %9s  %s\n", "REGION", "STATE", "CHUNKS", "BYTES", "LAG", "LAST ERROR");
+    printf("\n%-12s %-8s %9s %12s %9s  %s\n", "REGION", "STATE", "CHUNKS", "BYTES", "LAG",
+           "LAST ERROR");
     for (size_t i = 0; i < jnode_len(regions); i++) {
         const struct jnode *g = jnode_at(regions, i);
         char bytes[32];
@@ -211,7 +221,8 @@ int cmd_flush(struct cli *c, int argc, char **argv)
 {
     static const struct option opts[] = {{"wait", required_argument, NULL, 'w'},
                                          {"deadline", required_argument, NULL, 'd'},
-                                         {"help", no_argument, NULL, 'h'}, {0}};
+                                         {"help", no_argument, NULL, 'h'},
+                                         {0}};
     int64_t deadline = -1;
     int wait = CKS_WAIT_DURABLE, opt;
     struct cks_client *cl;
@@ -238,8 +249,9 @@ int cmd_flush(struct cli *c, int argc, char **argv)
     else if (c->json)
         printf("%s\n", json);
     else if (!c->quiet)
-        printf("flushed: everything pending is %s\n",
-               wait == CKS_WAIT_REPLICATED ? "replicated" : wait == CKS_WAIT_DURABLE ? "durable" : "queued");
+        printf("flushed: everything pending is %s\n", wait == CKS_WAIT_REPLICATED ? "replicated"
+                                                      : wait == CKS_WAIT_DURABLE  ? "durable"
+                                                                                  : "queued");
     free(json);
     cks_client_close(cl);
     return e < 0 ? 1 : 0;

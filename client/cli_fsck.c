@@ -17,7 +17,8 @@ int cmd_fsck(struct cli *c, int argc, char **argv)
     if (argc != 1) {
         bool help = argc == 2 && !strcmp(argv[1], "--help");
         fputs("usage: ckptsync fsck\nChecks the local index: every chunk's refcount against "
-              "the snapshots that reference it.\n", help ? stdout : stderr);
+              "the snapshots that reference it.\n",
+              help ? stdout : stderr);
         return help ? 0 : EXIT_USAGE;
     }
     if (cli_open_repo(c, 0, &r) < 0)

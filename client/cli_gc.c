@@ -30,7 +30,8 @@ static int parse_duration_opt(const char *opt, const char *s, uint64_t *ret)
 }
 
 /* The runs to work on: one, or every run the regions list. */
-static int runs_of(struct repo *r, const char *run, char (**ret)[MANIFEST_MAX_FIELD + 1], size_t *ret_n)
+static int runs_of(struct repo *r, const char *run, char (**ret)[MANIFEST_MAX_FIELD + 1],
+                   size_t *ret_n)
 {
     *ret = calloc(RUNS_MAX, sizeof(**ret));
     if (!*ret)
@@ -46,7 +47,8 @@ static int runs_of(struct repo *r, const char *run, char (**ret)[MANIFEST_MAX_FI
 /* ---- forget ------------------------------------------------------------ */
 
 static const char forget_usage[] =
-    "usage: ckptsync forget [--run NAME] [--keep-last N] [--keep-every K] [--keep-within DURATION]\n"
+    "usage: ckptsync forget [--run NAME] [--keep-last N] [--keep-every K] [--keep-within "
+    "DURATION]\n"
     "                       [--keep-best M [--best-metric KEY] [--best-mode min|max]]\n"
     "                       [--dry-run] [--json]\n"
     "Removes the snapshots a retention policy does not keep, in every region (a forget\n"
@@ -94,23 +96,27 @@ static void forget_print(struct cli *c, struct json *j, const struct retention_p
     }
     if (c->quiet)
         return;
-    printf("run %s: %zu snapshot(s), %s %zu, keep %zu\n", p->run, p->n, dry ? "would forget" : "forget",
-           p->nforget, p->n - p->nforget);
+    printf("run %s: %zu snapshot(s), %s %zu, keep %zu\n", p->run, p->n,
+           dry ? "would forget" : "forget", p->nforget, p->n - p->nforget);
     for (size_t i = 0; i < p->n; i++) {
         const struct retention_item *it = &p->v[i];
-        printf("  %-6s %-40s step %-8lld %s\n", it->keep ? "keep" : "forget", it->id, (long long)it->step,
-               it->why);
+        printf("  %-6s %-40s step %-8lld %s\n", it->keep ? "keep" : "forget", it->id,
+               (long long)it->step, it->why);
     }
 }
 
 int cmd_forget(struct cli *c, int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"run", required_argument, NULL, 'r'},        {"keep-last", required_argument, NULL, 'l'},
-        {"keep-every", required_argument, NULL, 'e'}, {"keep-within", required_argument, NULL, 'w'},
-        {"keep-best", required_argument, NULL, 'b'},  {"best-metric", required_argument, NULL, 'm'},
-        {"best-mode", required_argument, NULL, 'M'},  {"dry-run", no_argument, NULL, 'n'},
-        {"help", no_argument, NULL, 'h'},             {0}};
+    static const struct option opts[] = {{"run", required_argument, NULL, 'r'},
+                                         {"keep-last", required_argument, NULL, 'l'},
+                                         {"keep-every", required_argument, NULL, 'e'},
+                                         {"keep-within", required_argument, NULL, 'w'},
+                                         {"keep-best", required_argument, NULL, 'b'},
+                                         {"best-metric", required_argument, NULL, 'm'},
+                                         {"best-mode", required_argument, NULL, 'M'},
+                                         {"dry-run", no_argument, NULL, 'n'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {0}};
     struct retention_policy cli_pol = {.best_metric = "eval_loss"};
     bool own = false, dry = false;
     const char *run = NULL;
@@ -120,7 +126,9 @@ int cmd_forget(struct cli *c, int argc, char **argv)
     optind = 1;
     while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (opt) {
-        case 'r': run = optarg; break;
+        case 'r':
+            run = optarg;
+            break;
         case 'l':
             if (cli_parse_i64("--keep-last", optarg, 1, 1000000, &v) < 0)
                 return EXIT_USAGE;
@@ -134,7 +142,8 @@ int cmd_forget(struct cli *c, int argc, char **argv)
             own = true;
             break;
         case 'w':
-            if (parse_duration_opt("--keep-within", optarg, &cli_pol.keep_within) < 0 || !cli_pol.keep_within) {
+            if (parse_duration_opt("--keep-within", optarg, &cli_pol.keep_within) < 0 ||
+                !cli_pol.keep_within) {
                 if (!cli_pol.keep_within)
                     fprintf(stderr, "ckptsync: --keep-within: must be more than 0\n");
                 return EXIT_USAGE;
@@ -149,7 +158,8 @@ int cmd_forget(struct cli *c, int argc, char **argv)
             break;
         case 'm':
             if (!optarg[0] || strlen(optarg) >= sizeof(cli_pol.best_metric)) {
-                fprintf(stderr, "ckptsync: --best-metric: 1-%zu characters\n", sizeof(cli_pol.best_metric) - 1);
+                fprintf(stderr, "ckptsync: --best-metric: 1-%zu characters\n",
+                        sizeof(cli_pol.best_metric) - 1);
                 return EXIT_USAGE;
             }
             snprintf(cli_pol.best_metric, sizeof(cli_pol.best_metric), "%s", optarg);
@@ -161,9 +171,13 @@ int cmd_forget(struct cli *c, int argc, char **argv)
             }
             cli_pol.best_max = !strcmp(optarg, "max");
             break;
-        case 'n': dry = true; break;
-        case 'h': return fputs(forget_usage, stdout), 0;
-        default: return fputs(forget_usage, stderr), EXIT_USAGE;
+        case 'n':
+            dry = true;
+            break;
+        case 'h':
+            return fputs(forget_usage, stdout), 0;
+        default:
+            return fputs(forget_usage, stderr), EXIT_USAGE;
         }
     }
     if (optind != argc)
@@ -206,9 +220,10 @@ int cmd_forget(struct cli *c, int argc, char **argv)
                 log_error("%s", buf_str(&err));
                 rc = 1;
             } else if (ae > 0) {
-                log_warn("run '%s': some regions missed forget records (unreachable); readers still "
-                         "treat the snapshots as removed, and the next forget writes them again",
-                         runs[k]);
+                log_warn(
+                    "run '%s': some regions missed forget records (unreachable); readers still "
+                    "treat the snapshots as removed, and the next forget writes them again",
+                    runs[k]);
             }
         } else {
             plan.forgotten_regions = (unsigned)repo_healthy(r);
@@ -254,7 +269,8 @@ static void prune_progress(void *ud, const char *what, uint64_t done, uint64_t t
     if (!p->c->progress || (now - p->c->last < 0.25 && done < total))
         return;
     p->c->last = now;
-    fprintf(stderr, "\r%s: %llu / %llu   ", what, (unsigned long long)done, (unsigned long long)total);
+    fprintf(stderr, "\r%s: %llu / %llu   ", what, (unsigned long long)done,
+            (unsigned long long)total);
     fflush(stderr);
 }
 
@@ -322,7 +338,8 @@ int cmd_prune(struct cli *c, int argc, char **argv)
 {
     static const struct option opts[] = {{"grace", required_argument, NULL, 'g'},
                                          {"dry-run", no_argument, NULL, 'n'},
-                                         {"help", no_argument, NULL, 'h'}, {0}};
+                                         {"help", no_argument, NULL, 'h'},
+                                         {0}};
     struct gc_opts o = {.grace = -1};
     struct gc_progress pp = {.c = c};
     uint64_t grace;
@@ -362,9 +379,11 @@ int cmd_prune(struct cli *c, int argc, char **argv)
         cli_print_json(&out);
     } else if (res && !c->quiet) {
         char a[32], b[32];
-        printf("prune%s: %llu manifests read, %llu chunks referenced, %llu forgotten snapshot(s), %.1fs\n",
+        printf("prune%s: %llu manifests read, %llu chunks referenced, %llu forgotten snapshot(s), "
+               "%.1fs\n",
                o.dry_run ? " (dry run)" : "", (unsigned long long)res->manifests,
-               (unsigned long long)res->referenced, (unsigned long long)res->forgotten, res->seconds);
+               (unsigned long long)res->referenced, (unsigned long long)res->forgotten,
+               res->seconds);
         for (size_t i = 0; i < res->nregions; i++) {
             const struct gc_region_result *g = &res->region[i];
             cli_human(g->marked_bytes, a, sizeof(a));
@@ -451,8 +470,8 @@ struct snapstat {
 
 int cmd_stats(struct cli *c, int argc, char **argv)
 {
-    static const struct option opts[] = {{"run", required_argument, NULL, 'r'},
-                                         {"help", no_argument, NULL, 'h'}, {0}};
+    static const struct option opts[] = {
+        {"run", required_argument, NULL, 'r'}, {"help", no_argument, NULL, 'h'}, {0}};
     const char *run = NULL;
     int opt;
     optind = 1;
@@ -533,7 +552,8 @@ int cmd_stats(struct cli *c, int argc, char **argv)
         uint64_t size = 0;
         for (size_t i = 0; i < r->nregions; i++) {
             struct sized *hit = regions[i].n ? bsearch(uses[a].id, regions[i].v, regions[i].n,
-                                                       sizeof(struct sized), sized_cmp) : NULL;
+                                                       sizeof(struct sized), sized_cmp)
+                                             : NULL;
             if (hit) {
                 referenced[i]++;
                 referenced_bytes[i] += hit->size;
@@ -587,7 +607,8 @@ int cmd_stats(struct cli *c, int argc, char **argv)
         } else if (!c->quiet) {
             printf("region %-12s %s%llu chunks, %s stored, %llu unused (%s) awaiting prune\n",
                    r->regions[i]->conf.name, r->health[i] ? "(unreachable) " : "",
-                   (unsigned long long)regions[i].n, hb, (unsigned long long)(regions[i].n - referenced[i]), hg);
+                   (unsigned long long)regions[i].n, hb,
+                   (unsigned long long)(regions[i].n - referenced[i]), hg);
         }
     }
     json_arr_end(&j);
@@ -614,8 +635,10 @@ int cmd_stats(struct cli *c, int argc, char **argv)
             }
             if (mine)
                 for (size_t i = 0; i < r->nregions; i++) {
-                    struct sized *hit = regions[i].n ? bsearch(uses[u].id, regions[i].v, regions[i].n,
-                                                               sizeof(struct sized), sized_cmp) : NULL;
+                    struct sized *hit = regions[i].n
+                                            ? bsearch(uses[u].id, regions[i].v, regions[i].n,
+                                                      sizeof(struct sized), sized_cmp)
+                                            : NULL;
                     if (hit) {
                         stored += hit->size;
                         break;
@@ -639,7 +662,8 @@ int cmd_stats(struct cli *c, int argc, char **argv)
             json_key(&j, "snapshot_list");
             json_arr_begin(&j);
         } else if (!c->quiet) {
-            printf("run %s: %zu snapshot(s), %s logical, %s stored (one region)\n", ss[a].run, b - a, hl, hs);
+            printf("run %s: %zu snapshot(s), %s logical, %s stored (one region)\n", ss[a].run,
+                   b - a, hl, hs);
         }
         for (size_t k = a; k < b; k++) {
             char x[32], y[32], z[32];

@@ -38,17 +38,27 @@ static void ls_print(struct cli *c, const struct repo *r, const struct listing *
         for (size_t k = 0; k < rows->n; k++) {
             const struct listing_row *w = &rows->v[k];
             json_obj_begin(&j);
-            json_key(&j, "run"); json_str(&j, w->run);
-            json_key(&j, "id"); json_str(&j, w->id);
-            json_key(&j, "step"); json_i64(&j, w->step);
-            json_key(&j, "time"); json_i64(&j, w->time);
-            json_key(&j, "files"); json_u64(&j, w->files);
-            json_key(&j, "bytes"); json_u64(&j, w->bytes);
-            json_key(&j, "regions"); json_u64(&j, w->regions);
-            json_key(&j, "durable"); json_bool(&j, w->durable);
+            json_key(&j, "run");
+            json_str(&j, w->run);
+            json_key(&j, "id");
+            json_str(&j, w->id);
+            json_key(&j, "step");
+            json_i64(&j, w->step);
+            json_key(&j, "time");
+            json_i64(&j, w->time);
+            json_key(&j, "files");
+            json_u64(&j, w->files);
+            json_key(&j, "bytes");
+            json_u64(&j, w->bytes);
+            json_key(&j, "regions");
+            json_u64(&j, w->regions);
+            json_key(&j, "durable");
+            json_bool(&j, w->durable);
             if (remote) {
-                json_key(&j, "generation"); json_i64(&j, w->gen);
-                json_key(&j, "resume"); json_bool(&j, w->resume);
+                json_key(&j, "generation");
+                json_i64(&j, w->gen);
+                json_key(&j, "resume");
+                json_bool(&j, w->resume);
             }
             json_obj_end(&j);
         }
@@ -91,7 +101,8 @@ int cmd_ls(struct cli *c, int argc, char **argv)
 {
     static const struct option opts[] = {{"run", required_argument, NULL, 'r'},
                                          {"remote", no_argument, NULL, 'R'},
-                                         {"help", no_argument, NULL, 'h'}, {0}};
+                                         {"help", no_argument, NULL, 'h'},
+                                         {0}};
     const char *run = NULL;
     bool remote = false;
     struct listing rows = {0};
@@ -128,9 +139,8 @@ int cmd_ls(struct cli *c, int argc, char **argv)
 
 /* ---- show -------------------------------------------------------------- */
 
-static const char show_usage[] =
-    "usage: ckptsync show SNAPSHOT [--run NAME] [--json]\n"
-    "Prints one snapshot's metadata and files (from the regions).\n";
+static const char show_usage[] = "usage: ckptsync show SNAPSHOT [--run NAME] [--json]\n"
+                                 "Prints one snapshot's metadata and files (from the regions).\n";
 
 static void show_print(struct cli *c, const struct manifest *m)
 {
@@ -138,7 +148,8 @@ static void show_print(struct cli *c, const struct manifest *m)
     fmt_time(m->time, t, sizeof(t));
     if (!c->json) {
         printf("snapshot  %s\nrun       %s\nstep      %lld\ntime      %s\nhost      %s\n"
-               "instance  %s\nparent    %s\nroot      %s\nchunker   fastcdc2020 %llu/%llu/%llu nc %u\n",
+               "instance  %s\nparent    %s\nroot      %s\nchunker   fastcdc2020 %llu/%llu/%llu nc "
+               "%u\n",
                m->id, m->run, (long long)m->step, t, m->host ? m->host : "-",
                m->instance ? m->instance : "-", m->parent ? m->parent : "-", m->root,
                (unsigned long long)m->chunk_min, (unsigned long long)m->chunk_avg,
@@ -159,14 +170,22 @@ static void show_print(struct cli *c, const struct manifest *m)
     struct json j;
     json_init(&j, &b);
     json_obj_begin(&j);
-    json_key(&j, "id"); json_str(&j, m->id);
-    json_key(&j, "run"); json_str(&j, m->run);
-    json_key(&j, "step"); json_i64(&j, m->step);
-    json_key(&j, "time"); json_i64(&j, m->time);
-    json_key(&j, "host"); json_str(&j, m->host ? m->host : "");
-    json_key(&j, "instance"); m->instance ? json_str(&j, m->instance) : json_null(&j);
-    json_key(&j, "parent"); m->parent ? json_str(&j, m->parent) : json_null(&j);
-    json_key(&j, "root"); json_str(&j, m->root);
+    json_key(&j, "id");
+    json_str(&j, m->id);
+    json_key(&j, "run");
+    json_str(&j, m->run);
+    json_key(&j, "step");
+    json_i64(&j, m->step);
+    json_key(&j, "time");
+    json_i64(&j, m->time);
+    json_key(&j, "host");
+    json_str(&j, m->host ? m->host : "");
+    json_key(&j, "instance");
+    m->instance ? json_str(&j, m->instance) : json_null(&j);
+    json_key(&j, "parent");
+    m->parent ? json_str(&j, m->parent) : json_null(&j);
+    json_key(&j, "root");
+    json_str(&j, m->root);
     json_key(&j, "files");
     json_arr_begin(&j);
     for (size_t k = 0; k < m->nfiles; k++) {
@@ -174,17 +193,24 @@ static void show_print(struct cli *c, const struct manifest *m)
         char hex[HASH_HEX_LEN + 1];
         char type[2] = {(char)f->type, 0};
         json_obj_begin(&j);
-        json_key(&j, "path"); json_str(&j, f->path);
-        json_key(&j, "type"); json_str(&j, type);
-        json_key(&j, "mode"); json_u64(&j, f->mode);
+        json_key(&j, "path");
+        json_str(&j, f->path);
+        json_key(&j, "type");
+        json_str(&j, type);
+        json_key(&j, "mode");
+        json_u64(&j, f->mode);
         if (f->type == MFILE_REG) {
             hex_encode(f->digest, HASH_LEN, hex);
-            json_key(&j, "size"); json_u64(&j, f->size);
-            json_key(&j, "sha256"); json_str(&j, hex);
-            json_key(&j, "chunks"); json_u64(&j, f->nchunks);
+            json_key(&j, "size");
+            json_u64(&j, f->size);
+            json_key(&j, "sha256");
+            json_str(&j, hex);
+            json_key(&j, "chunks");
+            json_u64(&j, f->nchunks);
         }
         if (f->link) {
-            json_key(&j, "target"); json_str(&j, f->link);
+            json_key(&j, "target");
+            json_str(&j, f->link);
         }
         json_obj_end(&j);
     }
@@ -196,8 +222,8 @@ static void show_print(struct cli *c, const struct manifest *m)
 
 int cmd_show(struct cli *c, int argc, char **argv)
 {
-    static const struct option opts[] = {{"run", required_argument, NULL, 'r'},
-                                         {"help", no_argument, NULL, 'h'}, {0}};
+    static const struct option opts[] = {
+        {"run", required_argument, NULL, 'r'}, {"help", no_argument, NULL, 'h'}, {0}};
     char run[MANIFEST_MAX_FIELD + 1] = "";
     struct manifest m;
     struct buf err = BUF_INIT;

@@ -44,8 +44,8 @@ struct mo {
     int64_t deadline_s;
     unsigned quorum;
     struct cks_client *cl;
-    bool in_time;              /* everything was safe before the deadline */
-    struct json *j;            /* the "runs" array being written */
+    bool in_time;   /* everything was safe before the deadline */
+    struct json *j; /* the "runs" array being written */
 };
 
 static void mo_flush(void *ud, int64_t deadline_s)
@@ -72,22 +72,30 @@ static void mo_report(void *ud, const struct migrate_out_run *o)
     struct mo *m = ud;
     struct json *j = m->j;
     json_obj_begin(j);
-    json_key(j, "run"); json_str(j, o->run);
-    json_key(j, "latest"); json_str(j, o->latest ? o->latest : "");
-    json_key(j, "latest_step"); json_i64(j, o->latest_step);
-    json_key(j, "latest_regions"); json_u64(j, o->latest_regions);
-    json_key(j, "latest_safe"); json_bool(j, o->latest_safe);
-    json_key(j, "handoff"); o->have_handoff ? json_str(j, o->handoff.id) : json_null(j);
-    json_key(j, "handoff_regions"); json_u64(j, o->handoff_regions);
+    json_key(j, "run");
+    json_str(j, o->run);
+    json_key(j, "latest");
+    json_str(j, o->latest ? o->latest : "");
+    json_key(j, "latest_step");
+    json_i64(j, o->latest_step);
+    json_key(j, "latest_regions");
+    json_u64(j, o->latest_regions);
+    json_key(j, "latest_safe");
+    json_bool(j, o->latest_safe);
+    json_key(j, "handoff");
+    o->have_handoff ? json_str(j, o->handoff.id) : json_null(j);
+    json_key(j, "handoff_regions");
+    json_u64(j, o->handoff_regions);
     json_obj_end(j);
     if (m->c->json || m->c->quiet)
         return;
     const char *latest = o->latest ? o->latest : "?";
     if (o->latest_safe)
-        fprintf(stderr, "run %s: snapshot %s (step %lld) is in %u regions: safe\n", o->run,
-                latest, (long long)o->latest_step, o->latest_regions);
+        fprintf(stderr, "run %s: snapshot %s (step %lld) is in %u regions: safe\n", o->run, latest,
+                (long long)o->latest_step, o->latest_regions);
     else
-        fprintf(stderr, "run %s: newest snapshot %s (step %lld) is in only %u region(s): NOT safe%s\n",
+        fprintf(stderr,
+                "run %s: newest snapshot %s (step %lld) is in only %u region(s): NOT safe%s\n",
                 o->run, latest, (long long)o->latest_step, o->latest_regions,
                 m->in_time ? "" : " (deadline passed)");
     if (o->have_handoff)
@@ -101,9 +109,11 @@ static void mo_report(void *ud, const struct migrate_out_run *o)
 
 static int mo_parse(struct mo *m, int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"run", required_argument, NULL, 'r'}, {"deadline", required_argument, NULL, 'd'},
-        {"quorum", required_argument, NULL, 'q'}, {"help", no_argument, NULL, 'h'}, {0}};
+    static const struct option opts[] = {{"run", required_argument, NULL, 'r'},
+                                         {"deadline", required_argument, NULL, 'd'},
+                                         {"quorum", required_argument, NULL, 'q'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {0}};
     int64_t q = 0;
     int opt;
     optind = 1;
@@ -148,7 +158,8 @@ int cmd_migrate_out(struct cli *c, int argc, char **argv)
     }
     e = cks_client_open(c->conf.socket, &m.cl);
     if (e < 0) {
-        fprintf(stderr, "ckptsync: no daemon is running (nothing listens on \"%s\")\n", c->conf.socket);
+        fprintf(stderr, "ckptsync: no daemon is running (nothing listens on \"%s\")\n",
+                c->conf.socket);
         return 1;
     }
     e = migrate_out_wait(&d, m.run, m.quorum, m.deadline_s, &status, &m.in_time);
@@ -161,8 +172,10 @@ int cmd_migrate_out(struct cli *c, int argc, char **argv)
     }
     json_init(&j, &out);
     json_obj_begin(&j);
-    json_key(&j, "in_time"); json_bool(&j, m.in_time);
-    json_key(&j, "quorum"); json_u64(&j, m.quorum);
+    json_key(&j, "in_time");
+    json_bool(&j, m.in_time);
+    json_key(&j, "quorum");
+    json_u64(&j, m.quorum);
     json_key(&j, "runs");
     m.j = &j;
     json_arr_begin(&j);
@@ -184,7 +197,8 @@ static const char in_usage[] =
     "instance handed off (or the newest of the run's current lineage) into DIR,\n"
     "verified, claim the run for this instance, and print the\n"
     "path to resume from, e.g.\n"
-    "  train.py --resume_from_checkpoint \"$(ckptsync migrate-in --run r1 --to /data/cloud_storage/r1)\"\n";
+    "  train.py --resume_from_checkpoint \"$(ckptsync migrate-in --run r1 --to "
+    "/data/cloud_storage/r1)\"\n";
 
 /* The run to migrate when none is named: the only one there is. */
 static int mi_pick_run(struct repo *r, char *run, size_t cap)
@@ -226,23 +240,34 @@ static void mi_print(struct cli *c, const char *run, const char *target,
         json_obj_begin(&j);
         char path[PATH_MAX + MANIFEST_MAX_PATH + 2];
         snprintf(path, sizeof(path), "%s/%s", dir, res->root);
-        json_key(&j, "path"); json_strn(&j, path, strlen(path)); /* what the plain output prints */
-        json_key(&j, "dir"); json_strn(&j, dir, strlen(dir));
-        json_key(&j, "root"); json_str(&j, res->root);
-        json_key(&j, "id"); json_str(&j, res->id);
-        json_key(&j, "step"); json_i64(&j, res->step);
-        json_key(&j, "handoff"); json_bool(&j, mr->handed_off);
-        json_key(&j, "generation"); json_i64(&j, mr->gen);
-        json_key(&j, "files"); json_u64(&j, res->files);
-        json_key(&j, "bytes"); json_u64(&j, res->bytes);
-        json_key(&j, "seconds"); json_double(&j, secs);
+        json_key(&j, "path");
+        json_strn(&j, path, strlen(path)); /* what the plain output prints */
+        json_key(&j, "dir");
+        json_strn(&j, dir, strlen(dir));
+        json_key(&j, "root");
+        json_str(&j, res->root);
+        json_key(&j, "id");
+        json_str(&j, res->id);
+        json_key(&j, "step");
+        json_i64(&j, res->step);
+        json_key(&j, "handoff");
+        json_bool(&j, mr->handed_off);
+        json_key(&j, "generation");
+        json_i64(&j, mr->gen);
+        json_key(&j, "files");
+        json_u64(&j, res->files);
+        json_key(&j, "bytes");
+        json_u64(&j, res->bytes);
+        json_key(&j, "seconds");
+        json_double(&j, secs);
         json_obj_end(&j);
         cli_print_json(&b);
         buf_free(&b);
         return;
     }
     if (!c->quiet)
-        fprintf(stderr, "migrate-in: %s snapshot %s (step %lld) of run '%s': %llu files, "
+        fprintf(stderr,
+                "migrate-in: %s snapshot %s (step %lld) of run '%s': %llu files, "
                 "verified, in %.1fs; this instance now owns generation %lld\n",
                 mr->handed_off ? "handed-off" : "newest", res->id, (long long)res->step, run,
                 (unsigned long long)res->files, secs, (long long)mr->gen);
@@ -253,11 +278,14 @@ int cmd_migrate_in(struct cli *c, int argc, char **argv)
 {
     static const struct option opts[] = {
         {"run", required_argument, NULL, 'r'}, {"to", required_argument, NULL, 't'},
-        {"force", no_argument, NULL, 'f'}, {"seed", required_argument, NULL, 'S'},
-        {"help", no_argument, NULL, 'h'}, {0}};
+        {"force", no_argument, NULL, 'f'},     {"seed", required_argument, NULL, 'S'},
+        {"help", no_argument, NULL, 'h'},      {0}};
     char run[MANIFEST_MAX_FIELD + 1] = "";
-    struct migrate_in_opts o = {.progress = cli_progress, .progress_ud = c,
-                                .restored = mi_restored, .unit_done = cli_unit_restored, .ud = c};
+    struct migrate_in_opts o = {.progress = cli_progress,
+                                .progress_ud = c,
+                                .restored = mi_restored,
+                                .unit_done = cli_unit_restored,
+                                .ud = c};
     struct migrate_in_result res;
     struct repo *r;
     struct buf err = BUF_INIT;

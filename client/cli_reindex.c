@@ -43,30 +43,49 @@ static void reindex_json(const struct repo *r, const struct reindex_stats *s)
     struct json j;
     json_init(&j, &b);
     json_obj_begin(&j);
-    json_key(&j, "source"); json_str(&j, r->regions[s->source]->conf.name);
-    json_key(&j, "chunks"); json_u64(&j, s->chunks);
-    json_key(&j, "bytes"); json_u64(&j, s->bytes);
-    json_key(&j, "referenced_chunks"); json_u64(&j, s->referenced);
-    json_key(&j, "unreferenced_chunks"); json_u64(&j, s->unreferenced);
-    json_key(&j, "missing_chunks"); json_u64(&j, s->missing);
-    json_key(&j, "references"); json_u64(&j, s->references);
-    json_key(&j, "snapshots"); json_u64(&j, s->snapshots);
-    json_key(&j, "runs"); json_u64(&j, s->runs);
-    json_key(&j, "skipped_snapshots"); json_u64(&j, s->skipped);
-    json_key(&j, "pending_kept"); json_u64(&j, s->pending_kept);
-    json_key(&j, "dropped_chunks"); json_u64(&j, s->dropped_chunks);
-    json_key(&j, "dropped_snapshots"); json_u64(&j, s->dropped_snapshots);
-    json_key(&j, "seconds"); json_double(&j, s->seconds);
+    json_key(&j, "source");
+    json_str(&j, r->regions[s->source]->conf.name);
+    json_key(&j, "chunks");
+    json_u64(&j, s->chunks);
+    json_key(&j, "bytes");
+    json_u64(&j, s->bytes);
+    json_key(&j, "referenced_chunks");
+    json_u64(&j, s->referenced);
+    json_key(&j, "unreferenced_chunks");
+    json_u64(&j, s->unreferenced);
+    json_key(&j, "missing_chunks");
+    json_u64(&j, s->missing);
+    json_key(&j, "references");
+    json_u64(&j, s->references);
+    json_key(&j, "snapshots");
+    json_u64(&j, s->snapshots);
+    json_key(&j, "runs");
+    json_u64(&j, s->runs);
+    json_key(&j, "skipped_snapshots");
+    json_u64(&j, s->skipped);
+    json_key(&j, "pending_kept");
+    json_u64(&j, s->pending_kept);
+    json_key(&j, "dropped_chunks");
+    json_u64(&j, s->dropped_chunks);
+    json_key(&j, "dropped_snapshots");
+    json_u64(&j, s->dropped_snapshots);
+    json_key(&j, "seconds");
+    json_double(&j, s->seconds);
     json_key(&j, "regions");
     json_arr_begin(&j);
     for (size_t i = 0; i < r->nregions; i++) {
         const struct reindex_region_stats *g = &s->region[i];
         json_obj_begin(&j);
-        json_key(&j, "name"); json_str(&j, r->regions[i]->conf.name);
-        json_key(&j, "listed"); json_bool(&j, g->listed);
-        json_key(&j, "chunks"); json_u64(&j, g->chunks);
-        json_key(&j, "bytes"); json_u64(&j, g->bytes);
-        json_key(&j, "snapshots"); json_u64(&j, g->snapshots);
+        json_key(&j, "name");
+        json_str(&j, r->regions[i]->conf.name);
+        json_key(&j, "listed");
+        json_bool(&j, g->listed);
+        json_key(&j, "chunks");
+        json_u64(&j, g->chunks);
+        json_key(&j, "bytes");
+        json_u64(&j, g->bytes);
+        json_key(&j, "snapshots");
+        json_u64(&j, g->snapshots);
         json_key(&j, "error");
         if (g->error[0])
             json_str(&j, g->error);
@@ -85,7 +104,8 @@ static void reindex_human(const struct repo *r, const struct reindex_stats *s)
     char sz[32];
     cli_human(s->bytes, sz, sizeof(sz));
     printf("reindex from region '%s': %llu chunks (%s stored), %llu snapshots in %llu runs, "
-           "%.1f s\n", r->regions[s->source]->conf.name, (unsigned long long)s->chunks, sz,
+           "%.1f s\n",
+           r->regions[s->source]->conf.name, (unsigned long long)s->chunks, sz,
            (unsigned long long)s->snapshots, (unsigned long long)s->runs, s->seconds);
     for (size_t i = 0; i < r->nregions; i++) {
         const struct reindex_region_stats *g = &s->region[i];
@@ -99,7 +119,8 @@ static void reindex_human(const struct repo *r, const struct reindex_stats *s)
                    g->error[0] ? g->error : "unknown error");
     }
     printf("  references %llu to %llu chunks; %llu chunks unreferenced, %llu referenced but in no "
-           "region\n", (unsigned long long)s->references, (unsigned long long)s->referenced,
+           "region\n",
+           (unsigned long long)s->references, (unsigned long long)s->referenced,
            (unsigned long long)s->unreferenced, (unsigned long long)s->missing);
     if (s->dropped_chunks || s->dropped_snapshots)
         printf("  dropped from the old index: %llu chunks no region lists, %llu snapshot records\n",
@@ -113,7 +134,8 @@ int cmd_reindex(struct cli *c, int argc, char **argv)
 {
     static const struct option opts[] = {{"region", required_argument, NULL, 'r'},
                                          {"force", no_argument, NULL, 'f'},
-                                         {"help", no_argument, NULL, 'h'}, {0}};
+                                         {"help", no_argument, NULL, 'h'},
+                                         {0}};
     struct reindex_opts o = {.progress = reindex_progress, .progress_ud = c};
     struct reindex_stats st;
     struct buf err = BUF_INIT;

@@ -34,19 +34,27 @@ static int repo_show(struct cli *c, struct repo *r)
         struct buf err = BUF_INIT;
         const char *name = r->regions[i]->conf.name;
         int e = r->health[i] ? r->health[i] : repo_region_params(r, i, &o, &err);
-        const char *state = r->health[i] ? "unreachable" : e == -ENOENT ? "none" : e < 0 ? "damaged" : "ok";
+        const char *state = r->health[i]   ? "unreachable"
+                            : e == -ENOENT ? "none"
+                            : e < 0        ? "damaged"
+                                           : "ok";
         if (e == 0 && first[0] && strcmp(first, o.id))
             split = true;
         if (e == 0 && !first[0])
             snprintf(first, sizeof(first), "%s", o.id);
         json_obj_begin(&j);
-        json_key(&j, "region"); json_str(&j, name);
-        json_key(&j, "state"); json_str(&j, state);
-        json_key(&j, "id"); e == 0 ? json_str(&j, o.id) : json_null(&j);
+        json_key(&j, "region");
+        json_str(&j, name);
+        json_key(&j, "state");
+        json_str(&j, state);
+        json_key(&j, "id");
+        e == 0 ? json_str(&j, o.id) : json_null(&j);
         json_key(&j, "chunker");
         if (e == 0) {
             json_arr_begin(&j);
-            json_u64(&j, o.chunk_min); json_u64(&j, o.chunk_avg); json_u64(&j, o.chunk_max);
+            json_u64(&j, o.chunk_min);
+            json_u64(&j, o.chunk_avg);
+            json_u64(&j, o.chunk_max);
             json_arr_end(&j);
         } else {
             json_null(&j);
@@ -57,7 +65,8 @@ static int repo_show(struct cli *c, struct repo *r)
                    (unsigned long long)o.chunk_min, (unsigned long long)o.chunk_avg,
                    (unsigned long long)o.chunk_max);
         else if (!c->json)
-            printf("region %-12s %s%s%s\n", name, state, buf_str(&err)[0] ? ": " : "", buf_str(&err));
+            printf("region %-12s %s%s%s\n", name, state, buf_str(&err)[0] ? ": " : "",
+                   buf_str(&err));
         buf_free(&err);
     }
     json_arr_end(&j);
@@ -65,7 +74,7 @@ static int repo_show(struct cli *c, struct repo *r)
         cli_print_json(&out);
     else if (split)
         fprintf(stderr, "ckptsync: the repository is split: pick the region to keep and run "
-                "`ckptsync repo adopt REGION`\n");
+                        "`ckptsync repo adopt REGION`\n");
     buf_free(&out);
     return split ? 1 : 0;
 }
@@ -80,8 +89,10 @@ static int repo_adopt_cmd(struct cli *c, struct repo *r, const char *name)
         if (n < 0)
             log_error("repo adopt %s: %s", name, buf_str(&err));
         else if (!c->quiet)
-            fprintf(stderr, "repo adopt: %d region(s) rewritten; every region holds region '%s''s "
-                    "repository\n", n, name);
+            fprintf(stderr,
+                    "repo adopt: %d region(s) rewritten; every region holds region '%s''s "
+                    "repository\n",
+                    n, name);
         buf_free(&err);
         return n < 0 ? 1 : 0;
     }

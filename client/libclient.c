@@ -69,7 +69,7 @@ static int64_t now_ms(void)
 
 static int sock_connect(const char *path, int *ret_fd)
 {
-    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
     int fd, r;
 
     if (strlen(path) >= sizeof(sa.sun_path))
@@ -98,7 +98,7 @@ static int sock_wait(int fd, short events, int64_t deadline)
         int64_t left = deadline < 0 ? -1 : deadline - now_ms();
         if (deadline >= 0 && left <= 0)
             return -ETIMEDOUT;
-        struct pollfd p = { .fd = fd, .events = events };
+        struct pollfd p = {.fd = fd, .events = events};
         int n = poll(&p, 1, left > INT_MAX ? INT_MAX : (int)left);
         if (n > 0)
             return 0;
@@ -281,8 +281,8 @@ int cks_status(struct cks_client *c, char **ret_json)
     return simple(c, CTL_STATUS, ret_json);
 }
 
-int cks_commit(struct cks_client *c, const char *path, int64_t step, int wait,
-               int64_t timeout_s, char **ret_json)
+int cks_commit(struct cks_client *c, const char *path, int64_t step, int wait, int64_t timeout_s,
+               char **ret_json)
 {
     struct ctl_request req;
     int r = check_wait(wait, timeout_s);
@@ -329,8 +329,7 @@ int cks_retry(struct cks_client *c, const char *region)
     return request(c, &req, answer_timeout_ms(&req), NULL);
 }
 
-int cks_report_restore(struct cks_client *c, uint64_t bytes, uint64_t files, uint64_t usec,
-                       int ok)
+int cks_report_restore(struct cks_client *c, uint64_t bytes, uint64_t files, uint64_t usec, int ok)
 {
     struct ctl_request req;
 

@@ -2,7 +2,8 @@
 # deps.sh — install the Debian 12 packages ckptsync needs.
 #   deploy/deps.sh          build and run (compiler, cmake, the five libraries)
 #   deploy/deps.sh --test   also what the test suite needs (cmocka, clang for
-#                           the fuzzers, python3 and coreutils for the scripts,
+#                           the fuzzers, clang-format for the format check,
+#                           python3 and coreutils for the scripts,
 #                           python3-torch for the PyTorch resume test, the AWS
 #                           CLI and Node.js for the S3 tests: tests/s3/, Ceph
 #                           (mon, osd, radosgw) for the "-ceph" tests on a real
@@ -17,7 +18,7 @@ set -euo pipefail
 pkgs=(build-essential cmake pkg-config libzstd-dev libssl-dev libcurl4-openssl-dev
       liburing-dev liblmdb-dev libinih-dev libexpat1-dev)
 if [ "${1:-}" = "--test" ]; then
-  pkgs+=(libcmocka-dev clang libclang-rt-14-dev python3 lmdb-utils zstd util-linux awscli
+  pkgs+=(libcmocka-dev clang clang-format libclang-rt-14-dev python3 lmdb-utils zstd util-linux awscli
         python3-torch ceph-mon ceph-osd radosgw ceph-common
         dpkg-dev python3-venv python3-setuptools python3-wheel prometheus curl)
   # Node.js runs the S3 test servers; these machines come with Node 20, so

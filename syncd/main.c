@@ -45,24 +45,44 @@ struct opts {
 
 static int parse_args(int argc, char **argv, struct opts *o)
 {
-    static const struct option lo[] = {
-        {"config", required_argument, NULL, 'c'}, {"watch", required_argument, NULL, 'w'},
-        {"state", required_argument, NULL, 's'},  {"foreground", no_argument, NULL, 'f'},
-        {"check", no_argument, NULL, 'k'},        {"verbose", no_argument, NULL, 'v'},
-        {"help", no_argument, NULL, 'h'},         {"version", no_argument, NULL, 'V'},
-        {0}};
+    static const struct option lo[] = {{"config", required_argument, NULL, 'c'},
+                                       {"watch", required_argument, NULL, 'w'},
+                                       {"state", required_argument, NULL, 's'},
+                                       {"foreground", no_argument, NULL, 'f'},
+                                       {"check", no_argument, NULL, 'k'},
+                                       {"verbose", no_argument, NULL, 'v'},
+                                       {"help", no_argument, NULL, 'h'},
+                                       {"version", no_argument, NULL, 'V'},
+                                       {0}};
     int opt;
     while ((opt = getopt_long(argc, argv, "c:fhv", lo, NULL)) != -1) {
         switch (opt) {
-        case 'c': o->config = optarg; break;
-        case 'w': o->watch = optarg; break;
-        case 's': o->state = optarg; break;
-        case 'f': break;
-        case 'k': o->check = 1; break;
-        case 'v': o->verbose = 1; break;
-        case 'h': fputs(usage_text, stdout); exit(0);
-        case 'V': printf("ckptsyncd %s\n", CKS_VERSION); exit(0);
-        default: fputs(usage_text, stderr); return -1;
+        case 'c':
+            o->config = optarg;
+            break;
+        case 'w':
+            o->watch = optarg;
+            break;
+        case 's':
+            o->state = optarg;
+            break;
+        case 'f':
+            break;
+        case 'k':
+            o->check = 1;
+            break;
+        case 'v':
+            o->verbose = 1;
+            break;
+        case 'h':
+            fputs(usage_text, stdout);
+            exit(0);
+        case 'V':
+            printf("ckptsyncd %s\n", CKS_VERSION);
+            exit(0);
+        default:
+            fputs(usage_text, stderr);
+            return -1;
         }
     }
     if (optind != argc) {

@@ -79,8 +79,8 @@ int cks_ping(struct cks_client *c);
  * from the current directory) is complete.  step >= 0, or -1 when unknown;
  * wait one of enum cks_wait; timeout_s 0..604800 seconds, or -1 for no
  * limit (used only when waiting). */
-int cks_commit(struct cks_client *c, const char *path, int64_t step, int wait,
-               int64_t timeout_s, char **ret_json);
+int cks_commit(struct cks_client *c, const char *path, int64_t step, int wait, int64_t timeout_s,
+               char **ret_json);
 /* The daemon's state: runs with their latest snapshot, regions with their
  * lag (see protocol.h, section 3). */
 int cks_status(struct cks_client *c, char **ret_json);
@@ -95,8 +95,7 @@ int cks_retry(struct cks_client *c, const char *region);
  * waits CKS_PROTO_REPORT_TIMEOUT_MS (2 s) at most, and a caller may ignore
  * its result (an older daemon answers -EINVAL).  Values above INT64_MAX:
  * -EINVAL. */
-int cks_report_restore(struct cks_client *c, uint64_t bytes, uint64_t files, uint64_t usec,
-                       int ok);
+int cks_report_restore(struct cks_client *c, uint64_t bytes, uint64_t files, uint64_t usec, int ok);
 
 /* What the last failed request reported ("" when it succeeded). */
 const char *cks_client_error(const struct cks_client *c);

@@ -310,7 +310,7 @@
 #define CKS_KEY_COMMITS "commits"     /* commits/<run>/g<gen>.s<step>.<id> */
 #define CKS_KEY_LINEAGE "lineage"     /* lineage/<run>/g<gen>.(claim|handoff)... */
 #define CKS_KEY_REPO_CANDIDATES "repo.d"
-#define CKS_KEY_REFS "refs"           /* version 1: refs/<run>/latest */
+#define CKS_KEY_REFS "refs" /* version 1: refs/<run>/latest */
 #define CKS_KEY_LATEST "latest"
 
 /* 2. Chunk object. */
@@ -321,7 +321,7 @@
 #define CKS_CHUNK_CODEC_RAW 0
 #define CKS_CHUNK_CODEC_ZSTD 1
 #define CKS_CHUNK_MAX_RAW (256u * 1024 * 1024)
-#define CKS_CHUNK_ID_LEN 32     /* SHA-256 */
+#define CKS_CHUNK_ID_LEN 32 /* SHA-256 */
 #define CKS_CHUNK_ID_HEX_LEN 64
 
 /* 3. Manifest. */

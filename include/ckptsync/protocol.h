@@ -123,8 +123,8 @@
  *
  * Example exchange:
  *
- *   > CKPTSYNC/1 commit path=/data/cloud_storage/r1/checkpoint%201000 step=1000 wait=durable timeout=600
- *   < OK {"id":"20261201T000701.123456Z-3f2a9c1b","run":"r1","regions_committed":2,
+ *   > CKPTSYNC/1 commit path=/data/cloud_storage/r1/checkpoint%201000 step=1000 wait=durable
+ * timeout=600 < OK {"id":"20261201T000701.123456Z-3f2a9c1b","run":"r1","regions_committed":2,
  *         "durable":true,"replicated":false}
  *   > CKPTSYNC/1 retry region=eu-1
  *   < ERR notfound no%20region%20named%20%22eu-1%22

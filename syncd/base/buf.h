@@ -20,7 +20,10 @@ struct buf {
     size_t cap;
 };
 
-#define BUF_INIT { NULL, 0, 0 }
+#define BUF_INIT                                                                                   \
+    {                                                                                              \
+        NULL, 0, 0                                                                                 \
+    }
 
 int buf_reserve(struct buf *b, size_t extra);
 int buf_append(struct buf *b, const void *data, size_t len);

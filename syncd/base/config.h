@@ -50,87 +50,87 @@
 
 /* A TCP listening address: numeric host (IPv4, or IPv6 without brackets). */
 struct config_listen {
-    int family;                         /* AF_INET or AF_INET6 */
+    int family; /* AF_INET or AF_INET6 */
     char host[CONFIG_LISTEN_MAX];
-    unsigned port;                      /* 1..65535 */
+    unsigned port; /* 1..65535 */
 };
 
 enum region_kind { REGION_KIND_DIR = 0, REGION_KIND_S3 = 1 };
 
 struct region_conf {
-    char name[CONFIG_NAME_MAX];         /* [region.NAME]: [A-Za-z0-9_-]{1,63} */
+    char name[CONFIG_NAME_MAX]; /* [region.NAME]: [A-Za-z0-9_-]{1,63} */
     enum region_kind kind;
-    char path[CONFIG_PATH_MAX];         /* dir: the region's directory */
+    char path[CONFIG_PATH_MAX]; /* dir: the region's directory */
     /* s3 */
     char endpoint[1024];
     char bucket[256];
     char prefix[1024];
-    char signing_region[64];            /* key "region", default us-east-1 */
-    bool virtual_hosted;                /* addressing = virtual|path (default path) */
-    bool unsigned_payload;              /* payload = signed|unsigned */
+    char signing_region[64]; /* key "region", default us-east-1 */
+    bool virtual_hosted;     /* addressing = virtual|path (default path) */
+    bool unsigned_payload;   /* payload = signed|unsigned */
     char credentials[CONFIG_PATH_MAX];
-    bool tls_verify;                    /* default true */
+    bool tls_verify; /* default true */
     char ca_file[CONFIG_PATH_MAX];
-    unsigned connections;               /* default 16, 1..256 */
-    uint64_t bandwidth;                 /* bytes/s, 0 = unlimited */
-    bool no_preconditions;              /* preconditions = none|auto (default auto):
-                                         * none = never ask for create-only puts
-                                         * (see region_set_preconditions) */
+    unsigned connections;  /* default 16, 1..256 */
+    uint64_t bandwidth;    /* bytes/s, 0 = unlimited */
+    bool no_preconditions; /* preconditions = none|auto (default auto):
+                            * none = never ask for create-only puts
+                            * (see region_set_preconditions) */
 };
 
 /* A retention policy (service/retention.h).  A snapshot is kept when any
  * rule keeps it; a policy with no rule keeps everything (the default). */
 #define CONFIG_MAX_POLICIES 16
-#define CONFIG_RUN_MAX 64                /* [retention.RUN]: run names up to 63 bytes */
+#define CONFIG_RUN_MAX 64 /* [retention.RUN]: run names up to 63 bytes */
 #define CONFIG_METRIC_MAX 64
 
 struct retention_policy {
-    char run[CONFIG_RUN_MAX];           /* "" for [retention], the default */
-    unsigned keep_last;                 /* the N newest; 0 = rule off */
-    uint64_t keep_every;                /* steps divisible by K; 0 = off */
-    uint64_t keep_within;               /* seconds before the newest snapshot; 0 = off */
-    unsigned keep_best;                 /* the M best by best_metric; 0 = off */
+    char run[CONFIG_RUN_MAX];            /* "" for [retention], the default */
+    unsigned keep_last;                  /* the N newest; 0 = rule off */
+    uint64_t keep_every;                 /* steps divisible by K; 0 = off */
+    uint64_t keep_within;                /* seconds before the newest snapshot; 0 = off */
+    unsigned keep_best;                  /* the M best by best_metric; 0 = off */
     char best_metric[CONFIG_METRIC_MAX]; /* a trainer_state.json log_history key,
-                                         * default "eval_loss" */
-    bool best_max;                      /* best_mode = min|max (default min) */
+                                          * default "eval_loss" */
+    bool best_max;                       /* best_mode = min|max (default min) */
 };
 
 struct config {
-    char source[CONFIG_PATH_MAX];       /* file it came from, "" = embedded */
+    char source[CONFIG_PATH_MAX]; /* file it came from, "" = embedded */
     /* [daemon] */
-    char watch[CONFIG_PATH_MAX];        /* default /data/cloud_storage */
-    char state[CONFIG_PATH_MAX];        /* default /var/lib/ckptsync */
-    char socket[CONFIG_PATH_MAX];       /* default <state>/ckptsyncd.sock */
-    unsigned quorum;                    /* default 2, 1..nregions */
-    unsigned settle;                    /* seconds, default 10 */
-    unsigned create_settle;             /* seconds a creator waits for rival repository
-                                         * candidates where a store cannot refuse a
-                                         * second create (service/repo.c), default 10 */
-    uint64_t memory;                    /* memory budget, default 1G */
-    unsigned workers;                   /* threads for cutting, hashing, compression and
-                                         * restore; 0 (default): one per online CPU */
-    char metrics[CONFIG_LISTEN_MAX];    /* Prometheus /metrics address as written
-                                         * (config_parse_listen), "" = off (default) */
+    char watch[CONFIG_PATH_MAX];            /* default /data/cloud_storage */
+    char state[CONFIG_PATH_MAX];            /* default /var/lib/ckptsync */
+    char socket[CONFIG_PATH_MAX];           /* default <state>/ckptsyncd.sock */
+    unsigned quorum;                        /* default 2, 1..nregions */
+    unsigned settle;                        /* seconds, default 10 */
+    unsigned create_settle;                 /* seconds a creator waits for rival repository
+                                             * candidates where a store cannot refuse a
+                                             * second create (service/repo.c), default 10 */
+    uint64_t memory;                        /* memory budget, default 1G */
+    unsigned workers;                       /* threads for cutting, hashing, compression and
+                                             * restore; 0 (default): one per online CPU */
+    char metrics[CONFIG_LISTEN_MAX];        /* Prometheus /metrics address as written
+                                             * (config_parse_listen), "" = off (default) */
     char metrics_textfile[CONFIG_PATH_MAX]; /* node_exporter textfile (*.prom), "" = none */
-    unsigned control_idle_timeout;      /* seconds a control client has to send its request
-                                         * line (and to read its answer), default 5, 1..3600 */
+    unsigned control_idle_timeout;          /* seconds a control client has to send its request
+                                             * line (and to read its answer), default 5, 1..3600 */
     /* [chunker] */
     uint64_t chunk_min, chunk_avg, chunk_max; /* defaults 512K, 2M, 8M */
-    unsigned normalization;             /* default 1, 0..3 */
+    unsigned normalization;                   /* default 1, 0..3 */
     /* [compress] */
-    int zstd_level;                     /* default 3, 1..19 */
+    int zstd_level; /* default 3, 1..19 */
     /* [retention] (default policy) and [retention.RUN] */
     struct retention_policy retention;
     size_t npolicies;
     struct retention_policy policies[CONFIG_MAX_POLICIES];
     /* [prune] (durations accept s, m, h, d suffixes; a bare number is seconds) */
-    uint64_t prune_grace;               /* seconds between mark and sweep, default 3600 */
-    uint64_t prune_interval;            /* the daemon prunes this often; 0 = never (default) */
-    uint64_t intent_ttl;                /* a writer's intent lives at most this long, default 6h */
-    uint64_t clock_skew;                /* tolerated clock difference between instances, default 300 */
-    uint64_t prune_lease;               /* seconds a prune's lease lasts unrenewed, default 900 */
+    uint64_t prune_grace;    /* seconds between mark and sweep, default 3600 */
+    uint64_t prune_interval; /* the daemon prunes this often; 0 = never (default) */
+    uint64_t intent_ttl;     /* a writer's intent lives at most this long, default 6h */
+    uint64_t clock_skew;     /* tolerated clock difference between instances, default 300 */
+    uint64_t prune_lease;    /* seconds a prune's lease lasts unrenewed, default 900 */
     /* [region.*] */
-    bool default_regions;               /* regions are the embedded a, b, c */
+    bool default_regions; /* regions are the embedded a, b, c */
     bool default_socket;
     size_t nregions;
     struct region_conf regions[CONFIG_MAX_REGIONS];

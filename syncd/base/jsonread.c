@@ -287,11 +287,16 @@ static struct jnode *jr_value(struct jr *r, int depth)
         return NULL;
     }
     switch (*r->p) {
-    case '{': return jr_container(r, depth, true);
-    case '[': return jr_container(r, depth, false);
-    case 't': return jr_word(r, "true", J_BOOL, true);
-    case 'f': return jr_word(r, "false", J_BOOL, false);
-    case 'n': return jr_word(r, "null", J_NULL, false);
+    case '{':
+        return jr_container(r, depth, true);
+    case '[':
+        return jr_container(r, depth, false);
+    case 't':
+        return jr_word(r, "true", J_BOOL, true);
+    case 'f':
+        return jr_word(r, "false", J_BOOL, false);
+    case 'n':
+        return jr_word(r, "null", J_NULL, false);
     case '"': {
         char *s = jr_string(r);
         struct jnode *n = s ? jr_node(r, J_STR) : NULL;
@@ -301,7 +306,8 @@ static struct jnode *jr_value(struct jr *r, int depth)
             free(s);
         return n;
     }
-    default: return jr_number(r);
+    default:
+        return jr_number(r);
     }
 }
 

@@ -27,11 +27,11 @@ enum jtype { J_NULL, J_BOOL, J_NUM, J_STR, J_ARR, J_OBJ };
 
 struct jnode {
     enum jtype type;
-    char *key;               /* member name when inside an object */
-    char *str;               /* J_STR */
-    double num;              /* J_NUM */
-    bool b;                  /* J_BOOL */
-    struct jnode **kids;     /* J_ARR, J_OBJ */
+    char *key;           /* member name when inside an object */
+    char *str;           /* J_STR */
+    double num;          /* J_NUM */
+    bool b;              /* J_BOOL */
+    struct jnode **kids; /* J_ARR, J_OBJ */
     size_t nkids;
 };
 

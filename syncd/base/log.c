@@ -31,10 +31,14 @@ void log_set_level(enum log_level max_level)
 static const char *log_word(enum log_level level)
 {
     switch (level) {
-    case LOG_LVL_ERROR: return "error";
-    case LOG_LVL_WARN: return "warning";
-    case LOG_LVL_INFO: return "info";
-    default: return "debug";
+    case LOG_LVL_ERROR:
+        return "error";
+    case LOG_LVL_WARN:
+        return "warning";
+    case LOG_LVL_INFO:
+        return "info";
+    default:
+        return "debug";
     }
 }
 

@@ -25,8 +25,7 @@ enum log_level { LOG_LVL_ERROR = 3, LOG_LVL_WARN = 4, LOG_LVL_INFO = 6, LOG_LVL_
 
 void log_init(const char *progname, enum log_level max_level);
 void log_set_level(enum log_level max_level);
-void log_msg(enum log_level level, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+void log_msg(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* One event line: fields is "event=NAME key=value ..." (values already safe
  * or quoted with log_quote()), fmt the human text, written as msg="...". */

@@ -36,11 +36,14 @@
 enum chunkobj_codec { CHUNKOBJ_RAW = 0, CHUNKOBJ_ZSTD = 1 };
 
 struct chunkobj_ctx {
-    void *cctx;   /* ZSTD_CCtx, created lazily */
-    void *dctx;   /* ZSTD_DCtx, created lazily */
+    void *cctx; /* ZSTD_CCtx, created lazily */
+    void *dctx; /* ZSTD_DCtx, created lazily */
 };
 
-#define CHUNKOBJ_CTX_INIT { NULL, NULL }
+#define CHUNKOBJ_CTX_INIT                                                                          \
+    {                                                                                              \
+        NULL, NULL                                                                                 \
+    }
 
 void chunkobj_ctx_free(struct chunkobj_ctx *ctx);
 

@@ -30,15 +30,17 @@
 #define TOKEN_ECHO_MAX 32 /* bytes of a bad token quoted back in a message */
 
 static const char *const verb_names[] = {
-    [CTL_PING] = "ping", [CTL_COMMIT] = "commit", [CTL_STATUS] = "status",
-    [CTL_FLUSH] = "flush", [CTL_RETRY] = "retry", [CTL_RESTORED] = "restored",
+    [CTL_PING] = "ping",   [CTL_COMMIT] = "commit", [CTL_STATUS] = "status",
+    [CTL_FLUSH] = "flush", [CTL_RETRY] = "retry",   [CTL_RESTORED] = "restored",
 };
 static const char *const wait_names[] = {
-    [CTL_WAIT_NONE] = "none", [CTL_WAIT_DURABLE] = "durable",
+    [CTL_WAIT_NONE] = "none",
+    [CTL_WAIT_DURABLE] = "durable",
     [CTL_WAIT_REPLICATED] = "replicated",
 };
 static const char *const result_names[] = {
-    [CTL_RESULT_OK] = "ok", [CTL_RESULT_FAILED] = "failed",
+    [CTL_RESULT_OK] = "ok",
+    [CTL_RESULT_FAILED] = "failed",
 };
 #define NVERBS (sizeof(verb_names) / sizeof(verb_names[0]))
 #define NWAITS (sizeof(wait_names) / sizeof(wait_names[0]))
@@ -113,7 +115,7 @@ static int pct_encode(struct buf *out, const char *s, size_t len)
     for (size_t i = 0; i < len; i++) {
         uint8_t c = (uint8_t)s[i];
         if (must_escape(c)) {
-            char e[3] = { '%', hex[c >> 4], hex[c & 15] };
+            char e[3] = {'%', hex[c >> 4], hex[c & 15]};
             buf_append(out, e, 3);
         } else {
             buf_append(out, &s[i], 1);
@@ -191,8 +193,17 @@ static bool path_ok(const char *s, size_t len)
 #define VB(v) (1u << (v))
 
 enum key_id {
-    KEY_PATH, KEY_STEP, KEY_WAIT, KEY_TIMEOUT, KEY_DEADLINE, KEY_REGION,
-    KEY_BYTES, KEY_FILES, KEY_USEC, KEY_RESULT, NKEYS
+    KEY_PATH,
+    KEY_STEP,
+    KEY_WAIT,
+    KEY_TIMEOUT,
+    KEY_DEADLINE,
+    KEY_REGION,
+    KEY_BYTES,
+    KEY_FILES,
+    KEY_USEC,
+    KEY_RESULT,
+    NKEYS
 };
 
 struct key_def {
@@ -202,16 +213,16 @@ struct key_def {
 };
 
 static const struct key_def keys[NKEYS] = {
-    [KEY_PATH] = { "path", VB(CTL_COMMIT), VB(CTL_COMMIT) },
-    [KEY_STEP] = { "step", VB(CTL_COMMIT), 0 },
-    [KEY_WAIT] = { "wait", VB(CTL_COMMIT) | VB(CTL_FLUSH), 0 },
-    [KEY_TIMEOUT] = { "timeout", VB(CTL_COMMIT), 0 },
-    [KEY_DEADLINE] = { "deadline", VB(CTL_FLUSH), 0 },
-    [KEY_REGION] = { "region", VB(CTL_RETRY), VB(CTL_RETRY) },
-    [KEY_BYTES] = { "bytes", VB(CTL_RESTORED), VB(CTL_RESTORED) },
-    [KEY_FILES] = { "files", VB(CTL_RESTORED), VB(CTL_RESTORED) },
-    [KEY_USEC] = { "usec", VB(CTL_RESTORED), VB(CTL_RESTORED) },
-    [KEY_RESULT] = { "result", VB(CTL_RESTORED), VB(CTL_RESTORED) },
+    [KEY_PATH] = {"path", VB(CTL_COMMIT), VB(CTL_COMMIT)},
+    [KEY_STEP] = {"step", VB(CTL_COMMIT), 0},
+    [KEY_WAIT] = {"wait", VB(CTL_COMMIT) | VB(CTL_FLUSH), 0},
+    [KEY_TIMEOUT] = {"timeout", VB(CTL_COMMIT), 0},
+    [KEY_DEADLINE] = {"deadline", VB(CTL_FLUSH), 0},
+    [KEY_REGION] = {"region", VB(CTL_RETRY), VB(CTL_RETRY)},
+    [KEY_BYTES] = {"bytes", VB(CTL_RESTORED), VB(CTL_RESTORED)},
+    [KEY_FILES] = {"files", VB(CTL_RESTORED), VB(CTL_RESTORED)},
+    [KEY_USEC] = {"usec", VB(CTL_RESTORED), VB(CTL_RESTORED)},
+    [KEY_RESULT] = {"result", VB(CTL_RESTORED), VB(CTL_RESTORED)},
 };
 
 static int key_lookup(const char *s, size_t len)
@@ -235,10 +246,14 @@ static int word_lookup(const char *tmp, const char *const *names, unsigned first
 static int64_t *count_field(struct ctl_request *r, int k)
 {
     switch (k) {
-    case KEY_STEP: return &r->step;
-    case KEY_BYTES: return &r->bytes;
-    case KEY_FILES: return &r->files;
-    case KEY_USEC: return &r->usec;
+    case KEY_STEP:
+        return &r->step;
+    case KEY_BYTES:
+        return &r->bytes;
+    case KEY_FILES:
+        return &r->files;
+    case KEY_USEC:
+        return &r->usec;
     }
     return NULL;
 }
@@ -357,8 +372,7 @@ static int head_parse(const char **pos, const char *end, struct ctl_request *r, 
         return fail(err, CKS_E_FORMAT, "empty token (fields are separated by one space)");
     if (len != strlen(CTL_MAGIC) || memcmp(tok, CTL_MAGIC, len) != 0) {
         if (len > 9 && memcmp(tok, "CKPTSYNC/", 9) == 0)
-            return fail(err, CKS_E_VERSION, "unsupported protocol version (this is %s)",
-                        CTL_MAGIC);
+            return fail(err, CKS_E_VERSION, "unsupported protocol version (this is %s)", CTL_MAGIC);
         return fail(err, CKS_E_FORMAT, "not a %s request", CTL_MAGIC);
     }
     if (*pos == end || next_token(pos, end, &tok, &len) < 0)
@@ -532,8 +546,7 @@ static int err_split(const char *p, const char *end, struct ctl_response *ret, s
     return msg_decode(sp ? sp + 1 : end, sp ? (size_t)(end - sp - 1) : 0, ret_msg);
 }
 
-int ctl_response_parse(const char *line, size_t len, struct ctl_response *ret,
-                       struct buf *ret_msg)
+int ctl_response_parse(const char *line, size_t len, struct ctl_response *ret, struct buf *ret_msg)
 {
     int r = screen_line(line, len, CTL_MAX_RESPONSE, true, NULL);
 
@@ -562,25 +575,29 @@ int ctl_response_parse(const char *line, size_t len, struct ctl_response *ret,
 const char *ctl_err_code(int err)
 {
     switch (err) {
-    case -ETIMEDOUT: return CTL_ERR_TIMEOUT;
+    case -ETIMEDOUT:
+        return CTL_ERR_TIMEOUT;
     case -EINVAL:
     case CKS_E_FORMAT:
     case CKS_E_LIMIT:
-    case CKS_E_VERSION: return CTL_ERR_BADREQUEST;
-    case -ENOENT: return CTL_ERR_NOTFOUND;
-    case CKS_E_FATAL: return CTL_ERR_DEGRADED;
+    case CKS_E_VERSION:
+        return CTL_ERR_BADREQUEST;
+    case -ENOENT:
+        return CTL_ERR_NOTFOUND;
+    case CKS_E_FATAL:
+        return CTL_ERR_DEGRADED;
     }
     return CTL_ERR_INTERNAL;
 }
 
 int ctl_err_errno(const char *code)
 {
-    static const struct { const char *code; int err; } map[] = {
-        { CTL_ERR_TIMEOUT, -ETIMEDOUT },
-        { CTL_ERR_BADREQUEST, -EINVAL },
-        { CTL_ERR_NOTFOUND, -ENOENT },
-        { CTL_ERR_DEGRADED, -EIO },
-        { CTL_ERR_BUSY, -EBUSY },
+    static const struct {
+        const char *code;
+        int err;
+    } map[] = {
+        {CTL_ERR_TIMEOUT, -ETIMEDOUT}, {CTL_ERR_BADREQUEST, -EINVAL}, {CTL_ERR_NOTFOUND, -ENOENT},
+        {CTL_ERR_DEGRADED, -EIO},      {CTL_ERR_BUSY, -EBUSY},
     };
     for (size_t i = 0; code && i < sizeof(map) / sizeof(map[0]); i++)
         if (strcmp(code, map[i].code) == 0)

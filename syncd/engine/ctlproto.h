@@ -38,9 +38,9 @@
 #define CTL_MAX_REQUEST CKS_PROTO_MAX_REQUEST   /* bytes of one request, with '\n' */
 #define CTL_MAX_RESPONSE CKS_PROTO_MAX_RESPONSE /* bytes of one response, with '\n' */
 #define CTL_MAX_TIMEOUT CKS_PROTO_MAX_TIMEOUT   /* seconds (one week) */
-#define CTL_PATH_MAX 4096u              /* path buffer, with its NUL */
-#define CTL_REGION_MAX 64u              /* region buffer, with its NUL */
-#define CTL_CODE_MAX 32u                /* error code buffer, with its NUL */
+#define CTL_PATH_MAX 4096u                      /* path buffer, with its NUL */
+#define CTL_REGION_MAX 64u                      /* region buffer, with its NUL */
+#define CTL_CODE_MAX 32u                        /* error code buffer, with its NUL */
 #define CTL_CLIENT_SLACK CKS_PROTO_CLIENT_SLACK /* seconds a client waits past a timeout */
 #define CTL_REPORT_TIMEOUT_MS CKS_PROTO_REPORT_TIMEOUT_MS /* the whole of a restored exchange */
 
@@ -69,9 +69,9 @@ struct ctl_request {
 /* A split response line: ok with a body, or an error code (message apart). */
 struct ctl_response {
     bool ok;
-    const char *body;           /* OK: the JSON object, inside the line, */
-    size_t body_len;            /*     not NUL-terminated */
-    char code[CTL_CODE_MAX];    /* ERR: [a-z][a-z0-9_]{0,30} */
+    const char *body;        /* OK: the JSON object, inside the line, */
+    size_t body_len;         /*     not NUL-terminated */
+    char code[CTL_CODE_MAX]; /* ERR: [a-z][a-z0-9_]{0,30} */
 };
 
 /* Error codes a daemon answers with (others may appear; see ctl_err_errno). */
@@ -108,8 +108,7 @@ int ctl_response_ok(struct buf *out, const char *json_object);
 int ctl_response_err(struct buf *out, const char *code, const char *msg);
 /* Splits one response line (len counts the '\n').  For ERR, the decoded
  * message goes to ret_msg (may be NULL).  0, CKS_E_LIMIT, CKS_E_FORMAT. */
-int ctl_response_parse(const char *line, size_t len, struct ctl_response *ret,
-                       struct buf *ret_msg);
+int ctl_response_parse(const char *line, size_t len, struct ctl_response *ret, struct buf *ret_msg);
 
 /* The error code a daemon answers for a failure err (negative errno or
  * CKS_E_*), and the negative errno a client maps a code to. */

@@ -21,7 +21,8 @@
 #include "engine/gcrec.h"
 #include "engine/lineage.h"
 
-static const char *const kind_names[] = {"mark", "intents", "keep", "sweep", "done", "lease", "intent"};
+static const char *const kind_names[] = {"mark", "intents", "keep",  "sweep",
+                                         "done", "lease",   "intent"};
 
 void gcrec_init(struct gcrec *g, enum gc_kind kind)
 {
@@ -266,7 +267,8 @@ int gc_sweep_parse(const char *name, int64_t *ret_expires)
     const char *dot;
     int64_t v;
     if (strncmp(name, "sweep.", 6) || !(dot = strchr(name + 6, '.')) ||
-        !dec_n(name + 6, (size_t)(dot - name - 6), &v) || strlen(dot + 1) != 16 || !hex_n(dot + 1, 16))
+        !dec_n(name + 6, (size_t)(dot - name - 6), &v) || strlen(dot + 1) != 16 ||
+        !hex_n(dot + 1, 16))
         return CKS_E_FORMAT;
     *ret_expires = v;
     return 0;
@@ -276,7 +278,8 @@ int gc_sweep_parse(const char *name, int64_t *ret_expires)
 
 static int snapref_put(struct buf *out, const char *key, const struct gc_snapref *s)
 {
-    return s->run[0] ? buf_printf(out, "%s %s/%s\n", key, s->run, s->id) : buf_printf(out, "%s -\n", key);
+    return s->run[0] ? buf_printf(out, "%s %s/%s\n", key, s->run, s->id)
+                     : buf_printf(out, "%s -\n", key);
 }
 
 int gcrec_encode(const struct gcrec *g, struct buf *out)
@@ -290,13 +293,14 @@ int gcrec_encode(const struct gcrec *g, struct buf *out)
         return -EINVAL;
     lineage_sanitise(g->host, host, sizeof(host));
     int e = buf_printf(out, "ckptsync-gc 1\nkind %s\nmark %s\nhost %s\nboot %s\ntime %lld\n",
-                       kind_names[g->kind], nomark ? "-" : g->mark, host, g->boot[0] ? g->boot : "-",
-                       (long long)g->time);
+                       kind_names[g->kind], nomark ? "-" : g->mark, host,
+                       g->boot[0] ? g->boot : "-", (long long)g->time);
     if (e == 0)
         e = g->expires >= 0 ? buf_printf(out, "expires %lld\n", (long long)g->expires)
                             : buf_printf(out, "expires -\n");
     if (e == 0)
-        e = g->seq >= 0 ? buf_printf(out, "seq %lld\n", (long long)g->seq) : buf_printf(out, "seq -\n");
+        e = g->seq >= 0 ? buf_printf(out, "seq %lld\n", (long long)g->seq)
+                        : buf_printf(out, "seq -\n");
     if (e == 0)
         e = snapref_put(out, "snapshot", &g->snap);
     if (e == 0)
@@ -328,7 +332,8 @@ static const char *gp_field(struct gp *l, const char *key)
 {
     const char *nl = memchr(l->p, '\n', (size_t)(l->end - l->p));
     size_t n = nl ? (size_t)(nl - l->p) : 0, kl = strlen(key);
-    if (!nl || n <= kl + 1 || n - kl - 1 >= sizeof(l->v) || memcmp(l->p, key, kl) || l->p[kl] != ' ')
+    if (!nl || n <= kl + 1 || n - kl - 1 >= sizeof(l->v) || memcmp(l->p, key, kl) ||
+        l->p[kl] != ' ')
         return NULL;
     memcpy(l->v, l->p + kl + 1, n - kl - 1);
     l->v[n - kl - 1] = 0;
@@ -428,8 +433,8 @@ static int gp_body(struct gp *l, struct gcrec *g)
     if (strcmp(v, "-") && !snapref_parse(v, &g->snap))
         return CKS_E_FORMAT;
     if ((g->kind == GC_KEEP) != (g->snap.run[0] != 0) ||
-        ((g->kind == GC_SWEEP || g->kind == GC_INTENT) && g->expires < 0) || (nomark != (g->seq >= 0)) ||
-        (!nomark && g->kind != GC_SWEEP && g->expires >= 0))
+        ((g->kind == GC_SWEEP || g->kind == GC_INTENT) && g->expires < 0) ||
+        (nomark != (g->seq >= 0)) || (!nomark && g->kind != GC_SWEEP && g->expires >= 0))
         return CKS_E_FORMAT;
     if (!gp_num(l, "items", false, &items) || (uint64_t)items > 2ull * GC_MAX_ITEMS)
         return CKS_E_FORMAT;

@@ -50,10 +50,10 @@
 #include "engine/hash.h"
 #include "engine/manifest.h"
 
-#define GC_MARK_LEN 33                 /* 16 + 1 + 16 */
-#define GC_INTENT_MAX 64               /* an intent's name (after "intents/") */
+#define GC_MARK_LEN 33   /* 16 + 1 + 16 */
+#define GC_INTENT_MAX 64 /* an intent's name (after "intents/") */
 #define GC_FIELD_MAX 128
-#define GC_MAX_ITEMS 4000000u          /* a mark holds at most this many candidates */
+#define GC_MAX_ITEMS 4000000u /* a mark holds at most this many candidates */
 #define GC_MAX_BYTES (512u * 1024 * 1024)
 
 enum gc_kind { GC_MARK, GC_INTENTS, GC_KEEP, GC_SWEEP, GC_DONE, GC_LEASE, GC_INTENT };
@@ -70,16 +70,16 @@ struct gc_snapref {
 
 struct gcrec {
     enum gc_kind kind;
-    char mark[GC_MARK_LEN + 1];        /* "" for a lease or an intent */
+    char mark[GC_MARK_LEN + 1]; /* "" for a lease or an intent */
     char host[GC_FIELD_MAX + 1];
-    char boot[33];                     /* "" unknown */
+    char boot[33]; /* "" unknown */
     int64_t time;
-    int64_t expires;                   /* sweep, lease; -1 = none / released */
-    int64_t seq;                       /* lease, intent: the writer's pid; -1 otherwise */
-    struct gc_snapref snap;            /* keep; empty otherwise */
-    struct gc_chunk *chunks;           /* mark, keep */
+    int64_t expires;         /* sweep, lease; -1 = none / released */
+    int64_t seq;             /* lease, intent: the writer's pid; -1 otherwise */
+    struct gc_snapref snap;  /* keep; empty otherwise */
+    struct gc_chunk *chunks; /* mark, keep */
     size_t nchunks;
-    struct gc_snapref *snaps;          /* mark */
+    struct gc_snapref *snaps; /* mark */
     size_t nsnaps;
     char (*intents)[GC_INTENT_MAX + 1]; /* intents, done */
     size_t nintents;

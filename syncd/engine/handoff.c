@@ -22,9 +22,10 @@ int handoff_encode(const struct handoff *h, struct buf *out)
         return -EINVAL;
     lineage_sanitise(h->host, host, sizeof(host));
     lineage_sanitise(h->instance, inst, sizeof(inst));
-    int e = buf_printf(out, "ckptsync-handoff 1\nrun %s\nsnapshot %s\nstep %lld\nhost %s\n"
-                       "instance %s\ntime %lld\n", h->run, h->id, (long long)h->step, host, inst,
-                       (long long)h->time);
+    int e = buf_printf(out,
+                       "ckptsync-handoff 1\nrun %s\nsnapshot %s\nstep %lld\nhost %s\n"
+                       "instance %s\ntime %lld\n",
+                       h->run, h->id, (long long)h->step, host, inst, (long long)h->time);
     if (e < 0)
         return e;
     hash_sha256(out->data + start, out->len - start, d);
@@ -96,7 +97,8 @@ int handoff_parse(const uint8_t *data, size_t len, struct handoff *ret)
         !word_field(line, "snapshot", h.id, sizeof(h.id)) || manifest_id_check(h.id) < 0 ||
         !next_line(&p, end, line, sizeof(line)) || !word_field(line, "step", num, sizeof(num)) ||
         !parse_i64(num, -1, &h.step) || !next_line(&p, end, line, sizeof(line)) ||
-        !word_field(line, "host", h.host, sizeof(h.host)) || !next_line(&p, end, line, sizeof(line)) ||
+        !word_field(line, "host", h.host, sizeof(h.host)) ||
+        !next_line(&p, end, line, sizeof(line)) ||
         !word_field(line, "instance", h.instance, sizeof(h.instance)) ||
         !next_line(&p, end, line, sizeof(line)) || !word_field(line, "time", num, sizeof(num)) ||
         !parse_i64(num, 0, &h.time))

@@ -31,7 +31,7 @@ struct handoff {
     char id[MANIFEST_ID_MAX + 1];
     int64_t step;
     char host[HANDOFF_FIELD_MAX + 1];
-    char instance[HANDOFF_FIELD_MAX + 1];  /* "" when unknown */
+    char instance[HANDOFF_FIELD_MAX + 1]; /* "" when unknown */
     int64_t time;
 };
 

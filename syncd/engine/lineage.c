@@ -76,8 +76,8 @@ static int rec_check(const struct lineage_rec *r)
         return -EINVAL;
     if (r->kind != LINEAGE_CLAIM && !id_ok(r->id))
         return -EINVAL;
-    if (r->kind == LINEAGE_CLAIM && ((r->id[0] && !id_ok(r->id)) ||
-                                     !hex_field(r->tag, LINEAGE_CLAIM_HEX)))
+    if (r->kind == LINEAGE_CLAIM &&
+        ((r->id[0] && !id_ok(r->id)) || !hex_field(r->tag, LINEAGE_CLAIM_HEX)))
         return -EINVAL;
     return 0;
 }
@@ -127,8 +127,7 @@ static int key_rest(const char *p, struct lineage_rec *r)
         memcpy(r->tag, p, LINEAGE_CLAIM_HEX + 1);
         return 0;
     }
-    if (!key_num(&p, 's', true, INT64_MAX, &r->step) || strlen(p) > MANIFEST_ID_MAX ||
-        !id_ok(p))
+    if (!key_num(&p, 's', true, INT64_MAX, &r->step) || strlen(p) > MANIFEST_ID_MAX || !id_ok(p))
         return CKS_E_FORMAT;
     memcpy(r->id, p, strlen(p) + 1);
     return 0;
@@ -148,11 +147,12 @@ int lineage_key_parse(const char *key, struct lineage_rec *ret)
         p = key + 7;
     } else if (!strncmp(key, "lineage/", 8)) {
         p = key + 8;
-        r.kind = LINEAGE_HANDOFF;   /* refined below */
+        r.kind = LINEAGE_HANDOFF; /* refined below */
     } else {
         return CKS_E_FORMAT;
     }
-    if (!(slash = strchr(p, '/')) || (size_t)(slash - p) > MANIFEST_MAX_FIELD || strchr(slash + 1, '/'))
+    if (!(slash = strchr(p, '/')) || (size_t)(slash - p) > MANIFEST_MAX_FIELD ||
+        strchr(slash + 1, '/'))
         return CKS_E_FORMAT;
     memcpy(r.run, p, (size_t)(slash - p));
     r.run[slash - p] = 0;
@@ -184,10 +184,12 @@ int lineage_encode(const struct lineage_rec *r, struct buf *out)
         hex_encode(r->manifest, HASH_LEN, hex);
     else
         snprintf(hex, sizeof(hex), "-");
-    int e = buf_printf(out, "ckptsync-%s 1\nrun %s\ngen %lld\nsnapshot %s\nstep %lld\ntag %s\n"
-                       "host %s\ninstance %s\ntime %lld\nmanifest %s\n", kind_names[r->kind], r->run,
-                       (long long)r->gen, r->id[0] ? r->id : "-", (long long)r->step,
-                       r->kind == LINEAGE_CLAIM ? r->tag : "-", host, inst, (long long)r->time, hex);
+    int e = buf_printf(out,
+                       "ckptsync-%s 1\nrun %s\ngen %lld\nsnapshot %s\nstep %lld\ntag %s\n"
+                       "host %s\ninstance %s\ntime %lld\nmanifest %s\n",
+                       kind_names[r->kind], r->run, (long long)r->gen, r->id[0] ? r->id : "-",
+                       (long long)r->step, r->kind == LINEAGE_CLAIM ? r->tag : "-", host, inst,
+                       (long long)r->time, hex);
     if (e < 0)
         return e;
     hash_sha256(out->data + start, out->len - start, d);
@@ -207,7 +209,8 @@ static const char *lp_field(struct lp *l, const char *key)
 {
     const char *nl = memchr(l->p, '\n', (size_t)(l->end - l->p));
     size_t n = nl ? (size_t)(nl - l->p) : 0, kl = strlen(key);
-    if (!nl || n <= kl + 1 || n - kl - 1 >= sizeof(l->line) || memcmp(l->p, key, kl) || l->p[kl] != ' ')
+    if (!nl || n <= kl + 1 || n - kl - 1 >= sizeof(l->line) || memcmp(l->p, key, kl) ||
+        l->p[kl] != ' ')
         return NULL;
     memcpy(l->line, l->p + kl + 1, n - kl - 1);
     l->line[n - kl - 1] = 0;
@@ -261,7 +264,8 @@ static int lp_body(struct lp *l, struct lineage_rec *r)
         !lp_copy(l, "tag", r->tag, sizeof(r->tag), true) ||
         !lp_copy(l, "host", r->host, sizeof(r->host), false) ||
         !lp_copy(l, "instance", r->instance, sizeof(r->instance), true) ||
-        !lp_num(l, "time", false, INT64_MAX, &r->time) || !lp_copy(l, "manifest", hex, sizeof(hex), false))
+        !lp_num(l, "time", false, INT64_MAX, &r->time) ||
+        !lp_copy(l, "manifest", hex, sizeof(hex), false))
         return CKS_E_FORMAT;
     if (r->kind == LINEAGE_COMMIT) {
         if (!hex_field(hex, HASH_HEX_LEN) || hex_decode(hex, HASH_LEN, r->manifest) < 0)

@@ -51,12 +51,12 @@ struct lineage_rec {
     /* commit, handoff: the snapshot; claim: the snapshot it resumed from
      * ("" when it started from nothing). */
     char id[MANIFEST_ID_MAX + 1];
-    int64_t step;                       /* of id; -1 unknown */
-    char tag[LINEAGE_CLAIM_HEX + 1];    /* claim: its random name */
-    char host[LINEAGE_FIELD_MAX + 1];   /* [A-Za-z0-9._-]; others written '_' */
+    int64_t step;                         /* of id; -1 unknown */
+    char tag[LINEAGE_CLAIM_HEX + 1];      /* claim: its random name */
+    char host[LINEAGE_FIELD_MAX + 1];     /* [A-Za-z0-9._-]; others written '_' */
     char instance[LINEAGE_FIELD_MAX + 1]; /* same, "" when unknown */
-    int64_t time;                       /* unix seconds */
-    uint8_t manifest[HASH_LEN];         /* commit: SHA-256 of the manifest */
+    int64_t time;                         /* unix seconds */
+    uint8_t manifest[HASH_LEN];           /* commit: SHA-256 of the manifest */
 };
 
 /* The record's key (without the region prefix); out holds 1024 bytes.

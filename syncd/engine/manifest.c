@@ -46,8 +46,8 @@
 
 _Static_assert(MANIFEST_VERSION == CKS_MANIFEST_VERSION, "format.h and manifest.h disagree");
 
-#define MAX_TOKENS 7        /* "f <mode> <mtime> <size> <digest> <nchunks> <path>" */
-#define HEADER_LINES 13     /* versions 2, 3: the version line and the twelve below it */
+#define MAX_TOKENS 7    /* "f <mode> <mtime> <size> <digest> <nchunks> <path>" */
+#define HEADER_LINES 13 /* versions 2, 3: the version line and the twelve below it */
 #define FIRST_ENTRY_LINE (HEADER_LINES + 1)
 #define END_LINE_LEN (4 + HASH_HEX_LEN + 1)
 #define CHUNKER_NAME "fastcdc2020"
@@ -56,8 +56,8 @@ _Static_assert(MANIFEST_VERSION == CKS_MANIFEST_VERSION, "format.h and manifest.
 
 static bool id_char(unsigned char c)
 {
-    return (c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
-           c == '.' || c == '_' || c == '-';
+    return (c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '.' ||
+           c == '_' || c == '-';
 }
 
 static bool id_chars(const char *s, size_t max)
@@ -254,7 +254,7 @@ static int check_hardlinks(const struct manifest *m, const struct mfile **v, siz
         size_t t = hit ? (size_t)(*hit - m->files) : i;
         if (!hit || (*hit)->type != MFILE_REG || t > i) {
             *ret_what = "hard link to what is not an earlier regular file";
-            *ret_a = t;   /* reported as "line of i (see line of t)" */
+            *ret_a = t; /* reported as "line of i (see line of t)" */
             *ret_b = i;
             return CKS_E_FORMAT;
         }
@@ -264,8 +264,7 @@ static int check_hardlinks(const struct manifest *m, const struct mfile **v, siz
 
 /* On failure *ret_b is the index of the entry at fault, *ret_a that of
  * the other one involved (equal when there is none). */
-static int check_tree(const struct manifest *m, size_t *ret_a, size_t *ret_b,
-                      const char **ret_what)
+static int check_tree(const struct manifest *m, size_t *ret_a, size_t *ret_b, const char **ret_what)
 {
     if (m->nfiles == 0)
         return 0;
@@ -378,8 +377,8 @@ static int chunks_reserve(struct manifest *m, size_t limit)
     return 0;
 }
 
-int manifest_add_file(struct manifest *m, enum mfile_type type, const char *path,
-                      uint32_t mode, const char *link)
+int manifest_add_file(struct manifest *m, enum mfile_type type, const char *path, uint32_t mode,
+                      const char *link)
 {
     if (!path || (type != MFILE_REG && type != MFILE_DIR && !has_target(type)) ||
         has_target(type) != (link != NULL))
@@ -453,8 +452,8 @@ int manifest_chunk_at(const struct manifest *m, const uint8_t id[HASH_LEN], size
 bool manifest_equal(const struct manifest *a, const struct manifest *b)
 {
 #define STR_EQ(x, y) ((!(x) && !(y)) || ((x) && (y) && !strcmp((x), (y))))
-    if (strcmp(a->id, b->id) || !STR_EQ(a->run, b->run) || a->step != b->step ||
-        a->gen != b->gen || a->time != b->time || !STR_EQ(a->host, b->host) || !STR_EQ(a->instance, b->instance) ||
+    if (strcmp(a->id, b->id) || !STR_EQ(a->run, b->run) || a->step != b->step || a->gen != b->gen ||
+        a->time != b->time || !STR_EQ(a->host, b->host) || !STR_EQ(a->instance, b->instance) ||
         !STR_EQ(a->parent, b->parent) || !STR_EQ(a->root, b->root) ||
         a->chunk_min != b->chunk_min || a->chunk_avg != b->chunk_avg ||
         a->chunk_max != b->chunk_max || a->normalization != b->normalization ||
@@ -463,9 +462,9 @@ bool manifest_equal(const struct manifest *a, const struct manifest *b)
     for (size_t i = 0; i < a->nfiles; i++) {
         const struct mfile *x = &a->files[i], *y = &b->files[i];
         if (x->type != y->type || x->mode != y->mode || x->mtime_ns != y->mtime_ns ||
-            !STR_EQ(x->path, y->path) ||
-            !STR_EQ(x->link, y->link) || x->size != y->size || x->first_chunk != y->first_chunk ||
-            x->nchunks != y->nchunks || memcmp(x->digest, y->digest, HASH_LEN))
+            !STR_EQ(x->path, y->path) || !STR_EQ(x->link, y->link) || x->size != y->size ||
+            x->first_chunk != y->first_chunk || x->nchunks != y->nchunks ||
+            memcmp(x->digest, y->digest, HASH_LEN))
             return false;
     }
 #undef STR_EQ
@@ -772,7 +771,7 @@ struct tok {
 };
 
 struct line {
-    size_t start;   /* offset of the line in the input */
+    size_t start; /* offset of the line in the input */
     size_t ntok;
     struct tok tok[MAX_TOKENS];
 };
@@ -780,17 +779,17 @@ struct line {
 struct parser {
     const uint8_t *data;
     size_t len;
-    size_t pos;             /* start of the next line */
-    size_t lineno;          /* number of the line last read */
+    size_t pos;    /* start of the next line */
+    size_t lineno; /* number of the line last read */
     struct manifest *m;
     struct buf *err;
     bool digest_checked;
     uint64_t decl_files, decl_chunks;
-    uint64_t chunks_left;   /* chunk lines still owed to the last file */
-    uint64_t chunk_sum;     /* lengths of its chunks read so far */
-    size_t file_line;       /* line of the last file */
-    unsigned version;       /* of the version line: 1 has no "gen" line */
-    size_t mt;              /* 1 from version 3: entry lines hold an mtime after the mode */
+    uint64_t chunks_left; /* chunk lines still owed to the last file */
+    uint64_t chunk_sum;   /* lengths of its chunks read so far */
+    size_t file_line;     /* line of the last file */
+    unsigned version;     /* of the version line: 1 has no "gen" line */
+    size_t mt;            /* 1 from version 3: entry lines hold an mtime after the mode */
 };
 
 static int fail(struct parser *p, int code, const char *fmt, ...)
@@ -902,7 +901,7 @@ static int tok_text(const struct tok *t, size_t max, char **ret)
     *ret = NULL;
     if (tok_is(t, "-"))
         return 0;
-    if (t->n / 3 > max)     /* cannot decode to max bytes or fewer */
+    if (t->n / 3 > max) /* cannot decode to max bytes or fewer */
         return CKS_E_LIMIT;
     char *s = malloc(t->n + 1);
     if (!s)
@@ -960,8 +959,9 @@ static int parse_version(struct parser *p)
     if (ln.ntok != 2 || tok_u64(&ln.tok[1], UINT64_MAX, &v) < 0)
         return fail(p, CKS_E_FORMAT, "bad version line");
     if (v < 1 || v > MANIFEST_VERSION)
-        return fail(p, CKS_E_VERSION, "manifest version %" PRIu64 " not supported (this reads 1..%d)",
-                    v, MANIFEST_VERSION);
+        return fail(p, CKS_E_VERSION,
+                    "manifest version %" PRIu64 " not supported (this reads 1..%d)", v,
+                    MANIFEST_VERSION);
     p->version = (unsigned)v;
     p->mt = v >= 3;
     return 0;
@@ -1121,11 +1121,10 @@ static const struct header_line {
     size_t nval;
     int (*parse)(struct parser *p, const struct line *ln);
 } header_lines[] = {
-    {"id", 1, hdr_id},         {"run", 1, hdr_run},       {"step", 1, hdr_step},
-    {"time", 1, hdr_time},     {"host", 1, hdr_host},     {"instance", 1, hdr_instance},
-    {"parent", 1, hdr_parent}, {"gen", 1, hdr_gen},       {"root", 1, hdr_root},
-    {"chunker", 5, hdr_chunker},
-    {"files", 1, hdr_files},   {"chunks", 1, hdr_chunks},
+    {"id", 1, hdr_id},           {"run", 1, hdr_run},     {"step", 1, hdr_step},
+    {"time", 1, hdr_time},       {"host", 1, hdr_host},   {"instance", 1, hdr_instance},
+    {"parent", 1, hdr_parent},   {"gen", 1, hdr_gen},     {"root", 1, hdr_root},
+    {"chunker", 5, hdr_chunker}, {"files", 1, hdr_files}, {"chunks", 1, hdr_chunks},
 };
 
 /* The header lines come in one fixed order, each exactly once. */
@@ -1203,8 +1202,8 @@ static int tok_mtime(const struct tok *t, int64_t *ret)
 
 /* Fields shared by every entry line: kind, mode, mtime (version 3), ...,
  * path (the last); ntok counts the fields as in version 2. */
-static int entry_common(struct parser *p, const struct line *ln, enum mfile_type type,
-                        size_t ntok, struct mfile *f)
+static int entry_common(struct parser *p, const struct line *ln, enum mfile_type type, size_t ntok,
+                        struct mfile *f)
 {
     *f = (struct mfile){.type = type, .first_chunk = p->m->nchunks, .mtime_ns = -1};
     ntok += p->mt;
@@ -1299,8 +1298,10 @@ static int line_chunk(struct parser *p, const struct line *ln)
     p->chunk_sum += len;
     const struct mfile *f = &p->m->files[p->m->nfiles - 1];
     if (--p->chunks_left == 0 && p->chunk_sum != f->size)
-        return fail(p, CKS_E_FORMAT, "size of the file at line %zu (%" PRIu64 ") != sum of its "
-                    "chunk lengths (%" PRIu64 ")", p->file_line, f->size, p->chunk_sum);
+        return fail(p, CKS_E_FORMAT,
+                    "size of the file at line %zu (%" PRIu64 ") != sum of its "
+                    "chunk lengths (%" PRIu64 ")",
+                    p->file_line, f->size, p->chunk_sum);
     return 0;
 }
 
@@ -1320,10 +1321,9 @@ static int body_line(struct parser *p, const struct line *ln)
     if (tok_is(k, "h"))
         return line_link(p, ln, MFILE_HARDLINK);
     if (tok_is(k, "end"))
-        return fail(p, CKS_E_FORMAT, "end after %zu of %" PRIu64 " declared entries",
-                    p->m->nfiles, p->decl_files);
-    return fail(p, CKS_E_FORMAT, "unknown line kind \"%.*s\"", (int)(k->n < 16 ? k->n : 16),
-                k->p);
+        return fail(p, CKS_E_FORMAT, "end after %zu of %" PRIu64 " declared entries", p->m->nfiles,
+                    p->decl_files);
+    return fail(p, CKS_E_FORMAT, "unknown line kind \"%.*s\"", (int)(k->n < 16 ? k->n : 16), k->p);
 }
 
 static int parse_body(struct parser *p)
@@ -1347,8 +1347,9 @@ static int parse_end(struct parser *p)
     if (r < 0)
         return r;
     if (!tok_is(&ln.tok[0], "end"))
-        return fail(p, CKS_E_FORMAT, "expected end line (more entries than the %" PRIu64
-                    " declared?)", p->decl_files);
+        return fail(p, CKS_E_FORMAT,
+                    "expected end line (more entries than the %" PRIu64 " declared?)",
+                    p->decl_files);
     if (p->m->nchunks != p->decl_chunks)
         return fail(p, CKS_E_FORMAT, "%zu chunks, header declares %" PRIu64, p->m->nchunks,
                     p->decl_chunks);
@@ -1356,7 +1357,7 @@ static int parse_end(struct parser *p)
         return fail(p, CKS_E_FORMAT, "bad end line (want \"end <64 hex>\")");
     if (p->pos != p->len)
         return fail(p, CKS_E_FORMAT, "data after the end line");
-    if (!p->digest_checked) {   /* precheck_digest() saw this same line */
+    if (!p->digest_checked) { /* precheck_digest() saw this same line */
         hash_sha256(p->data, ln.start, got);
         if (memcmp(want, got, HASH_LEN))
             return fail(p, CKS_E_DIGEST, "manifest digest mismatch");

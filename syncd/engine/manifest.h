@@ -53,7 +53,7 @@
 #define MANIFEST_MAX_CHUNKS 100000000u
 #define MANIFEST_MAX_PATH 4096u
 #define MANIFEST_MAX_COMPONENT 255u
-#define MANIFEST_MAX_FIELD 256u      /* run, host, instance, id */
+#define MANIFEST_MAX_FIELD 256u /* run, host, instance, id */
 #define MANIFEST_ID_MAX 64u
 
 /* A hard link shares its target's inode: the target is the path of an
@@ -67,28 +67,28 @@ struct mchunk {
 };
 
 struct mfile {
-    char *path;             /* relative to the snapshot root */
-    char *link;             /* symlink target, hard link target (a path), else NULL */
+    char *path; /* relative to the snapshot root */
+    char *link; /* symlink target, hard link target (a path), else NULL */
     enum mfile_type type;
-    uint32_t mode;          /* permission bits only (07777) */
-    int64_t mtime_ns;       /* modification time, ns since the epoch; -1: unknown (and
-                             * always for a hard link: it has its target's) */
+    uint32_t mode;    /* permission bits only (07777) */
+    int64_t mtime_ns; /* modification time, ns since the epoch; -1: unknown (and
+                       * always for a hard link: it has its target's) */
     uint64_t size;
     uint8_t digest[HASH_LEN];
-    uint64_t first_chunk;   /* index into manifest.chunks */
+    uint64_t first_chunk; /* index into manifest.chunks */
     uint64_t nchunks;
 };
 
 struct manifest {
     char id[MANIFEST_ID_MAX + 1];
     char *run;
-    int64_t step;           /* -1 when unknown */
+    int64_t step; /* -1 when unknown */
     int64_t time;
     char *host;
-    char *instance;         /* NULL when unknown */
-    char *parent;           /* NULL when none */
-    int64_t gen;            /* lineage generation (engine/lineage.h); 0 in version 1 */
-    char *root;             /* NULL when the snapshot is the whole run */
+    char *instance; /* NULL when unknown */
+    char *parent;   /* NULL when none */
+    int64_t gen;    /* lineage generation (engine/lineage.h); 0 in version 1 */
+    char *root;     /* NULL when the snapshot is the whole run */
     uint64_t chunk_min, chunk_avg, chunk_max;
     unsigned normalization;
     struct mfile *files;
@@ -101,8 +101,8 @@ struct manifest {
  * for strings, then add files; a regular file's chunks follow it. */
 void manifest_init(struct manifest *m);
 int manifest_set_str(char **field, const char *value);
-int manifest_add_file(struct manifest *m, enum mfile_type type, const char *path,
-                      uint32_t mode, const char *link);
+int manifest_add_file(struct manifest *m, enum mfile_type type, const char *path, uint32_t mode,
+                      const char *link);
 /* Adds a chunk to the last added file (which must be MFILE_REG) and grows
  * its size by len. */
 int manifest_add_chunk(struct manifest *m, const uint8_t id[HASH_LEN], uint32_t len);

@@ -179,8 +179,8 @@ int catalog_units(struct repo *r, const char *run, struct catalog_unit **ret, si
             if (!detect_name_transient(m.root, strlen(m.root)))
                 e = units_add(&units, &n, &m);
             else
-                log_debug("run '%s': snapshot %s of \"%s\" is of a temporary name; not a unit",
-                          run, m.id, m.root);
+                log_debug("run '%s': snapshot %s of \"%s\" is of a temporary name; not a unit", run,
+                          m.id, m.root);
             manifest_free(&m);
         } else {
             log_warn("%s", buf_str(&ferr));

@@ -20,22 +20,22 @@
 struct catalog_snap {
     char run[MANIFEST_MAX_FIELD + 1];
     char id[MANIFEST_ID_MAX + 1];
-    unsigned regions;                 /* healthy regions whose listing has it */
+    unsigned regions; /* healthy regions whose listing has it */
 };
 
 /* Every snapshot of run (of every run when run is NULL) that any healthy
- * region lists and none has a forget record for, sorted by run then id, each once, with how many regions
- * list it.  *ret is malloc'ed (free it); -ENOENT when there is none.  A
- * region whose listing fails is marked unhealthy (repo_region_fail). */
+ * region lists and none has a forget record for, sorted by run then id, each once, with how many
+ * regions list it.  *ret is malloc'ed (free it); -ENOENT when there is none.  A region whose
+ * listing fails is marked unhealthy (repo_region_fail). */
 int catalog_snapshots(struct repo *r, const char *run, struct catalog_snap **ret, size_t *ret_n);
 
 struct catalog_unit {
     char root[MANIFEST_MAX_PATH + 1];
-    char id[MANIFEST_ID_MAX + 1];     /* its newest snapshot: highest generation,
-                                       * then ref_newer order */
-    int64_t step;                     /* -1: not a checkpoint (logs, configs) */
+    char id[MANIFEST_ID_MAX + 1]; /* its newest snapshot: highest generation,
+                                   * then ref_newer order */
+    int64_t step;                 /* -1: not a checkpoint (logs, configs) */
     int64_t gen;
-    size_t snapshots;                 /* how many the run holds of this unit */
+    size_t snapshots; /* how many the run holds of this unit */
 };
 
 /* The run's units, newest snapshot of each; a root that is a transient

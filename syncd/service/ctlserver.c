@@ -55,26 +55,26 @@ enum conn_state { C_READ, C_UNIT, C_INGEST, C_SNAP, C_FLUSH, C_WRITE };
 
 struct conn {
     int fd;
-    size_t slot;                         /* index in ctlserver.conns */
+    size_t slot; /* index in ctlserver.conns */
     enum conn_state st;
     struct buf in, out;
     size_t out_off;
     struct ctl_request req;
-    char unit[DETECT_UNIT_MAX];          /* C_UNIT: relpath committed */
-    uint64_t ticket;                     /* C_INGEST */
-    char run[MANIFEST_MAX_FIELD + 1];    /* C_SNAP */
+    char unit[DETECT_UNIT_MAX];       /* C_UNIT: relpath committed */
+    uint64_t ticket;                  /* C_INGEST */
+    char run[MANIFEST_MAX_FIELD + 1]; /* C_SNAP */
     char id[MANIFEST_ID_MAX + 1];
-    int64_t deadline_ms;                 /* monotonic; 0 = none */
-    int64_t idle_since_ms;               /* C_READ: accepted; C_WRITE: last byte sent */
+    int64_t deadline_ms;   /* monotonic; 0 = none */
+    int64_t idle_since_ms; /* C_READ: accepted; C_WRITE: last byte sent */
 };
 
 struct ctlserver {
     const struct daemon_parts *p;
     int ep, lfd;
-    struct conn **conns;                 /* nconns of cap_conns; at most max_conns */
+    struct conn **conns; /* nconns of cap_conns; at most max_conns */
     size_t nconns, cap_conns, max_conns;
-    int sparefd;                         /* given up to refuse a client when out of fds */
-    bool accept_paused;                  /* out of fds: lfd unwatched until a close, or 1 s */
+    int sparefd;        /* given up to refuse a client when out of fds */
+    bool accept_paused; /* out of fds: lfd unwatched until a close, or 1 s */
     int64_t accept_paused_ms;
     int64_t evict_warn_ms;
 };
@@ -151,10 +151,10 @@ static void conn_reply(struct ctlserver *s, struct conn *c, const char *json, co
     conn_write(s, c);
 }
 
-static void conn_reply_errf(struct ctlserver *s, struct conn *c, const char *code,
-                            const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static void conn_reply_errf(struct ctlserver *s, struct conn *c, const char *code,
-                            const char *fmt, ...)
+static void conn_reply_errf(struct ctlserver *s, struct conn *c, const char *code, const char *fmt,
+                            ...) __attribute__((format(printf, 4, 5)));
+static void conn_reply_errf(struct ctlserver *s, struct conn *c, const char *code, const char *fmt,
+                            ...)
 {
     char msg[1024];
     va_list ap;
@@ -170,8 +170,10 @@ static void conn_refuse(struct ctlserver *s, int fd)
 {
     struct buf b = BUF_INIT;
     char msg[160];
-    snprintf(msg, sizeof(msg), "the daemon is busy: all %zu control connections hold waiting "
-             "requests; try again later", s->nconns);
+    snprintf(msg, sizeof(msg),
+             "the daemon is busy: all %zu control connections hold waiting "
+             "requests; try again later",
+             s->nconns);
     if (ctl_response_err(&b, CTL_ERR_BUSY, msg) == 0 &&
         send(fd, b.data, b.len, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
         log_debug("control socket: busy answer: %s", strerror(errno));
@@ -192,11 +194,13 @@ static bool conn_evict(struct ctlserver *s)
     int64_t now = mstime_mono();
     if (now >= s->evict_warn_ms) {
         log_warn("control socket: %zu connections, the most this daemon takes now; closing the "
-                 "ones idle longest to make room", s->nconns);
+                 "ones idle longest to make room",
+                 s->nconns);
         s->evict_warn_ms = now + 60000;
     }
     if (old->st == C_READ)
-        conn_reply(s, old, NULL, CTL_ERR_BUSY, "the daemon is busy: too many control connections; "
+        conn_reply(s, old, NULL, CTL_ERR_BUSY,
+                   "the daemon is busy: too many control connections; "
                    "closing this idle one");
     else
         conn_close(s, old);
@@ -293,7 +297,7 @@ static size_t conn_limit(void)
 static unsigned need_regions(const struct ctlserver *s, enum ctl_wait w)
 {
     return w == CTL_WAIT_REPLICATED ? (unsigned)s->p->r->nregions
-         : w == CTL_WAIT_DURABLE    ? s->p->conf->quorum
+           : w == CTL_WAIT_DURABLE  ? s->p->conf->quorum
                                     : 0;
 }
 
@@ -305,8 +309,10 @@ static bool reply_if_fatal(struct ctlserver *s, struct conn *c)
     char why[INDEX_FATAL_WHY];
     if (!index_fatal(s->p->r->ix, why, sizeof(why), NULL))
         return false;
-    conn_reply_errf(s, c, CTL_ERR_DEGRADED, "the daemon is degraded (%s) and takes no new work; "
-                    "restart it after fixing the disk", why);
+    conn_reply_errf(s, c, CTL_ERR_DEGRADED,
+                    "the daemon is degraded (%s) and takes no new work; "
+                    "restart it after fixing the disk",
+                    why);
     return true;
 }
 
@@ -316,11 +322,16 @@ static void reply_snap(struct ctlserver *s, struct conn *c, unsigned k)
     struct json j;
     json_init(&j, &b);
     json_obj_begin(&j);
-    json_key(&j, "id"); json_str(&j, c->id);
-    json_key(&j, "run"); json_str(&j, c->run);
-    json_key(&j, "regions_committed"); json_u64(&j, k);
-    json_key(&j, "durable"); json_bool(&j, k >= s->p->conf->quorum);
-    json_key(&j, "replicated"); json_bool(&j, k == s->p->r->nregions);
+    json_key(&j, "id");
+    json_str(&j, c->id);
+    json_key(&j, "run");
+    json_str(&j, c->run);
+    json_key(&j, "regions_committed");
+    json_u64(&j, k);
+    json_key(&j, "durable");
+    json_bool(&j, k >= s->p->conf->quorum);
+    json_key(&j, "replicated");
+    json_bool(&j, k == s->p->r->nregions);
     json_obj_end(&j);
     conn_reply(s, c, buf_str(&b), NULL, NULL);
     buf_free(&b);
@@ -351,9 +362,8 @@ static void check_snap_waiter(struct ctlserver *s, struct conn *c, int64_t now)
     else if (reply_if_fatal(s, c))
         return;
     else if (c->deadline_ms && now >= c->deadline_ms)
-        conn_reply_errf(s, c, CTL_ERR_TIMEOUT,
-                        "snapshot %s is committed in %d of %zu regions: %s", c->id, k,
-                        s->p->r->nregions,
+        conn_reply_errf(s, c, CTL_ERR_TIMEOUT, "snapshot %s is committed in %d of %zu regions: %s",
+                        c->id, k, s->p->r->nregions,
                         (unsigned)k >= s->p->conf->quorum ? "durable, not replicated"
                                                           : "NOT durable yet");
 }
@@ -392,11 +402,15 @@ static void check_flush_waiter(struct ctlserver *s, struct conn *c, int64_t now)
         return;
     } else if (c->deadline_ms && now >= c->deadline_ms) {
         if (!idle)
-            conn_reply_errf(s, c, CTL_ERR_TIMEOUT, "deadline passed: %zu units are still being "
-                            "taken", detector_pending(s->p->det) + ingester_busy(s->p->ig));
+            conn_reply_errf(s, c, CTL_ERR_TIMEOUT,
+                            "deadline passed: %zu units are still being "
+                            "taken",
+                            detector_pending(s->p->det) + ingester_busy(s->p->ig));
         else
-            conn_reply_errf(s, c, CTL_ERR_TIMEOUT, "deadline passed: snapshot %s has not reached "
-                            "the requested regions", a.worst);
+            conn_reply_errf(s, c, CTL_ERR_TIMEOUT,
+                            "deadline passed: snapshot %s has not reached "
+                            "the requested regions",
+                            a.worst);
     }
 }
 
@@ -464,16 +478,20 @@ static void req_commit(struct ctlserver *s, struct conn *c)
     char run[MANIFEST_MAX_FIELD + 2];
     const char *rel = real + rl + 1;
     size_t runlen = strcspn(rel, "/");
-    snprintf(run, sizeof(run), "%.*s", (int)(runlen < sizeof(run) - 1 ? runlen : sizeof(run) - 1), rel);
+    snprintf(run, sizeof(run), "%.*s", (int)(runlen < sizeof(run) - 1 ? runlen : sizeof(run) - 1),
+             rel);
     if (runlen >= sizeof(run) - 1 || manifest_run_check(run) < 0) {
-        conn_reply_errf(s, c, CTL_ERR_BADREQUEST, "\"%s\": the run directory name \"%.64s\" cannot be "
-                        "stored: use 1-256 characters from [A-Za-z0-9._-], not . or ..", c->req.path, run);
+        conn_reply_errf(s, c, CTL_ERR_BADREQUEST,
+                        "\"%s\": the run directory name \"%.64s\" cannot be "
+                        "stored: use 1-256 characters from [A-Za-z0-9._-], not . or ..",
+                        c->req.path, run);
         return;
     }
     int e = detector_commit(s->p->det, rel, c->req.step, mstime_mono());
     if (e < 0) {
-        conn_reply_errf(s, c, CTL_ERR_BADREQUEST, "\"%s\": not a checkpoint under a run directory: %s",
-                        c->req.path, strerror(-e));
+        conn_reply_errf(s, c, CTL_ERR_BADREQUEST,
+                        "\"%s\": not a checkpoint under a run directory: %s", c->req.path,
+                        strerror(-e));
         return;
     }
     snprintf(c->unit, sizeof(c->unit), "%s", real + rl + 1);

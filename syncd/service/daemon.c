@@ -60,17 +60,17 @@ struct dmn {
     const char *config_path;
     char **argv;
     char root[PATH_MAX];
-    struct daemon_parts p;               /* what ctlserver and statusview see */
-    struct ctlserver *cs;                /* the control socket */
-    struct gcd *gcd;                     /* retention and scheduled prune, or NULL */
-    struct metrics_server *ms;           /* GET /metrics, or NULL ([daemon] metrics off) */
-    int64_t textfile_due_ms;             /* monotonic: next [daemon] metrics_textfile write */
+    struct daemon_parts p;     /* what ctlserver and statusview see */
+    struct ctlserver *cs;      /* the control socket */
+    struct gcd *gcd;           /* retention and scheduled prune, or NULL */
+    struct metrics_server *ms; /* GET /metrics, or NULL ([daemon] metrics off) */
+    int64_t textfile_due_ms;   /* monotonic: next [daemon] metrics_textfile write */
     bool textfile_failing;
     struct watcher *w;
     int ep, sigfd, evfd, lockfd;
     uint64_t next_ticket;
     bool stop, reexec;
-    bool degraded_told;                  /* the index's failure was logged */
+    bool degraded_told; /* the index's failure was logged */
 };
 
 /* ---- systemd notification (the datagram protocol of sd_notify) -------- */
@@ -164,7 +164,7 @@ static void ingest_done(struct dmn *d)
 
 static void handle_retakes(struct dmn *d)
 {
-    char (*units)[4096] = malloc(16 * sizeof(*units));
+    char(*units)[4096] = malloc(16 * sizeof(*units));
     if (!units)
         return;
     size_t n = replicator_take_retakes(d->p.rp, units, 16);
@@ -221,8 +221,8 @@ static void on_signal(struct dmn *d)
         if (config_load(d->config_path, &nc, &err) < 0) {
             snprintf(f, sizeof(f), "event=reload_refused reason=%s",
                      log_quote(q, sizeof(q), buf_str(&err)));
-            log_event(LOG_LVL_ERROR, f, "SIGHUP: configuration refused, keeping the running one: %s",
-                      buf_str(&err));
+            log_event(LOG_LVL_ERROR, f,
+                      "SIGHUP: configuration refused, keeping the running one: %s", buf_str(&err));
         } else {
             snprintf(f, sizeof(f), "event=reload file=%s", log_quote(q, sizeof(q), d->config_path));
             log_event(LOG_LVL_INFO, f, "SIGHUP: configuration \"%s\" is valid; restarting in place",
@@ -290,7 +290,8 @@ static int dmn_lock(struct dmn *d)
     if (e == -EBUSY)
         log_error("another ckptsyncd already runs on state directory \"%s\"", d->conf.state);
     else if (e < 0)
-        log_error("state directory \"%s\": lock \"%s\": %s", d->conf.state, buf_str(&p), strerror(-e));
+        log_error("state directory \"%s\": lock \"%s\": %s", d->conf.state, buf_str(&p),
+                  strerror(-e));
     buf_free(&p);
     return e;
 }
@@ -388,12 +389,12 @@ static int dmn_start(struct dmn *d)
 
 static void dmn_stop(struct dmn *d)
 {
-    gcd_free(d->gcd);          /* finishes the forget or prune step in hand */
-    ingester_free(d->p.ig);    /* finishes or abandons the unit in hand */
-    replicator_free(d->p.rp);  /* workers stop after their current object */
+    gcd_free(d->gcd);         /* finishes the forget or prune step in hand */
+    ingester_free(d->p.ig);   /* finishes or abandons the unit in hand */
+    replicator_free(d->p.rp); /* workers stop after their current object */
     metrics_server_free(d->ms);
-    metrics_free(d->p.m);      /* after every thread that counts */
-    ctlserver_free(d->cs);     /* closes the connections and the socket */
+    metrics_free(d->p.m);  /* after every thread that counts */
+    ctlserver_free(d->cs); /* closes the connections and the socket */
     watcher_free(d->w);
     detector_free(d->p.det);
     repo_free(d->p.r);
@@ -421,8 +422,10 @@ static void dmn_check_fatal(struct dmn *d)
         return;
     d->degraded_told = true;
     snprintf(f, sizeof(f), "event=degraded reason=%s", log_quote(q, sizeof(q), why));
-    log_event(LOG_LVL_ERROR, f, "%s; the daemon is degraded: it takes no new work, status and "
-              "restore keep working; restart it after fixing the disk", why);
+    log_event(LOG_LVL_ERROR, f,
+              "%s; the daemon is degraded: it takes no new work, status and "
+              "restore keep working; restart it after fixing the disk",
+              why);
     snprintf(st, sizeof(st), "STATUS=degraded: %s", why);
     notify_systemd(st);
 }

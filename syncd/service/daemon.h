@@ -36,7 +36,7 @@ struct metrics;
  * as long as they live. */
 struct daemon_parts {
     const struct config *conf;
-    const char *root;                    /* the watch root, resolved */
+    const char *root; /* the watch root, resolved */
     struct repo *r;
     struct replicator *rp;
     struct ingester *ig;

@@ -118,8 +118,8 @@ static bool tf_tempname(const char *s, size_t len)
 
 bool detect_name_transient(const char *name, size_t len)
 {
-    static const char *const suffixes[] = {".tmp", ".temp", ".part", ".partial", ".incomplete",
-                                           "-unfinished"};
+    static const char *const suffixes[] = {".tmp",     ".temp",       ".part",
+                                           ".partial", ".incomplete", "-unfinished"};
     if (len == 0 || name[0] == '.')
         return len > 0;
     if (!strncmp(name, "tmp-", 4) || python_tempname(name, len) || tf_tempname(name, len))

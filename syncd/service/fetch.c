@@ -34,17 +34,17 @@ struct fslot {
 };
 
 struct fetch_shared {
-    pthread_mutex_t mu;        /* serialises on_chunk */
+    pthread_mutex_t mu; /* serialises on_chunk */
     int (*on_chunk)(void *, const struct fetch_job *, const uint8_t *, size_t);
     void *ud;
-    atomic_int failed;         /* a part failed: the others stop */
+    atomic_int failed; /* a part failed: the others stop */
 };
 
 struct fetcher {
     struct repo *r;
     struct fetch_shared *sh;
-    struct region *rg[CONFIG_MAX_REGIONS];   /* this part's handles */
-    struct region *own[CONFIG_MAX_REGIONS];  /* those it opened itself */
+    struct region *rg[CONFIG_MAX_REGIONS];  /* this part's handles */
+    struct region *own[CONFIG_MAX_REGIONS]; /* those it opened itself */
     size_t parts;
     pthread_t th;
     int ret;
@@ -144,8 +144,10 @@ static void f_failed(struct fetcher *f, struct fslot *sl, int e)
 {
     char hex[HASH_HEX_LEN + 1];
     hex_encode(sl->job->id, HASH_LEN, hex);
-    log_warn("region '%s': chunk %s: %s; trying the next region", f->rg[sl->region]->conf.name,
-             hex, e == -ENOENT ? "missing" : sl->req.errmsg[0] ? sl->req.errmsg : err_str(e));
+    log_warn("region '%s': chunk %s: %s; trying the next region", f->rg[sl->region]->conf.name, hex,
+             e == -ENOENT        ? "missing"
+             : sl->req.errmsg[0] ? sl->req.errmsg
+                                 : err_str(e));
     f->st->failovers++;
     f->retry[f->nretry++] = sl->job;
 }
@@ -176,7 +178,8 @@ static int f_complete(struct fetcher *f, struct region_req *req,
 }
 
 static int f_loop(struct fetcher *f,
-                  int (*on_chunk)(void *, const struct fetch_job *, const uint8_t *, size_t), void *ud)
+                  int (*on_chunk)(void *, const struct fetch_job *, const uint8_t *, size_t),
+                  void *ud)
 {
     int e = 0;
     while (e == 0 && (f->next < f->n || f->nretry || f->inflight)) {

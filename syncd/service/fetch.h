@@ -23,14 +23,14 @@
 #include "service/repo.h"
 
 struct fetch_job {
-    const uint8_t *id;         /* HASH_LEN bytes, owned by the caller */
-    uint32_t len;              /* raw length */
-    size_t tag;                /* the caller's */
-    uint32_t tried;            /* internal: regions asked */
+    const uint8_t *id; /* HASH_LEN bytes, owned by the caller */
+    uint32_t len;      /* raw length */
+    size_t tag;        /* the caller's */
+    uint32_t tried;    /* internal: regions asked */
 };
 
 struct fetch_stats {
-    uint64_t fetched_bytes;    /* object bytes downloaded */
+    uint64_t fetched_bytes; /* object bytes downloaded */
     uint64_t failovers;
     uint64_t region_chunks[CONFIG_MAX_REGIONS];
 };

@@ -22,7 +22,7 @@
 struct fsck {
     struct repo *r;
     struct index_txn *t;
-    struct mchunk *refs;       /* every reference of every snapshot */
+    struct mchunk *refs; /* every reference of every snapshot */
     size_t nrefs, cap;
     struct fsck_result *res;
 };
@@ -46,7 +46,7 @@ static int fsck_add(struct fsck *f, const struct manifest *m)
 struct fsck_pend {
     const char *run, *id;
     struct manifest *m;
-    int found;                 /* 1 parsed, -1 present but unparsable, 0 absent */
+    int found; /* 1 parsed, -1 present but unparsable, 0 absent */
 };
 
 static int fsck_pend_cb(void *ud, const struct pending *p)

@@ -23,9 +23,9 @@
 #include "service/repo.h"
 
 struct fsck_result {
-    uint64_t snapshots;        /* snapshots whose manifest was read */
-    uint64_t refs;             /* chunk references over all of them */
-    uint64_t problems;         /* refcount mismatches, snapshots without a manifest */
+    uint64_t snapshots; /* snapshots whose manifest was read */
+    uint64_t refs;      /* chunk references over all of them */
+    uint64_t problems;  /* refcount mismatches, snapshots without a manifest */
 };
 
 /* 0 when the check ran (whatever it found), a negative code when it could

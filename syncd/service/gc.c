@@ -65,7 +65,8 @@ static int put_rec(struct region *rg, const char *key, const struct gcrec *g, bo
     struct buf b = BUF_INIT;
     int e = gcrec_encode(g, &b);
     if (e == 0)
-        e = create_only ? region_put_new(rg, key, b.data, b.len) : region_put(rg, key, b.data, b.len);
+        e = create_only ? region_put_new(rg, key, b.data, b.len)
+                        : region_put(rg, key, b.data, b.len);
     buf_free(&b);
     return e;
 }
@@ -87,15 +88,15 @@ static int get_rec(struct region *rg, const char *key, struct gcrec *g)
 struct gc_mk {
     char mark[GC_MARK_LEN + 1];
     bool has_mark, has_intents, has_done;
-    int64_t sweep_expires;             /* the latest sweep record's; -1 none */
-    char (*names)[NAME_MAX_LEN];       /* every object under gc/<mark>/ */
+    int64_t sweep_expires;       /* the latest sweep record's; -1 none */
+    char (*names)[NAME_MAX_LEN]; /* every object under gc/<mark>/ */
     size_t nnames;
 };
 
 struct gc_list {
     struct gc_mk *v;
     size_t n;
-    const char *only;                  /* list one mark only */
+    const char *only; /* list one mark only */
 };
 
 static void gc_list_free(struct gc_list *l)
@@ -222,7 +223,8 @@ bool gc_intent_fresh(const struct gc_intent *in)
     return in->name[0] && mono() - in->t0 < (double)in->ttl / 2;
 }
 
-static const struct gcrec *cache_mark(struct region *rg, struct gc_cache *c, const char *mark, int *ret)
+static const struct gcrec *cache_mark(struct region *rg, struct gc_cache *c, const char *mark,
+                                      int *ret)
 {
     char key[REGION_KEY_MAX];
     struct gcrec g;
@@ -316,7 +318,7 @@ int gc_writer_check(struct region *rg, struct gc_cache *cache, const struct conf
 struct snaplist {
     struct gc_snapref *v;
     size_t n, cap;
-    const char *top;                   /* "snapshots/" or "forget/" */
+    const char *top; /* "snapshots/" or "forget/" */
 };
 
 static int snapref_cmp(const void *a, const void *b)
@@ -393,8 +395,8 @@ struct pr {
     int64_t grace;
     uint8_t (*refs)[HASH_LEN];
     size_t nrefs, refcap;
-    struct snaplist seen;              /* manifests read, sorted */
-    struct snaplist forgot;            /* forgotten snapshots, sorted */
+    struct snaplist seen;   /* manifests read, sorted */
+    struct snaplist forgot; /* forgotten snapshots, sorted */
     /* lease */
     bool leased;
     int64_t lease_n, lease_expires;
@@ -473,9 +475,11 @@ static int pr_collect(struct pr *p)
             continue;
         e = restore_find(p->r, s->run, s->id, &m, NULL, &ferr);
         if (e < 0) {
-            buf_printf(p->err, "%s; prune stops, as it cannot tell which chunks that snapshot needs "
+            buf_printf(p->err,
+                       "%s; prune stops, as it cannot tell which chunks that snapshot needs "
                        "(`ckptsync verify --repair` may restore it from another region; "
-                       "`ckptsync forget` removes it)", buf_str(&ferr));
+                       "`ckptsync forget` removes it)",
+                       buf_str(&ferr));
         } else {
             e = pr_add_refs(p, &m);
             manifest_free(&m);
@@ -567,8 +571,8 @@ static int lease_acquire(struct pr *p)
     struct lease_scan s = {.top = -1};
     struct gcrec cur;
     if (p->r->health[0]) {
-        buf_printf(p->err, "region '%s' holds the prune lease and is unreachable: %s", rg->conf.name,
-                   err_str(p->r->health[0]));
+        buf_printf(p->err, "region '%s' holds the prune lease and is unreachable: %s",
+                   rg->conf.name, err_str(p->r->health[0]));
         return p->r->health[0];
     }
     int e = region_list(rg, LEASE_PREFIX, lease_cb, &s);
@@ -586,8 +590,8 @@ static int lease_acquire(struct pr *p)
                     now() <= cur.expires + (int64_t)p->r->conf.clock_skew && !gc_owner_dead(&cur);
         if (held) {
             snprintf(p->res->lease_holder, sizeof(p->res->lease_holder),
-                     "host %s (pid %lld) since %lld, lease until %lld", cur.host, (long long)cur.seq,
-                     (long long)cur.time, (long long)cur.expires);
+                     "host %s (pid %lld) since %lld, lease until %lld", cur.host,
+                     (long long)cur.seq, (long long)cur.time, (long long)cur.expires);
             gcrec_free(&cur);
             buf_printf(p->err, "another prune holds the lease in region '%s': %s", rg->conf.name,
                        p->res->lease_holder);
@@ -595,7 +599,8 @@ static int lease_acquire(struct pr *p)
         }
         if (e == 0 && cur.expires >= 0)
             log_info("taking over the prune lease of host %s (pid %lld): %s", cur.host,
-                     (long long)cur.seq, gc_owner_dead(&cur) ? "that process is gone" : "it expired");
+                     (long long)cur.seq,
+                     gc_owner_dead(&cur) ? "that process is gone" : "it expired");
         gcrec_free(&cur);
     }
     e = lease_write(p, s.top + 1, false);
@@ -672,7 +677,8 @@ static int intents_list(struct region *rg, struct intents *l)
 /* Is the intent (named in a mark's record) still one a writer may
  * publish under?  Gone from the listing, expired, or written by a process
  * of this host that is no longer running: no. */
-static bool intent_alive(struct pr *p, struct region *rg, const struct intents *listed, const char *name)
+static bool intent_alive(struct pr *p, struct region *rg, const struct intents *listed,
+                         const char *name)
 {
     int64_t t;
     uint64_t ttl;
@@ -694,7 +700,8 @@ static bool intent_alive(struct pr *p, struct region *rg, const struct intents *
 }
 
 /* How many of rec's intents are alive; the first one's name in what. */
-static size_t intents_alive(struct pr *p, struct region *rg, const struct gcrec *rec, char *what, size_t cap)
+static size_t intents_alive(struct pr *p, struct region *rg, const struct gcrec *rec, char *what,
+                            size_t cap)
 {
     struct intents now_listed;
     size_t alive = 0;
@@ -922,8 +929,8 @@ static bool mark_ready(struct pr *p, size_t i, const struct gc_mk *mk)
     size_t alive = intents_alive(p, rg, &g, what, sizeof(what));
     gcrec_free(&g);
     if (alive) {
-        snprintf(rr->waiting, sizeof(rr->waiting), "%zu writer(s) active when the mark was made (%s)",
-                 alive, what);
+        snprintf(rr->waiting, sizeof(rr->waiting),
+                 "%zu writer(s) active when the mark was made (%s)", alive, what);
         return false;
     }
     return true;
@@ -1185,8 +1192,8 @@ static int pr_run(struct repo *r, const struct gc_opts *o, struct gc_result *res
         e = first;
         for (size_t i = 0; i < r->nregions; i++)
             if (res->region[i].err && !r->health[i])
-                buf_printf(err, "%sregion '%s': %s", buf_str(err)[0] ? "; " : "", r->regions[i]->conf.name,
-                           res->region[i].msg);
+                buf_printf(err, "%sregion '%s': %s", buf_str(err)[0] ? "; " : "",
+                           r->regions[i]->conf.name, res->region[i].msg);
     }
 out:
     lease_release(&p);

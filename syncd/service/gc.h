@@ -74,8 +74,8 @@
 /* ---- writers ----------------------------------------------------------- */
 
 struct gc_intent {
-    char name[GC_INTENT_MAX + 1];      /* "" when none is held */
-    double t0;                         /* monotonic seconds before its PUT */
+    char name[GC_INTENT_MAX + 1]; /* "" when none is held */
+    double t0;                    /* monotonic seconds before its PUT */
     uint64_t ttl;
 };
 
@@ -107,35 +107,35 @@ int gc_writer_check(struct region *rg, struct gc_cache *cache, const struct conf
 /* ---- prune ------------------------------------------------------------- */
 
 struct gc_opts {
-    int64_t grace;                     /* seconds; -1: the configuration's */
+    int64_t grace; /* seconds; -1: the configuration's */
     bool dry_run;
     void (*progress)(void *ud, const char *what, uint64_t done, uint64_t total);
     void *progress_ud;
 };
 
 struct gc_region_result {
-    int err;                           /* 0, or why this region was skipped */
+    int err; /* 0, or why this region was skipped */
     char msg[512];
-    char mark[GC_MARK_LEN + 1];        /* the mark worked on ("" none) */
-    const char *state;                 /* "clean", "marked", "waiting", "swept", "skipped" */
-    char waiting[256];                 /* what the sweep waits for */
-    uint64_t chunks, chunk_bytes;      /* listed in the region */
-    uint64_t marked, marked_bytes;     /* candidates of a new mark */
-    uint64_t deleted, deleted_bytes;   /* chunks deleted */
-    uint64_t kept;                     /* candidates kept (new manifests, keeps) */
-    uint64_t snapshots_deleted;        /* forgotten snapshots' manifests removed */
-    uint64_t records_deleted;          /* commit, forget and gc records removed */
-    uint64_t requests;                 /* region requests made */
+    char mark[GC_MARK_LEN + 1];      /* the mark worked on ("" none) */
+    const char *state;               /* "clean", "marked", "waiting", "swept", "skipped" */
+    char waiting[256];               /* what the sweep waits for */
+    uint64_t chunks, chunk_bytes;    /* listed in the region */
+    uint64_t marked, marked_bytes;   /* candidates of a new mark */
+    uint64_t deleted, deleted_bytes; /* chunks deleted */
+    uint64_t kept;                   /* candidates kept (new manifests, keeps) */
+    uint64_t snapshots_deleted;      /* forgotten snapshots' manifests removed */
+    uint64_t records_deleted;        /* commit, forget and gc records removed */
+    uint64_t requests;               /* region requests made */
 };
 
 struct gc_result {
     size_t nregions;
     struct gc_region_result region[CONFIG_MAX_REGIONS];
-    uint64_t manifests;                /* retained manifests read */
-    uint64_t referenced;               /* distinct chunks they name */
-    uint64_t forgotten;                /* forgotten snapshots found */
+    uint64_t manifests;  /* retained manifests read */
+    uint64_t referenced; /* distinct chunks they name */
+    uint64_t forgotten;  /* forgotten snapshots found */
     double seconds;
-    char lease_holder[256];            /* when another prune holds the lease */
+    char lease_holder[256]; /* when another prune holds the lease */
 };
 
 /* One prune: takes the lease, then for each healthy region finishes

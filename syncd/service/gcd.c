@@ -29,16 +29,16 @@
 
 struct gcd_run {
     char run[MANIFEST_MAX_FIELD + 1];
-    char applied[MANIFEST_ID_MAX + 1];   /* newest durable snapshot it was applied after */
+    char applied[MANIFEST_ID_MAX + 1]; /* newest durable snapshot it was applied after */
 };
 
 struct gcd {
-    struct repo r;                       /* shallow copy; regions are ours */
+    struct repo r; /* shallow copy; regions are ours */
     pthread_t th;
     bool started, stop;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    bool retention;                      /* some policy removes something */
+    bool retention; /* some policy removes something */
     struct gcd_run runs[MAX_RUNS];
     size_t nruns;
     double next_prune;
@@ -146,7 +146,8 @@ static void gcd_prune(struct gcd *g)
         log_warn("scheduled prune: %s", buf_str(&err)[0] ? buf_str(&err) : err_str(e));
     else
         log_info("scheduled prune: %llu chunk(s), %llu bytes deleted, %llu forgotten snapshot(s) "
-                 "removed (%.1fs)", (unsigned long long)deleted, (unsigned long long)bytes,
+                 "removed (%.1fs)",
+                 (unsigned long long)deleted, (unsigned long long)bytes,
                  (unsigned long long)res->forgotten, res->seconds);
     buf_free(&err);
     free(res);

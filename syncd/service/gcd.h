@@ -20,6 +20,6 @@ struct gcd;
 
 /* 0 (*ret NULL when nothing is configured) or an error. */
 int gcd_start(struct repo *r, struct gcd **ret);
-void gcd_free(struct gcd *g);   /* stops after the step in hand; NULL is fine */
+void gcd_free(struct gcd *g); /* stops after the step in hand; NULL is fine */
 
 #endif

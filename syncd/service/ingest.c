@@ -60,12 +60,12 @@
 #define INGEST_MAX_JOBS 4096
 #define INGEST_RACY_NS 20000000 /* 20 ms: several timestamp ticks */
 
-struct cref {                 /* one chunk reference, with where its bytes are */
+struct cref { /* one chunk reference, with where its bytes are */
     uint8_t id[HASH_LEN];
     uint32_t len, file;
     uint64_t off;
-    uint32_t fed;                 /* slots it was buffered for (ing_feed) */
-    bool fresh;                   /* no region had it when it was read */
+    uint32_t fed; /* slots it was buffered for (ing_feed) */
+    bool fresh;   /* no region had it when it was read */
 };
 
 struct ingester {
@@ -104,7 +104,7 @@ struct ing;
 struct ijob {
     struct pool_job pj;
     struct ing *g;
-    struct buf raw;               /* a copy of its bytes */
+    struct buf raw; /* a copy of its bytes */
     uint64_t off;
     /* outcome */
     int err;
@@ -126,14 +126,14 @@ struct ing {
     struct cref *refs;
     size_t nrefs, refs_cap;
     uint32_t cur_file;
-    struct index_file_key *keys;  /* per manifest file, for the file records */
-    struct stat *kept;            /* per walk entry: the identity of a file found
-                                   * unchanged before pinning (st_ino 0: none) */
+    struct index_file_key *keys; /* per manifest file, for the file records */
+    struct stat *kept;           /* per walk entry: the identity of a file found
+                                  * unchanged before pinning (st_ino 0: none) */
     uint8_t content[HASH_LEN];
     uint64_t queued_bytes;
-    uint64_t new_bytes;           /* of the distinct chunks no region had */
-    uint32_t all;                 /* slot bits of every region */
-    int jfail;                    /* first error of a job applied since the last drain */
+    uint64_t new_bytes; /* of the distinct chunks no region had */
+    uint32_t all;       /* slot bits of every region */
+    int jfail;          /* first error of a job applied since the last drain */
 };
 
 /* ---- reading ----------------------------------------------------------- */
@@ -271,7 +271,8 @@ static int ing_open(struct ing *g, size_t k)
         fd = open(buf_str(&p), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) {
         fd = -errno;
-        snprintf(g->res->msg, sizeof(g->res->msg), "opening \"%s\": %s", buf_str(&p), strerror(-fd));
+        snprintf(g->res->msg, sizeof(g->res->msg), "opening \"%s\": %s", buf_str(&p),
+                 strerror(-fd));
     }
     buf_free(&p);
     return fd;
@@ -318,7 +319,8 @@ static int ing_file(struct ing *g, size_t k)
         int de = ing_drain(g); /* the file's references, in order */
         if (e == 0 || (e > CKS_E_BASE && de < 0))
             e = de;
-        if (e == 0 && (fstat(fd, &st2) < 0 || !index_file_same(&st1, &st2) || got != (uint64_t)st1.st_size))
+        if (e == 0 &&
+            (fstat(fd, &st2) < 0 || !index_file_same(&st1, &st2) || got != (uint64_t)st1.st_size))
             e = CKS_E_CHANGED;
     }
     if (e >= 0) {
@@ -452,10 +454,10 @@ static int ing_entries(struct ing *g)
         return -ENOMEM;
     for (size_t k = 0; k < g->w.n; k++) {
         const struct walk_entry *we = &g->w.v[k];
-        int e = we->type == MFILE_REG ? (g->kept && g->kept[k].st_ino ? ing_kept_file(g, k)
-                                                                     : ing_file(g, k))
-                                      : manifest_add_file(&g->m, we->type, we->path,
-                                                          we->st.st_mode & 07777, we->link);
+        int e =
+            we->type == MFILE_REG
+                ? (g->kept && g->kept[k].st_ino ? ing_kept_file(g, k) : ing_file(g, k))
+                : manifest_add_file(&g->m, we->type, we->path, we->st.st_mode & 07777, we->link);
         if (e < 0)
             return e;
         if (we->type != MFILE_REG)
@@ -510,7 +512,8 @@ static int ing_unchanged(struct ing *g)
     if (index_txn_begin(g->ig->r->ix, false, &t) < 0)
         return 0;
     if (index_meta_get(t, key, val, sizeof(val)) == 0 && strlen(val) > HASH_HEX_LEN + 1 &&
-        !strncmp(val, hex, HASH_HEX_LEN) && index_snap_get(t, g->job->run, val + HASH_HEX_LEN + 1, &s) == 0) {
+        !strncmp(val, hex, HASH_HEX_LEN) &&
+        index_snap_get(t, g->job->run, val + HASH_HEX_LEN + 1, &s) == 0) {
         snprintf(g->res->id, sizeof(g->res->id), "%.64s", val + HASH_HEX_LEN + 1);
         same = 1;
     }
@@ -548,8 +551,12 @@ static int ing_enqueue(struct ing *g, struct index_txn *t, uint64_t seq)
          * stored it since) */
         fresh = c.presence == 0 || g->refs[k].fresh;
         for (size_t i = 0; i < r->nregions && e == 0; i++) {
-            struct qentry q = {.slot = r->regions[i]->slot, .seq = seq, .kind = QUEUE_CHUNK,
-                               .file = g->refs[k].file, .off = g->refs[k].off, .len = g->refs[k].len};
+            struct qentry q = {.slot = r->regions[i]->slot,
+                               .seq = seq,
+                               .kind = QUEUE_CHUNK,
+                               .file = g->refs[k].file,
+                               .off = g->refs[k].off,
+                               .len = g->refs[k].len};
             memcpy(q.id, g->refs[k].id, HASH_LEN);
             if (!((c.presence >> q.slot) & 1)) {
                 e = queue_put(t, &q);
@@ -570,8 +577,8 @@ static int ing_enqueue(struct ing *g, struct index_txn *t, uint64_t seq)
 
 static int ing_records(struct ing *g, struct index_txn *t)
 {
-    struct index_snap s = {.step = g->m.step, .time = g->m.time, .bytes = g->res->bytes,
-                           .nfiles = g->m.nfiles};
+    struct index_snap s = {
+        .step = g->m.step, .time = g->m.time, .bytes = g->res->bytes, .nfiles = g->m.nfiles};
     int e = 0;
     for (size_t i = 0; i < g->m.nchunks && e == 0; i++) {
         struct index_chunk c = {0};
@@ -691,8 +698,10 @@ static int ing_refused(struct ingester *ig, struct ingest_done *res)
     char why[sizeof(res->msg) - 80]; /* room for the text around it */
     if (!index_fatal(ig->r->ix, why, sizeof(why), NULL))
         return 0;
-    snprintf(res->msg, sizeof(res->msg), "the daemon is degraded (%s): no unit is taken until "
-             "it is restarted", why);
+    snprintf(res->msg, sizeof(res->msg),
+             "the daemon is degraded (%s): no unit is taken until "
+             "it is restarted",
+             why);
     return CKS_E_FATAL;
 }
 
@@ -763,13 +772,16 @@ static void ig_log(struct ingester *ig, const struct ingest_job *job, const stru
     } else if (d->unchanged) {
         metrics_snapshot(ig->m, METRICS_SNAP_UNCHANGED, 0, 0, 0, 0);
     } else {
-        snprintf(f, sizeof(f), "event=snapshot run=%s snapshot=%s unit=%s step=%lld files=%llu "
-                 "bytes=%llu new_chunks=%llu", job->run, d->id, unit, (long long)job->step,
-                 (unsigned long long)d->files, (unsigned long long)d->bytes,
-                 (unsigned long long)d->new_chunks);
-        log_event(LOG_LVL_INFO, f, "snapshot %s of \"%s\": %llu files, %llu bytes, %llu new chunks "
-                  "queued", d->id, job->unit, (unsigned long long)d->files,
-                  (unsigned long long)d->bytes, (unsigned long long)d->new_chunks);
+        snprintf(f, sizeof(f),
+                 "event=snapshot run=%s snapshot=%s unit=%s step=%lld files=%llu "
+                 "bytes=%llu new_chunks=%llu",
+                 job->run, d->id, unit, (long long)job->step, (unsigned long long)d->files,
+                 (unsigned long long)d->bytes, (unsigned long long)d->new_chunks);
+        log_event(LOG_LVL_INFO, f,
+                  "snapshot %s of \"%s\": %llu files, %llu bytes, %llu new chunks "
+                  "queued",
+                  d->id, job->unit, (unsigned long long)d->files, (unsigned long long)d->bytes,
+                  (unsigned long long)d->new_chunks);
     }
 }
 

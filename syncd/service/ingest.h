@@ -29,9 +29,9 @@
 #define INGEST_RETRIES 3
 
 struct ingest_job {
-    uint64_t ticket;                      /* echoed in the result */
+    uint64_t ticket; /* echoed in the result */
     char run[MANIFEST_MAX_FIELD + 1];
-    char unit[MANIFEST_MAX_PATH + 1];     /* relative to the watch root */
+    char unit[MANIFEST_MAX_PATH + 1]; /* relative to the watch root */
     int64_t step;
 };
 
@@ -39,10 +39,10 @@ struct ingest_done {
     uint64_t ticket;
     char run[MANIFEST_MAX_FIELD + 1];
     char unit[MANIFEST_MAX_PATH + 1];
-    int err;                              /* 0 ok */
+    int err; /* 0 ok */
     char msg[512];
     char id[MANIFEST_ID_MAX + 1];
-    uint64_t seq;                         /* 0 when unchanged */
+    uint64_t seq; /* 0 when unchanged */
     bool unchanged;
     uint64_t files, bytes, new_chunks;
 };

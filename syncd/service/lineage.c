@@ -140,7 +140,8 @@ static int scan_legacy_handoff(struct scan_ctx *c, struct region *rg)
     snprintf(key, sizeof(key), "handoff/%s", c->v->run);
     int e = region_get(rg, key, HANDOFF_MAX_BYTES, &data);
     if (e == 0 && handoff_parse(data.data, data.len, &h) == 0 && !strcmp(h.run, c->v->run)) {
-        struct lineage_rec rec = {.kind = LINEAGE_HANDOFF, .gen = 0, .step = h.step, .time = h.time};
+        struct lineage_rec rec = {
+            .kind = LINEAGE_HANDOFF, .gen = 0, .step = h.step, .time = h.time};
         snprintf(rec.run, sizeof(rec.run), "%s", h.run);
         snprintf(rec.id, sizeof(rec.id), "%s", h.id);
         snprintf(rec.host, sizeof(rec.host), "%s", h.host);
@@ -202,7 +203,8 @@ int lineage_scan(struct repo *r, struct region *const *regions, const char *run,
     size_t listed = 0;
     memset(ret, 0, sizeof(*ret));
     if (manifest_run_check(run) < 0) {
-        buf_printf(err, "run name \"%s\": use 1-256 characters from [A-Za-z0-9._-], not . or ..", run);
+        buf_printf(err, "run name \"%s\": use 1-256 characters from [A-Za-z0-9._-], not . or ..",
+                   run);
         return -EINVAL;
     }
     snprintf(ret->run, sizeof(ret->run), "%s", run);
@@ -502,7 +504,8 @@ int lineage_adopt(struct repo *r, const char *run, const char *base, int64_t bas
     buf_free(&err);
     *ret_handed_off = false;
     for (size_t i = 0; i < v.nrecs; i++)
-        if (v.recs[i].kind == LINEAGE_HANDOFF && v.recs[i].gen == v.gen && !strcmp(v.recs[i].id, base))
+        if (v.recs[i].kind == LINEAGE_HANDOFF && v.recs[i].gen == v.gen &&
+            !strcmp(v.recs[i].id, base))
             *ret_handed_off = true;
     lineage_rec_init(&rec, LINEAGE_CLAIM, run, v.gen + 1);
     snprintf(rec.id, sizeof(rec.id), "%s", base);

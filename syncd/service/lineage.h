@@ -39,21 +39,21 @@
 struct lineage_snap {
     char id[MANIFEST_ID_MAX + 1];
     int64_t gen, step;
-    uint32_t manifests;      /* bit per region index: lists the manifest */
-    uint32_t commits;        /* bit per region index: lists a commit record */
-    uint32_t forgets;        /* bit per region index: lists a forget record
-                              * (removed: skipped by every resume rule) */
-    bool known;              /* gen/step known (from a key or a manifest) */
+    uint32_t manifests; /* bit per region index: lists the manifest */
+    uint32_t commits;   /* bit per region index: lists a commit record */
+    uint32_t forgets;   /* bit per region index: lists a forget record
+                         * (removed: skipped by every resume rule) */
+    bool known;         /* gen/step known (from a key or a manifest) */
 };
 
 struct lineage_view {
     char run[MANIFEST_MAX_FIELD + 1];
-    struct lineage_snap *snaps;       /* sorted by id */
+    struct lineage_snap *snaps; /* sorted by id */
     size_t nsnaps;
-    struct lineage_rec *recs;         /* claims and handoffs, each once */
+    struct lineage_rec *recs; /* claims and handoffs, each once */
     size_t nrecs;
-    int64_t gen;                      /* highest generation seen; 0 if none */
-    bool legacy_handoff;              /* a version-1 handoff/<run> was read */
+    int64_t gen;         /* highest generation seen; 0 if none */
+    bool legacy_handoff; /* a version-1 handoff/<run> was read */
     /* lineage_candidates: the snapshots claims resumed from (read from
      * their bodies), which its returned ids may point to */
     char bases[4][MANIFEST_ID_MAX + 1];
@@ -81,7 +81,8 @@ int lineage_set_gen(struct repo *r, const char *run, int64_t gen);
  * took it (errors logged, naming region and key). */
 unsigned lineage_put(struct repo *r, const struct lineage_rec *rec);
 /* A record filled with this host, instance and time. */
-void lineage_rec_init(struct lineage_rec *rec, enum lineage_kind kind, const char *run, int64_t gen);
+void lineage_rec_init(struct lineage_rec *rec, enum lineage_kind kind, const char *run,
+                      int64_t gen);
 
 /* The commit record of manifest m (bytes man) into one region, after the
  * manifest itself. */

@@ -29,14 +29,14 @@ struct listing_row {
     char id[MANIFEST_ID_MAX + 1];
     int64_t step, time;
     uint64_t files, bytes;
-    unsigned regions;          /* configured regions that committed it */
-    bool durable;              /* regions >= the configured quorum */
-    int64_t gen;               /* remote: lineage generation */
-    bool resume;               /* remote: the run's resume point */
+    unsigned regions; /* configured regions that committed it */
+    bool durable;     /* regions >= the configured quorum */
+    int64_t gen;      /* remote: lineage generation */
+    bool resume;      /* remote: the run's resume point */
 };
 
 struct listing {
-    struct listing_row *v;     /* malloc'ed; listing_free() */
+    struct listing_row *v; /* malloc'ed; listing_free() */
     size_t n, cap;
 };
 

@@ -80,8 +80,8 @@ void metrics_free(struct metrics *m)
     free(m);
 }
 
-void metrics_snapshot(struct metrics *m, enum metrics_snap outcome, uint64_t bytes, uint64_t new_bytes,
-                      uint64_t chunks, uint64_t new_chunks)
+void metrics_snapshot(struct metrics *m, enum metrics_snap outcome, uint64_t bytes,
+                      uint64_t new_bytes, uint64_t chunks, uint64_t new_chunks)
 {
     if (!m)
         return;
@@ -199,7 +199,8 @@ static void counters_ingest(const struct metrics *m, struct buf *out)
                    "(same content as the last one), failed.");
     for (size_t k = 0; k < METRICS_NSNAPS; k++)
         metrics_sample_u64(out, "ckptsync_snapshots_total",
-                           (struct metrics_label[]){{"result", snap_names[k]}}, 1, get(&m->snaps[k]));
+                           (struct metrics_label[]){{"result", snap_names[k]}}, 1,
+                           get(&m->snaps[k]));
     metrics_family(out, "ckptsync_ingest_bytes_total", "counter",
                    "File bytes of the snapshots taken, by result: new (in chunks no region had) "
                    "or dedup (in chunks already stored).");
@@ -484,7 +485,8 @@ static void hc_request(struct metrics_server *s, struct hconn *c)
 static bool head_complete(const char *p, size_t n)
 {
     for (size_t i = 0; i + 1 < n; i++)
-        if (p[i] == '\n' && (p[i + 1] == '\n' || (p[i + 1] == '\r' && i + 2 < n && p[i + 2] == '\n')))
+        if (p[i] == '\n' &&
+            (p[i + 1] == '\n' || (p[i + 1] == '\r' && i + 2 < n && p[i + 2] == '\n')))
             return true;
     return false;
 }

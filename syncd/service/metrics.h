@@ -55,7 +55,12 @@ enum metrics_retry {
 };
 
 /* Snapshots by outcome. */
-enum metrics_snap { METRICS_SNAP_TAKEN, METRICS_SNAP_UNCHANGED, METRICS_SNAP_FAILED, METRICS_NSNAPS };
+enum metrics_snap {
+    METRICS_SNAP_TAKEN,
+    METRICS_SNAP_UNCHANGED,
+    METRICS_SNAP_FAILED,
+    METRICS_NSNAPS
+};
 
 struct metrics;
 
@@ -64,8 +69,8 @@ void metrics_free(struct metrics *m);
 
 /* The ingest thread: one unit's outcome.  bytes/chunks are the snapshot's
  * file bytes and chunk references, new_* those no region had before. */
-void metrics_snapshot(struct metrics *m, enum metrics_snap outcome, uint64_t bytes, uint64_t new_bytes,
-                      uint64_t chunks, uint64_t new_chunks);
+void metrics_snapshot(struct metrics *m, enum metrics_snap outcome, uint64_t bytes,
+                      uint64_t new_bytes, uint64_t chunks, uint64_t new_chunks);
 /* A unit read again because a file changed while it was read. */
 void metrics_reread(struct metrics *m);
 /* Region worker i (the repo's region index): one request's result, and

@@ -151,8 +151,11 @@ int migrate_pick_run(struct repo *r, char *run, size_t run_cap,
 int migrate_in_run(struct repo *r, const struct migrate_in_opts *o, struct migrate_in_result *ret,
                    struct buf *err)
 {
-    struct restore_opts ro = {.run = o->run, .target = o->target, .seed = o->seed,
-                              .force = o->force, .progress = o->progress,
+    struct restore_opts ro = {.run = o->run,
+                              .target = o->target,
+                              .seed = o->seed,
+                              .force = o->force,
+                              .progress = o->progress,
                               .progress_ud = o->progress_ud};
     struct restore_result *res = &ret->res;
     ret->gen = 0;
@@ -172,8 +175,12 @@ int migrate_in_run(struct repo *r, const struct migrate_in_opts *o, struct migra
     if (res->step < 0)
         return 0;
     /* a checkpoint: the run's files outside checkpoints (logs, configs) come along */
-    struct unitrestore_opts u = {.run = o->run, .target = o->target, .force = o->force,
-                                 .skip_root = res->root, .done = o->unit_done, .ud = o->ud};
+    struct unitrestore_opts u = {.run = o->run,
+                                 .target = o->target,
+                                 .force = o->force,
+                                 .skip_root = res->root,
+                                 .done = o->unit_done,
+                                 .ud = o->ud};
     struct unitrestore_result ur;
     struct buf uerr = BUF_INIT;
     int ue = unitrestore_run(r, &u, &ur, &uerr);

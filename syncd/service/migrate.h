@@ -62,14 +62,14 @@ int migrate_out_wait(const struct migrate_daemon *d, const char *run, unsigned q
                      int64_t deadline_s, struct jnode **ret_status, bool *ret_in_time);
 
 struct migrate_out_run {
-    const char *run;           /* these strings point into the status document */
-    const char *latest;        /* the run's newest snapshot; NULL when the status has none */
-    int64_t latest_step;       /* -1 when unknown */
-    unsigned latest_regions;   /* regions that committed it */
-    bool latest_safe;          /* in quorum regions, before the deadline */
-    bool have_handoff;         /* some snapshot is in quorum regions: handoff names it */
+    const char *run;         /* these strings point into the status document */
+    const char *latest;      /* the run's newest snapshot; NULL when the status has none */
+    int64_t latest_step;     /* -1 when unknown */
+    unsigned latest_regions; /* regions that committed it */
+    bool latest_safe;        /* in quorum regions, before the deadline */
+    bool have_handoff;       /* some snapshot is in quorum regions: handoff names it */
     struct ref handoff;
-    unsigned handoff_regions;  /* regions that took the handoff record */
+    unsigned handoff_regions; /* regions that took the handoff record */
 };
 
 /* For each selected run of status: writes the handoff and calls report
@@ -91,9 +91,9 @@ int migrate_pick_run(struct repo *r, char *run, size_t run_cap,
 
 struct migrate_in_opts {
     const char *run;
-    const char *target;        /* directory; created if missing */
-    const char *seed;          /* restore_opts.seed */
-    bool force;                /* replace what the target holds */
+    const char *target; /* directory; created if missing */
+    const char *seed;   /* restore_opts.seed */
+    bool force;         /* replace what the target holds */
     void (*progress)(void *ud, uint64_t done, uint64_t total);
     void *progress_ud;
     /* after the resume point's restore, whatever its outcome */

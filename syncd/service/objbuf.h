@@ -35,9 +35,9 @@ struct objbuf;
 
 struct objbuf_ent {
     uint8_t id[HASH_LEN];
-    uint8_t codec;                 /* enum chunkobj_codec */
+    uint8_t codec; /* enum chunkobj_codec */
     uint32_t raw_len;
-    uint8_t *data;                 /* the encoded object */
+    uint8_t *data; /* the encoded object */
     size_t len;
     /* private to objbuf.c */
     uint32_t needs, taken;

@@ -18,7 +18,8 @@
 
 int presence_item_cmp(const void *a, const void *b)
 {
-    return memcmp(((const struct presence_item *)a)->id, ((const struct presence_item *)b)->id, HASH_LEN);
+    return memcmp(((const struct presence_item *)a)->id, ((const struct presence_item *)b)->id,
+                  HASH_LEN);
 }
 
 int presence_items(struct index *ix, const struct manifest *m, struct presence_item **ret,

@@ -29,16 +29,16 @@
 
 struct presence_item {
     uint8_t id[HASH_LEN];
-    uint32_t size;           /* encoded object size, 0 = unknown (any size) */
-    uint8_t missing;         /* out: 1 when the region lacks it */
+    uint32_t size;   /* encoded object size, 0 = unknown (any size) */
+    uint8_t missing; /* out: 1 when the region lacks it */
 };
 
 struct presence_stats {
-    uint64_t asked;          /* chunks confirmed */
-    uint64_t heads;          /* HEAD requests made */
-    uint64_t listed;         /* keys read from listings */
-    uint64_t missing;        /* chunks found missing */
-    unsigned listings;       /* listings of chunks/ made */
+    uint64_t asked;    /* chunks confirmed */
+    uint64_t heads;    /* HEAD requests made */
+    uint64_t listed;   /* keys read from listings */
+    uint64_t missing;  /* chunks found missing */
+    unsigned listings; /* listings of chunks/ made */
 };
 
 /* items sorted by id, each once.  estimate: chunks the region may hold

@@ -198,7 +198,6 @@ int queue_drop_seq(struct index_txn *t, uint64_t seq, unsigned nslots)
     return e;
 }
 
-
 static int qstats_cb(void *ud, const void *key, size_t klen, const void *val, size_t vlen)
 {
     struct qstats *st = ud;
@@ -346,7 +345,8 @@ static int pforeach_cb(void *ud, const void *key, size_t klen, const void *val, 
     return e < 0 ? e : pf->cb(pf->ud, &pf->p);
 }
 
-int queue_pending_foreach(struct index_txn *t, int (*cb)(void *ud, const struct pending *p), void *ud)
+int queue_pending_foreach(struct index_txn *t, int (*cb)(void *ud, const struct pending *p),
+                          void *ud)
 {
     static struct pforeach zero;
     struct pforeach *pf = malloc(sizeof(*pf)); /* struct pending is large */

@@ -27,8 +27,8 @@ struct qentry {
     unsigned slot;
     uint64_t seq;
     enum qkind kind;
-    uint8_t id[HASH_LEN];      /* zero for PUBLISH */
-    uint32_t file;             /* manifest file index holding the chunk */
+    uint8_t id[HASH_LEN]; /* zero for PUBLISH */
+    uint32_t file;        /* manifest file index holding the chunk */
     uint64_t off;
     uint32_t len;
 };
@@ -36,22 +36,23 @@ struct qentry {
 struct pending {
     uint64_t seq;
     int64_t step;
-    int64_t created_ms;        /* wall clock, for lag */
-    bool pinned;               /* bytes are read from pin/<file index> */
-    uint64_t queued_bytes;     /* chunk bytes to upload over all regions: queued at ingest,
-                                * plus those uploaded from the object buffer before it */
+    int64_t created_ms;    /* wall clock, for lag */
+    bool pinned;           /* bytes are read from pin/<file index> */
+    uint64_t queued_bytes; /* chunk bytes to upload over all regions: queued at ingest,
+                            * plus those uploaded from the object buffer before it */
     char id[MANIFEST_ID_MAX + 1];
     char run[MANIFEST_MAX_FIELD + 1];
-    char unit[MANIFEST_MAX_PATH + 1];     /* relative to the watch root */
-    char pin[MANIFEST_MAX_PATH + 1];      /* absolute pin folder */
-    const uint8_t *manifest;   /* points into the transaction's map */
+    char unit[MANIFEST_MAX_PATH + 1]; /* relative to the watch root */
+    char pin[MANIFEST_MAX_PATH + 1];  /* absolute pin folder */
+    const uint8_t *manifest;          /* points into the transaction's map */
     size_t manifest_len;
 };
 
 int queue_pending_put(struct index_txn *t, const struct pending *p);
 int queue_pending_get(struct index_txn *t, uint64_t seq, struct pending *ret);
 int queue_pending_del(struct index_txn *t, uint64_t seq);
-int queue_pending_foreach(struct index_txn *t, int (*cb)(void *ud, const struct pending *p), void *ud);
+int queue_pending_foreach(struct index_txn *t, int (*cb)(void *ud, const struct pending *p),
+                          void *ud);
 
 int queue_put(struct index_txn *t, const struct qentry *q);
 int queue_del(struct index_txn *t, const struct qentry *q);

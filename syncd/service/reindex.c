@@ -39,15 +39,15 @@
 struct rx_chunk {
     uint8_t id[HASH_LEN];
     uint32_t raw_len, stored_len;
-    uint32_t presence;         /* slot bits */
+    uint32_t presence; /* slot bits */
     uint64_t refcount;
     uint8_t used;
-    uint8_t codec;             /* the old record's, where the sizes do not tell */
+    uint8_t codec; /* the old record's, where the sizes do not tell */
 };
 
 struct rx_table {
     struct rx_chunk *v;
-    size_t cap, n;             /* cap: a power of two */
+    size_t cap, n; /* cap: a power of two */
 };
 
 static size_t rx_slot_of(const struct rx_table *t, const uint8_t id[HASH_LEN])
@@ -104,7 +104,7 @@ struct rx {
     struct reindex_stats *st;
     struct buf *err;
     struct rx_table chunks;
-    struct rx_snap *snaps;     /* sorted by run, id (catalog order), then appended */
+    struct rx_snap *snaps; /* sorted by run, id (catalog order), then appended */
     size_t nsnaps, snaps_cap, nsorted;
     /* the listing under way */
     size_t cur;
@@ -215,8 +215,7 @@ static int rx_list_cb(void *ud, const char *key, uint64_t size)
     /* chunks/<2 hex>/<64 hex>, lower case, and an object that can be a
      * chunk (header plus at least one byte): anything else (a temp file, a
      * torn or foreign object) is not one */
-    if (klen != plen + 3 + CKS_CHUNK_ID_HEX_LEN ||
-        hex_decode(key + plen + 3, HASH_LEN, id) < 0) {
+    if (klen != plen + 3 + CKS_CHUNK_ID_HEX_LEN || hex_decode(key + plen + 3, HASH_LEN, id) < 0) {
         x->ignored++;
         return 0;
     }
@@ -319,11 +318,15 @@ static int rx_snapshot(struct rx *x, struct lineage_view *v, const char *run, co
     int e = rx_manifest(x, ls, run, id, &m, &ferr);
     if (e < 0 && e != -ENOMEM) {
         if (!x->o->force) {
-            buf_printf(x->err, "snapshot %s of run '%s' is committed, but no region gives a valid "
-                       "manifest (%s); nothing was changed: repair it (verify --repair) or leave it "
-                       "out with --force", id, run, buf_str(&ferr));
+            buf_printf(
+                x->err,
+                "snapshot %s of run '%s' is committed, but no region gives a valid "
+                "manifest (%s); nothing was changed: repair it (verify --repair) or leave it "
+                "out with --force",
+                id, run, buf_str(&ferr));
         } else {
-            log_warn("snapshot %s of run '%s': no region gives a valid manifest; left out", id, run);
+            log_warn("snapshot %s of run '%s': no region gives a valid manifest; left out", id,
+                     run);
             x->st->skipped++;
             e = 0;
         }
@@ -411,7 +414,8 @@ static int rx_pend_keep(void *ud, const struct pending *p)
         return 0; /* committed somewhere: counted from the regions */
     if (manifest_parse(p->manifest, p->manifest_len, &m, NULL) < 0) {
         log_warn("the daemon's pending snapshot %s of run '%s' has a damaged manifest; its record "
-                 "is not kept", p->id, p->run);
+                 "is not kept",
+                 p->id, p->run);
         return 0;
     }
     struct rx_snap *s = rx_snap_add(x, p->run, p->id);
@@ -440,10 +444,11 @@ static int rx_pending(struct rx *x, struct index_txn *t)
     if (e < 0 || (pc.n == 0 && queued == 0))
         return e;
     if (!x->o->force) {
-        buf_printf(x->err, "the daemon has pending work (%llu snapshot(s) not yet in every region, "
+        buf_printf(x->err,
+                   "the daemon has pending work (%llu snapshot(s) not yet in every region, "
                    "%llu chunk upload(s) queued); reindex changed nothing: let it finish "
-                   "(ckptsync flush) or pass --force", (unsigned long long)pc.n,
-                   (unsigned long long)queued);
+                   "(ckptsync flush) or pass --force",
+                   (unsigned long long)pc.n, (unsigned long long)queued);
         return -EBUSY;
     }
     e = queue_pending_foreach(t, rx_pend_keep, &pc);
@@ -452,7 +457,7 @@ static int rx_pending(struct rx *x, struct index_txn *t)
 
 struct rx_old {
     struct rx *x;
-    struct rx_snap *gone;      /* old snapshot records to delete */
+    struct rx_snap *gone; /* old snapshot records to delete */
     size_t ngone, cap;
     int err;
 };
@@ -537,8 +542,10 @@ static int rx_put_chunks(struct rx *x, struct index_txn *t)
     qsort(tb->v, n, sizeof(*tb->v), rx_chunk_cmp);
     for (size_t i = 0; e == 0 && i < n; i++) {
         const struct rx_chunk *c = &tb->v[i];
-        struct index_chunk rec = {.raw_len = c->raw_len, .stored_len = c->stored_len,
-                                  .codec = c->codec, .presence = c->presence,
+        struct index_chunk rec = {.raw_len = c->raw_len,
+                                  .stored_len = c->stored_len,
+                                  .codec = c->codec,
+                                  .presence = c->presence,
                                   .refcount = c->refcount};
         if (c->raw_len && c->stored_len) /* the writer keeps raw only when zstd does not shrink */
             rec.codec = c->stored_len == c->raw_len + CKS_CHUNK_HEADER_LEN ? CKS_CHUNK_CODEC_RAW
@@ -575,8 +582,10 @@ static int rx_apply(struct rx *x)
         return e;
     }
     if ((e = index_txn_commit(t)) < 0)
-        buf_printf(x->err, "committing the index: %s (a durability failure: the old index is "
-                   "left, or the new one)", err_str(e));
+        buf_printf(x->err,
+                   "committing the index: %s (a durability failure: the old index is "
+                   "left, or the new one)",
+                   err_str(e));
     return e;
 }
 

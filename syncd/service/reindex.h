@@ -60,34 +60,34 @@
 #include "service/repo.h"
 
 struct reindex_opts {
-    const char *region;        /* source region by name; NULL: the first healthy */
-    bool force;                /* proceed over the daemon's pending work, and
-                                * past manifests no region can give (skipped) */
+    const char *region; /* source region by name; NULL: the first healthy */
+    bool force;         /* proceed over the daemon's pending work, and
+                         * past manifests no region can give (skipped) */
     /* what: "chunks in 'a'" or "manifests"; total 0 when unknown */
     void (*progress)(void *ud, const char *what, uint64_t done, uint64_t total);
     void *progress_ud;
 };
 
 struct reindex_region_stats {
-    bool listed;               /* its chunks/ listing was read to the end */
-    uint64_t chunks, bytes;    /* chunk objects it lists, their sizes */
-    uint64_t snapshots;        /* recorded snapshots committed there */
-    char error[512];           /* why it was not listed; "" when it was */
+    bool listed;            /* its chunks/ listing was read to the end */
+    uint64_t chunks, bytes; /* chunk objects it lists, their sizes */
+    uint64_t snapshots;     /* recorded snapshots committed there */
+    char error[512];        /* why it was not listed; "" when it was */
 };
 
 struct reindex_stats {
-    size_t source;             /* index of the source region in repo->regions */
-    uint64_t chunks;           /* chunk records present in some region */
-    uint64_t bytes;            /* their stored sizes */
-    uint64_t referenced;       /* distinct chunks the recorded snapshots name */
-    uint64_t unreferenced;     /* listed chunks no recorded snapshot names */
-    uint64_t missing;          /* named by a recorded snapshot, listed nowhere */
-    uint64_t references;       /* sum of refcounts */
-    uint64_t snapshots, runs;  /* recorded */
-    uint64_t skipped;          /* force: snapshots whose manifest no region gave */
-    uint64_t pending_kept;     /* force: the daemon's pending snapshots kept */
-    uint64_t dropped_chunks;   /* old chunk records no region lists now */
-    uint64_t dropped_snapshots;/* old snapshot records no region confirms */
+    size_t source;              /* index of the source region in repo->regions */
+    uint64_t chunks;            /* chunk records present in some region */
+    uint64_t bytes;             /* their stored sizes */
+    uint64_t referenced;        /* distinct chunks the recorded snapshots name */
+    uint64_t unreferenced;      /* listed chunks no recorded snapshot names */
+    uint64_t missing;           /* named by a recorded snapshot, listed nowhere */
+    uint64_t references;        /* sum of refcounts */
+    uint64_t snapshots, runs;   /* recorded */
+    uint64_t skipped;           /* force: snapshots whose manifest no region gave */
+    uint64_t pending_kept;      /* force: the daemon's pending snapshots kept */
+    uint64_t dropped_chunks;    /* old chunk records no region lists now */
+    uint64_t dropped_snapshots; /* old snapshot records no region confirms */
     double seconds;
     struct reindex_region_stats region[CONFIG_MAX_REGIONS];
 };

@@ -76,20 +76,20 @@ struct rworker {
     struct region *rg;
     pthread_t th;
     bool started;
-    struct region_status st;       /* guarded by rp->mu */
+    struct region_status st; /* guarded by rp->mu */
     /* cache of the snapshot being worked on */
     uint64_t cache_seq;
     struct pending *pend;
     struct manifest man;
     struct chunkobj_ctx z;
-    struct slot *slots;            /* the window of chunks in flight */
+    struct slot *slots; /* the window of chunks in flight */
     size_t nslots, busy;
-    int failure;                   /* first error of this round; 0 = none */
+    int failure; /* first error of this round; 0 = none */
     /* Chunks of cache_seq this region confirmed (a PUT, a HEAD, or the
      * confirmation before publish): they need no second look. */
     uint8_t (*confirmed)[HASH_LEN];
     size_t nconfirmed, confirmed_cap;
-    bool drop;                     /* a chunk's bytes changed: drop cache_seq */
+    bool drop; /* a chunk's bytes changed: drop cache_seq */
     /* prune's protocol (service/gc.h): an intent covers what this worker
      * relies on, from before its first look until the publish.  A chunk
      * counts as confirmed only if the intent alive now was alive when the
@@ -104,8 +104,8 @@ struct rworker {
  * chunk no longer buffered, read back from the pin and encoded into obj. */
 struct slot {
     bool used;
-    bool feed;                     /* from the buffer, ahead of any queue entry */
-    uint64_t epoch;                /* the worker's intent when it started */
+    bool feed;      /* from the buffer, ahead of any queue entry */
+    uint64_t epoch; /* the worker's intent when it started */
     struct qentry q;
     struct region_req req;
     uint8_t *data;
@@ -121,11 +121,11 @@ struct replicator {
     int notify_fd;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    bool stop;                     /* also stopped: the index is fatal (index_fatal) */
+    bool stop; /* also stopped: the index is fatal (index_fatal) */
     uint64_t kicks;
     size_t n;
     struct rworker w[CONFIG_MAX_REGIONS];
-    struct objbuf *ob;             /* encoded objects from ingest */
+    struct objbuf *ob; /* encoded objects from ingest */
     /* units to take again (rw_drop), each once, oldest first; guarded by mu */
     char **retakes;
     size_t nretakes, retakes_cap;
@@ -236,7 +236,8 @@ static int rw_load(struct rworker *w, uint64_t seq)
     if (e == 0)
         w->cache_seq = seq;
     else if (e != -ENOENT)
-        log_error("pending snapshot %llu: %s %s", (unsigned long long)seq, err_str(e), buf_str(&err));
+        log_error("pending snapshot %llu: %s %s", (unsigned long long)seq, err_str(e),
+                  buf_str(&err));
     buf_free(&err);
     return e;
 }
@@ -371,8 +372,10 @@ static int rw_unconfirmed(struct rworker *w, struct presence_item **ret, size_t 
         e = gc_writer_check(w->rg, &w->gcc, &w->rp->r->conf, *ret, all, w->pend->run, w->pend->id,
                             recheck, waiting);
     if (e == -EAGAIN)
-        region_set_error(w->rg, "region '%s': a prune is deleting chunks snapshot %s uses (mark %s); "
-                         "publishing after it finishes", w->rg->conf.name, w->pend->id, waiting);
+        region_set_error(w->rg,
+                         "region '%s': a prune is deleting chunks snapshot %s uses (mark %s); "
+                         "publishing after it finishes",
+                         w->rg->conf.name, w->pend->id, waiting);
     if (e < 0) {
         free(recheck);
         free(*ret);
@@ -395,7 +398,8 @@ static int rw_unconfirmed(struct rworker *w, struct presence_item **ret, size_t 
 
 /* Queues a chunk the region lacks again (its bytes are in the pin) and
  * clears the index's belief that the region holds it. */
-static int rw_requeue(struct rworker *w, struct index_txn *t, uint64_t seq, const uint8_t id[HASH_LEN])
+static int rw_requeue(struct rworker *w, struct index_txn *t, uint64_t seq,
+                      const uint8_t id[HASH_LEN])
 {
     struct qentry q = {.slot = w->rg->slot, .seq = seq, .kind = QUEUE_CHUNK};
     struct index_chunk c;
@@ -424,7 +428,8 @@ static int rw_repo_present(struct rworker *w)
     e = repo_put_params(w->rg, &w->rp->r->params);
     if (e == 0)
         log_warn("region '%s' had lost its repo object (wiped, or replaced by an empty bucket); "
-                 "wrote repository %s there again", w->rg->conf.name, w->rp->r->params.id);
+                 "wrote repository %s there again",
+                 w->rg->conf.name, w->rp->r->params.id);
     return e == -EEXIST ? 0 : e;
 }
 
@@ -454,11 +459,14 @@ static int rw_confirm(struct rworker *w, uint64_t seq)
     }
     if (e == 0 && st.missing && (e = rw_commit(w, t, 0)) == 0) {
         char f[512];
-        snprintf(f, sizeof(f), "event=reupload region=%s run=%s snapshot=%s chunks=%llu reason=missing",
+        snprintf(f, sizeof(f),
+                 "event=reupload region=%s run=%s snapshot=%s chunks=%llu reason=missing",
                  w->rg->conf.name, w->pend->run, w->pend->id, (unsigned long long)st.missing);
-        log_event(LOG_LVL_WARN, f, "region '%s': %llu chunk(s) of snapshot %s were gone although "
+        log_event(LOG_LVL_WARN, f,
+                  "region '%s': %llu chunk(s) of snapshot %s were gone although "
                   "the index recorded them there; uploading them again before the snapshot is "
-                  "committed", w->rg->conf.name, (unsigned long long)st.missing, w->pend->id);
+                  "committed",
+                  w->rg->conf.name, (unsigned long long)st.missing, w->pend->id);
         metrics_retry(w->rp->m, w->i, METRICS_RETRY_MISSING, st.missing);
     }
     if (e == 0 && n)
@@ -580,7 +588,8 @@ static int rw_publish(struct rworker *w, const struct qentry *q)
     if (e == 0)
         e = queue_del(t, q);
     uint32_t all = replicator_all_slots(w->rp);
-    if (e == 0 && (snap.committed & all) == all && queue_has_seq(t, q->seq, rp_nslots(w->rp)) == 0) {
+    if (e == 0 && (snap.committed & all) == all &&
+        queue_has_seq(t, q->seq, rp_nslots(w->rp)) == 0) {
         e = queue_pending_del(t, q->seq);
         release = true;
     }
@@ -653,15 +662,19 @@ static int rw_drop(struct rworker *w, uint64_t seq)
         return e;
     char f[1024], unit[512];
     snprintf(f, sizeof(f), "event=retake run=%s snapshot=%s unit=%s region=%s reason=changed",
-             w->pend->run, w->pend->id, log_quote(unit, sizeof(unit), w->pend->unit), w->rg->conf.name);
-    log_event(LOG_LVL_WARN, f, "snapshot %s of \"%s\": a file changed after it was read; %s, taking "
-              "the unit again", w->pend->id, w->pend->unit,
+             w->pend->run, w->pend->id, log_quote(unit, sizeof(unit), w->pend->unit),
+             w->rg->conf.name);
+    log_event(LOG_LVL_WARN, f,
+              "snapshot %s of \"%s\": a file changed after it was read; %s, taking "
+              "the unit again",
+              w->pend->id, w->pend->unit,
               published ? "it stays where it is committed but goes no further" : "dropping it");
     metrics_retry(w->rp->m, w->i, METRICS_RETRY_CHANGED, 1);
     rw_remove_pin(w->pend->pin, w->pend->pinned);
     if (rp_retake(w->rp, w->pend->unit) < 0)
         log_error("\"%s\": out of memory remembering to take it again; it is taken at its next "
-                  "change or the daemon's next start", w->pend->unit);
+                  "change or the daemon's next start",
+                  w->pend->unit);
     w->cache_seq = 0;
     return 0;
 }
@@ -689,12 +702,15 @@ static void rw_failed(struct rworker *w, int e)
     objbuf_lagging(w->rp->ob, w->rg->slot, true);
     char f[1024], why[768];
     bool stop = region_err_permanent(e);
-    snprintf(f, sizeof(f), "event=region_failed region=%s state=%s attempt=%u retry_in=%.1f reason=%s",
+    snprintf(f, sizeof(f),
+             "event=region_failed region=%s state=%s attempt=%u retry_in=%.1f reason=%s",
              w->rg->conf.name, stop ? "failed" : "backoff", n, stop ? 0.0 : (double)delay / 1000,
              log_quote(why, sizeof(why), w->st.last_error));
     if (stop)
-        log_event(LOG_LVL_ERROR, f, "%s; region '%s' is stopped until the configuration changes or "
-                  "`ckptsync retry %s`", w->st.last_error, w->rg->conf.name, w->rg->conf.name);
+        log_event(LOG_LVL_ERROR, f,
+                  "%s; region '%s' is stopped until the configuration changes or "
+                  "`ckptsync retry %s`",
+                  w->st.last_error, w->rg->conf.name, w->rg->conf.name);
     else if (n == 1 || n % 10 == 0)
         log_event(LOG_LVL_ERROR, f, "%s (attempt %u; retrying in %.1fs)", w->st.last_error, n,
                   (double)delay / 1000);
@@ -714,7 +730,8 @@ static void rw_succeeded(struct rworker *w)
     objbuf_lagging(w->rp->ob, w->rg->slot, false);
     if (failures) { /* logged outside the lock: nothing blocks while holding it */
         char f[160];
-        snprintf(f, sizeof(f), "event=region_back region=%s failures=%u", w->rg->conf.name, failures);
+        snprintf(f, sizeof(f), "event=region_back region=%s failures=%u", w->rg->conf.name,
+                 failures);
         log_event(LOG_LVL_INFO, f, "region '%s' is back after %u failed attempts", w->rg->conf.name,
                   failures);
     }
@@ -1128,7 +1145,8 @@ int replicator_new(struct repo *r, int notify_fd, struct metrics *m, struct repl
         }
     }
     /* an eighth of the memory budget: the windows and ingest hold the rest */
-    int oe = objbuf_new((size_t)(r->conf.memory / 8), r->conf.quorum, replicator_all_slots(rp), &rp->ob);
+    int oe =
+        objbuf_new((size_t)(r->conf.memory / 8), r->conf.quorum, replicator_all_slots(rp), &rp->ob);
     if (oe < 0) {
         replicator_free(rp);
         return oe;

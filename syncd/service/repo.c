@@ -113,7 +113,8 @@ static int repo_agree(struct repo *r, bool *ret_missing, bool *ret_have, struct 
         if (e < 0)
             return e;
         if (have && !repo_same(&o, &r->params)) {
-            buf_printf(err, "region '%s' holds repository %s, but other regions hold %s "
+            buf_printf(err,
+                       "region '%s' holds repository %s, but other regions hold %s "
                        "(or different chunker parameters): the repository is split; "
                        "`ckptsync repo` shows each region's, `ckptsync repo adopt REGION` "
                        "makes every region hold that region's (nothing stored is lost)",
@@ -149,7 +150,7 @@ int repo_put_params(struct region *rg, const struct repoobj *params)
     int e = repoobj_encode(params, &obj);
     if (e == 0)
         e = region_preconditions(rg) == 1 ? region_put_new(rg, "repo", obj.data, obj.len)
-                                           : region_put(rg, "repo", obj.data, obj.len);
+                                          : region_put(rg, "repo", obj.data, obj.len);
     buf_free(&obj);
     return e;
 }
@@ -175,8 +176,10 @@ static int repo_fill(struct repo *r, const struct repoobj *want, struct buf *err
         if (!cas && (e == -ENOENT || e == CKS_E_FORMAT || e == CKS_E_DIGEST))
             e = repo_put_params(rg, want);
         else if (e == 0 && read && !repo_same(&have, want)) {
-            buf_printf(err, "region '%s' holds repository %s, but %s was agreed: the repository "
-                       "is split; see `ckptsync repo` to repair", rg->conf.name, have.id, want->id);
+            buf_printf(err,
+                       "region '%s' holds repository %s, but %s was agreed: the repository "
+                       "is split; see `ckptsync repo` to repair",
+                       rg->conf.name, have.id, want->id);
             ret = CKS_E_MISMATCH;
         }
         if (e < 0) {
@@ -227,7 +230,8 @@ static int cand_cb(void *ud, const char *key, uint64_t size)
     struct cand_ctx *c = ud;
     const char *id = key + strlen("repo.d/");
     (void)size;
-    if (strncmp(key, "repo.d/", 7) || strlen(id) != REPOOBJ_ID_HEX || strspn(id, "0123456789abcdef") != REPOOBJ_ID_HEX)
+    if (strncmp(key, "repo.d/", 7) || strlen(id) != REPOOBJ_ID_HEX ||
+        strspn(id, "0123456789abcdef") != REPOOBJ_ID_HEX)
         return 0;
     c->n++;
     if (!c->best[0] || strcmp(id, c->best) < 0)
@@ -274,9 +278,11 @@ static int repo_put_candidate(struct repo *r, double t0, struct buf *err)
         for (size_t i = 0; i < r->nregions; i++)
             if (!r->health[i])
                 region_del(r->regions[i], key);
-        buf_printf(err, "creating the repository: the regions took over %us ([daemon] "
+        buf_printf(err,
+                   "creating the repository: the regions took over %us ([daemon] "
                    "create_settle) to take a candidate, too slow to agree safely with other "
-                   "instances; try again, or raise create_settle", r->conf.create_settle);
+                   "instances; try again, or raise create_settle",
+                   r->conf.create_settle);
         e = CKS_E_REMOTE;
     }
     return e;
@@ -360,7 +366,8 @@ static void repo_preconditions(struct repo *r)
         int p = region_probe_preconditions(rg);
         if (p < 0) {
             log_warn("region '%s': cannot tell whether it enforces create-only writes (%s); "
-                     "assuming not", c->name, region_last_error(rg));
+                     "assuming not",
+                     c->name, region_last_error(rg));
             region_set_preconditions(rg, 0);
             continue;
         }
@@ -481,9 +488,10 @@ int repo_open(const struct config *conf, unsigned flags, struct repo **ret, stru
         goto fail;
     if (r->params.chunk_avg != conf->chunk_avg || r->params.chunk_min != conf->chunk_min ||
         r->params.chunk_max != conf->chunk_max)
-        log_info("using the repository's chunker parameters %llu/%llu/%llu, not the configuration's",
-                 (unsigned long long)r->params.chunk_min, (unsigned long long)r->params.chunk_avg,
-                 (unsigned long long)r->params.chunk_max);
+        log_info(
+            "using the repository's chunker parameters %llu/%llu/%llu, not the configuration's",
+            (unsigned long long)r->params.chunk_min, (unsigned long long)r->params.chunk_avg,
+            (unsigned long long)r->params.chunk_max);
     *ret = r;
     return 0;
 fail:

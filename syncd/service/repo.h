@@ -32,14 +32,14 @@ struct repo {
     struct index *ix;
     size_t nregions;
     struct region *regions[CONFIG_MAX_REGIONS];
-    int health[CONFIG_MAX_REGIONS];    /* 0 healthy, else the check's error */
-    struct repoobj params;             /* agreed by every healthy region */
+    int health[CONFIG_MAX_REGIONS]; /* 0 healthy, else the check's error */
+    struct repoobj params;          /* agreed by every healthy region */
     struct fastcdc cdc;
 };
 
 enum repo_flags {
-    REPO_CREATE = 1 << 0,              /* write the repo object where it is missing */
-    REPO_NO_AGREE = 1 << 1,            /* open even when regions disagree (repair) */
+    REPO_CREATE = 1 << 0,   /* write the repo object where it is missing */
+    REPO_NO_AGREE = 1 << 1, /* open even when regions disagree (repair) */
 };
 
 int repo_open(const struct config *conf, unsigned flags, struct repo **ret, struct buf *err);

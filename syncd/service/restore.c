@@ -117,7 +117,8 @@ static int restore_find_latest(struct repo *r, const char *run, struct manifest 
             return 0;
         }
         log_error("run '%s': snapshot %s (%s) has no valid manifest in any reachable region; "
-                  "taking the next", run, ids[k], why[k]);
+                  "taking the next",
+                  run, ids[k], why[k]);
     }
     lineage_view_free(&v);
     buf_printf(err, "run '%s' has no committed snapshot in any reachable region", run);
@@ -135,7 +136,8 @@ int restore_find(struct repo *r, const char *run, const char *id, struct manifes
         return restore_find_latest(r, run, ret, ret_region, err);
     int e = restore_find_id(r, run, id, ret, ret_region);
     if (e < 0)
-        buf_printf(err, "snapshot %s of run '%s': no reachable region holds a valid manifest", id, run);
+        buf_printf(err, "snapshot %s of run '%s': no reachable region holds a valid manifest", id,
+                   run);
     return e;
 }
 
@@ -185,14 +187,14 @@ struct rst {
     struct restore_result *res;
     struct buf *err;
     struct manifest m;
-    int stage;                 /* staging directory fd */
+    int stage; /* staging directory fd */
     char stage_name[MANIFEST_ID_MAX + 32];
     struct buf readback;
-    struct wring wr;           /* io_uring writes */
+    struct wring wr; /* io_uring writes */
     uint64_t done, total;
-    struct rfile *rfiles;      /* per manifest file */
-    size_t *chunk_file;        /* per manifest chunk: its file */
-    uint64_t *chunk_off;       /* per manifest chunk: its offset */
+    struct rfile *rfiles; /* per manifest file */
+    size_t *chunk_file;   /* per manifest chunk: its file */
+    uint64_t *chunk_off;  /* per manifest chunk: its offset */
 };
 
 /* Per regular file while its chunks arrive. */
@@ -204,8 +206,8 @@ struct rfile {
      * when its turn comes. */
     struct hash h;
     bool hashing;
-    uint64_t next;             /* next chunk (within the file) to hash */
-    uint8_t *early;            /* bitmap: arrived, not hashed yet */
+    uint64_t next;  /* next chunk (within the file) to hash */
+    uint8_t *early; /* bitmap: arrived, not hashed yet */
 };
 
 static int rst_fail(struct rst *s, const struct mfile *f, const char *what, int e)
@@ -329,7 +331,7 @@ static int rst_chunk(void *ud, const struct fetch_job *j, const uint8_t *data, s
 struct seed_ref {
     uint8_t id[HASH_LEN];
     uint32_t len;
-    uint32_t file;             /* index into seed.w */
+    uint32_t file; /* index into seed.w */
     uint64_t off;
 };
 
@@ -513,7 +515,8 @@ static int rst_files(struct rst *s)
         }
         for (uint64_t c = 0; c < f->nchunks; c++) {
             size_t g = (size_t)(f->first_chunk + c);
-            jobs[g] = (struct fetch_job){.id = s->m.chunks[g].id, .len = s->m.chunks[g].len, .tag = g};
+            jobs[g] =
+                (struct fetch_job){.id = s->m.chunks[g].id, .len = s->m.chunks[g].len, .tag = g};
             s->chunk_file[g] = k;
             s->chunk_off[g] = off;
             off += s->m.chunks[g].len;
@@ -566,7 +569,8 @@ static void rst_strip_setid(struct rst *s)
     }
     if (s->res->setid_cleared)
         log_warn("snapshot %s: cleared the setuid/setgid bits of %llu file(s) "
-                 "(--keep-setid keeps them)", s->m.id, (unsigned long long)s->res->setid_cleared);
+                 "(--keep-setid keeps them)",
+                 s->m.id, (unsigned long long)s->res->setid_cleared);
 }
 
 /* The entry's recorded mtime as utimensat() takes it, the access time
@@ -757,8 +761,8 @@ static int rst_stage_recover(int target, const char *tpath, const char *stage)
             continue;
         if (errno != ENOENT || renameat(dirfd(d), de->d_name, target, de->d_name) < 0) {
             e = -errno;
-            log_error("putting back \"%s/%s\" from \"%s/%s/%s\": %s", tpath, de->d_name, tpath,
-                      old, de->d_name, strerror(-e));
+            log_error("putting back \"%s/%s\" from \"%s/%s/%s\": %s", tpath, de->d_name, tpath, old,
+                      de->d_name, strerror(-e));
             continue;
         }
         log_warn("put back \"%s/%s\": an interrupted restore had moved it aside", tpath,
@@ -779,12 +783,13 @@ static void rst_stage_remove(int target, const char *tpath, const char *stage)
     snprintf(legacy, sizeof(legacy), "%s/.replaced", stage);
     if (fstatat(target, legacy, &st, AT_SYMLINK_NOFOLLOW) == 0) { /* an older ckptsync's swap */
         log_warn("keeping \"%s/%s\": a tree an interrupted restore moved aside; move it back or "
-                 "remove it", tpath, legacy);
+                 "remove it",
+                 tpath, legacy);
         return;
     }
     if (rst_stage_recover(target, tpath, stage) < 0) {
-        log_error("keeping \"%s/%s\": it holds a previous tree that could not be put back",
-                  tpath, stage);
+        log_error("keeping \"%s/%s\": it holds a previous tree that could not be put back", tpath,
+                  stage);
         return;
     }
     int e = rst_remove_tree(target, stage);
@@ -900,7 +905,8 @@ static int rst_place(struct rst *s, int target)
     int e;
 
     if (exists && !s->o->force) {
-        buf_printf(s->err, "\"%s/%s\" already exists (use --force to replace it)", s->o->target, root);
+        buf_printf(s->err, "\"%s/%s\" already exists (use --force to replace it)", s->o->target,
+                   root);
         return -EEXIST;
     }
     if (exists) {
@@ -913,7 +919,8 @@ static int rst_place(struct rst *s, int target)
             e = renameat(s->stage, root, target, root) < 0 ? -errno : 0;
     }
     if (e == -EEXIST) {
-        buf_printf(s->err, "\"%s/%s\" appeared meanwhile (use --force to replace it)", s->o->target, root);
+        buf_printf(s->err, "\"%s/%s\" appeared meanwhile (use --force to replace it)", s->o->target,
+                   root);
         return e;
     }
     if (e < 0) {
@@ -974,14 +981,17 @@ static int rst_stage(struct rst *s, int target)
     if (mkdirat(target, s->stage_name, 0700) < 0) {
         int e = -errno;
         buf_printf(s->err, "creating a staging directory in \"%s\": %s%s", s->o->target,
-                   strerror(-e), e == -EEXIST ? " (another restore of this snapshot runs there, or "
-                                                "its staging directory was kept: see above)" : "");
+                   strerror(-e),
+                   e == -EEXIST ? " (another restore of this snapshot runs there, or "
+                                  "its staging directory was kept: see above)"
+                                : "");
         return e;
     }
     if (mkdirat(target, tree, 0700) < 0 ||
         (s->stage = openat(target, tree, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
         int e = -errno;
-        buf_printf(s->err, "creating a staging directory in \"%s\": %s", s->o->target, strerror(-e));
+        buf_printf(s->err, "creating a staging directory in \"%s\": %s", s->o->target,
+                   strerror(-e));
         rst_remove_tree(target, s->stage_name);
         return e;
     }

@@ -29,12 +29,12 @@
 
 struct restore_opts {
     const char *run;
-    const char *id;            /* NULL: the newest committed in any region */
-    const char *target;        /* directory; created if missing */
-    bool force;                /* replace target/<root> if it exists */
-    bool keep_setid;           /* keep setuid/setgid bits (else cleared, and counted) */
-    const char *seed;          /* a local directory whose chunks are copied, not downloaded;
-                                * NULL: files already in the target that the index knows */
+    const char *id;     /* NULL: the newest committed in any region */
+    const char *target; /* directory; created if missing */
+    bool force;         /* replace target/<root> if it exists */
+    bool keep_setid;    /* keep setuid/setgid bits (else cleared, and counted) */
+    const char *seed;   /* a local directory whose chunks are copied, not downloaded;
+                         * NULL: files already in the target that the index knows */
     void (*progress)(void *ud, uint64_t done, uint64_t total);
     void *progress_ud;
 };
@@ -44,11 +44,11 @@ struct restore_result {
     char root[MANIFEST_MAX_PATH + 1];
     int64_t step;
     uint64_t files, dirs, links, bytes, chunks;
-    uint64_t fetched_bytes;    /* object bytes downloaded */
-    uint64_t failovers;        /* chunk fetches that failed in one region */
-    uint64_t local_chunks;     /* copied from the seed instead of downloaded */
+    uint64_t fetched_bytes; /* object bytes downloaded */
+    uint64_t failovers;     /* chunk fetches that failed in one region */
+    uint64_t local_chunks;  /* copied from the seed instead of downloaded */
     uint64_t local_bytes;
-    uint64_t setid_cleared;    /* entries whose setuid/setgid bits were cleared */
+    uint64_t setid_cleared; /* entries whose setuid/setgid bits were cleared */
     uint64_t region_chunks[CONFIG_MAX_REGIONS];
 };
 

@@ -48,7 +48,8 @@ static int item_newer_cmp(const void *a, const void *b)
     return lineage_newer(x->step, x->id, y->step, y->id) ? -1 : 1;
 }
 
-static void keep(struct retention_item *it, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void keep(struct retention_item *it, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 static void keep(struct retention_item *it, const char *fmt, ...)
 {
     va_list ap;
@@ -141,7 +142,8 @@ static int64_t checkpoint_step(const char *path)
 
 static int metric_cmp_min(const void *a, const void *b)
 {
-    const struct retention_item *x = *(struct retention_item *const *)a, *y = *(struct retention_item *const *)b;
+    const struct retention_item *x = *(struct retention_item *const *)a,
+                                *y = *(struct retention_item *const *)b;
     return x->metric < y->metric ? -1 : x->metric > y->metric;
 }
 
@@ -162,7 +164,8 @@ static void rule_best(struct repo *r, struct retention_plan *p, const struct ret
         if (e == 0)
             src = &p->v[i];
         else if (e != -ENOENT)
-            log_warn("keep_best: reading %s of snapshot %s: %s", TRAINER_STATE, p->v[i].id, buf_str(&err));
+            log_warn("keep_best: reading %s of snapshot %s: %s", TRAINER_STATE, p->v[i].id,
+                     buf_str(&err));
         buf_reset(&err);
         if (e != -ENOENT)
             break; /* only the newest checkpoint's state is consulted */
@@ -198,7 +201,8 @@ static void rule_best(struct repo *r, struct retention_plan *p, const struct ret
     if (rank && nr)
         qsort(rank, nr, sizeof(*rank), pol->best_max ? metric_cmp_max : metric_cmp_min);
     for (size_t k = 0; rank && k < nr && k < pol->keep_best; k++)
-        keep(rank[k], "keep-best %u: %s = %g (#%zu)", pol->keep_best, pol->best_metric, rank[k]->metric, k + 1);
+        keep(rank[k], "keep-best %u: %s = %g (#%zu)", pol->keep_best, pol->best_metric,
+             rank[k]->metric, k + 1);
     free(rank);
     jsonread_free(js);
 }
@@ -211,7 +215,7 @@ static void rule_units(struct repo *r, struct retention_plan *p, const struct re
                        int64_t newest)
 {
     unsigned per_root = pol->keep_last ? pol->keep_last : 1;
-    char (*roots)[MANIFEST_MAX_PATH + 1] = calloc(p->n ? p->n : 1, sizeof(*roots));
+    char(*roots)[MANIFEST_MAX_PATH + 1] = calloc(p->n ? p->n : 1, sizeof(*roots));
     if (!roots)
         return;
     for (size_t i = 0; i < p->n; i++) {
@@ -231,7 +235,8 @@ static void rule_units(struct repo *r, struct retention_plan *p, const struct re
             newer += p->v[j].step < 0 && !strcmp(roots[j], roots[i]);
         if (newer < per_root)
             keep(&p->v[i], "newest %u of \"%s\" (not a checkpoint)", per_root, roots[i]);
-        else if (pol->keep_within && p->v[i].time >= 0 && newest - p->v[i].time <= (int64_t)pol->keep_within)
+        else if (pol->keep_within && p->v[i].time >= 0 &&
+                 newest - p->v[i].time <= (int64_t)pol->keep_within)
             keep(&p->v[i], "keep-within %llus", (unsigned long long)pol->keep_within);
     }
     free(roots);
@@ -273,7 +278,8 @@ int retention_plan(struct repo *r, const char *run, const struct retention_polic
         keep(it, "the run's resume point (%s)", whys[0]);
     for (size_t i = 0; i < ret->n; i++) { /* newest committed in quorum regions */
         const struct lineage_snap *s = lineage_find(&v, ret->v[i].id);
-        if (s && (unsigned)__builtin_popcount(s->commits) >= r->conf.quorum && ret->v[i].step >= 0) {
+        if (s && (unsigned)__builtin_popcount(s->commits) >= r->conf.quorum &&
+            ret->v[i].step >= 0) {
             keep(&ret->v[i], "the newest durable snapshot");
             break;
         }

@@ -34,19 +34,19 @@
 
 struct retention_item {
     char id[MANIFEST_ID_MAX + 1];
-    int64_t step, gen, time;           /* time: from the id (unix seconds) */
+    int64_t step, gen, time; /* time: from the id (unix seconds) */
     bool keep;
-    char why[160];                     /* the rule that keeps it, or why it goes */
+    char why[160]; /* the rule that keeps it, or why it goes */
     bool has_metric;
     double metric;
 };
 
 struct retention_plan {
     char run[MANIFEST_MAX_FIELD + 1];
-    struct retention_item *v;          /* newest first */
+    struct retention_item *v; /* newest first */
     size_t n;
     size_t nforget;
-    unsigned forgotten_regions;        /* retention_apply: regions that took every record */
+    unsigned forgotten_regions; /* retention_apply: regions that took every record */
 };
 
 /* Decides; nothing is written.  0 or an error (err says). */

@@ -54,8 +54,8 @@ struct snap;
 struct sjob {
     struct pool_job pj;
     struct snap *s;
-    struct buf raw;            /* a copy of the chunk's bytes */
-    uint32_t healthy;          /* region indices it may use (bits) */
+    struct buf raw;   /* a copy of the chunk's bytes */
+    uint32_t healthy; /* region indices it may use (bits) */
     /* outcome */
     int err;
     char msg[256];
@@ -76,11 +76,11 @@ struct snap {
     struct manifest m;
     struct scan scan;
     struct chunkobj_ctx z;
-    struct buf obj;            /* the encoded object of the current chunk */
-    struct mchunk *fchunks;    /* chunks of the file being read */
+    struct buf obj;         /* the encoded object of the current chunk */
+    struct mchunk *fchunks; /* chunks of the file being read */
     size_t nfchunks, fchunks_cap;
     uint64_t done;
-    struct seen *seen;         /* chunks this snapshot confirmed, per region */
+    struct seen *seen; /* chunks this snapshot confirmed, per region */
     size_t nseen, seen_cap;
     /* prune's protocol (service/gc.h): what this snapshot relies on in each
      * region is covered by an intent written before the first look */
@@ -92,9 +92,9 @@ struct snap {
     size_t nwk;
     struct sjob *jobs;
     size_t njobs;
-    struct pool_job **jptr;    /* &jobs[k].pj, for the window */
+    struct pool_job **jptr; /* &jobs[k].pj, for the window */
     struct pool_window win;
-    int jfail;                 /* the first error of a job applied since the last drain */
+    int jfail; /* the first error of a job applied since the last drain */
 };
 
 /* A chunk this snapshot uploaded or found in the regions of mask (slot
@@ -145,7 +145,8 @@ static int snap_encode_once(struct sjob *j, struct sworker *w, struct index_chun
     enum chunkobj_codec codec;
     if (w->obj.len)
         return 0;
-    int e = chunkobj_encode(&w->z, j->raw.data, j->raw.len, j->s->r->conf.zstd_level, &w->obj, &codec);
+    int e =
+        chunkobj_encode(&w->z, j->raw.data, j->raw.len, j->s->r->conf.zstd_level, &w->obj, &codec);
     if (e < 0) {
         snprintf(j->msg, sizeof(j->msg), "compressing a chunk: %s", err_str(e));
         return e;
@@ -214,8 +215,11 @@ static int snap_chunk_upload(struct sjob *j, struct sworker *w, struct index_chu
     size_t m = 0;
     for (size_t k = 0; k < n; k++)
         if (ops[k].kind == REGION_OP_HAS && ops[k].ret == 0) {
-            ops[m] = (struct region_op){.rg = ops[k].rg, .kind = REGION_OP_PUT, .key = key,
-                                        .data = w->obj.data, .len = w->obj.len};
+            ops[m] = (struct region_op){.rg = ops[k].rg,
+                                        .kind = REGION_OP_PUT,
+                                        .key = key,
+                                        .data = w->obj.data,
+                                        .len = w->obj.len};
             which[m++] = which[k];
         }
     region_batch(ops, m);
@@ -587,12 +591,14 @@ static int snap_reupload(struct snap *s, size_t i, const uint8_t id[HASH_LEN])
     if (e == 0) {
         hash_sha256(data, (size_t)n, got);
         if ((size_t)n != len || memcmp(got, id, HASH_LEN)) {
-            buf_printf(s->err, "\"%s/%s\" changed during the snapshot; take it again", s->w.base, path);
+            buf_printf(s->err, "\"%s/%s\" changed during the snapshot; take it again", s->w.base,
+                       path);
             e = CKS_E_CHANGED;
         }
     }
     enum chunkobj_codec codec;
-    if (e == 0 && (e = chunkobj_encode(&s->z, data, len, s->r->conf.zstd_level, &s->obj, &codec)) < 0)
+    if (e == 0 &&
+        (e = chunkobj_encode(&s->z, data, len, s->r->conf.zstd_level, &s->obj, &codec)) < 0)
         buf_printf(s->err, "compressing a chunk: %s", err_str(e));
     free(data);
     region_chunk_key(id, key);
@@ -647,12 +653,14 @@ static int snap_gc_check(struct snap *s, size_t i, const struct presence_item *a
         *ret_all = true;
     }
     for (;;) {
-        int e = gc_writer_check(rg, &s->gcc[i], &s->r->conf, all, n, s->m.run, s->m.id, recheck, waiting);
+        int e = gc_writer_check(rg, &s->gcc[i], &s->r->conf, all, n, s->m.run, s->m.id, recheck,
+                                waiting);
         if (e != -EAGAIN)
             return e;
         if (!told)
             log_info("region '%s': a prune is deleting chunks this snapshot uses (mark %s); "
-                     "waiting for it to finish, then uploading them again", rg->conf.name, waiting);
+                     "waiting for it to finish, then uploading them again",
+                     rg->conf.name, waiting);
         told = true;
         sleep(2);
     }
@@ -691,12 +699,13 @@ static int snap_confirm_region(struct snap *s, size_t i, struct presence_item *a
     }
     if (e == 0 && st.missing)
         log_warn("region '%s': %llu chunk(s) of this snapshot are gone although the index recorded "
-                 "them there; uploading them again", s->r->regions[i]->conf.name,
-                 (unsigned long long)st.missing);
+                 "them there; uploading them again",
+                 s->r->regions[i]->conf.name, (unsigned long long)st.missing);
     for (size_t k = 0; e == 0 && k < m && !s->r->health[i]; k++) {
         if (!ask[k].missing)
             continue;
-        if ((e = snap_presence_bit(s, i, ask[k].id, false)) == 0 && (e = snap_reupload(s, i, ask[k].id)) == 0)
+        if ((e = snap_presence_bit(s, i, ask[k].id, false)) == 0 &&
+            (e = snap_reupload(s, i, ask[k].id)) == 0)
             e = snap_presence_bit(s, i, ask[k].id, true);
         if (e < 0 && e != CKS_E_CHANGED && s->r->health[i]) /* the region failed: leave it out */
             e = 0;
@@ -794,7 +803,8 @@ static int snap_init_manifest(struct snap *s)
     m->chunk_avg = s->r->params.chunk_avg;
     m->chunk_max = s->r->params.chunk_max;
     m->normalization = s->r->params.normalization;
-    if ((e = manifest_set_str(&m->run, s->o->run)) < 0 || (e = manifest_set_str(&m->host, host)) < 0 ||
+    if ((e = manifest_set_str(&m->run, s->o->run)) < 0 ||
+        (e = manifest_set_str(&m->host, host)) < 0 ||
         (e = manifest_set_str(&m->root, s->w.v[0].path)) < 0)
         return e;
     if (s->o->instance && (e = manifest_set_str(&m->instance, s->o->instance)) < 0)
@@ -987,13 +997,14 @@ int snapshot_take(struct repo *r, const struct snapshot_opts *o, struct snapshot
     ret->nregions = r->nregions;
     manifest_init(&s.m);
     if (manifest_run_check(o->run) < 0) {
-        buf_printf(err, "run name \"%s\": use 1-256 characters from [A-Za-z0-9._-], not . or ..", o->run);
+        buf_printf(err, "run name \"%s\": use 1-256 characters from [A-Za-z0-9._-], not . or ..",
+                   o->run);
         return -EINVAL;
     }
     snap_note_unhealthy(&s);
     if ((e = walk_list(o->path, &s.w, err)) < 0 || (e = snap_setup(&s)) < 0 ||
-        (e = snap_init_manifest(&s)) < 0 || (e = snap_intents(&s)) < 0 || (e = snap_entries(&s)) < 0 ||
-        (e = snap_confirm(&s)) < 0 || (e = snap_commit(&s)) < 0)
+        (e = snap_init_manifest(&s)) < 0 || (e = snap_intents(&s)) < 0 ||
+        (e = snap_entries(&s)) < 0 || (e = snap_confirm(&s)) < 0 || (e = snap_commit(&s)) < 0)
         goto out;
     memcpy(ret->id, s.m.id, sizeof(ret->id));
     snprintf(ret->root, sizeof(ret->root), "%s", s.m.root);

@@ -27,38 +27,38 @@
 #define SNAPSHOT_RETRIES 3
 
 struct snapshot_opts {
-    const char *path;          /* file or directory */
+    const char *path; /* file or directory */
     const char *run;
-    int64_t step;              /* -1: unknown */
-    const char *instance;      /* instance type, NULL: unknown */
+    int64_t step;         /* -1: unknown */
+    const char *instance; /* instance type, NULL: unknown */
     /* Called now and then with bytes processed so far. */
     void (*progress)(void *ud, uint64_t done, uint64_t total);
     void *progress_ud;
 };
 
 struct snapshot_region_result {
-    int err;                   /* 0 if the snapshot is committed there */
+    int err; /* 0 if the snapshot is committed there */
     char msg[512];
     uint64_t objects_put;
-    uint64_t bytes_put;        /* object bytes written (compressed) */
+    uint64_t bytes_put; /* object bytes written (compressed) */
 };
 
 struct snapshot_result {
     char id[MANIFEST_ID_MAX + 1];
     char root[256];
     uint64_t files, dirs, links;
-    uint64_t bytes;            /* logical bytes of regular files */
-    uint64_t files_unchanged;  /* taken from the index without reading */
-    uint64_t chunks;           /* chunk references in the manifest */
-    uint64_t new_chunks;       /* chunks no region had: uploaded */
-    uint64_t new_bytes;        /* raw bytes of new chunks */
-    uint64_t stored_bytes;     /* compressed bytes of new chunks (once) */
+    uint64_t bytes;           /* logical bytes of regular files */
+    uint64_t files_unchanged; /* taken from the index without reading */
+    uint64_t chunks;          /* chunk references in the manifest */
+    uint64_t new_chunks;      /* chunks no region had: uploaded */
+    uint64_t new_bytes;       /* raw bytes of new chunks */
+    uint64_t stored_bytes;    /* compressed bytes of new chunks (once) */
     /* Chunks the index said a region holds, confirmed with the region
      * before the commit (service/presence.h), summed over regions. */
     uint64_t confirm_asked, confirm_heads, confirm_listed, confirm_missing;
     size_t nregions;
-    unsigned committed;        /* regions that committed the snapshot */
-    bool durable;              /* committed >= quorum */
+    unsigned committed; /* regions that committed the snapshot */
+    bool durable;       /* committed >= quorum */
     struct snapshot_region_result region[CONFIG_MAX_REGIONS];
 };
 

@@ -167,7 +167,8 @@ static int pct_cb(void *ud, const struct pending *p)
     if (strcmp(p->run, a->run) || strcmp(p->id, a->id))
         return 0;
     if (p->queued_bytes && queue_seq_bytes(a->t, p->seq, a->nslots, &left) == 0)
-        a->pct = 100.0 * (double)(p->queued_bytes - (left < p->queued_bytes ? left : p->queued_bytes)) /
+        a->pct = 100.0 *
+                 (double)(p->queued_bytes - (left < p->queued_bytes ? left : p->queued_bytes)) /
                  (double)p->queued_bytes;
     return 1;
 }
@@ -204,19 +205,30 @@ static void status_emit_run(struct run_scan *a, const struct run_view *v)
     struct json *j = sa->j;
     unsigned k;
     json_obj_begin(j);
-    json_key(j, "run"); json_str(j, v->run);
-    json_key(j, "snapshots"); json_u64(j, v->snapshots);
+    json_key(j, "run");
+    json_str(j, v->run);
+    json_key(j, "snapshots");
+    json_u64(j, v->snapshots);
     json_key(j, "latest");
     json_obj_begin(j);
-    json_key(j, "id"); json_str(j, v->id);
-    json_key(j, "step"); json_i64(j, v->s.step);
-    json_key(j, "time"); json_i64(j, v->s.time);
-    json_key(j, "bytes"); json_u64(j, v->s.bytes);
-    json_key(j, "files"); json_u64(j, v->s.nfiles);
-    json_key(j, "state"); json_str(j, snap_state(p, v->s.committed, &k));
-    json_key(j, "regions_committed"); json_u64(j, k);
-    json_key(j, "regions"); json_u64(j, p->r->nregions);
-    json_key(j, "durable"); json_bool(j, k >= p->conf->quorum);
+    json_key(j, "id");
+    json_str(j, v->id);
+    json_key(j, "step");
+    json_i64(j, v->s.step);
+    json_key(j, "time");
+    json_i64(j, v->s.time);
+    json_key(j, "bytes");
+    json_u64(j, v->s.bytes);
+    json_key(j, "files");
+    json_u64(j, v->s.nfiles);
+    json_key(j, "state");
+    json_str(j, snap_state(p, v->s.committed, &k));
+    json_key(j, "regions_committed");
+    json_u64(j, k);
+    json_key(j, "regions");
+    json_u64(j, p->r->nregions);
+    json_key(j, "durable");
+    json_bool(j, k >= p->conf->quorum);
     json_key(j, "uploaded_percent");
     json_double(j, k == p->r->nregions ? 100.0 : upload_percent(p, sa->t, v));
     json_key(j, "region_states");
@@ -230,9 +242,12 @@ static void status_emit_run(struct run_scan *a, const struct run_view *v)
     json_key(j, "durable_latest");
     if (v->have_durable) {
         json_obj_begin(j);
-        json_key(j, "id"); json_str(j, v->durable_id);
-        json_key(j, "step"); json_i64(j, v->ds.step);
-        json_key(j, "time"); json_i64(j, v->ds.time);
+        json_key(j, "id");
+        json_str(j, v->durable_id);
+        json_key(j, "step");
+        json_i64(j, v->ds.step);
+        json_key(j, "time");
+        json_i64(j, v->ds.time);
         json_obj_end(j);
     } else {
         json_null(j);
@@ -246,21 +261,32 @@ static void status_region(struct json *j, const struct region *rg, const struct 
     const struct region_status *st = &v->st;
     bool current = st->last_error[0] && st->state != REGION_OK;
     json_obj_begin(j);
-    json_key(j, "name"); json_str(j, rg->conf.name);
-    json_key(j, "kind"); json_str(j, rg->ops->kind);
+    json_key(j, "name");
+    json_str(j, rg->conf.name);
+    json_key(j, "kind");
+    json_str(j, rg->ops->kind);
     if (rg->conf.kind == REGION_KIND_S3) {
-        json_key(j, "tls_verify"); json_bool(j, rg->conf.tls_verify);
+        json_key(j, "tls_verify");
+        json_bool(j, rg->conf.tls_verify);
     }
-    json_key(j, "state"); json_str(j, region_states[st->state]);
-    json_key(j, "pending_chunks"); json_u64(j, v->chunks);
-    json_key(j, "pending_bytes"); json_u64(j, v->bytes);
-    json_key(j, "lag_seconds"); json_double(j, v->lag);
-    json_key(j, "objects_put"); json_u64(j, st->objects_put);
-    json_key(j, "bytes_put"); json_u64(j, st->bytes_put);
-    json_key(j, "failures"); json_u64(j, st->failures);
+    json_key(j, "state");
+    json_str(j, region_states[st->state]);
+    json_key(j, "pending_chunks");
+    json_u64(j, v->chunks);
+    json_key(j, "pending_bytes");
+    json_u64(j, v->bytes);
+    json_key(j, "lag_seconds");
+    json_double(j, v->lag);
+    json_key(j, "objects_put");
+    json_u64(j, st->objects_put);
+    json_key(j, "bytes_put");
+    json_u64(j, st->bytes_put);
+    json_key(j, "failures");
+    json_u64(j, st->failures);
     json_key(j, "retry_in_seconds");
     if (st->state == REGION_BACKOFF)
-        json_double(j, st->retry_at_ms > now_mono ? (double)(st->retry_at_ms - now_mono) / 1000 : 0);
+        json_double(j,
+                    st->retry_at_ms > now_mono ? (double)(st->retry_at_ms - now_mono) / 1000 : 0);
     else
         json_null(j);
     json_key(j, "last_error");
@@ -273,13 +299,16 @@ static void status_region(struct json *j, const struct region *rg, const struct 
     json_key(j, "last_failure");
     if (st->last_error[0] && st->last_error_ms) {
         json_obj_begin(j);
-        json_key(j, "error"); json_str(j, st->last_error);
-        json_key(j, "time"); json_time_ms(j, st->last_error_ms);
+        json_key(j, "error");
+        json_str(j, st->last_error);
+        json_key(j, "time");
+        json_time_ms(j, st->last_error_ms);
         json_obj_end(j);
     } else {
         json_null(j);
     }
-    json_key(j, "last_success_time"); json_time_ms(j, st->last_success_ms);
+    json_key(j, "last_success_time");
+    json_time_ms(j, st->last_success_ms);
     json_obj_end(j);
 }
 
@@ -300,10 +329,14 @@ static void status_regions(const struct daemon_parts *p, struct index_txn *t, st
     json_arr_end(j);
     json_key(j, "queue");
     json_obj_begin(j);
-    json_key(j, "snapshots"); json_u64(j, statusview_pending_snapshots(t));
-    json_key(j, "chunks"); json_u64(j, chunks);
-    json_key(j, "bytes"); json_u64(j, bytes);
-    json_key(j, "lag_seconds"); json_double(j, lag);
+    json_key(j, "snapshots");
+    json_u64(j, statusview_pending_snapshots(t));
+    json_key(j, "chunks");
+    json_u64(j, chunks);
+    json_key(j, "bytes");
+    json_u64(j, bytes);
+    json_key(j, "lag_seconds");
+    json_double(j, lag);
     json_obj_end(j);
 }
 
@@ -335,23 +368,37 @@ static void json_opt_str(struct json *j, const char *s)
 static void status_config_region(struct json *j, const struct region_conf *rc)
 {
     json_obj_begin(j);
-    json_key(j, "name"); json_str(j, rc->name);
-    json_key(j, "kind"); json_str(j, rc->kind == REGION_KIND_S3 ? "s3" : "dir");
+    json_key(j, "name");
+    json_str(j, rc->name);
+    json_key(j, "kind");
+    json_str(j, rc->kind == REGION_KIND_S3 ? "s3" : "dir");
     if (rc->kind == REGION_KIND_DIR) {
-        json_key(j, "path"); json_str(j, rc->path);
+        json_key(j, "path");
+        json_str(j, rc->path);
     } else {
-        json_key(j, "endpoint"); json_endpoint(j, rc->endpoint);
-        json_key(j, "bucket"); json_str(j, rc->bucket);
-        json_key(j, "prefix"); json_str(j, rc->prefix);
-        json_key(j, "region"); json_str(j, rc->signing_region);
-        json_key(j, "addressing"); json_str(j, rc->virtual_hosted ? "virtual" : "path");
-        json_key(j, "payload"); json_str(j, rc->unsigned_payload ? "unsigned" : "signed");
-        json_key(j, "tls_verify"); json_bool(j, rc->tls_verify);
-        json_key(j, "credentials_file"); json_opt_str(j, rc->credentials);
+        json_key(j, "endpoint");
+        json_endpoint(j, rc->endpoint);
+        json_key(j, "bucket");
+        json_str(j, rc->bucket);
+        json_key(j, "prefix");
+        json_str(j, rc->prefix);
+        json_key(j, "region");
+        json_str(j, rc->signing_region);
+        json_key(j, "addressing");
+        json_str(j, rc->virtual_hosted ? "virtual" : "path");
+        json_key(j, "payload");
+        json_str(j, rc->unsigned_payload ? "unsigned" : "signed");
+        json_key(j, "tls_verify");
+        json_bool(j, rc->tls_verify);
+        json_key(j, "credentials_file");
+        json_opt_str(j, rc->credentials);
     }
-    json_key(j, "connections"); json_u64(j, rc->connections);
-    json_key(j, "bandwidth"); json_u64(j, rc->bandwidth);
-    json_key(j, "preconditions"); json_str(j, rc->no_preconditions ? "none" : "auto");
+    json_key(j, "connections");
+    json_u64(j, rc->connections);
+    json_key(j, "bandwidth");
+    json_u64(j, rc->bandwidth);
+    json_key(j, "preconditions");
+    json_str(j, rc->no_preconditions ? "none" : "auto");
     json_obj_end(j);
 }
 
@@ -361,25 +408,41 @@ static void status_config(const struct daemon_parts *p, struct json *j)
     const struct config *c = p->conf;
     json_key(j, "config");
     json_obj_begin(j);
-    json_key(j, "file"); json_opt_str(j, c->source);
-    json_key(j, "watch"); json_str(j, c->watch);
-    json_key(j, "state"); json_str(j, c->state);
-    json_key(j, "socket"); json_str(j, c->socket);
-    json_key(j, "quorum"); json_u64(j, c->quorum);
-    json_key(j, "settle"); json_u64(j, c->settle);
-    json_key(j, "memory"); json_u64(j, c->memory);
+    json_key(j, "file");
+    json_opt_str(j, c->source);
+    json_key(j, "watch");
+    json_str(j, c->watch);
+    json_key(j, "state");
+    json_str(j, c->state);
+    json_key(j, "socket");
+    json_str(j, c->socket);
+    json_key(j, "quorum");
+    json_u64(j, c->quorum);
+    json_key(j, "settle");
+    json_u64(j, c->settle);
+    json_key(j, "memory");
+    json_u64(j, c->memory);
     json_key(j, "chunker");
     json_obj_begin(j);
-    json_key(j, "min"); json_u64(j, c->chunk_min);
-    json_key(j, "avg"); json_u64(j, c->chunk_avg);
-    json_key(j, "max"); json_u64(j, c->chunk_max);
-    json_key(j, "normalization"); json_u64(j, c->normalization);
+    json_key(j, "min");
+    json_u64(j, c->chunk_min);
+    json_key(j, "avg");
+    json_u64(j, c->chunk_avg);
+    json_key(j, "max");
+    json_u64(j, c->chunk_max);
+    json_key(j, "normalization");
+    json_u64(j, c->normalization);
     json_obj_end(j);
-    json_key(j, "compress_level"); json_i64(j, c->zstd_level);
-    json_key(j, "prune_interval"); json_u64(j, c->prune_interval);
-    json_key(j, "metrics"); json_opt_str(j, c->metrics);
-    json_key(j, "metrics_textfile"); json_opt_str(j, c->metrics_textfile);
-    json_key(j, "control_idle_timeout"); json_u64(j, c->control_idle_timeout);
+    json_key(j, "compress_level");
+    json_i64(j, c->zstd_level);
+    json_key(j, "prune_interval");
+    json_u64(j, c->prune_interval);
+    json_key(j, "metrics");
+    json_opt_str(j, c->metrics);
+    json_key(j, "metrics_textfile");
+    json_opt_str(j, c->metrics_textfile);
+    json_key(j, "control_idle_timeout");
+    json_u64(j, c->control_idle_timeout);
     json_key(j, "regions");
     json_arr_begin(j);
     for (size_t i = 0; i < c->nregions; i++)
@@ -393,13 +456,15 @@ static void status_degraded(const struct daemon_parts *p, struct json *j)
     char why[INDEX_FATAL_WHY];
     int64_t since = 0;
     bool deg = index_fatal(p->r->ix, why, sizeof(why), &since);
-    json_key(j, "degraded"); json_bool(j, deg);
+    json_key(j, "degraded");
+    json_bool(j, deg);
     json_key(j, "degraded_reason");
     if (deg)
         json_str(j, why);
     else
         json_null(j);
-    json_key(j, "degraded_time"); json_time_ms(j, deg ? since : 0);
+    json_key(j, "degraded_time");
+    json_time_ms(j, deg ? since : 0);
 }
 
 int statusview_json(const struct daemon_parts *p, struct buf *out)
@@ -411,16 +476,25 @@ int statusview_json(const struct daemon_parts *p, struct buf *out)
         return e;
     json_init(&j, out);
     json_obj_begin(&j);
-    json_key(&j, "version"); json_str(&j, CKS_VERSION);
-    json_key(&j, "pid"); json_i64(&j, getpid());
-    json_key(&j, "watch"); json_str(&j, p->root);
-    json_key(&j, "time"); json_time_ms(&j, mstime_wall());
-    json_key(&j, "started_time"); json_time_ms(&j, p->started_wall_ms);
-    json_key(&j, "uptime_seconds"); json_double(&j, (double)(mstime_mono() - p->started_ms) / 1000);
+    json_key(&j, "version");
+    json_str(&j, CKS_VERSION);
+    json_key(&j, "pid");
+    json_i64(&j, getpid());
+    json_key(&j, "watch");
+    json_str(&j, p->root);
+    json_key(&j, "time");
+    json_time_ms(&j, mstime_wall());
+    json_key(&j, "started_time");
+    json_time_ms(&j, p->started_wall_ms);
+    json_key(&j, "uptime_seconds");
+    json_double(&j, (double)(mstime_mono() - p->started_ms) / 1000);
     status_degraded(p, &j);
-    json_key(&j, "quorum"); json_u64(&j, p->conf->quorum);
-    json_key(&j, "units_pending"); json_u64(&j, detector_pending(p->det));
-    json_key(&j, "ingest_busy"); json_u64(&j, ingester_busy(p->ig));
+    json_key(&j, "quorum");
+    json_u64(&j, p->conf->quorum);
+    json_key(&j, "units_pending");
+    json_u64(&j, detector_pending(p->det));
+    json_key(&j, "ingest_busy");
+    json_u64(&j, ingester_busy(p->ig));
     json_key(&j, "runs");
     json_arr_begin(&j);
     struct status_acc sa = {&j, t};
@@ -473,10 +547,10 @@ static void gauges_runs(const struct daemon_parts *p, const struct run_gauges *g
         for (size_t i = 0; i < g->n; i++) {
             const struct run_view *v = &g->v[i];
             struct metrics_label l = {"run", v->run};
-            double val = f == 0 ? (double)v->s.time
-                       : f == 1 ? (double)v->s.step
-                       : f == 2 ? (double)snap_regions(p, v->s.committed)
-                                : (double)v->ds.time;
+            double val = f == 0   ? (double)v->s.time
+                         : f == 1 ? (double)v->s.step
+                         : f == 2 ? (double)snap_regions(p, v->s.committed)
+                                  : (double)v->ds.time;
             if (f < 3 || v->have_durable)
                 metrics_sample(out, fam[f].name, &l, 1, val);
         }
@@ -492,7 +566,8 @@ static void gauges_regions(const struct daemon_parts *p, struct index_txn *t, st
         {"ckptsync_queue_bytes", "Bytes of the chunks queued for the region (uncompressed)."},
         {"ckptsync_replication_lag_seconds",
          "Age of the oldest snapshot the region has not committed yet; 0 when it is caught up."},
-        {"ckptsync_region_healthy", "1 when the region's last round succeeded, 0 in backoff or failed."},
+        {"ckptsync_region_healthy",
+         "1 when the region's last round succeeded, 0 in backoff or failed."},
         {"ckptsync_region_consecutive_failures", "Failed rounds since the region's last success."},
     };
     struct region_view v[CONFIG_MAX_REGIONS];
@@ -502,11 +577,11 @@ static void gauges_regions(const struct daemon_parts *p, struct index_txn *t, st
         metrics_family(out, fam[f].name, "gauge", fam[f].help);
         for (size_t i = 0; i < p->r->nregions; i++) {
             struct metrics_label l = {"region", p->r->regions[i]->conf.name};
-            double val = f == 0 ? (double)v[i].chunks
-                       : f == 1 ? (double)v[i].bytes
-                       : f == 2 ? v[i].lag
-                       : f == 3 ? (v[i].st.state == REGION_OK ? 1 : 0)
-                                : (double)v[i].st.failures;
+            double val = f == 0   ? (double)v[i].chunks
+                         : f == 1 ? (double)v[i].bytes
+                         : f == 2 ? v[i].lag
+                         : f == 3 ? (v[i].st.state == REGION_OK ? 1 : 0)
+                                  : (double)v[i].st.failures;
             metrics_sample(out, fam[f].name, &l, 1, val);
         }
     }
@@ -519,7 +594,8 @@ static void gauges_daemon(const struct daemon_parts *p, struct index_txn *t, str
     metrics_family(out, "ckptsync_degraded", "gauge",
                    "1 after a durability failure: the daemon takes no new work.");
     metrics_sample(out, "ckptsync_degraded", NULL, 0, index_fatal(p->r->ix, NULL, 0, NULL) ? 1 : 0);
-    metrics_family(out, "ckptsync_units_pending", "gauge", "Units waiting to settle or being read.");
+    metrics_family(out, "ckptsync_units_pending", "gauge",
+                   "Units waiting to settle or being read.");
     metrics_sample_u64(out, "ckptsync_units_pending", NULL, 0,
                        detector_pending(p->det) + ingester_busy(p->ig));
     metrics_family(out, "ckptsync_snapshots_pending", "gauge",

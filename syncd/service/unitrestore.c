@@ -35,8 +35,11 @@ static void unitrestore_one(struct repo *r, const struct unitrestore_opts *o,
                             const struct catalog_unit *u, struct unitrestore_result *ret,
                             struct buf *err)
 {
-    struct restore_opts ro = {.run = o->run, .id = u->id, .target = o->target,
-                              .force = o->force, .keep_setid = o->keep_setid};
+    struct restore_opts ro = {.run = o->run,
+                              .id = u->id,
+                              .target = o->target,
+                              .force = o->force,
+                              .keep_setid = o->keep_setid};
     struct restore_result res;
     buf_reset(err);
     double t0 = unitrestore_now();

@@ -30,28 +30,28 @@
 
 struct unitrestore_item {
     const struct catalog_unit *unit;
-    int err;                   /* 0, -EEXIST (present, left alone), or the restore's error */
-    double seconds;            /* how long its restore took */
-    const struct restore_result *res;  /* meaningful when err == 0 */
+    int err;                          /* 0, -EEXIST (present, left alone), or the restore's error */
+    double seconds;                   /* how long its restore took */
+    const struct restore_result *res; /* meaningful when err == 0 */
 };
 
 struct unitrestore_opts {
     const char *run;
-    const char *target;        /* directory; created if missing */
-    bool force;                /* replace target/<root> when it exists */
-    bool keep_setid;           /* restore_opts.keep_setid */
-    bool all;                  /* every unit; false: only those that are not checkpoints */
-    const char *skip_root;     /* NULL, or a unit's root not to restore (the
-                                * checkpoint a --latest restore just brought back) */
+    const char *target;    /* directory; created if missing */
+    bool force;            /* replace target/<root> when it exists */
+    bool keep_setid;       /* restore_opts.keep_setid */
+    bool all;              /* every unit; false: only those that are not checkpoints */
+    const char *skip_root; /* NULL, or a unit's root not to restore (the
+                            * checkpoint a --latest restore just brought back) */
     void (*done)(void *ud, const struct unitrestore_item *it);
     void *ud;
 };
 
 struct unitrestore_result {
-    size_t units;              /* units of the run in the catalog */
-    size_t restored;           /* restored into the target */
-    size_t present;            /* already there, left alone (no force) */
-    size_t failed;             /* failed (each logged) */
+    size_t units;    /* units of the run in the catalog */
+    size_t restored; /* restored into the target */
+    size_t present;  /* already there, left alone (no force) */
+    size_t failed;   /* failed (each logged) */
 };
 
 /* 0 when every selected unit was tried (res->failed says how many

@@ -385,8 +385,8 @@ static int verify_chunks(struct vctx *v, void (*progress)(void *, uint64_t, uint
 }
 
 /* The snapshots to check: one, or what the regions list (of a run). */
-static int verify_select(struct repo *r, const char *run, const char *id,
-                         struct catalog_snap **ret, size_t *ret_n, struct buf *err)
+static int verify_select(struct repo *r, const char *run, const char *id, struct catalog_snap **ret,
+                         size_t *ret_n, struct buf *err)
 {
     if (id) {
         struct catalog_snap *one = calloc(1, sizeof(*one));
@@ -414,7 +414,9 @@ int verify_run(struct repo *r, const char *run, const char *id, unsigned flags,
 {
     struct catalog_snap *snaps = NULL;
     size_t nsnaps = 0;
-    struct vctx v = {.r = r, .res = ret, .quick = (flags & VERIFY_QUICK) && !(flags & VERIFY_REPAIR),
+    struct vctx v = {.r = r,
+                     .res = ret,
+                     .quick = (flags & VERIFY_QUICK) && !(flags & VERIFY_REPAIR),
                      .repair = flags & VERIFY_REPAIR};
     int e;
 

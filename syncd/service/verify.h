@@ -16,19 +16,19 @@
 #include "service/repo.h"
 
 struct verify_region_result {
-    int err;                  /* region unusable: the check's error */
+    int err; /* region unusable: the check's error */
     uint64_t manifests_ok, manifests_missing, manifests_bad;
     /* commit, claim and handoff records (and version-1 refs/handoffs) */
     uint64_t records_ok, records_bad;
-    uint64_t records_missing;  /* held by other regions, not this one (not a failure) */
-    uint64_t repaired;         /* objects copied in from a region with a good copy */
+    uint64_t records_missing; /* held by other regions, not this one (not a failure) */
+    uint64_t repaired;        /* objects copied in from a region with a good copy */
     uint64_t chunks_ok, chunks_missing, chunks_corrupt;
 };
 
 struct verify_result {
     uint64_t snapshots;
-    uint64_t chunks;          /* distinct chunks referenced */
-    uint64_t bytes;           /* their raw bytes */
+    uint64_t chunks; /* distinct chunks referenced */
+    uint64_t bytes;  /* their raw bytes */
     size_t nregions;
     struct verify_region_result region[CONFIG_MAX_REGIONS];
 };

@@ -201,7 +201,7 @@ static int walk_entry_at(struct walk *w, int dirfd, const char *name, const char
 struct ino_ref {
     dev_t dev;
     ino_t ino;
-    size_t k;                /* index in walk.v */
+    size_t k; /* index in walk.v */
 };
 
 static int ino_cmp(const void *a, const void *b)
@@ -279,7 +279,8 @@ int walk_list(const char *path, struct walk *ret, struct buf *err)
     if (e == 0)
         e = walk_hardlinks(&w);
     if (e == 0 && w.n == 0) { /* the root itself was skipped: a device, FIFO or socket */
-        buf_printf(err, "\"%s\": not a regular file, directory or symlink: nothing to snapshot", path);
+        buf_printf(err, "\"%s\": not a regular file, directory or symlink: nothing to snapshot",
+                   path);
         e = -EINVAL;
     }
 out:

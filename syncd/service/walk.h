@@ -22,17 +22,17 @@
 #include "engine/manifest.h"
 
 struct walk_entry {
-    char *path;              /* relative, starts with the root's base name */
-    char *link;              /* symlink target; hard link: the first name's path; else NULL */
+    char *path; /* relative, starts with the root's base name */
+    char *link; /* symlink target; hard link: the first name's path; else NULL */
     enum mfile_type type;
-    struct stat st;          /* lstat at listing time */
+    struct stat st; /* lstat at listing time */
 };
 
 struct walk {
-    char *base;              /* absolute or as given: PATH's parent directory */
+    char *base; /* absolute or as given: PATH's parent directory */
     struct walk_entry *v;
     size_t n, cap;
-    uint64_t bytes;          /* sum of regular file sizes (each inode once) */
+    uint64_t bytes; /* sum of regular file sizes (each inode once) */
     size_t skipped;
 };
 

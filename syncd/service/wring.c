@@ -40,7 +40,8 @@ static void wring_reap_one(struct wring *w, struct io_uring_cqe *cqe)
     if (res < 0 && !w->err)
         w->err = res;
     else if (res >= 0 && (size_t)res < q->len) {
-        int e = fileio_pwrite_full(q->fd, q->data + res, q->len - (size_t)res, (off_t)(q->off + (uint64_t)res));
+        int e = fileio_pwrite_full(q->fd, q->data + res, q->len - (size_t)res,
+                                   (off_t)(q->off + (uint64_t)res));
         if (e < 0 && !w->err)
             w->err = e;
     }

@@ -23,10 +23,10 @@
 
 struct wring {
     struct io_uring ring;
-    bool ok;                   /* io_uring in use */
+    bool ok; /* io_uring in use */
     unsigned inflight;
     size_t bytes, budget;
-    int err;                   /* first error seen, sticky */
+    int err; /* first error seen, sticky */
 };
 
 void wring_init(struct wring *w, unsigned depth, size_t budget);

@@ -68,7 +68,7 @@ struct index {
     char *dir;
     /* durability failure (index_fatal): sticky once set */
     atomic_bool fatal;
-    pthread_mutex_t fatal_mu;      /* guards fatal_why, fatal_ms while setting */
+    pthread_mutex_t fatal_mu; /* guards fatal_why, fatal_ms while setting */
     char fatal_why[INDEX_FATAL_WHY];
     int64_t fatal_ms;
     /* test hook: the write commit number fault_at fails (0 = never) */
@@ -129,8 +129,8 @@ static int ix_fatal_set(struct index *ix, int rc)
     clock_gettime(CLOCK_REALTIME, &ts);
     pthread_mutex_lock(&ix->fatal_mu);
     if (!atomic_load(&ix->fatal)) {
-        snprintf(ix->fatal_why, sizeof(ix->fatal_why), "commit of index \"%s\" failed: %s",
-                 ix->dir, err_str(e));
+        snprintf(ix->fatal_why, sizeof(ix->fatal_why), "commit of index \"%s\" failed: %s", ix->dir,
+                 err_str(e));
         ix->fatal_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
         atomic_store(&ix->fatal, true);
     }
@@ -850,7 +850,8 @@ static int raw_scan_one(void *ctx, const MDB_val *k, const MDB_val *v)
 }
 
 int index_raw_foreach(struct index_txn *t, enum index_table tb, const void *prefix, size_t plen,
-                      int (*cb)(void *ud, const void *key, size_t klen, const void *val, size_t vlen),
+                      int (*cb)(void *ud, const void *key, size_t klen, const void *val,
+                                size_t vlen),
                       void *ud)
 {
     struct raw_scan rs = {cb, ud};

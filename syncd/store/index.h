@@ -58,10 +58,10 @@ enum index_table { INDEX_QUEUE = 0, INDEX_PENDING = 1, INDEX_TABLE_COUNT };
 
 struct index_chunk {
     uint32_t raw_len;
-    uint32_t stored_len;     /* object size in regions (header + payload) */
+    uint32_t stored_len; /* object size in regions (header + payload) */
     uint8_t codec;
-    uint32_t presence;       /* bit per region slot: stored and confirmed */
-    uint64_t refcount;       /* occurrences in committed manifests */
+    uint32_t presence; /* bit per region slot: stored and confirmed */
+    uint64_t refcount; /* occurrences in committed manifests */
 };
 
 struct index_file_key {
@@ -83,9 +83,9 @@ bool index_file_same(const struct stat *a, const struct stat *b);
 struct index_snap {
     int64_t step;
     int64_t time;
-    uint64_t bytes;          /* logical bytes */
+    uint64_t bytes; /* logical bytes */
     uint64_t nfiles;
-    uint32_t committed;      /* bit per region slot: manifest published */
+    uint32_t committed; /* bit per region slot: manifest published */
     uint8_t manifest_digest[HASH_LEN];
 };
 
@@ -97,7 +97,7 @@ int index_txn_begin(struct index *ix, bool write, struct index_txn **ret);
 /* Frees t, also on failure.  A write commit that fails makes the handle
  * fatal and returns CKS_E_FATAL (the cause is in index_fatal's why). */
 int index_txn_commit(struct index_txn *t);
-void index_txn_abort(struct index_txn *t);   /* NULL is fine */
+void index_txn_abort(struct index_txn *t); /* NULL is fine */
 /* True once a write commit failed on ix.  ret_why (size bytes, may be
  * NULL; INDEX_FATAL_WHY holds it whole) gets what failed, naming the index
  * directory; ret_ms (may be NULL) the wall-clock time in ms. */
@@ -119,21 +119,24 @@ int index_chunk_put(struct index_txn *t, const uint8_t id[HASH_LEN], const struc
 int index_chunk_count(struct index_txn *t, uint64_t *ret);
 /* Calls cb for every chunk; a non-zero return from cb stops and is returned. */
 int index_chunk_foreach(struct index_txn *t,
-                        int (*cb)(void *ud, const uint8_t id[HASH_LEN], const struct index_chunk *c),
+                        int (*cb)(void *ud, const uint8_t id[HASH_LEN],
+                                  const struct index_chunk *c),
                         void *ud);
 
 /* ret_chunks is malloc'ed (caller frees). */
-int index_file_get(struct index_txn *t, const struct index_file_key *k, uint8_t ret_digest[HASH_LEN],
-                   struct mchunk **ret_chunks, size_t *ret_n);
-int index_file_put(struct index_txn *t, const struct index_file_key *k, const uint8_t digest[HASH_LEN],
-                   const struct mchunk *chunks, size_t n);
+int index_file_get(struct index_txn *t, const struct index_file_key *k,
+                   uint8_t ret_digest[HASH_LEN], struct mchunk **ret_chunks, size_t *ret_n);
+int index_file_put(struct index_txn *t, const struct index_file_key *k,
+                   const uint8_t digest[HASH_LEN], const struct mchunk *chunks, size_t n);
 
 int index_snap_get(struct index_txn *t, const char *run, const char *id, struct index_snap *ret);
-int index_snap_put(struct index_txn *t, const char *run, const char *id, const struct index_snap *s);
+int index_snap_put(struct index_txn *t, const char *run, const char *id,
+                   const struct index_snap *s);
 int index_snap_del(struct index_txn *t, const char *run, const char *id);
 /* All snapshots of run (or of every run when run is NULL), in key order. */
 int index_snap_foreach(struct index_txn *t, const char *run,
-                       int (*cb)(void *ud, const char *run, const char *id, const struct index_snap *s),
+                       int (*cb)(void *ud, const char *run, const char *id,
+                                 const struct index_snap *s),
                        void *ud);
 
 /* Raw access to the owner-encoded tables.  Keys are 1..511 bytes.  Values
@@ -147,7 +150,8 @@ int index_raw_put(struct index_txn *t, enum index_table tb, const void *key, siz
                   const void *val, size_t vlen);
 int index_raw_del(struct index_txn *t, enum index_table tb, const void *key, size_t klen);
 int index_raw_foreach(struct index_txn *t, enum index_table tb, const void *prefix, size_t plen,
-                      int (*cb)(void *ud, const void *key, size_t klen, const void *val, size_t vlen),
+                      int (*cb)(void *ud, const void *key, size_t klen, const void *val,
+                                size_t vlen),
                       void *ud);
 
 #endif

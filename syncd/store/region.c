@@ -217,7 +217,8 @@ int region_probe_preconditions(struct region *r)
         return 0;
     if (rc == -EEXIST) { /* "exists" for a fresh name: the answer means nothing */
         log_warn("region '%s': the store refused to create the new probe object \"%s\" as "
-                 "existing; create-only puts are not used", r->conf.name, key);
+                 "existing; create-only puts are not used",
+                 r->conf.name, key);
         return 0;
     }
     if (rc < 0)

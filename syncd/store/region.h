@@ -66,13 +66,13 @@ struct region_ops {
 struct region {
     const struct region_ops *ops;
     struct region_conf conf;
-    unsigned slot;                 /* index slot, set by the caller */
-    int preconditions;             /* 1 enforce, 0 off, -1 unknown: see region_set_preconditions */
+    unsigned slot;     /* index slot, set by the caller */
+    int preconditions; /* 1 enforce, 0 off, -1 unknown: see region_set_preconditions */
     char errmsg[512];
-    size_t inflight;               /* submitted, not yet returned by poll */
-    uint64_t requests;             /* synchronous calls made (a listing counts its pages
-                                    * on s3), for cost reports; never reset by the region */
-    struct region_req *done;       /* completed by a synchronous fallback */
+    size_t inflight;         /* submitted, not yet returned by poll */
+    uint64_t requests;       /* synchronous calls made (a listing counts its pages
+                              * on s3), for cost reports; never reset by the region */
+    struct region_req *done; /* completed by a synchronous fallback */
 };
 
 /* An asynchronous request.  The caller owns it (and the data of a PUT)
@@ -80,15 +80,15 @@ struct region {
 struct region_req {
     enum region_req_kind { RREQ_HAS, RREQ_PUT, RREQ_GET } kind;
     char key[REGION_KEY_MAX];
-    const void *data;              /* PUT */
-    size_t len;                    /* PUT */
-    size_t max;                    /* GET: largest object accepted */
-    uint64_t size;                 /* HAS: expected object size, 0 = any */
-    struct buf out;                /* GET: the object */
-    int ret;                       /* as region_has/put/get would return */
-    char errmsg[512];              /* on failure */
-    void *ud;                      /* the caller's */
-    void *priv;                    /* the backend's */
+    const void *data; /* PUT */
+    size_t len;       /* PUT */
+    size_t max;       /* GET: largest object accepted */
+    uint64_t size;    /* HAS: expected object size, 0 = any */
+    struct buf out;   /* GET: the object */
+    int ret;          /* as region_has/put/get would return */
+    char errmsg[512]; /* on failure */
+    void *ud;         /* the caller's */
+    void *priv;       /* the backend's */
     struct region_req *next;
 };
 
@@ -142,7 +142,7 @@ int region_probe_preconditions(struct region *r);
  * -ENOTSUP until the caller sets it: S3-compatible stores that ignore
  * If-None-Match exist, s3rver among them), 0 for either with `none`. */
 void region_set_preconditions(struct region *r, int on);
-int region_preconditions(const struct region *r);   /* current setting: 1, 0 or -1 */
+int region_preconditions(const struct region *r); /* current setting: 1, 0 or -1 */
 
 const char *region_last_error(const struct region *r);
 /* Records a formatted error message on r (used by backends). */
@@ -154,7 +154,6 @@ void region_chunk_key(const uint8_t id[HASH_LEN], char *out);
 /* Backends. */
 int region_dir_new(const struct region_conf *conf, struct region **ret, struct buf *err);
 int region_s3_new(const struct region_conf *conf, struct region **ret, struct buf *err);
-
 
 /*
  * Asynchronous operations, for the daemon's region workers: region_submit()
@@ -177,9 +176,9 @@ struct region_op {
     struct region *rg;
     enum { REGION_OP_HAS, REGION_OP_PUT } kind;
     const char *key;
-    const void *data;          /* PUT */
-    size_t len;                /* PUT; HAS: expected size (0 = any) */
-    int ret;                   /* out: what region_has()/region_put() returned */
+    const void *data; /* PUT */
+    size_t len;       /* PUT; HAS: expected size (0 = any) */
+    int ret;          /* out: what region_has()/region_put() returned */
 };
 
 /* Runs ops concurrently, one thread each (the calling thread runs the

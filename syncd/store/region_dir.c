@@ -121,8 +121,7 @@ static int dir_open_parent(struct region *r, const char *key, const char **ret_n
     return fd;
 }
 
-typedef int (*dir_write_fn)(int dirfd, const char *name, const void *data, size_t len,
-                            mode_t mode);
+typedef int (*dir_write_fn)(int dirfd, const char *name, const void *data, size_t len, mode_t mode);
 
 static int dir_write(struct region *r, const char *what, dir_write_fn fn, const char *key,
                      const void *data, size_t len)

@@ -54,8 +54,8 @@
 #include "store/s3xml.h"
 #include "store/sigv4.h"
 
-#define S3_MULTIPART_MIN (64u << 20)  /* objects from this size go up in parts */
-#define S3_PART_MIN (5u << 20)        /* S3's smallest part but the last */
+#define S3_MULTIPART_MIN (64u << 20) /* objects from this size go up in parts */
+#define S3_PART_MIN (5u << 20)       /* S3's smallest part but the last */
 #define S3_MAX_RESPONSE (16u << 20)
 #define S3_LIST_PAGE 1000
 
@@ -65,14 +65,14 @@ struct s3region {
     struct region base;
     CURLM *multi;
     char scheme[8];
-    char host[256];               /* host[:port] as sent in Host */
-    char base_path[512];          /* endpoint path, "" or "/x" */
+    char host[256];      /* host[:port] as sent in Host */
+    char base_path[512]; /* endpoint path, "" or "/x" */
     char access_key[256], secret_key[256], session_token[4096];
     struct s3x *active;
-    struct region_req *parked;    /* async completions seen by a sync op */
-    int64_t max_speed;            /* bytes/s per transfer, 0 = unlimited */
+    struct region_req *parked; /* async completions seen by a sync op */
+    int64_t max_speed;         /* bytes/s per transfer, 0 = unlimited */
     size_t multipart_min, part_size;
-    uint64_t head_size;           /* expected size for the next sync HEAD */
+    uint64_t head_size; /* expected size for the next sync HEAD */
 };
 
 /* One HTTP transfer. */
@@ -81,7 +81,7 @@ struct s3x {
     CURL *easy;
     struct curl_slist *headers;
     const char *method;
-    char what[REGION_KEY_MAX + 600];  /* "PUT s3://bucket/prefix/key", for messages */
+    char what[REGION_KEY_MAX + 600]; /* "PUT s3://bucket/prefix/key", for messages */
     const uint8_t *body;
     size_t body_len, body_off;
     struct buf resp;
@@ -89,17 +89,17 @@ struct s3x {
     bool too_big;
     long status;
     CURLcode cc;
-    CURLMcode mc;                 /* CURLM_OK, or the multi handle's failure that ended it */
+    CURLMcode mc; /* CURLM_OK, or the multi handle's failure that ended it */
     char curl_err[CURL_ERROR_SIZE];
     bool done;
     int ret;
     char errmsg[512];
-    struct region_req *req;       /* async: the request it serves */
-    uint64_t expect_size;         /* HEAD: the object must have this size */
-    char *object;                 /* object name, NULL for bucket-level requests */
-    char range[64];               /* "bytes=a-b" for a ranged GET, else "" */
-    bool create_only;             /* PUT with If-None-Match: * */
-    struct s3x *later;            /* completed, waiting to be handed over */
+    struct region_req *req; /* async: the request it serves */
+    uint64_t expect_size;   /* HEAD: the object must have this size */
+    char *object;           /* object name, NULL for bucket-level requests */
+    char range[64];         /* "bytes=a-b" for a ranged GET, else "" */
+    bool create_only;       /* PUT with If-None-Match: * */
+    struct s3x *later;      /* completed, waiting to be handed over */
     struct s3x *next;
 };
 
@@ -142,9 +142,10 @@ static int s3_credentials(struct s3region *s, struct buf *err)
             return -errno;
         }
         if (st.st_mode & 077) {
-            buf_printf(err, "region '%s': credentials file \"%s\" is readable by group or others "
-                       "(mode %04o); refusing it: chmod 600 \"%s\"", s->base.conf.name, path,
-                       (unsigned)(st.st_mode & 07777), path);
+            buf_printf(err,
+                       "region '%s': credentials file \"%s\" is readable by group or others "
+                       "(mode %04o); refusing it: chmod 600 \"%s\"",
+                       s->base.conf.name, path, (unsigned)(st.st_mode & 07777), path);
             return -EACCES;
         }
         int line = ini_parse(path, cred_line, s);
@@ -161,9 +162,11 @@ static int s3_credentials(struct s3region *s, struct buf *err)
         snprintf(s->session_token, sizeof(s->session_token), "%s", tok ? tok : "");
     }
     if (!s->access_key[0] || !s->secret_key[0]) {
-        buf_printf(err, "region '%s': no credentials (set `credentials = FILE` with "
+        buf_printf(err,
+                   "region '%s': no credentials (set `credentials = FILE` with "
                    "aws_access_key_id/aws_secret_access_key, or AWS_ACCESS_KEY_ID and "
-                   "AWS_SECRET_ACCESS_KEY)", s->base.conf.name);
+                   "AWS_SECRET_ACCESS_KEY)",
+                   s->base.conf.name);
         return CKS_E_CONFIG;
     }
     return 0;
@@ -313,25 +316,33 @@ static int s3_sign(struct s3x *x, const char *object, const char *query)
             goto out;
         }
     }
-    struct sigv4_request sr = {
-        .headers = hdr, .nheaders = nhdr,
-        .method = x->method, .host = buf_str(&host), .path = buf_str(&path), .query = query,
-        .payload_hash = payload, .amz_date = date, .region = c->signing_region, .service = "s3",
-        .access_key = s->access_key, .secret_key = s->secret_key,
-        .session_token = s->session_token[0] ? s->session_token : NULL};
+    struct sigv4_request sr = {.headers = hdr,
+                               .nheaders = nhdr,
+                               .method = x->method,
+                               .host = buf_str(&host),
+                               .path = buf_str(&path),
+                               .query = query,
+                               .payload_hash = payload,
+                               .amz_date = date,
+                               .region = c->signing_region,
+                               .service = "s3",
+                               .access_key = s->access_key,
+                               .secret_key = s->secret_key,
+                               .session_token = s->session_token[0] ? s->session_token : NULL};
     if ((e = sigv4_sign(&sr, &auth, NULL)) < 0)
         goto out;
     buf_printf(&url, "%s://%s%s%s%s", s->scheme, buf_str(&host), buf_str(&enc), query[0] ? "?" : "",
                buf_str(&cq));
     e = -ENOMEM;
-    if (s3_header(x, "Authorization", buf_str(&auth)) < 0 ||
-        s3_header(x, "x-amz-date", date) < 0 ||
+    if (s3_header(x, "Authorization", buf_str(&auth)) < 0 || s3_header(x, "x-amz-date", date) < 0 ||
         s3_header(x, "x-amz-content-sha256", payload) < 0 ||
         (s->session_token[0] && s3_header(x, "x-amz-security-token", s->session_token) < 0) ||
         (x->range[0] && s3_header(x, "Range", x->range) < 0) || s3_header(x, "Expect", NULL) < 0 ||
         ((!strcmp(x->method, "PUT") || !strcmp(x->method, "POST")) &&
-         s3_header(x, "Content-Type", strstr(query, "uploadId=") && !strcmp(x->method, "POST")
-                                          ? "application/xml" : "application/octet-stream") < 0))
+         s3_header(x, "Content-Type",
+                   strstr(query, "uploadId=") && !strcmp(x->method, "POST")
+                       ? "application/xml"
+                       : "application/octet-stream") < 0))
         goto out;
     curl_easy_setopt(x->easy, CURLOPT_URL, buf_str(&url));
     curl_easy_setopt(x->easy, CURLOPT_HTTPHEADER, x->headers);
@@ -440,15 +451,17 @@ static void s3x_finish(struct s3x *x)
     struct s3_error se = {{0}, {0}, {0}, {0}};
     if (x->mc != CURLM_OK) {
         x->ret = CKS_E_REMOTE; /* the region's backoff retries it, on a new multi handle */
-        snprintf(x->errmsg, sizeof(x->errmsg), "region '%s': %.260s: curl multi handle failed: %.120s",
-                 name, x->what, curl_multi_strerror(x->mc));
+        snprintf(x->errmsg, sizeof(x->errmsg),
+                 "region '%s': %.260s: curl multi handle failed: %.120s", name, x->what,
+                 curl_multi_strerror(x->mc));
         return;
     }
     if (x->cc != CURLE_OK) {
         x->ret = x->too_big ? CKS_E_LIMIT : CKS_E_REMOTE;
         snprintf(x->errmsg, sizeof(x->errmsg), "region '%s': %.260s: %.120s", name, x->what,
-                 x->too_big ? "object larger than allowed" : x->curl_err[0] ? x->curl_err
-                                                                             : curl_easy_strerror(x->cc));
+                 x->too_big       ? "object larger than allowed"
+                 : x->curl_err[0] ? x->curl_err
+                                  : curl_easy_strerror(x->cc));
         return;
     }
     if (x->status >= 200 && x->status < 300) {
@@ -654,9 +667,10 @@ static int s3_put_new(struct region *r, const char *key, const void *data, size_
     struct s3region *s = (struct s3region *)r;
     struct buf obj = BUF_INIT;
     if (len >= s->multipart_min) {
-        region_set_error(r, "region '%s': creating \"%s\": %zu bytes; create-only puts are "
-                         "single PUTs, below the multipart threshold (%zu bytes)", r->conf.name,
-                         key, len, s->multipart_min);
+        region_set_error(r,
+                         "region '%s': creating \"%s\": %zu bytes; create-only puts are "
+                         "single PUTs, below the multipart threshold (%zu bytes)",
+                         r->conf.name, key, len, s->multipart_min);
         return -E2BIG;
     }
     s3_object(s, key, &obj);
@@ -673,8 +687,8 @@ static int s3_get(struct region *r, const char *key, size_t max, struct buf *out
 {
     int e = s3_simple(r, "GET", key, NULL, 0, max, out, NULL);
     if (e == CKS_E_LIMIT)
-        region_set_error(r, "region '%s': object \"%s\" is larger than %zu bytes", r->conf.name, key,
-                         max);
+        region_set_error(r, "region '%s': object \"%s\" is larger than %zu bytes", r->conf.name,
+                         key, max);
     return e;
 }
 
@@ -712,8 +726,8 @@ static int s3_list_query(const char *prefix, const char *token, struct buf *q)
         return -EINVAL;
     const char *page = getenv("CKPTSYNC_S3_LIST_PAGE"); /* small pages: tests of continuation */
     long n = page ? strtol(page, NULL, 10) : 0;
-    buf_printf(q, "list-type=2&max-keys=%ld&prefix=%s", n > 0 && n <= S3_LIST_PAGE ? n : S3_LIST_PAGE,
-               prefix);
+    buf_printf(q, "list-type=2&max-keys=%ld&prefix=%s",
+               n > 0 && n <= S3_LIST_PAGE ? n : S3_LIST_PAGE, prefix);
     if (token)
         buf_printf(q, "&continuation-token=%s", token);
     return 0;
@@ -741,7 +755,8 @@ static int s3_list(struct region *r, const char *prefix,
         r->requests++;
         e = s3_run(s, x);
         if (e == 0 && (e = s3xml_list((const char *)x->resp.data, x->resp.len, &l)) < 0)
-            region_set_error(r, "region '%s': listing \"%s\": malformed answer", r->conf.name, prefix);
+            region_set_error(r, "region '%s': listing \"%s\": malformed answer", r->conf.name,
+                             prefix);
         s3x_free(x);
         for (size_t i = 0; e == 0 && i < l.n; i++)
             if (strlen(l.items[i].key) >= strip)
@@ -780,7 +795,8 @@ static int s3_multipart(struct region *r, const char *key, const uint8_t *data, 
     s3_object(s, key, &obj);
     if ((e = s3_mp_call(s, "POST", buf_str(&obj), "uploads", NULL, 0, &resp)) < 0)
         goto out;
-    if ((e = s3xml_upload_id((const char *)resp.data, resp.len, upload_id, sizeof(upload_id))) < 0 ||
+    if ((e = s3xml_upload_id((const char *)resp.data, resp.len, upload_id, sizeof(upload_id))) <
+            0 ||
         strchr(upload_id, '&')) {
         region_set_error(r, "region '%s': starting a multipart upload of \"%s\": malformed answer",
                          r->conf.name, key);
@@ -808,7 +824,8 @@ static int s3_multipart(struct region *r, const char *key, const uint8_t *data, 
             e = CKS_E_REMOTE;
         }
         if (e == 0)
-            buf_printf(&done, "<Part><PartNumber>%zu</PartNumber><ETag>%s</ETag></Part>", part, etag);
+            buf_printf(&done, "<Part><PartNumber>%zu</PartNumber><ETag>%s</ETag></Part>", part,
+                       etag);
         s3x_free(x);
         if (e < 0)
             break;
@@ -817,7 +834,8 @@ static int s3_multipart(struct region *r, const char *key, const uint8_t *data, 
     buf_reset(&q);
     buf_printf(&q, "uploadId=%s", upload_id);
     buf_reset(&resp);
-    if (e == 0 && (e = s3_mp_call(s, "POST", buf_str(&obj), buf_str(&q), done.data, done.len, &resp)) == 0 &&
+    if (e == 0 &&
+        (e = s3_mp_call(s, "POST", buf_str(&obj), buf_str(&q), done.data, done.len, &resp)) == 0 &&
         (e = s3xml_complete_ok((const char *)resp.data, resp.len)) < 0)
         region_set_error(r, "region '%s': completing the multipart upload of \"%s\" failed",
                          r->conf.name, key);
@@ -827,7 +845,8 @@ static int s3_multipart(struct region *r, const char *key, const uint8_t *data, 
     if (e < 0) {
         char keep[sizeof(r->errmsg)];
         memcpy(keep, r->errmsg, sizeof(keep));
-        s3_mp_call(s, "DELETE", buf_str(&obj), buf_str(&q), NULL, 0, NULL); /* abort: no dangling parts */
+        s3_mp_call(s, "DELETE", buf_str(&obj), buf_str(&q), NULL, 0,
+                   NULL); /* abort: no dangling parts */
         memcpy(r->errmsg, keep, sizeof(keep));
     }
 out:
@@ -846,7 +865,8 @@ static int s3_check(struct region *r)
     struct buf full = BUF_INIT, q = BUF_INIT;
     s3_object(s, "", &full);
     int e = s3_list_query(buf_str(&full), NULL, &q);
-    struct s3x *x = e == 0 ? s3x_new(s, "GET", NULL, buf_str(&q), NULL, 0, S3_MAX_RESPONSE, NULL) : NULL;
+    struct s3x *x =
+        e == 0 ? s3x_new(s, "GET", NULL, buf_str(&q), NULL, 0, S3_MAX_RESPONSE, NULL) : NULL;
     e = x ? s3_run(s, x) : -ENOMEM;
     s3x_free(x);
     buf_free(&full);
@@ -877,7 +897,8 @@ static void s3_req_complete(struct s3region *s, struct s3x *x)
 static int s3_submit(struct region *r, struct region_req *req)
 {
     struct s3region *s = (struct s3region *)r;
-    static const char *const methods[] = {[RREQ_HAS] = "HEAD", [RREQ_PUT] = "PUT", [RREQ_GET] = "GET"};
+    static const char *const methods[] = {
+        [RREQ_HAS] = "HEAD", [RREQ_PUT] = "PUT", [RREQ_GET] = "GET"};
     if (req->kind == RREQ_PUT && req->len >= s->multipart_min) {
         /* Rare (a chunk above 64 MiB): done in place, step by step. */
         req->ret = s3_multipart(r, req->key, req->data, req->len);
@@ -888,10 +909,9 @@ static int s3_submit(struct region *r, struct region_req *req)
     }
     struct buf obj = BUF_INIT;
     s3_object(s, req->key, &obj);
-    struct s3x *x = s3x_new(s, methods[req->kind], buf_str(&obj), "",
-                            req->kind == RREQ_PUT ? req->data : NULL,
-                            req->kind == RREQ_PUT ? req->len : 0,
-                            req->kind == RREQ_GET ? req->max : 64 << 10, NULL);
+    struct s3x *x = s3x_new(
+        s, methods[req->kind], buf_str(&obj), "", req->kind == RREQ_PUT ? req->data : NULL,
+        req->kind == RREQ_PUT ? req->len : 0, req->kind == RREQ_GET ? req->max : 64 << 10, NULL);
     buf_free(&obj);
     if (!x)
         return -ENOMEM;

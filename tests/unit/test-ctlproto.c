@@ -33,29 +33,28 @@ struct valid_case {
 };
 
 static const struct valid_case valid[] = {
-    { "CKPTSYNC/1 ping\n", CTL_PING, "", -1, CTL_WAIT_NONE, -1, "", NULL },
-    { "CKPTSYNC/1 status\n", CTL_STATUS, "", -1, CTL_WAIT_NONE, -1, "", NULL },
-    { "CKPTSYNC/1 commit path=/data/cloud_storage/r1/checkpoint-10\n", CTL_COMMIT,
-      "/data/cloud_storage/r1/checkpoint-10", -1, CTL_WAIT_NONE, -1, "", NULL },
-    { "CKPTSYNC/1 commit path=/d/r1/step_10.pt step=10 wait=durable timeout=600\n", CTL_COMMIT,
-      "/d/r1/step_10.pt", 10, CTL_WAIT_DURABLE, 600, "", NULL },
-    { "CKPTSYNC/1 commit timeout=0 wait=replicated step=0 path=/x\n", CTL_COMMIT, "/x", 0,
-      CTL_WAIT_REPLICATED, 0, "",
-      "CKPTSYNC/1 commit path=/x step=0 wait=replicated timeout=0\n" },
-    { "CKPTSYNC/1 commit path=/a%20b/%25c%3Dd%0Ae%7f%C3%a9 step=9223372036854775807 "
-      "timeout=604800\n",
-      CTL_COMMIT, "/a b/%c=d\ne\x7f\xc3\xa9", INT64_MAX, CTL_WAIT_NONE, 604800, "",
-      "CKPTSYNC/1 commit path=/a%20b/%25c%3Dd%0Ae%7F%C3%A9 step=9223372036854775807 "
-      "timeout=604800\n" },
-    { "CKPTSYNC/1 commit path=%2F%41 wait=none step=%31\n", CTL_COMMIT, "/A", 1, CTL_WAIT_NONE,
-      -1, "", "CKPTSYNC/1 commit path=/A step=1\n" },
-    { "CKPTSYNC/1 flush\n", CTL_FLUSH, "", -1, CTL_WAIT_NONE, -1, "", NULL },
-    { "CKPTSYNC/1 flush wait=durable deadline=30\n", CTL_FLUSH, "", -1, CTL_WAIT_DURABLE, 30, "",
-      NULL },
-    { "CKPTSYNC/1 flush deadline=0 wait=replicated\n", CTL_FLUSH, "", -1, CTL_WAIT_REPLICATED, 0,
-      "", "CKPTSYNC/1 flush wait=replicated deadline=0\n" },
-    { "CKPTSYNC/1 retry region=eu-west_1\n", CTL_RETRY, "", -1, CTL_WAIT_NONE, -1, "eu-west_1",
-      NULL },
+    {"CKPTSYNC/1 ping\n", CTL_PING, "", -1, CTL_WAIT_NONE, -1, "", NULL},
+    {"CKPTSYNC/1 status\n", CTL_STATUS, "", -1, CTL_WAIT_NONE, -1, "", NULL},
+    {"CKPTSYNC/1 commit path=/data/cloud_storage/r1/checkpoint-10\n", CTL_COMMIT,
+     "/data/cloud_storage/r1/checkpoint-10", -1, CTL_WAIT_NONE, -1, "", NULL},
+    {"CKPTSYNC/1 commit path=/d/r1/step_10.pt step=10 wait=durable timeout=600\n", CTL_COMMIT,
+     "/d/r1/step_10.pt", 10, CTL_WAIT_DURABLE, 600, "", NULL},
+    {"CKPTSYNC/1 commit timeout=0 wait=replicated step=0 path=/x\n", CTL_COMMIT, "/x", 0,
+     CTL_WAIT_REPLICATED, 0, "", "CKPTSYNC/1 commit path=/x step=0 wait=replicated timeout=0\n"},
+    {"CKPTSYNC/1 commit path=/a%20b/%25c%3Dd%0Ae%7f%C3%a9 step=9223372036854775807 "
+     "timeout=604800\n",
+     CTL_COMMIT, "/a b/%c=d\ne\x7f\xc3\xa9", INT64_MAX, CTL_WAIT_NONE, 604800, "",
+     "CKPTSYNC/1 commit path=/a%20b/%25c%3Dd%0Ae%7F%C3%A9 step=9223372036854775807 "
+     "timeout=604800\n"},
+    {"CKPTSYNC/1 commit path=%2F%41 wait=none step=%31\n", CTL_COMMIT, "/A", 1, CTL_WAIT_NONE, -1,
+     "", "CKPTSYNC/1 commit path=/A step=1\n"},
+    {"CKPTSYNC/1 flush\n", CTL_FLUSH, "", -1, CTL_WAIT_NONE, -1, "", NULL},
+    {"CKPTSYNC/1 flush wait=durable deadline=30\n", CTL_FLUSH, "", -1, CTL_WAIT_DURABLE, 30, "",
+     NULL},
+    {"CKPTSYNC/1 flush deadline=0 wait=replicated\n", CTL_FLUSH, "", -1, CTL_WAIT_REPLICATED, 0, "",
+     "CKPTSYNC/1 flush wait=replicated deadline=0\n"},
+    {"CKPTSYNC/1 retry region=eu-west_1\n", CTL_RETRY, "", -1, CTL_WAIT_NONE, -1, "eu-west_1",
+     NULL},
 };
 
 /* restored: its own fields, every other one absent. */
@@ -67,14 +66,14 @@ struct restored_case {
 };
 
 static const struct restored_case restored[] = {
-    { "CKPTSYNC/1 restored bytes=3145728 files=2 usec=412345 result=ok\n", 3145728, 2, 412345,
-      CTL_RESULT_OK, NULL },
-    { "CKPTSYNC/1 restored bytes=0 files=0 usec=0 result=failed\n", 0, 0, 0, CTL_RESULT_FAILED,
-      NULL },
-    { "CKPTSYNC/1 restored result=ok usec=7 files=1 bytes=9223372036854775807\n", INT64_MAX, 1, 7,
-      CTL_RESULT_OK, "CKPTSYNC/1 restored bytes=9223372036854775807 files=1 usec=7 result=ok\n" },
-    { "CKPTSYNC/1 restored bytes=%31 files=1 usec=1 result=%6Fk\n", 1, 1, 1, CTL_RESULT_OK,
-      "CKPTSYNC/1 restored bytes=1 files=1 usec=1 result=ok\n" },
+    {"CKPTSYNC/1 restored bytes=3145728 files=2 usec=412345 result=ok\n", 3145728, 2, 412345,
+     CTL_RESULT_OK, NULL},
+    {"CKPTSYNC/1 restored bytes=0 files=0 usec=0 result=failed\n", 0, 0, 0, CTL_RESULT_FAILED,
+     NULL},
+    {"CKPTSYNC/1 restored result=ok usec=7 files=1 bytes=9223372036854775807\n", INT64_MAX, 1, 7,
+     CTL_RESULT_OK, "CKPTSYNC/1 restored bytes=9223372036854775807 files=1 usec=7 result=ok\n"},
+    {"CKPTSYNC/1 restored bytes=%31 files=1 usec=1 result=%6Fk\n", 1, 1, 1, CTL_RESULT_OK,
+     "CKPTSYNC/1 restored bytes=1 files=1 usec=1 result=ok\n"},
 };
 
 static void check_round_trip(const struct ctl_request *r, const char *canon)
@@ -145,87 +144,87 @@ struct bad_case {
 };
 
 static const struct bad_case bad[] = {
-    { L(""), CKS_E_FORMAT },
-    { L("\n"), CKS_E_FORMAT },
-    { L("CKPTSYNC/1 ping"), CKS_E_FORMAT },                 /* no newline */
-    { L("CKPTSYNC/1 ping\r\n"), CKS_E_FORMAT },             /* CR */
-    { L("CKPTSYNC/1 pi\0ng\n"), CKS_E_FORMAT },             /* NUL */
-    { L("CKPTSYNC/1 ping\nCKPTSYNC/1 ping\n"), CKS_E_FORMAT }, /* two lines */
-    { L("CKPTSYNC/1  ping\n"), CKS_E_FORMAT },              /* double space */
-    { L(" CKPTSYNC/1 ping\n"), CKS_E_FORMAT },
-    { L("CKPTSYNC/1 ping \n"), CKS_E_FORMAT },
-    { L("CKPTSYNC/1\tping\n"), CKS_E_FORMAT },
-    { L("CKPTSYNC/1\n"), CKS_E_FORMAT },                    /* no verb */
-    { L("CKPTSYNC/1 \n"), CKS_E_FORMAT },
-    { L("ckptsync/1 ping\n"), CKS_E_FORMAT },
-    { L("CKPTSYNC/ ping\n"), CKS_E_FORMAT },
-    { L("GET / HTTP/1.1\n"), CKS_E_FORMAT },
-    { L("CKPTSYNC/2 ping\n"), CKS_E_VERSION },
-    { L("CKPTSYNC/10 ping\n"), CKS_E_VERSION },
-    { L("CKPTSYNC/1 PING\n"), CKS_E_FORMAT },               /* verbs are lower case */
-    { L("CKPTSYNC/1 restore\n"), CKS_E_FORMAT },
-    { L("CKPTSYNC/1 ping x=1\n"), CKS_E_FORMAT },           /* key the verb does not take */
-    { L("CKPTSYNC/1 status wait=none\n"), CKS_E_FORMAT },
-    { L("CKPTSYNC/1 commit\n"), CKS_E_FORMAT },             /* path required */
-    { L("CKPTSYNC/1 commit step=1\n"), CKS_E_FORMAT },
-    { L("CKPTSYNC/1 commit path=/a path=/b\n"), CKS_E_FORMAT },
-    { L("CKPTSYNC/1 commit path=/a step=1 step=1\n"), CKS_E_FORMAT },
-    { L("CKPTSYNC/1 commit path=/a wait=none wait=none\n"), CKS_E_FORMAT },
-    { L("CKPTSYNC/1 commit path=relative/dir\n"), CKS_E_FORMAT },
-    { L("CKPTSYNC/1 commit path=\n"), CKS_E_FORMAT },
-    { L("CKPTSYNC/1 commit path=/a%00b\n"), CKS_E_FORMAT },
-    { L("CKPTSYNC/1 commit path=/a%2\n"), CKS_E_FORMAT },
-    { L("CKPTSYNC/1 commit path=/a%zz\n"), CKS_E_FORMAT },
-    { L("CKPTSYNC/1 commit path=/a=b\n"), CKS_E_FORMAT },
-    { L("CKPTSYNC/1 commit path=/\xc3\xa9\n"), CKS_E_FORMAT }, /* raw non-ASCII */
-    { L("CKPTSYNC/1 commit path=/a\x7f\n"), CKS_E_FORMAT },
-    { L("CKPTSYNC/1 commit path\n"), CKS_E_FORMAT },
-    { L("CKPTSYNC/1 commit =x path=/a\n"), CKS_E_FORMAT },
-    { L("CKPTSYNC/1 commit Path=/a\n"), CKS_E_FORMAT },
-    { L("CKPTSYNC/1 commit path=/a step=-1\n"), CKS_E_FORMAT },
-    { L("CKPTSYNC/1 commit path=/a step=+1\n"), CKS_E_FORMAT },
-    { L("CKPTSYNC/1 commit path=/a step=01\n"), CKS_E_FORMAT },
-    { L("CKPTSYNC/1 commit path=/a step=9223372036854775808\n"), CKS_E_FORMAT },
-    { L("CKPTSYNC/1 commit path=/a step=99999999999999999999999999999999999\n"), CKS_E_FORMAT },
-    { L("CKPTSYNC/1 commit path=/a step=\n"), CKS_E_FORMAT },
-    { L("CKPTSYNC/1 commit path=/a step=1x\n"), CKS_E_FORMAT },
-    { L("CKPTSYNC/1 commit path=/a wait=Durable\n"), CKS_E_FORMAT },
-    { L("CKPTSYNC/1 commit path=/a wait=\n"), CKS_E_FORMAT },
-    { L("CKPTSYNC/1 commit path=/a wait=sometimes\n"), CKS_E_FORMAT },
-    { L("CKPTSYNC/1 commit path=/a timeout=604801\n"), CKS_E_FORMAT },
-    { L("CKPTSYNC/1 commit path=/a timeout=-1\n"), CKS_E_FORMAT },
-    { L("CKPTSYNC/1 commit path=/a timeout=1.5\n"), CKS_E_FORMAT },
-    { L("CKPTSYNC/1 commit path=/a deadline=5\n"), CKS_E_FORMAT },
-    { L("CKPTSYNC/1 commit path=/a region=x\n"), CKS_E_FORMAT },
-    { L("CKPTSYNC/1 flush timeout=5\n"), CKS_E_FORMAT },
-    { L("CKPTSYNC/1 flush deadline=604801\n"), CKS_E_FORMAT },
-    { L("CKPTSYNC/1 flush path=/a\n"), CKS_E_FORMAT },
-    { L("CKPTSYNC/1 retry\n"), CKS_E_FORMAT },
-    { L("CKPTSYNC/1 retry region=\n"), CKS_E_FORMAT },
-    { L("CKPTSYNC/1 retry region=eu%201\n"), CKS_E_FORMAT },
-    { L("CKPTSYNC/1 retry region=eu.1\n"), CKS_E_FORMAT },
-    { L("CKPTSYNC/1 retry region="
-        "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\n"), CKS_E_FORMAT },
-    { L("CKPTSYNC/1 restored\n"), CKS_E_FORMAT },           /* all four keys required */
-    { L("CKPTSYNC/1 restored files=1 usec=1 result=ok\n"), CKS_E_FORMAT },
-    { L("CKPTSYNC/1 restored bytes=1 usec=1 result=ok\n"), CKS_E_FORMAT },
-    { L("CKPTSYNC/1 restored bytes=1 files=1 result=ok\n"), CKS_E_FORMAT },
-    { L("CKPTSYNC/1 restored bytes=1 files=1 usec=1\n"), CKS_E_FORMAT },
-    { L("CKPTSYNC/1 restored bytes=1 bytes=1 files=1 usec=1 result=ok\n"), CKS_E_FORMAT },
-    { L("CKPTSYNC/1 restored bytes=-1 files=1 usec=1 result=ok\n"), CKS_E_FORMAT },
-    { L("CKPTSYNC/1 restored bytes=9223372036854775808 files=1 usec=1 result=ok\n"),
-      CKS_E_FORMAT },
-    { L("CKPTSYNC/1 restored bytes=1 files=01 usec=1 result=ok\n"), CKS_E_FORMAT },
-    { L("CKPTSYNC/1 restored bytes=1 files=1 usec=1.5 result=ok\n"), CKS_E_FORMAT },
-    { L("CKPTSYNC/1 restored bytes=1 files=1 usec=1 result=OK\n"), CKS_E_FORMAT },
-    { L("CKPTSYNC/1 restored bytes=1 files=1 usec=1 result=none\n"), CKS_E_FORMAT },
-    { L("CKPTSYNC/1 restored bytes=1 files=1 usec=1 result=\n"), CKS_E_FORMAT },
-    { L("CKPTSYNC/1 restored bytes=1 files=1 usec=1 result=okokokokokokokokokokokokokokokokok\n"),
-      CKS_E_FORMAT },
-    { L("CKPTSYNC/1 restored bytes=1 files=1 usec=1 result=ok%00\n"), CKS_E_FORMAT },
-    { L("CKPTSYNC/1 restored bytes=1 files=1 usec=1 result=ok step=1\n"), CKS_E_FORMAT },
-    { L("CKPTSYNC/1 commit path=/a bytes=1\n"), CKS_E_FORMAT }, /* restored's keys only */
-    { L("CKPTSYNC/1 status result=ok\n"), CKS_E_FORMAT },
+    {L(""), CKS_E_FORMAT},
+    {L("\n"), CKS_E_FORMAT},
+    {L("CKPTSYNC/1 ping"), CKS_E_FORMAT},                    /* no newline */
+    {L("CKPTSYNC/1 ping\r\n"), CKS_E_FORMAT},                /* CR */
+    {L("CKPTSYNC/1 pi\0ng\n"), CKS_E_FORMAT},                /* NUL */
+    {L("CKPTSYNC/1 ping\nCKPTSYNC/1 ping\n"), CKS_E_FORMAT}, /* two lines */
+    {L("CKPTSYNC/1  ping\n"), CKS_E_FORMAT},                 /* double space */
+    {L(" CKPTSYNC/1 ping\n"), CKS_E_FORMAT},
+    {L("CKPTSYNC/1 ping \n"), CKS_E_FORMAT},
+    {L("CKPTSYNC/1\tping\n"), CKS_E_FORMAT},
+    {L("CKPTSYNC/1\n"), CKS_E_FORMAT}, /* no verb */
+    {L("CKPTSYNC/1 \n"), CKS_E_FORMAT},
+    {L("ckptsync/1 ping\n"), CKS_E_FORMAT},
+    {L("CKPTSYNC/ ping\n"), CKS_E_FORMAT},
+    {L("GET / HTTP/1.1\n"), CKS_E_FORMAT},
+    {L("CKPTSYNC/2 ping\n"), CKS_E_VERSION},
+    {L("CKPTSYNC/10 ping\n"), CKS_E_VERSION},
+    {L("CKPTSYNC/1 PING\n"), CKS_E_FORMAT}, /* verbs are lower case */
+    {L("CKPTSYNC/1 restore\n"), CKS_E_FORMAT},
+    {L("CKPTSYNC/1 ping x=1\n"), CKS_E_FORMAT}, /* key the verb does not take */
+    {L("CKPTSYNC/1 status wait=none\n"), CKS_E_FORMAT},
+    {L("CKPTSYNC/1 commit\n"), CKS_E_FORMAT}, /* path required */
+    {L("CKPTSYNC/1 commit step=1\n"), CKS_E_FORMAT},
+    {L("CKPTSYNC/1 commit path=/a path=/b\n"), CKS_E_FORMAT},
+    {L("CKPTSYNC/1 commit path=/a step=1 step=1\n"), CKS_E_FORMAT},
+    {L("CKPTSYNC/1 commit path=/a wait=none wait=none\n"), CKS_E_FORMAT},
+    {L("CKPTSYNC/1 commit path=relative/dir\n"), CKS_E_FORMAT},
+    {L("CKPTSYNC/1 commit path=\n"), CKS_E_FORMAT},
+    {L("CKPTSYNC/1 commit path=/a%00b\n"), CKS_E_FORMAT},
+    {L("CKPTSYNC/1 commit path=/a%2\n"), CKS_E_FORMAT},
+    {L("CKPTSYNC/1 commit path=/a%zz\n"), CKS_E_FORMAT},
+    {L("CKPTSYNC/1 commit path=/a=b\n"), CKS_E_FORMAT},
+    {L("CKPTSYNC/1 commit path=/\xc3\xa9\n"), CKS_E_FORMAT}, /* raw non-ASCII */
+    {L("CKPTSYNC/1 commit path=/a\x7f\n"), CKS_E_FORMAT},
+    {L("CKPTSYNC/1 commit path\n"), CKS_E_FORMAT},
+    {L("CKPTSYNC/1 commit =x path=/a\n"), CKS_E_FORMAT},
+    {L("CKPTSYNC/1 commit Path=/a\n"), CKS_E_FORMAT},
+    {L("CKPTSYNC/1 commit path=/a step=-1\n"), CKS_E_FORMAT},
+    {L("CKPTSYNC/1 commit path=/a step=+1\n"), CKS_E_FORMAT},
+    {L("CKPTSYNC/1 commit path=/a step=01\n"), CKS_E_FORMAT},
+    {L("CKPTSYNC/1 commit path=/a step=9223372036854775808\n"), CKS_E_FORMAT},
+    {L("CKPTSYNC/1 commit path=/a step=99999999999999999999999999999999999\n"), CKS_E_FORMAT},
+    {L("CKPTSYNC/1 commit path=/a step=\n"), CKS_E_FORMAT},
+    {L("CKPTSYNC/1 commit path=/a step=1x\n"), CKS_E_FORMAT},
+    {L("CKPTSYNC/1 commit path=/a wait=Durable\n"), CKS_E_FORMAT},
+    {L("CKPTSYNC/1 commit path=/a wait=\n"), CKS_E_FORMAT},
+    {L("CKPTSYNC/1 commit path=/a wait=sometimes\n"), CKS_E_FORMAT},
+    {L("CKPTSYNC/1 commit path=/a timeout=604801\n"), CKS_E_FORMAT},
+    {L("CKPTSYNC/1 commit path=/a timeout=-1\n"), CKS_E_FORMAT},
+    {L("CKPTSYNC/1 commit path=/a timeout=1.5\n"), CKS_E_FORMAT},
+    {L("CKPTSYNC/1 commit path=/a deadline=5\n"), CKS_E_FORMAT},
+    {L("CKPTSYNC/1 commit path=/a region=x\n"), CKS_E_FORMAT},
+    {L("CKPTSYNC/1 flush timeout=5\n"), CKS_E_FORMAT},
+    {L("CKPTSYNC/1 flush deadline=604801\n"), CKS_E_FORMAT},
+    {L("CKPTSYNC/1 flush path=/a\n"), CKS_E_FORMAT},
+    {L("CKPTSYNC/1 retry\n"), CKS_E_FORMAT},
+    {L("CKPTSYNC/1 retry region=\n"), CKS_E_FORMAT},
+    {L("CKPTSYNC/1 retry region=eu%201\n"), CKS_E_FORMAT},
+    {L("CKPTSYNC/1 retry region=eu.1\n"), CKS_E_FORMAT},
+    {L("CKPTSYNC/1 retry region="
+       "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\n"),
+     CKS_E_FORMAT},
+    {L("CKPTSYNC/1 restored\n"), CKS_E_FORMAT}, /* all four keys required */
+    {L("CKPTSYNC/1 restored files=1 usec=1 result=ok\n"), CKS_E_FORMAT},
+    {L("CKPTSYNC/1 restored bytes=1 usec=1 result=ok\n"), CKS_E_FORMAT},
+    {L("CKPTSYNC/1 restored bytes=1 files=1 result=ok\n"), CKS_E_FORMAT},
+    {L("CKPTSYNC/1 restored bytes=1 files=1 usec=1\n"), CKS_E_FORMAT},
+    {L("CKPTSYNC/1 restored bytes=1 bytes=1 files=1 usec=1 result=ok\n"), CKS_E_FORMAT},
+    {L("CKPTSYNC/1 restored bytes=-1 files=1 usec=1 result=ok\n"), CKS_E_FORMAT},
+    {L("CKPTSYNC/1 restored bytes=9223372036854775808 files=1 usec=1 result=ok\n"), CKS_E_FORMAT},
+    {L("CKPTSYNC/1 restored bytes=1 files=01 usec=1 result=ok\n"), CKS_E_FORMAT},
+    {L("CKPTSYNC/1 restored bytes=1 files=1 usec=1.5 result=ok\n"), CKS_E_FORMAT},
+    {L("CKPTSYNC/1 restored bytes=1 files=1 usec=1 result=OK\n"), CKS_E_FORMAT},
+    {L("CKPTSYNC/1 restored bytes=1 files=1 usec=1 result=none\n"), CKS_E_FORMAT},
+    {L("CKPTSYNC/1 restored bytes=1 files=1 usec=1 result=\n"), CKS_E_FORMAT},
+    {L("CKPTSYNC/1 restored bytes=1 files=1 usec=1 result=okokokokokokokokokokokokokokokokok\n"),
+     CKS_E_FORMAT},
+    {L("CKPTSYNC/1 restored bytes=1 files=1 usec=1 result=ok%00\n"), CKS_E_FORMAT},
+    {L("CKPTSYNC/1 restored bytes=1 files=1 usec=1 result=ok step=1\n"), CKS_E_FORMAT},
+    {L("CKPTSYNC/1 commit path=/a bytes=1\n"), CKS_E_FORMAT}, /* restored's keys only */
+    {L("CKPTSYNC/1 status result=ok\n"), CKS_E_FORMAT},
 };
 
 static void test_rejections(void **state)
@@ -332,7 +331,7 @@ static void test_response_encode(void **state)
     assert_int_equal(ctl_response_ok(&out, "{\"a\":\"\xc3\xa9\"}"), 0);
     assert_string_equal(buf_str(&out), "OK {}\nOK {\"a\":\"\xc3\xa9\"}\n");
     buf_reset(&out);
-    static const char *const bad_json[] = { "", "[]", "{", "}", "{\n}", "{\t}", "x{}" };
+    static const char *const bad_json[] = {"", "[]", "{", "}", "{\n}", "{\t}", "x{}"};
     for (size_t i = 0; i < sizeof(bad_json) / sizeof(bad_json[0]); i++)
         assert_int_equal(ctl_response_ok(&out, bad_json[i]), -EINVAL);
     assert_int_equal(ctl_response_ok(&out, NULL), -EINVAL);
@@ -344,8 +343,8 @@ static void test_response_encode(void **state)
     assert_int_equal(ctl_response_err(&out, "x_1", ""), 0);
     assert_string_equal(buf_str(&out), "ERR timeout\nERR x_1\n");
     buf_reset(&out);
-    static const char *const bad_codes[] = { "", "NotFound", "1abc", "a b", "a-b",
-                                             "abcdefghijklmnopqrstuvwxyzabcdef" };
+    static const char *const bad_codes[] = {"",    "NotFound", "1abc",
+                                            "a b", "a-b",      "abcdefghijklmnopqrstuvwxyzabcdef"};
     for (size_t i = 0; i < sizeof(bad_codes) / sizeof(bad_codes[0]); i++)
         assert_int_equal(ctl_response_err(&out, bad_codes[i], "m"), -EINVAL);
     assert_int_equal(ctl_response_err(&out, NULL, "m"), -EINVAL);
@@ -363,30 +362,30 @@ struct resp_case {
 };
 
 static const struct resp_case resp[] = {
-    { L("OK {}\n"), 0, true, "{}", "" },
-    { L("OK {\"runs\":[],\"x\":\"\xc3\xa9\"}\n"), 0, true, "{\"runs\":[],\"x\":\"\xc3\xa9\"}", "" },
-    { L("ERR timeout\n"), 0, false, "timeout", "" },
-    { L("ERR timeout \n"), 0, false, "timeout", "" },
-    { L("ERR notfound no%20such%20region%20%22eu%22\n"), 0, false, "notfound",
-      "no such region \"eu\"" },
-    { L("ERR internal 100%zz done%2\n"), 0, false, "internal", "100%zz done%2" },
-    { L("ERR internal a%0Ab%1bc%7F\n"), 0, false, "internal", "a?b?c?" },
-    { L("ERR x9_z raw text = fine\n"), 0, false, "x9_z", "raw text = fine" },
-    { L("OK {}"), CKS_E_FORMAT, false, NULL, NULL },
-    { L(""), CKS_E_FORMAT, false, NULL, NULL },
-    { L("OK\n"), CKS_E_FORMAT, false, NULL, NULL },
-    { L("OK \n"), CKS_E_FORMAT, false, NULL, NULL },
-    { L("OK []\n"), CKS_E_FORMAT, false, NULL, NULL },
-    { L("OK {\n"), CKS_E_FORMAT, false, NULL, NULL },
-    { L("OK {\0}\n"), CKS_E_FORMAT, false, NULL, NULL },
-    { L("OK {\t}\n"), CKS_E_FORMAT, false, NULL, NULL },
-    { L("OK {}\nERR x\n"), CKS_E_FORMAT, false, NULL, NULL },
-    { L("ok {}\n"), CKS_E_FORMAT, false, NULL, NULL },
-    { L("ERR\n"), CKS_E_FORMAT, false, NULL, NULL },
-    { L("ERR \n"), CKS_E_FORMAT, false, NULL, NULL },
-    { L("ERR Bad msg\n"), CKS_E_FORMAT, false, NULL, NULL },
-    { L("ERR  msg\n"), CKS_E_FORMAT, false, NULL, NULL },
-    { L("FOO {}\n"), CKS_E_FORMAT, false, NULL, NULL },
+    {L("OK {}\n"), 0, true, "{}", ""},
+    {L("OK {\"runs\":[],\"x\":\"\xc3\xa9\"}\n"), 0, true, "{\"runs\":[],\"x\":\"\xc3\xa9\"}", ""},
+    {L("ERR timeout\n"), 0, false, "timeout", ""},
+    {L("ERR timeout \n"), 0, false, "timeout", ""},
+    {L("ERR notfound no%20such%20region%20%22eu%22\n"), 0, false, "notfound",
+     "no such region \"eu\""},
+    {L("ERR internal 100%zz done%2\n"), 0, false, "internal", "100%zz done%2"},
+    {L("ERR internal a%0Ab%1bc%7F\n"), 0, false, "internal", "a?b?c?"},
+    {L("ERR x9_z raw text = fine\n"), 0, false, "x9_z", "raw text = fine"},
+    {L("OK {}"), CKS_E_FORMAT, false, NULL, NULL},
+    {L(""), CKS_E_FORMAT, false, NULL, NULL},
+    {L("OK\n"), CKS_E_FORMAT, false, NULL, NULL},
+    {L("OK \n"), CKS_E_FORMAT, false, NULL, NULL},
+    {L("OK []\n"), CKS_E_FORMAT, false, NULL, NULL},
+    {L("OK {\n"), CKS_E_FORMAT, false, NULL, NULL},
+    {L("OK {\0}\n"), CKS_E_FORMAT, false, NULL, NULL},
+    {L("OK {\t}\n"), CKS_E_FORMAT, false, NULL, NULL},
+    {L("OK {}\nERR x\n"), CKS_E_FORMAT, false, NULL, NULL},
+    {L("ok {}\n"), CKS_E_FORMAT, false, NULL, NULL},
+    {L("ERR\n"), CKS_E_FORMAT, false, NULL, NULL},
+    {L("ERR \n"), CKS_E_FORMAT, false, NULL, NULL},
+    {L("ERR Bad msg\n"), CKS_E_FORMAT, false, NULL, NULL},
+    {L("ERR  msg\n"), CKS_E_FORMAT, false, NULL, NULL},
+    {L("FOO {}\n"), CKS_E_FORMAT, false, NULL, NULL},
 };
 
 static void test_response_parse(void **state)
@@ -488,14 +487,10 @@ static void test_error_codes(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_valid_requests),
-        cmocka_unit_test(test_restored_requests),
-        cmocka_unit_test(test_rejections),
-        cmocka_unit_test(test_bounds),
-        cmocka_unit_test(test_encode_refuses),
-        cmocka_unit_test(test_response_encode),
-        cmocka_unit_test(test_response_parse),
-        cmocka_unit_test(test_response_bounds),
+        cmocka_unit_test(test_valid_requests), cmocka_unit_test(test_restored_requests),
+        cmocka_unit_test(test_rejections),     cmocka_unit_test(test_bounds),
+        cmocka_unit_test(test_encode_refuses), cmocka_unit_test(test_response_encode),
+        cmocka_unit_test(test_response_parse), cmocka_unit_test(test_response_bounds),
         cmocka_unit_test(test_error_codes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -459,12 +459,12 @@ static void test_name_transient(void **state)
         {"latest", false},
         {"train.log", false},
         {"tmp", false},
-        {"tmpdir", false},           /* not 8 characters of tempfile's alphabet */
-        {"tmpAB12CD34", false},      /* tempfile uses lower case */
+        {"tmpdir", false},      /* not 8 characters of tempfile's alphabet */
+        {"tmpAB12CD34", false}, /* tempfile uses lower case */
         {"tmpab12cd34x", false},
-        {"model_temp_0.5", false},   /* a temperature, not TensorFlow's suffix */
+        {"model_temp_0.5", false}, /* a temperature, not TensorFlow's suffix */
         {"template", false},
-        {".tmp", true},              /* hidden */
+        {".tmp", true}, /* hidden */
         {"tmp.", false},
         {"", false},
     };

@@ -56,7 +56,8 @@ static void test_roundtrip(void **state)
         if (kind == GC_MARK || kind == GC_KEEP)
             for (int k = 0; k < 50; k++) {
                 id_of(k, id);
-                assert_int_equal(gcrec_add_chunk(&g, id, kind == GC_MARK ? (uint64_t)k * 1000 : 0), 0);
+                assert_int_equal(gcrec_add_chunk(&g, id, kind == GC_MARK ? (uint64_t)k * 1000 : 0),
+                                 0);
             }
         if (kind == GC_MARK)
             assert_int_equal(gcrec_add_snap(&g, "run-1", "20261201T000701.123456Z-3f2a9c1b"), 0);
@@ -148,26 +149,39 @@ static void test_hostile(void **state)
         int want;
     } cases[] = {
         {HEAD("mark", MARK) "expires -\nseq -\nsnapshot -\nitems 2\n" C1 C2, 0},
-        {HEAD("mark", MARK) "expires -\nseq -\nsnapshot -\nitems 2\n" C2 C1, CKS_E_FORMAT}, /* unsorted */
-        {HEAD("mark", MARK) "expires -\nseq -\nsnapshot -\nitems 2\n" C1 C1, CKS_E_FORMAT}, /* twice */
-        {HEAD("mark", MARK) "expires -\nseq -\nsnapshot -\nitems 3\n" C1 C2, CKS_E_FORMAT}, /* count lies */
-        {HEAD("mark", MARK) "expires -\nseq -\nsnapshot -\nitems 1\n" C1 C2, CKS_E_FORMAT}, /* extra line */
+        {HEAD("mark", MARK) "expires -\nseq -\nsnapshot -\nitems 2\n" C2 C1,
+         CKS_E_FORMAT}, /* unsorted */
+        {HEAD("mark", MARK) "expires -\nseq -\nsnapshot -\nitems 2\n" C1 C1,
+         CKS_E_FORMAT}, /* twice */
+        {HEAD("mark", MARK) "expires -\nseq -\nsnapshot -\nitems 3\n" C1 C2,
+         CKS_E_FORMAT}, /* count lies */
+        {HEAD("mark", MARK) "expires -\nseq -\nsnapshot -\nitems 1\n" C1 C2,
+         CKS_E_FORMAT}, /* extra line */
         {HEAD("mark", MARK) "expires -\nseq -\nsnapshot -\nitems 99999999\n" C1, CKS_E_FORMAT},
-        {HEAD("mark", MARK) "expires -\nseq -\nsnapshot -\nitems 1\n"
-         "c 000000000000000000000000000000000000000000000000000000000000000A 5\n", CKS_E_FORMAT},
-        {HEAD("mark", MARK) "expires -\nseq -\nsnapshot -\nitems 1\n"
-         "c 0000000000000000000000000000000000000000000000000000000000000001 05\n", CKS_E_FORMAT},
+        {HEAD("mark",
+              MARK) "expires -\nseq -\nsnapshot -\nitems 1\n"
+                    "c 000000000000000000000000000000000000000000000000000000000000000A 5\n",
+         CKS_E_FORMAT},
+        {HEAD("mark",
+              MARK) "expires -\nseq -\nsnapshot -\nitems 1\n"
+                    "c 0000000000000000000000000000000000000000000000000000000000000001 05\n",
+         CKS_E_FORMAT},
         {HEAD("mark", MARK) "expires -\nseq -\nsnapshot -\nitems 01\n" C1, CKS_E_FORMAT},
-        {HEAD("mark", MARK) "expires 5\nseq -\nsnapshot -\nitems 0\n", CKS_E_FORMAT}, /* expires on a mark */
-        {HEAD("sweep", MARK) "expires -\nseq -\nsnapshot -\nitems 0\n", CKS_E_FORMAT}, /* sweep without */
+        {HEAD("mark", MARK) "expires 5\nseq -\nsnapshot -\nitems 0\n",
+         CKS_E_FORMAT}, /* expires on a mark */
+        {HEAD("sweep", MARK) "expires -\nseq -\nsnapshot -\nitems 0\n",
+         CKS_E_FORMAT}, /* sweep without */
         {HEAD("sweep", MARK) "expires 9\nseq -\nsnapshot -\nitems 0\n", 0},
-        {HEAD("keep", MARK) "expires -\nseq -\nsnapshot -\nitems 1\n" C1, CKS_E_FORMAT}, /* keep of nothing */
+        {HEAD("keep", MARK) "expires -\nseq -\nsnapshot -\nitems 1\n" C1,
+         CKS_E_FORMAT}, /* keep of nothing */
         {HEAD("keep", MARK) "expires -\nseq -\nsnapshot r/x\nitems 1\n" C1, 0},
         {HEAD("keep", MARK) "expires -\nseq -\nsnapshot r/../x\nitems 0\n", CKS_E_FORMAT},
         {HEAD("intents", MARK) "expires -\nseq -\nsnapshot -\nitems 1\ni nope\n", CKS_E_FORMAT},
-        {HEAD("intents", MARK) "expires -\nseq -\nsnapshot -\nitems 1\n" C1, CKS_E_FORMAT}, /* wrong item */
-        {HEAD("lease", "-") "expires -\nseq -\nsnapshot -\nitems 0\n", CKS_E_FORMAT},     /* lease without pid */
-        {HEAD("lease", "-") "expires -\nseq 7\nsnapshot -\nitems 0\n", 0},               /* released */
+        {HEAD("intents", MARK) "expires -\nseq -\nsnapshot -\nitems 1\n" C1,
+         CKS_E_FORMAT}, /* wrong item */
+        {HEAD("lease", "-") "expires -\nseq -\nsnapshot -\nitems 0\n",
+         CKS_E_FORMAT},                                                    /* lease without pid */
+        {HEAD("lease", "-") "expires -\nseq 7\nsnapshot -\nitems 0\n", 0}, /* released */
         {HEAD("lease", MARK) "expires -\nseq 7\nsnapshot -\nitems 0\n", CKS_E_FORMAT},
         {HEAD("mark", "-") "expires -\nseq -\nsnapshot -\nitems 0\n", CKS_E_FORMAT},
         {HEAD("intent", "-") "expires 9\nseq 7\nsnapshot -\nitems 0\n", 0},
@@ -217,8 +231,10 @@ static void test_names(void **state)
     assert_int_equal(t, 1796131090);
     assert_int_equal(ttl, 21600);
     assert_int_equal(strncmp(in, "20261201T131810Z.21600.", 23), 0);
-    assert_int_equal(gc_intent_parse("20261201T125810Z.021600.0123456789abcdef", &t, &ttl), CKS_E_FORMAT);
-    assert_int_equal(gc_intent_parse("20261201T125810Z.21600.0123456789abcde", &t, &ttl), CKS_E_FORMAT);
+    assert_int_equal(gc_intent_parse("20261201T125810Z.021600.0123456789abcdef", &t, &ttl),
+                     CKS_E_FORMAT);
+    assert_int_equal(gc_intent_parse("20261201T125810Z.21600.0123456789abcde", &t, &ttl),
+                     CKS_E_FORMAT);
     assert_int_equal(gc_intent_parse("20261201T125810Z..0123456789abcdef", &t, &ttl), CKS_E_FORMAT);
     assert_int_equal(gc_sweep_parse("sweep.1796131090.0fb6d63884d0368c", &e), 0);
     assert_int_equal(e, 1796131090);
@@ -251,8 +267,8 @@ static void test_owner_dead(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_roundtrip), cmocka_unit_test(test_sort_dedup),
-        cmocka_unit_test(test_hostile),   cmocka_unit_test(test_names),
+        cmocka_unit_test(test_roundtrip),  cmocka_unit_test(test_sort_dedup),
+        cmocka_unit_test(test_hostile),    cmocka_unit_test(test_names),
         cmocka_unit_test(test_owner_dead),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

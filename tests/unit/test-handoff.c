@@ -38,7 +38,7 @@ static void test_roundtrip(void **state)
     assert_string_equal(back.id, h.id);
     assert_int_equal(back.step, 1000);
     assert_string_equal(back.host, "gpu_17_x"); /* sanitised */
-    assert_string_equal(back.instance, "");      /* unknown */
+    assert_string_equal(back.instance, "");     /* unknown */
     assert_int_equal(back.time, h.time);
     buf_free(&b);
 }

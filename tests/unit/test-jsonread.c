@@ -41,11 +41,11 @@ static void test_rejects(void **state)
         const char *doc;
         int code;
     } cases[] = {
-        {"", CKS_E_FORMAT},          {"{", CKS_E_FORMAT},         {"{\"a\" 1}", CKS_E_FORMAT},
-        {"{\"a\":1,}", CKS_E_FORMAT}, {"[1,]", CKS_E_FORMAT},      {"01", CKS_E_FORMAT},
-        {"1.", CKS_E_FORMAT},        {"-", CKS_E_FORMAT},         {"tru", CKS_E_FORMAT},
-        {"\"\\x\"", CKS_E_FORMAT},   {"\"\\ud800\"", CKS_E_FORMAT}, {"\"\\u0000\"", CKS_E_FORMAT},
-        {"\"a\x01\"", CKS_E_FORMAT}, {"1 2", CKS_E_FORMAT},       {"{1:2}", CKS_E_FORMAT},
+        {"", CKS_E_FORMAT},           {"{", CKS_E_FORMAT},           {"{\"a\" 1}", CKS_E_FORMAT},
+        {"{\"a\":1,}", CKS_E_FORMAT}, {"[1,]", CKS_E_FORMAT},        {"01", CKS_E_FORMAT},
+        {"1.", CKS_E_FORMAT},         {"-", CKS_E_FORMAT},           {"tru", CKS_E_FORMAT},
+        {"\"\\x\"", CKS_E_FORMAT},    {"\"\\ud800\"", CKS_E_FORMAT}, {"\"\\u0000\"", CKS_E_FORMAT},
+        {"\"a\x01\"", CKS_E_FORMAT},  {"1 2", CKS_E_FORMAT},         {"{1:2}", CKS_E_FORMAT},
     };
     (void)state;
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {

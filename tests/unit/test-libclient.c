@@ -52,7 +52,7 @@ struct server {
 
 static void sleep_ms(long ms)
 {
-    struct timespec ts = { ms / 1000, (ms % 1000) * 1000000 };
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
     while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
         ;
 }
@@ -96,8 +96,11 @@ static void act(struct server *s, int fd, const struct step *st)
 {
     size_t len = strlen(st->reply);
     switch (st->how) {
-    case REPLY: send_str(fd, st->reply, len); break;
-    case CLOSE: break;
+    case REPLY:
+        send_str(fd, st->reply, len);
+        break;
+    case CLOSE:
+        break;
     case SPLIT_SIGNAL:
         sleep_ms(50);
         pthread_kill(s->client_thread, SIGUSR1);
@@ -107,7 +110,9 @@ static void act(struct server *s, int fd, const struct step *st)
         pthread_kill(s->client_thread, SIGUSR1);
         send_str(fd, st->reply + len / 2, len - len / 2);
         break;
-    case FLOOD: flood(fd); break;
+    case FLOOD:
+        flood(fd);
+        break;
     }
 }
 
@@ -127,7 +132,7 @@ static void *serve(void *arg)
 
 static void server_start(struct server *s, const struct step *steps, size_t nsteps)
 {
-    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
 
     assert_true(nsteps <= MAX_STEPS);
     memset(s, 0, sizeof(*s));
@@ -178,7 +183,7 @@ static void test_no_daemon(void **state)
     /* A socket file nobody listens on: a daemon that died. */
     assert_non_null(mkdtemp(dir));
     snprintf(path, sizeof(path), "%s/d.sock", dir);
-    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
     snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
     int fd = socket(AF_UNIX, SOCK_STREAM, 0);
     assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
@@ -207,14 +212,14 @@ static void test_requests(void **state)
     snprintf(want_rel, sizeof(want_rel), "CKPTSYNC/1 commit path=%s/rel/ckpt-1\n",
              strcmp(cwd, "/") == 0 ? "" : cwd);
     const struct step steps[] = {
-        { "CKPTSYNC/1 ping\n", "OK {}\n", REPLY },
-        { "CKPTSYNC/1 commit path=/data/r1/checkpoint%2010 step=10 wait=durable timeout=600\n",
-          "OK {\"snapshot\":\"s1\",\"state\":\"durable\"}\n", REPLY },
-        { want_rel, "OK {\"snapshot\":\"s2\"}\nGARBAGE AFTER", REPLY },
-        { "CKPTSYNC/1 status\n", "OK {\"runs\":[],\"regions\":[]}\n", REPLY },
-        { "CKPTSYNC/1 flush wait=replicated deadline=30\n", "OK {\"pending\":0}\n", REPLY },
-        { "CKPTSYNC/1 flush\n", "OK {}\n", REPLY },
-        { "CKPTSYNC/1 retry region=eu-1\n", "OK {}\n", REPLY },
+        {"CKPTSYNC/1 ping\n", "OK {}\n", REPLY},
+        {"CKPTSYNC/1 commit path=/data/r1/checkpoint%2010 step=10 wait=durable timeout=600\n",
+         "OK {\"snapshot\":\"s1\",\"state\":\"durable\"}\n", REPLY},
+        {want_rel, "OK {\"snapshot\":\"s2\"}\nGARBAGE AFTER", REPLY},
+        {"CKPTSYNC/1 status\n", "OK {\"runs\":[],\"regions\":[]}\n", REPLY},
+        {"CKPTSYNC/1 flush wait=replicated deadline=30\n", "OK {\"pending\":0}\n", REPLY},
+        {"CKPTSYNC/1 flush\n", "OK {}\n", REPLY},
+        {"CKPTSYNC/1 retry region=eu-1\n", "OK {}\n", REPLY},
     };
     struct server s;
     struct cks_client *c = NULL;
@@ -253,15 +258,15 @@ struct err_case {
 };
 
 static const struct err_case errs[] = {
-    { "ERR timeout not%20durable%20after%20600%20s\n", -ETIMEDOUT, "timeout",
-      "not durable after 600 s" },
-    { "ERR badrequest step:%20expected%20a%20number\n", -EINVAL, "badrequest",
-      "step: expected a number" },
-    { "ERR notfound no%20such%20file\n", -ENOENT, "notfound", "no such file" },
-    { "ERR degraded fsync%20failed\n", -EIO, "degraded", "fsync failed" },
-    { "ERR notwatched /tmp/x%20is%20not%20under%20/data\n", -EPROTO, "notwatched",
-      "/tmp/x is not under /data" },
-    { "ERR brandnew\n", -EPROTO, "brandnew", "brandnew" },
+    {"ERR timeout not%20durable%20after%20600%20s\n", -ETIMEDOUT, "timeout",
+     "not durable after 600 s"},
+    {"ERR badrequest step:%20expected%20a%20number\n", -EINVAL, "badrequest",
+     "step: expected a number"},
+    {"ERR notfound no%20such%20file\n", -ENOENT, "notfound", "no such file"},
+    {"ERR degraded fsync%20failed\n", -EIO, "degraded", "fsync failed"},
+    {"ERR notwatched /tmp/x%20is%20not%20under%20/data\n", -EPROTO, "notwatched",
+     "/tmp/x is not under /data"},
+    {"ERR brandnew\n", -EPROTO, "brandnew", "brandnew"},
 };
 
 static void test_errors(void **state)
@@ -271,8 +276,8 @@ static void test_errors(void **state)
     struct cks_client *c = NULL;
 
     for (size_t i = 0; i < sizeof(errs) / sizeof(errs[0]); i++)
-        steps[i] = (struct step){ "CKPTSYNC/1 commit path=/d/x wait=durable timeout=5\n",
-                                  errs[i].reply, REPLY };
+        steps[i] = (struct step){"CKPTSYNC/1 commit path=/d/x wait=durable timeout=5\n",
+                                 errs[i].reply, REPLY};
     server_start(&s, steps, sizeof(steps) / sizeof(steps[0]));
     assert_int_equal(cks_client_open(s.path, &c), 0);
     for (size_t i = 0; i < sizeof(errs) / sizeof(errs[0]); i++) {
@@ -294,13 +299,13 @@ static void on_usr1(int sig)
 static void test_bad_answers(void **state)
 {
     const struct step steps[] = {
-        { "CKPTSYNC/1 ping\n", "", CLOSE },
-        { "CKPTSYNC/1 ping\n", "HELLO\n", REPLY },
-        { "CKPTSYNC/1 ping\n", "OK []\n", REPLY },
-        { "CKPTSYNC/1 status\n", "", FLOOD },
-        { "CKPTSYNC/1 status\n", "OK {\"runs\":[{\"run\":\"r1\"}]}\n", SPLIT_SIGNAL },
+        {"CKPTSYNC/1 ping\n", "", CLOSE},
+        {"CKPTSYNC/1 ping\n", "HELLO\n", REPLY},
+        {"CKPTSYNC/1 ping\n", "OK []\n", REPLY},
+        {"CKPTSYNC/1 status\n", "", FLOOD},
+        {"CKPTSYNC/1 status\n", "OK {\"runs\":[{\"run\":\"r1\"}]}\n", SPLIT_SIGNAL},
     };
-    struct sigaction sa = { .sa_handler = on_usr1 }, old;
+    struct sigaction sa = {.sa_handler = on_usr1}, old;
     struct server s;
     struct cks_client *c = NULL;
     char *json = NULL;
@@ -330,7 +335,7 @@ static void test_bad_args(void **state)
     struct server s;
     struct cks_client *c = NULL;
     char *json = (char *)"untouched";
-    const struct step steps[] = { { "CKPTSYNC/1 ping\n", "OK {}\n", REPLY } };
+    const struct step steps[] = {{"CKPTSYNC/1 ping\n", "OK {}\n", REPLY}};
 
     server_start(&s, steps, 1);
     assert_int_equal(cks_client_open(s.path, &c), 0);
@@ -359,10 +364,8 @@ static void test_bad_args(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_no_daemon),
-        cmocka_unit_test(test_requests),
-        cmocka_unit_test(test_errors),
-        cmocka_unit_test(test_bad_answers),
+        cmocka_unit_test(test_no_daemon), cmocka_unit_test(test_requests),
+        cmocka_unit_test(test_errors),    cmocka_unit_test(test_bad_answers),
         cmocka_unit_test(test_bad_args),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -277,7 +277,8 @@ static void test_forget(void **state)
     assert_int_equal(lineage_parse_at(key, body.data, body.len, &b), 0);
     assert_int_equal(b.kind, LINEAGE_FORGET);
     /* the same body under a commit key is a mismatch */
-    assert_int_equal(lineage_parse_at("commits/run-1/g3.s500." ID, body.data, body.len, &b), CKS_E_MISMATCH);
+    assert_int_equal(lineage_parse_at("commits/run-1/g3.s500." ID, body.data, body.len, &b),
+                     CKS_E_MISMATCH);
     assert_int_equal(lineage_key_parse("forget/run-1/g3.claim.0123456789abcdef", &k), CKS_E_FORMAT);
     assert_int_equal(lineage_key_parse("forget/run-1/x", &k), CKS_E_FORMAT);
     buf_free(&body);
@@ -956,13 +957,21 @@ static void test_dash_snapshot_body(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_key_round_trip),  cmocka_unit_test(test_key_rejects),
-        cmocka_unit_test(test_key_long_fields), cmocka_unit_test(test_forget), cmocka_unit_test(test_key_and_encode_refuse),
-        cmocka_unit_test(test_body_round_trip), cmocka_unit_test(test_body_golden),
-        cmocka_unit_test(test_body_table),      cmocka_unit_test(test_body_bytes),
-        cmocka_unit_test(test_parse_at),        cmocka_unit_test(test_newer),
-        cmocka_unit_test(test_field_char),      cmocka_unit_test(test_sanitise),
-        cmocka_unit_test(test_long_run_body),   cmocka_unit_test(test_dash_snapshot_body),
+        cmocka_unit_test(test_key_round_trip),
+        cmocka_unit_test(test_key_rejects),
+        cmocka_unit_test(test_key_long_fields),
+        cmocka_unit_test(test_forget),
+        cmocka_unit_test(test_key_and_encode_refuse),
+        cmocka_unit_test(test_body_round_trip),
+        cmocka_unit_test(test_body_golden),
+        cmocka_unit_test(test_body_table),
+        cmocka_unit_test(test_body_bytes),
+        cmocka_unit_test(test_parse_at),
+        cmocka_unit_test(test_newer),
+        cmocka_unit_test(test_field_char),
+        cmocka_unit_test(test_sanitise),
+        cmocka_unit_test(test_long_run_body),
+        cmocka_unit_test(test_dash_snapshot_body),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -56,8 +56,8 @@ static void digest_of(const char *s, uint8_t out[HASH_LEN])
     hash_sha256(s, strlen(s), out);
 }
 
-static void add_file(struct manifest *m, const char *path, uint32_t mode,
-                     const uint32_t *lens, size_t n)
+static void add_file(struct manifest *m, const char *path, uint32_t mode, const uint32_t *lens,
+                     size_t n)
 {
     uint8_t id[HASH_LEN];
     assert_int_equal(manifest_add_file(m, MFILE_REG, path, mode, NULL), 0);
@@ -82,7 +82,7 @@ static void build_sample(struct manifest *m)
     m->step = 1000;
     m->time = 1796083621;
     assert_int_equal(manifest_set_str(&m->host, "gpu 17\n%"), 0);
-    assert_int_equal(manifest_set_str(&m->instance, "-"), 0);   /* a real "-" */
+    assert_int_equal(manifest_set_str(&m->instance, "-"), 0); /* a real "-" */
     assert_int_equal(manifest_set_str(&m->root, "checkpoint-1000"), 0);
     m->chunk_min = 1024;
     m->chunk_avg = 4096;
@@ -97,7 +97,10 @@ static void build_sample(struct manifest *m)
     manifest_set_mtime(m, 1796083555, 123456789);
     add_file(m, "shards/model.pt", 0600, three, 3);
     add_file(m, "odd dir/with space/new\nline%25.txt", 04755, two, 2);
-    add_file(m, "donn\xc3\xa9" "es/\xce\xbb.bin", 0644, one, 1);
+    add_file(m,
+             "donn\xc3\xa9"
+             "es/\xce\xbb.bin",
+             0644, one, 1);
     add_file(m, "-", 0644, NULL, 0);
     add_file(m, "tab\there\x7f\x01\xff", 0644, NULL, 0);
     assert_int_equal(manifest_add_file(m, MFILE_DIR, "%2D", 0755, NULL), 0);
@@ -105,7 +108,8 @@ static void build_sample(struct manifest *m)
     manifest_set_mtime(m, 1, 999999999);
     assert_int_equal(manifest_add_file(m, MFILE_LINK, "odd dir/up", 0777, "../one"), 0);
     assert_int_equal(manifest_add_file(m, MFILE_LINK, "a/b/top", 0777, "../../-"), 0);
-    assert_int_equal(manifest_add_file(m, MFILE_HARDLINK, "odd dir/again", 0600, "shards/model.pt"), 0);
+    assert_int_equal(manifest_add_file(m, MFILE_HARDLINK, "odd dir/again", 0600, "shards/model.pt"),
+                     0);
     manifest_set_mtime(m, 5, 0); /* a hard link has its target's time: ignored */
 }
 
@@ -163,10 +167,10 @@ static void test_round_trip(void **state)
     assert_non_null(strstr(text, "\nhost gpu%2017%0A%25\n"));
     assert_non_null(strstr(text, "\ninstance %2D\n"));
     assert_non_null(strstr(text, "\nparent -\n"));
-    assert_non_null(strstr(text, " 0 %2D\n"));          /* the file named "-" */
+    assert_non_null(strstr(text, " 0 %2D\n")); /* the file named "-" */
     assert_non_null(strstr(text, "d 0755 - - %252D\n"));
     assert_non_null(strstr(text, "\nd 0700 1796083600000000000 - odd%20dir/with%20space\n"));
-    assert_non_null(strstr(text, "\nf 0644 0 0 " ));
+    assert_non_null(strstr(text, "\nf 0644 0 0 "));
     assert_non_null(strstr(text, "\nf 0644 1796083555123456789 100 "));
     assert_non_null(strstr(text, "\nl 0777 1999999999 model.pt shards/latest\n"));
     assert_int_equal(back.files[1].mtime_ns, 1796083600000000000LL);
@@ -212,21 +216,24 @@ static void test_empty_manifest(void **state)
 /* ---- rejection table --------------------------------------------------- */
 
 #define HX "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
-#define HEAD8 "ckptsync-manifest 1\nid s1\nrun r1\nstep 5\ntime 100\nhost h\n" \
-              "instance -\nparent -\n"
+#define HEAD8                                                                                      \
+    "ckptsync-manifest 1\nid s1\nrun r1\nstep 5\ntime 100\nhost h\n"                               \
+    "instance -\nparent -\n"
 #define HEAD HEAD8 "root -\n"
 #define CHUNKER "chunker fastcdc2020 64 256 1024 1\n"
 #define HDR(f, c) HEAD CHUNKER "files " f "\nchunks " c "\n"
 /* Version 2: a "gen" line after "parent", so entries start on line 14. */
-#define HEAD8V2 "ckptsync-manifest 2\nid s1\nrun r1\nstep 5\ntime 100\nhost h\n" \
-                "instance -\nparent -\n"
+#define HEAD8V2                                                                                    \
+    "ckptsync-manifest 2\nid s1\nrun r1\nstep 5\ntime 100\nhost h\n"                               \
+    "instance -\nparent -\n"
 #define HEADV2(g) HEAD8V2 "gen " g "\nroot -\n"
 #define HDRV2(f, c) HEADV2("7") CHUNKER "files " f "\nchunks " c "\n"
 /* Version 3: the same header; hard link entries. */
-#define HEAD8V3 "ckptsync-manifest 3\nid s1\nrun r1\nstep 5\ntime 100\nhost h\n" \
-                "instance -\nparent -\n"
+#define HEAD8V3                                                                                    \
+    "ckptsync-manifest 3\nid s1\nrun r1\nstep 5\ntime 100\nhost h\n"                               \
+    "instance -\nparent -\n"
 #define HDRV3(f, c) HEAD8V3 "gen 7\nroot -\n" CHUNKER "files " f "\nchunks " c "\n"
-#define F0(p) "f 0644 - 0 " HX " 0 " p "\n"   /* version 3 */
+#define F0(p) "f 0644 - 0 " HX " 0 " p "\n" /* version 3 */
 
 enum tail { AUTO_END, RAW, TRAILING, NO_NEWLINE, BAD_DIGEST };
 
@@ -234,7 +241,7 @@ struct reject {
     const char *name;
     const char *text;
     int code;
-    int line;       /* expected "line N:" prefix, 0 = not checked */
+    int line; /* expected "line N:" prefix, 0 = not checked */
     enum tail tail;
 };
 
@@ -256,15 +263,18 @@ static const struct reject rejects[] = {
     {"bad escape %1G", HDR("1", "0") "d 0755 - a%1G\n", CKS_E_FORMAT, 13, AUTO_END},
     {"cut escape", HDR("1", "0") "d 0755 - ab%4\n", CKS_E_FORMAT, 13, AUTO_END},
     {"lone %", HDR("1", "0") "d 0755 - %\n", CKS_E_FORMAT, 13, AUTO_END},
-    {"raw control byte", HDR("1", "0") "d 0755 - a\x01" "b\n", CKS_E_FORMAT, 13, AUTO_END},
+    {"raw control byte",
+     HDR("1", "0") "d 0755 - a\x01"
+                   "b\n",
+     CKS_E_FORMAT, 13, AUTO_END},
     {"raw high byte", HDR("1", "0") "d 0755 - \xc3\xa9\n", CKS_E_FORMAT, 13, AUTO_END},
     {"raw tab", HDR("1", "0") "d 0755 - a\tb\n", CKS_E_FORMAT, 13, AUTO_END},
     /* the tree */
     {"duplicate path", HDR("2", "0") "d 0755 - a\nd 0755 - a\n", CKS_E_FORMAT, 14, AUTO_END},
     {"duplicate file and dir", HDR("3", "0") "f 0644 0 " HX " 0 a\nd 0755 - b\nd 0755 - a\n",
      CKS_E_FORMAT, 15, AUTO_END},
-    {"entry below a file", HDR("2", "0") "f 0644 0 " HX " 0 a\nd 0755 - a/b\n",
-     CKS_E_UNSAFE_PATH, 14, AUTO_END},
+    {"entry below a file", HDR("2", "0") "f 0644 0 " HX " 0 a\nd 0755 - a/b\n", CKS_E_UNSAFE_PATH,
+     14, AUTO_END},
     {"entry below a file, listed first",
      HDR("3", "0") "d 0755 - a/b/c\nd 0755 - a\nf 0644 0 " HX " 0 a/b\n", CKS_E_UNSAFE_PATH, 15,
      AUTO_END},
@@ -285,10 +295,10 @@ static const struct reject rejects[] = {
     {"size != sum of chunks", HDR("1", "2") "f 0644 10 " HX " 2 a\nc " HX " 4\nc " HX " 5\n",
      CKS_E_FORMAT, 15, AUTO_END},
     {"size without chunks", HDR("1", "0") "f 0644 10 " HX " 0 a\n", CKS_E_FORMAT, 13, AUTO_END},
-    {"fewer chunk lines than header", HDR("1", "3") "f 0644 9 " HX " 2 a\nc " HX " 4\nc " HX
-     " 5\n", CKS_E_FORMAT, 16, AUTO_END},
-    {"file claims more chunks than header", HDR("1", "1") "f 0644 9 " HX " 2 a\nc " HX
-     " 4\nc " HX " 5\n", CKS_E_FORMAT, 13, AUTO_END},
+    {"fewer chunk lines than header", HDR("1", "3") "f 0644 9 " HX " 2 a\nc " HX " 4\nc " HX " 5\n",
+     CKS_E_FORMAT, 16, AUTO_END},
+    {"file claims more chunks than header",
+     HDR("1", "1") "f 0644 9 " HX " 2 a\nc " HX " 4\nc " HX " 5\n", CKS_E_FORMAT, 13, AUTO_END},
     {"file's chunk line missing", HDR("2", "2") "f 0644 8 " HX " 2 a\nc " HX " 8\nd 0755 - b\n",
      CKS_E_FORMAT, 15, AUTO_END},
     {"chunk line without file", HDR("1", "1") "d 0755 - a\nc " HX " 4\n", CKS_E_FORMAT, 14,
@@ -298,27 +308,27 @@ static const struct reject rejects[] = {
      AUTO_END},
     {"too many files declared", HDR("10000001", "0"), CKS_E_LIMIT, 11, AUTO_END},
     {"too many chunks declared", HDR("0", "100000001"), CKS_E_LIMIT, 12, AUTO_END},
-    {"chunk len 0", HDR("1", "1") "f 0644 0 " HX " 1 a\nc " HX " 0\n", CKS_E_FORMAT, 14,
-     AUTO_END},
-    {"chunk len > chunk_max", HDR("1", "1") "f 0644 1025 " HX " 1 a\nc " HX " 1025\n",
-     CKS_E_LIMIT, 14, AUTO_END},
-    {"chunk len > 32 bits", HDR("1", "1") "f 0644 4294967296 " HX " 1 a\nc " HX
-     " 4294967296\n", CKS_E_FORMAT, 14, AUTO_END},
-    {"upper-case chunk id", HDR("1", "1") "f 0644 4 " HX " 1 a\nc "
-     "0123456789ABCDEF0123456789abcdef0123456789abcdef0123456789abcdef 4\n", CKS_E_FORMAT, 14,
-     AUTO_END},
+    {"chunk len 0", HDR("1", "1") "f 0644 0 " HX " 1 a\nc " HX " 0\n", CKS_E_FORMAT, 14, AUTO_END},
+    {"chunk len > chunk_max", HDR("1", "1") "f 0644 1025 " HX " 1 a\nc " HX " 1025\n", CKS_E_LIMIT,
+     14, AUTO_END},
+    {"chunk len > 32 bits", HDR("1", "1") "f 0644 4294967296 " HX " 1 a\nc " HX " 4294967296\n",
+     CKS_E_FORMAT, 14, AUTO_END},
+    {"upper-case chunk id",
+     HDR("1", "1") "f 0644 4 " HX " 1 a\nc "
+                   "0123456789ABCDEF0123456789abcdef0123456789abcdef0123456789abcdef 4\n",
+     CKS_E_FORMAT, 14, AUTO_END},
     {"short digest", HDR("1", "0") "f 0644 0 abc 0 a\n", CKS_E_FORMAT, 13, AUTO_END},
     /* chunker */
     {"chunk_max > 256 MiB", HEAD "chunker fastcdc2020 64 256 268435457 1\nfiles 0\nchunks 0\n",
      CKS_E_LIMIT, 10, AUTO_END},
-    {"min > avg", HEAD "chunker fastcdc2020 512 256 1024 1\nfiles 0\nchunks 0\n", CKS_E_FORMAT,
-     10, AUTO_END},
-    {"min below 64", HEAD "chunker fastcdc2020 0 256 1024 1\nfiles 0\nchunks 0\n",
-     CKS_E_FORMAT, 10, AUTO_END},
+    {"min > avg", HEAD "chunker fastcdc2020 512 256 1024 1\nfiles 0\nchunks 0\n", CKS_E_FORMAT, 10,
+     AUTO_END},
+    {"min below 64", HEAD "chunker fastcdc2020 0 256 1024 1\nfiles 0\nchunks 0\n", CKS_E_FORMAT, 10,
+     AUTO_END},
     {"nc out of range", HEAD "chunker fastcdc2020 64 256 1024 99\nfiles 0\nchunks 0\n",
      CKS_E_FORMAT, 10, AUTO_END},
-    {"unknown chunker", HEAD "chunker rabin 64 256 1024 1\nfiles 0\nchunks 0\n", CKS_E_FORMAT,
-     10, AUTO_END},
+    {"unknown chunker", HEAD "chunker rabin 64 256 1024 1\nfiles 0\nchunks 0\n", CKS_E_FORMAT, 10,
+     AUTO_END},
     /* version and header */
     {"version 4", "ckptsync-manifest 4\nwhatever\n", CKS_E_VERSION, 1, RAW},
     {"version 0", "ckptsync-manifest 0\n", CKS_E_VERSION, 1, RAW},
@@ -327,23 +337,25 @@ static const struct reject rejects[] = {
     {"empty input", "", CKS_E_FORMAT, 1, RAW},
     {"only a newline", "\n", CKS_E_FORMAT, 1, RAW},
     {"missing header line", HEAD8 CHUNKER "files 0\nchunks 0\n", CKS_E_FORMAT, 9, AUTO_END},
-    {"duplicate header line",
-     "ckptsync-manifest 1\nid s1\nrun r1\nrun r2\n", CKS_E_FORMAT, 4, AUTO_END},
-    {"header out of order",
-     "ckptsync-manifest 1\nrun r1\nid s1\n", CKS_E_FORMAT, 2, AUTO_END},
+    {"duplicate header line", "ckptsync-manifest 1\nid s1\nrun r1\nrun r2\n", CKS_E_FORMAT, 4,
+     AUTO_END},
+    {"header out of order", "ckptsync-manifest 1\nrun r1\nid s1\n", CKS_E_FORMAT, 2, AUTO_END},
     {"header value missing", "ckptsync-manifest 1\nid\n", CKS_E_FORMAT, 2, AUTO_END},
     {"header extra value", "ckptsync-manifest 1\nid a b\n", CKS_E_FORMAT, 2, AUTO_END},
-    {"missing host", "ckptsync-manifest 1\nid s1\nrun r1\nstep 5\ntime 100\nhost -\n",
-     CKS_E_FORMAT, 6, AUTO_END},
+    {"missing host", "ckptsync-manifest 1\nid s1\nrun r1\nstep 5\ntime 100\nhost -\n", CKS_E_FORMAT,
+     6, AUTO_END},
     {"missing id", "ckptsync-manifest 1\nid -\n", CKS_E_FORMAT, 2, AUTO_END},
     {"bad id", "ckptsync-manifest 1\nid .hidden\n", CKS_E_FORMAT, 2, AUTO_END},
     {"id with a slash", "ckptsync-manifest 1\nid a%2Fb\n", CKS_E_FORMAT, 2, AUTO_END},
-    {"id too long", "ckptsync-manifest 1\nid "
-     "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdefX\n", CKS_E_LIMIT, 2,
-     AUTO_END},
+    {"id too long",
+     "ckptsync-manifest 1\nid "
+     "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdefX\n",
+     CKS_E_LIMIT, 2, AUTO_END},
     {"run ..", "ckptsync-manifest 1\nid s1\nrun ..\n", CKS_E_FORMAT, 3, AUTO_END},
-    {"bad parent", "ckptsync-manifest 1\nid s1\nrun r1\nstep 5\ntime 100\nhost h\n"
-     "instance -\nparent a%20b\n", CKS_E_FORMAT, 8, AUTO_END},
+    {"bad parent",
+     "ckptsync-manifest 1\nid s1\nrun r1\nstep 5\ntime 100\nhost h\n"
+     "instance -\nparent a%20b\n",
+     CKS_E_FORMAT, 8, AUTO_END},
     {"unsafe root", HEAD8 "root ../up\n", CKS_E_UNSAFE_PATH, 9, AUTO_END},
     {"root is /", HEAD8 "root %2F\n", CKS_E_UNSAFE_PATH, 9, AUTO_END},
     /* numbers */
@@ -353,23 +365,22 @@ static const struct reject rejects[] = {
      CKS_E_FORMAT, 4, AUTO_END},
     {"step -2", "ckptsync-manifest 1\nid s1\nrun r1\nstep -2\n", CKS_E_FORMAT, 4, AUTO_END},
     {"step +5", "ckptsync-manifest 1\nid s1\nrun r1\nstep +5\n", CKS_E_FORMAT, 4, AUTO_END},
-    {"time leading zero", "ckptsync-manifest 1\nid s1\nrun r1\nstep 5\ntime 0100\n",
-     CKS_E_FORMAT, 5, AUTO_END},
+    {"time leading zero", "ckptsync-manifest 1\nid s1\nrun r1\nstep 5\ntime 0100\n", CKS_E_FORMAT,
+     5, AUTO_END},
     {"time negative", "ckptsync-manifest 1\nid s1\nrun r1\nstep 5\ntime -1\n", CKS_E_FORMAT, 5,
      AUTO_END},
     {"files overflow", HEAD CHUNKER "files 18446744073709551616\n", CKS_E_FORMAT, 11, AUTO_END},
-    {"size overflow", HDR("1", "0") "f 0644 18446744073709551616 " HX " 0 a\n", CKS_E_FORMAT,
-     13, AUTO_END},
-    {"nchunks overflow", HDR("1", "0") "f 0644 0 " HX " 99999999999999999999 a\n",
-     CKS_E_FORMAT, 13, AUTO_END},
-    {"chunker overflow", HEAD "chunker fastcdc2020 64 256 18446744073709551617 1\n",
-     CKS_E_FORMAT, 10, AUTO_END},
+    {"size overflow", HDR("1", "0") "f 0644 18446744073709551616 " HX " 0 a\n", CKS_E_FORMAT, 13,
+     AUTO_END},
+    {"nchunks overflow", HDR("1", "0") "f 0644 0 " HX " 99999999999999999999 a\n", CKS_E_FORMAT, 13,
+     AUTO_END},
+    {"chunker overflow", HEAD "chunker fastcdc2020 64 256 18446744073709551617 1\n", CKS_E_FORMAT,
+     10, AUTO_END},
     {"mode 5 digits", HDR("1", "0") "d 07555 - a\n", CKS_E_FORMAT, 13, AUTO_END},
     {"mode 3 digits", HDR("1", "0") "d 755 - a\n", CKS_E_FORMAT, 13, AUTO_END},
     {"mode not octal", HDR("1", "0") "d 0800 - a\n", CKS_E_FORMAT, 13, AUTO_END},
     /* line syntax */
-    {"missing field in file line", HDR("1", "0") "f 0644 0 " HX " a\n", CKS_E_FORMAT, 13,
-     AUTO_END},
+    {"missing field in file line", HDR("1", "0") "f 0644 0 " HX " a\n", CKS_E_FORMAT, 13, AUTO_END},
     {"extra field", HDR("1", "0") "d 0755 - a b\n", CKS_E_FORMAT, 13, AUTO_END},
     {"dir placeholder not -", HDR("1", "0") "d 0755 x a\n", CKS_E_FORMAT, 13, AUTO_END},
     {"too many fields", HDR("1", "0") "f 0644 0 " HX " 0 a b c\n", CKS_E_FORMAT, 13, AUTO_END},
@@ -382,17 +393,17 @@ static const struct reject rejects[] = {
     /* version 2: the generation */
     {"v2 without gen line", HEAD8V2 "root -\n" CHUNKER "files 0\nchunks 0\n", CKS_E_FORMAT, 9,
      AUTO_END},
-    {"v1 with a gen line", HEAD8 "gen 0\nroot -\n" CHUNKER "files 0\nchunks 0\n", CKS_E_FORMAT,
-     9, AUTO_END},
-    {"gen after root", HEAD8V2 "root -\ngen 1\n" CHUNKER "files 0\nchunks 0\n", CKS_E_FORMAT,
-     9, AUTO_END},
+    {"v1 with a gen line", HEAD8 "gen 0\nroot -\n" CHUNKER "files 0\nchunks 0\n", CKS_E_FORMAT, 9,
+     AUTO_END},
+    {"gen after root", HEAD8V2 "root -\ngen 1\n" CHUNKER "files 0\nchunks 0\n", CKS_E_FORMAT, 9,
+     AUTO_END},
     {"gen twice", HEAD8V2 "gen 1\ngen 1\nroot -\n", CKS_E_FORMAT, 10, AUTO_END},
     {"gen leading zero", HEADV2("01") CHUNKER "files 0\nchunks 0\n", CKS_E_FORMAT, 9, AUTO_END},
     {"gen 00", HEADV2("00") CHUNKER "files 0\nchunks 0\n", CKS_E_FORMAT, 9, AUTO_END},
     {"gen above max", HEADV2("1000000000000") CHUNKER "files 0\nchunks 0\n", CKS_E_FORMAT, 9,
      AUTO_END},
-    {"gen overflow", HEADV2("18446744073709551616") CHUNKER "files 0\nchunks 0\n", CKS_E_FORMAT,
-     9, AUTO_END},
+    {"gen overflow", HEADV2("18446744073709551616") CHUNKER "files 0\nchunks 0\n", CKS_E_FORMAT, 9,
+     AUTO_END},
     {"gen -1", HEADV2("-1") CHUNKER "files 0\nchunks 0\n", CKS_E_FORMAT, 9, AUTO_END},
     {"gen -", HEADV2("-") CHUNKER "files 0\nchunks 0\n", CKS_E_FORMAT, 9, AUTO_END},
     {"gen +1", HEADV2("+1") CHUNKER "files 0\nchunks 0\n", CKS_E_FORMAT, 9, AUTO_END},
@@ -400,8 +411,8 @@ static const struct reject rejects[] = {
     {"gen two values", HEADV2("1 2") CHUNKER "files 0\nchunks 0\n", CKS_E_FORMAT, 9, AUTO_END},
     {"gen without value", HEAD8V2 "gen\nroot -\n", CKS_E_FORMAT, 9, AUTO_END},
     {"v2 entry error line", HDRV2("1", "0") "d 0755 - /etc\n", CKS_E_UNSAFE_PATH, 14, AUTO_END},
-    {"v2 chunk line error line", HDRV2("1", "1") "f 0644 0 " HX " 1 a\nc " HX " 0\n",
-     CKS_E_FORMAT, 15, AUTO_END},
+    {"v2 chunk line error line", HDRV2("1", "1") "f 0644 0 " HX " 1 a\nc " HX " 0\n", CKS_E_FORMAT,
+     15, AUTO_END},
     {"v2 tree error line", HDRV2("3", "0") "d 0755 - a/b/c\nd 0755 - a\nf 0644 0 " HX " 0 a/b\n",
      CKS_E_UNSAFE_PATH, 16, AUTO_END},
     {"v2 duplicate path line", HDRV2("2", "0") "d 0755 - a\nd 0755 - a\n", CKS_E_FORMAT, 15,
@@ -414,17 +425,18 @@ static const struct reject rejects[] = {
     {"hard link to nothing", HDRV3("2", "0") F0("a") "h 0644 - x b\n", CKS_E_FORMAT, 15, AUTO_END},
     {"hard link to a later file", HDRV3("2", "0") "h 0644 - a b\n" F0("a"), CKS_E_FORMAT, 14,
      AUTO_END},
-    {"hard link to a dir", HDRV3("2", "0") "d 0755 - - a\nh 0644 - a b\n", CKS_E_FORMAT, 15, AUTO_END},
+    {"hard link to a dir", HDRV3("2", "0") "d 0755 - - a\nh 0644 - a b\n", CKS_E_FORMAT, 15,
+     AUTO_END},
     {"hard link to a symlink", HDRV3("2", "0") "l 0777 - x a\nh 0644 - a b\n", CKS_E_FORMAT, 15,
      AUTO_END},
-    {"hard link to a hard link", HDRV3("3", "0") F0("a") "h 0644 - a b\nh 0644 - b c\n", CKS_E_FORMAT,
-     16, AUTO_END},
+    {"hard link to a hard link", HDRV3("3", "0") F0("a") "h 0644 - a b\nh 0644 - b c\n",
+     CKS_E_FORMAT, 16, AUTO_END},
     {"hard link to itself", HDRV3("1", "0") "h 0644 - a a\n", CKS_E_FORMAT, 14, AUTO_END},
     {"lone hard link", HDRV3("1", "0") "h 0644 - a b\n", CKS_E_FORMAT, 14, AUTO_END},
     {"hard link target ..", HDRV3("2", "0") F0("a") "h 0644 - ../a b\n", CKS_E_UNSAFE_PATH, 15,
      AUTO_END},
-    {"hard link target absolute", HDRV3("2", "0") F0("a") "h 0644 - %2Fa b\n", CKS_E_UNSAFE_PATH, 15,
-     AUTO_END},
+    {"hard link target absolute", HDRV3("2", "0") F0("a") "h 0644 - %2Fa b\n", CKS_E_UNSAFE_PATH,
+     15, AUTO_END},
     {"hard link without target", HDRV3("2", "0") F0("a") "h 0644 - - b\n", CKS_E_FORMAT, 15,
      AUTO_END},
     {"hard link field missing", HDRV3("2", "0") F0("a") "h 0644 - b\n", CKS_E_FORMAT, 15, AUTO_END},
@@ -432,8 +444,7 @@ static const struct reject rejects[] = {
      CKS_E_UNSAFE_PATH, 16, AUTO_END},
     /* version 3: every entry has an mtime field ("-": unknown), not before */
     {"v3 entry without mtime", HDRV3("1", "0") "d 0755 - a\n", CKS_E_FORMAT, 14, AUTO_END},
-    {"v3 file without mtime", HDRV3("1", "0") "f 0644 0 " HX " 0 a\n", CKS_E_FORMAT, 14,
-     AUTO_END},
+    {"v3 file without mtime", HDRV3("1", "0") "f 0644 0 " HX " 0 a\n", CKS_E_FORMAT, 14, AUTO_END},
     {"v2 entry with mtime", HDRV2("1", "0") "d 0755 5 - a\n", CKS_E_FORMAT, 14, AUTO_END},
     {"mtime negative", HDRV3("1", "0") "d 0755 -5 - a\n", CKS_E_FORMAT, 14, AUTO_END},
     {"mtime leading zero", HDRV3("1", "0") "d 0755 05 - a\n", CKS_E_FORMAT, 14, AUTO_END},
@@ -446,8 +457,10 @@ static const struct reject rejects[] = {
     {"data after end", HDR("0", "0"), CKS_E_FORMAT, 13, TRAILING},
     {"end without newline", HDR("0", "0"), CKS_E_FORMAT, 13, NO_NEWLINE},
     {"no end line", HDR("0", "0"), CKS_E_FORMAT, 13, RAW},
-    {"end digest upper-case", HDR("0", "0") "end "
-     "0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF\n", CKS_E_FORMAT, 13, RAW},
+    {"end digest upper-case",
+     HDR("0", "0") "end "
+                   "0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF\n",
+     CKS_E_FORMAT, 13, RAW},
 };
 
 static void build_case(const struct reject *c, struct buf *b)
@@ -482,13 +495,12 @@ static void check_reject(const struct reject *c)
     build_case(c, &b);
     int r = manifest_parse(b.data, b.len, &m, &err);
     if (r != c->code)
-        fail_msg("%s: got %d (%s: %s), want %d", c->name, r, err_str(r), buf_str(&err),
-                 c->code);
+        fail_msg("%s: got %d (%s: %s), want %d", c->name, r, err_str(r), buf_str(&err), c->code);
     char want[32];
     snprintf(want, sizeof(want), "line %d: ", c->line);
     if (c->line && strncmp(buf_str(&err), want, strlen(want)) != 0)
         fail_msg("%s: error \"%s\", want it to start with \"%s\"", c->name, buf_str(&err), want);
-    assert_null(m.files);   /* freed on error */
+    assert_null(m.files); /* freed on error */
     assert_null(m.run);
     buf_free(&b);
     buf_free(&err);
@@ -505,7 +517,7 @@ static void test_rejects(void **state)
 static const char *const accepts[] = {
     /* siblings that share a prefix with a file are not below it */
     HDR("5", "0") "f 0644 0 " HX " 0 a\nf 0644 0 " HX " 0 a%20b\nf 0644 0 " HX " 0 a.x\n"
-    "d 0755 - a0\nf 0644 0 " HX " 0 a0/x\n",
+                  "d 0755 - a0\nf 0644 0 " HX " 0 a0/x\n",
     /* a link to the root itself, "./x" and "a//b" targets */
     HDR("3", "0") "l 0777 .. d/up\nl 0777 ./x d/dot\nl 0777 a//b c\n",
     /* unlisted parents, deep paths, escapes in either case, non-canonical escapes */
@@ -618,12 +630,30 @@ static void test_version1(void **state)
 }
 
 /* manifest_validate's "line N" is the line the encoder writes the field on. */
-static void mut_gen_neg(struct manifest *m) { m->gen = -1; }
-static void mut_gen_big(struct manifest *m) { m->gen = MANIFEST_GEN_MAX + 1; }
-static void mut_parent_bad(struct manifest *m) { manifest_set_str(&m->parent, ".p"); }
-static void mut_root_bad(struct manifest *m) { manifest_set_str(&m->root, "/abs"); }
-static void mut_chunker_bad(struct manifest *m) { m->chunk_min = m->chunk_max + 1; }
-static void mut_files_none(struct manifest *m) { m->files[0].path[0] = '/'; }
+static void mut_gen_neg(struct manifest *m)
+{
+    m->gen = -1;
+}
+static void mut_gen_big(struct manifest *m)
+{
+    m->gen = MANIFEST_GEN_MAX + 1;
+}
+static void mut_parent_bad(struct manifest *m)
+{
+    manifest_set_str(&m->parent, ".p");
+}
+static void mut_root_bad(struct manifest *m)
+{
+    manifest_set_str(&m->root, "/abs");
+}
+static void mut_chunker_bad(struct manifest *m)
+{
+    m->chunk_min = m->chunk_max + 1;
+}
+static void mut_files_none(struct manifest *m)
+{
+    m->files[0].path[0] = '/';
+}
 
 static void test_validate_lines(void **state)
 {
@@ -632,8 +662,8 @@ static void test_validate_lines(void **state)
         void (*fn)(struct manifest *m);
         int code;
     } cases[] = {
-        {"parent", mut_parent_bad, CKS_E_FORMAT}, {"gen", mut_gen_neg, CKS_E_FORMAT},
-        {"gen", mut_gen_big, CKS_E_FORMAT},       {"root", mut_root_bad, CKS_E_UNSAFE_PATH},
+        {"parent", mut_parent_bad, CKS_E_FORMAT},   {"gen", mut_gen_neg, CKS_E_FORMAT},
+        {"gen", mut_gen_big, CKS_E_FORMAT},         {"root", mut_root_bad, CKS_E_UNSAFE_PATH},
         {"chunker", mut_chunker_bad, CKS_E_FORMAT}, {"d", mut_files_none, CKS_E_UNSAFE_PATH},
     };
     struct buf bad = BUF_INIT;
@@ -720,12 +750,21 @@ struct check {
 static void test_path_check(void **state)
 {
     static const struct check cases[] = {
-        {"a", NULL, 0}, {"a/b/c", NULL, 0}, {"...", NULL, 0}, {".a", NULL, 0},
-        {"a..", NULL, 0}, {"-", NULL, 0}, {"", NULL, CKS_E_UNSAFE_PATH},
-        {"/a", NULL, CKS_E_UNSAFE_PATH}, {"..", NULL, CKS_E_UNSAFE_PATH},
-        {".", NULL, CKS_E_UNSAFE_PATH}, {"a/..", NULL, CKS_E_UNSAFE_PATH},
-        {"a/./b", NULL, CKS_E_UNSAFE_PATH}, {"a//b", NULL, CKS_E_UNSAFE_PATH},
-        {"a/", NULL, CKS_E_UNSAFE_PATH}, {"/", NULL, CKS_E_UNSAFE_PATH},
+        {"a", NULL, 0},
+        {"a/b/c", NULL, 0},
+        {"...", NULL, 0},
+        {".a", NULL, 0},
+        {"a..", NULL, 0},
+        {"-", NULL, 0},
+        {"", NULL, CKS_E_UNSAFE_PATH},
+        {"/a", NULL, CKS_E_UNSAFE_PATH},
+        {"..", NULL, CKS_E_UNSAFE_PATH},
+        {".", NULL, CKS_E_UNSAFE_PATH},
+        {"a/..", NULL, CKS_E_UNSAFE_PATH},
+        {"a/./b", NULL, CKS_E_UNSAFE_PATH},
+        {"a//b", NULL, CKS_E_UNSAFE_PATH},
+        {"a/", NULL, CKS_E_UNSAFE_PATH},
+        {"/", NULL, CKS_E_UNSAFE_PATH},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
         if (manifest_path_check(cases[i].a) != cases[i].code)
@@ -753,15 +792,25 @@ static void test_path_check(void **state)
 static void test_link_check(void **state)
 {
     static const struct check cases[] = {
-        {"l", "x", 0}, {"a/l", "../x", 0}, {"a/l", "..", 0}, {"a/b/l", "../../x", 0},
-        {"a/l", "./x", 0}, {"a/l", "x//y", 0}, {"a/l", "./../x", 0},
+        {"l", "x", 0},
+        {"a/l", "../x", 0},
+        {"a/l", "..", 0},
+        {"a/b/l", "../../x", 0},
+        {"a/l", "./x", 0},
+        {"a/l", "x//y", 0},
+        {"a/l", "./../x", 0},
         /* ".." after a name could climb through a sibling symlink */
-        {"a/l", "b/../../x", CKS_E_UNSAFE_PATH}, {"a/l", "../a/../x", CKS_E_UNSAFE_PATH},
+        {"a/l", "b/../../x", CKS_E_UNSAFE_PATH},
+        {"a/l", "../a/../x", CKS_E_UNSAFE_PATH},
         {"a/l", "b/..", CKS_E_UNSAFE_PATH},
-        {"l", "../x", CKS_E_UNSAFE_PATH}, {"l", "..", CKS_E_UNSAFE_PATH},
-        {"a/l", "../../x", CKS_E_UNSAFE_PATH}, {"a/l", "/etc/passwd", CKS_E_UNSAFE_PATH},
-        {"a/l", "b/../../../x", CKS_E_UNSAFE_PATH}, {"a/l", "", CKS_E_UNSAFE_PATH},
-        {"../l", "x", CKS_E_UNSAFE_PATH}, {"a/l", "./../..", CKS_E_UNSAFE_PATH},
+        {"l", "../x", CKS_E_UNSAFE_PATH},
+        {"l", "..", CKS_E_UNSAFE_PATH},
+        {"a/l", "../../x", CKS_E_UNSAFE_PATH},
+        {"a/l", "/etc/passwd", CKS_E_UNSAFE_PATH},
+        {"a/l", "b/../../../x", CKS_E_UNSAFE_PATH},
+        {"a/l", "", CKS_E_UNSAFE_PATH},
+        {"../l", "x", CKS_E_UNSAFE_PATH},
+        {"a/l", "./../..", CKS_E_UNSAFE_PATH},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
         if (manifest_link_check(cases[i].a, cases[i].b) != cases[i].code)
@@ -772,12 +821,17 @@ static void test_link_check(void **state)
 static void test_id_run_check(void **state)
 {
     static const struct check ids[] = {
-        {"20261201T000701Z-3f2a9c1b7d0e", NULL, 0}, {"a", NULL, 0}, {"-", NULL, 0},
-        {"a.b_c-D", NULL, 0}, {"", NULL, CKS_E_FORMAT}, {".a", NULL, CKS_E_FORMAT},
-        {"a/b", NULL, CKS_E_FORMAT}, {"a b", NULL, CKS_E_FORMAT}, {"\xc3\xa9", NULL, CKS_E_FORMAT},
+        {"20261201T000701Z-3f2a9c1b7d0e", NULL, 0},
+        {"a", NULL, 0},
+        {"-", NULL, 0},
+        {"a.b_c-D", NULL, 0},
+        {"", NULL, CKS_E_FORMAT},
+        {".a", NULL, CKS_E_FORMAT},
+        {"a/b", NULL, CKS_E_FORMAT},
+        {"a b", NULL, CKS_E_FORMAT},
+        {"\xc3\xa9", NULL, CKS_E_FORMAT},
         {"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", NULL, 0},
-        {"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdefx", NULL,
-         CKS_E_FORMAT},
+        {"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdefx", NULL, CKS_E_FORMAT},
     };
     for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]); i++)
         if (manifest_id_check(ids[i].a) != ids[i].code)
@@ -796,31 +850,108 @@ static void test_id_run_check(void **state)
 
 typedef void (*mutate_fn)(struct manifest *m);
 
-static void mut_abs_path(struct manifest *m) { m->files[0].path[0] = '/'; }
-static void mut_dup_path(struct manifest *m) { memcpy(m->files[1].path, "shards", 7); }
-static void mut_size(struct manifest *m) { m->files[4].size++; }
-static void mut_chunk_len(struct manifest *m) { m->chunks[1].len = 16385; }
-static void mut_chunk_zero(struct manifest *m) { m->chunks[1].len = 0; }
-static void mut_mode(struct manifest *m) { m->files[0].mode = 010000; }
-static void mut_host(struct manifest *m) { free(m->host); m->host = NULL; }
-static void mut_host_empty(struct manifest *m) { m->host[0] = 0; }
-static void mut_run(struct manifest *m) { m->run[0] = '/'; }
-static void mut_id(struct manifest *m) { m->id[0] = '.'; }
-static void mut_chunker(struct manifest *m) { m->chunk_min = m->chunk_max + 1; }
-static void mut_chunker_max(struct manifest *m) { m->chunk_max = (256u << 20) + 1; }
-static void mut_step(struct manifest *m) { m->step = -2; }
-static void mut_link(struct manifest *m) { m->files[11].link[0] = '/'; }
-static void mut_link_escape(struct manifest *m) { m->files[12].path[0] = 'z'; m->files[12].path[1] = 0; }
-static void mut_below_file(struct manifest *m) { memcpy(m->files[1].path, "one/", 4); }
-static void mut_first_chunk(struct manifest *m) { m->files[4].first_chunk++; }
-static void mut_parent(struct manifest *m) { manifest_set_str(&m->parent, "a b"); }
-static void mut_root(struct manifest *m) { manifest_set_str(&m->root, "../x"); }
-static void mut_instance(struct manifest *m) { manifest_set_str(&m->instance, ""); }
-static void mut_hardlink_dir(struct manifest *m) { manifest_set_str(&m->files[13].link, "shards"); }
-static void mut_hardlink_none(struct manifest *m) { manifest_set_str(&m->files[13].link, "nope"); }
-static void mut_hardlink_up(struct manifest *m) { manifest_set_str(&m->files[13].link, "../one"); }
-static void mut_hardlink_time(struct manifest *m) { m->files[13].mtime_ns = 5; }
-static void mut_mtime_neg(struct manifest *m) { m->files[2].mtime_ns = -2; }
+static void mut_abs_path(struct manifest *m)
+{
+    m->files[0].path[0] = '/';
+}
+static void mut_dup_path(struct manifest *m)
+{
+    memcpy(m->files[1].path, "shards", 7);
+}
+static void mut_size(struct manifest *m)
+{
+    m->files[4].size++;
+}
+static void mut_chunk_len(struct manifest *m)
+{
+    m->chunks[1].len = 16385;
+}
+static void mut_chunk_zero(struct manifest *m)
+{
+    m->chunks[1].len = 0;
+}
+static void mut_mode(struct manifest *m)
+{
+    m->files[0].mode = 010000;
+}
+static void mut_host(struct manifest *m)
+{
+    free(m->host);
+    m->host = NULL;
+}
+static void mut_host_empty(struct manifest *m)
+{
+    m->host[0] = 0;
+}
+static void mut_run(struct manifest *m)
+{
+    m->run[0] = '/';
+}
+static void mut_id(struct manifest *m)
+{
+    m->id[0] = '.';
+}
+static void mut_chunker(struct manifest *m)
+{
+    m->chunk_min = m->chunk_max + 1;
+}
+static void mut_chunker_max(struct manifest *m)
+{
+    m->chunk_max = (256u << 20) + 1;
+}
+static void mut_step(struct manifest *m)
+{
+    m->step = -2;
+}
+static void mut_link(struct manifest *m)
+{
+    m->files[11].link[0] = '/';
+}
+static void mut_link_escape(struct manifest *m)
+{
+    m->files[12].path[0] = 'z';
+    m->files[12].path[1] = 0;
+}
+static void mut_below_file(struct manifest *m)
+{
+    memcpy(m->files[1].path, "one/", 4);
+}
+static void mut_first_chunk(struct manifest *m)
+{
+    m->files[4].first_chunk++;
+}
+static void mut_parent(struct manifest *m)
+{
+    manifest_set_str(&m->parent, "a b");
+}
+static void mut_root(struct manifest *m)
+{
+    manifest_set_str(&m->root, "../x");
+}
+static void mut_instance(struct manifest *m)
+{
+    manifest_set_str(&m->instance, "");
+}
+static void mut_hardlink_dir(struct manifest *m)
+{
+    manifest_set_str(&m->files[13].link, "shards");
+}
+static void mut_hardlink_none(struct manifest *m)
+{
+    manifest_set_str(&m->files[13].link, "nope");
+}
+static void mut_hardlink_up(struct manifest *m)
+{
+    manifest_set_str(&m->files[13].link, "../one");
+}
+static void mut_hardlink_time(struct manifest *m)
+{
+    m->files[13].mtime_ns = 5;
+}
+static void mut_mtime_neg(struct manifest *m)
+{
+    m->files[2].mtime_ns = -2;
+}
 
 static const struct {
     const char *name;
@@ -882,7 +1013,7 @@ static void test_field_limits(void **state)
     struct buf out = BUF_INIT;
     char host[MANIFEST_MAX_FIELD + 2];
     build_sample(&m);
-    memset(host, '%', sizeof(host));     /* each byte encodes to 3 */
+    memset(host, '%', sizeof(host)); /* each byte encodes to 3 */
     host[MANIFEST_MAX_FIELD] = 0;
     assert_int_equal(manifest_set_str(&m.host, host), 0);
     assert_int_equal(manifest_encode(&m, &out), 0);

@@ -97,8 +97,9 @@ static void test_family(void **state)
     (void)state;
     struct buf b = BUF_INIT;
     metrics_family(&b, "ckptsync_x_total", "counter", "Line one\nback\\slash \"quotes\" stay");
-    assert_string_equal(buf_str(&b), "# HELP ckptsync_x_total Line one\\nback\\\\slash \"quotes\" stay\n"
-                                     "# TYPE ckptsync_x_total counter\n");
+    assert_string_equal(buf_str(&b),
+                        "# HELP ckptsync_x_total Line one\\nback\\\\slash \"quotes\" stay\n"
+                        "# TYPE ckptsync_x_total counter\n");
     buf_free(&b);
 }
 
@@ -165,10 +166,15 @@ static void test_counters(void **state)
     expect_line(t, "ckptsync_ingest_bytes_total{result=\"dedup\"} 5600000\n");
     expect_line(t, "ckptsync_ingest_chunks_total{result=\"new\"} 80002\n");
     expect_line(t, "ckptsync_ingest_chunks_total{result=\"dedup\"} 240000\n");
-    expect_line(t, "ckptsync_region_requests_total{region=\"b\\\"q\",operation=\"put\",result=\"ok\"} 80000\n");
-    expect_line(t, "ckptsync_region_bytes_total{region=\"b\\\"q\",operation=\"put\",result=\"ok\"} 800000\n");
-    expect_line(t, "ckptsync_region_requests_total{region=\"a\",operation=\"has\",result=\"error\"} 1\n");
-    expect_line(t, "ckptsync_retries_total{region=\"c\",operation=\"upload\",result=\"missing\"} 5\n");
+    expect_line(t, "ckptsync_region_requests_total{region=\"b\\\"q\",operation=\"put\",result="
+                   "\"ok\"} 80000\n");
+    expect_line(
+        t,
+        "ckptsync_region_bytes_total{region=\"b\\\"q\",operation=\"put\",result=\"ok\"} 800000\n");
+    expect_line(
+        t, "ckptsync_region_requests_total{region=\"a\",operation=\"has\",result=\"error\"} 1\n");
+    expect_line(t,
+                "ckptsync_retries_total{region=\"c\",operation=\"upload\",result=\"missing\"} 5\n");
     expect_line(t, "ckptsync_retries_total{operation=\"read\",result=\"changed\"} 1\n");
     /* one TYPE line per family, before its samples */
     const char *type = strstr(t, "# TYPE ckptsync_region_requests_total counter\n");
@@ -211,7 +217,8 @@ static unsigned free_port(void)
 static void exchange(struct metrics_server *s, int ep, unsigned port, const char *req, size_t len,
                      struct buf *ret)
 {
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)port),
                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
@@ -314,8 +321,8 @@ static void test_server(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_labels),   cmocka_unit_test(test_values),
-        cmocka_unit_test(test_family),   cmocka_unit_test(test_counters),
+        cmocka_unit_test(test_labels), cmocka_unit_test(test_values),
+        cmocka_unit_test(test_family), cmocka_unit_test(test_counters),
         cmocka_unit_test(test_server),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

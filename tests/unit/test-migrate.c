@@ -18,9 +18,9 @@
 #include "service/migrate.h"
 
 struct fake {
-    const char *const *docs;   /* one per status call; the last repeats */
+    const char *const *docs; /* one per status call; the last repeats */
     size_t ndocs, calls, flushes;
-    int fail;                  /* status returns this when non-zero */
+    int fail; /* status returns this when non-zero */
 };
 
 static void fake_flush(void *ud, int64_t deadline_s)
@@ -41,7 +41,8 @@ static int fake_status(void *ud, struct jnode **ret)
 }
 
 #define RUNS(x) "{\"units_pending\":0,\"ingest_busy\":0,\"runs\":[" x "]}"
-#define RUN(name, k) "{\"run\":\"" name "\",\"latest\":{\"id\":\"s1\",\"step\":5,\"regions_committed\":" #k "}}"
+#define RUN(name, k)                                                                               \
+    "{\"run\":\"" name "\",\"latest\":{\"id\":\"s1\",\"step\":5,\"regions_committed\":" #k "}}"
 
 static const struct {
     const char *doc, *run;
@@ -51,12 +52,12 @@ static const struct {
     {RUNS(RUN("r1", 2)), NULL, 2, true},
     {RUNS(RUN("r1", 1)), NULL, 2, false},
     {RUNS(RUN("r1", 2) "," RUN("r2", 1)), NULL, 2, false},
-    {RUNS(RUN("r1", 2) "," RUN("r2", 1)), "r1", 2, true},   /* only r1 is asked about */
-    {RUNS(RUN("r1", 2)), "r9", 1, false},                   /* a named run must be there */
-    {RUNS(""), NULL, 1, true},                              /* no run at all: nothing to wait for */
+    {RUNS(RUN("r1", 2) "," RUN("r2", 1)), "r1", 2, true}, /* only r1 is asked about */
+    {RUNS(RUN("r1", 2)), "r9", 1, false},                 /* a named run must be there */
+    {RUNS(""), NULL, 1, true},                            /* no run at all: nothing to wait for */
     {"{\"units_pending\":1,\"ingest_busy\":0,\"runs\":[" RUN("r1", 3) "]}", NULL, 2, false},
     {"{\"units_pending\":0,\"ingest_busy\":1,\"runs\":[" RUN("r1", 3) "]}", NULL, 2, false},
-    {"{\"runs\":[" RUN("r1", 3) "]}", NULL, 2, false},     /* counts missing: not idle */
+    {"{\"runs\":[" RUN("r1", 3) "]}", NULL, 2, false}, /* counts missing: not idle */
 };
 
 static void test_wait_table(void **state)
@@ -69,8 +70,8 @@ static void test_wait_table(void **state)
         bool in_time = !cases[i].safe;
         int e = migrate_out_wait(&d, cases[i].run, cases[i].quorum, 0, &status, &in_time);
         if (e != 0 || in_time != cases[i].safe || !status || f.flushes != 1 || f.calls != 1)
-            fail_msg("case %zu: e %d, in_time %d (want %d), flushes %zu, polls %zu", i, e,
-                     in_time, cases[i].safe, f.flushes, f.calls);
+            fail_msg("case %zu: e %d, in_time %d (want %d), flushes %zu, polls %zu", i, e, in_time,
+                     cases[i].safe, f.flushes, f.calls);
         jsonread_free(status);
     }
 }

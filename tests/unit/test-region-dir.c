@@ -574,8 +574,10 @@ static int parse_preconditions(const struct fixture *f, const char *value, struc
                                struct buf *err)
 {
     struct buf text = BUF_INIT;
-    buf_printf(&text, "[daemon]\nquorum = 1\n[region.a]\nkind = dir\npath = %s\n"
-               "preconditions = %s\n", f->root, value);
+    buf_printf(&text,
+               "[daemon]\nquorum = 1\n[region.a]\nkind = dir\npath = %s\n"
+               "preconditions = %s\n",
+               f->root, value);
     buf_reset(err);
     int rc = config_parse("t.conf", (const char *)text.data, text.len, c, err);
     buf_free(&text);
@@ -627,7 +629,8 @@ static void test_new_kinds(void **state)
     snprintf(conf.name, sizeof(conf.name), "s");
     assert_int_equal(region_new(&conf, &r, &err), CKS_E_CONFIG);
     assert_null(r);
-    assert_string_equal(buf_str(&err), "region 's': endpoint \"\" must start with http:// or https://");
+    assert_string_equal(buf_str(&err),
+                        "region 's': endpoint \"\" must start with http:// or https://");
     buf_reset(&err);
     conf.kind = REGION_KIND_DIR;
     assert_int_equal(region_new(&conf, &r, &err), CKS_E_CONFIG); /* no path */

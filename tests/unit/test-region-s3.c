@@ -45,9 +45,11 @@ static CURLMcode fail_perform, fail_poll;
 static unsigned perform_calls;
 
 CURLMcode __real_curl_multi_perform(CURLM *m, int *running);
-CURLMcode __real_curl_multi_poll(CURLM *m, struct curl_waitfd extra[], unsigned n, int ms, int *ret);
+CURLMcode __real_curl_multi_poll(CURLM *m, struct curl_waitfd extra[], unsigned n, int ms,
+                                 int *ret);
 CURLMcode __wrap_curl_multi_perform(CURLM *m, int *running);
-CURLMcode __wrap_curl_multi_poll(CURLM *m, struct curl_waitfd extra[], unsigned n, int ms, int *ret);
+CURLMcode __wrap_curl_multi_poll(CURLM *m, struct curl_waitfd extra[], unsigned n, int ms,
+                                 int *ret);
 
 CURLMcode __wrap_curl_multi_perform(CURLM *m, int *running)
 {
@@ -375,14 +377,10 @@ static void test_server_race(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_default_unknown),
-        cmocka_unit_test(test_none),
-        cmocka_unit_test(test_unreachable),
-        cmocka_unit_test(test_multi_failure),
-        cmocka_unit_test(test_multipart_refused),
-        cmocka_unit_test(test_server_probe),
-        cmocka_unit_test(test_server_put_new),
-        cmocka_unit_test(test_server_race),
+        cmocka_unit_test(test_default_unknown),   cmocka_unit_test(test_none),
+        cmocka_unit_test(test_unreachable),       cmocka_unit_test(test_multi_failure),
+        cmocka_unit_test(test_multipart_refused), cmocka_unit_test(test_server_probe),
+        cmocka_unit_test(test_server_put_new),    cmocka_unit_test(test_server_race),
     };
     const char *only = getenv("CKS_S3_TEST_ONLY");
     if (only && only[0])

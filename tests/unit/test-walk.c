@@ -365,8 +365,10 @@ static void test_hardlinks(void **state)
     make_file(&t, "ckpt/c", 3);
     make_file(&t, "ckpt/solo", 2);
     static const char *const links[][2] = {
-        {"ckpt/z.bin", "ckpt/sub/b.bin"}, {"ckpt/z.bin", "ckpt/a.bin"},
-        {"ckpt/c", "ckpt/d"},             {"ckpt/solo", "outside"},
+        {"ckpt/z.bin", "ckpt/sub/b.bin"},
+        {"ckpt/z.bin", "ckpt/a.bin"},
+        {"ckpt/c", "ckpt/d"},
+        {"ckpt/solo", "outside"},
     };
     for (size_t i = 0; i < 4; i++) {
         path_of(&t, links[i][0], p, sizeof(p));
@@ -408,10 +410,8 @@ int main(void)
 {
     log_init("test-walk", LOG_LVL_WARN);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_tree),
-        cmocka_unit_test(test_other_spellings),
-        cmocka_unit_test(test_single_file),
-        cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_tree),        cmocka_unit_test(test_other_spellings),
+        cmocka_unit_test(test_single_file), cmocka_unit_test(test_errors),
         cmocka_unit_test(test_hardlinks),
     };
     return cmocka_run_group_tests(tests, tree_setup, tree_teardown);
