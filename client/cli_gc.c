@@ -289,6 +289,8 @@ static void prune_json(struct json *j, struct repo *r, const struct gc_result *r
     json_u64(j, res->referenced);
     json_key(j, "forgotten_snapshots");
     json_u64(j, res->forgotten);
+    json_key(j, "uncommitted_manifests");
+    json_u64(j, res->uncommitted);
     if (res->lease_holder[0]) {
         json_key(j, "lease_holder");
         json_str(j, res->lease_holder);

@@ -362,6 +362,38 @@ static bool snaplist_has(const struct snaplist *l, const char *run, const char *
     return l->n && bsearch(&k, l->v, l->n, sizeof(k), snapref_cmp);
 }
 
+struct committed_ctx {
+    const char *id;
+    bool found;
+};
+
+static int committed_cb(void *ud, const char *key, uint64_t size)
+{
+    struct committed_ctx *c = ud;
+    struct lineage_rec rec;
+    (void)size;
+    if (lineage_key_parse(key, &rec) == 0 && rec.kind == LINEAGE_COMMIT && !strcmp(rec.id, c->id))
+        c->found = true;
+    return c->found ? 1 : 0;
+}
+
+/* 1 when some healthy region holds a commit record of the snapshot, 0
+ * when none does, <0 when a listing failed. */
+static int pr_committed(struct repo *r, const char *run, const char *id)
+{
+    char prefix[MANIFEST_MAX_FIELD + 16];
+    struct committed_ctx c = {.id = id};
+    snprintf(prefix, sizeof(prefix), "commits/%s/", run);
+    for (size_t i = 0; i < r->nregions && !c.found; i++) {
+        if (r->health[i])
+            continue;
+        int e = region_list(r->regions[i], prefix, committed_cb, &c);
+        if (e < 0 && e != -ENOENT)
+            return e;
+    }
+    return c.found ? 1 : 0;
+}
+
 static int manifests_cb(void *ud, const char *key, uint64_t size)
 {
     struct snaplist *l = ud;
@@ -474,7 +506,19 @@ static int pr_collect(struct pr *p)
         if (snaplist_has(&forgot, s->run, s->id) || snaplist_has(&p->seen, s->run, s->id))
             continue;
         e = restore_find(p->r, s->run, s->id, &m, NULL, &ferr);
-        if (e < 0) {
+        /* Unreadable everywhere and committed nowhere: a publish cut short
+         * (a writer killed mid-PUT on a store whose PUTs are not atomic
+         * leaves a partial object).  It is no reference: were the writer
+         * alive, it holds an intent (no sweep runs past it), confirms its
+         * chunks again and rewrites the manifest before its commit record,
+         * and the sweep re-reads manifests after its sweep record. */
+        if (e < 0 && e != -ENOMEM && pr_committed(p->r, s->run, s->id) == 0) {
+            log_warn("prune: snapshot %s of run '%s' has no valid manifest and no commit record in "
+                     "any region (a publish cut short); it references nothing: %s",
+                     s->id, s->run, buf_str(&ferr));
+            p->res->uncommitted++;
+            e = 0;
+        } else if (e < 0) {
             buf_printf(p->err,
                        "%s; prune stops, as it cannot tell which chunks that snapshot needs "
                        "(`ckptsync verify --repair` may restore it from another region; "

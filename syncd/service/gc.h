@@ -131,9 +131,10 @@ struct gc_region_result {
 struct gc_result {
     size_t nregions;
     struct gc_region_result region[CONFIG_MAX_REGIONS];
-    uint64_t manifests;  /* retained manifests read */
-    uint64_t referenced; /* distinct chunks they name */
-    uint64_t forgotten;  /* forgotten snapshots found */
+    uint64_t manifests;   /* retained manifests read */
+    uint64_t referenced;  /* distinct chunks they name */
+    uint64_t forgotten;   /* forgotten snapshots found */
+    uint64_t uncommitted; /* unreadable manifests no region committed: not references */
     double seconds;
     char lease_holder[256]; /* when another prune holds the lease */
 };
