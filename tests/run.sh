@@ -21,8 +21,8 @@ cmake -S "$top" -B "$top/build-release" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCKS_
 cmake --build "$top/build-release" -j"$(nproc)"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-if [ "${CKS_FUZZ_SECONDS:-15}" != 0 ]; then
-  "$top/tests/fuzz/run.sh" "${CKS_FUZZ_SECONDS:-15}"
+if [ "${CKS_FUZZ_SECONDS:-10}" != 0 ]; then
+  "$top/tests/fuzz/run.sh" "${CKS_FUZZ_SECONDS:-10}"
 fi
 cd "$build"
 ctest --output-on-failure -j2 --timeout 1200 "$@"
