@@ -82,3 +82,20 @@ verify() {
     echo DIFFERS > "$RES/$1.verify"
   fi
 }
+
+# ensure_peers WHO TOOL...: installs the peer tools named (restic, borg,
+# casync, rclone); one that cannot be installed is left in SKIP with the
+# reason; an unknown name stops WHO with status 2.
+ensure_peers() {
+  local who=$1 t
+  shift
+  for t in "$@"; do
+    case $t in
+      restic) ensure_tool restic restic restic || true ;;
+      borg) ensure_tool borg borg borgbackup || true ;;
+      casync) ensure_tool casync casync casync || true ;;
+      rclone) ensure_tool rclone rclone rclone || true ;;
+      *) echo "$who: unknown tool '$t'" >&2; exit 2 ;;
+    esac
+  done
+}

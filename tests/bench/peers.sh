@@ -56,16 +56,9 @@ say() { echo "peers: $*" >&2; }
 declare -A SKIP=()
 . "$top/tests/bench/benchlib.sh"
 
-for t in $TOOLS; do
-  case $t in
-    ckptsync) ;;
-    restic) ensure_tool restic restic restic || true ;;
-    borg) ensure_tool borg borg borgbackup || true ;;
-    casync) ensure_tool casync casync casync || true ;;
-    rclone) ensure_tool rclone rclone rclone || true ;;
-    *) echo "peers.sh: unknown tool '$t'" >&2; exit 2 ;;
-  esac
-done
+peers=()
+for t in $TOOLS; do [ "$t" = ckptsync ] || peers+=("$t"); done
+ensure_peers peers.sh "${peers[@]}"
 
 if [ -n "${CKPTSYNC:-}" ]; then
   CKS=$CKPTSYNC

@@ -63,15 +63,8 @@ declare -A SKIP=()
 
 ensure_tool time /usr/bin/time time || { echo "pipeline.sh: needs GNU time" >&2; exit 1; }
 ensure_tool zstd zstd zstd || true
-for t in $TOOLS; do
-  case $t in
-    restic) ensure_tool restic restic restic || true ;;
-    borg) ensure_tool borg borg borgbackup || true ;;
-    casync) ensure_tool casync casync casync || true ;;
-    rclone) ensure_tool rclone rclone rclone || true ;;
-    *) echo "pipeline.sh: unknown tool '$t'" >&2; exit 2 ;;
-  esac
-done
+# shellcheck disable=SC2086 # TOOLS is a list
+ensure_peers pipeline.sh $TOOLS
 if ! /usr/bin/python3 -c 'import torch' 2> /dev/null; then
   say "installing python3-torch"
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-torch > "$LOGS/apt-torch.log" 2>&1 ||
