@@ -271,11 +271,11 @@ tool_rclone() {
 
 version_of() {
   case $1 in
-    ckptsync) "$CKS" --version 2>&1 | head -1 ;;
+    ckptsync) "$CKS" --version 2>&1 | sed -n 1p ;;
     restic) restic version | awk '{print $1, $2}' ;;
     borg) borg --version ;;
-    casync) casync --version | head -1 ;;
-    rclone) rclone version | head -1 ;;
+    casync) casync --version | sed -n 1p ;;
+    rclone) rclone version | sed -n 1p ;;
   esac
 }
 

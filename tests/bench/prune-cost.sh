@@ -195,8 +195,8 @@ prune_suite() {
     perf record -g -o "$T/perf.data" -- "$CKPTSYNC" --config "$T/perf.conf" prune --grace 0 -q \
       > "$LOGS/perf-record.log" 2>&1 || say "perf record failed: $(tail -1 "$LOGS/perf-record.log")"
     perf report -i "$T/perf.data" --stdio --no-children -g none --percent-limit 0.5 2> /dev/null |
-      grep -E '^ +[0-9.]+%' | head -20 > "$RES/perf.flat" || true
-    perf report -i "$T/perf.data" --stdio --no-children 2> /dev/null | head -60 > "$RES/perf.txt" || true
+      grep -E '^ +[0-9.]+%' | sed -n 1,20p > "$RES/perf.flat" || true
+    perf report -i "$T/perf.data" --stdio --no-children 2> /dev/null | sed -n 1,60p > "$RES/perf.txt" || true
   fi
 }
 
@@ -327,7 +327,7 @@ LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
 # ---- report ----------------------------------------------------------------------
 
 {
-  echo "ckptsync prune cost, $(date -u +%Y-%m-%dT%H:%MZ), $("$CKPTSYNC" --version 2>&1 | head -1)"
+  echo "ckptsync prune cost, $(date -u +%Y-%m-%dT%H:%MZ), $("$CKPTSYNC" --version 2>&1 | sed -n 1p)"
   echo "cpu: $(nproc) x $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)," \
     "memory $(awk '/MemTotal/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo), kernel $(uname -r)"
   read -r src fstype < <(findmnt -no SOURCE,FSTYPE -T "$S" 2> /dev/null || echo "? ?")
@@ -498,7 +498,7 @@ if perf:
     flat = open(path("perf.flat")).read().rstrip("\n") if os.path.exists(path("perf.flat")) else ""
     print(flat or "(none)")
     print("```")
-    print("`perf report --stdio --no-children | head -60`:")
+    print("`perf report --stdio --no-children | sed -n 1,60p`:")
     print("```")
     print(perf)
     print("```")

@@ -195,7 +195,7 @@ $(log_tail "$name")"
 $(log_tail "$name")"
 }
 
-osd_up() { ceph_cli osd dump 2> /dev/null | grep -q '^osd\.0 up'; }
+osd_up() { ceph_cli osd dump 2> /dev/null | grep '^osd\.0 up' > /dev/null; }
 # rgw_up I: the gateway answers an anonymous GET / with 200.
 rgw_up() { curl -fsS -o /dev/null --max-time 2 "http://127.0.0.1:${RGW_PORTS[$1]}/"; }
 tcp_open() { (exec 3<> "/dev/tcp/127.0.0.1/$1") 2> /dev/null; }

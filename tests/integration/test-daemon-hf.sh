@@ -42,7 +42,7 @@ while read -r id regions; do
 done < "$T/ids.txt"
 echo "verified $n checkpoint snapshots:$seen"
 [ "$n" -ge 3 ] || die "only $n of 6 checkpoints were captured"
-echo "$seen" | grep -q "checkpoint-60" || die "the last checkpoint was not captured"
+echo "$seen" | grep "checkpoint-60" > /dev/null || die "the last checkpoint was not captured"
 grep -q "train.log" <(cks ls --remote --run r1 --json | python3 -c 'import json,sys; [print(s["id"]) for s in json.load(sys.stdin)]' | while read -r id; do cks show "$id" --run r1 --json; done) \
   || die "train.log (outside checkpoints) was not captured"
 
@@ -72,7 +72,7 @@ sleep 3
 cks flush --wait replicated --deadline 60
 after=$(cks ls --remote --run r1 --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')
 [ "$before" = "$after" ] || die "restart took new snapshots of unchanged data ($before -> $after)"
-ls "$T/watch/.ckptsync-pins" 2>/dev/null | grep -q . && die "pin folders left after replication"
+ls "$T/watch/.ckptsync-pins" 2>/dev/null | grep . > /dev/null && die "pin folders left after replication"
 stop_daemon
 cks verify --run r1 -q || die "verify after the run"
 echo "daemon-hf: ok"

@@ -39,7 +39,7 @@ cks ls --json > "$T/ls.json"
 [ "$(json "$T/ls.json" 'sorted((s["run"], s["step"]) for s in d)')" = "[('r1', 50), ('r1', 100)]" ] \
   || { cat "$T/ls.json"; die "not exactly checkpoint-100 and epoch=1-step=50.ckpt of run r1"; }
 for id in $(json "$T/ls.json" '" ".join(s["id"] for s in d)'); do cks show "$id" --run r1 --json; done > "$T/show.json"
-grep -c '"root":"checkpoint-100"\|"root":"epoch=1-step=50.ckpt"' "$T/show.json" | grep -qx 2 \
+grep -c '"root":"checkpoint-100"\|"root":"epoch=1-step=50.ckpt"' "$T/show.json" | grep -x 2 > /dev/null \
   || { cat "$T/show.json"; die "roots are not the final names"; }
 
 step "restore --all never brings back a temporary name, even one stored by hand"

@@ -156,7 +156,7 @@ step "usage errors exit 2"
 expect_fail 2 cks restore --run good --to "$T/x"
 expect_fail 2 cks snapshot "$ck"
 expect_fail 2 cks frobnicate
-cks snapshot --help | grep -q usage || die "--help"
+cks snapshot --help | grep usage > /dev/null || die "--help"
 step "--help sorts the commands right: migrate-in and repo need no daemon (#13 item 12)"
 "$CKPTSYNC" --help > "$T/help"
 awk '/^Commands \(run in-process/ { s = "local" } /^Commands that talk to a running/ { s = "daemon" }

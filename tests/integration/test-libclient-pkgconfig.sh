@@ -24,12 +24,12 @@ PKG_CONFIG_PATH=$(dirname "$(find "$P" -name ckptsync-client.pc -print -quit)")
 [ -f "$P/include/ckptsync/client.h" ] || die "client.h not installed"
 libdir=$(pkg-config --variable=libdir ckptsync-client)
 [ "$(pkg-config --variable=prefix ckptsync-client)" = "$P" ] || die "the .pc names another prefix"
-[ "$(pkg-config --modversion ckptsync-client)" = "$("$CKPTSYNC" --version | grep -o '[0-9][0-9.]*' | head -1)" ] \
+[ "$(pkg-config --modversion ckptsync-client)" = "$("$CKPTSYNC" --version | grep -o '[0-9][0-9.]*' | sed -n 1p)" ] \
   || die "the .pc's version is not the program's"
 for f in libckptsync-client.a libckptsync-client.so libckptsync-client.so.0; do
   [ -e "$libdir/$f" ] || die "$libdir/$f not installed"
 done
-readelf -d "$libdir/libckptsync-client.so" | grep -q 'SONAME.*\[libckptsync-client\.so\.0\]' \
+readelf -d "$libdir/libckptsync-client.so" | grep 'SONAME.*\[libckptsync-client\.so\.0\]' > /dev/null \
   || die "no SONAME libckptsync-client.so.0"
 # Only the API of client.h is exported, nothing of the engine inside.
 nm -D --defined-only "$libdir/libckptsync-client.so" | awk '$2 == "T" {print $3}' \
@@ -74,8 +74,8 @@ cflags=(-std=c99 -Wall -Wextra -Werror -Wstrict-prototypes "${san[@]}")
 # shellcheck disable=SC2046
 "$CC" "${cflags[@]}" -o "$T/commit-static" "$T/src/commit.c" $(pkg-config --cflags ckptsync-client) \
   $(pkg-config --static --libs ckptsync-client | sed 's/-lckptsync-client\b/-l:libckptsync-client.a/')
-readelf -d "$T/commit-shared" | grep -q 'NEEDED.*libckptsync-client\.so\.0' || die "not linked to the shared library"
-readelf -d "$T/commit-static" | grep -q 'libckptsync-client' && die "the static build needs the shared library"
+readelf -d "$T/commit-shared" | grep 'NEEDED.*libckptsync-client\.so\.0' > /dev/null || die "not linked to the shared library"
+readelf -d "$T/commit-static" | grep 'libckptsync-client' > /dev/null && die "the static build needs the shared library"
 
 step "both commit to a real ckptsyncd and wait until durable"
 write_config 64K 256K 1M

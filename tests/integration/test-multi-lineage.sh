@@ -62,7 +62,7 @@ icks o1 migrate-out --run r1 --deadline 60 --json > "$T/mo1.json" || die "migrat
 [ "$(json "$T/mo1.json" 'd["runs"][0]["handoff"]')" = "$id100" ] || die "the handoff does not name step 100"
 [ "$(json "$T/mo1.json" 'd["runs"][0]["handoff_regions"]')" = 3 ] || die "handoff not in 3 regions"
 for r in a b c; do
-  rg_keys "$r" lineage/r1/ | grep -qx "lineage/r1/g0\.handoff\.s100\.$id100" ||
+  rg_keys "$r" lineage/r1/ | grep -x "lineage/r1/g0\.handoff\.s100\.$id100" > /dev/null ||
     die "region $r: no handoff record g0.handoff.s100.$id100"
 done
 istop o1
@@ -75,7 +75,7 @@ icks n1 migrate-in --run r1 --to "$T/i-n1/watch/r1" --json > "$T/mi-n1.json" 2> 
 [ "$(json "$T/mi-n1.json" 'd["handoff"]')" = True ] || die "N: not reported as the handed-off snapshot"
 [ "$(json "$T/mi-n1.json" 'd["generation"]')" = 1 ] || die "N: generation is not 1"
 same_tree "$T/i-o1/watch/r1/checkpoint-100" "$T/i-n1/watch/r1/checkpoint-100"
-rg_keys a lineage/r1/ | grep -q '^lineage/r1/g1\.claim\.[0-9a-f]\{16\}$' || die "no claim of generation 1"
+rg_keys a lineage/r1/ | grep '^lineage/r1/g1\.claim\.[0-9a-f]\{16\}$' > /dev/null || die "no claim of generation 1"
 
 idaemon n1
 ck n1 r1 200
@@ -91,7 +91,7 @@ out=$(icks m1 migrate-in --run r1 --to "$T/i-m1/watch/r1" 2> "$T/mi-m1.err") ||
   { cat "$T/mi-m1.err" >&2; die "M resumes from '$out', not checkpoint-300 (the stale handoff won?)"; }
 same_tree "$T/i-n1/watch/r1/checkpoint-300" "$T/i-m1/watch/r1/checkpoint-300"
 [ ! -e "$T/i-m1/watch/r1/checkpoint-100" ] || die "M restored the stale checkpoint-100 too"
-rg_keys a lineage/r1/ | grep -q '^lineage/r1/g2\.claim\.[0-9a-f]\{16\}$' || die "M did not claim generation 2"
+rg_keys a lineage/r1/ | grep '^lineage/r1/g2\.claim\.[0-9a-f]\{16\}$' > /dev/null || die "M did not claim generation 2"
 remote_ls r1
 [ "$(resume_of r1)" = "$id300" ] || die "ls --remote: resume point of r1 is $(resume_of r1), not step 300"
 [ "$(ls_field r1 "$id100" generation)" = "[0]" ] || die "step 100 is not generation 0"

@@ -44,7 +44,7 @@ for lib in libzstd.so.1 libcurl.so.4 liblmdb.so.0 liburing.so.2 libinih.so.1; do
   path=$(awk -v l="$lib" '$1 == l && /x86-64/ && !p {print $NF; p = 1}' "$T/ldconfig")
   [ -n "$path" ] || continue
   owner=$(dpkg -S "$(readlink -f "$path")" 2> /dev/null | sed -n '1s/:.*//p') || true
-  [ -z "$owner" ] || grep -q "$owner" <<< "$depends" || die "$lib comes from $owner, not in Depends"
+  [ -z "$owner" ] || grep "$owner" > /dev/null <<< "$depends" || die "$lib comes from $owner, not in Depends"
 done
 grep -q 'conffiles' "$T/info" || die "no conffiles"
 
@@ -81,10 +81,10 @@ for unit in "$R"/lib/systemd/system/*.service; do
     [ "$exe" = /bin/kill ] || [ -x "$R$exe" ] || die "$(basename "$unit") runs $exe, not in the package"
   done
 done
-"$R/usr/bin/ckptsync" --version | grep -q "$version" || die "ckptsync --version is not $version"
-"$R/usr/sbin/ckptsyncd" --version | grep -q "$version" || die "ckptsyncd --version is not $version"
+"$R/usr/bin/ckptsync" --version | grep "$version" > /dev/null || die "ckptsync --version is not $version"
+"$R/usr/sbin/ckptsyncd" --version | grep "$version" > /dev/null || die "ckptsyncd --version is not $version"
 # The programs link the engine statically, not the client library.
-readelf -d "$R/usr/sbin/ckptsyncd" | grep -q libckptsync && die "ckptsyncd needs libckptsync-client"
+readelf -d "$R/usr/sbin/ckptsyncd" | grep libckptsync > /dev/null && die "ckptsyncd needs libckptsync-client"
 
 step "the unpacked ckptsyncd --check accepts the packaged example configuration"
 mkdir -p "$T/watch" "$T/ra" "$T/rb" "$T/rc"
@@ -134,6 +134,6 @@ EOF
 ${CC:-cc} -Wall -Werror -o "$T/open" "$T/open.c" $(PKG_CONFIG_PATH="$R/usr/lib/$multi/pkgconfig" \
   pkg-config --define-variable=prefix="$R/usr" --cflags --libs ckptsync-client)
 LD_LIBRARY_PATH="$R/usr/lib/$multi" "$T/open" "$T/no-daemon.sock" || die "the program on the unpacked library"
-LD_LIBRARY_PATH="$R/usr/lib/$multi" ldd "$T/open" | grep -q "$R/usr/lib/$multi/libckptsync-client.so.0" \
+LD_LIBRARY_PATH="$R/usr/lib/$multi" ldd "$T/open" | grep "$R/usr/lib/$multi/libckptsync-client.so.0" > /dev/null \
   || die "the program did not load the packaged library"
 echo "ok"

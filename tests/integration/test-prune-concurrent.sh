@@ -138,7 +138,7 @@ done
 icks P prune --grace 0 --json > "$T/prune.json" || die "the last prune"
 # (a dir region's ".<key>.tmp.<pid>.<hex>" is a put cut short by kill -9: not an object)
 left=$(rg_keys a intents/ | grep -v '^intents/\.' || true)
-[ -z "$left" ] || die "intents left after every writer stopped: $(echo "$left" | head -3)"
+[ -z "$left" ] || die "intents left after every writer stopped: $(echo "$left" | sed -n 1,3p)"
 
 step "verify passes; every snapshot still listed restores bit for bit; the newest are all there"
 cks verify -q || { cks verify >&2 || true; die "verify after the concurrent prunes"; }
@@ -161,6 +161,6 @@ done < "$T/listed"
 cks stats --json > "$T/stats.json"
 [ "$(json "$T/stats.json" 'sum(r["garbage_bytes"] for r in d["regions"])')" = 0 ] ||
   die "garbage left after the last prunes: $(cat "$T/stats.json")"
-grep -h "retention of run 'shared'" "$T"/i-[AB]/daemon.log | head -2 | sed 's/^/    daemon: /'
+grep -h "retention of run 'shared'" "$T"/i-[AB]/daemon.log | sed -n 1,2p | sed 's/^/    daemon: /'
 grep -q "retention of run 'shared'" "$T"/i-[AB]/daemon.log || die "the daemons never applied their retention policy"
 echo "prune-concurrent: ok ($n retained snapshots restored; $((SECONDS - T0)) s)"

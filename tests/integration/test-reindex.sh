@@ -79,7 +79,7 @@ icks B fsck || die "fsck after the second reindex"
 
 # ============================================================================
 step "2. a chunk deleted from region a: its bit stays clear, the next snapshot puts it there"
-victim=$(man_chunks a r1 "$id1" | head -1)
+victim=$(man_chunks a r1 "$id1" | sed -n 1p)
 rg_rm a "$victim"
 icks B reindex --json > "$T/rx3.json" || die "reindex after the deletion"
 [ "$(json "$T/rx3.json" '[r["chunks"] for r in d["regions"]]')" = "[$((nchunks - 1)), $nchunks, $nchunks]" ] ||
@@ -92,7 +92,7 @@ rg_has a "$victim" || die "$victim is not back in region a"
 icks B fsck || die "fsck after the re-upload"
 
 step "a chunk gone from every region: missing, then uploaded everywhere"
-victim=$(man_chunks a r2 "$id2" | head -1)
+victim=$(man_chunks a r2 "$id2" | sed -n 1p)
 for r in a b c; do rg_rm "$r" "$victim"; done
 icks B reindex --json > "$T/rx4.json" || die "reindex with a chunk gone everywhere"
 [ "$(json "$T/rx4.json" 'd["missing_chunks"]')" = 1 ] || die "missing_chunks is not 1"
@@ -109,7 +109,7 @@ icks B reindex --region b --json > "$T/rx5.json" || die "reindex --region b"
 expect_fail 1 icks B reindex --region nosuchregion
 grep -q "nosuchregion" "$T/err" || { cat "$T/err"; die "the message does not name the region"; }
 expect_fail 2 icks B reindex --bogus
-icks B reindex --help | grep -q "usage: ckptsync reindex" || die "reindex --help"
+icks B reindex --help | grep "usage: ckptsync reindex" > /dev/null || die "reindex --help"
 icks B reindex > "$T/rx.txt" || die "human output"
 grep -q "snapshots in 2 runs" "$T/rx.txt" || { cat "$T/rx.txt"; die "human summary"; }
 

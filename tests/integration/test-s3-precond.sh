@@ -99,7 +99,7 @@ else
   CKS_CLEANUP_HOOKS+=(_ceph_stop)
   set +e; "$CEPH_SH" start "$T/ceph" "$S3_BUCKET" > "$T/ceph.log" 2>&1; rc=$?; set -e
   if [ $rc = 77 ]; then
-    echo "skipped: $(grep 'cannot start' "$T/ceph.log" | head -1)"
+    echo "skipped: $(grep 'cannot start' "$T/ceph.log" | sed -n 1p)"
   else
     [ $rc = 0 ] || { cat "$T/ceph.log"; die "ceph.sh start failed"; }
     # shellcheck disable=SC1091
