@@ -40,6 +40,8 @@ static const char usage_text[] =
     "  stats [--run NAME]                    stored, logical, unique and garbage bytes\n"
     "  migrate-in [--run NAME] --to DIR      new instance: restore, claim, print resume path\n"
     "  repo [adopt REGION]                   each region's repository; repair a split\n"
+    "  key (list | add OPTION | remove ID | generate FILE)\n"
+    "                                        an encrypted repository's key slots\n"
     "\n"
     "Commands that talk to a running ckptsyncd:\n"
     "  commit PATH [--step N] [--wait durable|replicated] [--timeout S]\n"
@@ -246,6 +248,7 @@ static const struct {
     {"forget", cmd_forget},
     {"prune", cmd_prune},
     {"stats", cmd_stats},
+    {"key", cmd_key},
 };
 
 int main(int argc, char **argv)

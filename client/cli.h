@@ -74,5 +74,6 @@ int cmd_reindex(struct cli *c, int argc, char **argv);
 int cmd_forget(struct cli *c, int argc, char **argv);
 int cmd_prune(struct cli *c, int argc, char **argv);
 int cmd_stats(struct cli *c, int argc, char **argv);
+int cmd_key(struct cli *c, int argc, char **argv);
 
 #endif

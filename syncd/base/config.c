@@ -85,6 +85,7 @@ enum section_id {
     SEC_COMPRESS,
     SEC_RETENTION, /* [retention] and [retention.RUN] */
     SEC_PRUNE,
+    SEC_REPOSITORY,
     SEC_REGION,
     SEC_UNKNOWN
 };
@@ -116,6 +117,7 @@ static int parse_size(const struct key_def *d, const char *value, void *field, c
 static int parse_bool(const struct key_def *d, const char *value, void *field, char *why);
 static int parse_kind(const struct key_def *d, const char *value, void *field, char *why);
 static int parse_tensor(const struct key_def *d, const char *value, void *field, char *why);
+static int parse_encryption(const struct key_def *d, const char *value, void *field, char *why);
 static int parse_addressing(const struct key_def *d, const char *value, void *field, char *why);
 static int parse_payload(const struct key_def *d, const char *value, void *field, char *why);
 static int parse_preconditions(const struct key_def *d, const char *value, void *field, char *why);
@@ -172,6 +174,9 @@ static const struct key_def config_keys[] = {
     {SEC_PRUNE, "intent_ttl", parse_duration, check_duration, CFG(intent_ttl), 60, 30 * DAY, 0},
     {SEC_PRUNE, "clock_skew", parse_duration, check_duration, CFG(clock_skew), 0, DAY, 0},
     {SEC_PRUNE, "lease", parse_duration, check_duration, CFG(prune_lease), 30, DAY, 0},
+    {SEC_REPOSITORY, "encryption", parse_encryption, NULL, CFG(encryption), 0, 0, 0},
+    {SEC_REPOSITORY, "key_file", parse_text, check_opt_path, CFG(key_file), 0, 0, 0},
+    {SEC_REPOSITORY, "passphrase_file", parse_text, check_opt_path, CFG(passphrase_file), 0, 0, 0},
     {SEC_REGION, "kind", parse_kind, NULL, REG(kind), 0, 0, KIND_ANY},
     {SEC_REGION, "path", parse_text, check_opt_path, REG(path), 0, 0, KIND_DIR},
     {SEC_REGION, "endpoint", parse_text, check_endpoint, REG(endpoint), 0, 0, KIND_S3},
@@ -701,6 +706,19 @@ static int parse_tensor(const struct key_def *d, const char *value, void *field,
     return 0;
 }
 
+static int parse_encryption(const struct key_def *d, const char *value, void *field, char *why)
+{
+    static const struct word words[] = {{"none", 0}, {"aes-256-gcm", 1}};
+    int v;
+    if (parse_word(words, ARRAY_SIZE(words), value, &v) < 0) {
+        snprintf(why, WHY_MAX, "'%.*s' is not an encryption (none or aes-256-gcm)", WHY_MAX / 2,
+                 value);
+        return -1;
+    }
+    *(bool *)field = v;
+    return 0;
+}
+
 static int parse_addressing(const struct key_def *d, const char *value, void *field, char *why)
 {
     static const struct word words[] = {{"path", 0}, {"virtual", 1}, {"virtual-hosted", 1}};
@@ -1005,6 +1023,8 @@ static const char *section_name(enum section_id sec)
         return "retention";
     case SEC_PRUNE:
         return "prune";
+    case SEC_REPOSITORY:
+        return "repository";
     default:
         return "region";
     }
@@ -1298,6 +1318,15 @@ static int fail_no_region(const struct where *w)
     return CKS_E_CONFIG;
 }
 
+/* One secret: a key file or a passphrase, not both (which would unlock
+ * is not something to guess). */
+static int validate_repository(const struct config *c, const struct where *w)
+{
+    if (c->key_file[0] && c->passphrase_file[0])
+        return fail_key(w, "passphrase_file", "key_file is set too: give one secret, not both");
+    return 0;
+}
+
 static int config_validate(const struct config *c, const struct where *w)
 {
     int r = validate_fields(c, w);
@@ -1309,6 +1338,8 @@ static int config_validate(const struct config *c, const struct where *w)
         r = validate_retention(c, w);
     if (r == 0)
         r = validate_prune(c, w);
+    if (r == 0)
+        r = validate_repository(c, w);
     /* A file that names no region would otherwise replicate into the
      * embedded a, b, c under state: "committed in 3 of 3 regions" on one
      * disk.  Those apply only when there is no file at all (w->lines is
@@ -1389,11 +1420,9 @@ static int section_open(struct parse_state *st, const char *name, size_t len)
     static const struct {
         const char *name;
         enum section_id id;
-    } fixed[] = {{"daemon", SEC_DAEMON},
-                 {"chunker", SEC_CHUNKER},
-                 {"compress", SEC_COMPRESS},
-                 {"retention", SEC_RETENTION},
-                 {"prune", SEC_PRUNE}};
+    } fixed[] = {{"daemon", SEC_DAEMON},     {"chunker", SEC_CHUNKER},
+                 {"compress", SEC_COMPRESS}, {"retention", SEC_RETENTION},
+                 {"prune", SEC_PRUNE},       {"repository", SEC_REPOSITORY}};
 
     st->prev_name_set = false;
     st->sec = SEC_NONE;

@@ -120,6 +120,11 @@ struct config {
     /* [compress] */
     int zstd_level; /* default 3, 1..19 */
     bool tensor;    /* float chunks as byte planes (engine/tcodec.h): "auto" (default) or "off" */
+    /* [repository]: applies when a repository is created; an existing one
+     * says itself whether it is encrypted (engine/repoobj.h) */
+    bool encryption;                       /* "aes-256-gcm", default "none" */
+    char key_file[CONFIG_PATH_MAX];        /* 32 bytes or 64 hex, mode 0600 */
+    char passphrase_file[CONFIG_PATH_MAX]; /* else $CKPTSYNC_PASSPHRASE */
     /* [retention] (default policy) and [retention.RUN] */
     struct retention_policy retention;
     size_t npolicies;

@@ -30,6 +30,7 @@
 
 #include "base/err.h"
 #include "engine/chunkobj.h"
+#include "engine/crypt.h"
 #include "engine/tcodec.h"
 
 const char *chunkobj_codec_name(unsigned codec)
@@ -238,10 +239,12 @@ static int payload_decode(struct chunkobj_ctx *ctx, enum chunkobj_codec codec, c
     return r;
 }
 
-static int digest_check(const uint8_t *data, size_t len, const uint8_t id[HASH_LEN])
+static int digest_check(const struct chunkobj_ctx *ctx, const uint8_t *data, size_t len,
+                        const uint8_t id[HASH_LEN])
 {
     uint8_t got[HASH_LEN];
-    int r = hash_digest(data, len, got);
+    int r =
+        ctx && ctx->keys ? crypt_chunk_id(ctx->keys, data, len, got) : hash_digest(data, len, got);
     if (r < 0)
         return r;
     return memcmp(got, id, HASH_LEN) == 0 ? 0 : CKS_E_DIGEST;
@@ -275,7 +278,7 @@ int chunkobj_decode(struct chunkobj_ctx *ctx, const uint8_t *obj, size_t len,
         return r;
     r = payload_decode(ctx, codec, payload, plen, raw_len, out->data);
     if (r == 0)
-        r = digest_check(out->data, raw_len, id);
+        r = digest_check(ctx, out->data, raw_len, id);
     if (r < 0) {
         buf_reset(out);
         return r;

@@ -60,14 +60,18 @@ struct chunkobj_opts {
     unsigned width;
 };
 
+struct crypt_keys;
 struct chunkobj_ctx {
     void *cctx; /* ZSTD_CCtx, created lazily */
     void *dctx; /* ZSTD_DCtx, created lazily */
+    /* An encrypted repository's keys: ids are HMAC-SHA256 under keys->id
+     * (engine/crypt.h); NULL: SHA-256. */
+    const struct crypt_keys *keys;
 };
 
 #define CHUNKOBJ_CTX_INIT                                                                          \
     {                                                                                              \
-        NULL, NULL                                                                                 \
+        NULL, NULL, NULL                                                                           \
     }
 
 void chunkobj_ctx_free(struct chunkobj_ctx *ctx);
@@ -82,7 +86,8 @@ int chunkobj_encode(struct chunkobj_ctx *ctx, const uint8_t *raw, size_t len,
                     enum chunkobj_codec *ret_codec);
 /* The codec's name ("raw", "zstd", "planes"), "?" for another value. */
 const char *chunkobj_codec_name(unsigned codec);
-/* Decodes obj into out (reset first) and verifies SHA-256(out) == id.
+/* Decodes obj into out (reset first) and verifies SHA-256(out) == id
+ * (HMAC-SHA256 under ctx->keys->id when ctx has keys).
  * Returns 0, CKS_E_FORMAT (bad magic, reserved, length), CKS_E_VERSION,
  * CKS_E_CODEC (undecodable payload), CKS_E_LIMIT (raw length above max_raw
  * or CHUNKOBJ_MAX_RAW), CKS_E_DIGEST.  ctx may be NULL.  An unknown codec

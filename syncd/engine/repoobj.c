@@ -21,12 +21,16 @@ int repoobj_encode(const struct repoobj *o, struct buf *out)
     size_t start = out->len;
     uint8_t digest[HASH_LEN];
     char hex[HASH_HEX_LEN + 1];
-    int r = buf_printf(out,
-                       "ckptsync-repo %d\nid %s\nchunker fastcdc2020 %llu %llu %llu %u\n"
-                       "hash sha256\ncompression zstd\nencryption none\n",
+    int r = buf_printf(out, "ckptsync-repo %d\nid %s\nchunker fastcdc2020 %llu %llu %llu %u\n",
                        REPOOBJ_VERSION, o->id, (unsigned long long)o->chunk_min,
                        (unsigned long long)o->chunk_avg, (unsigned long long)o->chunk_max,
                        o->normalization);
+    if (r == 0 && !o->encrypted)
+        r = buf_puts(out, "hash sha256\ncompression zstd\nencryption none\n");
+    if (r == 0 && o->encrypted) {
+        hex_encode(o->key_check, sizeof(o->key_check), hex);
+        r = buf_printf(out, "hash hmac-sha256\ncompression zstd\nencryption aes-256-gcm %s\n", hex);
+    }
     if (r < 0)
         return r;
     hash_sha256(out->data + start, out->len - start, digest);
@@ -119,6 +123,8 @@ static int repoobj_fail(struct buf *err, unsigned line, const char *what, int co
 int repoobj_parse(const uint8_t *data, size_t len, struct repoobj *ret, struct buf *err)
 {
     static const char *const fixed[] = {"hash sha256", "compression zstd", "encryption none"};
+    static const char *const fixed_enc[] = {"hash hmac-sha256", "compression zstd",
+                                            "encryption aes-256-gcm "};
     struct rcur c = {(const char *)data, (const char *)data + len, 0, {0}};
     struct repoobj o;
     uint8_t want[HASH_LEN], got[HASH_LEN];
@@ -141,8 +147,20 @@ int repoobj_parse(const uint8_t *data, size_t len, struct repoobj *ret, struct b
         /* Only a readable line naming something else is a newer format. */
         if (rcur_next(&c) < 0)
             return repoobj_fail(err, c.line, "truncated, overlong or NUL in line", CKS_E_FORMAT);
-        if (strcmp(c.text, fixed[i]) != 0)
+        if (i == 0 && strcmp(c.text, fixed_enc[0]) == 0)
+            o.encrypted = true;
+        const char *line = o.encrypted ? fixed_enc[i] : fixed[i];
+        if (o.encrypted && i == 2) {
+            const char *hex = c.text + strlen(line);
+            if (strncmp(c.text, line, strlen(line)) != 0)
+                return repoobj_fail(err, c.line, "expected 'encryption aes-256-gcm <64 hex>'",
+                                    CKS_E_VERSION);
+            if (!lower_hex(hex, 2 * sizeof(o.key_check)) ||
+                hex_decode(hex, sizeof(o.key_check), o.key_check) < 0)
+                return repoobj_fail(err, c.line, "bad key check", CKS_E_FORMAT);
+        } else if (strcmp(c.text, line) != 0) {
             return repoobj_fail(err, c.line, "unsupported repository feature", CKS_E_VERSION);
+        }
     }
     size_t body = (size_t)(c.p - (const char *)data);
     if (rcur_next(&c) < 0 || strncmp(c.text, "end ", 4) != 0 ||

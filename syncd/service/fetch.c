@@ -284,6 +284,7 @@ int fetch_run(struct repo *r, struct fetch_job *jobs, size_t n,
         struct fetcher *fp = &f[p];
         size_t lo = n * p / parts, hi = n * (p + 1) / parts;
         fp->r = r;
+        fp->z = repo_chunkobj_ctx(r);
         fp->sh = &sh;
         fp->parts = parts;
         fp->jobs = jobs + lo;

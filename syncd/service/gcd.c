@@ -201,14 +201,13 @@ int gcd_start(struct repo *r, struct gcd **ret)
     pthread_cond_init(&g->cv, NULL);
     for (size_t i = 0; i < r->nregions; i++) {
         struct buf err = BUF_INIT;
-        int e = region_new(&r->conf.regions[i], &g->r.regions[i], &err);
+        int e = repo_region_clone(r, i, &g->r.regions[i], &err);
         if (e < 0) {
             log_error("region '%s': %s", r->conf.regions[i].name, buf_str(&err));
             buf_free(&err);
             gcd_free(g);
             return e;
         }
-        g->r.regions[i]->slot = r->regions[i]->slot;
         region_set_preconditions(g->r.regions[i], region_preconditions(r->regions[i]));
         buf_free(&err);
     }

@@ -200,7 +200,7 @@ static void ijob_run(struct pool_job *pj, size_t t)
     struct ijob *j = (struct ijob *)pj;
     j->fed = 0;
     j->fresh = false;
-    hash_sha256(j->raw.data, j->raw.len, j->id);
+    repo_chunk_id(j->g->ig->r, j->raw.data, j->raw.len, j->id);
     j->err = ing_feed(j->g, t, j->id, j->raw.data, j->raw.len, j->width, &j->fed, &j->fresh);
 }
 
@@ -854,14 +854,13 @@ int ingester_new(struct repo *r, struct replicator *rp, struct metrics *m, const
     pool_window_init(&ig->win, ig->pool, ig->jptr, ig->nijobs);
     for (size_t i = 0; i < r->nregions; i++) {
         struct buf err = BUF_INIT;
-        int e = region_new(&r->conf.regions[i], &ig->regions[i], &err);
+        int e = repo_region_clone(r, i, &ig->regions[i], &err);
         if (e < 0) {
             log_error("region '%s': %s", r->conf.regions[i].name, buf_str(&err));
             buf_free(&err);
             ingester_free(ig);
             return e;
         }
-        ig->regions[i]->slot = r->regions[i]->slot;
         buf_free(&err);
     }
     int e = pthread_create(&ig->th, NULL, ig_main, ig);

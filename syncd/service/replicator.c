@@ -281,7 +281,7 @@ static int rw_read_chunk(struct rworker *w, struct slot *sl)
     close(fd);
     if (e < 0)
         return e;
-    hash_sha256(sl->data, (size_t)n, id);
+    repo_chunk_id(w->rp->r, sl->data, (size_t)n, id);
     return (size_t)n == q->len && memcmp(id, q->id, HASH_LEN) == 0 ? 0 : CKS_E_CHANGED;
 }
 

@@ -34,11 +34,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <openssl/crypto.h>
+
 #include "base/err.h"
 #include "base/fileio.h"
 #include "base/log.h"
 #include "engine/hash.h"
 #include "service/repo.h"
+#include "service/repokeys.h"
 
 static int repo_read_params(struct region *rg, struct repoobj *ret, struct buf *err)
 {
@@ -127,7 +130,8 @@ static int repo_agree(struct repo *r, bool *ret_missing, bool *ret_have, struct 
     *ret_have = have;
     if (!have) {
         *ret_missing = true;
-        return repo_new_params(&r->conf, &r->params);
+        int e = repo_new_params(&r->conf, &r->params);
+        return e == 0 && r->conf.encryption ? repokeys_new_master(r) : e;
     }
     return 0;
 }
@@ -448,6 +452,48 @@ static int repo_open_index(struct repo *r, struct buf *err)
     return e;
 }
 
+/* Creates the repository; an encrypted one gets its first key slot
+ * before the repo object exists anywhere, so that no instance ever sees an
+ * encrypted repository it cannot unlock for want of a slot.  A creator
+ * that loses the race deletes its slot (it wraps a master key nobody uses). */
+static int repo_create_keyed(struct repo *r, struct buf *err)
+{
+    char slot[REPOKEYS_ID_HEX + 1] = "", mine[REPOOBJ_ID_HEX + 1];
+    if (r->params.encrypted) {
+        struct repo_secret s;
+        int e = repokeys_secret(&r->conf, &s, err);
+        if (e == 0)
+            e = repokeys_put_slot(r, &s, slot, err);
+        repokeys_secret_free(&s);
+        if (e < 0)
+            return e;
+    }
+    memcpy(mine, r->params.id, sizeof(mine));
+    int e = repo_create(r, err);
+    if (slot[0] && strcmp(mine, r->params.id) != 0) {
+        repokeys_del_slot(r, slot);
+        OPENSSL_cleanse(r->master, sizeof(r->master));
+        r->have_master = false;
+    }
+    return e;
+}
+
+/* Unlocks an encrypted repository; refuses to write plaintext into an
+ * existing repository when the configuration asks for encryption. */
+static int repo_keys(struct repo *r, struct buf *err)
+{
+    if (r->params.encrypted)
+        return repokeys_unlock(r, r->unlocked_by, err);
+    if (!r->conf.encryption)
+        return 0;
+    buf_printf(err,
+               "[repository] encryption = aes-256-gcm, but repository %s is not encrypted: "
+               "encryption is chosen when a repository is created (use new regions or a new "
+               "prefix for an encrypted one)",
+               r->params.id);
+    return CKS_E_MISMATCH;
+}
+
 int repo_open(const struct config *conf, unsigned flags, struct repo **ret, struct buf *err)
 {
     struct repo *r = calloc(1, sizeof(*r));
@@ -478,12 +524,15 @@ int repo_open(const struct config *conf, unsigned flags, struct repo **ret, stru
     if (e < 0)
         goto fail;
     if (missing && (flags & REPO_CREATE)) {
-        e = have ? repo_fill(r, &r->params, err) : repo_create(r, err);
+        e = have ? repo_fill(r, &r->params, err) : repo_create_keyed(r, err);
         if (e < 0)
             goto fail;
     }
-    e = fastcdc_init(&r->cdc, (size_t)r->params.chunk_min, (size_t)r->params.chunk_avg,
-                     (size_t)r->params.chunk_max, r->params.normalization);
+    if ((have || (flags & REPO_CREATE)) && (e = repo_keys(r, err)) < 0)
+        goto fail;
+    e = fastcdc_init_gear(&r->cdc, (size_t)r->params.chunk_min, (size_t)r->params.chunk_avg,
+                          (size_t)r->params.chunk_max, r->params.normalization,
+                          r->encrypted ? r->gear : NULL);
     if (e < 0)
         goto fail;
     if (r->params.chunk_avg != conf->chunk_avg || r->params.chunk_min != conf->chunk_min ||
@@ -503,6 +552,8 @@ void repo_free(struct repo *r)
 {
     if (!r)
         return;
+    crypt_keys_wipe(&r->keys);
+    OPENSSL_cleanse(r->master, sizeof(r->master));
     for (size_t i = 0; i < r->nregions; i++)
         region_free(r->regions[i]);
     index_free(r->ix);
@@ -512,8 +563,10 @@ void repo_free(struct repo *r)
 int repo_region_clone(const struct repo *r, size_t i, struct region **ret, struct buf *err)
 {
     int e = region_new(&r->conf.regions[i], ret, err);
-    if (e == 0)
+    if (e == 0) {
         (*ret)->slot = r->regions[i]->slot;
+        region_set_seal(*ret, r->encrypted ? &r->keys : NULL);
+    }
     return e;
 }
 
@@ -579,4 +632,20 @@ int repo_adopt(struct repo *r, size_t i, struct buf *err)
 struct chunkobj_opts repo_chunk_opts(const struct repo *r)
 {
     return (struct chunkobj_opts){.level = r->conf.zstd_level, .tensor = r->conf.tensor};
+}
+
+void repo_chunk_id(const struct repo *r, const uint8_t *data, size_t len, uint8_t id[HASH_LEN])
+{
+    if (!r->encrypted || crypt_chunk_id(&r->keys, data, len, id) < 0) {
+        if (r->encrypted) /* OpenSSL out of memory: no id we could trust */
+            abort();
+        hash_sha256(data, len, id);
+    }
+}
+
+struct chunkobj_ctx repo_chunkobj_ctx(const struct repo *r)
+{
+    struct chunkobj_ctx z = CHUNKOBJ_CTX_INIT;
+    z.keys = r->encrypted ? &r->keys : NULL;
+    return z;
 }

@@ -23,6 +23,7 @@
 #include "base/buf.h"
 #include "base/config.h"
 #include "engine/chunkobj.h"
+#include "engine/crypt.h"
 #include "engine/fastcdc.h"
 #include "engine/repoobj.h"
 #include "store/index.h"
@@ -36,6 +37,15 @@ struct repo {
     int health[CONFIG_MAX_REGIONS]; /* 0 healthy, else the check's error */
     struct repoobj params;          /* agreed by every healthy region */
     struct fastcdc cdc;
+    /* An encrypted repository (params.encrypted), unlocked by repo_open:
+     * the subkeys every region seals with, the keyed gear table cdc uses.
+     * master is held only while this instance creates the repository. */
+    bool encrypted;
+    struct crypt_keys keys;
+    uint64_t gear[256];
+    bool have_master;
+    uint8_t master[CRYPT_KEY_LEN];
+    char unlocked_by[24]; /* the key slot that opened it ("" if created here) */
 };
 
 enum repo_flags {
@@ -50,6 +60,11 @@ size_t repo_healthy(const struct repo *r);
  * (at most REPO_MAX_WORKERS). */
 #define REPO_MAX_WORKERS 256
 size_t repo_workers(const struct repo *r);
+/* A chunk's id: SHA-256 of its bytes, or HMAC-SHA256 under the
+ * repository's id key when it is encrypted.  Thread-safe. */
+void repo_chunk_id(const struct repo *r, const uint8_t *data, size_t len, uint8_t id[HASH_LEN]);
+/* A decoding context for this repository's chunk objects (its ids). */
+struct chunkobj_ctx repo_chunkobj_ctx(const struct repo *r);
 /* How this repository's chunks are encoded ([compress] level and tensor). */
 struct chunkobj_opts repo_chunk_opts(const struct repo *r);
 /* Another handle on region i, for another thread (a struct region is

@@ -336,6 +336,7 @@ struct seed_ref {
 };
 
 struct seed {
+    const struct repo *r;
     struct walk w;
     struct seed_ref *v;
     size_t n, cap;
@@ -363,8 +364,9 @@ static int seed_add(struct seed *sd, const uint8_t id[HASH_LEN], uint32_t len, u
 static int seed_chunk(void *ud, const uint8_t *data, size_t len, uint64_t off)
 {
     uint8_t id[HASH_LEN];
-    hash_sha256(data, len, id);
-    return seed_add(ud, id, (uint32_t)len, off);
+    struct seed *sd = ud;
+    repo_chunk_id(sd->r, data, len, id);
+    return seed_add(sd, id, (uint32_t)len, off);
 }
 
 /* The chunks of one seed file: from the index when it knows the file
@@ -462,7 +464,7 @@ static int seed_copy(struct rst *s, struct seed *sd, struct fetch_job *j, struct
     close(fd);
     if (n != (ssize_t)j->len)
         return 0;
-    hash_sha256(tmp->data, j->len, id);
+    repo_chunk_id(s->r, tmp->data, j->len, id);
     if (memcmp(id, j->id, HASH_LEN) != 0)
         return 0; /* the seed changed since it was cut: download it */
     int e = rst_chunk(s, j, tmp->data, j->len);
@@ -476,7 +478,7 @@ static int seed_copy(struct rst *s, struct seed *sd, struct fetch_job *j, struct
 /* Serves what the seed has; compacts jobs to what is left to download. */
 static int seed_serve(struct rst *s, struct fetch_job *jobs, size_t *n)
 {
-    struct seed sd = {0};
+    struct seed sd = {.r = s->r};
     struct buf tmp = BUF_INIT;
     size_t out = 0;
     int e = seed_build(s, &sd);

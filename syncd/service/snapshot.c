@@ -252,7 +252,7 @@ static void sjob_run(struct pool_job *pj, size_t t)
     struct index_txn *t_;
     int e;
 
-    hash_sha256(j->raw.data, j->raw.len, j->id);
+    repo_chunk_id(j->s->r, j->raw.data, j->raw.len, j->id);
     if ((e = index_txn_begin(s->r->ix, false, &t_)) < 0)
         goto out;
     e = index_chunk_get(t_, j->id, &c);
@@ -591,7 +591,7 @@ static int snap_reupload(struct snap *s, size_t i, const uint8_t id[HASH_LEN])
     if (fd >= 0)
         close(fd);
     if (e == 0) {
-        hash_sha256(data, (size_t)n, got);
+        repo_chunk_id(s->r, data, (size_t)n, got);
         if ((size_t)n != len || memcmp(got, id, HASH_LEN)) {
             buf_printf(s->err, "\"%s/%s\" changed during the snapshot; take it again", s->w.base,
                        path);

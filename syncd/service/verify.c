@@ -346,7 +346,7 @@ static void verify_repair_chunk(struct vctx *v, const struct mchunk *c, const st
 
 static int verify_chunks(struct vctx *v, void (*progress)(void *, uint64_t, uint64_t), void *ud)
 {
-    struct chunkobj_ctx z = CHUNKOBJ_CTX_INIT;
+    struct chunkobj_ctx z = repo_chunkobj_ctx(v->r);
     struct buf obj = BUF_INIT, raw = BUF_INIT, good = BUF_INIT;
     size_t out = 0;
     uint64_t done = 0;

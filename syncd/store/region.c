@@ -16,6 +16,13 @@
  *   with -ENOTSUP unless the caller (or the kind's default) said the store
  *   enforces it.  The probe calls the backend directly, since asking the
  *   store is exactly what the setting does not know yet.
+ * - Sealing (an encrypted repository) is done here too, around the
+ *   backends, so that no caller can forget it and every kind gets it: a
+ *   put seals into a scratch buffer, a get opens what came back, sizes
+ *   (has, list) are shifted by the envelope's fixed overhead.  A backend
+ *   never sees a plaintext object of an encrypted repository.  Each region
+ *   seals on its own (random nonces): the three copies of a chunk differ
+ *   byte for byte and open to the same object.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -29,6 +36,7 @@
 
 #include "base/err.h"
 #include "base/log.h"
+#include "engine/crypt.h"
 #include "store/region.h"
 
 #define REGION_PROBE_BODY "ckptsync precondition probe\n"
@@ -88,13 +96,79 @@ static int region_done(struct region *r, const char *what, const char *key, int 
     return rc;
 }
 
+/* ---- sealing ------------------------------------------------------------- */
+
+void region_set_seal(struct region *r, const struct crypt_keys *keys)
+{
+    r->seal = keys;
+}
+
+bool region_key_sealed(const struct region *r, const char *key)
+{
+    return r->seal && strcmp(key, "repo") != 0 && strncmp(key, "repo.d/", 7) != 0 &&
+           strncmp(key, "keys/", 5) != 0 && strncmp(key, "probe/", 6) != 0;
+}
+
+/* Seals data for key into out; the error is recorded on r. */
+static int region_seal_into(struct region *r, const char *key, const void *data, size_t len,
+                            struct buf *out)
+{
+    int e = crypt_seal(r->seal, key, data, len, out);
+    if (e < 0)
+        region_set_error(r, "region '%s': sealing \"%s\": %s", r->conf.name, key, err_str(e));
+    return e;
+}
+
+/* Opens the sealed object in out, in place; anything that does not open
+ * (a plaintext object included) is CKS_E_AUTH or the envelope's code. */
+static int region_open_in(struct region *r, const char *key, struct buf *out, char *msg,
+                          size_t msg_size)
+{
+    struct buf plain = BUF_INIT;
+    int e = crypt_is_sealed(out->data, out->len)
+                ? crypt_open(r->seal, key, out->data, out->len, &plain)
+                : CKS_E_AUTH;
+    if (e < 0) {
+        buf_reset(out);
+        snprintf(msg, msg_size, "region '%s': opening \"%s\": %s", r->conf.name, key,
+                 e == CKS_E_AUTH ? "authentication failed: altered, or not this repository's key"
+                                 : err_str(e));
+        buf_free(&plain);
+        return e;
+    }
+    buf_free(out);
+    *out = plain;
+    return 0;
+}
+
+/* A sealed object's size as the store holds it. */
+static uint64_t region_sealed_size(const struct region *r, const char *key, uint64_t size)
+{
+    return size && region_key_sealed(r, key) ? size + CRYPT_OVERHEAD : size;
+}
+
+/* A put through the backend's put or put_new, sealed when key is. */
+static int region_put_via(struct region *r,
+                          int (*put)(struct region *, const char *, const void *, size_t),
+                          const char *what, const char *key, const void *data, size_t len)
+{
+    if (!region_key_sealed(r, key))
+        return region_done(r, what, key, put(r, key, data, len));
+    struct buf sealed = BUF_INIT;
+    int e = region_seal_into(r, key, data, len, &sealed);
+    if (e == 0)
+        e = region_done(r, what, key, put(r, key, sealed.data, sealed.len));
+    buf_free(&sealed);
+    return e;
+}
+
 int region_put(struct region *r, const char *key, const void *data, size_t len)
 {
     r->errmsg[0] = 0;
     r->requests++;
     if (region_key_check(key, 0) < 0)
         return region_bad_key(r, key);
-    return region_done(r, "writing", key, r->ops->put(r, key, data, len));
+    return region_put_via(r, r->ops->put, "writing", key, data, len);
 }
 
 int region_get(struct region *r, const char *key, size_t max, struct buf *out)
@@ -103,7 +177,12 @@ int region_get(struct region *r, const char *key, size_t max, struct buf *out)
     r->requests++;
     if (region_key_check(key, 0) < 0)
         return region_bad_key(r, key);
-    return region_done(r, "reading", key, r->ops->get(r, key, max, out));
+    bool sealed = region_key_sealed(r, key);
+    size_t cap = sealed && max <= SIZE_MAX - CRYPT_OVERHEAD ? max + CRYPT_OVERHEAD : max;
+    int e = region_done(r, "reading", key, r->ops->get(r, key, cap, out));
+    if (e == 0 && sealed)
+        e = region_open_in(r, key, out, r->errmsg, sizeof(r->errmsg));
+    return e;
 }
 
 int region_get_range(struct region *r, const char *key, uint64_t off, size_t len, struct buf *out)
@@ -112,7 +191,20 @@ int region_get_range(struct region *r, const char *key, uint64_t off, size_t len
     r->requests++;
     if (region_key_check(key, 0) < 0)
         return region_bad_key(r, key);
-    return region_done(r, "reading", key, r->ops->get_range(r, key, off, len, out));
+    if (!region_key_sealed(r, key))
+        return region_done(r, "reading", key, r->ops->get_range(r, key, off, len, out));
+    /* A range of ciphertext cannot be authenticated: the whole object, then
+     * the range of the plain one. */
+    r->requests--;
+    int e = region_get(r, key, (size_t)CRYPT_MAX_PLAIN, out);
+    if (e < 0)
+        return e;
+    size_t from = off < out->len ? (size_t)off : out->len;
+    size_t n = out->len - from < len ? out->len - from : len;
+    memmove(out->data, out->data + from, n);
+    out->len = n;
+    out->data[n] = 0;
+    return 0;
 }
 
 int region_has_size(struct region *r, const char *key, uint64_t size)
@@ -121,12 +213,28 @@ int region_has_size(struct region *r, const char *key, uint64_t size)
     r->requests++;
     if (region_key_check(key, 0) < 0)
         return region_bad_key(r, key);
-    return region_done(r, "looking up", key, r->ops->has(r, key, size));
+    return region_done(r, "looking up", key, r->ops->has(r, key, region_sealed_size(r, key, size)));
 }
 
 int region_has(struct region *r, const char *key)
 {
     return region_has_size(r, key, 0);
+}
+
+struct unseal_list {
+    const struct region *r;
+    int (*cb)(void *ud, const char *key, uint64_t size);
+    void *ud;
+};
+
+/* The listing's sizes are the plain objects' (a sealed object shorter than
+ * the envelope is reported as 0: it opens to nothing). */
+static int region_list_unseal(void *ud, const char *key, uint64_t size)
+{
+    struct unseal_list *u = ud;
+    if (region_key_sealed(u->r, key))
+        size = size > CRYPT_OVERHEAD ? size - CRYPT_OVERHEAD : 0;
+    return u->cb(u->ud, key, size);
 }
 
 int region_list(struct region *r, const char *prefix,
@@ -135,7 +243,10 @@ int region_list(struct region *r, const char *prefix,
     r->errmsg[0] = 0;
     if (region_key_check(prefix, 1) < 0)
         return region_bad_key(r, prefix);
-    return region_done(r, "listing", prefix, r->ops->list(r, prefix, cb, ud));
+    if (!r->seal)
+        return region_done(r, "listing", prefix, r->ops->list(r, prefix, cb, ud));
+    struct unseal_list u = {r, cb, ud};
+    return region_done(r, "listing", prefix, r->ops->list(r, prefix, region_list_unseal, &u));
 }
 
 int region_del(struct region *r, const char *key)
@@ -164,7 +275,7 @@ int region_put_new(struct region *r, const char *key, const void *data, size_t l
                          key, r->preconditions < 0 ? "not probed yet" : "not enforced here");
         return -ENOTSUP;
     }
-    return region_done(r, "creating", key, r->ops->put_new(r, key, data, len));
+    return region_put_via(r, r->ops->put_new, "creating", key, data, len);
 }
 
 /* "probe/<16 hex>": unique enough that two instances never probe with
@@ -287,6 +398,23 @@ void region_batch(struct region_op *ops, size_t n)
 
 /* ---- asynchronous requests ----------------------------------------------- */
 
+/* Gives the caller back its view of a request the backend saw sealed. */
+static void region_req_unseal(struct region *r, struct region_req *req)
+{
+    if (!region_key_sealed(r, req->key))
+        return;
+    if (req->kind == RREQ_PUT && req->plain) {
+        req->data = req->plain;
+        req->len = req->plain_len;
+        req->plain = NULL;
+        buf_free(&req->sealed);
+    } else if (req->kind == RREQ_GET && req->max >= CRYPT_OVERHEAD) {
+        req->max -= CRYPT_OVERHEAD;
+    } else if (req->kind == RREQ_HAS && req->size >= CRYPT_OVERHEAD) {
+        req->size -= CRYPT_OVERHEAD;
+    }
+}
+
 static void region_req_run(struct region *r, struct region_req *req)
 {
     switch (req->kind) {
@@ -312,9 +440,30 @@ int region_submit(struct region *r, struct region_req *req)
         return region_bad_key(r, req->key);
     r->inflight++;
     if (r->ops->submit) {
+        /* The backend sees the sealed request; region_poll() restores the
+         * caller's view. */
+        req->plain = NULL;
+        bool sealed = region_key_sealed(r, req->key);
+        if (sealed && req->kind == RREQ_PUT) {
+            int e = region_seal_into(r, req->key, req->data, req->len, &req->sealed);
+            if (e < 0) {
+                r->inflight--;
+                return e;
+            }
+            req->plain = req->data;
+            req->plain_len = req->len;
+            req->data = req->sealed.data;
+            req->len = req->sealed.len;
+        } else if (sealed && req->kind == RREQ_GET && req->max <= SIZE_MAX - CRYPT_OVERHEAD) {
+            req->max += CRYPT_OVERHEAD;
+        } else if (sealed && req->kind == RREQ_HAS) {
+            req->size = region_sealed_size(r, req->key, req->size);
+        }
         int e = r->ops->submit(r, req);
-        if (e < 0)
+        if (e < 0) {
             r->inflight--;
+            region_req_unseal(r, req);
+        }
         return e;
     }
     region_req_run(r, req);
@@ -327,8 +476,15 @@ struct region_req *region_poll(struct region *r, int timeout_ms)
 {
     struct region_req *list = r->done;
     r->done = NULL;
-    if (!list && r->ops->poll)
+    if (!list && r->ops->poll) {
         list = r->ops->poll(r, timeout_ms);
+        for (struct region_req *q = list; q; q = q->next) {
+            bool get = q->kind == RREQ_GET && region_key_sealed(r, q->key);
+            region_req_unseal(r, q);
+            if (get && q->ret == 0)
+                q->ret = region_open_in(r, q->key, &q->out, q->errmsg, sizeof(q->errmsg));
+        }
+    }
     for (struct region_req *q = list; q; q = q->next)
         r->inflight--;
     return list;

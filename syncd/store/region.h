@@ -39,6 +39,8 @@
 
 #define REGION_KEY_MAX 1024
 
+struct crypt_keys;
+
 struct region;
 struct region_req;
 
@@ -73,6 +75,11 @@ struct region {
     uint64_t requests;       /* synchronous calls made (a listing counts its pages
                               * on s3), for cost reports; never reset by the region */
     struct region_req *done; /* completed by a synchronous fallback */
+    /* An encrypted repository: every object but those needed to unlock
+     * (region_key_sealed) is sealed on the way out (engine/crypt.h, the
+     * object's key as context) and opened on the way in; callers see the
+     * plain object, sizes included.  NULL: plaintext. */
+    const struct crypt_keys *seal;
 };
 
 /* An asynchronous request.  The caller owns it (and the data of a PUT)
@@ -90,6 +97,10 @@ struct region_req {
     void *ud;         /* the caller's */
     void *priv;       /* the backend's */
     struct region_req *next;
+    /* region.c's, while a sealed PUT is in flight: the caller's data */
+    struct buf sealed;
+    const void *plain;
+    size_t plain_len;
 };
 
 int region_new(const struct region_conf *conf, struct region **ret, struct buf *err);
@@ -147,6 +158,15 @@ int region_preconditions(const struct region *r); /* current setting: 1, 0 or -1
 const char *region_last_error(const struct region *r);
 /* Records a formatted error message on r (used by backends). */
 void region_set_error(struct region *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Seals r's objects under keys from now on (NULL: plaintext); keys must
+ * outlive r.  Sealed are all keys but "repo", "repo.d/...", "keys/..." and
+ * "probe/...": what an instance reads before it can unlock.  An object that
+ * fails to open is CKS_E_AUTH (altered, or another repository's key);
+ * one that is not sealed at all is CKS_E_AUTH too (a plaintext object in an
+ * encrypted repository is never trusted). */
+void region_set_seal(struct region *r, const struct crypt_keys *keys);
+bool region_key_sealed(const struct region *r, const char *key);
 
 /* "chunks/ab/ab...": out must hold REGION_KEY_MAX bytes. */
 void region_chunk_key(const uint8_t id[HASH_LEN], char *out);

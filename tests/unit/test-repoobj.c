@@ -49,6 +49,9 @@ static void check_round_trip(const struct repoobj *o)
     assert_int_equal(back.chunk_avg, o->chunk_avg);
     assert_int_equal(back.chunk_max, o->chunk_max);
     assert_int_equal(back.normalization, o->normalization);
+    assert_int_equal(back.encrypted, o->encrypted);
+    if (o->encrypted)
+        assert_memory_equal(back.key_check, o->key_check, sizeof(o->key_check));
     assert_int_equal(repoobj_encode(&back, &again), 0);
     assert_int_equal(again.len, out.len);
     assert_memory_equal(again.data, out.data, out.len);
@@ -60,11 +63,12 @@ static void check_round_trip(const struct repoobj *o)
 static void test_round_trip(void **state)
 {
     static const struct repoobj objs[] = {
-        {ID, 524288, 2097152, 8388608, 1},
-        {"ffffffffffffffffffffffffffffffff", 64, 64, 64, 0},
-        {"00000000000000000000000000000000", 64, 1024, FASTCDC_MAX_SIZE, 3},
-        {ID, 1 << 20, 1 << 22, 1 << 24, 2},
-        {ID, 12345, 67890, 1000001, 1}, /* not powers of two */
+        {ID, 524288, 2097152, 8388608, 1, false, {0}},
+        {"ffffffffffffffffffffffffffffffff", 64, 64, 64, 0, false, {0}},
+        {"00000000000000000000000000000000", 64, 1024, FASTCDC_MAX_SIZE, 3, false, {0}},
+        {ID, 1 << 20, 1 << 22, 1 << 24, 2, false, {0}},
+        {ID, 12345, 67890, 1000001, 1, false, {0}}, /* not powers of two */
+        {ID, 524288, 2097152, 8388608, 1, true, {0xab, 1, 2, 3, [31] = 0xff}}, /* encrypted */
     };
     for (size_t i = 0; i < sizeof(objs) / sizeof(objs[0]); i++) {
         struct fastcdc cdc;
@@ -79,7 +83,7 @@ static void test_round_trip(void **state)
 /* The encoder appends, and its checksum covers only what it wrote. */
 static void test_encode_appends(void **state)
 {
-    static const struct repoobj o = {ID, 524288, 2097152, 8388608, 1};
+    static const struct repoobj o = {ID, 524288, 2097152, 8388608, 1, false, {0}};
     struct buf out = BUF_INIT, alone = BUF_INIT;
     struct repoobj back;
 
@@ -298,7 +302,7 @@ static void test_rejects(void **state)
 /* Every proper prefix of a valid object is refused. */
 static void test_prefixes(void **state)
 {
-    static const struct repoobj o = {ID, 524288, 2097152, 8388608, 1};
+    static const struct repoobj o = {ID, 524288, 2097152, 8388608, 1, false, {0}};
     struct buf out = BUF_INIT;
     struct repoobj back;
 
@@ -317,7 +321,7 @@ static void test_prefixes(void **state)
 
 static void test_oversize(void **state)
 {
-    static const struct repoobj o = {ID, 524288, 2097152, 8388608, 1};
+    static const struct repoobj o = {ID, 524288, 2097152, 8388608, 1, false, {0}};
     struct buf b = BUF_INIT, err = BUF_INIT;
     struct repoobj back;
 

@@ -1,0 +1,326 @@
+/*
+ * repokeys.c — key slots in the regions and unlocking (see repokeys.h).
+ *
+ * Slots are read from every healthy region and merged by name: a region
+ * that lost its slots (a bucket recreated, a lifecycle rule) does not lock
+ * anyone out while another region holds them.  Only the key check in the
+ * repo object decides which master key is the repository's; a slot is
+ * just a way to it.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/crypto.h>
+
+#include "base/err.h"
+#include "base/log.h"
+#include "engine/crypt.h"
+#include "engine/hash.h"
+#include "service/keys.h"
+#include "service/repokeys.h"
+
+#define KEY_CHECK_INFO "ckptsync key check"
+
+int repokeys_secret(const struct config *conf, struct repo_secret *s, struct buf *err)
+{
+    memset(s, 0, sizeof(*s));
+    if (conf->key_file[0]) {
+        s->kind = KEYSLOT_KEYFILE;
+        snprintf(s->where, sizeof(s->where), "key file \"%s\"", conf->key_file);
+        int e = buf_reserve(&s->bytes, CRYPT_KEY_LEN);
+        if (e == 0)
+            e = keys_read_keyfile(conf->key_file, s->bytes.data, err);
+        if (e < 0) {
+            keys_secret_free(&s->bytes);
+            return e;
+        }
+        s->bytes.len = CRYPT_KEY_LEN;
+        return 0;
+    }
+    s->kind = KEYSLOT_PASSPHRASE;
+    if (conf->passphrase_file[0])
+        snprintf(s->where, sizeof(s->where), "passphrase file \"%s\"", conf->passphrase_file);
+    else
+        snprintf(s->where, sizeof(s->where), "$%s", KEYS_PASSPHRASE_ENV);
+    int e =
+        keys_passphrase(conf->passphrase_file[0] ? conf->passphrase_file : NULL, &s->bytes, err);
+    if (e == CKS_E_CONFIG && !conf->passphrase_file[0] && !conf->key_file[0])
+        buf_printf(err, "; an encrypted repository needs [repository] key_file or "
+                        "passphrase_file, or $" KEYS_PASSPHRASE_ENV);
+    if (e < 0)
+        keys_secret_free(&s->bytes);
+    return e;
+}
+
+void repokeys_secret_free(struct repo_secret *s)
+{
+    keys_secret_free(&s->bytes);
+}
+
+static int repo_id_bytes(const struct repo *r, uint8_t out[REPOOBJ_ID_HEX / 2])
+{
+    return hex_decode(r->params.id, REPOOBJ_ID_HEX / 2, out) < 0 ? CKS_E_FORMAT : 0;
+}
+
+static int key_check_of(const struct repo *r, const uint8_t master[CRYPT_KEY_LEN], uint8_t out[32])
+{
+    uint8_t id[REPOOBJ_ID_HEX / 2];
+    int e = repo_id_bytes(r, id);
+    if (e == 0)
+        e = crypt_hkdf(master, CRYPT_KEY_LEN, id, sizeof(id), (const uint8_t *)KEY_CHECK_INFO,
+                       strlen(KEY_CHECK_INFO), out, 32);
+    return e;
+}
+
+int repokeys_new_master(struct repo *r)
+{
+    int e = keys_new_master(r->master);
+    if (e == 0)
+        e = key_check_of(r, r->master, r->params.key_check);
+    if (e < 0) {
+        OPENSSL_cleanse(r->master, sizeof(r->master));
+        return e;
+    }
+    r->params.encrypted = true;
+    r->have_master = true;
+    return 0;
+}
+
+int repokeys_put_slot(struct repo *r, const struct repo_secret *s, char ret_id[REPOKEYS_ID_HEX + 1],
+                      struct buf *err)
+{
+    struct buf obj = BUF_INIT;
+    uint8_t rnd[REPOKEYS_ID_HEX / 2];
+    char key[64];
+    int e = crypt_random(rnd, sizeof(rnd));
+    if (e == 0)
+        e = s->kind == KEYSLOT_KEYFILE
+                ? keyslot_wrap_keyfile(r->master, s->bytes.data, &obj)
+                : keyslot_wrap_passphrase(r->master, s->bytes.data, s->bytes.len, KEYSLOT_SCRYPT_N,
+                                          KEYSLOT_SCRYPT_R, KEYSLOT_SCRYPT_P, &obj);
+    if (e < 0) {
+        buf_printf(err, "wrapping the master key under the %s: %s", s->where, err_str(e));
+        buf_free(&obj);
+        return e;
+    }
+    hex_encode(rnd, sizeof(rnd), ret_id);
+    snprintf(key, sizeof(key), REPOKEYS_PREFIX "%s", ret_id);
+    unsigned n = 0;
+    for (size_t i = 0; i < r->nregions; i++) {
+        struct region *rg = r->regions[i];
+        if (r->health[i])
+            continue;
+        e = region_preconditions(rg) == 1 ? region_put_new(rg, key, obj.data, obj.len)
+                                          : region_put(rg, key, obj.data, obj.len);
+        if (e == 0)
+            n++;
+        else
+            log_error("%s", region_last_error(rg));
+    }
+    buf_free(&obj);
+    if (n == 0) {
+        buf_printf(err, "no region took key slot \"%s\" (see the errors above)", key);
+        return CKS_E_QUORUM;
+    }
+    return 0;
+}
+
+void repokeys_del_slot(struct repo *r, const char *id)
+{
+    char key[64];
+    snprintf(key, sizeof(key), REPOKEYS_PREFIX "%s", id);
+    for (size_t i = 0; i < r->nregions; i++)
+        if (!r->health[i] && region_del(r->regions[i], key) < 0)
+            log_error("%s", region_last_error(r->regions[i]));
+}
+
+/* ---- listing --------------------------------------------------------------- */
+
+struct slot_names {
+    struct repokey_info *v;
+    size_t n;
+    uint32_t bit;
+    bool full;
+};
+
+static int slot_name_cb(void *ud, const char *key, uint64_t size)
+{
+    struct slot_names *l = ud;
+    const char *id = key + strlen(REPOKEYS_PREFIX);
+    (void)size;
+    if (strncmp(key, REPOKEYS_PREFIX, strlen(REPOKEYS_PREFIX)) || strlen(id) != REPOKEYS_ID_HEX ||
+        strspn(id, "0123456789abcdef") != REPOKEYS_ID_HEX)
+        return 0;
+    for (size_t k = 0; k < l->n; k++) {
+        if (!strcmp(l->v[k].id, id)) {
+            l->v[k].regions |= l->bit;
+            return 0;
+        }
+    }
+    if (l->n == REPOKEYS_MAX_SLOTS) {
+        l->full = true;
+        return 0;
+    }
+    memset(&l->v[l->n], 0, sizeof(l->v[0]));
+    memcpy(l->v[l->n].id, id, REPOKEYS_ID_HEX + 1);
+    l->v[l->n++].regions = l->bit;
+    return 0;
+}
+
+static int info_cmp(const void *a, const void *b)
+{
+    return strcmp(((const struct repokey_info *)a)->id, ((const struct repokey_info *)b)->id);
+}
+
+/* Reads slot id from the first region holding it. */
+static int slot_read(struct repo *r, const struct repokey_info *in, struct keyslot *ret)
+{
+    char key[64];
+    snprintf(key, sizeof(key), REPOKEYS_PREFIX "%s", in->id);
+    int e = -ENOENT;
+    for (size_t i = 0; i < r->nregions; i++) {
+        if (r->health[i] || !(in->regions & (1u << i)))
+            continue;
+        struct buf data = BUF_INIT;
+        e = region_get(r->regions[i], key, KEYSLOT_MAX_BYTES, &data);
+        if (e == 0)
+            e = keyslot_parse(data.data, data.len, ret);
+        if (e < 0)
+            log_error("region '%s': key slot \"%s\": %s", r->regions[i]->conf.name, key,
+                      err_str(e));
+        buf_free(&data);
+        if (e == 0)
+            return 0;
+    }
+    return e;
+}
+
+int repokeys_list(struct repo *r, struct repokey_info **ret, size_t *ret_n, struct buf *err)
+{
+    struct slot_names l = {calloc(REPOKEYS_MAX_SLOTS, sizeof(struct repokey_info)), 0, 0, false};
+    if (!l.v)
+        return -ENOMEM;
+    unsigned listed = 0;
+    for (size_t i = 0; i < r->nregions; i++) {
+        if (r->health[i])
+            continue;
+        l.bit = 1u << i;
+        int e = region_list(r->regions[i], REPOKEYS_PREFIX, slot_name_cb, &l);
+        if (e < 0 && e != -ENOENT)
+            log_error("%s", region_last_error(r->regions[i]));
+        else
+            listed++;
+    }
+    if (!listed) {
+        free(l.v);
+        buf_printf(err, "no region could list its key slots");
+        return CKS_E_QUORUM;
+    }
+    if (l.full)
+        log_error("more than %d key slots: the rest are not read", REPOKEYS_MAX_SLOTS);
+    qsort(l.v, l.n, sizeof(*l.v), info_cmp);
+    for (size_t k = 0; k < l.n; k++) {
+        struct keyslot s;
+        if (slot_read(r, &l.v[k], &s) < 0)
+            continue;
+        l.v[k].valid = true;
+        l.v[k].kind = s.kind;
+        l.v[k].n = s.n;
+        l.v[k].r = s.r;
+        l.v[k].p = s.p;
+    }
+    *ret = l.v;
+    *ret_n = l.n;
+    return 0;
+}
+
+/* ---- unlocking -------------------------------------------------------------- */
+
+/* The master key from the slots the secret opens; 0 or CKS_E_AUTH. */
+static int unlock_from_slots(struct repo *r, const struct repo_secret *s, uint8_t master[32],
+                             char ret_slot[REPOKEYS_ID_HEX + 1], struct buf *err)
+{
+    struct repokey_info *v = NULL;
+    size_t n = 0, tried = 0, stale = 0;
+    int e = repokeys_list(r, &v, &n, err);
+    if (e < 0)
+        return e;
+    e = CKS_E_AUTH;
+    for (size_t k = 0; k < n && e == CKS_E_AUTH; k++) {
+        struct keyslot slot;
+        uint8_t check[32];
+        if (!v[k].valid || v[k].kind != s->kind || slot_read(r, &v[k], &slot) < 0)
+            continue;
+        tried++;
+        int u = keyslot_unwrap(&slot, s->bytes.data, s->bytes.len, master);
+        if (u == CKS_E_AUTH)
+            continue;
+        if (u < 0) {
+            e = u;
+            buf_printf(err, "key slot \"%s\": %s", v[k].id, err_str(u));
+            break;
+        }
+        if (key_check_of(r, master, check) < 0 ||
+            CRYPTO_memcmp(check, r->params.key_check, sizeof(check)) != 0) {
+            stale++; /* opens, but not this repository's master key */
+            memset(master, 0, 32);
+            continue;
+        }
+        if (ret_slot)
+            memcpy(ret_slot, v[k].id, REPOKEYS_ID_HEX + 1);
+        e = 0;
+    }
+    if (e == CKS_E_AUTH)
+        buf_printf(err,
+                   "repository %s is encrypted and none of its %zu key slot(s) opens with the "
+                   "%s (%zu of that kind tried%s); `ckptsync key list` shows the slots",
+                   r->params.id, n, s->where, tried,
+                   stale ? ", some open to another repository's key" : "");
+    free(v);
+    return e;
+}
+
+int repokeys_unlock(struct repo *r, char ret_slot[REPOKEYS_ID_HEX + 1], struct buf *err)
+{
+    uint8_t master[CRYPT_KEY_LEN], check[32], id[REPOOBJ_ID_HEX / 2];
+    int e = 0;
+    if (ret_slot)
+        ret_slot[0] = 0;
+    if (r->have_master && key_check_of(r, r->master, check) == 0 &&
+        CRYPTO_memcmp(check, r->params.key_check, sizeof(check)) == 0) {
+        memcpy(master, r->master, sizeof(master));
+    } else {
+        struct repo_secret s;
+        struct buf why = BUF_INIT;
+        if ((e = repokeys_secret(&r->conf, &s, &why)) < 0) {
+            buf_printf(err, "repository %s is encrypted: %s", r->params.id, buf_str(&why));
+            buf_free(&why);
+            return e;
+        }
+        buf_free(&why);
+        e = unlock_from_slots(r, &s, master, ret_slot, err);
+        repokeys_secret_free(&s);
+        if (e < 0)
+            return e;
+    }
+    e = repo_id_bytes(r, id);
+    if (e == 0)
+        e = crypt_derive(master, id, sizeof(id), &r->keys);
+    if (e == 0)
+        e = crypt_gear(&r->keys, r->gear);
+    /* kept for `key add`, which wraps it under another secret */
+    memcpy(r->master, master, sizeof(master));
+    r->have_master = e == 0;
+    OPENSSL_cleanse(master, sizeof(master));
+    if (e < 0) {
+        crypt_keys_wipe(&r->keys);
+        buf_printf(err, "deriving the repository's keys: %s", err_str(e));
+        return e;
+    }
+    r->encrypted = true;
+    for (size_t i = 0; i < r->nregions; i++)
+        region_set_seal(r->regions[i], &r->keys);
+    return 0;
+}

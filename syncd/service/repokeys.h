@@ -1,0 +1,82 @@
+/*
+ * repokeys.h — an encrypted repository's keys in the regions: the key
+ * slots (keys/<16 hex>, engine/keyslot.h), unlocking the master key with
+ * this instance's secret, and `ckptsync key add | list | remove`.
+ *
+ * The master key is random and never leaves the process; each slot wraps
+ * it under one secret (a key file, or a passphrase through scrypt), so a
+ * secret is added or removed by writing or deleting one slot and nothing
+ * is re-encrypted.  Slots are write-once objects under fresh random names:
+ * two instances adding keys at once never touch the same object.  A slot
+ * is believed only when the master key it opens matches the repo object's
+ * key check, so a slot written by a creator that lost the creation race
+ * (or planted by someone who can write the bucket but lacks the master
+ * key) opens nothing.
+ *
+ * The secret is chosen by the configuration: [repository] key_file, else
+ * passphrase_file, else $CKPTSYNC_PASSPHRASE.
+ */
+#ifndef CKS_REPOKEYS_H
+#define CKS_REPOKEYS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/buf.h"
+#include "base/config.h"
+#include "engine/keyslot.h"
+#include "service/repo.h"
+
+#define REPOKEYS_PREFIX "keys/"
+#define REPOKEYS_ID_HEX 16
+#define REPOKEYS_MAX_SLOTS 256
+
+/* One secret, as a slot of its kind takes it. */
+struct repo_secret {
+    enum keyslot_kind kind;
+    struct buf bytes;                 /* the key file's 32 bytes, or the passphrase */
+    char where[CONFIG_PATH_MAX + 32]; /* "key file \"/x\"", "$CKPTSYNC_PASSPHRASE", ... */
+};
+
+/* The secret conf names: key_file, passphrase_file or the environment.
+ * CKS_E_CONFIG (with a message saying what to set) when there is none. */
+int repokeys_secret(const struct config *conf, struct repo_secret *s, struct buf *err);
+void repokeys_secret_free(struct repo_secret *s);
+
+/* A new repository's master key and key check (r->params.id is set):
+ * r->master, r->have_master, r->params.encrypted and key_check. */
+int repokeys_new_master(struct repo *r);
+/* Writes a slot for r->master under s into every healthy region (a
+ * create-only put where the region enforces it); its name in ret_id.
+ * 0 when at least one region took it. */
+int repokeys_put_slot(struct repo *r, const struct repo_secret *s, char ret_id[REPOKEYS_ID_HEX + 1],
+                      struct buf *err);
+/* Deletes slot id from every healthy region (a creator that lost the race
+ * cleans up its own slot this way). */
+void repokeys_del_slot(struct repo *r, const char *id);
+
+/* Unlocks r (r->params.encrypted): the master key from r->master when this
+ * instance just created the repository, else from the first slot that the
+ * configured secret opens and that passes the key check; then derives the
+ * subkeys and the gear table and seals every region.  ret_slot (may be
+ * NULL) gets the slot's id ("" when created here).  CKS_E_CONFIG (no
+ * secret configured), CKS_E_AUTH (no slot opens: the message names the
+ * secret and the number of slots tried). */
+int repokeys_unlock(struct repo *r, char ret_slot[REPOKEYS_ID_HEX + 1], struct buf *err);
+
+/* One slot as `key list` shows it. */
+struct repokey_info {
+    char id[REPOKEYS_ID_HEX + 1];
+    enum keyslot_kind kind;
+    uint64_t n;
+    uint32_t r, p;
+    uint32_t regions; /* bits: the regions holding it */
+    bool valid;       /* parses (a damaged slot is listed, not used) */
+};
+
+/* Every slot in the healthy regions (up to REPOKEYS_MAX_SLOTS), sorted by
+ * id.  *ret is malloc'ed. */
+int repokeys_list(struct repo *r, struct repokey_info **ret, size_t *ret_n, struct buf *err);
+
+#endif

@@ -1,0 +1,175 @@
+#!/usr/bin/env bash
+# regions: dir s3
+# Client-side encryption end to end ([repository] encryption = aes-256-gcm).
+# What a store holds: every object but `repo` (and its creation candidates
+# repo.d/) and the key slots is a sealed envelope, and no object's bytes
+# contain a known file's contents, a file name or the run name.  What a reader needs: the key (a wrong or
+# missing one exits 1 and says so).  What a flipped byte does: verify names
+# the object, restore takes it from another region, verify --repair mends
+# it.  Keys: `key add` a passphrase, restore with it alone, `key remove`
+# the key file's slot (refused without --force for the slot in use, and
+# refused for the last one).  Dedup across instances sharing the key, the
+# daemon's path, and an unencrypted repository that refuses to become
+# encrypted by configuration.  The s3 variant lists and damages objects
+# with the AWS CLI (interop).
+. "$(dirname "$0")/lib.sh"
+write_config 64K 256K 1M
+KEY="$T/repo.key"
+head -c 32 /dev/urandom > "$KEY"; chmod 600 "$KEY"
+sed -i "/^\[daemon\]/i [repository]\nencryption = aes-256-gcm\nkey_file = $KEY" "$CONF"
+
+if [ "${CKS_REGIONS:-dir}" = s3 ]; then
+  obj_keys() { aws_s3 "$1" s3 ls "s3://$S3_BUCKET/$S3_PREFIX/" --recursive | awk '{print $4}' | sed "s|^$S3_PREFIX/||" | sort; }
+  obj_get() { aws_s3 "$1" s3 cp "s3://$S3_BUCKET/$S3_PREFIX/$2" "$3" > /dev/null; }
+  obj_put() { aws_s3 "$1" s3 cp "$3" "s3://$S3_BUCKET/$S3_PREFIX/$2" > /dev/null; }
+else
+  obj_keys() { (cd "$T/regions/$1" && find . -type f ! -name '.*' | sed 's|^\./||' | sort); }
+  obj_get() { cp "$T/regions/$1/$2" "$3"; }
+  obj_put() { cp "$3" "$T/regions/$1/$2"; }
+fi
+# flip REGION KEY: one byte in the middle of the object, through the store's API.
+flip() {
+  obj_get "$1" "$2" "$T/obj"
+  python3 - "$T/obj" <<'PY'
+import sys
+b = bytearray(open(sys.argv[1], 'rb').read()); b[len(b) // 2] ^= 0x20
+open(sys.argv[1], 'wb').write(b)
+PY
+  obj_put "$1" "$2" "$T/obj"
+}
+
+RUN=zebrafinch-run
+ck="$T/watch/$RUN/checkpoint-7"
+step "a checkpoint with known contents, file names and run name"
+mkdir -p "$ck/sub"
+head -c $((3 << 20)) /dev/urandom > "$ck/weights-aardvark.bin"
+python3 -c 'import sys; sys.stdout.write("the quick brown fox says KNOWNPLAINTEXT-%d\n" * 20000 % tuple(range(20000)))' > "$ck/sub/notes-okapi.txt"
+printf '{"global_step": 7}\n' > "$ck/trainer_state.json"
+cp -a "$ck" "$T/orig"
+
+step "mode 0644 on the key file is refused, naming it"
+chmod 644 "$KEY"
+expect_fail 1 cks snapshot "$ck" --run "$RUN" --step 7
+grep "$KEY" "$T/err" | grep "0644" > /dev/null || { cat "$T/err"; die "no clear error for a 0644 key file"; }
+chmod 600 "$KEY"
+
+step "snapshot into an encrypted repository"
+cks snapshot "$ck" --run "$RUN" --step 7 --json > "$T/s1.json"
+[ "$(json "$T/s1.json" 'd["committed"]')" = 3 ] || die "not committed in 3 regions"
+
+step "the stores hold sealed envelopes only: no contents, file names or run name in any object"
+mkdir -p "$T/dump"
+for r in a b c; do
+  obj_keys "$r" > "$T/keys.$r"
+  grep '^chunks/' "$T/keys.$r" > /dev/null || die "region $r: no chunk objects listed"
+  grep '^keys/[0-9a-f]\{16\}$' "$T/keys.$r" > /dev/null || die "region $r: no key slot listed"
+  while read -r k; do
+    f="$T/dump/$r/$k"; mkdir -p "$(dirname "$f")"; obj_get "$r" "$k" "$f"
+    case $k in
+      repo|repo.d/*|keys/*) ;;
+      *) [ "$(head -c 4 "$f")" = CKE1 ] || die "region $r: \"$k\" is not a sealed envelope" ;;
+    esac
+  done < "$T/keys.$r"
+done
+python3 - "$T/dump" "$ck/weights-aardvark.bin" "$RUN" <<'PY' || die "plaintext found in a store"
+import os, sys
+root, weights, run = sys.argv[1:]
+w = open(weights, 'rb').read()
+needles = [w[i:i + 32] for i in range(0, len(w) - 32, len(w) // 64)]
+needles += [b"KNOWNPLAINTEXT", b"quick brown fox", b"weights-aardvark", b"notes-okapi",
+            b"trainer_state", b"global_step", run.encode(), b"checkpoint-7"]
+bad = 0
+for d, _, files in os.walk(root):
+    for f in files:
+        data = open(os.path.join(d, f), 'rb').read()
+        for n in needles:
+            if n in data:
+                print("found %r in %s" % (n[:20], os.path.join(d, f)))
+                bad += 1
+print("searched %d needles in the objects of 3 regions: %d found" % (len(needles), bad))
+sys.exit(1 if bad else 0)
+PY
+grep -h "encryption aes-256-gcm [0-9a-f]\{64\}" "$T"/dump/*/repo > /dev/null || die "the repo object does not say it is encrypted"
+
+step "restore from a fresh state with the key: bit for bit"
+rm -rf "$STATE"
+cks restore --run "$RUN" --latest --to "$T/r1" > /dev/null
+diff -r "$T/orig" "$T/r1/checkpoint-7" > /dev/null || die "restored tree differs"
+
+step "a wrong key and no key are refused, exit 1, saying why"
+WRONG="$T/wrong.key"; head -c 32 /dev/urandom > "$WRONG"; chmod 600 "$WRONG"
+sed "s|^key_file = .*|key_file = $WRONG|" "$CONF" > "$T/wrong.conf"
+rm -rf "$STATE"
+expect_fail 1 "$CKPTSYNC" --config "$T/wrong.conf" restore --run "$RUN" --latest --to "$T/rw"
+grep "none of its 1 key slot" "$T/err" | grep "$WRONG" > /dev/null || { cat "$T/err"; die "wrong key: unclear error"; }
+[ ! -e "$T/rw/checkpoint-7" ] || die "a wrong key restored something"
+grep -v '^encryption\|^key_file\|^\[repository\]' "$CONF" > "$T/nokey.conf"
+expect_fail 1 env -u CKPTSYNC_PASSPHRASE "$CKPTSYNC" --config "$T/nokey.conf" ls --remote
+grep "is encrypted" "$T/err" | grep "key_file" > /dev/null || { cat "$T/err"; die "no key: unclear error"; }
+
+step "a flipped byte in a chunk, a manifest and a commit record of region a"
+chunk=$(grep '^chunks/' "$T/keys.a" | sed -n 1p)
+man=$(grep '^snapshots/' "$T/keys.a" | sed -n 1p)
+rec=$(grep '^commits/' "$T/keys.a" | sed -n 1p)
+flip a "$chunk"; flip a "$man"; flip a "$rec"
+expect_fail 1 cks verify
+grep "$(basename "$chunk")" "$T/out" "$T/err" > /dev/null || { cat "$T/out" "$T/err"; die "verify did not name the damaged chunk"; }
+rm -rf "$STATE" "$T/r2"
+cks restore --run "$RUN" --latest --to "$T/r2" > /dev/null 2> "$T/r2.err" || { cat "$T/r2.err"; die "restore failed with one region damaged"; }
+diff -r "$T/orig" "$T/r2/checkpoint-7" > /dev/null || die "restore with region a damaged differs"
+cks verify --repair > /dev/null 2>&1 || true
+cks verify > "$T/v.out" 2>&1 || { cat "$T/v.out"; die "verify --repair did not mend region a"; }
+
+step "the same data from a second instance (fresh state, same key) stores nothing new"
+sed "s|^state = .*|state = $T/state2|" "$CONF" > "$T/second.conf"
+"$CKPTSYNC" --config "$T/second.conf" snapshot "$ck" --run "$RUN" --step 7 --json > "$T/s2.json"
+[ "$(json "$T/s2.json" 'd["new_bytes"]')" = 0 ] || die "keyed ids do not dedup across instances"
+
+step "key add a passphrase; restore with the passphrase alone"
+NEWPW="correct horse battery staple $$"
+NEWPW="$NEWPW" cks key add --passphrase-env NEWPW > "$T/add.out"
+pw_id=$(awk '{print $4}' "$T/add.out")
+cks key list --json > "$T/keys.json"
+[ "$(json "$T/keys.json" 'len(d)')" = 2 ] || die "key list shows $(json "$T/keys.json" 'len(d)') slots, not 2"
+kf_id=$(json "$T/keys.json" '[k["id"] for k in d if k["unlocked_this"]][0]')
+grep -v '^key_file' "$CONF" > "$T/pw.conf"
+rm -rf "$STATE" "$T/r3"
+CKPTSYNC_PASSPHRASE="$NEWPW" "$CKPTSYNC" --config "$T/pw.conf" restore --run "$RUN" --latest --to "$T/r3" > /dev/null
+diff -r "$T/orig" "$T/r3/checkpoint-7" > /dev/null || die "restore with the passphrase differs"
+CKPTSYNC_PASSPHRASE="wrong $NEWPW" expect_fail 1 "$CKPTSYNC" --config "$T/pw.conf" ls --remote
+
+step "key remove: not the slot in use without --force, never the last one"
+expect_fail 1 cks key remove "$kf_id"
+grep "force" "$T/err" > /dev/null || { cat "$T/err"; die "removing the slot in use was not refused"; }
+cks key remove "$kf_id" --force > /dev/null
+expect_fail 1 cks ls --remote
+CKPTSYNC_PASSPHRASE="$NEWPW" expect_fail 1 "$CKPTSYNC" --config "$T/pw.conf" key remove "$pw_id" --force
+grep "last key slot" "$T/err" > /dev/null || { cat "$T/err"; die "removing the last slot was not refused"; }
+CKPTSYNC_PASSPHRASE="$NEWPW" "$CKPTSYNC" --config "$T/pw.conf" key add --key-file "$KEY" > /dev/null
+cks ls --remote > /dev/null || die "the key file does not open the repository after key add"
+
+step "the daemon writes sealed objects too"
+ck2="$T/watch/$RUN/checkpoint-8"
+cp -a "$ck" "$ck2"; head -c $((1 << 20)) /dev/urandom > "$ck2/weights-aardvark.bin"; cp -a "$ck2" "$T/orig2"
+set_settle 1
+start_daemon
+cks commit "$ck2" --step 8 --wait replicated --timeout 60 > /dev/null || { tail -20 "$T/daemon.log"; die "commit failed"; }
+stop_daemon
+rm -rf "$STATE" "$T/r4"
+cks restore --run "$RUN" --latest --to "$T/r4" > /dev/null
+diff -r "$T/orig2" "$T/r4/checkpoint-8" > /dev/null || die "daemon snapshot restored differently"
+obj_keys b | grep '^snapshots/' | while read -r k; do
+  obj_get b "$k" "$T/m"; [ "$(head -c 4 "$T/m")" = CKE1 ] || die "daemon manifest \"$k\" is not sealed"
+done
+
+step "an unencrypted repository is not turned into an encrypted one by configuration"
+P="$T/plain"; mkdir -p "$P/a" "$P/b" "$P/c"
+grep -v '^encryption\|^key_file\|^\[repository\]' "$CONF" | sed -e "s|$T/regions/|$P/|" -e "s|^state = .*|state = $P/state|" > "$T/plain.conf"
+if [ "${CKS_REGIONS:-dir}" = dir ]; then
+  "$CKPTSYNC" --config "$T/plain.conf" snapshot "$ck" --run plain > /dev/null
+  sed "/^\[daemon\]/i [repository]\nencryption = aes-256-gcm\nkey_file = $KEY" "$T/plain.conf" > "$T/plain-enc.conf"
+  expect_fail 1 "$CKPTSYNC" --config "$T/plain-enc.conf" snapshot "$ck" --run plain
+  grep "is not encrypted" "$T/err" > /dev/null || { cat "$T/err"; die "no clear error for an unencrypted repository"; }
+  [ "$(head -c 4 "$(find "$P/a/chunks" -type f | sed -n 1p)")" = CKC1 ] || die "the plain repository is not plain"
+fi
+echo "ok"
