@@ -17,6 +17,7 @@
 #include "base/config.h"
 #include "base/log.h"
 #include "service/daemon.h"
+#include "service/repokeys.h"
 
 #define DEFAULT_CONFIG "/etc/ckptsync/ckptsync.conf"
 
@@ -151,6 +152,20 @@ int main(int argc, char **argv)
         return 1;
     }
     config_warn_insecure(c);
+    if (c->encryption || c->key_file[0] || c->passphrase_file[0]) {
+        /* The secret is read at every start: a key file with the wrong mode
+         * or a missing passphrase should fail here, not at the first commit. */
+        struct repo_secret sec;
+        struct buf err = BUF_INIT;
+        int e = repokeys_secret(c, &sec, &err);
+        repokeys_secret_free(&sec);
+        if (e < 0) {
+            log_error("%s: [repository]: %s", path ? path : "(embedded default)", buf_str(&err));
+            buf_free(&err);
+            return 1;
+        }
+        buf_free(&err);
+    }
     if (o.check) {
         printf("configuration %s is valid\n", path ? path : "(embedded default)");
         return 0;

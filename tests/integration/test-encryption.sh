@@ -51,6 +51,8 @@ step "mode 0644 on the key file is refused, naming it"
 chmod 644 "$KEY"
 expect_fail 1 cks snapshot "$ck" --run "$RUN" --step 7
 grep "$KEY" "$T/err" | grep "0644" > /dev/null || { cat "$T/err"; die "no clear error for a 0644 key file"; }
+expect_fail 1 "$CKPTSYNCD" --config "$CONF" --check
+grep "$KEY" "$T/err" | grep "0644" > /dev/null || { cat "$T/err"; die "ckptsyncd --check accepted a 0644 key file"; }
 chmod 600 "$KEY"
 
 step "snapshot into an encrypted repository"
