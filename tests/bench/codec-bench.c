@@ -3,7 +3,7 @@
  * one file, cut into chunks as the daemon cuts them (FastCDC, min 512 KiB,
  * avg 2 MiB, max 8 MiB, normalization 1).  Not a test: it prints figures.
  *
- *   codec-bench [-w WIDTH] [-r REPEAT] [-l LABEL] [-H] [-v] FILE
+ *   codec-bench [-w WIDTH] [-r REPEAT] [-l LABEL] [-H] [-v] FILE...
  *
  * Per chunk and codec, in the same run: zstd -1, zstd -3, byte-grouped
  * zstd -3 (planes of WIDTH bytes, default 4, each a zstd -3 frame: the
@@ -14,6 +14,7 @@
  * other load on the machine counts less.  Each decoded chunk is compared
  * with the original (outside the timing); a mismatch exits 1.
  *
+ * Every file is cut on its own; the row covers all of them.
  * Prints one markdown table row (-H: the header first): data, raw MB,
  * then stored/raw, compress MB/s and decompress MB/s (of raw bytes) per
  * codec, then what tcodec_pick said (share of bytes per width) and the
@@ -44,7 +45,7 @@ enum { C_ZSTD1, C_ZSTD3, C_BG3, C_TC, C_COUNT };
 struct chunk {
     const uint8_t *raw;
     size_t len;
-    unsigned pick;             /* tcodec_pick's width */
+    unsigned pick;           /* tcodec_pick's width */
     struct buf enc[C_COUNT]; /* each codec's output */
 };
 
@@ -210,33 +211,35 @@ static void run_codec(struct bench *b, unsigned codec)
         b->pick_time = best_pick;
 }
 
+static size_t cap_chunks;
+static size_t max_chunk;
+
 static void cut(struct bench *b, const uint8_t *data, size_t len)
 {
     struct fastcdc cdc;
     if (fastcdc_init(&cdc, 512u << 10, 2u << 20, 8u << 20, 1) < 0)
         die("fastcdc_init");
-    size_t cap = len / (512u << 10) + 2;
-    b->c = calloc(cap, sizeof(*b->c));
-    if (!b->c)
-        die("out of memory");
-    size_t max = 0;
     for (size_t off = 0; off < len;) {
         size_t n = fastcdc_cut(&cdc, data + off, len - off, true);
+        if (b->n == cap_chunks) {
+            cap_chunks = cap_chunks ? 2 * cap_chunks : 64;
+            struct chunk *c = realloc(b->c, cap_chunks * sizeof(*c));
+            if (!c)
+                die("out of memory");
+            memset(c + b->n, 0, (cap_chunks - b->n) * sizeof(*c));
+            b->c = c;
+        }
         b->c[b->n].raw = data + off;
         b->c[b->n].len = n;
         b->n++;
         off += n;
-        max = n > max ? n : max;
+        max_chunk = n > max_chunk ? n : max_chunk;
     }
-    b->out = malloc(max + 1);
-    b->scratch = malloc(max + 1);
-    if (!b->out || !b->scratch)
-        die("out of memory");
 }
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: codec-bench [-w WIDTH] [-r REPEAT] [-l LABEL] [-H] [-v] FILE\n");
+    fprintf(stderr, "usage: codec-bench [-w WIDTH] [-r REPEAT] [-l LABEL] [-H] [-v] FILE...\n");
     exit(2);
 }
 
@@ -279,18 +282,28 @@ int main(int argc, char **argv)
             usage();
         }
     }
-    if (optind + 1 != argc || (b.width != 2 && b.width != 4) || b.repeat < 1)
+    if (optind >= argc || (b.width != 2 && b.width != 4) || b.repeat < 1)
         usage();
-    const char *path = argv[optind];
-    uint8_t *data = NULL;
+    int nfiles = argc - optind;
+    uint8_t **data = calloc((size_t)nfiles, sizeof(*data));
+    if (!data)
+        die("out of memory");
     size_t len = 0;
-    if (fileio_read_all(path, MAX_FILE, &data, &len) < 0)
-        die("cannot read the file");
+    for (int i = 0; i < nfiles; i++) {
+        size_t flen = 0;
+        if (fileio_read_all(argv[optind + i], MAX_FILE, &data[i], &flen) < 0) {
+            fprintf(stderr, "codec-bench: cannot read \"%s\"\n", argv[optind + i]);
+            return 1;
+        }
+        cut(&b, data[i], flen);
+        len += flen;
+    }
+    b.out = malloc(max_chunk + 1);
+    b.scratch = malloc(max_chunk + 1);
     b.cctx = ZSTD_createCCtx();
     b.dctx = ZSTD_createDCtx();
-    if (!b.cctx || !b.dctx)
+    if (!b.out || !b.scratch || !b.cctx || !b.dctx)
         die("out of memory");
-    cut(&b, data, len);
 
     size_t stored[C_COUNT] = {0}, by_width[5] = {0};
     for (unsigned k = 0; k < C_COUNT; k++) {
@@ -311,7 +324,7 @@ int main(int argc, char **argv)
     if (header)
         print_header();
     double mb = (double)len / 1e6;
-    printf("| %s | %.1f |", label ? label : path, mb);
+    printf("| %s | %.1f |", label ? label : argv[optind], mb);
     for (unsigned k = 0; k < C_COUNT; k++)
         printf(" %.3f | %.0f | %.0f |", len ? (double)stored[k] / (double)len : 0.0,
                mb / b.ctime[k], mb / b.dtime[k]);
@@ -330,6 +343,8 @@ int main(int argc, char **argv)
     free(b.c);
     free(b.out);
     free(b.scratch);
+    for (int i = 0; i < nfiles; i++)
+        free(data[i]);
     free(data);
     ZSTD_freeCCtx(b.cctx);
     ZSTD_freeDCtx(b.dctx);
