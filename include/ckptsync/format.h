@@ -60,17 +60,28 @@
  *
  *   offset size
  *   0      4    magic "CKC1"
- *   4      1    version (1)
- *   5      1    codec (0 = raw, 1 = zstd)
+ *   4      1    version (2; version 1 is still read)
+ *   5      1    codec (0 = raw, 1 = zstd, 2 = byte planes)
  *   6      2    reserved, zero
  *   8      4    raw length, little endian (<= 256 MiB)
- *   12     ...  payload (raw bytes, or one zstd frame)
+ *   12     ...  payload (raw bytes, one zstd frame, or a byte-plane payload)
  *
- * The writer stores raw bytes when zstd does not shrink the chunk.  A
- * reader checks magic, version, codec, reserved bytes and the raw length
- * (against the header and the zstd frame) before it decompresses, and the
- * SHA-256 of the result against the id in the key: a mismatch is reported
- * and the chunk fetched from another region, never used.
+ * Codec 2 (version 2 only) is for arrays of 2- or 4-byte floats: the
+ * chunk's bytes are split by position modulo the element width (planes),
+ * and each plane is stored raw, as one repeated byte, or entropy-coded by
+ * the project's own coder; syncd/engine/tcodec.h documents the payload
+ * byte by byte.  Version 1 had codecs 0 and 1 only and is otherwise the
+ * same, so objects written before version 2 stay readable; writers write
+ * version 2.  An encrypted repository wraps the whole object in a sealed
+ * envelope (magic "CKE1"); the chunk object inside is unchanged.
+ *
+ * The writer tries planes when the chunk looks like floats and keeps them
+ * when they save at least 1/64; else zstd; raw when zstd does not shrink
+ * the chunk either.  A reader checks magic, version, codec, reserved bytes
+ * and the raw length (against the header, the zstd frame or the plane
+ * payload) before it decodes, and the SHA-256 of the result against the
+ * id in the key: a mismatch is reported and the chunk fetched from another
+ * region, never used.
  *
  * ==========================================================================
  * 3. Manifest (snapshots/<run>/<id>)
@@ -316,10 +327,11 @@
 /* 2. Chunk object. */
 #define CKS_CHUNK_MAGIC "CKC1"
 #define CKS_CHUNK_MAGIC_LEN 4
-#define CKS_CHUNK_VERSION 1
+#define CKS_CHUNK_VERSION 2 /* version 1 (codecs 0 and 1 only) is still read */
 #define CKS_CHUNK_HEADER_LEN 12
 #define CKS_CHUNK_CODEC_RAW 0
 #define CKS_CHUNK_CODEC_ZSTD 1
+#define CKS_CHUNK_CODEC_PLANES 2 /* byte planes, syncd/engine/tcodec.h (version 2) */
 #define CKS_CHUNK_MAX_RAW (256u * 1024 * 1024)
 #define CKS_CHUNK_ID_LEN 32 /* SHA-256 */
 #define CKS_CHUNK_ID_HEX_LEN 64

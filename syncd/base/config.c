@@ -115,6 +115,7 @@ static int parse_int(const struct key_def *d, const char *value, void *field, ch
 static int parse_size(const struct key_def *d, const char *value, void *field, char *why);
 static int parse_bool(const struct key_def *d, const char *value, void *field, char *why);
 static int parse_kind(const struct key_def *d, const char *value, void *field, char *why);
+static int parse_tensor(const struct key_def *d, const char *value, void *field, char *why);
 static int parse_addressing(const struct key_def *d, const char *value, void *field, char *why);
 static int parse_payload(const struct key_def *d, const char *value, void *field, char *why);
 static int parse_preconditions(const struct key_def *d, const char *value, void *field, char *why);
@@ -157,6 +158,7 @@ static const struct key_def config_keys[] = {
     {SEC_CHUNKER, "max", parse_size, check_size, CFG(chunk_max), CHUNK_SIZE_MIN, CHUNK_SIZE_MAX, 0},
     {SEC_CHUNKER, "normalization", parse_uint, check_uint, CFG(normalization), 0, 3, 0},
     {SEC_COMPRESS, "level", parse_int, check_int, CFG(zstd_level), 1, 19, 0},
+    {SEC_COMPRESS, "tensor", parse_tensor, NULL, CFG(tensor), 0, 0, 0},
     {SEC_RETENTION, "keep_last", parse_uint, check_uint, POL(keep_last), 0, KEEP_COUNT_MAX, 0},
     {SEC_RETENTION, "keep_every", parse_uint64, check_uint64, POL(keep_every), 0, KEEP_EVERY_MAX,
      0},
@@ -686,6 +688,19 @@ static int parse_kind(const struct key_def *d, const char *value, void *field, c
     return 0;
 }
 
+static int parse_tensor(const struct key_def *d, const char *value, void *field, char *why)
+{
+    static const struct word words[] = {{"auto", 1}, {"off", 0}};
+    int v;
+    if (parse_word(words, ARRAY_SIZE(words), value, &v) < 0) {
+        snprintf(why, WHY_MAX, "'%.*s' is not a tensor codec mode (auto or off)", WHY_MAX / 2,
+                 value);
+        return -1;
+    }
+    *(bool *)field = v;
+    return 0;
+}
+
 static int parse_addressing(const struct key_def *d, const char *value, void *field, char *why)
 {
     static const struct word words[] = {{"path", 0}, {"virtual", 1}, {"virtual-hosted", 1}};
@@ -884,6 +899,7 @@ void config_default(struct config *c)
     c->chunk_max = 8 * MIB;
     c->normalization = 1;
     c->zstd_level = 3;
+    c->tensor = true;
     policy_default(&c->retention, "");
     c->npolicies = 0;
     c->prune_grace = 3600;

@@ -119,6 +119,7 @@ struct config {
     unsigned normalization;                   /* default 1, 0..3 */
     /* [compress] */
     int zstd_level; /* default 3, 1..19 */
+    bool tensor;    /* float chunks as byte planes (engine/tcodec.h): "auto" (default) or "off" */
     /* [retention] (default policy) and [retention.RUN] */
     struct retention_policy retention;
     size_t npolicies;

@@ -38,6 +38,8 @@ const char *err_str(int err)
         return "region refused the request";
     case CKS_E_BUSY:
         return "another instance holds the lease";
+    case CKS_E_AUTH:
+        return "authentication failed: wrong key or altered object";
     }
     if (err < 0 && err > CKS_E_BASE)
         return strerror(-err);

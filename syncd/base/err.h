@@ -29,6 +29,7 @@ enum {
     CKS_E_REMOTE = -1012,      /* region failed: retry later (5xx, timeout, reset) */
     CKS_E_REJECTED = -1013,    /* region refused the request (4xx): fix, then retry */
     CKS_E_BUSY = -1014,        /* another instance holds the lease (prune) */
+    CKS_E_AUTH = -1015,        /* AEAD tag mismatch: wrong key or altered object */
     CKS_E_LAST = -1099,
 };
 

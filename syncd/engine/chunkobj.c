@@ -1,6 +1,6 @@
 /*
- * chunkobj.c — the stored chunk object: a 12-byte header and a raw or zstd
- * payload (layout in chunkobj.h).
+ * chunkobj.c — the stored chunk object: a 12-byte header and a raw, zstd
+ * or byte-plane payload (layout in chunkobj.h).
  *
  * Design: objects come back from regions we do not trust, so decoding
  * validates everything it can from the header and the zstd frame header
@@ -15,6 +15,12 @@
  * (reserved for ZSTD_compressBound, which is >= len) and overwrites the
  * payload with the raw bytes when zstd did not shrink them.  ZSTD error
  * codes are translated here and never leave this file.
+ *
+ * Byte planes are tried first when tcodec_pick() (or the caller's width)
+ * says the chunk is an array of floats; they are kept only when they save
+ * at least 1/64 of the chunk, else the chunk goes to zstd as before.  The
+ * pick is an estimate from a sample, so it may waste one tcodec pass on a
+ * chunk that zstd then takes; it never makes an object larger than zstd's.
  */
 #include <errno.h>
 #include <string.h>
@@ -24,6 +30,13 @@
 
 #include "base/err.h"
 #include "engine/chunkobj.h"
+#include "engine/tcodec.h"
+
+const char *chunkobj_codec_name(unsigned codec)
+{
+    static const char *const names[CHUNKOBJ_NCODECS] = {"raw", "zstd", "planes"};
+    return codec < CHUNKOBJ_NCODECS ? names[codec] : "?";
+}
 
 void chunkobj_ctx_free(struct chunkobj_ctx *ctx)
 {
@@ -61,9 +74,9 @@ int chunkobj_header(const uint8_t *obj, size_t len, enum chunkobj_codec *ret_cod
 {
     if (len < CHUNKOBJ_HEADER_LEN || memcmp(obj, CHUNKOBJ_MAGIC, 4) != 0)
         return CKS_E_FORMAT;
-    if (obj[4] != CHUNKOBJ_VERSION)
+    if (obj[4] != 1 && obj[4] != CHUNKOBJ_VERSION)
         return CKS_E_VERSION;
-    if (obj[5] != CHUNKOBJ_RAW && obj[5] != CHUNKOBJ_ZSTD)
+    if (obj[5] >= (obj[4] == 1 ? CHUNKOBJ_PLANES : CHUNKOBJ_NCODECS))
         return CKS_E_CODEC;
     if (obj[6] || obj[7])
         return CKS_E_FORMAT;
@@ -102,16 +115,50 @@ static int zstd_compress(struct chunkobj_ctx *ctx, const uint8_t *src, size_t le
     return 0;
 }
 
-int chunkobj_encode(struct chunkobj_ctx *ctx, const uint8_t *raw, size_t len, int level,
-                    struct buf *out, enum chunkobj_codec *ret_codec)
+/* Codes raw as byte planes of width w after the header in out; 1 when
+ * that saved at least 1/64 of len, 0 when not (out is then reset). */
+static int planes_encode(const uint8_t *raw, size_t len, unsigned w, struct buf *out)
 {
+    buf_reset(out);
+    int r = buf_reserve(out, CHUNKOBJ_HEADER_LEN + tcodec_bound(len));
+    if (r < 0)
+        return r;
+    out->len = CHUNKOBJ_HEADER_LEN;
+    if ((r = tcodec_encode(raw, len, w, out)) < 0)
+        return r;
+    size_t plen = out->len - CHUNKOBJ_HEADER_LEN;
+    if (plen + len / 64 > len) {
+        buf_reset(out);
+        return 0;
+    }
+    header_put(out->data, CHUNKOBJ_PLANES, (uint32_t)len);
+    out->data[out->len] = 0;
+    return 1;
+}
+
+int chunkobj_encode(struct chunkobj_ctx *ctx, const uint8_t *raw, size_t len,
+                    const struct chunkobj_opts *opts, struct buf *out,
+                    enum chunkobj_codec *ret_codec)
+{
+    int level = opts->level;
     if (len > CHUNKOBJ_MAX_RAW)
         return CKS_E_LIMIT;
     if (level < ZSTD_minCLevel() || level > ZSTD_maxCLevel())
         return -EINVAL;
+    if (opts->width != 0 && opts->width != 2 && opts->width != 4)
+        return -EINVAL;
+    int r;
+    if (opts->tensor && len >= CHUNKOBJ_PLANES_MIN) {
+        unsigned w = opts->width ? opts->width : tcodec_pick(raw, len, NULL);
+        if (w && (r = planes_encode(raw, len, w, out)) != 0) {
+            if (r > 0 && ret_codec)
+                *ret_codec = CHUNKOBJ_PLANES;
+            return r < 0 ? r : 0;
+        }
+    }
     buf_reset(out);
     size_t bound = ZSTD_compressBound(len);
-    int r = buf_reserve(out, CHUNKOBJ_HEADER_LEN + bound);
+    r = buf_reserve(out, CHUNKOBJ_HEADER_LEN + bound);
     if (r < 0)
         return r;
 
@@ -181,6 +228,10 @@ static int payload_decode(struct chunkobj_ctx *ctx, enum chunkobj_codec codec, c
             memcpy(dst, p, n);
         return 0;
     }
+    if (codec == CHUNKOBJ_PLANES) {
+        int r = tcodec_decode(p, n, dst, raw_len);
+        return r == CKS_E_FORMAT ? CKS_E_CODEC : r;
+    }
     struct chunkobj_ctx local = CHUNKOBJ_CTX_INIT;
     int r = zstd_decompress(ctx ? ctx : &local, p, n, dst, raw_len);
     chunkobj_ctx_free(&local);
@@ -212,6 +263,8 @@ int chunkobj_decode(struct chunkobj_ctx *ctx, const uint8_t *obj, size_t len,
     size_t plen = len - CHUNKOBJ_HEADER_LEN;
     if (codec == CHUNKOBJ_RAW)
         r = plen == raw_len ? 0 : CKS_E_FORMAT;
+    else if (codec == CHUNKOBJ_PLANES)
+        r = plen <= tcodec_bound(raw_len) ? 0 : CKS_E_FORMAT;
     else
         r = zstd_check(payload, plen, raw_len);
     if (r < 0)

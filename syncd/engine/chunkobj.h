@@ -4,17 +4,27 @@
  *
  *   offset size
  *   0      4    magic "CKC1"
- *   4      1    version (1)
- *   5      1    codec (0 = raw, 1 = zstd)
+ *   4      1    version (2; 1 is still read)
+ *   5      1    codec (0 = raw, 1 = zstd, 2 = byte planes; 2 only in version 2)
  *   6      2    reserved, zero
  *   8      4    raw length, little endian (<= CHUNKOBJ_MAX_RAW)
- *   12     ...  payload (raw bytes, or one zstd frame)
+ *   12     ...  payload (raw bytes, one zstd frame, or a tcodec payload:
+ *               engine/tcodec.h says it byte by byte)
  *
- * chunkobj_encode() compresses with zstd at the given level and falls back
- * to raw when that does not shrink the chunk.  chunkobj_decode() checks
- * magic, version, codec, reserved bytes, the raw length (against the header
- * and the zstd frame), and finally that SHA-256 of the result equals id; a
- * hostile object can make it fail but never over-allocate or overrun.
+ * Version 2 adds codec 2 and nothing else: a version-1 object is a
+ * version-2 object with a different version byte, so every object written
+ * before stays readable.  Writers write version 2.  An encrypted
+ * repository wraps the whole object in the sealed envelope (engine/crypt.h,
+ * magic "CKE1"); the chunk format itself does not change for that.
+ *
+ * chunkobj_encode() asks tcodec_pick() whether the chunk looks like an
+ * array of 2- or 4-byte floats (unless opts say otherwise) and codes it as
+ * byte planes when that shrinks it; else zstd at the given level, falling
+ * back to raw when that does not shrink the chunk.  chunkobj_decode()
+ * checks magic, version, codec, reserved bytes, the raw length (against the
+ * header, the zstd frame or the tcodec payload), and finally that SHA-256
+ * of the result equals id; a hostile object can make it fail but never
+ * over-allocate or overrun.
  *
  * Pure transforms: no I/O.  Thread-safe (the zstd contexts are created per
  * call; use struct chunkobj_ctx to reuse them on a hot path).
@@ -22,6 +32,7 @@
 #ifndef CKS_CHUNKOBJ_H
 #define CKS_CHUNKOBJ_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -29,11 +40,25 @@
 #include "engine/hash.h"
 
 #define CHUNKOBJ_MAGIC "CKC1"
-#define CHUNKOBJ_VERSION 1
+#define CHUNKOBJ_VERSION 2
 #define CHUNKOBJ_HEADER_LEN 12
 #define CHUNKOBJ_MAX_RAW (256u * 1024 * 1024)
 
-enum chunkobj_codec { CHUNKOBJ_RAW = 0, CHUNKOBJ_ZSTD = 1 };
+enum chunkobj_codec { CHUNKOBJ_RAW = 0, CHUNKOBJ_ZSTD = 1, CHUNKOBJ_PLANES = 2 };
+#define CHUNKOBJ_NCODECS 3
+
+/* Chunks shorter than this are never coded as planes (the estimate needs
+ * a sample, and a small chunk's table costs more than it saves). */
+#define CHUNKOBJ_PLANES_MIN 4096
+
+/* How to encode.  level: zstd's; tensor: try byte planes; width: the
+ * element width the file's own metadata gives for this chunk (2 or 4),
+ * 0 = let tcodec_pick() estimate it. */
+struct chunkobj_opts {
+    int level;
+    bool tensor;
+    unsigned width;
+};
 
 struct chunkobj_ctx {
     void *cctx; /* ZSTD_CCtx, created lazily */
@@ -50,9 +75,13 @@ void chunkobj_ctx_free(struct chunkobj_ctx *ctx);
 /* Appends the object for raw[0..len) to out (out is reset first).
  * ret_codec (may be NULL) receives the codec chosen.  ctx may be NULL.
  * Returns 0, CKS_E_LIMIT (len above CHUNKOBJ_MAX_RAW), -EINVAL (level
- * outside zstd's range), -ENOMEM or CKS_E_CODEC. */
-int chunkobj_encode(struct chunkobj_ctx *ctx, const uint8_t *raw, size_t len, int level,
-                    struct buf *out, enum chunkobj_codec *ret_codec);
+ * outside zstd's range, a width other than 0, 2, 4), -ENOMEM or
+ * CKS_E_CODEC.  Deterministic for given opts and library versions. */
+int chunkobj_encode(struct chunkobj_ctx *ctx, const uint8_t *raw, size_t len,
+                    const struct chunkobj_opts *opts, struct buf *out,
+                    enum chunkobj_codec *ret_codec);
+/* The codec's name ("raw", "zstd", "planes"), "?" for another value. */
+const char *chunkobj_codec_name(unsigned codec);
 /* Decodes obj into out (reset first) and verifies SHA-256(out) == id.
  * Returns 0, CKS_E_FORMAT (bad magic, reserved, length), CKS_E_VERSION,
  * CKS_E_CODEC (undecodable payload), CKS_E_LIMIT (raw length above max_raw

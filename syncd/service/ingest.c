@@ -106,6 +106,7 @@ struct ijob {
     struct ing *g;
     struct buf raw; /* a copy of its bytes */
     uint64_t off;
+    unsigned width; /* from the file's metadata (scan_width), 0 = none */
     /* outcome */
     int err;
     uint8_t id[HASH_LEN];
@@ -162,7 +163,7 @@ static int ing_ref(struct ing *g, const uint8_t id[HASH_LEN], uint32_t len, uint
 /* Encodes a chunk some region lacks and hands it to the region workers
  * (this may wait while the fastest quorum catches up). */
 static int ing_feed(struct ing *g, size_t thread, const uint8_t id[HASH_LEN], const uint8_t *data,
-                    size_t len, uint32_t *ret_fed, bool *ret_fresh)
+                    size_t len, unsigned width, uint32_t *ret_fed, bool *ret_fresh)
 {
     struct chunkobj_ctx *z = &g->ig->z[thread];
     struct buf *obj = &g->ig->objs[thread];
@@ -182,7 +183,9 @@ static int ing_feed(struct ing *g, size_t thread, const uint8_t id[HASH_LEN], co
     if (!needs || objbuf_has(ob, id))
         return 0;
     *ret_fresh = e == -ENOENT || c.presence == 0;
-    if ((e = chunkobj_encode(z, data, len, r->conf.zstd_level, obj, &codec)) < 0)
+    struct chunkobj_opts o = repo_chunk_opts(r);
+    o.width = width;
+    if ((e = chunkobj_encode(z, data, len, &o, obj, &codec)) < 0)
         return e;
     if ((e = objbuf_put(ob, id, (uint8_t)codec, (uint32_t)len, obj->data, obj->len, needs)) < 0)
         return e;
@@ -198,7 +201,7 @@ static void ijob_run(struct pool_job *pj, size_t t)
     j->fed = 0;
     j->fresh = false;
     hash_sha256(j->raw.data, j->raw.len, j->id);
-    j->err = ing_feed(j->g, t, j->id, j->raw.data, j->raw.len, &j->fed, &j->fresh);
+    j->err = ing_feed(j->g, t, j->id, j->raw.data, j->raw.len, j->width, &j->fed, &j->fresh);
 }
 
 /* Waits for the oldest job and applies it (its reference, in order). */
@@ -231,6 +234,7 @@ static int ing_chunk(void *ud, const uint8_t *data, size_t len, uint64_t off)
     if (buf_append(&j->raw, data, len) < 0)
         return -ENOMEM;
     j->off = off;
+    j->width = scan_width(&g->scan, off, len);
     j->g = g;
     j->pj.run = ijob_run;
     pool_window_submit(&ig->win);

@@ -547,9 +547,13 @@ static int rx_put_chunks(struct rx *x, struct index_txn *t)
                                   .codec = c->codec,
                                   .presence = c->presence,
                                   .refcount = c->refcount};
-        if (c->raw_len && c->stored_len) /* the writer keeps raw only when zstd does not shrink */
-            rec.codec = c->stored_len == c->raw_len + CKS_CHUNK_HEADER_LEN ? CKS_CHUNK_CODEC_RAW
-                                                                           : CKS_CHUNK_CODEC_ZSTD;
+        /* The writer keeps raw only when nothing shrinks the chunk; a
+         * compressed one is zstd or planes, which the sizes do not tell
+         * (the old record's word is kept; the codec is informational). */
+        if (c->raw_len && c->stored_len && c->stored_len == c->raw_len + CKS_CHUNK_HEADER_LEN)
+            rec.codec = CKS_CHUNK_CODEC_RAW;
+        else if (c->raw_len && c->stored_len && rec.codec != CKS_CHUNK_CODEC_PLANES)
+            rec.codec = CKS_CHUNK_CODEC_ZSTD;
         e = index_chunk_put(t, c->id, &rec);
         st->chunks += c->presence != 0;
         st->bytes += c->presence ? c->stored_len : 0;

@@ -882,8 +882,9 @@ static void rw_start(struct rworker *w, struct slot *sl, const struct qentry *q)
         return;
     }
     enum chunkobj_codec codec;
+    struct chunkobj_opts o = repo_chunk_opts(w->rp->r);
     if (e == 0)
-        e = chunkobj_encode(&w->z, sl->data, q->len, w->rp->r->conf.zstd_level, &sl->obj, &codec);
+        e = chunkobj_encode(&w->z, sl->data, q->len, &o, &sl->obj, &codec);
     if (e < 0) {
         rw_fail_round(w, e, NULL);
         return;

@@ -575,3 +575,8 @@ int repo_adopt(struct repo *r, size_t i, struct buf *err)
     buf_free(&obj);
     return e < 0 ? e : n;
 }
+
+struct chunkobj_opts repo_chunk_opts(const struct repo *r)
+{
+    return (struct chunkobj_opts){.level = r->conf.zstd_level, .tensor = r->conf.tensor};
+}

@@ -22,6 +22,7 @@
 
 #include "base/buf.h"
 #include "base/config.h"
+#include "engine/chunkobj.h"
 #include "engine/fastcdc.h"
 #include "engine/repoobj.h"
 #include "store/index.h"
@@ -49,6 +50,8 @@ size_t repo_healthy(const struct repo *r);
  * (at most REPO_MAX_WORKERS). */
 #define REPO_MAX_WORKERS 256
 size_t repo_workers(const struct repo *r);
+/* How this repository's chunks are encoded ([compress] level and tensor). */
+struct chunkobj_opts repo_chunk_opts(const struct repo *r);
 /* Another handle on region i, for another thread (a struct region is
  * single-threaded): same configuration, same index slot. */
 int repo_region_clone(const struct repo *r, size_t i, struct region **ret, struct buf *err);

@@ -1,12 +1,16 @@
 /*
  * scan.c — the single read loop.  Refill when fewer than `max` bytes remain
  * (unless at EOF), cut, hand the chunk out, advance.  The whole-file hash
- * is updated from the same buffer, so each byte is read exactly once.
+ * is updated from the same buffer, so each byte is read exactly once; the
+ * tensor hint is parsed from the first fill, before its first chunk is
+ * handed out (no extra read: a header larger than the buffer gives none).
  */
 #include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "base/fileio.h"
 #include "service/scan.h"
@@ -33,7 +37,25 @@ void scan_free(struct scan *sc)
         return;
     free(sc->buf);
     hash_free(&sc->file_hash);
+    tensorhint_free(&sc->hint);
     sc->buf = NULL;
+}
+
+unsigned scan_width(const struct scan *sc, uint64_t off, size_t len)
+{
+    return tensorhint_width(&sc->hint, off, len);
+}
+
+/* The hint from the file's first bytes, when fd was at its start. */
+static void scan_hint(struct scan *sc, int fd, size_t filled)
+{
+    struct stat st;
+    if (filled < 8 || lseek(fd, 0, SEEK_CUR) != (off_t)filled || fstat(fd, &st) < 0 ||
+        !S_ISREG(st.st_mode))
+        return;
+    size_t need = tensorhint_need(sc->buf, filled, (uint64_t)st.st_size);
+    if (need && need <= filled)
+        (void)tensorhint_parse(sc->buf, filled, (uint64_t)st.st_size, &sc->hint);
 }
 
 int scan_fd(struct scan *sc, int fd,
@@ -46,6 +68,7 @@ int scan_fd(struct scan *sc, int fd,
 
     *ret_read = 0;
     hash_reset(&sc->file_hash);
+    tensorhint_free(&sc->hint);
     for (;;) {
         if (!eof && end - start < sc->cdc->max) {
             memmove(sc->buf, sc->buf + start, end - start);
@@ -56,6 +79,8 @@ int scan_fd(struct scan *sc, int fd,
                 return (int)n;
             eof = (size_t)n < sc->cap - end;
             end += (size_t)n;
+            if (*ret_read == 0)
+                scan_hint(sc, fd, (size_t)n);
             *ret_read += (uint64_t)n;
         }
         if (start == end)

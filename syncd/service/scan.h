@@ -10,6 +10,10 @@
  *
  * The buffer holds two maximal chunks, so a cut always sees `max` bytes
  * until the end of the file.  One struct per thread.
+ *
+ * The file's own metadata comes from the same first read: a safetensors
+ * header that fits the buffer (engine/tensorhint.h) gives each chunk its
+ * element width, scan_width(), which the chunk encoder then uses.
  */
 #ifndef CKS_SCAN_H
 #define CKS_SCAN_H
@@ -19,12 +23,14 @@
 
 #include "engine/fastcdc.h"
 #include "engine/hash.h"
+#include "engine/tensorhint.h"
 
 struct scan {
     const struct fastcdc *cdc;
     uint8_t *buf;
     size_t cap;
     struct hash file_hash;
+    struct tensorhint hint; /* of the file being scanned (empty: none) */
 };
 
 int scan_init(struct scan *sc, const struct fastcdc *cdc);
@@ -36,5 +42,9 @@ void scan_free(struct scan *sc);
 int scan_fd(struct scan *sc, int fd,
             int (*on_chunk)(void *ud, const uint8_t *data, size_t len, uint64_t off), void *ud,
             uint64_t *ret_read, uint8_t ret_digest[HASH_LEN]);
+/* The element width the scanned file's metadata gives for its bytes
+ * [off, off + len) (2 or 4), 0 when it gives none.  Valid from the first
+ * on_chunk call of a scan until the next scan_fd. */
+unsigned scan_width(const struct scan *sc, uint64_t off, size_t len);
 
 #endif

@@ -55,6 +55,7 @@ struct sjob {
     struct pool_job pj;
     struct snap *s;
     struct buf raw;   /* a copy of the chunk's bytes */
+    unsigned width;   /* from the file's metadata (scan_width), 0 = none */
     uint32_t healthy; /* region indices it may use (bits) */
     /* outcome */
     int err;
@@ -145,8 +146,9 @@ static int snap_encode_once(struct sjob *j, struct sworker *w, struct index_chun
     enum chunkobj_codec codec;
     if (w->obj.len)
         return 0;
-    int e =
-        chunkobj_encode(&w->z, j->raw.data, j->raw.len, j->s->r->conf.zstd_level, &w->obj, &codec);
+    struct chunkobj_opts o = repo_chunk_opts(j->s->r);
+    o.width = j->width;
+    int e = chunkobj_encode(&w->z, j->raw.data, j->raw.len, &o, &w->obj, &codec);
     if (e < 0) {
         snprintf(j->msg, sizeof(j->msg), "compressing a chunk: %s", err_str(e));
         return e;
@@ -349,13 +351,13 @@ static int snap_drain(struct snap *s)
 static int snap_chunk(void *ud, const uint8_t *data, size_t len, uint64_t off)
 {
     struct snap *s = ud;
-    (void)off;
     if (pool_window_full(&s->win) && snap_chunk_next(s) < 0)
         return s->jfail;
     struct sjob *j = &s->jobs[pool_window_next(&s->win)];
     buf_reset(&j->raw);
     if (buf_append(&j->raw, data, len) < 0)
         return -ENOMEM;
+    j->width = scan_width(&s->scan, off, len);
     j->s = s;
     j->err = 0;
     j->msg[0] = 0;
@@ -597,8 +599,8 @@ static int snap_reupload(struct snap *s, size_t i, const uint8_t id[HASH_LEN])
         }
     }
     enum chunkobj_codec codec;
-    if (e == 0 &&
-        (e = chunkobj_encode(&s->z, data, len, s->r->conf.zstd_level, &s->obj, &codec)) < 0)
+    struct chunkobj_opts o = repo_chunk_opts(s->r);
+    if (e == 0 && (e = chunkobj_encode(&s->z, data, len, &o, &s->obj, &codec)) < 0)
         buf_printf(s->err, "compressing a chunk: %s", err_str(e));
     free(data);
     region_chunk_key(id, key);

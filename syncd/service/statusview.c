@@ -435,6 +435,8 @@ static void status_config(const struct daemon_parts *p, struct json *j)
     json_obj_end(j);
     json_key(j, "compress_level");
     json_i64(j, c->zstd_level);
+    json_key(j, "compress_tensor");
+    json_str(j, c->tensor ? "auto" : "off");
     json_key(j, "prune_interval");
     json_u64(j, c->prune_interval);
     json_key(j, "metrics");

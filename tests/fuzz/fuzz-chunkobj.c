@@ -68,7 +68,12 @@ static void round_trip(struct chunkobj_ctx *ctx, const uint8_t *raw, size_t len)
     enum chunkobj_codec codec;
     uint8_t id[HASH_LEN];
 
-    int r = chunkobj_encode(ctx, raw, len, level, &obj, &codec);
+    /* Planes on for most inputs, with the estimate or a forced width. */
+    static const unsigned widths[] = {0, 0, 2, 4};
+    uint8_t sel = len > 1 ? raw[1] : 0;
+    struct chunkobj_opts opts = {
+        .level = level, .tensor = (sel & 7) != 0, .width = widths[sel >> 6]};
+    int r = chunkobj_encode(ctx, raw, len, &opts, &obj, &codec);
     if (r < 0)
         fuzz_fail("encode failed", r);
     if (obj.len > CHUNKOBJ_HEADER_LEN + len)

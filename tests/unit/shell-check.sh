@@ -6,7 +6,7 @@
 # one run in ten here).  `producer | head -N` is the same race.  Such
 # pipelines end in `grep PATTERN > /dev/null` or `sed -n 1,Np`, which
 # read their whole input; this check finds any that do not.
-# Lines inside `sh -c "..."` (no pipefail there) are allowed.
+# Lines inside `sh -c "..."` (no pipefail there) and comments are allowed.
 #   shell-check.sh [SOURCE_DIR]
 set -euo pipefail
 top=${1:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -20,7 +20,7 @@ bad=0
 for f in "${files[@]}"; do
   [ -f "$f" ] || continue
   # `a | grep -q` or `a | head -N`, not `a || grep -q`, not within sh -c.
-  if hits=$(grep -nE '(^|[^|])\|[[:space:]]*(grep[[:space:]]+-[[:alnum:]]*q|head[[:space:]]+-[0-9n])' "$f" | grep -v 'sh -c'); then
+  if hits=$(grep -nE '(^|[^|])\|[[:space:]]*(grep[[:space:]]+-[[:alnum:]]*q|head[[:space:]]+-[0-9n])' "$f" | grep -v -e 'sh -c' -e '^[0-9]*:[[:space:]]*#'); then
     while IFS= read -r h; do echo "$f:$h: a reader that stops early ends a pipeline (SIGPIPE under pipefail; use grep ... > /dev/null or sed -n 1,Np)"; done <<< "$hits"
     bad=1
   fi

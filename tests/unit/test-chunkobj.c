@@ -1,9 +1,11 @@
 /*
- * test-chunkobj.c — chunk object round trips (zstd, raw fallback, empty)
- * and a table of hostile objects that decode must reject with the right
- * code, leaving its output empty.
+ * test-chunkobj.c — chunk object round trips (zstd, raw fallback, empty,
+ * byte planes for floats), version-1 objects still read, and a table of
+ * hostile objects that decode must reject with the right code, leaving
+ * its output empty.
  */
 #include <errno.h>
+#include <math.h>
 #include <setjmp.h>
 #include <stdbool.h>
 #include <stdarg.h>
@@ -38,16 +40,40 @@ static void fill_noise(uint8_t *p, size_t n, uint64_t seed)
     }
 }
 
+static const struct chunkobj_opts opts3 = {.level = 3, .tensor = true};
+static const struct chunkobj_opts opts3_zstd = {.level = 3, .tensor = false};
+
+/* Normal floats of the given scale (Box-Muller over xorshift), as fp32 or
+ * as bf16 (the fp32's upper half), little endian: trained weights. */
+static void fill_floats(uint8_t *p, size_t n, unsigned width, float scale, uint64_t seed)
+{
+    uint64_t x = seed | 1;
+    for (size_t i = 0; i + width <= n; i += width) {
+        double u[2];
+        for (int k = 0; k < 2; k++) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            u[k] = ((double)(x >> 11) + 1) / 9007199254740993.0;
+        }
+        float v = (float)(sqrt(-2 * log(u[0])) * cos(6.283185307179586 * u[1])) * scale;
+        uint32_t b;
+        memcpy(&b, &v, 4);
+        for (unsigned k = 0; k < width; k++)
+            p[i + k] = (uint8_t)(b >> (8 * (k + 4 - width)));
+    }
+}
+
 /* Encodes, checks the codec and header, decodes and compares. */
-static void round_trip(struct chunkobj_ctx *ctx, const uint8_t *raw, size_t len,
-                       enum chunkobj_codec want_codec)
+static void round_trip_opts(struct chunkobj_ctx *ctx, const uint8_t *raw, size_t len,
+                            const struct chunkobj_opts *opts, enum chunkobj_codec want_codec)
 {
     struct buf obj = BUF_INIT, out = BUF_INIT;
     enum chunkobj_codec codec, hcodec;
     uint32_t raw_len = 0;
     uint8_t id[HASH_LEN];
 
-    assert_int_equal(chunkobj_encode(ctx, raw, len, 3, &obj, &codec), 0);
+    assert_int_equal(chunkobj_encode(ctx, raw, len, opts, &obj, &codec), 0);
     assert_int_equal(codec, want_codec);
     if (codec == CHUNKOBJ_RAW)
         assert_int_equal(obj.len, CHUNKOBJ_HEADER_LEN + len);
@@ -62,8 +88,15 @@ static void round_trip(struct chunkobj_ctx *ctx, const uint8_t *raw, size_t len,
     assert_int_equal(out.len, len);
     if (len)
         assert_memory_equal(out.data, raw, len);
+    assert_int_equal(obj.data[4], CHUNKOBJ_VERSION);
     buf_free(&obj);
     buf_free(&out);
+}
+
+static void round_trip(struct chunkobj_ctx *ctx, const uint8_t *raw, size_t len,
+                       enum chunkobj_codec want_codec)
+{
+    round_trip_opts(ctx, raw, len, &opts3, want_codec);
 }
 
 static void test_round_trips(void **state)
@@ -90,17 +123,105 @@ static void test_round_trips(void **state)
     free(noise);
 }
 
+/* Floats go to planes (smaller than zstd's object), at any length and
+ * alignment; with tensor off, or below CHUNKOBJ_PLANES_MIN, they go to zstd
+ * or raw as before; a width from the caller is used as given. */
+static void test_planes(void **state)
+{
+    enum { N = 1 << 20 };
+    uint8_t *bf16 = malloc(N), *fp32 = malloc(N);
+    assert_non_null(bf16);
+    assert_non_null(fp32);
+    fill_floats(bf16, N, 2, 0.02f, 3);
+    fill_floats(fp32, N, 4, 1e-4f, 5);
+    struct chunkobj_ctx ctx = CHUNKOBJ_CTX_INIT;
+    round_trip_opts(&ctx, bf16, N, &opts3, CHUNKOBJ_PLANES);
+    round_trip_opts(&ctx, fp32, N, &opts3, CHUNKOBJ_PLANES);
+    round_trip_opts(&ctx, bf16 + 1, N - 7, &opts3, CHUNKOBJ_PLANES); /* cut mid-element */
+    round_trip_opts(&ctx, fp32 + 3, N - 3, &opts3, CHUNKOBJ_PLANES);
+    round_trip_opts(&ctx, bf16, CHUNKOBJ_PLANES_MIN - 1, &opts3, CHUNKOBJ_ZSTD);
+    round_trip_opts(&ctx, fp32, N, &(struct chunkobj_opts){.level = 3, .tensor = true, .width = 2},
+                    CHUNKOBJ_PLANES);
+
+    /* Planes beat zstd on floats: the reason they exist. */
+    struct buf p = BUF_INIT, z = BUF_INIT;
+    enum chunkobj_codec c;
+    assert_int_equal(chunkobj_encode(&ctx, bf16, N, &opts3, &p, &c), 0);
+    assert_int_equal(c, CHUNKOBJ_PLANES);
+    assert_int_equal(chunkobj_encode(&ctx, bf16, N, &opts3_zstd, &z, &c), 0);
+    assert_int_equal(c, CHUNKOBJ_ZSTD);
+    assert_true(p.len < z.len);
+    assert_true(p.len < N * 70 / 100);
+
+    /* Text and zeros are not floats: zstd takes them even with tensor on. */
+    uint8_t *text = malloc(N);
+    assert_non_null(text);
+    fill_text(text, N);
+    round_trip_opts(&ctx, text, N, &opts3, CHUNKOBJ_ZSTD);
+    memset(text, 0, N);
+    round_trip_opts(&ctx, text, N, &opts3, CHUNKOBJ_ZSTD);
+    fill_noise(text, N, 11);
+    round_trip_opts(&ctx, text, N, &opts3, CHUNKOBJ_RAW);
+    /* Tensor off: floats go to zstd. */
+    round_trip_opts(&ctx, bf16, N, &opts3_zstd, CHUNKOBJ_ZSTD);
+
+    assert_int_equal(
+        chunkobj_encode(NULL, bf16, N, &(struct chunkobj_opts){.level = 3, .width = 3}, &p, NULL),
+        -EINVAL);
+    buf_free(&p);
+    buf_free(&z);
+    chunkobj_ctx_free(&ctx);
+    free(text);
+    free(bf16);
+    free(fp32);
+}
+
+/* A version-1 object (what every writer wrote before planes) still
+ * decodes; a version-1 object claiming codec 2 does not exist and is
+ * refused; version 3 is unknown. */
+static void test_version1(void **state)
+{
+    uint8_t raw[4096];
+    fill_text(raw, sizeof(raw));
+    uint8_t id[HASH_LEN];
+    hash_sha256(raw, sizeof(raw), id);
+    struct buf obj = BUF_INIT, out = BUF_INIT;
+    enum chunkobj_codec c;
+    uint32_t raw_len;
+    assert_int_equal(chunkobj_encode(NULL, raw, sizeof(raw), &opts3, &obj, &c), 0);
+    assert_int_equal(c, CHUNKOBJ_ZSTD);
+    obj.data[4] = 1;
+    assert_int_equal(chunkobj_decode(NULL, obj.data, obj.len, id, sizeof(raw), &out), 0);
+    assert_memory_equal(out.data, raw, sizeof(raw));
+    obj.data[5] = CHUNKOBJ_PLANES;
+    assert_int_equal(chunkobj_header(obj.data, obj.len, &c, &raw_len), CKS_E_CODEC);
+    obj.data[4] = 3;
+    obj.data[5] = CHUNKOBJ_ZSTD;
+    assert_int_equal(chunkobj_decode(NULL, obj.data, obj.len, id, sizeof(raw), &out),
+                     CKS_E_VERSION);
+    assert_int_equal(out.len, 0);
+    assert_string_equal(chunkobj_codec_name(CHUNKOBJ_PLANES), "planes");
+    assert_string_equal(chunkobj_codec_name(9), "?");
+    buf_free(&obj);
+    buf_free(&out);
+}
+
 static void test_encode_rejects(void **state)
 {
     struct buf obj = BUF_INIT;
     uint8_t byte = 0;
 
-    assert_int_equal(chunkobj_encode(NULL, &byte, 1, 1000, &obj, NULL), -EINVAL);
-    assert_int_equal(chunkobj_encode(NULL, &byte, 1, -1000000000, &obj, NULL), -EINVAL);
+    assert_int_equal(
+        chunkobj_encode(NULL, &byte, 1, &(struct chunkobj_opts){.level = 1000}, &obj, NULL),
+        -EINVAL);
+    assert_int_equal(
+        chunkobj_encode(NULL, &byte, 1, &(struct chunkobj_opts){.level = -1000000000}, &obj, NULL),
+        -EINVAL);
     /* The length is checked before raw is read. */
-    assert_int_equal(chunkobj_encode(NULL, &byte, (size_t)CHUNKOBJ_MAX_RAW + 1, 3, &obj, NULL),
+    assert_int_equal(chunkobj_encode(NULL, &byte, (size_t)CHUNKOBJ_MAX_RAW + 1, &opts3, &obj, NULL),
                      CKS_E_LIMIT);
-    assert_int_equal(chunkobj_encode(NULL, &byte, 1, -5, &obj, NULL), 0);
+    assert_int_equal(
+        chunkobj_encode(NULL, &byte, 1, &(struct chunkobj_opts){.level = -5}, &obj, NULL), 0);
     buf_free(&obj);
 }
 
@@ -127,8 +248,12 @@ static const struct damage damages[] = {
     {"bad magic", Z, .xor_at = 0, .xor_val = 0x20, .expect = CKS_E_FORMAT},
     {"bad magic (last byte)", R, .xor_at = 3, .xor_val = 1, .expect = CKS_E_FORMAT},
     {"version 0", Z, .set_at = 4, .set_val = 0, .expect = CKS_E_VERSION},
-    {"version 2", R, .set_at = 4, .set_val = 2, .expect = CKS_E_VERSION},
-    {"unknown codec", Z, .set_at = 5, .set_val = 2, .expect = CKS_E_CODEC},
+    {"version 3", R, .set_at = 4, .set_val = 3, .expect = CKS_E_VERSION},
+    {"unknown codec", Z, .set_at = 5, .set_val = 3, .expect = CKS_E_CODEC},
+    {"zstd frame labelled planes", Z, .set_at = 5, .set_val = 2, .expect = CKS_E_CODEC,
+     .expect_alt = CKS_E_FORMAT},
+    {"raw bytes labelled planes", R, .set_at = 5, .set_val = 2, .expect = CKS_E_CODEC,
+     .expect_alt = CKS_E_FORMAT},
     {"unknown codec 0xff", R, .set_at = 5, .set_val = 0xff, .expect = CKS_E_CODEC},
     {"raw bytes labelled zstd", R, .set_at = 5, .set_val = 1, .expect = CKS_E_CODEC},
     {"reserved byte 6", Z, .set_at = 6, .set_val = 1, .expect = CKS_E_FORMAT},
@@ -174,7 +299,7 @@ static int fixture_setup(void **state)
     for (int c = 0; c < 2; c++) {
         enum chunkobj_codec got;
         hash_sha256(f->raw[c], sizeof(f->raw[c]), f->id[c]);
-        if (chunkobj_encode(NULL, f->raw[c], sizeof(f->raw[c]), 3, &f->obj[c], &got) < 0 ||
+        if (chunkobj_encode(NULL, f->raw[c], sizeof(f->raw[c]), &opts3, &f->obj[c], &got) < 0 ||
             (int)got != c)
             return -1;
     }
@@ -270,10 +395,9 @@ static void test_header_only(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_round_trips),
-        cmocka_unit_test(test_encode_rejects),
-        cmocka_unit_test(test_rejects),
-        cmocka_unit_test(test_header_only),
+        cmocka_unit_test(test_round_trips), cmocka_unit_test(test_encode_rejects),
+        cmocka_unit_test(test_planes),      cmocka_unit_test(test_version1),
+        cmocka_unit_test(test_rejects),     cmocka_unit_test(test_header_only),
     };
     return cmocka_run_group_tests(tests, fixture_setup, fixture_teardown);
 }
