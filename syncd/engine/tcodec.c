@@ -138,13 +138,15 @@ static uint64_t entropy_q16(const uint32_t c[256], uint64_t total)
 /* ---- which planes to count ---- */
 
 /* Marks the planes worth a full histogram: those whose sample (about
- * TC_SAMPLE elements at a fixed stride) is estimated to code below the
- * RAW threshold, and those that look constant. */
+ * TC_SAMPLE elements at a fixed odd stride) is estimated to code below
+ * the RAW threshold, and those that look constant. */
 static void plane_candidates(const uint8_t *raw, size_t n, unsigned w, bool cand[4])
 {
     uint32_t c[4][256];
     memset(c, 0, sizeof(c));
-    size_t stride = n / TC_SAMPLE ? n / TC_SAMPLE : 1, total = 0;
+    /* odd, so that the sample is not all even (or all odd) elements of
+     * data whose period is twice the width (fp32 coded as width 2) */
+    size_t stride = (n / TC_SAMPLE) | 1, total = 0;
     for (size_t i = 0; i < n; i += stride, total++)
         for (unsigned k = 0; k < w; k++)
             c[k][raw[i * w + k]]++;

@@ -171,6 +171,13 @@ static void test_floats(void **state)
     assert_true(p.len < 4 * n * 85 / 100);
     buf_free(&p);
 
+    /* fp32 coded with width 2 (a wrong hint): the plane that mixes
+     * mantissa and exponent bytes still compresses */
+    p = round_trip(raw, 4 * n, 2);
+    assert_int_equal(plane_mode(&p, 4 * n, 1), 2);
+    assert_true(p.len < 4 * n * 92 / 100);
+    buf_free(&p);
+
     /* chunks start anywhere in a file: odd offsets put the exponent bytes
      * in plane 0, and odd lengths leave a tail */
     p = round_trip(raw + 1, 4 * n - 3, 4);
