@@ -8,22 +8,24 @@
  * of one byte of the element, and an order-0 coder gets what zstd's LZ
  * cannot find (there are no repeats in noise).
  *
- * The coder is Huffman, lengths limited to 11 bits, four interleaved
- * streams.  Measured on realistic weights it stays within 0.07 bits per
- * symbol of the entropy (bf16 weights 0.669 of raw, against 0.665 for the
- * entropy), and it does a third of the work per symbol of a scalar rANS
- * coder (which this file first had, and which missed the speed targets):
- * decoding is one table lookup and one shift per symbol, with a 64-bit
- * refill every 5 symbols (5 * 11 bits plus 7 of a partial byte fit), and
- * the four streams keep four independent dependency chains in flight.
- * Encoding is the mirror image.  The exact size of each stream is known
- * from per-stream histograms before any bit is written, so the streams are
- * written in lockstep straight into the output.
+ * The coder is Huffman, lengths limited to 11 bits, four streams over
+ * four contiguous segments of the plane.  Measured on realistic weights it
+ * stays within 0.07 bits per symbol of the entropy (bf16 weights 0.669 of
+ * raw, against 0.665 for the entropy), and it does a third of the work per
+ * symbol of a scalar rANS coder (which this file first had, and which
+ * missed the speed targets): decoding is one lookup in a 2048-entry table
+ * that yields one or two symbols (two when both codes fit in 11 bits, as
+ * most exponent codes do), one shift, and a 64-bit refill every 5 lookups
+ * (5 * 11 bits plus 7 of a partial byte fit); the four streams keep four
+ * independent dependency chains in flight.  Encoding is the mirror image.
+ * The exact size of each stream is known from per-segment histograms
+ * before any bit is written, so the streams are written in step straight
+ * into the output.
  *
  * Which planes are worth a histogram is decided first from a sample of
- * every 64th element (mantissa planes are then copied without being
- * counted).  Every decision uses integer arithmetic, so a payload is the
- * same on every machine.
+ * about 4096 elements at an odd stride (mantissa planes are then copied
+ * without being counted).  Every decision uses integer arithmetic, so a
+ * payload is the same on every machine.
  *
  * Bounds: encode reserves tcodec_bound(len) once; a plane is coded only
  * when its record is smaller than its RAW form, so the bound holds.
@@ -759,8 +761,9 @@ int tcodec_decode(const uint8_t *p, size_t plen, uint8_t *raw, size_t len)
     for (unsigned k = 0; k < w; k++)
         nhuf += pl[k].mode == TC_HUF;
     uint8_t *scratch = NULL, *next = NULL;
-    if (nhuf && n) {
-        scratch = malloc(nhuf * n);
+    if (nhuf) {
+        /* + 1: a real pointer even when n is 0 */
+        scratch = malloc(nhuf * n + 1);
         if (!scratch)
             return -ENOMEM;
         next = scratch;
@@ -778,8 +781,7 @@ int tcodec_decode(const uint8_t *p, size_t plen, uint8_t *raw, size_t len)
             dtable_build(pl[k].data, &tab);
             r = huf_decode(&pl[k], &tab, next, n);
             src[k] = next;
-            if (n)
-                next += n;
+            next += n;
         }
     }
     if (r == 0) {

@@ -13,8 +13,8 @@
  *
  * Pure transforms: no I/O, no mutable globals; every call is independent,
  * so all functions are thread-safe.  Decode allocates scratch memory per
- * call (at most len bytes); encode allocates nothing beyond out.  The
- * caller owns its buffers.  Encoding is deterministic: the same input and
+ * call (at most len + 1 bytes); encode only grows out.  The caller owns
+ * its buffers.  Encoding is deterministic: the same input and
  * width give the same payload (integer arithmetic only).
  *
  * Payload format, version 1 (integers little endian).  Let w be the width
@@ -83,7 +83,7 @@ int tcodec_encode(const uint8_t *raw, size_t len, unsigned width, struct buf *ou
  * an unknown mode, plane records that do not add up to plen, code lengths
  * above 11 or not a complete code, a stream that runs out, has bytes left
  * over or nonzero padding.  A hostile payload never makes it read or write
- * out of bounds, allocate more than len bytes, or run longer than
+ * out of bounds, allocate more than len + 1 bytes, or run longer than
  * O(len + plen).  On failure raw's contents are unspecified. */
 int tcodec_decode(const uint8_t *p, size_t plen, uint8_t *raw, size_t len);
 
