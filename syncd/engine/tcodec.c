@@ -798,36 +798,41 @@ int tcodec_decode(const uint8_t *p, size_t plen, uint8_t *raw, size_t len)
 #define PICK_WIN 2048
 #define PICK_NWIN 8
 #define PICK_MIN 1024
-#define PICK_HASH_BITS 8
+#define PICK_HASH_BITS 10
 
 struct pick_stats {
     uint32_t t[8][256]; /* bytes by position mod 8 */
-    uint32_t rep[256];  /* bytes of 8-byte groups the repeat probe found */
+    uint32_t rep[256];  /* bytes of 4-byte groups the repeat probe found */
     uint64_t groups, hits;
 };
 
 /* Histograms one window (start and length multiples of 8) and probes each
- * aligned 8-byte group for an earlier copy in the window: a stand-in for
- * what zstd's match finder would find (runs, repeated records; floats
- * have none). */
+ * aligned 4-byte group for an earlier copy in the window: a stand-in for
+ * what zstd's match finder would find (runs, repeated records, the zero
+ * high halves of small int64s; floats have next to none). */
 static void pick_window(const uint8_t *w, size_t len, struct pick_stats *st)
 {
     uint16_t seen[1u << PICK_HASH_BITS];
     memset(seen, 0xff, sizeof(seen));
-    for (size_t i = 0; i + 8 <= len; i += 8) {
+    for (size_t i = 0; i + 4 <= len; i += 4) {
         const uint8_t *g = w + i;
-        for (unsigned k = 0; k < 8; k++)
-            st->t[k][g[k]]++;
-        uint64_t v;
-        memcpy(&v, g, 8);
-        unsigned hh = (unsigned)((v * 0x9e3779b97f4a7c15ull) >> (64 - PICK_HASH_BITS));
+        unsigned ph = i & 4;
+        st->t[ph][g[0]]++;
+        st->t[ph + 1][g[1]]++;
+        st->t[ph + 2][g[2]]++;
+        st->t[ph + 3][g[3]]++;
+        uint32_t v;
+        memcpy(&v, g, 4);
+        unsigned hh = (v * 0x9e3779b1u) >> (32 - PICK_HASH_BITS);
         uint16_t prev = seen[hh];
         seen[hh] = (uint16_t)i;
         st->groups++;
-        if (prev != 0xffff && memcmp(w + prev, g, 8) == 0) {
+        if (prev != 0xffff && memcmp(w + prev, g, 4) == 0) {
             st->hits++;
-            for (unsigned k = 0; k < 8; k++)
-                st->rep[g[k]]++;
+            st->rep[g[0]]++;
+            st->rep[g[1]]++;
+            st->rep[g[2]]++;
+            st->rep[g[3]]++;
         }
     }
 }

@@ -62,8 +62,8 @@
 /* Largest len tcodec_encode() accepts (the element count is 4 bytes). */
 #define TCODEC_MAX_LEN ((size_t)UINT32_MAX)
 
-/* Looks at a sample of raw (8 windows of 4 KiB spread over the chunk,
- * histograms by position mod 4, and a probe for repeated 8-byte strings
+/* Looks at a sample of raw (8 windows of 2 KiB spread over the chunk,
+ * histograms by position mod 4, and a probe for repeated 4-byte groups
  * that zstd's LZ stage would find) and returns the width, 2 or 4, whose
  * byte planes promise a saving both over the raw bytes and over coding
  * the bytes as one stream; 0 when they do not (text, zeros, random bytes,

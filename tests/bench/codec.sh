@@ -20,8 +20,8 @@
 # Data: tests/bench/make_ckpt.py writes a checkpoint with Debian's
 # python3-torch; the tensors are then written out as three raw files (bf16
 # weights, fp32 master weights, fp32 exp_avg + exp_avg_sq).  Text (a
-# trainer's log and JSON), zeros and random bytes, 32 MiB each, show what
-# tcodec_pick leaves to zstd.  Published weights: the float32 ONNX models
+# trainer's log and JSON), token ids as int32 and int64, zeros and random
+# bytes, 32 MiB each, show what tcodec_pick leaves to zstd.  Published weights: the float32 ONNX models
 # of the npm package @ricky0123/vad-web (Silero VAD) and the float16 TFLite
 # model of @mediapipe/pose (skipped, with the reason, when npm cannot
 # fetch them).  codec-bench cuts every file with the daemon's FastCDC
@@ -92,6 +92,10 @@ with open(out + "/text.raw", "w") as f:
         f.write(s)
         size += len(s)
     f.truncate(n)
+import numpy
+g = numpy.random.default_rng(5)
+g.integers(0, 50257, n // 4, dtype=numpy.int32).tofile(out + "/tokens32.raw")
+g.integers(0, 50257, n // 8, dtype=numpy.int64).tofile(out + "/tokens64.raw")
 with open(out + "/zeros.raw", "wb") as f:
     f.write(bytes(n))
 with open(out + "/random.raw", "wb") as f:
@@ -135,6 +139,8 @@ if [ -n "$pose" ]; then
     "$pose" >> "$rows"
 fi
 "$bench" -r "$REPEAT" -w 4 -l "text (trainer log, JSON)" "$S/text.raw" >> "$rows"
+"$bench" -r "$REPEAT" -w 4 -l "int32 token ids (< 50257)" "$S/tokens32.raw" >> "$rows"
+"$bench" -r "$REPEAT" -w 4 -l "int64 token ids (< 50257)" "$S/tokens64.raw" >> "$rows"
 "$bench" -r "$REPEAT" -w 4 -l "zeros" "$S/zeros.raw" >> "$rows"
 "$bench" -r "$REPEAT" -w 4 -l "random bytes" "$S/random.raw" >> "$rows"
 LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -147,7 +153,7 @@ report=$S/report.md
   echo "- cpu: $(nproc) x $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo); one core used"
   echo "- load average (1/5/15 min): $LOAD_BEFORE before, $LOAD_AFTER after (other work on the machine slows every codec; times are the thread's CPU time, best of $REPEAT passes)"
   echo "- data: tests/bench/make_ckpt.py with python3-torch, tensors written out raw by kind; each file cut by FastCDC (min 512 KiB, avg 2 MiB, max 8 MiB); MB/s are of raw bytes"
-  echo "- byte-grouped zstd -3: planes of the width in the data (2 for bf16/fp16, else 4), one zstd -3 frame each; tcodec: tcodec_pick per chunk, tcodec where it says a width, zstd -3 where it says 0"
+  echo "- byte-grouped zstd -3: planes of the width in the data (2 for bf16/fp16, else 4), one zstd -3 frame each; tcodec: tcodec_pick per chunk, tcodec where it says a width, zstd -3 where it says 0 (the daemon without a hint); tcodec at the width: every chunk coded as planes of that width (as with a width from the file's metadata)"
   if [ -n "$npm_skip" ]; then echo "- published weights: skipped ($npm_skip)"; fi
   echo
   cat "$rows"
