@@ -14,8 +14,8 @@
  * Pure transforms: no I/O, no mutable globals; every call is independent,
  * so all functions are thread-safe.  Decode allocates scratch memory per
  * call (at most len + 1 bytes); encode only grows out.  The caller owns
- * its buffers.  Encoding is deterministic: the same input and
- * width give the same payload (integer arithmetic only).
+ * its buffers.  Encoding is deterministic: the same input and width give
+ * the same payload (integer arithmetic only).
  *
  * Payload format, version 1 (integers little endian).  Let w be the width
  * and n = floor(len / w) the element count; plane k (0 <= k < w) is the
@@ -43,12 +43,12 @@
  *
  * HUF streams: the codes are the canonical ones of DEFLATE (RFC 1951
  * 3.2.2): shorter codes first, codes of one length in symbol order,
- * consecutive values.  Stream j holds the codes of the plane's symbols
- * i = j, j+4, j+8, ... < n in that order, packed most significant bit
- * first into bytes; the last byte is padded with zero bits and
- * S_j = ceil(bits / 8) exactly.  Decoding: read a code from each stream in
- * turn (plane[0] from stream 0, plane[1] from stream 1, ...).  A stream
- * that runs out, has bytes left over or nonzero padding is corruption.
+ * consecutive values.  The plane is cut into 4 segments: stream j holds
+ * the codes of plane[i] for floor(n*j/4) <= i < floor(n*(j+1)/4), in
+ * order, packed most significant bit first into bytes; its last byte is
+ * padded with zero bits and S_j = ceil(bits / 8) exactly.  Decoding:
+ * each stream on its own, code by code, into its segment.  A stream that
+ * runs out, has bytes left over or nonzero padding is corruption.
  */
 #ifndef CKS_TCODEC_H
 #define CKS_TCODEC_H
