@@ -1,31 +1,39 @@
 /*
- * tcodec.c — byte planes plus a static order-0 rANS coder for float
+ * tcodec.c — byte planes plus a static canonical Huffman code for float
  * tensors (payload format in tcodec.h).
  *
  * Design: the bytes of a float that carry sign and exponent have a few
  * bits of entropy, the mantissa bytes are noise.  Splitting the chunk by
  * position mod the width gives planes whose order-0 statistics are those
- * of one byte of the element, and an order-0 coder near the entropy gets
- * what zstd's LZ cannot find (there are no repeats in noise).
+ * of one byte of the element, and an order-0 coder gets what zstd's LZ
+ * cannot find (there are no repeats in noise).
  *
- * The coder is rANS with 32-bit states in [2^15, 2^31), 16-bit
- * renormalisation and 12-bit frequencies: with that range every decode step
- * reads at most one word and every encode step writes at most one, so both
- * run without data-dependent branches (a conditional move and a pointer
- * advance by 0 or 2); 8 independent states interleave so that their
- * dependency chains overlap.  Encoding divides by the frequency with a
- * multiply by a precomputed reciprocal, exact for states below 2^31
- * (the Granlund-Montgomery / Alverson construction).  Costs are estimated
- * with an integer log2 so that every decision, and thus every payload, is
- * the same on every machine.
+ * The coder is Huffman, lengths limited to 11 bits, four streams over
+ * four contiguous segments of the plane.  Measured on realistic weights it
+ * stays within 0.07 bits per symbol of the entropy (bf16 weights 0.669 of
+ * raw, against 0.665 for the entropy), and it does a third of the work per
+ * symbol of a scalar rANS coder (which this file first had, and which
+ * missed the speed targets): decoding is one lookup in a 2048-entry table
+ * that yields one or two symbols (two when both codes fit in 11 bits, as
+ * most exponent codes do), one shift, and a 64-bit refill every 5 lookups
+ * (5 * 11 bits plus 7 of a partial byte fit); the four streams keep four
+ * independent dependency chains in flight.  Encoding is the mirror image.
+ * The exact size of each stream is known from per-segment histograms
+ * before any bit is written, so the streams are written in step straight
+ * into the output.
  *
- * Bounds: encode reserves tcodec_bound(len) once and writes each plane into
- * the room its RAW form would take: a rANS stream that would not be
- * smaller is abandoned for RAW, so the payload never exceeds the bound.
- * Decode validates the whole record structure before it allocates (at most
- * one n-byte buffer per RANS plane, n*w <= len, plus the 16 KiB slot
- * table), checks for room before each group of reads, and runs a fixed
- * number of steps per symbol.
+ * Which planes are worth a histogram is decided first from a sample of
+ * about 4096 elements at an odd stride (mantissa planes are then copied
+ * without being counted).  Every decision uses integer arithmetic, so a
+ * payload is the same on every machine.
+ *
+ * Bounds: encode reserves tcodec_bound(len) once; a plane is coded only
+ * when its record is smaller than its RAW form, so the bound holds.
+ * Decode validates the whole record structure (lengths, Kraft sum, stream
+ * sizes) before it allocates (one n-byte buffer per HUF plane, n*w <= len);
+ * a stream is read with 8-byte loads only while 8 bytes remain, byte by
+ * byte after that, and every code advances the stream, so the work is
+ * O(len + plen).
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -35,17 +43,19 @@
 #include "base/err.h"
 #include "engine/tcodec.h"
 
-#define TC_PREC 12
-#define TC_M (1u << TC_PREC)
-#define TC_LANES 8
-#define TC_L (1u << 15)
 #define TC_HEADER 5
-#define TC_STATES (4 * TC_LANES)
+#define TC_MAXLEN 11             /* longest code */
+#define TC_TAB (1u << TC_MAXLEN) /* decode table entries */
+#define TC_STREAMS 4
+#define TC_LENS 128 /* code lengths, two per byte */
+#define TC_HUF_HEAD (TC_LENS + 4 * TC_STREAMS)
+#define TC_ROUND 5     /* codes per refill: 5 * 11 + 7 <= 64 */
+#define TC_SAMPLE 4096 /* elements sampled to pick the planes to count */
 
-enum { TC_RAW = 0, TC_CONST = 1, TC_RANS = 2 };
+enum { TC_RAW = 0, TC_CONST = 1, TC_HUF = 2 };
 
-/* A plane is entropy-coded only when that is estimated to save 1/32 of
- * it: below that the decode time is not worth it. */
+/* A plane is entropy-coded only when that saves 1/32 of it: below that
+ * the decode time is not worth it. */
 #define TC_MIN_SAVING_SHIFT 5
 
 #define ALWAYS_INLINE inline __attribute__((always_inline))
@@ -63,26 +73,36 @@ static void le32_put(uint8_t *p, uint32_t v)
     p[3] = (uint8_t)(v >> 24);
 }
 
-/* The coder's words: one 16-bit load or store on little-endian hosts. */
-static ALWAYS_INLINE uint32_t le16_get(const uint8_t *p)
+/* The bit streams are big endian so that codes read most significant bit
+ * first: one load and a byte swap on little-endian hosts. */
+static ALWAYS_INLINE uint64_t be64_get(const uint8_t *p)
 {
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    uint16_t v;
-    memcpy(&v, p, 2);
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return __builtin_bswap64(v);
+#elif defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    uint64_t v;
+    memcpy(&v, p, 8);
     return v;
 #else
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8;
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = v << 8 | p[i];
+    return v;
 #endif
 }
 
-static ALWAYS_INLINE void le16_put(uint8_t *p, uint32_t v)
+static ALWAYS_INLINE void be64_put(uint8_t *p, uint64_t v)
 {
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    uint16_t w = (uint16_t)v;
-    memcpy(p, &w, 2);
+    v = __builtin_bswap64(v);
+    memcpy(p, &v, 8);
+#elif defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    memcpy(p, &v, 8);
 #else
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
+    for (int i = 7; i >= 0; i--, v >>= 8)
+        p[i] = (uint8_t)v;
 #endif
 }
 
@@ -117,178 +137,253 @@ static uint64_t entropy_q16(const uint32_t c[256], uint64_t total)
     return t > s ? t - s : 0;
 }
 
-/* ---- histograms ---- */
+/* ---- which planes to count ---- */
 
-/* Histograms of the w planes of raw[0 .. nbytes), nbytes a multiple of w.
- * Eight tables by position mod 8 keep runs of one value (the exponent
- * bytes) from chaining store-to-load dependencies on one counter. */
-static void hist_planes(const uint8_t *raw, size_t nbytes, unsigned w, uint32_t h[4][256])
+/* Marks the planes worth a full histogram: those whose sample (about
+ * TC_SAMPLE elements at a fixed odd stride) is estimated to code below
+ * the RAW threshold, and those that look constant. */
+static void plane_candidates(const uint8_t *raw, size_t n, unsigned w, bool cand[4])
 {
-    uint32_t t[8][256];
-    memset(t, 0, sizeof(t));
-    size_t i = 0;
-    for (; i + 8 <= nbytes; i += 8) {
-        const uint8_t *p = raw + i;
-        t[0][p[0]]++;
-        t[1][p[1]]++;
-        t[2][p[2]]++;
-        t[3][p[3]]++;
-        t[4][p[4]]++;
-        t[5][p[5]]++;
-        t[6][p[6]]++;
-        t[7][p[7]]++;
+    uint32_t c[4][256];
+    memset(c, 0, sizeof(c));
+    /* odd, so that the sample is not all even (or all odd) elements of
+     * data whose period is twice the width (fp32 coded as width 2) */
+    size_t stride = (n / TC_SAMPLE) | 1, total = 0;
+    for (size_t i = 0; i < n; i += stride, total++)
+        for (unsigned k = 0; k < w; k++)
+            c[k][raw[i * w + k]]++;
+    for (unsigned k = 0; k < w; k++) {
+        /* the entropy plus 1/32 for Huffman's distance from it */
+        uint64_t bits = total ? entropy_q16(c[k], total) / total : 0;
+        bits += bits >> 5;
+        cand[k] = bits < (8u << 16) - ((8u << 16) >> TC_MIN_SAVING_SHIFT);
     }
-    for (; i < nbytes; i++)
-        t[i & 7][raw[i]]++;
-    memset(h, 0, 4 * sizeof(h[0]));
-    for (unsigned pos = 0; pos < 8; pos++)
-        for (unsigned s = 0; s < 256; s++)
-            h[pos % w][s] += t[pos][s];
 }
 
-/* ---- frequency tables ---- */
-
-/* Scales counts (at least two symbols present, summing to total) to
- * frequencies summing to TC_M with every present symbol >= 1: rounding
- * first, then single steps where they cost least.  Changing f by one
- * changes the cost by about c/f bits; the comparisons use c/(f -+ 1/2),
- * cross-multiplied so that only integers are involved. */
-static void freq_normalize(const uint32_t c[256], uint64_t total, uint32_t f[256])
+/* Stream j of a plane holds its symbols seg_start(n, j) ..
+ * seg_start(n, j + 1) - 1: four contiguous segments. */
+static size_t seg_start(size_t n, unsigned j)
 {
-    uint32_t sum = 0;
+    return (size_t)((uint64_t)n * j / TC_STREAMS);
+}
+
+/* Counts plane k by segment: the per-segment counts give each stream's
+ * exact size, and walking the four segments in step keeps runs of one
+ * value from chaining increments of one counter. */
+static ALWAYS_INLINE void hist_plane_w(const uint8_t *raw, size_t n, unsigned w, unsigned k,
+                                       uint32_t h[TC_STREAMS][256])
+{
+    const uint8_t *p[TC_STREAMS];
+    size_t len[TC_STREAMS];
+    for (unsigned j = 0; j < TC_STREAMS; j++) {
+        p[j] = raw + seg_start(n, j) * w + k;
+        len[j] = seg_start(n, j + 1) - seg_start(n, j);
+    }
+    /* the first segment is the shortest */
+    for (size_t i = 0; i < len[0]; i++) {
+        h[0][p[0][i * w]]++;
+        h[1][p[1][i * w]]++;
+        h[2][p[2][i * w]]++;
+        h[3][p[3][i * w]]++;
+    }
+    for (unsigned j = 1; j < TC_STREAMS; j++)
+        if (len[j] > len[0])
+            h[j][p[j][len[0] * w]]++;
+}
+
+static void hist_plane(const uint8_t *raw, size_t n, unsigned w, unsigned k,
+                       uint32_t h[TC_STREAMS][256])
+{
+    memset(h, 0, TC_STREAMS * sizeof(h[0]));
+    if (w == 2)
+        hist_plane_w(raw, n, 2, k, h);
+    else
+        hist_plane_w(raw, n, 4, k, h);
+}
+
+/* ---- code lengths ---- */
+
+static int key_cmp(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Huffman code lengths for counts c (at least two symbols present),
+ * unlimited: leaves sorted by (count, symbol), internal nodes made in
+ * order of weight, so two queues replace a heap; a leaf wins ties. */
+static void huf_tree(const uint32_t c[256], unsigned len[256])
+{
+    uint64_t key[256], wt[511];
+    uint16_t parent[511];
+    unsigned m = 0, depth[511];
     for (unsigned s = 0; s < 256; s++) {
-        f[s] = 0;
-        if (!c[s])
-            continue;
-        uint64_t v = ((uint64_t)c[s] * TC_M + total / 2) / total;
-        f[s] = v ? (uint32_t)v : 1;
-        sum += f[s];
-    }
-    while (sum > TC_M) {
-        int best = -1;
-        for (unsigned s = 0; s < 256; s++)
-            if (f[s] > 1 && (best < 0 || (uint64_t)c[s] * (2 * f[best] - 1) <
-                                             (uint64_t)c[best] * (2 * f[s] - 1)))
-                best = (int)s;
-        f[best]--;
-        sum--;
-    }
-    while (sum < TC_M) {
-        int best = -1;
-        for (unsigned s = 0; s < 256; s++)
-            if (c[s] && (best < 0 || (uint64_t)c[s] * (2 * f[best] + 1) >
-                                         (uint64_t)c[best] * (2 * f[s] + 1)))
-                best = (int)s;
-        f[best]++;
-        sum++;
-    }
-}
-
-/* Bytes the rANS stream of a plane with counts c and frequencies f takes,
- * states included. */
-static uint64_t rans_cost(const uint32_t c[256], const uint32_t f[256])
-{
-    uint64_t bits = 0;
-    for (unsigned s = 0; s < 256; s++)
+        len[s] = 0;
         if (c[s])
-            bits += c[s] * (((uint64_t)TC_PREC << 16) - lg2q16(f[s]));
-    return (bits >> 19) + 2 + TC_STATES;
+            key[m++] = (uint64_t)c[s] << 8 | s;
+    }
+    qsort(key, m, sizeof(key[0]), key_cmp);
+    for (unsigned i = 0; i < m; i++)
+        wt[i] = key[i] >> 8;
+    unsigned leaf = 0, node = m;
+    for (unsigned next = m; next < 2 * m - 1; next++) {
+        unsigned pick2[2];
+        for (unsigned t = 0; t < 2; t++) {
+            if (leaf < m && (node >= next || wt[leaf] <= wt[node]))
+                pick2[t] = leaf++;
+            else
+                pick2[t] = node++;
+        }
+        wt[next] = wt[pick2[0]] + wt[pick2[1]];
+        parent[pick2[0]] = parent[pick2[1]] = (uint16_t)next;
+    }
+    depth[2 * m - 2] = 0;
+    for (unsigned i = 2 * m - 2; i-- > 0;)
+        depth[i] = depth[parent[i]] + 1;
+    for (unsigned i = 0; i < m; i++)
+        len[key[i] & 0xff] = depth[i];
 }
 
-/* ---- rANS encoder ---- */
+/* Limits lengths to TC_MAXLEN keeping the code complete (Kraft sum, in
+ * units of 2^-TC_MAXLEN, exactly TC_TAB): clamp, then lengthen the codes
+ * whose lengthening costs least per unit of Kraft sum regained, then
+ * shorten the most frequent codes that fit into what is left.  The last
+ * loop always ends complete: the gap is a multiple of the unit of the
+ * longest code, which can always be shortened into it. */
+static void huf_limit(const uint32_t c[256], unsigned len[256])
+{
+    uint32_t kraft = 0;
+    for (unsigned s = 0; s < 256; s++)
+        if (c[s]) {
+            if (len[s] > TC_MAXLEN)
+                len[s] = TC_MAXLEN;
+            kraft += TC_TAB >> len[s];
+        }
+    while (kraft > TC_TAB) {
+        int best = -1;
+        for (unsigned s = 0; s < 256; s++)
+            if (c[s] && len[s] < TC_MAXLEN &&
+                (best < 0 || ((uint64_t)c[s] << len[s]) < ((uint64_t)c[best] << len[best])))
+                best = (int)s;
+        len[best]++;
+        kraft -= TC_TAB >> len[best];
+    }
+    while (kraft < TC_TAB) {
+        int best = -1;
+        for (unsigned s = 0; s < 256; s++)
+            if (c[s] && len[s] > 1 && kraft + (TC_TAB >> len[s]) <= TC_TAB &&
+                (best < 0 || c[s] > c[best]))
+                best = (int)s;
+        kraft += TC_TAB >> len[best];
+        len[best]--;
+    }
+}
 
-struct tc_esym {
-    uint32_t xmax;  /* state at which a word must go out first */
-    uint32_t rcp;   /* reciprocal of f, see esym_init */
-    uint32_t bias;  /* start, corrected for f == 1 */
-    uint16_t cmpl;  /* TC_M - f */
-    uint16_t shift; /* of the reciprocal product */
+/* Canonical codes from lengths (RFC 1951 3.2.2). */
+static void huf_codes(const unsigned len[256], uint16_t code[256])
+{
+    unsigned count[TC_MAXLEN + 1] = {0}, next[TC_MAXLEN + 1];
+    for (unsigned s = 0; s < 256; s++)
+        count[len[s]]++;
+    count[0] = 0;
+    unsigned v = 0;
+    for (unsigned l = 1; l <= TC_MAXLEN; l++) {
+        v = (v + count[l - 1]) << 1;
+        next[l] = v;
+    }
+    for (unsigned s = 0; s < 256; s++)
+        code[s] = len[s] ? (uint16_t)next[len[s]]++ : 0;
+}
+
+/* ---- encoder ---- */
+
+struct tc_bitw {
+    uint8_t *p, *end;
+    const uint8_t *src; /* the segment's first symbol, at stride w */
+    size_t count;       /* its symbols */
 };
 
-/* x/f = ((x * rcp) >> 32) >> shift for every x < 2^31: with
- * 2^(s-1) < f <= 2^s, rcp = ceil(2^(31+s) / f) < 2^32 and the rounding
- * error x*(rcp*f - 2^(31+s)) / 2^(31+s) stays below x/2^31 < 1.  f == 1
- * has no such rcp; all-ones gives x - 1, which bias makes up for. */
-static void esym_init(struct tc_esym *e, uint32_t start, uint32_t f)
+#define ENC_SYM(j)                                                                                 \
+    do {                                                                                           \
+        unsigned sym_ = src##j[t * w];                                                             \
+        acc##j = acc##j << len8[sym_] | code[sym_];                                                \
+        nb##j += len8[sym_];                                                                       \
+    } while (0)
+
+#define ENC_FLUSH(j)                                                                               \
+    do {                                                                                           \
+        be64_put(bw[j].p, acc##j << (64 - nb##j));                                                 \
+        bw[j].p += nb##j >> 3;                                                                     \
+        nb##j &= 7;                                                                                \
+    } while (0)
+
+/* Finishes one stream code by code from symbol t, with nbits pending in
+ * acc; returns 0, or -1 if its region came out a different size (it
+ * cannot: the caller then stores the plane RAW). */
+static int huf_encode_tail(struct tc_bitw *b, size_t t, unsigned w, uint64_t acc, unsigned nbits,
+                           const uint8_t *len8, const uint16_t *code)
 {
-    e->xmax = ((TC_L >> TC_PREC) << 16) * f;
-    e->cmpl = (uint16_t)(TC_M - f);
-    if (f == 1) {
-        e->rcp = UINT32_MAX;
-        e->shift = 0;
-        e->bias = start + TC_M - 1;
-        return;
+    for (; t < b->count; t++) {
+        unsigned sym = b->src[t * w];
+        acc = acc << len8[sym] | code[sym];
+        nbits += len8[sym];
+        while (nbits >= 8) {
+            if (b->p == b->end)
+                return -1;
+            nbits -= 8;
+            *b->p++ = (uint8_t)(acc >> nbits);
+        }
     }
-    unsigned s = 0;
-    while ((1u << s) < f)
-        s++;
-    e->rcp = (uint32_t)(((1ull << (s + 31)) + f - 1) / f);
-    e->shift = (uint16_t)(s - 1);
-    e->bias = start;
+    if (nbits) {
+        if (b->p == b->end)
+            return -1;
+        *b->p++ = (uint8_t)(acc << (8 - nbits));
+    }
+    return b->p == b->end ? 0 : -1;
 }
 
-/* One symbol: a word out if the state is too large to take it (stored at
- * p - 2 unconditionally; when none is due the next store overwrites it),
- * then x = (x / f) * TC_M + x % f + start. */
-static ALWAYS_INLINE uint8_t *enc_step(uint32_t *xp, const struct tc_esym *e, uint8_t *p)
+/* Writes the 4 streams into regions sized from the exact bit counts: in
+ * step, 5 codes per stream and then one 8-byte store per stream, while
+ * every region has 8 bytes left (the store's bytes past the codes are
+ * overwritten later); then each stream code by code. */
+static ALWAYS_INLINE int huf_encode_w(unsigned w, const uint8_t *len8, const uint16_t *code,
+                                      struct tc_bitw bw[TC_STREAMS])
 {
-    uint32_t x = *xp;
-    uint32_t out = x >= e->xmax;
-    le16_put(p - 2, x);
-    p -= 2 * out;
-    x >>= 16 * out;
-    uint32_t q = (uint32_t)(((uint64_t)x * e->rcp) >> 32) >> e->shift;
-    *xp = x + e->bias + q * e->cmpl;
-    return p;
+    const uint8_t *src0 = bw[0].src, *src1 = bw[1].src, *src2 = bw[2].src, *src3 = bw[3].src;
+    uint64_t acc0 = 0, acc1 = 0, acc2 = 0, acc3 = 0;
+    unsigned nb0 = 0, nb1 = 0, nb2 = 0, nb3 = 0;
+    size_t t = 0;
+    /* the first segment is the shortest */
+    for (; t + TC_ROUND <= bw[0].count; t += TC_ROUND) {
+        if (bw[0].end - bw[0].p < 8 || bw[1].end - bw[1].p < 8 || bw[2].end - bw[2].p < 8 ||
+            bw[3].end - bw[3].p < 8)
+            break;
+        for (unsigned r = 0; r < TC_ROUND; r++, t++) {
+            ENC_SYM(0);
+            ENC_SYM(1);
+            ENC_SYM(2);
+            ENC_SYM(3);
+        }
+        t -= TC_ROUND;
+        ENC_FLUSH(0);
+        ENC_FLUSH(1);
+        ENC_FLUSH(2);
+        ENC_FLUSH(3);
+    }
+    if (huf_encode_tail(&bw[0], t, w, acc0, nb0, len8, code) < 0 ||
+        huf_encode_tail(&bw[1], t, w, acc1, nb1, len8, code) < 0 ||
+        huf_encode_tail(&bw[2], t, w, acc2, nb2, len8, code) < 0 ||
+        huf_encode_tail(&bw[3], t, w, acc3, nb3, len8, code) < 0)
+        return -1;
+    return 0;
 }
 
-/* Codes plane k of raw (n elements of width w) backwards into [lo, hi)
- * and returns where the stream starts, or NULL if it does not fit.  The
- * last symbols go first, so the decoder reads forwards; the final states
- * are its initial ones and go in front, coder 0 first. */
-static ALWAYS_INLINE uint8_t *rans_encode_w(const uint8_t *raw, size_t n, unsigned w, unsigned k,
-                                            const struct tc_esym *es, uint8_t *lo, uint8_t *hi)
-{
-    uint32_t x[TC_LANES];
-    for (unsigned j = 0; j < TC_LANES; j++)
-        x[j] = TC_L;
-    uint8_t *p = hi;
-    size_t i = n;
-    while (i % TC_LANES) {
-        if (p - lo < 2)
-            return NULL;
-        i--;
-        p = enc_step(&x[i % TC_LANES], &es[raw[i * w + k]], p);
-    }
-    while (i) {
-        if (p - lo < 2 * TC_LANES)
-            return NULL;
-        i -= TC_LANES;
-        const uint8_t *s = raw + i * w + k;
-        p = enc_step(&x[7], &es[s[7 * w]], p);
-        p = enc_step(&x[6], &es[s[6 * w]], p);
-        p = enc_step(&x[5], &es[s[5 * w]], p);
-        p = enc_step(&x[4], &es[s[4 * w]], p);
-        p = enc_step(&x[3], &es[s[3 * w]], p);
-        p = enc_step(&x[2], &es[s[2 * w]], p);
-        p = enc_step(&x[1], &es[s[1 * w]], p);
-        p = enc_step(&x[0], &es[s[0]], p);
-    }
-    if (p - lo < TC_STATES)
-        return NULL;
-    for (unsigned j = TC_LANES; j-- > 0;) {
-        p -= 4;
-        le32_put(p, x[j]);
-    }
-    return p;
-}
-
-static uint8_t *rans_encode(const uint8_t *raw, size_t n, unsigned w, unsigned k,
-                            const struct tc_esym *es, uint8_t *lo, uint8_t *hi)
+static int huf_encode(unsigned w, const uint8_t *len8, const uint16_t *code,
+                      struct tc_bitw bw[TC_STREAMS])
 {
     if (w == 2)
-        return rans_encode_w(raw, n, 2, k, es, lo, hi);
-    return rans_encode_w(raw, n, 4, k, es, lo, hi);
+        return huf_encode_w(2, len8, code, bw);
+    return huf_encode_w(4, len8, code, bw);
 }
 
 /* ---- plane records ---- */
@@ -309,59 +404,69 @@ static void gather(const uint8_t *raw, size_t n, unsigned w, unsigned k, uint8_t
         gather_w(raw, n, 4, k, dst);
 }
 
-/* Writes the RANS record of plane k at dst, in at most n bytes (RAW takes
- * n + 1); returns its length or 0 when RANS is not worth it. */
-static size_t plane_rans(const uint8_t *raw, size_t n, unsigned w, unsigned k,
-                         const uint32_t c[256], unsigned nsym, uint8_t *dst)
+/* Writes the HUF record of plane k (counts by stream h, c their sum) at
+ * dst if it takes at most n - n/32 bytes (RAW takes n + 1); returns its
+ * length or 0. */
+static size_t plane_huf(const uint8_t *raw, size_t n, unsigned w, unsigned k,
+                        const uint32_t h[TC_STREAMS][256], const uint32_t c[256], uint8_t *dst)
 {
-    uint32_t f[256];
-    freq_normalize(c, n, f);
-    size_t table = 2 + 3 * (size_t)nsym + 4;
-    if (table + rans_cost(c, f) > n - (n >> TC_MIN_SAVING_SHIFT))
+    unsigned len[256];
+    huf_tree(c, len);
+    huf_limit(c, len);
+    uint64_t size[TC_STREAMS], total = 1 + TC_HUF_HEAD;
+    for (unsigned j = 0; j < TC_STREAMS; j++) {
+        uint64_t bits = 0;
+        for (unsigned s = 0; s < 256; s++)
+            bits += (uint64_t)h[j][s] * len[s];
+        size[j] = (bits + 7) / 8;
+        total += size[j];
+    }
+    if (total > n - (n >> TC_MIN_SAVING_SHIFT))
         return 0;
 
-    struct tc_esym es[256];
-    uint8_t *q = dst + 2;
-    uint32_t start = 0;
-    for (unsigned s = 0; s < 256; s++) {
-        if (!f[s])
-            continue;
-        esym_init(&es[s], start, f[s]);
-        q[0] = (uint8_t)s;
-        le16_put(q + 1, f[s]);
-        q += 3;
-        start += f[s];
+    uint8_t len8[256];
+    uint16_t code[256];
+    huf_codes(len, code);
+    dst[0] = TC_HUF;
+    for (unsigned s = 0; s < 256; s++)
+        len8[s] = (uint8_t)len[s];
+    for (unsigned i = 0; i < TC_LENS; i++)
+        dst[1 + i] = (uint8_t)(len[2 * i] | len[2 * i + 1] << 4);
+    struct tc_bitw bw[TC_STREAMS];
+    uint8_t *p = dst + 1 + TC_HUF_HEAD;
+    for (unsigned j = 0; j < TC_STREAMS; j++) {
+        le32_put(dst + 1 + TC_LENS + 4 * j, (uint32_t)size[j]);
+        bw[j].p = p;
+        bw[j].end = p + size[j];
+        bw[j].src = raw + seg_start(n, j) * w + k;
+        bw[j].count = seg_start(n, j + 1) - seg_start(n, j);
+        p += size[j];
     }
-    dst[0] = TC_RANS;
-    dst[1] = (uint8_t)(nsym - 1);
-    uint8_t *stream = dst + table, *hi = dst + n;
-    uint8_t *p = rans_encode(raw, n, w, k, es, stream, hi);
-    if (!p)
-        return 0;
-    size_t slen = (size_t)(hi - p);
-    memmove(stream, p, slen);
-    le32_put(stream - 4, (uint32_t)slen);
-    return table + slen;
+    return huf_encode(w, len8, code, bw) == 0 ? (size_t)total : 0;
 }
 
 /* Writes the record of plane k at dst (room for n + 1 bytes); returns its
- * length. */
-static size_t plane_encode(const uint8_t *raw, size_t n, unsigned w, unsigned k,
-                           const uint32_t c[256], uint8_t *dst)
+ * length.  count: whether a histogram is worth it. */
+static size_t plane_encode(const uint8_t *raw, size_t n, unsigned w, unsigned k, bool count,
+                           uint8_t *dst)
 {
-    unsigned nsym = 0, last = 0;
-    for (unsigned s = 0; s < 256; s++)
-        if (c[s]) {
-            nsym++;
-            last = s;
+    if (count && n > 0) {
+        uint32_t h[TC_STREAMS][256], c[256];
+        hist_plane(raw, n, w, k, h);
+        unsigned nsym = 0, last = 0;
+        for (unsigned s = 0; s < 256; s++) {
+            c[s] = h[0][s] + h[1][s] + h[2][s] + h[3][s];
+            if (c[s]) {
+                nsym++;
+                last = s;
+            }
         }
-    if (nsym == 1) {
-        dst[0] = TC_CONST;
-        dst[1] = (uint8_t)last;
-        return 2;
-    }
-    if (nsym > 1) {
-        size_t r = plane_rans(raw, n, w, k, c, nsym, dst);
+        if (nsym == 1) {
+            dst[0] = TC_CONST;
+            dst[1] = (uint8_t)last;
+            return 2;
+        }
+        size_t r = plane_huf(raw, n, w, k, h, c, dst);
         if (r)
             return r;
     }
@@ -389,10 +494,10 @@ int tcodec_encode(const uint8_t *raw, size_t len, unsigned width, struct buf *ou
     le32_put(d + 1, (uint32_t)n);
     d += TC_HEADER;
 
-    uint32_t h[4][256];
-    hist_planes(raw, body, width, h);
+    bool cand[4];
+    plane_candidates(raw, n, width, cand);
     for (unsigned k = 0; k < width; k++)
-        d += plane_encode(raw, n, width, k, h[k], d);
+        d += plane_encode(raw, n, width, k, cand[k], d);
     if (len > body)
         memcpy(d, raw + body, len - body);
     d += len - body;
@@ -405,40 +510,42 @@ int tcodec_encode(const uint8_t *raw, size_t len, unsigned width, struct buf *ou
 
 struct tc_plane {
     unsigned mode;
-    const uint8_t *data; /* RAW bytes; RANS stream */
-    size_t len;          /* of the stream */
-    const uint8_t *table;
-    unsigned nsym;
+    const uint8_t *data;          /* RAW bytes; HUF: the code lengths */
+    const uint8_t *s[TC_STREAMS]; /* HUF streams */
+    size_t slen[TC_STREAMS];
     uint8_t value; /* CONST */
 };
 
-/* Parses the RANS record body at p[0..avail): table and stream bounds. */
-static int parse_rans(const uint8_t *p, size_t avail, struct tc_plane *pl, size_t *ret_used)
+/* Parses the HUF record body at p[0..avail): lengths (complete code of
+ * 2..256 symbols, none longer than TC_MAXLEN) and stream bounds. */
+static int parse_huf(const uint8_t *p, size_t avail, struct tc_plane *pl, size_t *ret_used)
 {
-    if (avail < 1)
+    if (avail < TC_HUF_HEAD)
         return CKS_E_FORMAT;
-    unsigned nsym = (unsigned)p[0] + 1;
-    size_t table = 1 + 3 * (size_t)nsym;
-    if (nsym < 2 || avail < table + 4)
-        return CKS_E_FORMAT;
-    uint32_t sum = 0;
-    for (unsigned i = 0; i < nsym; i++) {
-        const uint8_t *e = p + 1 + 3 * i;
-        uint32_t f = le16_get(e + 1);
-        if (f == 0 || f >= TC_M || (i > 0 && e[0] <= e[-3]))
+    uint32_t kraft = 0;
+    unsigned nsym = 0;
+    for (unsigned i = 0; i < 2 * TC_LENS; i++) {
+        unsigned l = (p[i / 2] >> (4 * (i % 2))) & 15;
+        if (l > TC_MAXLEN)
             return CKS_E_FORMAT;
-        sum += f;
+        if (l) {
+            kraft += TC_TAB >> l;
+            nsym++;
+        }
     }
-    if (sum != TC_M)
+    if (nsym < 2 || kraft != TC_TAB)
         return CKS_E_FORMAT;
-    size_t slen = le32_get(p + table);
-    if (slen < TC_STATES || slen % 2 || slen > avail - table - 4)
-        return CKS_E_FORMAT;
-    pl->table = p + 1;
-    pl->nsym = nsym;
-    pl->data = p + table + 4;
-    pl->len = slen;
-    *ret_used = table + 4 + slen;
+    size_t used = TC_HUF_HEAD;
+    for (unsigned j = 0; j < TC_STREAMS; j++) {
+        size_t sl = le32_get(p + TC_LENS + 4 * j);
+        if (sl > avail - used)
+            return CKS_E_FORMAT;
+        pl->s[j] = p + used;
+        pl->slen[j] = sl;
+        used += sl;
+    }
+    pl->data = p;
+    *ret_used = used;
     return 0;
 }
 
@@ -465,8 +572,8 @@ static int parse_planes(const uint8_t *p, size_t plen, unsigned w, size_t n, str
             pl[k].value = p[pos];
             used = 1;
             break;
-        case TC_RANS: {
-            int r = parse_rans(p + pos, plen - pos, &pl[k], &used);
+        case TC_HUF: {
+            int r = parse_huf(p + pos, plen - pos, &pl[k], &used);
             if (r < 0)
                 return r;
             break;
@@ -480,86 +587,115 @@ static int parse_planes(const uint8_t *p, size_t plen, unsigned w, size_t n, str
     return 0;
 }
 
-/* Slot tables: for each of the TC_M slots the symbol, its frequency and
- * slot - start(symbol); three arrays so that each is one plain load. */
+/* Decode tables, indexed by the next TC_MAXLEN bits of a stream.  one:
+ * symbol | code length << 8.  two: the first symbol, and the second when
+ * its code fits in the bits left (most do: the exponent codes are 2-4
+ * bits long): sym1 | sym2 << 8 | bits << 16 | symbols << 24.  The code is
+ * complete (checked), so every entry is set. */
 struct tc_dtable {
-    uint16_t freq[TC_M];
-    uint16_t bias[TC_M];
-    uint8_t sym[TC_M];
+    uint16_t one[TC_TAB];
+    uint32_t two[TC_TAB];
 };
 
-static void dtable_build(const struct tc_plane *pl, struct tc_dtable *t)
+static void dtable_build(const uint8_t *lens, struct tc_dtable *t)
 {
-    uint32_t start = 0;
-    for (unsigned i = 0; i < pl->nsym; i++) {
-        const uint8_t *e = pl->table + 3 * i;
-        uint32_t f = le16_get(e + 1);
-        for (uint32_t j = 0; j < f; j++) {
-            t->freq[start + j] = (uint16_t)f;
-            t->bias[start + j] = (uint16_t)j;
-            t->sym[start + j] = e[0];
-        }
-        start += f;
+    unsigned len[256];
+    uint16_t code[256];
+    for (unsigned s = 0; s < 256; s++)
+        len[s] = (lens[s / 2] >> (4 * (s % 2))) & 15;
+    huf_codes(len, code);
+    for (unsigned s = 0; s < 256; s++) {
+        if (!len[s])
+            continue;
+        unsigned first = (unsigned)code[s] << (TC_MAXLEN - len[s]);
+        unsigned count = 1u << (TC_MAXLEN - len[s]);
+        for (unsigned i = 0; i < count; i++)
+            t->one[first + i] = (uint16_t)(s | len[s] << 8);
+    }
+    for (unsigned i = 0; i < TC_TAB; i++) {
+        uint32_t a = t->one[i], la = a >> 8;
+        uint32_t b = t->one[(i << la) & (TC_TAB - 1)], lb = b >> 8;
+        if (la + lb <= TC_MAXLEN)
+            t->two[i] = (a & 255) | (b & 255) << 8 | (la + lb) << 16 | 2u << 24;
+        else
+            t->two[i] = (a & 255) | la << 16 | 1u << 24;
     }
 }
 
-/* x = f * (x >> 12) + slot - start, then a word in if x fell below TC_L.
- * The select is written so that compilers make it a conditional move:
- * the branch would be taken at random. */
-#define DEC_LANE(j)                                                                                \
+/* The next 64 bits of a stream from bit pos, zeros past its end. */
+static uint64_t peek_slow(const uint8_t *s, size_t slen, size_t pos)
+{
+    size_t at = pos >> 3;
+    uint64_t v = 0;
+    for (unsigned b = 0; b < 8; b++)
+        v = v << 8 | (at + b < slen ? s[at + b] : 0);
+    return v << (pos & 7);
+}
+
+/* Up to two symbols per lookup; both bytes are stored, a second one that
+ * was not decoded is overwritten by the next lookup. */
+#define DEC_TWO(j)                                                                                 \
     do {                                                                                           \
-        uint32_t slot = x##j & (TC_M - 1);                                                         \
-        out[i + (j)] = t->sym[slot];                                                               \
-        uint32_t v = t->freq[slot] * (x##j >> TC_PREC) + t->bias[slot];                            \
-        uint32_t in = v < TC_L;                                                                    \
-        uint32_t word = le16_get(p);                                                               \
-        x##j = (in ? v << 16 : v) | (word & (0u - in));                                            \
-        p += 2 * in;                                                                               \
+        uint32_t t_ = two[c##j >> (64 - TC_MAXLEN)];                                               \
+        o##j[0] = (uint8_t)t_;                                                                     \
+        o##j[1] = (uint8_t)(t_ >> 8);                                                              \
+        c##j <<= (t_ >> 16) & 63;                                                                  \
+        pos##j += (t_ >> 16) & 255;                                                                \
+        o##j += t_ >> 24;                                                                          \
     } while (0)
 
-static int rans_decode(const struct tc_plane *pl, const struct tc_dtable *t, uint8_t *out,
-                       size_t n)
+/* One stream from bit pos and output o to its end, code by code. */
+static int huf_decode_tail(const uint8_t *s, size_t slen, size_t pos, const uint16_t *one,
+                           uint8_t *o, uint8_t *oend)
 {
-    uint32_t x[TC_LANES];
-    for (unsigned j = 0; j < TC_LANES; j++) {
-        x[j] = le32_get(pl->data + 4 * j);
-        if (x[j] < TC_L || x[j] >= 1u << 31)
+    for (; o < oend; o++) {
+        unsigned t = one[peek_slow(s, slen, pos) >> (64 - TC_MAXLEN)];
+        *o = (uint8_t)t;
+        pos += t >> 8;
+        if (pos > 8 * slen)
             return CKS_E_FORMAT;
     }
-    const uint8_t *p = pl->data + TC_STATES, *end = pl->data + pl->len;
-    uint32_t x0 = x[0], x1 = x[1], x2 = x[2], x3 = x[3], x4 = x[4], x5 = x[5], x6 = x[6],
-             x7 = x[7];
-    size_t i = 0;
-    /* each step reads at most one word: a round never passes end */
-    for (; i + TC_LANES <= n && end - p >= 2 * TC_LANES; i += TC_LANES) {
-        DEC_LANE(0);
-        DEC_LANE(1);
-        DEC_LANE(2);
-        DEC_LANE(3);
-        DEC_LANE(4);
-        DEC_LANE(5);
-        DEC_LANE(6);
-        DEC_LANE(7);
-    }
-    x[0] = x0, x[1] = x1, x[2] = x2, x[3] = x3, x[4] = x4, x[5] = x5, x[6] = x6, x[7] = x7;
-    for (; i < n; i++) {
-        uint32_t *xj = &x[i % TC_LANES], slot = *xj & (TC_M - 1);
-        out[i] = t->sym[slot];
-        uint32_t v = t->freq[slot] * (*xj >> TC_PREC) + t->bias[slot];
-        if (v < TC_L) {
-            if (end - p < 2)
-                return CKS_E_FORMAT;
-            v = v << 16 | le16_get(p);
-            p += 2;
-        }
-        *xj = v;
-    }
-    if (p != end)
+    if ((pos + 7) / 8 != slen)
         return CKS_E_FORMAT;
-    for (unsigned j = 0; j < TC_LANES; j++)
-        if (x[j] != TC_L)
-            return CKS_E_FORMAT;
+    if ((pos & 7) && (uint8_t)(s[slen - 1] << (pos & 7)) != 0)
+        return CKS_E_FORMAT;
     return 0;
+}
+
+static int huf_decode(const struct tc_plane *pl, const struct tc_dtable *tab, uint8_t *out,
+                      size_t n)
+{
+    const uint32_t *two = tab->two;
+    const uint8_t *s0 = pl->s[0], *s1 = pl->s[1], *s2 = pl->s[2], *s3 = pl->s[3];
+    size_t l0 = pl->slen[0], l1 = pl->slen[1], l2 = pl->slen[2], l3 = pl->slen[3];
+    size_t pos0 = 0, pos1 = 0, pos2 = 0, pos3 = 0;
+    uint8_t *o0 = out + seg_start(n, 0), *o1 = out + seg_start(n, 1), *o2 = out + seg_start(n, 2),
+            *o3 = out + seg_start(n, 3);
+    uint8_t *e0 = o1, *e1 = o2, *e2 = o3, *e3 = out + n;
+    /* A round: a refill that leaves at least 57 bits (8 bytes must remain)
+     * and 5 lookups of at most 11 bits and 2 symbols each. */
+    while ((pos0 >> 3) + 8 <= l0 && (pos1 >> 3) + 8 <= l1 && (pos2 >> 3) + 8 <= l2 &&
+           (pos3 >> 3) + 8 <= l3 && e0 - o0 >= 2 * TC_ROUND && e1 - o1 >= 2 * TC_ROUND &&
+           e2 - o2 >= 2 * TC_ROUND && e3 - o3 >= 2 * TC_ROUND) {
+        uint64_t c0 = be64_get(s0 + (pos0 >> 3)) << (pos0 & 7);
+        uint64_t c1 = be64_get(s1 + (pos1 >> 3)) << (pos1 & 7);
+        uint64_t c2 = be64_get(s2 + (pos2 >> 3)) << (pos2 & 7);
+        uint64_t c3 = be64_get(s3 + (pos3 >> 3)) << (pos3 & 7);
+        for (unsigned r = 0; r < TC_ROUND; r++) {
+            DEC_TWO(0);
+            DEC_TWO(1);
+            DEC_TWO(2);
+            DEC_TWO(3);
+        }
+    }
+    int r = huf_decode_tail(s0, l0, pos0, tab->one, o0, e0);
+    if (r == 0)
+        r = huf_decode_tail(s1, l1, pos1, tab->one, o1, e1);
+    if (r == 0)
+        r = huf_decode_tail(s2, l2, pos2, tab->one, o2, e2);
+    if (r == 0)
+        r = huf_decode_tail(s3, l3, pos3, tab->one, o3, e3);
+    return r;
 }
 
 #define TC_BLOCK 2048
@@ -621,21 +757,20 @@ int tcodec_decode(const uint8_t *p, size_t plen, uint8_t *raw, size_t len)
     if (plen - end != len - body)
         return CKS_E_FORMAT;
 
-    unsigned nrans = 0;
+    unsigned nhuf = 0;
     for (unsigned k = 0; k < w; k++)
-        nrans += pl[k].mode == TC_RANS;
-    uint8_t *scratch = NULL;
-    struct tc_dtable *tab = NULL;
-    if (nrans) {
-        /* the table first, so it is aligned */
-        scratch = malloc(sizeof(*tab) + nrans * n);
+        nhuf += pl[k].mode == TC_HUF;
+    uint8_t *scratch = NULL, *next = NULL;
+    if (nhuf) {
+        /* + 1: a real pointer even when n is 0 */
+        scratch = malloc(nhuf * n + 1);
         if (!scratch)
             return -ENOMEM;
-        tab = (struct tc_dtable *)(void *)scratch;
+        next = scratch;
     }
+    struct tc_dtable tab;
     const uint8_t *src[4];
     bool is_const[4];
-    uint8_t *next = scratch ? scratch + sizeof(*tab) : NULL;
     for (unsigned k = 0; k < w && r == 0; k++) {
         is_const[k] = pl[k].mode == TC_CONST;
         if (pl[k].mode == TC_RAW) {
@@ -643,8 +778,8 @@ int tcodec_decode(const uint8_t *p, size_t plen, uint8_t *raw, size_t len)
         } else if (is_const[k]) {
             src[k] = &pl[k].value;
         } else {
-            dtable_build(&pl[k], tab);
-            r = rans_decode(&pl[k], tab, next, n);
+            dtable_build(pl[k].data, &tab);
+            r = huf_decode(&pl[k], &tab, next, n);
             src[k] = next;
             next += n;
         }
@@ -660,44 +795,44 @@ int tcodec_decode(const uint8_t *p, size_t plen, uint8_t *raw, size_t len)
 
 /* ---- pick ---- */
 
-#define PICK_WIN 4096
+#define PICK_WIN 2048
 #define PICK_NWIN 8
 #define PICK_MIN 1024
 #define PICK_HASH_BITS 10
 
 struct pick_stats {
     uint32_t t[8][256]; /* bytes by position mod 8 */
-    uint32_t lit[256];  /* bytes of 4-byte groups the repeat probe missed */
-    uint64_t probes, hits;
+    uint32_t rep[256];  /* bytes of 4-byte groups the repeat probe found */
+    uint64_t groups, hits;
 };
 
-/* Histograms one window (start and length multiples of 8), and probes
- * each 4-byte group for an earlier copy of the 8 bytes starting there in
- * the window: a stand-in for what zstd's match finder would get. */
+/* Histograms one window (start and length multiples of 8) and probes each
+ * aligned 4-byte group for an earlier copy in the window: a stand-in for
+ * what zstd's match finder would find (runs, repeated records, the zero
+ * high halves of small int64s; floats have next to none). */
 static void pick_window(const uint8_t *w, size_t len, struct pick_stats *st)
 {
     uint16_t seen[1u << PICK_HASH_BITS];
     memset(seen, 0xff, sizeof(seen));
-    for (size_t i = 0; i + 8 <= len; i += 4) {
+    for (size_t i = 0; i + 4 <= len; i += 4) {
         const uint8_t *g = w + i;
-        unsigned ph = i & 7;
+        unsigned ph = i & 4;
         st->t[ph][g[0]]++;
         st->t[ph + 1][g[1]]++;
         st->t[ph + 2][g[2]]++;
         st->t[ph + 3][g[3]]++;
-        uint64_t v;
-        memcpy(&v, g, 8);
-        unsigned hh = (unsigned)((v * 0x9e3779b97f4a7c15ull) >> (64 - PICK_HASH_BITS));
+        uint32_t v;
+        memcpy(&v, g, 4);
+        unsigned hh = (v * 0x9e3779b1u) >> (32 - PICK_HASH_BITS);
         uint16_t prev = seen[hh];
         seen[hh] = (uint16_t)i;
-        st->probes++;
-        if (prev != 0xffff && memcmp(w + prev, g, 8) == 0) {
+        st->groups++;
+        if (prev != 0xffff && memcmp(w + prev, g, 4) == 0) {
             st->hits++;
-        } else {
-            st->lit[g[0]]++;
-            st->lit[g[1]]++;
-            st->lit[g[2]]++;
-            st->lit[g[3]]++;
+            st->rep[g[0]]++;
+            st->rep[g[1]]++;
+            st->rep[g[2]]++;
+            st->rep[g[3]]++;
         }
     }
 }
@@ -714,9 +849,9 @@ static uint64_t pick_plane_q16(const uint32_t c[256])
     }
     if (nsym <= 1)
         return 0;
-    /* + 1/128 for the coder's distance from the entropy */
+    /* + 1/32 for Huffman's distance from the entropy */
     uint64_t b = entropy_q16(c, total) / total;
-    b += b >> 7;
+    b += b >> 5;
     uint64_t raw = 8u << 16;
     return b > raw - (raw >> TC_MIN_SAVING_SHIFT) ? raw : b;
 }
@@ -731,15 +866,14 @@ unsigned tcodec_pick(const uint8_t *raw, size_t len, unsigned *ret_permille)
     memset(&st, 0, sizeof(st));
     if (len <= (size_t)PICK_WIN * PICK_NWIN) {
         for (size_t off = 0; off < len; off += PICK_WIN)
-            pick_window(raw + off, len - off < PICK_WIN ? (len - off) & ~(size_t)7 : PICK_WIN,
-                        &st);
+            pick_window(raw + off, len - off < PICK_WIN ? (len - off) & ~(size_t)7 : PICK_WIN, &st);
     } else {
         for (unsigned j = 0; j < PICK_NWIN; j++) {
             size_t off = (size_t)((uint64_t)j * (len - PICK_WIN) / (PICK_NWIN - 1)) & ~(size_t)7;
             pick_window(raw + off, PICK_WIN, &st);
         }
     }
-    if (st.probes == 0)
+    if (st.groups == 0)
         return 0;
 
     uint32_t h4[4][256], h2[2][256];
@@ -758,11 +892,14 @@ unsigned tcodec_pick(const uint8_t *raw, size_t len, unsigned *ret_permille)
     c4 = c4 * 1000 / (32u << 16);
     c2 = c2 * 1000 / (16u << 16);
     /* one stream: the literals zstd would be left with, order 0 */
-    uint64_t lit = 0;
-    for (unsigned s = 0; s < 256; s++)
-        lit += st.lit[s];
-    uint64_t c1 = lit ? entropy_q16(st.lit, lit) / lit : 0;
-    c1 = c1 * 1000 / (8u << 16) * (st.probes - st.hits) / st.probes;
+    uint32_t lit[256];
+    uint64_t nlit = 0;
+    for (unsigned s = 0; s < 256; s++) {
+        lit[s] = h2[0][s] + h2[1][s] - st.rep[s];
+        nlit += lit[s];
+    }
+    uint64_t c1 = nlit ? entropy_q16(lit, nlit) / nlit : 0;
+    c1 = c1 * 1000 / (8u << 16) * (st.groups - st.hits) / st.groups;
 
     /* width 4 only when clearly better: it splits the samples finer and
      * codes twice as many planes */

@@ -3,17 +3,20 @@
  * one file, cut into chunks as the daemon cuts them (FastCDC, min 512 KiB,
  * avg 2 MiB, max 8 MiB, normalization 1).  Not a test: it prints figures.
  *
- *   codec-bench [-w WIDTH] [-r REPEAT] [-l LABEL] [-H] [-v] FILE
+ *   codec-bench [-w WIDTH] [-r REPEAT] [-l LABEL] [-H] [-v] FILE...
  *
  * Per chunk and codec, in the same run: zstd -1, zstd -3, byte-grouped
  * zstd -3 (planes of WIDTH bytes, default 4, each a zstd -3 frame: the
- * baseline of issue 11) and tcodec (tcodec_pick on the chunk, tcodec
- * where it says a width, zstd -3 where it says 0, as the daemon would).
+ * baseline of issue 11), tcodec (tcodec_pick on the chunk, tcodec where
+ * it says a width, zstd -3 where it says 0, as the daemon does without a
+ * hint) and tcodec at WIDTH (every chunk, as with a width from the file's
+ * metadata).
  * Every codec compresses all chunks, then decompresses them; the time is
  * the calling thread's CPU time, best of REPEAT (default 3) passes, so
  * other load on the machine counts less.  Each decoded chunk is compared
  * with the original (outside the timing); a mismatch exits 1.
  *
+ * Every file is cut on its own; the row covers all of them.
  * Prints one markdown table row (-H: the header first): data, raw MB,
  * then stored/raw, compress MB/s and decompress MB/s (of raw bytes) per
  * codec, then what tcodec_pick said (share of bytes per width) and the
@@ -39,12 +42,12 @@
 
 #define MAX_FILE (1024ull << 20)
 
-enum { C_ZSTD1, C_ZSTD3, C_BG3, C_TC, C_COUNT };
+enum { C_ZSTD1, C_ZSTD3, C_BG3, C_TC, C_TCW, C_COUNT };
 
 struct chunk {
     const uint8_t *raw;
     size_t len;
-    unsigned pick;             /* tcodec_pick's width */
+    unsigned pick;           /* tcodec_pick's width */
     struct buf enc[C_COUNT]; /* each codec's output */
 };
 
@@ -57,7 +60,7 @@ struct bench {
     ZSTD_DCtx *dctx;
     uint8_t *out;     /* a decoded chunk */
     uint8_t *scratch; /* planes */
-    double ctime[C_COUNT], dtime[C_COUNT], pick_time;
+    double ctime[C_COUNT], dtime[C_COUNT], pick_time, pick_best;
 };
 
 static double cpu_now(void)
@@ -92,6 +95,23 @@ static void zstd_get(struct bench *b, const uint8_t *p, size_t n, uint8_t *dst, 
         die("zstd decode failed");
 }
 
+/* The baseline's transposes, with the width a constant so that the
+ * compiler vectorizes them as it does tcodec's. */
+static inline __attribute__((always_inline)) void split_w(const uint8_t *raw, size_t n, unsigned w,
+                                                          unsigned k, uint8_t *dst)
+{
+    for (size_t i = 0; i < n; i++)
+        dst[i] = raw[i * w + k];
+}
+
+static inline __attribute__((always_inline)) void join_w(const uint8_t *s, size_t n, unsigned w,
+                                                         uint8_t *dst)
+{
+    for (size_t i = 0; i < n; i++)
+        for (unsigned k = 0; k < w; k++)
+            dst[i * w + k] = s[k * n + i];
+}
+
 /* Byte-grouped: 4-byte frame sizes, the w frames, the tail raw. */
 static void bg_encode(struct bench *b, const uint8_t *raw, size_t len, struct buf *out)
 {
@@ -102,8 +122,10 @@ static void bg_encode(struct bench *b, const uint8_t *raw, size_t len, struct bu
         die("out of memory");
     out->len = 4 * w;
     for (unsigned k = 0; k < w; k++) {
-        for (size_t i = 0; i < n; i++)
-            b->scratch[i] = raw[i * w + k];
+        if (w == 2)
+            split_w(raw, n, 2, k, b->scratch);
+        else
+            split_w(raw, n, 4, k, b->scratch);
         size_t before = out->len;
         zstd_put(b, b->scratch, n, 3, out);
         uint32_t fl = (uint32_t)(out->len - before);
@@ -123,18 +145,10 @@ static void bg_decode(struct bench *b, const uint8_t *p, size_t plen, uint8_t *d
         zstd_get(b, p + pos, fl, b->scratch + k * n, n);
         pos += fl;
     }
-    if (w == 2) {
-        const uint8_t *a = b->scratch, *c = b->scratch + n;
-        for (size_t i = 0; i < n; i++) {
-            dst[2 * i] = a[i];
-            dst[2 * i + 1] = c[i];
-        }
-    } else {
-        const uint8_t *s = b->scratch;
-        for (size_t i = 0; i < n; i++)
-            for (unsigned k = 0; k < w; k++)
-                dst[i * w + k] = s[k * n + i];
-    }
+    if (w == 2)
+        join_w(b->scratch, n, 2, dst);
+    else
+        join_w(b->scratch, n, 4, dst);
     memcpy(dst + n * w, p + pos, plen - pos);
 }
 
@@ -151,6 +165,10 @@ static void encode_one(struct bench *b, unsigned codec, struct chunk *c)
         break;
     case C_BG3:
         bg_encode(b, c->raw, c->len, out);
+        break;
+    case C_TCW:
+        if (tcodec_encode(c->raw, c->len, b->width, out) < 0)
+            die("tcodec_encode failed");
         break;
     default: {
         double t0 = cpu_now();
@@ -171,7 +189,7 @@ static void decode_one(struct bench *b, unsigned codec, const struct chunk *c)
     const struct buf *in = &c->enc[codec];
     if (codec == C_BG3) {
         bg_decode(b, in->data, in->len, b->out, c->len);
-    } else if (codec == C_TC && c->pick) {
+    } else if ((codec == C_TC && c->pick) || codec == C_TCW) {
         int r = tcodec_decode(in->data, in->len, b->out, c->len);
         if (r < 0)
             die(err_str(r));
@@ -207,43 +225,46 @@ static void run_codec(struct bench *b, unsigned codec)
     b->ctime[codec] = best_c;
     b->dtime[codec] = best_d;
     if (codec == C_TC)
-        b->pick_time = best_pick;
+        b->pick_best = best_pick;
 }
+
+static size_t cap_chunks;
+static size_t max_chunk;
 
 static void cut(struct bench *b, const uint8_t *data, size_t len)
 {
     struct fastcdc cdc;
     if (fastcdc_init(&cdc, 512u << 10, 2u << 20, 8u << 20, 1) < 0)
         die("fastcdc_init");
-    size_t cap = len / (512u << 10) + 2;
-    b->c = calloc(cap, sizeof(*b->c));
-    if (!b->c)
-        die("out of memory");
-    size_t max = 0;
     for (size_t off = 0; off < len;) {
         size_t n = fastcdc_cut(&cdc, data + off, len - off, true);
+        if (b->n == cap_chunks) {
+            cap_chunks = cap_chunks ? 2 * cap_chunks : 64;
+            struct chunk *c = realloc(b->c, cap_chunks * sizeof(*c));
+            if (!c)
+                die("out of memory");
+            memset(c + b->n, 0, (cap_chunks - b->n) * sizeof(*c));
+            b->c = c;
+        }
         b->c[b->n].raw = data + off;
         b->c[b->n].len = n;
         b->n++;
         off += n;
-        max = n > max ? n : max;
+        max_chunk = n > max_chunk ? n : max_chunk;
     }
-    b->out = malloc(max + 1);
-    b->scratch = malloc(max + 1);
-    if (!b->out || !b->scratch)
-        die("out of memory");
 }
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: codec-bench [-w WIDTH] [-r REPEAT] [-l LABEL] [-H] [-v] FILE\n");
+    fprintf(stderr, "usage: codec-bench [-w WIDTH] [-r REPEAT] [-l LABEL] [-H] [-v] FILE...\n");
     exit(2);
 }
 
 static void print_header(void)
 {
     printf("| data | raw MB |");
-    static const char *names[] = {"zstd -1", "zstd -3", "byte-grouped zstd -3", "tcodec"};
+    static const char *names[] = {"zstd -1", "zstd -3", "byte-grouped zstd -3", "tcodec",
+                                  "tcodec at the width"};
     for (unsigned k = 0; k < C_COUNT; k++)
         printf(" %s stored/raw | %s c MB/s | %s d MB/s |", names[k], names[k], names[k]);
     printf(" tcodec_pick (bytes by width) | pick time / tcodec encode |\n|---|---|");
@@ -279,18 +300,28 @@ int main(int argc, char **argv)
             usage();
         }
     }
-    if (optind + 1 != argc || (b.width != 2 && b.width != 4) || b.repeat < 1)
+    if (optind >= argc || (b.width != 2 && b.width != 4) || b.repeat < 1)
         usage();
-    const char *path = argv[optind];
-    uint8_t *data = NULL;
+    int nfiles = argc - optind;
+    uint8_t **data = calloc((size_t)nfiles, sizeof(*data));
+    if (!data)
+        die("out of memory");
     size_t len = 0;
-    if (fileio_read_all(path, MAX_FILE, &data, &len) < 0)
-        die("cannot read the file");
+    for (int i = 0; i < nfiles; i++) {
+        size_t flen = 0;
+        if (fileio_read_all(argv[optind + i], MAX_FILE, &data[i], &flen) < 0) {
+            fprintf(stderr, "codec-bench: cannot read \"%s\"\n", argv[optind + i]);
+            return 1;
+        }
+        cut(&b, data[i], flen);
+        len += flen;
+    }
+    b.out = malloc(max_chunk + 1);
+    b.scratch = malloc(max_chunk + 1);
     b.cctx = ZSTD_createCCtx();
     b.dctx = ZSTD_createDCtx();
-    if (!b.cctx || !b.dctx)
+    if (!b.out || !b.scratch || !b.cctx || !b.dctx)
         die("out of memory");
-    cut(&b, data, len);
 
     size_t stored[C_COUNT] = {0}, by_width[5] = {0};
     for (unsigned k = 0; k < C_COUNT; k++) {
@@ -311,7 +342,7 @@ int main(int argc, char **argv)
     if (header)
         print_header();
     double mb = (double)len / 1e6;
-    printf("| %s | %.1f |", label ? label : path, mb);
+    printf("| %s | %.1f |", label ? label : argv[optind], mb);
     for (unsigned k = 0; k < C_COUNT; k++)
         printf(" %.3f | %.0f | %.0f |", len ? (double)stored[k] / (double)len : 0.0,
                mb / b.ctime[k], mb / b.dtime[k]);
@@ -322,7 +353,7 @@ int main(int argc, char **argv)
             printf("%s%u: %.0f %%", sep, w, 100.0 * (double)by_width[w] / (double)len);
             sep = ", ";
         }
-    printf(" | %.1f %% |\n", 100.0 * b.pick_time / b.ctime[C_TC]);
+    printf(" | %.1f %% |\n", 100.0 * b.pick_best / b.ctime[C_TC]);
 
     for (size_t i = 0; i < b.n; i++)
         for (unsigned k = 0; k < C_COUNT; k++)
@@ -330,6 +361,8 @@ int main(int argc, char **argv)
     free(b.c);
     free(b.out);
     free(b.scratch);
+    for (int i = 0; i < nfiles; i++)
+        free(data[i]);
     free(data);
     ZSTD_freeCCtx(b.cctx);
     ZSTD_freeDCtx(b.dctx);
