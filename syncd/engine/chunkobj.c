@@ -150,7 +150,12 @@ int chunkobj_encode(struct chunkobj_ctx *ctx, const uint8_t *raw, size_t len,
         return -EINVAL;
     int r;
     if (opts->tensor && len >= CHUNKOBJ_PLANES_MIN) {
-        unsigned w = opts->width ? opts->width : tcodec_pick(raw, len, NULL);
+        /* The estimate decides whether planes beat zstd at all (a metadata
+         * width on text, ints or quantized data would lose to zstd); the
+         * file's metadata, where it has one, decides which width. */
+        unsigned w = tcodec_pick(raw, len, NULL);
+        if (w && opts->width)
+            w = opts->width;
         if (w && (r = planes_encode(raw, len, w, out)) != 0) {
             if (r > 0 && ret_codec)
                 *ret_codec = CHUNKOBJ_PLANES;

@@ -52,8 +52,9 @@ enum chunkobj_codec { CHUNKOBJ_RAW = 0, CHUNKOBJ_ZSTD = 1, CHUNKOBJ_PLANES = 2 }
 #define CHUNKOBJ_PLANES_MIN 4096
 
 /* How to encode.  level: zstd's; tensor: try byte planes; width: the
- * element width the file's own metadata gives for this chunk (2 or 4),
- * 0 = let tcodec_pick() estimate it. */
+ * element width the file's own metadata gives for this chunk (2 or 4), 0
+ * = none.  tcodec_pick() always decides whether the chunk goes to planes
+ * at all; width, where given, then replaces the width it estimated. */
 struct chunkobj_opts {
     int level;
     bool tensor;

@@ -352,6 +352,14 @@ report() {
 }
 report | tee "$RES/report.md"
 if [ "${WRITE_RESULTS:-0}" = 1 ]; then
-  cp "$RES/report.md" "$top/tests/bench/RESULTS.md"
+  # Only the pipeline's own section is replaced: other benchmarks
+  # (codec.sh, crypt-cost.sh) keep theirs.
+  python3 - "$top/tests/bench/RESULTS.md" "$RES/report.md" <<'PY'
+import os, re, sys
+path, report = sys.argv[1], open(sys.argv[2]).read().rstrip() + "\n"
+text = open(path).read() if os.path.exists(path) else ""
+rest = re.sub(r"\A## Pipeline benchmark.*?(?=^## |\Z)", "", text, flags=re.S | re.M).strip()
+open(path, "w").write(report + ("\n" + rest + "\n" if rest else ""))
+PY
   say "wrote tests/bench/RESULTS.md"
 fi

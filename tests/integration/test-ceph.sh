@@ -93,17 +93,8 @@ grep -q " team1/repo$" "$T/ls.txt" || die "no repo object"
 grep -q " team1/snapshots/r1/" "$T/ls.txt" || die "no manifest"
 key=$(grep -o 'team1/chunks/../[0-9a-f]\{64\}' "$T/ls.txt" | sed -n 1p)
 aws_ceph s3 cp "s3://ckpt-b/$key" "$T/chunk.obj" --only-show-errors
-python3 - "$T/chunk.obj" "${key##*/}" <<'PY' || die "a fetched chunk does not decode with the documented format"
-import hashlib, struct, subprocess, sys
-data = open(sys.argv[1], "rb").read()
-magic, version, codec, reserved, raw_len = struct.unpack("<4sBBHI", data[:12])
-assert magic == b"CKC1" and version == 1 and reserved == 0, (magic, version, reserved)
-payload = data[12:]
-raw = payload if codec == 0 else subprocess.run(["zstd", "-dc"], input=payload, capture_output=True, check=True).stdout
-assert codec in (0, 1) and len(raw) == raw_len
-assert hashlib.sha256(raw).hexdigest() == sys.argv[2], "digest"
-print("chunk decodes: codec %d, %d bytes, sha256 matches its name" % (codec, raw_len))
-PY
+python3 "$CKS_SOURCE_DIR/tests/integration/chunk_decode.py" "$T/chunk.obj" "${key##*/}" ||
+  die "a fetched chunk does not decode with the documented format"
 
 step "a chunk of 64 MiB or more: a multipart upload at the built-in threshold"
 rm -rf "$STATE"

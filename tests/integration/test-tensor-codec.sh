@@ -70,6 +70,16 @@ done
 awk '$1 == 2 { r = $3 / $4; print "planes: stored/raw " r; if (r > 0.9) exit 1 }' "$T/codecs.a" \
   || die "planes objects are not smaller than 0.9 of their chunks"
 
+step "plane objects decode with the reference decoder written from the format alone"
+n=0
+for obj in $(find "$T/regions/a/chunks" -type f | sort); do
+  [ "$(od -An -tu1 -j5 -N1 "$obj" | tr -d ' ')" = 2 ] || continue
+  python3 "$CKS_SOURCE_DIR/tests/integration/chunk_decode.py" "$obj" "$(basename "$obj")" ||
+    die "the reference decoder disagrees with $(basename "$obj")"
+  n=$((n + 1)); [ $n -lt 3 ] || break
+done
+[ $n -gt 0 ] || die "no plane object for the reference decoder"
+
 step "the same checkpoint with [compress] tensor = off stores more (zstd)"
 OFF="$T/off.conf"
 sed -e "s|$T/regions/|$T/off-regions/|" -e "s|^state = .*|state = $T/off-state|" "$CONF" > "$OFF"
