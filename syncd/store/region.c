@@ -25,7 +25,9 @@
  *   byte for byte and open to the same object.
  */
 #include <errno.h>
+#include <openssl/crypto.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <stdbool.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -37,6 +39,8 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "engine/crypt.h"
+#include "engine/hash.h"
+#include "engine/manifest.h"
 #include "store/region.h"
 
 #define REGION_PROBE_BODY "ckptsync precondition probe\n"
@@ -56,8 +60,12 @@ int region_new(const struct region_conf *conf, struct region **ret, struct buf *
 
 void region_free(struct region *r)
 {
-    if (r)
-        r->ops->free(r);
+    if (!r)
+        return;
+    free(r->names);
+    r->names = NULL;
+    OPENSSL_cleanse(r->name_key, sizeof(r->name_key));
+    r->ops->free(r);
 }
 
 /* Checks every component but the last; the last is checked when whole. */
@@ -98,9 +106,191 @@ static int region_done(struct region *r, const char *what, const char *key, int 
 
 /* ---- sealing ------------------------------------------------------------- */
 
+/* ---- run names ------------------------------------------------------------ */
+
+#define RUN_HASHED_LEN 34 /* "k-" + 32 hex */
+
+struct region_run_name {
+    char hashed[RUN_HASHED_LEN + 1];
+    char name[MANIFEST_MAX_FIELD + 1];
+    bool stored; /* runs/<hashed> is known to be in this region */
+};
+
+static const char *const run_tops[] = {"snapshots/", "commits/", "lineage/",
+                                       "forget/",    "handoff/", "refs/"};
+
 void region_set_seal(struct region *r, const struct crypt_keys *keys)
 {
+    static const char info[] = "ckptsync run names";
     r->seal = keys;
+    r->nnames = 0;
+    if (keys && crypt_hkdf(keys->id, sizeof(keys->id), NULL, 0, (const uint8_t *)info,
+                           sizeof(info) - 1, r->name_key, sizeof(r->name_key)) < 0)
+        abort(); /* OpenSSL out of memory before anything was written */
+}
+
+static struct region_run_name *name_find(struct region *r, const char *name, const char *hashed)
+{
+    for (size_t i = 0; i < r->nnames; i++)
+        if (name ? !strcmp(r->names[i].name, name) : !strcmp(r->names[i].hashed, hashed))
+            return &r->names[i];
+    return NULL;
+}
+
+static struct region_run_name *name_add(struct region *r, const char *name, const char *hashed)
+{
+    if (r->nnames == r->names_cap) {
+        size_t cap = r->names_cap ? 2 * r->names_cap : 16;
+        struct region_run_name *v = realloc(r->names, cap * sizeof(*v));
+        if (!v)
+            return NULL;
+        r->names = v;
+        r->names_cap = cap;
+    }
+    struct region_run_name *e = &r->names[r->nnames++];
+    snprintf(e->name, sizeof(e->name), "%s", name);
+    memcpy(e->hashed, hashed, RUN_HASHED_LEN + 1);
+    e->stored = false;
+    return e;
+}
+
+/* The stored form of run name[0..n). */
+static int name_hash(struct region *r, const char *name, size_t n, char out[RUN_HASHED_LEN + 1])
+{
+    struct crypt_mac m = CRYPT_MAC_INIT;
+    uint8_t d[CRYPT_MAC_LEN];
+    int e = crypt_mac_init(&m, r->name_key, sizeof(r->name_key));
+    if (e == 0)
+        e = crypt_mac_digest(&m, (const uint8_t *)name, n, d);
+    crypt_mac_free(&m);
+    if (e < 0)
+        return e;
+    out[0] = 'k';
+    out[1] = '-';
+    hex_encode(d, 16, out + 2);
+    return 0;
+}
+
+/* The entry of run name[0..n), computed once per handle. */
+static struct region_run_name *name_of(struct region *r, const char *name, size_t n)
+{
+    char plain[MANIFEST_MAX_FIELD + 1], hashed[RUN_HASHED_LEN + 1];
+    if (n >= sizeof(plain))
+        return NULL;
+    memcpy(plain, name, n);
+    plain[n] = 0;
+    struct region_run_name *e = name_find(r, plain, NULL);
+    if (e || name_hash(r, plain, n, hashed) < 0)
+        return e;
+    return name_add(r, plain, hashed);
+}
+
+/* Which run_tops entry key starts with, or -1. */
+static int run_top(const char *key)
+{
+    for (size_t i = 0; i < sizeof(run_tops) / sizeof(run_tops[0]); i++)
+        if (!strncmp(key, run_tops[i], strlen(run_tops[i])))
+            return (int)i;
+    return -1;
+}
+
+/* key as the store names it: its run component keyed (see region.h).
+ * *ret_run (may be NULL) gets the run's entry, NULL when key has none. */
+static int region_map(struct region *r, const char *key, bool prefix, char out[REGION_KEY_MAX],
+                      struct region_run_name **ret_run)
+{
+    int t = r->seal ? run_top(key) : -1;
+    if (ret_run)
+        *ret_run = NULL;
+    const char *rest = t < 0 ? NULL : key + strlen(run_tops[t]);
+    if (!rest || !*rest) {
+        snprintf(out, REGION_KEY_MAX, "%s", key);
+        return 0;
+    }
+    const char *slash = strchr(rest, '/');
+    size_t n = slash ? (size_t)(slash - rest) : strlen(rest);
+    if (!slash && prefix && strcmp(run_tops[t], "handoff/") != 0) {
+        region_set_error(r,
+                         "region '%s': listing \"%s\": a prefix ending inside a run name "
+                         "cannot be listed in an encrypted repository",
+                         r->conf.name, key);
+        return -EINVAL;
+    }
+    struct region_run_name *e = name_of(r, rest, n);
+    if (!e)
+        return -ENOMEM;
+    snprintf(out, REGION_KEY_MAX, "%s%s%s", run_tops[t], e->hashed, rest + n);
+    if (ret_run)
+        *ret_run = e;
+    return 0;
+}
+
+/* Writes runs/<hashed> (the name, sealed) once per run and handle, before
+ * the first object that names the run, so that every listing can give the
+ * name back.  The same plaintext every time: a plain put is idempotent. */
+static int region_put_via(struct region *r,
+                          int (*put)(struct region *, const char *, const void *, size_t),
+                          const char *what, const char *key, const void *data, size_t len);
+
+static int region_publish_name(struct region *r, struct region_run_name *e)
+{
+    char key[64];
+    if (!e || e->stored)
+        return 0;
+    snprintf(key, sizeof(key), "runs/%s", e->hashed);
+    int rc = region_put_via(r, r->ops->put, "writing", key, e->name, strlen(e->name));
+    e->stored = rc == 0;
+    return rc;
+}
+
+/* The plain run name of a stored one, learnt from runs/<hashed>; NULL
+ * when that cannot be read (logged). */
+static const char *region_unmap_run(struct region *r, const char *hashed)
+{
+    struct region_run_name *e = name_find(r, NULL, hashed);
+    if (e)
+        return e->name;
+    char key[64];
+    struct buf obj = BUF_INIT, plain = BUF_INIT;
+    snprintf(key, sizeof(key), "runs/%s", hashed);
+    int rc = r->ops->get(r, key, MANIFEST_MAX_FIELD + CRYPT_OVERHEAD, &obj);
+    if (rc == 0)
+        rc = crypt_open(r->seal, key, obj.data, obj.len, &plain);
+    char check[RUN_HASHED_LEN + 1];
+    if (rc == 0 && (plain.len > MANIFEST_MAX_FIELD || memchr(plain.data, 0, plain.len) ||
+                    manifest_run_check(buf_str(&plain)) < 0 ||
+                    name_hash(r, (const char *)plain.data, plain.len, check) < 0 ||
+                    strcmp(check, hashed) != 0))
+        rc = CKS_E_FORMAT;
+    if (rc == 0 && (e = name_add(r, buf_str(&plain), hashed)))
+        e->stored = true;
+    if (rc < 0)
+        log_error("region '%s': the name of run \"%s\" (\"%s\"): %s; its objects are listed "
+                  "under the stored name",
+                  r->conf.name, hashed, key, err_str(rc));
+    buf_free(&obj);
+    buf_free(&plain);
+    return e ? e->name : NULL;
+}
+
+/* A stored key as the caller names it (out), or key itself. */
+static void region_unmap(struct region *r, const char *key, char out[REGION_KEY_MAX])
+{
+    int t = run_top(key);
+    const char *rest = t < 0 ? NULL : key + strlen(run_tops[t]);
+    const char *slash = rest ? strchr(rest, '/') : NULL;
+    size_t n = rest ? (slash ? (size_t)(slash - rest) : strlen(rest)) : 0;
+    char hashed[RUN_HASHED_LEN + 1];
+    const char *name = NULL;
+    if (n == RUN_HASHED_LEN && !strncmp(rest, "k-", 2)) {
+        memcpy(hashed, rest, n);
+        hashed[n] = 0;
+        name = region_unmap_run(r, hashed);
+    }
+    if (name)
+        snprintf(out, REGION_KEY_MAX, "%s%s%s", run_tops[t], name, rest + n);
+    else
+        snprintf(out, REGION_KEY_MAX, "%s", key);
 }
 
 bool region_key_sealed(const struct region *r, const char *key)
@@ -147,17 +337,25 @@ static uint64_t region_sealed_size(const struct region *r, const char *key, uint
     return size && region_key_sealed(r, key) ? size + CRYPT_OVERHEAD : size;
 }
 
-/* A put through the backend's put or put_new, sealed when key is. */
+/* A put through the backend's put or put_new, sealed when key is (with
+ * the caller's key as context), under the key's stored name. */
 static int region_put_via(struct region *r,
                           int (*put)(struct region *, const char *, const void *, size_t),
                           const char *what, const char *key, const void *data, size_t len)
 {
     if (!region_key_sealed(r, key))
         return region_done(r, what, key, put(r, key, data, len));
-    struct buf sealed = BUF_INIT;
-    int e = region_seal_into(r, key, data, len, &sealed);
+    char mkey[REGION_KEY_MAX];
+    struct region_run_name *run;
+    int e = region_map(r, key, false, mkey, &run);
     if (e == 0)
-        e = region_done(r, what, key, put(r, key, sealed.data, sealed.len));
+        e = region_publish_name(r, run);
+    if (e < 0)
+        return region_done(r, what, key, e);
+    struct buf sealed = BUF_INIT;
+    e = region_seal_into(r, key, data, len, &sealed);
+    if (e == 0)
+        e = region_done(r, what, key, put(r, mkey, sealed.data, sealed.len));
     buf_free(&sealed);
     return e;
 }
@@ -179,7 +377,11 @@ int region_get(struct region *r, const char *key, size_t max, struct buf *out)
         return region_bad_key(r, key);
     bool sealed = region_key_sealed(r, key);
     size_t cap = sealed && max <= SIZE_MAX - CRYPT_OVERHEAD ? max + CRYPT_OVERHEAD : max;
-    int e = region_done(r, "reading", key, r->ops->get(r, key, cap, out));
+    char mkey[REGION_KEY_MAX];
+    int e = region_map(r, key, false, mkey, NULL);
+    if (e < 0)
+        return region_done(r, "reading", key, e);
+    e = region_done(r, "reading", key, r->ops->get(r, mkey, cap, out));
     if (e == 0 && sealed)
         e = region_open_in(r, key, out, r->errmsg, sizeof(r->errmsg));
     return e;
@@ -213,7 +415,12 @@ int region_has_size(struct region *r, const char *key, uint64_t size)
     r->requests++;
     if (region_key_check(key, 0) < 0)
         return region_bad_key(r, key);
-    return region_done(r, "looking up", key, r->ops->has(r, key, region_sealed_size(r, key, size)));
+    char mkey[REGION_KEY_MAX];
+    int e = region_map(r, key, false, mkey, NULL);
+    if (e < 0)
+        return region_done(r, "looking up", key, e);
+    return region_done(r, "looking up", key,
+                       r->ops->has(r, mkey, region_sealed_size(r, key, size)));
 }
 
 int region_has(struct region *r, const char *key)
@@ -221,22 +428,37 @@ int region_has(struct region *r, const char *key)
     return region_has_size(r, key, 0);
 }
 
-struct unseal_list {
-    const struct region *r;
-    int (*cb)(void *ud, const char *key, uint64_t size);
-    void *ud;
+struct listed {
+    char *key;
+    uint64_t size;
 };
 
-/* The listing's sizes are the plain objects' (a sealed object shorter than
- * the envelope is reported as 0: it opens to nothing). */
-static int region_list_unseal(void *ud, const char *key, uint64_t size)
+struct listing {
+    struct listed *v;
+    size_t n, cap;
+};
+
+static int region_list_keep(void *ud, const char *key, uint64_t size)
 {
-    struct unseal_list *u = ud;
-    if (region_key_sealed(u->r, key))
-        size = size > CRYPT_OVERHEAD ? size - CRYPT_OVERHEAD : 0;
-    return u->cb(u->ud, key, size);
+    struct listing *l = ud;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 256;
+        struct listed *v = realloc(l->v, cap * sizeof(*v));
+        if (!v)
+            return -ENOMEM;
+        l->v = v;
+        l->cap = cap;
+    }
+    if (!(l->v[l->n].key = strdup(key)))
+        return -ENOMEM;
+    l->v[l->n++].size = size;
+    return 0;
 }
 
+/* Sealed: the listing is gathered first (a run's name may have to be read,
+ * which a backend cannot do inside its own listing), then handed out under
+ * the callers' keys with the plain objects' sizes (a sealed object shorter
+ * than the envelope is reported as 0: it opens to nothing). */
 int region_list(struct region *r, const char *prefix,
                 int (*cb)(void *ud, const char *key, uint64_t size), void *ud)
 {
@@ -245,8 +467,23 @@ int region_list(struct region *r, const char *prefix,
         return region_bad_key(r, prefix);
     if (!r->seal)
         return region_done(r, "listing", prefix, r->ops->list(r, prefix, cb, ud));
-    struct unseal_list u = {r, cb, ud};
-    return region_done(r, "listing", prefix, r->ops->list(r, prefix, region_list_unseal, &u));
+    char mprefix[REGION_KEY_MAX], key[REGION_KEY_MAX];
+    struct listing l = {NULL, 0, 0};
+    int e = region_map(r, prefix, true, mprefix, NULL);
+    if (e == 0)
+        e = region_done(r, "listing", prefix, r->ops->list(r, mprefix, region_list_keep, &l));
+    for (size_t i = 0; i < l.n; i++) {
+        if (e == 0) {
+            region_unmap(r, l.v[i].key, key);
+            uint64_t size = l.v[i].size;
+            if (region_key_sealed(r, key))
+                size = size > CRYPT_OVERHEAD ? size - CRYPT_OVERHEAD : 0;
+            e = cb(ud, key, size);
+        }
+        free(l.v[i].key);
+    }
+    free(l.v);
+    return e;
 }
 
 int region_del(struct region *r, const char *key)
@@ -255,7 +492,9 @@ int region_del(struct region *r, const char *key)
     r->requests++;
     if (region_key_check(key, 0) < 0)
         return region_bad_key(r, key);
-    return region_done(r, "deleting", key, r->ops->del(r, key));
+    char mkey[REGION_KEY_MAX];
+    int e = region_map(r, key, false, mkey, NULL);
+    return region_done(r, "deleting", key, e < 0 ? e : r->ops->del(r, mkey));
 }
 
 int region_check(struct region *r)
@@ -401,6 +640,10 @@ void region_batch(struct region_op *ops, size_t n)
 /* Gives the caller back its view of a request the backend saw sealed. */
 static void region_req_unseal(struct region *r, struct region_req *req)
 {
+    if (!req->plain_key[0])
+        return;
+    memcpy(req->key, req->plain_key, sizeof(req->key));
+    req->plain_key[0] = 0;
     if (!region_key_sealed(r, req->key))
         return;
     if (req->kind == RREQ_PUT && req->plain) {
@@ -443,7 +686,17 @@ int region_submit(struct region *r, struct region_req *req)
         /* The backend sees the sealed request; region_poll() restores the
          * caller's view. */
         req->plain = NULL;
+        req->plain_key[0] = 0;
         bool sealed = region_key_sealed(r, req->key);
+        char mkey[REGION_KEY_MAX];
+        struct region_run_name *run = NULL;
+        int me = sealed ? region_map(r, req->key, false, mkey, &run) : 0;
+        if (me == 0 && sealed && req->kind == RREQ_PUT)
+            me = region_publish_name(r, run);
+        if (me < 0) {
+            r->inflight--;
+            return me;
+        }
         if (sealed && req->kind == RREQ_PUT) {
             int e = region_seal_into(r, req->key, req->data, req->len, &req->sealed);
             if (e < 0) {
@@ -458,6 +711,10 @@ int region_submit(struct region *r, struct region_req *req)
             req->max += CRYPT_OVERHEAD;
         } else if (sealed && req->kind == RREQ_HAS) {
             req->size = region_sealed_size(r, req->key, req->size);
+        }
+        if (sealed) {
+            memcpy(req->plain_key, req->key, sizeof(req->key));
+            memcpy(req->key, mkey, sizeof(req->key));
         }
         int e = r->ops->submit(r, req);
         if (e < 0) {
@@ -479,8 +736,8 @@ struct region_req *region_poll(struct region *r, int timeout_ms)
     if (!list && r->ops->poll) {
         list = r->ops->poll(r, timeout_ms);
         for (struct region_req *q = list; q; q = q->next) {
-            bool get = q->kind == RREQ_GET && region_key_sealed(r, q->key);
             region_req_unseal(r, q);
+            bool get = q->kind == RREQ_GET && region_key_sealed(r, q->key);
             if (get && q->ret == 0)
                 q->ret = region_open_in(r, q->key, &q->out, q->errmsg, sizeof(q->errmsg));
         }

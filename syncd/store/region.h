@@ -40,6 +40,7 @@
 #define REGION_KEY_MAX 1024
 
 struct crypt_keys;
+struct region_run_name;
 
 struct region;
 struct region_req;
@@ -80,6 +81,11 @@ struct region {
      * object's key as context) and opened on the way in; callers see the
      * plain object, sizes included.  NULL: plaintext. */
     const struct crypt_keys *seal;
+    /* ... and the run names in keys are keyed too (region_set_seal): the
+     * names this handle has mapped, and their key */
+    struct region_run_name *names;
+    size_t nnames, names_cap;
+    uint8_t name_key[32];
 };
 
 /* An asynchronous request.  The caller owns it (and the data of a PUT)
@@ -101,6 +107,7 @@ struct region_req {
     struct buf sealed;
     const void *plain;
     size_t plain_len;
+    char plain_key[REGION_KEY_MAX]; /* the caller's key while key is mapped */
 };
 
 int region_new(const struct region_conf *conf, struct region **ret, struct buf *err);
@@ -164,7 +171,14 @@ void region_set_error(struct region *r, const char *fmt, ...) __attribute__((for
  * "probe/...": what an instance reads before it can unlock.  An object that
  * fails to open is CKS_E_AUTH (altered, or another repository's key);
  * one that is not sealed at all is CKS_E_AUTH too (a plaintext object in an
- * encrypted repository is never trusted). */
+ * encrypted repository is never trusted).
+ * The run names in keys are keyed as well: under snapshots/, commits/,
+ * lineage/, forget/, handoff/ and refs/, the run component is stored as
+ * "k-" + 32 hex of HMAC-SHA256 under a key derived from keys (HKDF, "ckptsync
+ * run names"), and runs/k-<hex> (sealed, written once per run) holds the
+ * name, which listings use to give callers the plain keys back.  Callers
+ * see plain keys everywhere; a listing prefix must not end inside a run
+ * name (-EINVAL). */
 void region_set_seal(struct region *r, const struct crypt_keys *keys);
 bool region_key_sealed(const struct region *r, const char *key);
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # regions: dir s3 ceph
+# encrypted: yes
 # ckptsyncd against a Hugging Face-style training run: checkpoints written
 # with trainer_state.json last and rotated away (save_total_limit); every
 # committed snapshot restores bit-identical to what was written, the log

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # regions: dir s3
+# encrypted: yes
 # End to end: snapshot a checkpoint-like directory (~300 MB), change part of
 # it, snapshot again (newly stored bytes ~ changed bytes), delete the data
 # and the index, restore both snapshots and compare bit for bit.

@@ -3,7 +3,8 @@
 # Client-side encryption end to end ([repository] encryption = aes-256-gcm).
 # What a store holds: every object but `repo` (and its creation candidates
 # repo.d/) and the key slots is a sealed envelope, and no object's bytes
-# contain a known file's contents, a file name or the run name.  What a reader needs: the key (a wrong or
+# contain a known file's contents, a file name or the run name, and no
+# object key names a run (keyed run names; the names sealed under runs/).  What a reader needs: the key (a wrong or
 # missing one exits 1 and says so).  What a flipped byte does: verify names
 # the object, restore takes it from another region, verify --repair mends
 # it.  Keys: `key add` a passphrase, restore with it alone, `key remove`
@@ -92,6 +93,12 @@ print("searched %d needles in the objects of 3 regions: %d found" % (len(needles
 sys.exit(1 if bad else 0)
 PY
 grep -h "encryption aes-256-gcm [0-9a-f]\{64\}" "$T"/dump/*/repo > /dev/null || die "the repo object does not say it is encrypted"
+step "object keys name no run: keyed run names, their names sealed under runs/"
+cat "$T"/keys.? | grep -e "$RUN" -e checkpoint-7 -e aardvark > /dev/null && die "a run or file name in an object key: $(cat "$T"/keys.? | grep -e "$RUN" | sed -n 1p)"
+grep '^snapshots/k-[0-9a-f]\{32\}/' "$T/keys.a" > /dev/null || die "no keyed run name under snapshots/"
+grep '^runs/k-[0-9a-f]\{32\}$' "$T/keys.a" > /dev/null || die "no sealed run name under runs/"
+cks ls --remote --json > "$T/ls.json"
+[ "$(json "$T/ls.json" 'sorted(set(x["run"] for x in d))')" = "['$RUN']" ] || die "ls --remote does not name the run: $(cat "$T/ls.json")"
 
 step "restore from a fresh state with the key: bit for bit"
 rm -rf "$STATE"

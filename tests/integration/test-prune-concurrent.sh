@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# encrypted: yes
 # Pruning while other instances work on the same repository: two daemons
 # write run 'shared' (steps interleaved; their own retention keeps the last
 # 3, daemon A also prunes every few seconds), a third instance restores the

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # regions: dir
+# encrypted: yes
 # A file rewritten in place keeping its size and modification time (a
 # tool that restores mtime, os.utime after a save) is taken for what it
 # holds now, not for the bytes of its last snapshot: by `ckptsync

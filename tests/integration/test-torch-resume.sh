@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# encrypted: yes
 # A real PyTorch run survives losing its instance, bit for bit: a small
 # model trained on CPU with fixed seeds and deterministic algorithms
 # (tests/integration/torch_train.py) saves checkpoint-10/20/30 under a
