@@ -36,5 +36,5 @@ if [ "${CKS_TSAN:-1}" != 0 ] && [ $# -eq 0 ]; then
   cd "$top/build-tsan"
   TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
     ctest --output-on-failure -j2 --timeout 1200 \
-      -R 'integration/test-(daemon-(config|hf|outage|torn)|migrate|preempt|multi-writers|multi-lineage|multi-presence|prune-concurrent)$'
+      -R 'integration/test-(daemon-(config|hf|hf-enc|outage|torn)|migrate|preempt|multi-writers|multi-lineage|multi-presence|prune-concurrent|encryption)$'
 fi

@@ -64,6 +64,7 @@ void region_free(struct region *r)
         return;
     free(r->names);
     r->names = NULL;
+    buf_free(&r->scratch);
     OPENSSL_cleanse(r->name_key, sizeof(r->name_key));
     r->ops->free(r);
 }
@@ -314,20 +315,23 @@ static int region_seal_into(struct region *r, const char *key, const void *data,
 static int region_open_in(struct region *r, const char *key, struct buf *out, char *msg,
                           size_t msg_size)
 {
-    struct buf plain = BUF_INIT;
+    /* Into the handle's scratch buffer, then the two trade places: no
+     * allocation per object once both have grown (an object of a few MiB
+     * is an mmap of its own, and page faults on every touch). */
     int e = crypt_is_sealed(out->data, out->len)
-                ? crypt_open(r->seal, key, out->data, out->len, &plain)
+                ? crypt_open(r->seal, key, out->data, out->len, &r->scratch)
                 : CKS_E_AUTH;
     if (e < 0) {
         buf_reset(out);
         snprintf(msg, msg_size, "region '%s': opening \"%s\": %s", r->conf.name, key,
                  e == CKS_E_AUTH ? "authentication failed: altered, or not this repository's key"
                                  : err_str(e));
-        buf_free(&plain);
         return e;
     }
-    buf_free(out);
-    *out = plain;
+    struct buf t = *out;
+    *out = r->scratch;
+    r->scratch = t;
+    buf_reset(&r->scratch);
     return 0;
 }
 
@@ -352,11 +356,10 @@ static int region_put_via(struct region *r,
         e = region_publish_name(r, run);
     if (e < 0)
         return region_done(r, what, key, e);
-    struct buf sealed = BUF_INIT;
-    e = region_seal_into(r, key, data, len, &sealed);
+    e = region_seal_into(r, key, data, len, &r->scratch);
     if (e == 0)
-        e = region_done(r, what, key, put(r, mkey, sealed.data, sealed.len));
-    buf_free(&sealed);
+        e = region_done(r, what, key, put(r, mkey, r->scratch.data, r->scratch.len));
+    buf_reset(&r->scratch);
     return e;
 }
 

@@ -86,6 +86,7 @@ struct region {
     struct region_run_name *names;
     size_t nnames, names_cap;
     uint8_t name_key[32];
+    struct buf scratch; /* sealing and opening, reused (one thread per handle) */
 };
 
 /* An asynchronous request.  The caller owns it (and the data of a PUT)
