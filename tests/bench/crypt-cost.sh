@@ -54,7 +54,7 @@ for k in $(seq 1 "$ROUNDS"); do
 done
 median() { tr ' ' '\n' | grep . | sort -n | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
 {
-  echo "### Encryption cost ($(date -u +%Y-%m-%d), $(git -C "$top" rev-parse --short HEAD), ${SIZE_MIB} MiB torch checkpoint, 3 dir regions on tmpfs, $(nproc) CPUs, median of $ROUNDS)"
+  echo "## Encryption cost ($(date -u +%Y-%m-%d), $(git -C "$top" rev-parse --short HEAD), ${SIZE_MIB} MiB torch checkpoint, 3 dir regions on tmpfs, $(nproc) CPUs, median of $ROUNDS)"
   echo
   echo "| operation | plain CPU s | encrypted CPU s | CPU ratio | plain wall s | encrypted wall s |"
   echo "|---|---|---|---|---|---|"
@@ -72,7 +72,7 @@ if [ "${WRITE_RESULTS:-0}" = 1 ]; then
 import re, sys
 path, table = sys.argv[1], open(sys.argv[2]).read()
 text = open(path).read() if __import__('os').path.exists(path) else ""
-text = re.sub(r"### Encryption cost.*?(?=\n### |\n## |\Z)", "", text, flags=re.S).rstrip() + "\n\n" + table
+text = re.sub(r"## Encryption cost.*?(?=\n## |\Z)", "", text, flags=re.S).rstrip() + "\n\n" + table
 open(path, "w").write(text)
 PY
 fi
