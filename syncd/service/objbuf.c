@@ -16,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "engine/crypt.h"
 #include "service/objbuf.h"
 
 #define OBJBUF_BUCKETS 4096
@@ -127,7 +128,7 @@ void objbuf_free(struct objbuf *b)
 }
 
 int objbuf_put(struct objbuf *b, const uint8_t id[HASH_LEN], uint8_t codec, uint32_t raw_len,
-               const uint8_t *obj, size_t len, uint32_t needs)
+               const uint8_t *obj, size_t len, uint32_t needs, bool sealed)
 {
     struct objbuf_ent *e = calloc(1, sizeof(*e));
     uint8_t *data = malloc(len ? len : 1);
@@ -162,6 +163,8 @@ int objbuf_put(struct objbuf *b, const uint8_t id[HASH_LEN], uint8_t codec, uint
     e->raw_len = raw_len;
     e->data = data;
     e->len = len;
+    e->sealed = sealed;
+    e->stored_len = (uint32_t)(sealed && len >= CRYPT_OVERHEAD ? len - CRYPT_OVERHEAD : len);
     e->needs = needs;
     e->prev = b->tail;
     if (b->tail)

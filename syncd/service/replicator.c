@@ -815,7 +815,7 @@ static void rw_ask(struct rworker *w, struct slot *sl)
 {
     memset(&sl->req, 0, sizeof(sl->req));
     sl->req.kind = RREQ_HAS;
-    sl_obj(sl, &sl->req.size);
+    sl->req.size = sl->ent ? sl->ent->stored_len : sl->obj.len; /* the plain object's */
     region_chunk_key(sl->q.id, sl->req.key);
     sl->req.ud = sl;
     sl->epoch = w->epoch;
@@ -845,7 +845,7 @@ static void rw_start_feed(struct rworker *w, struct slot *sl, struct objbuf_ent 
     }
     sl->rec = c;
     sl->rec.codec = ent->codec;
-    sl->rec.stored_len = (uint32_t)ent->len;
+    sl->rec.stored_len = ent->stored_len;
     rw_ask(w, sl);
 }
 
@@ -871,7 +871,7 @@ static void rw_start(struct rworker *w, struct slot *sl, const struct qentry *q)
     sl->rec.stored_len = 0;
     if (e == 0 && (sl->ent = objbuf_get(w->rp->ob, q->id, w->rg->slot)) != NULL) {
         sl->rec.codec = sl->ent->codec;
-        sl->rec.stored_len = (uint32_t)sl->ent->len;
+        sl->rec.stored_len = sl->ent->stored_len;
         rw_ask(w, sl);
         return;
     }
@@ -968,6 +968,7 @@ static void rw_put(struct rworker *w, struct slot *sl)
 {
     sl->req.kind = RREQ_PUT;
     sl->req.data = sl_obj(sl, &sl->req.len);
+    sl->req.sealed = sl->ent && sl->ent->sealed;
     rw_submit(w, sl);
 }
 

@@ -46,6 +46,7 @@ struct sworker {
     struct region *own[CONFIG_MAX_REGIONS];
     struct chunkobj_ctx z;
     struct buf obj;
+    struct buf env; /* obj sealed once for every region (encrypted repositories) */
 };
 
 struct snap;
@@ -214,14 +215,22 @@ static int snap_chunk_upload(struct sjob *j, struct sworker *w, struct index_chu
     j->before = c->presence;
     if (absent == 0)
         return 0;
+    /* An encrypted repository: one seal for every region that lacks it. */
+    int sealed = region_seal(w->rg[which[0]], key, w->obj.data, w->obj.len, &w->env);
+    if (sealed < 0) {
+        snprintf(j->msg, sizeof(j->msg), "sealing a chunk: %s", err_str(sealed));
+        return sealed;
+    }
+    const struct buf *put = sealed ? &w->env : &w->obj;
     size_t m = 0;
     for (size_t k = 0; k < n; k++)
         if (ops[k].kind == REGION_OP_HAS && ops[k].ret == 0) {
             ops[m] = (struct region_op){.rg = ops[k].rg,
                                         .kind = REGION_OP_PUT,
                                         .key = key,
-                                        .data = w->obj.data,
-                                        .len = w->obj.len};
+                                        .data = put->data,
+                                        .len = put->len,
+                                        .sealed = sealed == 1};
             which[m++] = which[k];
         }
     region_batch(ops, m);
@@ -968,6 +977,7 @@ static void snap_teardown(struct snap *s)
             region_free(s->wk[t].own[i]);
         chunkobj_ctx_free(&s->wk[t].z);
         buf_free(&s->wk[t].obj);
+        buf_free(&s->wk[t].env);
     }
     free(s->wk);
     for (size_t k = 0; s->jobs && k < s->njobs; k++)

@@ -363,6 +363,30 @@ static int region_put_via(struct region *r,
     return e;
 }
 
+int region_seal(struct region *r, const char *key, const void *data, size_t len, struct buf *out)
+{
+    if (!region_key_sealed(r, key))
+        return 0;
+    int e = crypt_seal(r->seal, key, data, len, out); /* reads r only: any thread */
+    return e < 0 ? e : 1;
+}
+
+int region_put_sealed(struct region *r, const char *key, const void *env, size_t len)
+{
+    r->errmsg[0] = 0;
+    r->requests++;
+    if (region_key_check(key, 0) < 0)
+        return region_bad_key(r, key);
+    if (!region_key_sealed(r, key))
+        return region_done(r, "writing", key, -EINVAL);
+    char mkey[REGION_KEY_MAX];
+    struct region_run_name *run;
+    int e = region_map(r, key, false, mkey, &run);
+    if (e == 0)
+        e = region_publish_name(r, run);
+    return region_done(r, "writing", key, e < 0 ? e : r->ops->put(r, mkey, env, len));
+}
+
 int region_put(struct region *r, const char *key, const void *data, size_t len)
 {
     r->errmsg[0] = 0;
@@ -615,7 +639,8 @@ static void *region_op_run(void *arg)
 {
     struct region_op *op = arg;
     if (op->kind == REGION_OP_PUT)
-        op->ret = region_put(op->rg, op->key, op->data, op->len);
+        op->ret = op->sealed ? region_put_sealed(op->rg, op->key, op->data, op->len)
+                             : region_put(op->rg, op->key, op->data, op->len);
     else
         op->ret = region_has_size(op->rg, op->key, op->len);
     return NULL;
@@ -653,7 +678,7 @@ static void region_req_unseal(struct region *r, struct region_req *req)
         req->data = req->plain;
         req->len = req->plain_len;
         req->plain = NULL;
-        buf_free(&req->sealed);
+        buf_free(&req->sealbuf);
     } else if (req->kind == RREQ_GET && req->max >= CRYPT_OVERHEAD) {
         req->max -= CRYPT_OVERHEAD;
     } else if (req->kind == RREQ_HAS && req->size >= CRYPT_OVERHEAD) {
@@ -668,7 +693,8 @@ static void region_req_run(struct region *r, struct region_req *req)
         req->ret = region_has_size(r, req->key, req->size);
         break;
     case RREQ_PUT:
-        req->ret = region_put(r, req->key, req->data, req->len);
+        req->ret = req->sealed ? region_put_sealed(r, req->key, req->data, req->len)
+                               : region_put(r, req->key, req->data, req->len);
         break;
     case RREQ_GET:
         req->ret = region_get(r, req->key, req->max, &req->out);
@@ -700,16 +726,16 @@ int region_submit(struct region *r, struct region_req *req)
             r->inflight--;
             return me;
         }
-        if (sealed && req->kind == RREQ_PUT) {
-            int e = region_seal_into(r, req->key, req->data, req->len, &req->sealed);
+        if (sealed && req->kind == RREQ_PUT && !req->sealed) {
+            int e = region_seal_into(r, req->key, req->data, req->len, &req->sealbuf);
             if (e < 0) {
                 r->inflight--;
                 return e;
             }
             req->plain = req->data;
             req->plain_len = req->len;
-            req->data = req->sealed.data;
-            req->len = req->sealed.len;
+            req->data = req->sealbuf.data;
+            req->len = req->sealbuf.len;
         } else if (sealed && req->kind == RREQ_GET && req->max <= SIZE_MAX - CRYPT_OVERHEAD) {
             req->max += CRYPT_OVERHEAD;
         } else if (sealed && req->kind == RREQ_HAS) {

@@ -96,6 +96,7 @@ struct region_req {
     char key[REGION_KEY_MAX];
     const void *data; /* PUT */
     size_t len;       /* PUT */
+    bool sealed;      /* PUT: data is region_seal()'s envelope for key */
     size_t max;       /* GET: largest object accepted */
     uint64_t size;    /* HAS: expected object size, 0 = any */
     struct buf out;   /* GET: the object */
@@ -105,7 +106,7 @@ struct region_req {
     void *priv;       /* the backend's */
     struct region_req *next;
     /* region.c's, while a sealed PUT is in flight: the caller's data */
-    struct buf sealed;
+    struct buf sealbuf;
     const void *plain;
     size_t plain_len;
     char plain_key[REGION_KEY_MAX]; /* the caller's key while key is mapped */
@@ -182,6 +183,16 @@ void region_set_error(struct region *r, const char *fmt, ...) __attribute__((for
  * name (-EINVAL). */
 void region_set_seal(struct region *r, const struct crypt_keys *keys);
 bool region_key_sealed(const struct region *r, const char *key);
+/* Seal once, upload to many: seals data as r would for key into out (reset
+ * first) and returns 1, or returns 0 when r does not seal key (out
+ * untouched), or a negative error.  Every region of one repository seals
+ * alike, so the envelope may go to all of them: region_put_sealed(),
+ * region_op.sealed, region_req.sealed. */
+int region_seal(struct region *r, const char *key, const void *data, size_t len, struct buf *out);
+/* (region_seal reads r only, so pool threads may call it on a handle that
+ * another thread uses.) */
+/* region_put of an envelope region_seal() made for key. */
+int region_put_sealed(struct region *r, const char *key, const void *env, size_t len);
 
 /* "chunks/ab/ab...": out must hold REGION_KEY_MAX bytes. */
 void region_chunk_key(const uint8_t id[HASH_LEN], char *out);
@@ -213,6 +224,7 @@ struct region_op {
     const char *key;
     const void *data; /* PUT */
     size_t len;       /* PUT; HAS: expected size (0 = any) */
+    bool sealed;      /* PUT: data is region_seal()'s envelope for key */
     int ret;          /* out: what region_has()/region_put() returned */
 };
 
