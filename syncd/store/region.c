@@ -482,10 +482,37 @@ static int region_list_keep(void *ud, const char *key, uint64_t size)
     return 0;
 }
 
-/* Sealed: the listing is gathered first (a run's name may have to be read,
- * which a backend cannot do inside its own listing), then handed out under
- * the callers' keys with the plain objects' sizes (a sealed object shorter
- * than the envelope is reported as 0: it opens to nothing). */
+/* Can a key under prefix have a run component? */
+static bool region_prefix_names_runs(const char *prefix)
+{
+    size_t n = strlen(prefix);
+    for (size_t i = 0; i < sizeof(run_tops) / sizeof(run_tops[0]); i++) {
+        size_t t = strlen(run_tops[i]);
+        if (!strncmp(prefix, run_tops[i], n < t ? n : t))
+            return true;
+    }
+    return false;
+}
+
+struct unseal_list {
+    const struct region *r;
+    int (*cb)(void *ud, const char *key, uint64_t size);
+    void *ud;
+};
+
+/* The plain objects' sizes, for a listing streamed as the backend gives it. */
+static int region_list_unseal(void *ud, const char *key, uint64_t size)
+{
+    struct unseal_list *u = ud;
+    if (region_key_sealed(u->r, key))
+        size = size > CRYPT_OVERHEAD ? size - CRYPT_OVERHEAD : 0;
+    return u->cb(u->ud, key, size);
+}
+
+/* Sealed, under a prefix that names runs: the listing is gathered first (a run's name may have to
+ * be read, which a backend cannot do inside its own listing), then handed out under the callers'
+ * keys with the plain objects' sizes (a sealed object shorter than the envelope is reported as 0:
+ * it opens to nothing). */
 int region_list(struct region *r, const char *prefix,
                 int (*cb)(void *ud, const char *key, uint64_t size), void *ud)
 {
@@ -494,6 +521,10 @@ int region_list(struct region *r, const char *prefix,
         return region_bad_key(r, prefix);
     if (!r->seal)
         return region_done(r, "listing", prefix, r->ops->list(r, prefix, cb, ud));
+    if (!region_prefix_names_runs(prefix)) { /* chunks/, gc/, ...: streamed */
+        struct unseal_list u = {r, cb, ud};
+        return region_done(r, "listing", prefix, r->ops->list(r, prefix, region_list_unseal, &u));
+    }
     char mprefix[REGION_KEY_MAX], key[REGION_KEY_MAX];
     struct listing l = {NULL, 0, 0};
     int e = region_map(r, prefix, true, mprefix, NULL);
