@@ -18,14 +18,17 @@ write_config 64K 256K 1M
 KEY="$T/repo.key"
 head -c 32 /dev/urandom > "$KEY"; chmod 600 "$KEY"
 sed -i "/^\[daemon\]/i [repository]\nencryption = aes-256-gcm\nkey_file = $KEY" "$CONF"
+sed -i "/^\[daemon\]/a create_settle = 2" "$CONF" # one creator: no rival candidates to wait for
 
 if [ "${CKS_REGIONS:-dir}" = s3 ]; then
   obj_keys() { aws_s3 "$1" s3 ls "s3://$S3_BUCKET/$S3_PREFIX/" --recursive | awk '{print $4}' | sed "s|^$S3_PREFIX/||" | sort; }
   obj_get() { aws_s3 "$1" s3 cp "s3://$S3_BUCKET/$S3_PREFIX/$2" "$3" > /dev/null; }
+  obj_dump() { aws_s3 "$1" s3 cp --recursive "s3://$S3_BUCKET/$S3_PREFIX/" "$2" > /dev/null; }
   obj_put() { aws_s3 "$1" s3 cp "$3" "s3://$S3_BUCKET/$S3_PREFIX/$2" > /dev/null; }
 else
   obj_keys() { (cd "$T/regions/$1" && find . -type f ! -name '.*' | sed 's|^\./||' | sort); }
   obj_get() { cp "$T/regions/$1/$2" "$3"; }
+  obj_dump() { mkdir -p "$2"; (cd "$T/regions/$1" && find . -type f ! -name '.*' -exec cp --parents {} "$2" \;); }
   obj_put() { cp "$3" "$T/regions/$1/$2"; }
 fi
 # flip REGION KEY: one byte in the middle of the object, through the store's API.
@@ -66,8 +69,9 @@ for r in a b c; do
   obj_keys "$r" > "$T/keys.$r"
   grep '^chunks/' "$T/keys.$r" > /dev/null || die "region $r: no chunk objects listed"
   grep '^keys/[0-9a-f]\{16\}$' "$T/keys.$r" > /dev/null || die "region $r: no key slot listed"
+  obj_dump "$r" "$T/dump/$r" # every object, through the store's API (one AWS CLI call)
   while read -r k; do
-    f="$T/dump/$r/$k"; mkdir -p "$(dirname "$f")"; obj_get "$r" "$k" "$f"
+    f="$T/dump/$r/$k"; [ -f "$f" ] || die "region $r: \"$k\" listed but not fetched"
     case $k in
       repo|repo.d/*|keys/*) ;;
       *) [ "$(head -c 4 "$f")" = CKE1 ] || die "region $r: \"$k\" is not a sealed envelope" ;;
