@@ -666,19 +666,27 @@ static int parse_word(const struct word *words, size_t n, const char *value, int
     return -1;
 }
 
+/* A key with two meanings, each spelled by one or more words: the bool
+ * field gets the word's value; why says what the value is not. */
+static int parse_flag_word(const struct word *words, size_t n, const char *what, const char *value,
+                           void *field, char *why)
+{
+    int v;
+    if (parse_word(words, n, value, &v) < 0) {
+        snprintf(why, WHY_MAX, "'%.*s' is not %s", WHY_MAX / 2, value, what);
+        return -1;
+    }
+    *(bool *)field = v;
+    return 0;
+}
+
 static int parse_bool(const struct key_def *d, const char *value, void *field, char *why)
 {
     static const struct word words[] = {
         {"true", 1}, {"yes", 1}, {"on", 1}, {"1", 1}, {"false", 0}, {"no", 0}, {"off", 0}, {"0", 0},
     };
-    int v;
-    if (parse_word(words, ARRAY_SIZE(words), value, &v) < 0) {
-        snprintf(why, WHY_MAX, "'%.*s' is not a boolean (true/false, yes/no, on/off, 1/0)",
-                 WHY_MAX / 2, value);
-        return -1;
-    }
-    *(bool *)field = v;
-    return 0;
+    return parse_flag_word(words, ARRAY_SIZE(words), "a boolean (true/false, yes/no, on/off, 1/0)",
+                           value, field, why);
 }
 
 static int parse_kind(const struct key_def *d, const char *value, void *field, char *why)
@@ -696,78 +704,42 @@ static int parse_kind(const struct key_def *d, const char *value, void *field, c
 static int parse_tensor(const struct key_def *d, const char *value, void *field, char *why)
 {
     static const struct word words[] = {{"auto", 1}, {"off", 0}};
-    int v;
-    if (parse_word(words, ARRAY_SIZE(words), value, &v) < 0) {
-        snprintf(why, WHY_MAX, "'%.*s' is not a tensor codec mode (auto or off)", WHY_MAX / 2,
-                 value);
-        return -1;
-    }
-    *(bool *)field = v;
-    return 0;
+    return parse_flag_word(words, ARRAY_SIZE(words), "a tensor codec mode (auto or off)", value,
+                           field, why);
 }
 
 static int parse_encryption(const struct key_def *d, const char *value, void *field, char *why)
 {
     static const struct word words[] = {{"none", 0}, {"aes-256-gcm", 1}};
-    int v;
-    if (parse_word(words, ARRAY_SIZE(words), value, &v) < 0) {
-        snprintf(why, WHY_MAX, "'%.*s' is not an encryption (none or aes-256-gcm)", WHY_MAX / 2,
-                 value);
-        return -1;
-    }
-    *(bool *)field = v;
-    return 0;
+    return parse_flag_word(words, ARRAY_SIZE(words), "an encryption (none or aes-256-gcm)", value,
+                           field, why);
 }
 
 static int parse_addressing(const struct key_def *d, const char *value, void *field, char *why)
 {
     static const struct word words[] = {{"path", 0}, {"virtual", 1}, {"virtual-hosted", 1}};
-    int v;
-    if (parse_word(words, ARRAY_SIZE(words), value, &v) < 0) {
-        snprintf(why, WHY_MAX, "'%.*s' is not an addressing style (path or virtual)", WHY_MAX / 2,
-                 value);
-        return -1;
-    }
-    *(bool *)field = v;
-    return 0;
+    return parse_flag_word(words, ARRAY_SIZE(words), "an addressing style (path or virtual)", value,
+                           field, why);
 }
 
 static int parse_payload(const struct key_def *d, const char *value, void *field, char *why)
 {
     static const struct word words[] = {{"signed", 0}, {"unsigned", 1}, {"UNSIGNED-PAYLOAD", 1}};
-    int v;
-    if (parse_word(words, ARRAY_SIZE(words), value, &v) < 0) {
-        snprintf(why, WHY_MAX, "'%.*s' is not a payload signing mode (signed or unsigned)",
-                 WHY_MAX / 2, value);
-        return -1;
-    }
-    *(bool *)field = v;
-    return 0;
+    return parse_flag_word(words, ARRAY_SIZE(words), "a payload signing mode (signed or unsigned)",
+                           value, field, why);
 }
 
 static int parse_preconditions(const struct key_def *d, const char *value, void *field, char *why)
 {
     static const struct word words[] = {{"auto", 0}, {"none", 1}};
-    int v;
-    if (parse_word(words, ARRAY_SIZE(words), value, &v) < 0) {
-        snprintf(why, WHY_MAX, "'%.*s' is not a preconditions mode (auto or none)", WHY_MAX / 2,
-                 value);
-        return -1;
-    }
-    *(bool *)field = v;
-    return 0;
+    return parse_flag_word(words, ARRAY_SIZE(words), "a preconditions mode (auto or none)", value,
+                           field, why);
 }
 
 static int parse_best_mode(const struct key_def *d, const char *value, void *field, char *why)
 {
     static const struct word words[] = {{"min", 0}, {"max", 1}};
-    int v;
-    if (parse_word(words, ARRAY_SIZE(words), value, &v) < 0) {
-        snprintf(why, WHY_MAX, "'%.*s' is not a best mode (min or max)", WHY_MAX / 2, value);
-        return -1;
-    }
-    *(bool *)field = v;
-    return 0;
+    return parse_flag_word(words, ARRAY_SIZE(words), "a best mode (min or max)", value, field, why);
 }
 
 int config_parse_size(const char *s, uint64_t *ret)
