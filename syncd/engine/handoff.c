@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "base/err.h"
+#include "base/textline.h"
 #include "engine/handoff.h"
 #include "engine/hash.h"
 #include "engine/lineage.h"
@@ -31,19 +32,6 @@ int handoff_encode(const struct handoff *h, struct buf *out)
     hash_sha256(out->data + start, out->len - start, d);
     hex_encode(d, HASH_LEN, hex);
     return buf_printf(out, "end %s\n", hex);
-}
-
-/* Next line into line (without '\n'); false at the end or when too long. */
-static bool next_line(const char **p, const char *end, char *line, size_t cap)
-{
-    const char *nl = memchr(*p, '\n', (size_t)(end - *p));
-    size_t n = nl ? (size_t)(nl - *p) : 0;
-    if (!nl || n >= cap || memchr(*p, 0, n))
-        return false;
-    memcpy(line, *p, n);
-    line[n] = 0;
-    *p = nl + 1;
-    return true;
 }
 
 static bool parse_i64(const char *s, int64_t min, int64_t *ret)
@@ -86,25 +74,27 @@ int handoff_parse(const uint8_t *data, size_t len, struct handoff *ret)
     uint8_t want[HASH_LEN], got[HASH_LEN];
 
     memset(&h, 0, sizeof(h));
-    if (len > HANDOFF_MAX_BYTES || !next_line(&p, end, line, sizeof(line)))
+    if (len > HANDOFF_MAX_BYTES || !textline_next(&p, end, line, sizeof(line)))
         return CKS_E_FORMAT;
     if (strncmp(line, "ckptsync-handoff ", 17) != 0)
         return CKS_E_FORMAT;
     if (strcmp(line + 17, "1") != 0)
         return CKS_E_VERSION;
-    if (!next_line(&p, end, line, sizeof(line)) || !word_field(line, "run", h.run, sizeof(h.run)) ||
-        manifest_run_check(h.run) < 0 || !next_line(&p, end, line, sizeof(line)) ||
+    if (!textline_next(&p, end, line, sizeof(line)) ||
+        !word_field(line, "run", h.run, sizeof(h.run)) || manifest_run_check(h.run) < 0 ||
+        !textline_next(&p, end, line, sizeof(line)) ||
         !word_field(line, "snapshot", h.id, sizeof(h.id)) || manifest_id_check(h.id) < 0 ||
-        !next_line(&p, end, line, sizeof(line)) || !word_field(line, "step", num, sizeof(num)) ||
-        !parse_i64(num, -1, &h.step) || !next_line(&p, end, line, sizeof(line)) ||
+        !textline_next(&p, end, line, sizeof(line)) ||
+        !word_field(line, "step", num, sizeof(num)) || !parse_i64(num, -1, &h.step) ||
+        !textline_next(&p, end, line, sizeof(line)) ||
         !word_field(line, "host", h.host, sizeof(h.host)) ||
-        !next_line(&p, end, line, sizeof(line)) ||
+        !textline_next(&p, end, line, sizeof(line)) ||
         !word_field(line, "instance", h.instance, sizeof(h.instance)) ||
-        !next_line(&p, end, line, sizeof(line)) || !word_field(line, "time", num, sizeof(num)) ||
-        !parse_i64(num, 0, &h.time))
+        !textline_next(&p, end, line, sizeof(line)) ||
+        !word_field(line, "time", num, sizeof(num)) || !parse_i64(num, 0, &h.time))
         return CKS_E_FORMAT;
     body_end = p;
-    if (!next_line(&p, end, line, sizeof(line)) || strncmp(line, "end ", 4) ||
+    if (!textline_next(&p, end, line, sizeof(line)) || strncmp(line, "end ", 4) ||
         strlen(line + 4) != HASH_HEX_LEN || hex_decode(line + 4, HASH_LEN, want) < 0 || p != end)
         return CKS_E_FORMAT;
     char canon[HASH_HEX_LEN + 1];

@@ -15,6 +15,7 @@
 #include <openssl/crypto.h>
 
 #include "base/err.h"
+#include "base/textline.h"
 #include "engine/hash.h"
 #include "engine/keyslot.h"
 
@@ -116,20 +117,6 @@ int keyslot_wrap_keyfile(const uint8_t master[CRYPT_KEY_LEN], const uint8_t key[
 
 /* ---- parsing ------------------------------------------------------------ */
 
-/* Next line into line (without '\n'); false at the end, on a NUL or when
- * too long. */
-static bool next_line(const char **p, const char *end, char *line, size_t cap)
-{
-    const char *nl = memchr(*p, '\n', (size_t)(end - *p));
-    size_t n = nl ? (size_t)(nl - *p) : 0;
-    if (!nl || n >= cap || memchr(*p, 0, n))
-        return false;
-    memcpy(line, *p, n);
-    line[n] = 0;
-    *p = nl + 1;
-    return true;
-}
-
 /* The value after "key " or NULL. */
 static const char *field(const char *line, const char *key)
 {
@@ -197,12 +184,12 @@ int keyslot_parse(const uint8_t *text, size_t len, struct keyslot *ret)
     uint8_t want[HASH_LEN], got[HASH_LEN];
 
     memset(&s, 0, sizeof(s));
-    if (!text || len > KEYSLOT_MAX_BYTES || !next_line(&p, end, line, sizeof(line)) ||
+    if (!text || len > KEYSLOT_MAX_BYTES || !textline_next(&p, end, line, sizeof(line)) ||
         !(v = field(line, "ckptsync-key")))
         return CKS_E_FORMAT;
     if (strcmp(v, "1") != 0)
         return CKS_E_VERSION;
-    if (!next_line(&p, end, line, sizeof(line)) || !(v = field(line, "kind")) || !kind_word(v))
+    if (!textline_next(&p, end, line, sizeof(line)) || !(v = field(line, "kind")) || !kind_word(v))
         return CKS_E_FORMAT;
     if (!strcmp(v, "passphrase"))
         s.kind = KEYSLOT_PASSPHRASE;
@@ -210,16 +197,16 @@ int keyslot_parse(const uint8_t *text, size_t len, struct keyslot *ret)
         s.kind = KEYSLOT_KEYFILE;
     else
         return CKS_E_VERSION; /* a kind of a later ckptsync */
-    if (!next_line(&p, end, line, sizeof(line)) || !(v = field(line, "kdf")))
+    if (!textline_next(&p, end, line, sizeof(line)) || !(v = field(line, "kdf")))
         return CKS_E_FORMAT;
     if (s.kind == KEYSLOT_PASSPHRASE ? !parse_scrypt(v, &s) : strcmp(v, "hkdf") != 0)
         return CKS_E_FORMAT;
-    if (!next_line(&p, end, line, sizeof(line)) || !(v = field(line, "salt")) ||
-        !parse_hex(v, s.salt, KEYSLOT_SALT_LEN) || !next_line(&p, end, line, sizeof(line)) ||
+    if (!textline_next(&p, end, line, sizeof(line)) || !(v = field(line, "salt")) ||
+        !parse_hex(v, s.salt, KEYSLOT_SALT_LEN) || !textline_next(&p, end, line, sizeof(line)) ||
         !(v = field(line, "wrapped")) || !parse_hex(v, s.wrapped, KEYSLOT_WRAPPED_LEN))
         return CKS_E_FORMAT;
     body_end = p;
-    if (!next_line(&p, end, line, sizeof(line)) || !(v = field(line, "end")) ||
+    if (!textline_next(&p, end, line, sizeof(line)) || !(v = field(line, "end")) ||
         !parse_hex(v, want, HASH_LEN) || p != end)
         return CKS_E_FORMAT;
     hash_sha256(text, (size_t)(body_end - (const char *)text), got);
