@@ -244,6 +244,15 @@ static int region_publish_name(struct region *r, struct region_run_name *e)
     return rc;
 }
 
+/* The stored name of a key about to be written, its run's name published
+ * first (every put of a sealed key goes through here). */
+static int region_map_put(struct region *r, const char *key, char mkey[REGION_KEY_MAX])
+{
+    struct region_run_name *run;
+    int e = region_map(r, key, false, mkey, &run);
+    return e < 0 ? e : region_publish_name(r, run);
+}
+
 /* The plain run name of a stored one, learnt from runs/<hashed>; NULL
  * when that cannot be read (logged). */
 static const char *region_unmap_run(struct region *r, const char *hashed)
@@ -350,10 +359,7 @@ static int region_put_via(struct region *r,
     if (!region_key_sealed(r, key))
         return region_done(r, what, key, put(r, key, data, len));
     char mkey[REGION_KEY_MAX];
-    struct region_run_name *run;
-    int e = region_map(r, key, false, mkey, &run);
-    if (e == 0)
-        e = region_publish_name(r, run);
+    int e = region_map_put(r, key, mkey);
     if (e < 0)
         return region_done(r, what, key, e);
     e = region_seal_into(r, key, data, len, &r->scratch);
@@ -380,10 +386,7 @@ int region_put_sealed(struct region *r, const char *key, const void *env, size_t
     if (!region_key_sealed(r, key))
         return region_done(r, "writing", key, -EINVAL);
     char mkey[REGION_KEY_MAX];
-    struct region_run_name *run;
-    int e = region_map(r, key, false, mkey, &run);
-    if (e == 0)
-        e = region_publish_name(r, run);
+    int e = region_map_put(r, key, mkey);
     return region_done(r, "writing", key, e < 0 ? e : r->ops->put(r, mkey, env, len));
 }
 
@@ -749,10 +752,9 @@ int region_submit(struct region *r, struct region_req *req)
         req->plain_key[0] = 0;
         bool sealed = region_key_sealed(r, req->key);
         char mkey[REGION_KEY_MAX];
-        struct region_run_name *run = NULL;
-        int me = sealed ? region_map(r, req->key, false, mkey, &run) : 0;
-        if (me == 0 && sealed && req->kind == RREQ_PUT)
-            me = region_publish_name(r, run);
+        int me = !sealed                 ? 0
+                 : req->kind == RREQ_PUT ? region_map_put(r, req->key, mkey)
+                                         : region_map(r, req->key, false, mkey, NULL);
         if (me < 0) {
             r->inflight--;
             return me;
