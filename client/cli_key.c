@@ -102,35 +102,19 @@ static int key_list(struct cli *c, struct repo *r)
 /* The new secret named by key add's option. */
 static int new_secret(const char *opt, const char *arg, struct repo_secret *s, struct buf *err)
 {
+    if (!strcmp(opt, "key-file"))
+        return repokeys_secret_file(KEYSLOT_KEYFILE, arg, s, err);
+    if (!strcmp(opt, "passphrase-file"))
+        return repokeys_secret_file(KEYSLOT_PASSPHRASE, arg, s, err);
     memset(s, 0, sizeof(*s));
-    int e;
-    if (!strcmp(opt, "key-file")) {
-        s->kind = KEYSLOT_KEYFILE;
-        snprintf(s->where, sizeof(s->where), "key file \"%s\"", arg);
-        if ((e = buf_reserve(&s->bytes, CRYPT_KEY_LEN)) == 0 &&
-            (e = keys_read_keyfile(arg, s->bytes.data, err)) == 0)
-            s->bytes.len = CRYPT_KEY_LEN;
-    } else if (!strcmp(opt, "passphrase-file")) {
-        s->kind = KEYSLOT_PASSPHRASE;
-        snprintf(s->where, sizeof(s->where), "passphrase file \"%s\"", arg);
-        e = keys_read_passphrase_file(arg, &s->bytes, err);
-    } else {
-        s->kind = KEYSLOT_PASSPHRASE;
-        snprintf(s->where, sizeof(s->where), "$%s", arg);
-        const char *p = getenv(arg);
-        if (!p || !*p) {
-            buf_printf(err, "$%s is not set or empty", arg);
-            e = CKS_E_CONFIG;
-        } else if (strlen(p) > KEYSLOT_PASS_MAX) {
-            buf_printf(err, "$%s is longer than %d bytes", arg, KEYSLOT_PASS_MAX);
-            e = CKS_E_LIMIT;
-        } else {
-            e = buf_puts(&s->bytes, p);
-        }
+    s->kind = KEYSLOT_PASSPHRASE;
+    snprintf(s->where, sizeof(s->where), "$%s", arg);
+    const char *p = getenv(arg);
+    if (!p || !*p) {
+        buf_printf(err, "$%s is not set or empty", arg);
+        return CKS_E_CONFIG;
     }
-    if (e < 0)
-        repokeys_secret_free(s);
-    return e;
+    return keys_passphrase_value(s->where, p, &s->bytes, err);
 }
 
 static int key_add(struct cli *c, struct repo *r, const char *opt, const char *arg)

@@ -153,16 +153,22 @@ int keys_passphrase(const char *passphrase_file, struct buf *pass, struct buf *e
             buf_printf(err, "no passphrase: set %s or passphrase_file", KEYS_PASSPHRASE_ENV);
         return CKS_E_CONFIG;
     }
-    size_t n = strlen(env);
+    return keys_passphrase_value(KEYS_PASSPHRASE_ENV, env, pass, err);
+}
+
+int keys_passphrase_value(const char *name, const char *value, struct buf *pass, struct buf *err)
+{
+    size_t n = strlen(value);
+    keys_secret_free(pass);
     if (n == 0 || n > KEYS_FILE_MAX) {
         if (err && n)
-            buf_printf(err, "%s is longer than %d bytes", KEYS_PASSPHRASE_ENV, KEYS_FILE_MAX);
+            buf_printf(err, "%s is longer than %d bytes", name, KEYS_FILE_MAX);
         else if (err)
-            buf_printf(err, "%s is empty", KEYS_PASSPHRASE_ENV);
+            buf_printf(err, "%s is empty", name);
         return n ? CKS_E_LIMIT : CKS_E_FORMAT;
     }
     int r = buf_reserve(pass, n);
-    return r < 0 ? r : buf_append(pass, env, n);
+    return r < 0 ? r : buf_append(pass, value, n);
 }
 
 void keys_secret_free(struct buf *secret)

@@ -42,6 +42,11 @@ int keys_read_passphrase_file(const char *path, struct buf *pass, struct buf *er
  * else from CKPTSYNC_PASSPHRASE (empty refused); CKS_E_CONFIG when neither
  * or both are set (a silent choice between two secrets hides a mistake). */
 int keys_passphrase(const char *passphrase_file, struct buf *pass, struct buf *err);
+/* A passphrase given as a string (an environment variable's value) into
+ * pass (reset first), checked as the environment's is: empty refused
+ * (CKS_E_FORMAT), at most KEYSLOT_PASS_MAX bytes (CKS_E_LIMIT); name is
+ * what err calls it. */
+int keys_passphrase_value(const char *name, const char *value, struct buf *pass, struct buf *err);
 /* Wipes and frees a buffer that held a secret. */
 void keys_secret_free(struct buf *secret);
 /* A new random master key: 0 or -EIO (no randomness). */

@@ -23,22 +23,29 @@
 
 #define KEY_CHECK_INFO "ckptsync key check"
 
+int repokeys_secret_file(enum keyslot_kind kind, const char *path, struct repo_secret *s,
+                         struct buf *err)
+{
+    int e;
+    memset(s, 0, sizeof(*s));
+    s->kind = kind;
+    snprintf(s->where, sizeof(s->where), "%s file \"%s\"",
+             kind == KEYSLOT_KEYFILE ? "key" : "passphrase", path);
+    if (kind == KEYSLOT_PASSPHRASE)
+        e = keys_read_passphrase_file(path, &s->bytes, err);
+    else if ((e = buf_reserve(&s->bytes, CRYPT_KEY_LEN)) == 0 &&
+             (e = keys_read_keyfile(path, s->bytes.data, err)) == 0)
+        s->bytes.len = CRYPT_KEY_LEN;
+    if (e < 0)
+        keys_secret_free(&s->bytes);
+    return e;
+}
+
 int repokeys_secret(const struct config *conf, struct repo_secret *s, struct buf *err)
 {
+    if (conf->key_file[0])
+        return repokeys_secret_file(KEYSLOT_KEYFILE, conf->key_file, s, err);
     memset(s, 0, sizeof(*s));
-    if (conf->key_file[0]) {
-        s->kind = KEYSLOT_KEYFILE;
-        snprintf(s->where, sizeof(s->where), "key file \"%s\"", conf->key_file);
-        int e = buf_reserve(&s->bytes, CRYPT_KEY_LEN);
-        if (e == 0)
-            e = keys_read_keyfile(conf->key_file, s->bytes.data, err);
-        if (e < 0) {
-            keys_secret_free(&s->bytes);
-            return e;
-        }
-        s->bytes.len = CRYPT_KEY_LEN;
-        return 0;
-    }
     s->kind = KEYSLOT_PASSPHRASE;
     if (conf->passphrase_file[0])
         snprintf(s->where, sizeof(s->where), "passphrase file \"%s\"", conf->passphrase_file);

@@ -42,6 +42,10 @@ struct repo_secret {
 /* The secret conf names: key_file, passphrase_file or the environment.
  * CKS_E_CONFIG (with a message saying what to set) when there is none. */
 int repokeys_secret(const struct config *conf, struct repo_secret *s, struct buf *err);
+/* The secret in one file: a key file (KEYSLOT_KEYFILE) or a passphrase
+ * file (KEYSLOT_PASSPHRASE), checked and read as keys.h says. */
+int repokeys_secret_file(enum keyslot_kind kind, const char *path, struct repo_secret *s,
+                         struct buf *err);
 void repokeys_secret_free(struct repo_secret *s);
 
 /* A new repository's master key and key check (r->params.id is set):
