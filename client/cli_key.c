@@ -68,15 +68,15 @@ static int key_list(struct cli *c, struct repo *r)
         json_key(&j, "id");
         json_str(&j, v[k].id);
         json_key(&j, "kind");
-        v[k].valid ? json_str(&j, kind_name(v[k].kind)) : json_null(&j);
+        v[k].valid ? json_str(&j, kind_name(v[k].slot.kind)) : json_null(&j);
         json_key(&j, "valid");
         json_bool(&j, v[k].valid);
         json_key(&j, "scrypt");
-        if (v[k].valid && v[k].kind == KEYSLOT_PASSPHRASE) {
+        if (v[k].valid && v[k].slot.kind == KEYSLOT_PASSPHRASE) {
             json_arr_begin(&j);
-            json_u64(&j, v[k].n);
-            json_u64(&j, v[k].r);
-            json_u64(&j, v[k].p);
+            json_u64(&j, v[k].slot.n);
+            json_u64(&j, v[k].slot.r);
+            json_u64(&j, v[k].slot.p);
             json_arr_end(&j);
         } else {
             json_null(&j);
@@ -88,7 +88,7 @@ static int key_list(struct cli *c, struct repo *r)
         json_obj_end(&j);
         if (!c->json)
             printf("%s  %-10s  regions %-12s%s\n", v[k].id,
-                   v[k].valid ? kind_name(v[k].kind) : "damaged", regions,
+                   v[k].valid ? kind_name(v[k].slot.kind) : "damaged", regions,
                    mine ? "  (opened with the configured secret)" : "");
     }
     json_arr_end(&j);

@@ -229,14 +229,7 @@ int repokeys_list(struct repo *r, struct repokey_info **ret, size_t *ret_n, stru
         log_error("more than %d key slots: the rest are not read", REPOKEYS_MAX_SLOTS);
     qsort(l.v, l.n, sizeof(*l.v), info_cmp);
     for (size_t k = 0; k < l.n; k++) {
-        struct keyslot s;
-        if (slot_read(r, &l.v[k], &s) < 0)
-            continue;
-        l.v[k].valid = true;
-        l.v[k].kind = s.kind;
-        l.v[k].n = s.n;
-        l.v[k].r = s.r;
-        l.v[k].p = s.p;
+        l.v[k].valid = slot_read(r, &l.v[k], &l.v[k].slot) == 0;
     }
     *ret = l.v;
     *ret_n = l.n;
@@ -256,12 +249,11 @@ static int unlock_from_slots(struct repo *r, const struct repo_secret *s, uint8_
         return e;
     e = CKS_E_AUTH;
     for (size_t k = 0; k < n && e == CKS_E_AUTH; k++) {
-        struct keyslot slot;
         uint8_t check[32];
-        if (!v[k].valid || v[k].kind != s->kind || slot_read(r, &v[k], &slot) < 0)
+        if (!v[k].valid || v[k].slot.kind != s->kind)
             continue;
         tried++;
-        int u = keyslot_unwrap(&slot, s->bytes.data, s->bytes.len, master);
+        int u = keyslot_unwrap(&v[k].slot, s->bytes.data, s->bytes.len, master);
         if (u == CKS_E_AUTH)
             continue;
         if (u < 0) {

@@ -72,11 +72,9 @@ int repokeys_unlock(struct repo *r, char ret_slot[REPOKEYS_ID_HEX + 1], struct b
 /* One slot as `key list` shows it. */
 struct repokey_info {
     char id[REPOKEYS_ID_HEX + 1];
-    enum keyslot_kind kind;
-    uint64_t n;
-    uint32_t r, p;
-    uint32_t regions; /* bits: the regions holding it */
-    bool valid;       /* parses (a damaged slot is listed, not used) */
+    uint32_t regions;    /* bits: the regions holding it */
+    bool valid;          /* parses (a damaged slot is listed, not used) */
+    struct keyslot slot; /* the parsed slot, when valid */
 };
 
 /* Every slot in the healthy regions (up to REPOKEYS_MAX_SLOTS), sorted by
