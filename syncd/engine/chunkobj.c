@@ -16,8 +16,9 @@
  * payload with the raw bytes when zstd did not shrink them.  ZSTD error
  * codes are translated here and never leave this file.
  *
- * Byte planes are tried first when tcodec_pick() (or the caller's width)
- * says the chunk is an array of floats; they are kept only when they save
+ * Byte planes are tried first when tcodec_pick() says the chunk is an
+ * array of floats (the caller's width, from the file's metadata, then
+ * replaces the width it estimated); they are kept only when they save
  * at least 1/64 of the chunk, else the chunk goes to zstd as before.  The
  * pick is an estimate from a sample, so it may waste one tcodec pass on a
  * chunk that zstd then takes; it never makes an object larger than zstd's.
