@@ -417,14 +417,15 @@ static void verify_print(struct cli *c, const struct repo *r, const struct verif
         if (!c->json && !c->quiet)
             printf(
                 "region %-12s %s: %llu/%llu manifests (%llu damaged), %llu records (%llu damaged, "
-                "%llu missing), %llu repaired, %llu chunks ok, %llu missing, %llu corrupt%s%s\n",
+                "%llu missing), %llu repaired, %llu chunks ok, %llu missing, %llu corrupt%s%s%s\n",
                 name, state, (unsigned long long)g->manifests_ok, (unsigned long long)v->snapshots,
                 (unsigned long long)g->manifests_bad,
                 (unsigned long long)(g->records_ok + g->records_bad),
                 (unsigned long long)g->records_bad, (unsigned long long)g->records_missing,
                 (unsigned long long)g->repaired, (unsigned long long)g->chunks_ok,
                 (unsigned long long)g->chunks_missing, (unsigned long long)g->chunks_corrupt,
-                g->err ? ": " : "", g->err ? region_last_error(r->regions[i]) : "");
+                g->slots_missing ? ", lacks key slots" : "", g->err ? ": " : "",
+                g->err ? region_last_error(r->regions[i]) : "");
         json_obj_begin(&j);
         json_key(&j, "name");
         json_str(&j, name);
@@ -450,6 +451,8 @@ static void verify_print(struct cli *c, const struct repo *r, const struct verif
         json_u64(&j, g->chunks_missing);
         json_key(&j, "chunks_corrupt");
         json_u64(&j, g->chunks_corrupt);
+        json_key(&j, "key_slots_missing");
+        json_u64(&j, g->slots_missing);
         json_key(&j, "error");
         if (g->err)
             json_str(&j, region_last_error(r->regions[i]));

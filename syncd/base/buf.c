@@ -19,7 +19,17 @@ int buf_reserve(struct buf *b, size_t extra)
     size_t cap = b->cap ? b->cap : 64;
     while (cap < need)
         cap = cap > SIZE_MAX / 2 ? need : cap * 2;
-    uint8_t *p = realloc(b->data, cap);
+    /* An empty buffer (reset for reuse) has nothing worth copying: realloc
+     * would copy its whole old capacity, and a fresh block is no dearer. */
+    uint8_t *p;
+    if (b->len == 0) {
+        free(b->data);
+        b->data = NULL;
+        b->cap = 0;
+        p = malloc(cap);
+    } else {
+        p = realloc(b->data, cap);
+    }
     if (!p)
         return -ENOMEM;
     b->data = p;

@@ -379,6 +379,43 @@ int crypt_open(const struct crypt_keys *k, const char *context, const uint8_t *o
     return 0;
 }
 
+int crypt_peek(const struct crypt_keys *k, const uint8_t *prefix, size_t len, size_t want,
+               struct buf *out)
+{
+    buf_reset(out);
+    if (!prefix || len < CRYPT_HEADER_LEN || memcmp(prefix, CRYPT_MAGIC, 4) != 0 || prefix[6] ||
+        prefix[7])
+        return CKS_E_FORMAT;
+    if (prefix[4] != CRYPT_VERSION || prefix[5] != CRYPT_ALG_AES256GCM)
+        return CKS_E_VERSION;
+    size_t n = len - CRYPT_HEADER_LEN < want ? len - CRYPT_HEADER_LEN : want;
+    if (n > INT_MAX)
+        return -EINVAL;
+    int r = buf_reserve(out, n);
+    if (r < 0)
+        return r;
+    /* GCM encrypts with CTR from inc32(J0) = nonce || 00000002 (SP 800-38D
+     * 7.1, 96-bit IV); OpenSSL's CTR increments all 128 bits, the same for
+     * any prefix shorter than 2^32 blocks. */
+    uint8_t iv[16];
+    memcpy(iv, prefix + 8, CRYPT_NONCE_LEN);
+    memcpy(iv + CRYPT_NONCE_LEN, "\0\0\0\2", 4);
+    EVP_CIPHER *c = EVP_CIPHER_fetch(NULL, "AES-256-CTR", NULL);
+    EVP_CIPHER_CTX *ctx = c ? EVP_CIPHER_CTX_new() : NULL;
+    int outl = 0;
+    r = !c ? ossl_fail(-ENOTSUP) : !ctx ? ossl_fail(-ENOMEM) : 0;
+    if (r == 0 &&
+        (EVP_DecryptInit_ex2(ctx, c, k->data, iv, NULL) != 1 ||
+         EVP_DecryptUpdate(ctx, out->data, &outl, prefix + CRYPT_HEADER_LEN, (int)n) != 1 ||
+         (size_t)outl != n))
+        r = ossl_fail(-EIO);
+    EVP_CIPHER_CTX_free(ctx);
+    EVP_CIPHER_free(c);
+    out->len = r == 0 ? n : 0;
+    out->data[out->len] = 0;
+    return r;
+}
+
 int crypt_is_sealed(const uint8_t *obj, size_t len)
 {
     return obj && len >= 4 && memcmp(obj, CRYPT_MAGIC, 4) == 0;

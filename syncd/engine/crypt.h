@@ -163,6 +163,15 @@ int crypt_seal(const struct crypt_keys *k, const char *context, const uint8_t *p
  * out. */
 int crypt_open(const struct crypt_keys *k, const char *context, const uint8_t *obj, size_t len,
                struct buf *out);
+/* The first bytes of a sealed object's plaintext, up to want of them, from
+ * a prefix of the object (its first CRYPT_HEADER_LEN + want bytes; fewer
+ * give fewer), decrypted WITHOUT authentication: for presence checks that
+ * read a header only (verify --quick), never for data that is used.  A
+ * prefix reaching past the plaintext yields the tag's bytes as garbage:
+ * the caller checks what it reads.  0,
+ * CKS_E_FORMAT, CKS_E_VERSION, -ENOMEM, -EIO. */
+int crypt_peek(const struct crypt_keys *k, const uint8_t *prefix, size_t len, size_t want,
+               struct buf *out);
 /* 1 when obj starts with the envelope's magic, else 0 (a plaintext
  * repository's objects never do: they start with a chunk header or text). */
 int crypt_is_sealed(const uint8_t *obj, size_t len);

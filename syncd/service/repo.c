@@ -97,12 +97,12 @@ static int repo_new_params(const struct config *c, struct repoobj *ret)
 }
 
 /* Reads every healthy region's repo object; agree on one set of params. */
-/* *ret_missing: some healthy region lacks it; *ret_have: some holds it
- * (otherwise r->params are new ones, from the configuration). */
-static int repo_agree(struct repo *r, bool *ret_missing, bool *ret_have, struct buf *err)
+/* *ret_missing: the healthy regions lacking it (bits); *ret_have: some
+ * holds it (otherwise r->params are new ones, from the configuration). */
+static int repo_agree(struct repo *r, uint32_t *ret_missing, bool *ret_have, struct buf *err)
 {
     bool have = false;
-    *ret_missing = false;
+    *ret_missing = 0;
     *ret_have = false;
     for (size_t i = 0; i < r->nregions; i++) {
         struct repoobj o;
@@ -110,7 +110,7 @@ static int repo_agree(struct repo *r, bool *ret_missing, bool *ret_have, struct 
             continue;
         int e = repo_read_settled(r->regions[i], &o, err);
         if (e == -ENOENT) {
-            *ret_missing = true;
+            *ret_missing |= 1u << i;
             continue;
         }
         if (e < 0)
@@ -129,7 +129,6 @@ static int repo_agree(struct repo *r, bool *ret_missing, bool *ret_have, struct 
     }
     *ret_have = have;
     if (!have) {
-        *ret_missing = true;
         int e = repo_new_params(&r->conf, &r->params);
         return e == 0 && r->conf.encryption ? repokeys_new_master(r) : e;
     }
@@ -497,7 +496,8 @@ static int repo_keys(struct repo *r, struct buf *err)
 int repo_open(const struct config *conf, unsigned flags, struct repo **ret, struct buf *err)
 {
     struct repo *r = calloc(1, sizeof(*r));
-    bool missing, have;
+    uint32_t missing;
+    bool have;
     int e;
 
     if (!r)
@@ -523,7 +523,13 @@ int repo_open(const struct config *conf, unsigned flags, struct repo **ret, stru
     }
     if (e < 0)
         goto fail;
-    if (missing && (flags & REPO_CREATE)) {
+    if ((missing || !have) && (flags & REPO_CREATE)) {
+        /* An encrypted repository's key slots reach a region before its
+         * repo object does (see repo_create_keyed). */
+        if (have && r->params.encrypted && repokeys_copy(r, ~missing, missing, err) < 0) {
+            log_error("copying key slots into the regions lacking them: %s", buf_str(err));
+            buf_reset(err);
+        }
         e = have ? repo_fill(r, &r->params, err) : repo_create_keyed(r, err);
         if (e < 0)
             goto fail;
@@ -617,6 +623,12 @@ int repo_adopt(struct repo *r, size_t i, struct buf *err)
             buf_free(&perr);
             continue;
         }
+        buf_free(&perr);
+        /* its key slots first, as at creation (another repository's slots
+         * there stay, and open to no key that passes the check) */
+        if (want.encrypted && repokeys_copy(r, 1u << i, 1u << k, &perr) < 0)
+            log_error("region '%s': copying key slots: %s", r->regions[k]->conf.name,
+                      buf_str(&perr));
         buf_free(&perr);
         if ((e = region_put(r->regions[k], "repo", obj.data, obj.len)) < 0) {
             buf_printf(err, "%s", region_last_error(r->regions[k]));

@@ -204,36 +204,143 @@ static int slot_read(struct repo *r, const struct repokey_info *in, struct keysl
     return e;
 }
 
-int repokeys_list(struct repo *r, struct repokey_info **ret, size_t *ret_n, struct buf *err)
+/* The slot names in the healthy regions of mask, merged and sorted, not
+ * yet read. */
+static int slot_names_in(struct repo *r, uint32_t mask, struct slot_names *l, struct buf *err)
 {
-    struct slot_names l = {calloc(REPOKEYS_MAX_SLOTS, sizeof(struct repokey_info)), 0, 0, false};
-    if (!l.v)
+    *l = (struct slot_names){calloc(REPOKEYS_MAX_SLOTS, sizeof(struct repokey_info)), 0, 0, false};
+    if (!l->v)
         return -ENOMEM;
     unsigned listed = 0;
     for (size_t i = 0; i < r->nregions; i++) {
-        if (r->health[i])
+        if (r->health[i] || !(mask & (1u << i)))
             continue;
-        l.bit = 1u << i;
-        int e = region_list(r->regions[i], REPOKEYS_PREFIX, slot_name_cb, &l);
+        l->bit = 1u << i;
+        int e = region_list(r->regions[i], REPOKEYS_PREFIX, slot_name_cb, l);
         if (e < 0 && e != -ENOENT)
             log_error("%s", region_last_error(r->regions[i]));
         else
             listed++;
     }
     if (!listed) {
-        free(l.v);
+        free(l->v);
+        l->v = NULL;
         buf_printf(err, "no region could list its key slots");
         return CKS_E_QUORUM;
     }
-    if (l.full)
+    if (l->full)
         log_error("more than %d key slots: the rest are not read", REPOKEYS_MAX_SLOTS);
-    qsort(l.v, l.n, sizeof(*l.v), info_cmp);
-    for (size_t k = 0; k < l.n; k++) {
+    qsort(l->v, l->n, sizeof(*l->v), info_cmp);
+    return 0;
+}
+
+int repokeys_list(struct repo *r, struct repokey_info **ret, size_t *ret_n, struct buf *err)
+{
+    struct slot_names l;
+    int e = slot_names_in(r, UINT32_MAX, &l, err);
+    if (e < 0)
+        return e;
+    for (size_t k = 0; k < l.n; k++)
         l.v[k].valid = slot_read(r, &l.v[k], &l.v[k].slot) == 0;
-    }
     *ret = l.v;
     *ret_n = l.n;
     return 0;
+}
+
+/* ---- copying into regions that lack slots ---------------------------------- */
+
+/* Slot info's bytes, from the first region of its that holds a copy that
+ * parses. */
+static int slot_fetch(struct repo *r, const struct repokey_info *in, struct buf *out)
+{
+    char key[64];
+    snprintf(key, sizeof(key), REPOKEYS_PREFIX "%s", in->id);
+    int e = -ENOENT;
+    for (size_t i = 0; i < r->nregions; i++) {
+        struct keyslot ks;
+        if (r->health[i] || !(in->regions & (1u << i)))
+            continue;
+        buf_reset(out);
+        e = region_get(r->regions[i], key, KEYSLOT_MAX_BYTES, out);
+        if (e == 0 && (e = keyslot_parse(out->data, out->len, &ks)) == 0)
+            return 0;
+        log_error("region '%s': key slot \"%s\": %s", r->regions[i]->conf.name, key, err_str(e));
+    }
+    return e;
+}
+
+static const struct repokey_info *slot_find(const struct slot_names *l, const char *id)
+{
+    for (size_t k = 0; k < l->n; k++)
+        if (!strcmp(l->v[k].id, id))
+            return &l->v[k];
+    return NULL;
+}
+
+int repokeys_copy(struct repo *r, uint32_t from, uint32_t to, struct buf *err)
+{
+    struct slot_names src, dst, again;
+    struct buf obj = BUF_INIT;
+    uint32_t *put = NULL;
+    int n = 0, e = slot_names_in(r, from, &src, err);
+    if (e < 0)
+        return e;
+    if ((e = slot_names_in(r, to, &dst, err)) < 0) {
+        free(src.v);
+        return e;
+    }
+    if (!(put = calloc(src.n ? src.n : 1, sizeof(*put)))) {
+        e = -ENOMEM;
+        goto out;
+    }
+    for (size_t k = 0; k < src.n; k++) {
+        const struct repokey_info *have = slot_find(&dst, src.v[k].id);
+        uint32_t lack = to & ~(have ? have->regions : 0);
+        char key[64];
+        for (size_t i = 0; i < r->nregions; i++)
+            if (r->health[i])
+                lack &= ~(1u << i);
+        if (!lack || slot_fetch(r, &src.v[k], &obj) < 0)
+            continue; /* held everywhere, or no copy that parses: not spread */
+        snprintf(key, sizeof(key), REPOKEYS_PREFIX "%s", src.v[k].id);
+        for (size_t i = 0; i < r->nregions; i++) {
+            struct region *rg = r->regions[i];
+            if (!(lack & (1u << i)))
+                continue;
+            int p = region_preconditions(rg) == 1 ? region_put_new(rg, key, obj.data, obj.len)
+                                                  : region_put(rg, key, obj.data, obj.len);
+            if (p == 0 || p == -EEXIST) {
+                put[k] |= 1u << i;
+                n++;
+                log_info("region '%s': copied key slot \"%s\" in", rg->conf.name, key);
+            } else {
+                log_error("%s", region_last_error(rg));
+            }
+        }
+    }
+    /* A `key remove` elsewhere may have deleted a slot from the sources
+     * between the listing and the copy: a slot copied in that no source
+     * holds any more is deleted again, so that the removal stands. */
+    if (n && slot_names_in(r, from, &again, err) == 0) {
+        for (size_t k = 0; k < src.n; k++) {
+            if (!put[k] || slot_find(&again, src.v[k].id))
+                continue;
+            char key[64];
+            snprintf(key, sizeof(key), REPOKEYS_PREFIX "%s", src.v[k].id);
+            for (size_t i = 0; i < r->nregions; i++)
+                if ((put[k] & (1u << i)) && region_del(r->regions[i], key) == 0)
+                    n--;
+            log_info("key slot \"%s\" was removed meanwhile; not copied", key);
+        }
+        free(again.v);
+    }
+    e = n;
+out:
+    buf_free(&obj);
+    free(put);
+    free(src.v);
+    free(dst.v);
+    return e;
 }
 
 /* ---- unlocking -------------------------------------------------------------- */

@@ -81,4 +81,13 @@ struct repokey_info {
  * id.  *ret is malloc'ed. */
 int repokeys_list(struct repo *r, struct repokey_info **ret, size_t *ret_n, struct buf *err);
 
+/* Copies every key slot that a healthy region of mask from holds (and that
+ * parses) into each healthy region of mask to that lacks it: a region that
+ * gets the repo object from another (a new or emptied bucket) gets the
+ * slots first, so that losing the old regions later does not lose the
+ * way in.  A slot that no region of from holds any more once the copies
+ * are made (a concurrent `key remove`) is deleted again.  Returns the
+ * number of copies written (>= 0), or a listing's error. */
+int repokeys_copy(struct repo *r, uint32_t from, uint32_t to, struct buf *err);
+
 #endif

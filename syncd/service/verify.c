@@ -32,6 +32,7 @@
 #include "engine/lineage.h"
 #include "engine/ref.h"
 #include "service/catalog.h"
+#include "service/repokeys.h"
 #include "service/restore.h"
 #include "service/snapshot.h"
 #include "service/verify.h"
@@ -294,7 +295,7 @@ static int verify_chunk_in(struct vctx *v, size_t i, const struct mchunk *c, str
     if (v->quick) {
         enum chunkobj_codec codec;
         uint32_t raw_len = 0;
-        e = region_get_range(rg, key, 0, CHUNKOBJ_HEADER_LEN, obj);
+        e = region_peek(rg, key, CHUNKOBJ_HEADER_LEN, obj);
         if (e == 0)
             e = chunkobj_header(obj->data, obj->len, &codec, &raw_len);
         if (e == 0 && raw_len != c->len)
@@ -384,6 +385,54 @@ static int verify_chunks(struct vctx *v, void (*progress)(void *, uint64_t, uint
     return 0;
 }
 
+/* Slots per region that some region holds and this one lacks. */
+static int slots_lacking(struct vctx *v, uint64_t *lack, struct buf *err)
+{
+    struct repokey_info *s = NULL;
+    size_t n = 0;
+    int e = repokeys_list(v->r, &s, &n, err);
+    if (e < 0)
+        return e;
+    memset(lack, 0, sizeof(uint64_t) * CONFIG_MAX_REGIONS);
+    for (size_t k = 0; k < n; k++)
+        for (size_t i = 0; s[k].valid && i < v->r->nregions; i++)
+            lack[i] += !v->r->health[i] && !(s[k].regions & (1u << i));
+    free(s);
+    return 0;
+}
+
+/* Every region of an encrypted repository should hold every key slot:
+ * a region that is the last one standing must still let each secret in. */
+static int verify_keys(struct vctx *v)
+{
+    uint64_t lack[CONFIG_MAX_REGIONS], after[CONFIG_MAX_REGIONS];
+    struct buf err = BUF_INIT;
+    bool any = false;
+    int e = v->r->encrypted ? slots_lacking(v, lack, &err) : 0;
+    if (e < 0 || !v->r->encrypted)
+        goto out;
+    for (size_t i = 0; i < v->r->nregions; i++) {
+        v->res->region[i].slots_missing = lack[i];
+        if (lack[i])
+            log_error("region '%s' lacks %llu key slot(s) that other regions hold",
+                      v->r->regions[i]->conf.name, (unsigned long long)lack[i]);
+        any |= lack[i] != 0;
+    }
+    if (!any || !v->repair)
+        goto out;
+    if ((e = repokeys_copy(v->r, UINT32_MAX, UINT32_MAX, &err)) >= 0 &&
+        (e = slots_lacking(v, after, &err)) == 0)
+        for (size_t i = 0; i < v->r->nregions; i++)
+            v->res->region[i].repaired += lack[i] > after[i] ? lack[i] - after[i] : 0;
+out:
+    if (e < 0 && e != -ENOMEM) {
+        log_error("key slots: %s", buf_str(&err));
+        e = 0; /* the regions' own errors show in their results */
+    }
+    buf_free(&err);
+    return e;
+}
+
 /* The snapshots to check: one, or what the regions list (of a run). */
 static int verify_select(struct repo *r, const char *run, const char *id, struct catalog_snap **ret,
                          size_t *ret_n, struct buf *err)
@@ -434,6 +483,8 @@ int verify_run(struct repo *r, const char *run, const char *id, unsigned flags,
         e = verify_records(&v, run);
     if (e == 0)
         e = verify_chunks(&v, progress, ud);
+    if (e == 0)
+        e = verify_keys(&v);
     for (size_t i = 0; i < r->nregions; i++) {
         ret->region[i].err = r->health[i];
         if (e == 0 && !verify_region_ok(&ret->region[i]))
@@ -448,5 +499,5 @@ out:
 int verify_region_ok(const struct verify_region_result *v)
 {
     return !v->err && !v->manifests_missing && !v->manifests_bad && !v->records_bad &&
-           !v->chunks_missing && !v->chunks_corrupt;
+           !v->chunks_missing && !v->chunks_corrupt && !v->slots_missing;
 }

@@ -1,7 +1,8 @@
 /*
  * verify.h — check that every chunk of every selected snapshot is present
  * and intact (decodes, and its SHA-256 matches its id) in every region,
- * and that every region holds every selected snapshot's manifest.
+ * and that every region holds every selected snapshot's manifest (and,
+ * when the repository is encrypted, every key slot).
  *
  * The selection is the union over healthy regions of their snapshots
  * (of one run, or all runs), or one snapshot.  Each distinct chunk is
@@ -23,6 +24,9 @@ struct verify_region_result {
     uint64_t records_missing; /* held by other regions, not this one (not a failure) */
     uint64_t repaired;        /* objects copied in from a region with a good copy */
     uint64_t chunks_ok, chunks_missing, chunks_corrupt;
+    /* an encrypted repository's key slots that other regions hold and this
+     * one lacks (repair copies them in) */
+    uint64_t slots_missing;
 };
 
 struct verify_result {

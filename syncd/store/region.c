@@ -399,18 +399,27 @@ int region_put(struct region *r, const char *key, const void *data, size_t len)
     return region_put_via(r, r->ops->put, "writing", key, data, len);
 }
 
-int region_get(struct region *r, const char *key, size_t max, struct buf *out)
+/* The start of every keyed request: counts it, checks the key and gives its
+ * stored name in mkey; an error is recorded on r (what: "reading" ...). */
+static int region_begin(struct region *r, const char *what, const char *key,
+                        char mkey[REGION_KEY_MAX])
 {
     r->errmsg[0] = 0;
     r->requests++;
     if (region_key_check(key, 0) < 0)
         return region_bad_key(r, key);
+    int e = region_map(r, key, false, mkey, NULL);
+    return e < 0 ? region_done(r, what, key, e) : 0;
+}
+
+int region_get(struct region *r, const char *key, size_t max, struct buf *out)
+{
+    char mkey[REGION_KEY_MAX];
+    int e = region_begin(r, "reading", key, mkey);
+    if (e < 0)
+        return e;
     bool sealed = region_key_sealed(r, key);
     size_t cap = sealed && max <= SIZE_MAX - CRYPT_OVERHEAD ? max + CRYPT_OVERHEAD : max;
-    char mkey[REGION_KEY_MAX];
-    int e = region_map(r, key, false, mkey, NULL);
-    if (e < 0)
-        return region_done(r, "reading", key, e);
     e = region_done(r, "reading", key, r->ops->get(r, mkey, cap, out));
     if (e == 0 && sealed)
         e = region_open_in(r, key, out, r->errmsg, sizeof(r->errmsg));
@@ -439,18 +448,29 @@ int region_get_range(struct region *r, const char *key, uint64_t off, size_t len
     return 0;
 }
 
+int region_peek(struct region *r, const char *key, size_t len, struct buf *out)
+{
+    if (!region_key_sealed(r, key))
+        return region_get_range(r, key, 0, len, out);
+    char mkey[REGION_KEY_MAX];
+    int e = region_begin(r, "reading", key, mkey);
+    if (e < 0)
+        return e;
+    e = r->ops->get_range(r, mkey, 0, CRYPT_HEADER_LEN + len, &r->scratch);
+    if ((e = region_done(r, "reading", key, e)) == 0 &&
+        (e = crypt_peek(r->seal, r->scratch.data, r->scratch.len, len, out)) < 0)
+        region_set_error(r, "region '%s': opening \"%s\": %s", r->conf.name, key, err_str(e));
+    buf_reset(&r->scratch);
+    return e;
+}
+
 int region_has_size(struct region *r, const char *key, uint64_t size)
 {
-    r->errmsg[0] = 0;
-    r->requests++;
-    if (region_key_check(key, 0) < 0)
-        return region_bad_key(r, key);
     char mkey[REGION_KEY_MAX];
-    int e = region_map(r, key, false, mkey, NULL);
-    if (e < 0)
-        return region_done(r, "looking up", key, e);
-    return region_done(r, "looking up", key,
-                       r->ops->has(r, mkey, region_sealed_size(r, key, size)));
+    int e = region_begin(r, "looking up", key, mkey);
+    return e < 0 ? e
+                 : region_done(r, "looking up", key,
+                               r->ops->has(r, mkey, region_sealed_size(r, key, size)));
 }
 
 int region_has(struct region *r, const char *key)
@@ -549,13 +569,9 @@ int region_list(struct region *r, const char *prefix,
 
 int region_del(struct region *r, const char *key)
 {
-    r->errmsg[0] = 0;
-    r->requests++;
-    if (region_key_check(key, 0) < 0)
-        return region_bad_key(r, key);
     char mkey[REGION_KEY_MAX];
-    int e = region_map(r, key, false, mkey, NULL);
-    return region_done(r, "deleting", key, e < 0 ? e : r->ops->del(r, mkey));
+    int e = region_begin(r, "deleting", key, mkey);
+    return e < 0 ? e : region_done(r, "deleting", key, r->ops->del(r, mkey));
 }
 
 int region_check(struct region *r)

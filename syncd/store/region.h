@@ -121,6 +121,10 @@ int region_put(struct region *r, const char *key, const void *data, size_t len);
 int region_get(struct region *r, const char *key, size_t max, struct buf *out);
 /* Reads bytes [off, off+len) of an object (fewer at its end) into out. */
 int region_get_range(struct region *r, const char *key, uint64_t off, size_t len, struct buf *out);
+/* The first len bytes of an object, for a presence check: of a sealed
+ * object, decrypted without authentication (crypt_peek): never data to
+ * use.  Reads CRYPT_HEADER_LEN + len bytes, not the whole object. */
+int region_peek(struct region *r, const char *key, size_t len, struct buf *out);
 int region_has(struct region *r, const char *key);
 /* Like region_has, but an object whose size is not `size` is reported
  * absent (and logged), so that the caller writes it again. */

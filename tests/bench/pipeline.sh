@@ -12,6 +12,7 @@
 #   BENCH_DIR       scratch directory parent (default /var/tmp); about
 #                   10 x SIZE must be free there
 #   PIPELINE_TOOLS  which peers to run (default "restic borg casync rclone")
+#   PIPELINE_ENCRYPTED=0 skips the encrypted-repository runs (default 1)
 #   WRITE_RESULTS=1 also writes the tables to tests/bench/RESULTS.md
 #
 # What it measures (every timed command starts from dropped page caches
@@ -29,6 +30,8 @@
 # - ckptsync daemon: three dir regions; the checkpoint is renamed into the
 #   watch folder (as trainers do) and `commit --wait durable`, then
 #   `--wait replicated`, are timed; CPU and peak RSS are the daemon's own.
+# - Encryption: the CLI and daemon runs again into an encrypted repository
+#   (aes-256-gcm, key file); CPU ratios encrypted / plain.
 # - restic (one local repository, compression auto), borg (zstd,3),
 #   casync (zstd), rclone copy: back up v1, v2, restore v2.
 # - Scaling: on tmpfs (CPU bound), snapshot and restore with `workers = 1`
@@ -100,10 +103,16 @@ measure() {
     'BEGIN {printf "%.2f %.2f %d\n", b - a, u + s, m}' > "$RES/$key"
 }
 
-# cks_conf FILE BASE WORKERS: three dir regions under BASE.
+# cks_conf FILE BASE WORKERS [enc]: three dir regions under BASE; "enc":
+# an encrypted repository (aes-256-gcm, a key file).
 cks_conf() {
   mkdir -p "$2/a" "$2/b" "$2/c" "$2/state" "$2/watch/bench" "$2/stage"
-  cat > "$1" << EOF
+  {
+    if [ "${4:-}" = enc ]; then
+      head -c 32 /dev/urandom > "$2.key"; chmod 600 "$2.key"
+      printf '[repository]\nencryption = aes-256-gcm\nkey_file = %s\n' "$2.key"
+    fi
+    cat << EOF
 [daemon]
 watch = $2/watch
 state = $2/state
@@ -120,6 +129,7 @@ path = $2/b
 kind = dir
 path = $2/c
 EOF
+  } > "$1"
 }
 
 proc_cpu() { awk '{printf "%.2f\n", ($14 + $15) / 100}' "/proc/$1/stat"; }
@@ -168,38 +178,54 @@ fi
 
 # ---- ckptsync CLI -----------------------------------------------------------------
 
+# cli_bench KEY [enc]: snapshot v1, v1 again, v2, restore on a fresh state.
+cli_bench() {
+  local k=$1 CB=$S/repo/$1
+  cks_conf "$CB.conf" "$CB" 0 "${2:-}"
+  measure "$k.v1" "$CKS" --config "$CB.conf" snapshot "$V1" --run bench --step 100
+  echo "$(bytes_of "$CB/a") 3" > "$RES/$k.v1.stored"
+  measure "$k.unchanged" "$CKS" --config "$CB.conf" snapshot "$V1" --run bench --step 100
+  before=$(bytes_of "$CB/a")
+  measure "$k.v2" "$CKS" --config "$CB.conf" snapshot "$V2" --run bench --step 200
+  after=$(bytes_of "$CB/a"); echo "$((after - before)) 3" > "$RES/$k.v2.stored"
+  rm -rf "$CB/state"
+  measure "$k.restore" "$CKS" --config "$CB.conf" restore --run bench --latest --to "$S/restore/$k"
+  verify "$k.restore" "$S/restore/$k/checkpoint-200"
+  rm -rf "$S/restore/$k" "$CB" "$CB.key"
+}
 say "ckptsync snapshot / restore"
-CB=$S/repo/cli
-cks_conf "$CB.conf" "$CB" 0
-measure cli.v1 "$CKS" --config "$CB.conf" snapshot "$V1" --run bench --step 100
-echo "$(bytes_of "$CB/a") 3" > "$RES/cli.v1.stored"
-measure cli.unchanged "$CKS" --config "$CB.conf" snapshot "$V1" --run bench --step 100
-before=$(bytes_of "$CB/a")
-measure cli.v2 "$CKS" --config "$CB.conf" snapshot "$V2" --run bench --step 200
-after=$(bytes_of "$CB/a"); echo "$((after - before)) 3" > "$RES/cli.v2.stored"
-rm -rf "$CB/state"
-measure cli.restore "$CKS" --config "$CB.conf" restore --run bench --latest --to "$S/restore/cli"
-verify cli.restore "$S/restore/cli/checkpoint-200"
-rm -rf "$S/restore/cli" "$CB"
+cli_bench cli
+if [ "${PIPELINE_ENCRYPTED:-1}" = 1 ]; then
+  say "ckptsync snapshot / restore, encrypted repository"
+  cli_bench cli-enc enc
+fi
 
 # ---- ckptsync daemon --------------------------------------------------------------
 
+# daemon_bench KEY [enc]: v1 then v2 renamed into the watch folder.
+daemon_bench() {
+  local k=$1 DB=$S/repo/$1
+  cks_conf "$DB.conf" "$DB" 0 "${2:-}"
+  cp -r "$V1" "$DB/stage/checkpoint-100"
+  cp -r "$V2" "$DB/stage/checkpoint-200"
+  "$CKSD" --config "$DB.conf" >> "$LOGS/$k.log" 2>&1 &
+  DPID=$!
+  for _ in $(seq 100); do "$CKS" --config "$DB.conf" status > /dev/null 2>&1 && break; sleep 0.1; done
+  daemon_commit "$k.v1" "$DB" "$DB.conf" checkpoint-100
+  echo "$(bytes_of "$DB/a") 3" > "$RES/$k.v1.stored"
+  before=$(bytes_of "$DB/a")
+  daemon_commit "$k.v2" "$DB" "$DB.conf" checkpoint-200
+  after=$(bytes_of "$DB/a"); echo "$((after - before)) 3" > "$RES/$k.v2.stored"
+  kill "$DPID"; wait "$DPID" 2> /dev/null || true
+  DPID=
+  rm -rf "$DB" "$DB.key"
+}
 say "ckptsyncd: commit --wait durable / replicated"
-DB=$S/repo/daemon
-cks_conf "$DB.conf" "$DB" 0
-cp -r "$V1" "$DB/stage/checkpoint-100"
-cp -r "$V2" "$DB/stage/checkpoint-200"
-"$CKSD" --config "$DB.conf" >> "$LOGS/daemon.log" 2>&1 &
-DPID=$!
-for _ in $(seq 100); do "$CKS" --config "$DB.conf" status > /dev/null 2>&1 && break; sleep 0.1; done
-daemon_commit daemon.v1 "$DB" "$DB.conf" checkpoint-100
-echo "$(bytes_of "$DB/a") 3" > "$RES/daemon.v1.stored"
-before=$(bytes_of "$DB/a")
-daemon_commit daemon.v2 "$DB" "$DB.conf" checkpoint-200
-after=$(bytes_of "$DB/a"); echo "$((after - before)) 3" > "$RES/daemon.v2.stored"
-kill "$DPID"; wait "$DPID" 2> /dev/null || true
-DPID=
-rm -rf "$DB"
+daemon_bench daemon
+if [ "${PIPELINE_ENCRYPTED:-1}" = 1 ]; then
+  say "ckptsyncd, encrypted repository"
+  daemon_bench daemon-enc enc
+fi
 
 # ---- peers --------------------------------------------------------------------------
 
@@ -327,6 +353,10 @@ report() {
   row "borg extract v2" borg.restore
   row "casync extract v2" casync.restore
   row "rclone copy v2" rclone.restore
+  row "ckptsync snapshot v1, encrypted" cli-enc.v1
+  row "ckptsync snapshot v2, encrypted" cli-enc.v2
+  row "ckptsyncd v1 to replicated, encrypted" daemon-enc.v1
+  row "ckptsync restore v2, encrypted" cli-enc.restore
   echo
   echo "| ratio (same run) | value | target | |"
   echo "|---|---|---|---|"
@@ -335,6 +365,9 @@ report() {
   ratio "ckptsync snapshot CPU s (3 regions) / restic CPU s (1 copy)" cli.v1 2 restic.v1 2 1.0
   ratio "ckptsync restore / restic restore" cli.restore 1 restic.restore 1 0.8
   ratio "ckptsync restore / rclone copy" cli.restore 1 rclone.restore 1 1.0
+  ratio "encrypted / plain: ckptsync snapshot v1 CPU s" cli-enc.v1 2 cli.v1 2 1.10
+  ratio "encrypted / plain: ckptsyncd v1 CPU s" daemon-enc.v1 2 daemon.v1 2 1.10
+  ratio "encrypted / plain: ckptsync restore CPU s" cli-enc.restore 2 cli.restore 2 1.10
   [ -f "$RES/cli.unchanged" ] && awk -v w="$(cut -d' ' -f1 "$RES/cli.unchanged")" \
     'BEGIN {printf "| ckptsync snapshot of the unchanged tree, wall s (not a ratio) | %.2f | < 1 s | %s |\n", w, w < 1 ? "met" : "missed"}'
   if [ -f "$RES/scale.snapshot.1" ]; then

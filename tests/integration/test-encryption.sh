@@ -11,7 +11,10 @@
 # the key file's slot (refused without --force for the slot in use, and
 # refused for the last one).  Dedup across instances sharing the key, the
 # daemon's path, and an unencrypted repository that refuses to become
-# encrypted by configuration.  The s3 variant lists and damages objects
+# encrypted by configuration.  Key slots (dir): verify names a region that
+# lost them and --repair copies them back; a new region and `repo adopt`
+# get them with the repo object, so that region alone unlocks; verify
+# --quick reads sealed headers.  The s3 variant lists and damages objects
 # with the AWS CLI (interop).
 . "$(dirname "$0")/lib.sh"
 write_config 64K 256K 1M
@@ -174,6 +177,54 @@ diff -r "$T/orig2" "$T/r4/checkpoint-8" > /dev/null || die "daemon snapshot rest
 obj_keys b | grep '^snapshots/' | while read -r k; do
   obj_get b "$k" "$T/m"; [ "$(head -c 4 "$T/m")" = CKE1 ] || die "daemon manifest \"$k\" is not sealed"
 done
+
+if [ "${CKS_REGIONS:-dir}" = dir ]; then
+  # regions_conf FILE NAME...: $CONF with exactly these dir regions under $T/regions
+  regions_conf() {
+    local f=$1; shift
+    sed -e '/^\[region\./,$d' -e "s/^quorum = .*/quorum = $(($# < 2 ? 1 : 2))/" "$CONF" > "$f"
+    for n in "$@"; do
+      mkdir -p "$T/regions/$n"; printf '[region.%s]\nkind = dir\npath = %s\n' "$n" "$T/regions/$n" >> "$f"
+    done
+  }
+  step "verify --quick reads chunk headers of sealed objects; a missing chunk is named"
+  cks verify --quick > /dev/null || die "verify --quick of an intact encrypted repository failed"
+  gone=$(grep '^chunks/' "$T/keys.b" | sed -n 2p)
+  mv "$T/regions/b/$gone" "$T/gone"
+  expect_fail 1 cks verify --quick
+  grep "$(basename "$gone")" "$T/err" > /dev/null || { cat "$T/out" "$T/err"; die "verify --quick did not name the missing chunk"; }
+  mv "$T/gone" "$T/regions/b/$gone"
+
+  step "a region that lost its key slots is reported, and verify --repair copies them back"
+  rm -f "$T/regions/c/keys/"*
+  expect_fail 1 cks verify --json
+  [ "$(json "$T/out" '[g["key_slots_missing"] for g in d["regions"]]')" = "[0, 0, 2]" ] || { cat "$T/out"; die "the lost key slots are not reported"; }
+  cks verify --repair > /dev/null 2>&1 || true
+  cks verify > /dev/null || die "verify --repair did not copy the key slots back"
+  [ "$(ls "$T/regions/c/keys" | wc -l)" = 2 ] || die "region c holds $(ls "$T/regions/c/keys" | wc -l) key slots, not 2"
+
+  step "a new region gets the key slots with the repo object, and alone unlocks the repository"
+  regions_conf "$T/abcd.conf" a b c d
+  "$CKPTSYNC" --config "$T/abcd.conf" snapshot "$ck" --run "$RUN" --step 9 > /dev/null
+  [ -f "$T/regions/d/repo" ] && [ "$(ls "$T/regions/d/keys" | wc -l)" = 2 ] || die "region d did not get the repo object and both key slots"
+  regions_conf "$T/d.conf" d
+  rm -rf "$STATE" "$T/r5"
+  "$CKPTSYNC" --config "$T/d.conf" restore --run "$RUN" --latest --to "$T/r5" > /dev/null || die "region d alone does not unlock and restore"
+  diff -r "$T/orig" "$T/r5/checkpoint-7" > /dev/null || die "restore from region d alone differs"
+
+  step "repo adopt copies the adopted repository's key slots into the regions it rewrites"
+  regions_conf "$T/e.conf" e
+  rm -rf "$STATE"
+  "$CKPTSYNC" --config "$T/e.conf" snapshot "$ck" --run other > /dev/null # another repository, its own master key
+  regions_conf "$T/ae.conf" a e
+  rm -rf "$STATE"
+  expect_fail 1 "$CKPTSYNC" --config "$T/ae.conf" ls --remote
+  grep "split" "$T/err" > /dev/null || { cat "$T/err"; die "the split was not reported"; }
+  "$CKPTSYNC" --config "$T/ae.conf" repo adopt a > /dev/null 2>&1 || die "repo adopt a failed"
+  for id in $(ls "$T/regions/a/keys"); do [ -f "$T/regions/e/keys/$id" ] || die "repo adopt did not copy key slot $id"; done
+  rm -rf "$STATE"
+  "$CKPTSYNC" --config "$T/e.conf" ls --remote > /dev/null || die "region e does not unlock the adopted repository alone"
+fi
 
 step "an unencrypted repository is not turned into an encrypted one by configuration"
 P="$T/plain"; mkdir -p "$P/a" "$P/b" "$P/c"

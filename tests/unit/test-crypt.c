@@ -263,7 +263,19 @@ static void test_seal_roundtrip(void **state)
         assert_memory_not_equal(obj.data + 8, obj2.data + 8, CRYPT_NONCE_LEN);
         assert_int_equal(crypt_open(&k, ctx_chunk, obj2.data, obj2.len, &back), 0);
         assert_int_equal(back.len, n);
+        /* peek: a prefix of the object gives the plaintext's prefix (GCM's
+         * counter stream), fewer bytes when the object is shorter */
+        for (size_t want = 0; want <= 40; want += 20) {
+            size_t got = want < n ? want : n;
+            assert_int_equal(crypt_peek(&k, obj2.data, CRYPT_HEADER_LEN + got, want, &back), 0);
+            assert_int_equal(back.len, got);
+            if (got)
+                assert_memory_equal(back.data, plain, got);
+        }
     }
+    assert_int_equal(crypt_peek(&k, obj.data, CRYPT_HEADER_LEN - 1, 8, &back), CKS_E_FORMAT);
+    obj.data[4] = 2;
+    assert_int_equal(crypt_peek(&k, obj.data, obj.len, 8, &back), CKS_E_VERSION);
     /* the ciphertext does not contain the plaintext */
     assert_int_equal(crypt_seal(&k, "", (const uint8_t *)"secret-file-name.bin", 20, &obj), 0);
     assert_null(memmem(obj.data, obj.len, "secret", 6));
