@@ -117,6 +117,7 @@ static int parse_size(const struct key_def *d, const char *value, void *field, c
 static int parse_bool(const struct key_def *d, const char *value, void *field, char *why);
 static int parse_kind(const struct key_def *d, const char *value, void *field, char *why);
 static int parse_tensor(const struct key_def *d, const char *value, void *field, char *why);
+static int parse_durable_first(const struct key_def *d, const char *value, void *field, char *why);
 static int parse_encryption(const struct key_def *d, const char *value, void *field, char *why);
 static int parse_addressing(const struct key_def *d, const char *value, void *field, char *why);
 static int parse_payload(const struct key_def *d, const char *value, void *field, char *why);
@@ -152,6 +153,7 @@ static const struct key_def config_keys[] = {
     {SEC_DAEMON, "workers", parse_uint, check_uint, CFG(workers), 0, 1024, 0},
     {SEC_DAEMON, "create_settle", parse_uint, check_uint, CFG(create_settle), 1, 600, 0},
     {SEC_DAEMON, "metrics", parse_listen, check_listen, CFG(metrics), 0, 0, 0},
+    {SEC_DAEMON, "durable_first", parse_durable_first, NULL, CFG(durable_first), 0, 0, 0},
     {SEC_DAEMON, "metrics_textfile", parse_text, check_textfile, CFG(metrics_textfile), 0, 0, 0},
     {SEC_DAEMON, "control_idle_timeout", parse_uint, check_uint, CFG(control_idle_timeout), 1,
      CONTROL_IDLE_TIMEOUT_MAX, 0},
@@ -706,6 +708,23 @@ static int parse_tensor(const struct key_def *d, const char *value, void *field,
     static const struct word words[] = {{"auto", 1}, {"off", 0}};
     return parse_flag_word(words, ARRAY_SIZE(words), "a tensor codec mode (auto or off)", value,
                            field, why);
+}
+
+static int parse_durable_first(const struct key_def *d, const char *value, void *field, char *why)
+{
+    static const struct word words[] = {
+        {"auto", DURABLE_FIRST_AUTO}, {"on", DURABLE_FIRST_ON},   {"yes", DURABLE_FIRST_ON},
+        {"true", DURABLE_FIRST_ON},   {"off", DURABLE_FIRST_OFF}, {"no", DURABLE_FIRST_OFF},
+        {"false", DURABLE_FIRST_OFF},
+    };
+    int v;
+    if (parse_word(words, ARRAY_SIZE(words), value, &v) < 0) {
+        snprintf(why, WHY_MAX, "'%.*s' is not a durable_first mode (auto, on or off)", WHY_MAX / 2,
+                 value);
+        return -1;
+    }
+    *(enum config_durable_first *)field = (enum config_durable_first)v;
+    return 0;
 }
 
 static int parse_encryption(const struct key_def *d, const char *value, void *field, char *why)

@@ -8,6 +8,7 @@
  * are seconds with one optional lower-case s, m, h or d suffix, e.g. "6h".
  *
  *   [daemon]  watch, state, quorum, settle, socket, memory, workers, create_settle,
+ *             durable_first = auto|on|off,
  *             metrics (HOST:PORT or PORT, off by default), metrics_textfile,
  *             control_idle_timeout
  *   [chunker] min, avg, max, normalization
@@ -56,6 +57,9 @@ struct config_listen {
 };
 
 enum region_kind { REGION_KIND_DIR = 0, REGION_KIND_S3 = 1 };
+/* [daemon] durable_first: the regions past the first `quorum` hold back
+ * while a snapshot is not yet durable (service/replicator.c). */
+enum config_durable_first { DURABLE_FIRST_AUTO = 0, DURABLE_FIRST_ON, DURABLE_FIRST_OFF };
 
 struct region_conf {
     char name[CONFIG_NAME_MAX]; /* [region.NAME]: [A-Za-z0-9_-]{1,63} */
@@ -98,22 +102,23 @@ struct retention_policy {
 struct config {
     char source[CONFIG_PATH_MAX]; /* file it came from, "" = embedded */
     /* [daemon] */
-    char watch[CONFIG_PATH_MAX];            /* default /data/cloud_storage */
-    char state[CONFIG_PATH_MAX];            /* default /var/lib/ckptsync */
-    char socket[CONFIG_PATH_MAX];           /* default <state>/ckptsyncd.sock */
-    unsigned quorum;                        /* default 2, 1..nregions */
-    unsigned settle;                        /* seconds, default 10 */
-    unsigned create_settle;                 /* seconds a creator waits for rival repository
-                                             * candidates where a store cannot refuse a
-                                             * second create (service/repo.c), default 10 */
-    uint64_t memory;                        /* memory budget, default 1G */
-    unsigned workers;                       /* threads for cutting, hashing, compression and
-                                             * restore; 0 (default): one per online CPU */
-    char metrics[CONFIG_LISTEN_MAX];        /* Prometheus /metrics address as written
-                                             * (config_parse_listen), "" = off (default) */
-    char metrics_textfile[CONFIG_PATH_MAX]; /* node_exporter textfile (*.prom), "" = none */
-    unsigned control_idle_timeout;          /* seconds a control client has to send its request
-                                             * line (and to read its answer), default 5, 1..3600 */
+    char watch[CONFIG_PATH_MAX];             /* default /data/cloud_storage */
+    char state[CONFIG_PATH_MAX];             /* default /var/lib/ckptsync */
+    char socket[CONFIG_PATH_MAX];            /* default <state>/ckptsyncd.sock */
+    unsigned quorum;                         /* default 2, 1..nregions */
+    unsigned settle;                         /* seconds, default 10 */
+    unsigned create_settle;                  /* seconds a creator waits for rival repository
+                                              * candidates where a store cannot refuse a
+                                              * second create (service/repo.c), default 10 */
+    uint64_t memory;                         /* memory budget, default 1G */
+    unsigned workers;                        /* threads for cutting, hashing, compression and
+                                              * restore; 0 (default): one per online CPU */
+    char metrics[CONFIG_LISTEN_MAX];         /* Prometheus /metrics address as written
+                                              * (config_parse_listen), "" = off (default) */
+    char metrics_textfile[CONFIG_PATH_MAX];  /* node_exporter textfile (*.prom), "" = none */
+    enum config_durable_first durable_first; /* auto (default): on when every region is s3 */
+    unsigned control_idle_timeout;           /* seconds a control client has to send its request
+                                              * line (and to read its answer), default 5, 1..3600 */
     /* [chunker] */
     uint64_t chunk_min, chunk_avg, chunk_max; /* defaults 512K, 2M, 8M */
     unsigned normalization;                   /* default 1, 0..3 */

@@ -34,7 +34,8 @@ struct fslot {
 };
 
 struct fetch_shared {
-    pthread_mutex_t mu; /* serialises on_chunk */
+    pthread_mutex_t mu; /* serialises on_chunk, unless FETCH_CONCURRENT */
+    bool concurrent;
     int (*on_chunk)(void *, const struct fetch_job *, const uint8_t *, size_t);
     void *ud;
     atomic_int failed; /* a part failed: the others stop */
@@ -50,8 +51,10 @@ struct fetcher {
     int ret;
     struct buf errbuf;
     struct fetch_stats stbuf;
-    struct fetch_job *jobs;
-    size_t n, next;
+    size_t delivered;       /* jobs handed to on_chunk */
+    struct fetch_job *base; /* every part's jobs: a job's home region is its index's */
+    struct fetch_job *jobs; /* this part's: jobs[0], jobs[stride], ... */
+    size_t n, next, stride;
     struct fetch_job **retry;
     size_t nretry;
     struct fslot *slots[CONFIG_MAX_REGIONS];
@@ -124,7 +127,7 @@ static int f_fill(struct fetcher *f)
 {
     while (f->nretry) {
         struct fetch_job *job = f->retry[f->nretry - 1];
-        int p = f_place(f, job, (size_t)(job - f->jobs));
+        int p = f_place(f, job, (size_t)(job - f->base));
         if (p < 0) {
             char hex[HASH_HEX_LEN + 1];
             hex_encode(job->id, HASH_LEN, hex);
@@ -135,8 +138,12 @@ static int f_fill(struct fetcher *f)
             return 0;
         f->nretry--;
     }
-    while (f->next < f->n && f_place(f, &f->jobs[f->next], f->next) == 1)
+    while (f->next < f->n) {
+        struct fetch_job *job = &f->jobs[f->next * f->stride];
+        if (f_place(f, job, (size_t)(job - f->base)) != 1)
+            break;
         f->next++;
+    }
     return 0;
 }
 
@@ -171,9 +178,12 @@ static int f_complete(struct fetcher *f, struct region_req *req,
     }
     f->st->fetched_bytes += req->out.len;
     f->st->region_chunks[sl->region]++;
-    pthread_mutex_lock(&f->sh->mu);
+    if (!f->sh->concurrent)
+        pthread_mutex_lock(&f->sh->mu);
     e = atomic_load(&f->sh->failed) ? -ECANCELED : on_chunk(ud, sl->job, f->raw.data, f->raw.len);
-    pthread_mutex_unlock(&f->sh->mu);
+    if (!f->sh->concurrent)
+        pthread_mutex_unlock(&f->sh->mu);
+    f->delivered += e == 0;
     return e;
 }
 
@@ -268,11 +278,12 @@ static size_t f_parts(const struct repo *r, size_t n)
     return parts ? parts : 1;
 }
 
-int fetch_run(struct repo *r, struct fetch_job *jobs, size_t n,
+int fetch_run(struct repo *r, struct fetch_job *jobs, size_t n, unsigned flags,
               int (*on_chunk)(void *ud, const struct fetch_job *j, const uint8_t *data, size_t len),
               void *ud, struct fetch_stats *stats, struct buf *err)
 {
-    struct fetch_shared sh = {.on_chunk = on_chunk, .ud = ud};
+    struct fetch_shared sh = {
+        .on_chunk = on_chunk, .ud = ud, .concurrent = (flags & FETCH_CONCURRENT) != 0};
     size_t parts = f_parts(r, n);
     struct fetcher *f = calloc(parts, sizeof(*f));
     int e = 0;
@@ -282,13 +293,17 @@ int fetch_run(struct repo *r, struct fetch_job *jobs, size_t n,
     pthread_mutex_init(&sh.mu, NULL);
     for (size_t p = 0; e == 0 && p < parts; p++) {
         struct fetcher *fp = &f[p];
-        size_t lo = n * p / parts, hi = n * (p + 1) / parts;
+        /* Interleaved, not halves: the parts walk each file side by side,
+         * so chunks arrive close to file order (restore hashes each file
+         * in order, see restore.c). */
         fp->r = r;
         fp->z = repo_chunkobj_ctx(r);
         fp->sh = &sh;
         fp->parts = parts;
-        fp->jobs = jobs + lo;
-        fp->n = hi - lo;
+        fp->base = jobs;
+        fp->jobs = jobs + p;
+        fp->stride = parts;
+        fp->n = p < n ? (n - p + parts - 1) / parts : 0;
         fp->st = p ? &fp->stbuf : stats;
         fp->err = p ? &fp->errbuf : err;
         for (size_t i = 0; i < r->nregions; i++) {
@@ -319,8 +334,10 @@ int fetch_run(struct repo *r, struct fetch_job *jobs, size_t n,
             pthread_join(f[p].th, NULL);
         if ((e == 0 || e == -ECANCELED) && f[p].ret < 0 && f[p].ret != -ECANCELED) {
             e = f[p].ret;
-            buf_reset(err);
-            buf_printf(err, "%s", buf_str(&f[p].errbuf));
+            if (buf_str(&f[p].errbuf)[0]) { /* else on_chunk wrote err itself */
+                buf_reset(err);
+                buf_printf(err, "%s", buf_str(&f[p].errbuf));
+            }
         }
         stats->fetched_bytes += f[p].stbuf.fetched_bytes;
         stats->failovers += f[p].stbuf.failovers;
@@ -330,6 +347,15 @@ int fetch_run(struct repo *r, struct fetch_job *jobs, size_t n,
             region_free(f[p].own[i]);
         buf_free(&f[p].errbuf);
     }
+    size_t delivered = 0;
+    for (size_t p = 0; p < parts; p++)
+        delivered += f[p].delivered;
+    if (e == 0 && delivered != n) { /* never: a job lost is a tree torn */
+        buf_printf(err, "internal error: %zu of %zu chunks fetched", delivered, n);
+        e = -EIO;
+    }
+    if (e < 0 && !buf_str(err)[0])
+        buf_printf(err, "%s", err_str(e));
     pthread_mutex_destroy(&sh.mu);
     free(f);
     return e;

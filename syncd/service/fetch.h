@@ -12,7 +12,12 @@
  * asked of the next region that has not been tried, and counted; the run
  * fails only when no region has it intact.  on_chunk receives the verified
  * raw bytes (valid during the call) in completion order, not job order.
- * Single-threaded: everything runs on the calling thread.
+ *
+ * Threads: the jobs are dealt round-robin to parts (repo_workers(), fewer
+ * for few jobs), each a thread with its own region handles, decoding and
+ * verifying on its own core.  on_chunk is called from those threads: one
+ * call at a time, or with FETCH_CONCURRENT several at once (on_chunk then
+ * locks what it shares itself).
  */
 #ifndef CKS_FETCH_H
 #define CKS_FETCH_H
@@ -35,7 +40,8 @@ struct fetch_stats {
     uint64_t region_chunks[CONFIG_MAX_REGIONS];
 };
 
-int fetch_run(struct repo *r, struct fetch_job *jobs, size_t n,
+enum fetch_flags { FETCH_CONCURRENT = 1 << 0 };
+int fetch_run(struct repo *r, struct fetch_job *jobs, size_t n, unsigned flags,
               int (*on_chunk)(void *ud, const struct fetch_job *j, const uint8_t *data, size_t len),
               void *ud, struct fetch_stats *stats, struct buf *err);
 

@@ -819,9 +819,9 @@ static void *ig_main(void *arg)
         memmove(ig->jobs, ig->jobs + 1, --ig->njobs * sizeof(*ig->jobs));
         ig->running = true;
         pthread_mutex_unlock(&ig->mu);
+        replicator_ingesting(ig->rp, true);
         ing_run(ig, &job, d);
-        if (d->err == 0 && !d->unchanged)
-            replicator_kick(ig->rp);
+        replicator_ingesting(ig->rp, false); /* kicks the workers */
         ig_log(ig, &job, d);
         ig_finish(ig, d);
     }

@@ -89,7 +89,9 @@ struct rworker {
      * confirmation before publish): they need no second look. */
     uint8_t (*confirmed)[HASH_LEN];
     size_t nconfirmed, confirmed_cap;
-    bool drop; /* a chunk's bytes changed: drop cache_seq */
+    bool drop;                  /* a chunk's bytes changed: drop cache_seq */
+    bool holding;               /* durable first: held back (rw_deferred) */
+    struct index_txn *fill_txn; /* rw_deferred's, for its callback */
     /* prune's protocol (service/gc.h): an intent covers what this worker
      * relies on, from before its first look until the publish.  A chunk
      * counts as confirmed only if the intent alive now was alive when the
@@ -118,6 +120,8 @@ struct slot {
 struct replicator {
     struct repo *r;
     struct metrics *m;
+    bool durable_first; /* the effective [daemon] durable_first */
+    bool ingesting;     /* a unit is being read (its snapshot is not pending yet); mu */
     int notify_fd;
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -546,6 +550,8 @@ static void rw_published(struct rworker *w, unsigned k, bool release)
                  p->run, p->id, (long long)p->step, k, w->rg->conf.name);
         log_event(LOG_LVL_INFO, f, "snapshot %s of run '%s' is durable (%u of %zu regions)", p->id,
                   p->run, k, w->rp->n);
+        if (w->rp->durable_first) /* the regions held back go on */
+            replicator_kick(w->rp);
     }
     if (release) {
         rw_unpin(w);
@@ -717,6 +723,8 @@ static void rw_failed(struct rworker *w, int e)
     if (!stop)
         metrics_retry(w->rp->m, w->i, METRICS_RETRY_ERROR, 1);
     rp_notify(w->rp);
+    if (w->rp->durable_first) /* the next region in line takes this one's place */
+        replicator_kick(w->rp);
 }
 
 static void rw_succeeded(struct rworker *w)
@@ -927,11 +935,66 @@ static int fill_cb(void *ud, const struct qentry *q)
     return f->n < f->want ? 0 : 1;
 }
 
+static int undurable_cb(void *ud, const struct pending *p)
+{
+    struct rworker *w = ud;
+    struct index_snap snap;
+    struct index_txn *t = w->fill_txn;
+    if (index_snap_get(t, p->run, p->id, &snap) < 0)
+        return 0;
+    unsigned k = (unsigned)__builtin_popcount(snap.committed & replicator_all_slots(w->rp));
+    return k < w->rp->r->conf.quorum;
+}
+
+/* Durable first (#10 item 4): when the regions share the instance's
+ * uplink, a region past the first `quorum` regions that work (in the
+ * configured order; one in backoff or failed does not count) holds back
+ * while a unit is being ingested or some pending snapshot is committed
+ * in fewer than `quorum` regions, so the newest snapshot's bytes reach a quorum before the rest
+ * get a share.  It catches up afterwards, from the object buffer or the
+ * pin (objbuf.h: the buffer never waits for it). */
+static bool rw_deferred(struct rworker *w, struct index_txn *t)
+{
+    struct replicator *rp = w->rp;
+    unsigned ahead = 0;
+    if (!rp->durable_first)
+        return false;
+    pthread_mutex_lock(&rp->mu);
+    for (size_t i = 0; i < w->i; i++)
+        ahead += rp->w[i].st.state == REGION_OK && !rp->r->health[i];
+    bool hold = rp->ingesting; /* the newest snapshot, still being read */
+    pthread_mutex_unlock(&rp->mu);
+    if (ahead < rp->r->conf.quorum)
+        return false;
+    w->fill_txn = t;
+    hold = hold || queue_pending_foreach(t, undurable_cb, w) > 0;
+    w->fill_txn = NULL;
+    if (hold != w->holding) {
+        w->holding = hold;
+        log_debug("region '%s' %s", w->rg->conf.name,
+                  hold ? "holds back until the newest snapshot is durable"
+                       : "goes on: every pending snapshot is durable");
+    }
+    return hold;
+}
+
 /* Fills free slots: first objects ingest is encoding now (the newest
  * snapshot), then the next entries of the region's queue. */
 static int rw_fill(struct rworker *w, struct fill *f)
 {
     struct index_txn *t;
+    f->w = w;
+    f->n = 0;
+    f->publish_first = false;
+    if (w->rp->durable_first) {
+        int e = index_txn_begin(w->rp->r->ix, false, &t);
+        if (e < 0)
+            return e;
+        bool hold = rw_deferred(w, t);
+        index_txn_abort(t);
+        if (hold)
+            return 0;
+    }
     for (size_t i = 0; i < w->nslots && !w->failure && !w->drop; i++) {
         if (w->slots[i].used)
             continue;
@@ -940,9 +1003,6 @@ static int rw_fill(struct rworker *w, struct fill *f)
             break;
         rw_start_feed(w, &w->slots[i], ent);
     }
-    f->w = w;
-    f->n = 0;
-    f->publish_first = false;
     f->want = w->nslots - w->busy;
     if (f->want > sizeof(f->found) / sizeof(f->found[0]))
         f->want = sizeof(f->found) / sizeof(f->found[0]);
@@ -1132,6 +1192,12 @@ int replicator_new(struct repo *r, int notify_fd, struct metrics *m, struct repl
     pthread_cond_init(&rp->cv, &ca);
     pthread_condattr_destroy(&ca);
     rp->n = r->nregions;
+    bool all_s3 = true;
+    for (size_t i = 0; i < rp->n; i++)
+        all_s3 &= r->conf.regions[i].kind == REGION_KIND_S3;
+    rp->durable_first =
+        rp->n > r->conf.quorum && (r->conf.durable_first == DURABLE_FIRST_ON ||
+                                   (r->conf.durable_first == DURABLE_FIRST_AUTO && all_s3));
     for (size_t i = 0; i < rp->n; i++) {
         struct rworker *w = &rp->w[i];
         w->rp = rp;
@@ -1205,6 +1271,15 @@ void replicator_free(struct replicator *rp)
 struct objbuf *replicator_objbuf(struct replicator *rp)
 {
     return rp->ob;
+}
+
+void replicator_ingesting(struct replicator *rp, bool on)
+{
+    pthread_mutex_lock(&rp->mu);
+    rp->ingesting = on;
+    rp->kicks++;
+    pthread_cond_broadcast(&rp->cv);
+    pthread_mutex_unlock(&rp->mu);
 }
 
 void replicator_kick(struct replicator *rp)

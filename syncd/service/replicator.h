@@ -55,6 +55,10 @@ void replicator_free(struct replicator *rp);
  * owned by the replicator, valid until replicator_free. */
 struct objbuf *replicator_objbuf(struct replicator *rp);
 void replicator_kick(struct replicator *rp);
+/* Ingest reads a unit (on) or is done with it (off; its snapshot is
+ * pending by then, or there is none): durable first holds the regions
+ * past the quorum back meanwhile. */
+void replicator_ingesting(struct replicator *rp, bool on);
 /* Clears a failed region's state (by name); -ENOENT for an unknown name. */
 int replicator_retry(struct replicator *rp, const char *region);
 void replicator_status(struct replicator *rp, size_t i, struct region_status *ret);

@@ -18,10 +18,14 @@
  *   healthy region i mod n, each region with many requests in flight, so
  *   the regions' bandwidth adds up; a failing region costs one retry per
  *   chunk, never the restore.  Chunks land out of order (pwrite at their
- *   offsets) through io_uring, so disk writes overlap the downloads.  The
- *   whole-file digest is computed in chunk order from the chunks as they
- *   arrive; a chunk that arrived early is read back from the file when
- *   its turn comes, instead of reading every file back.
+ *   offsets) through io_uring, so disk writes overlap the downloads.
+ * - Every core: fetch's parts decode and verify chunks on their own
+ *   threads and call rst_chunk concurrently.  The whole-file digest is
+ *   computed in chunk order as chunks arrive, by whichever thread holds
+ *   the next chunk, outside any lock, so one file's digest overlaps the
+ *   other parts' decoding; a chunk that arrives early is kept in memory
+ *   (a quarter of the memory budget) or, past that, read back from the
+ *   file when its turn comes, instead of reading every file back.
  * - After the rename, the restored files enter the index, and every
  *   region holding the manifest is recorded as holding its chunks (the
  *   manifest is published only after all its chunks are), so the next
@@ -30,6 +34,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -189,63 +194,115 @@ struct rst {
     struct manifest m;
     int stage; /* staging directory fd */
     char stage_name[MANIFEST_ID_MAX + 32];
-    struct buf readback;
+    /* Chunks arrive on several threads at once (fetch.h, FETCH_CONCURRENT):
+     * mu guards the ring, err, res, done and stash_bytes; each file's own
+     * state has its own lock (struct rfile).  Lock order: a file's, then
+     * mu; nothing slow (hashing, reading back) runs under mu. */
+    pthread_mutex_t mu;
     struct wring wr; /* io_uring writes */
     uint64_t done, total;
+    uint64_t stash_bytes, stash_budget;
     struct rfile *rfiles; /* per manifest file */
     size_t *chunk_file;   /* per manifest chunk: its file */
     uint64_t *chunk_off;  /* per manifest chunk: its offset */
 };
 
-/* Per regular file while its chunks arrive. */
+/* A chunk that arrived before its turn in its file's digest, kept. */
+struct stashed {
+    struct stashed *next;
+    uint64_t c; /* within the file */
+    size_t len;
+    uint8_t data[];
+};
+
+/* Per regular file while its chunks arrive.  The whole-file digest is
+ * computed in chunk order: the thread whose chunk is next hashes it (no
+ * lock held), then every kept chunk that has become next.  A chunk that
+ * arrives early is kept in memory while the stash budget lasts, else
+ * marked and read back from the file when its turn comes. */
 struct rfile {
+    pthread_mutex_t mu;
+    bool mu_init;
     int fd;
-    uint64_t remaining;
-    /* The whole-file digest is computed in chunk order as chunks arrive;
-     * a chunk that arrives early is marked and read back from the file
-     * when its turn comes. */
+    uint64_t remaining; /* chunks not arrived */
     struct hash h;
     bool hashing;
-    uint64_t next;  /* next chunk (within the file) to hash */
-    uint8_t *early; /* bitmap: arrived, not hashed yet */
+    bool busy; /* a thread is hashing this file's chunks */
+    bool closing;
+    bool finished; /* digest matched, closed */
+    uint64_t next; /* next chunk (within the file) to hash */
+    struct stashed *stash;
+    uint8_t *early; /* bitmap: arrived, not kept, not hashed yet */
 };
 
 static int rst_fail(struct rst *s, const struct mfile *f, const char *what, int e)
 {
+    pthread_mutex_lock(&s->mu);
     if (!buf_str(s->err)[0])
         buf_printf(s->err, "%s \"%s\": %s", what, f->path, err_str(e));
+    pthread_mutex_unlock(&s->mu);
     return e;
 }
 
-/* All chunks are written: check the whole-file digest by reading the file
- * back (chunks arrive out of order), then mode, fsync, close. */
-/* Hashes the file's chunks that arrived early and are now next in line,
- * reading them back from the file (after their writes completed). */
+static int rst_drain(struct rst *s)
+{
+    pthread_mutex_lock(&s->mu);
+    int e = wring_drain(&s->wr);
+    pthread_mutex_unlock(&s->mu);
+    return e;
+}
+
+/* Called with rf->mu held and rf->busy set: hashes the chunks kept or
+ * marked that are next in line (kept ones from memory, marked ones read
+ * back after their writes completed), releasing the lock while hashing. */
 static int rst_hash_catchup(struct rst *s, size_t k)
 {
     const struct mfile *f = &s->m.files[k];
     struct rfile *rf = &s->rfiles[k];
-    bool drained = false;
-    while (rf->next < f->nchunks && (rf->early[rf->next / 8] >> (rf->next % 8) & 1)) {
+    struct buf back = BUF_INIT;
+    int e = 0;
+    while (e == 0 && rf->next < f->nchunks) {
+        struct stashed **pp = &rf->stash;
+        while (*pp && (*pp)->c != rf->next)
+            pp = &(*pp)->next;
+        struct stashed *kept = *pp;
+        bool marked = rf->early[rf->next / 8] >> (rf->next % 8) & 1;
+        if (!kept && !marked)
+            break;
         size_t g = (size_t)(f->first_chunk + rf->next);
         uint32_t len = s->m.chunks[g].len;
-        int e = drained ? 0 : wring_drain(&s->wr);
-        drained = true;
+        int fd = rf->fd;
+        if (kept)
+            *pp = kept->next;
+        pthread_mutex_unlock(&rf->mu);
+        if (kept) {
+            hash_update(&rf->h, kept->data, kept->len);
+            pthread_mutex_lock(&s->mu);
+            s->stash_bytes -= kept->len;
+            pthread_mutex_unlock(&s->mu);
+            free(kept);
+        } else {
+            /* its write was submitted before it was marked; marks made
+             * while this loop hashed came after any earlier drain */
+            e = rst_drain(s);
+            if (e == 0)
+                e = buf_reserve(&back, len);
+            ssize_t n = e == 0 ? pread(fd, back.data, len, (off_t)s->chunk_off[g]) : 0;
+            if (e == 0 && n != (ssize_t)len)
+                e = n < 0 ? -errno : -EIO;
+            if (e == 0)
+                hash_update(&rf->h, back.data, len);
+        }
+        pthread_mutex_lock(&rf->mu);
         if (e == 0)
-            e = buf_reserve(&s->readback, len);
-        if (e < 0)
-            return e;
-        ssize_t n = pread(rf->fd, s->readback.data, len, (off_t)s->chunk_off[g]);
-        if (n != (ssize_t)len)
-            return n < 0 ? -errno : -EIO;
-        hash_update(&rf->h, s->readback.data, len);
-        rf->next++;
+            rf->next++;
     }
-    return 0;
+    buf_free(&back);
+    return e;
 }
 
-/* All chunks are written: the digest must match the manifest's; then
- * mode, fsync, close. */
+/* All chunks are written and hashed: the digest must match the manifest's;
+ * then mode, fsync, close.  One caller per file (rf->closing). */
 static int rst_file_done(struct rst *s, size_t k)
 {
     const struct mfile *f = &s->m.files[k];
@@ -254,10 +311,13 @@ static int rst_file_done(struct rst *s, size_t k)
     int e = 0;
     if (!rf->hashing) /* an empty file */
         hash_sha256("", 0, digest);
-    else if ((e = rst_hash_catchup(s, k)) == 0)
+    else
         hash_final(&rf->h, digest);
-    if (e == 0 && (e = wring_drain(&s->wr)) == 0 && memcmp(digest, f->digest, HASH_LEN) != 0) {
+    if ((e = rst_drain(s)) == 0 && memcmp(digest, f->digest, HASH_LEN) != 0) {
+        pthread_mutex_lock(&s->mu);
+        buf_reset(s->err);
         buf_printf(s->err, "\"%s\": whole-file digest does not match the manifest", f->path);
+        pthread_mutex_unlock(&s->mu);
         e = CKS_E_DIGEST;
     }
     if (e == 0 && (fchmod(rf->fd, f->mode) < 0 || fsync(rf->fd) < 0))
@@ -265,9 +325,12 @@ static int rst_file_done(struct rst *s, size_t k)
     close(rf->fd);
     rf->fd = -1;
     if (e < 0)
-        return rst_fail(s, f, "writing", e);
+        return e == CKS_E_DIGEST ? e : rst_fail(s, f, "writing", e);
+    rf->finished = true;
+    pthread_mutex_lock(&s->mu);
     s->res->files++;
     s->res->bytes += f->size;
+    pthread_mutex_unlock(&s->mu);
     return 0;
 }
 
@@ -294,36 +357,86 @@ static int rst_open(struct rst *s, size_t k, int flags)
     return 0;
 }
 
+/* Keeps chunk c (early) in memory when the budget allows; else marks it
+ * for reading back.  rf->mu held. */
+static void rst_keep(struct rst *s, struct rfile *rf, uint64_t c, const uint8_t *data, size_t len)
+{
+    struct stashed *kept = NULL;
+    pthread_mutex_lock(&s->mu);
+    bool fits = s->stash_bytes + len <= s->stash_budget;
+    if (fits)
+        s->stash_bytes += len;
+    pthread_mutex_unlock(&s->mu);
+    if (fits && (kept = malloc(sizeof(*kept) + len))) {
+        kept->c = c;
+        kept->len = len;
+        memcpy(kept->data, data, len);
+        kept->next = rf->stash;
+        rf->stash = kept;
+        return;
+    }
+    if (fits) { /* out of memory: read back instead */
+        pthread_mutex_lock(&s->mu);
+        s->stash_bytes -= len;
+        pthread_mutex_unlock(&s->mu);
+    }
+    rf->early[c / 8] |= (uint8_t)(1u << (c % 8));
+}
+
 static int rst_chunk(void *ud, const struct fetch_job *j, const uint8_t *data, size_t len)
 {
     struct rst *s = ud;
     size_t k = s->chunk_file[j->tag];
     struct rfile *rf = &s->rfiles[k];
-    int e;
-    if (rf->fd < 0 && (e = rst_open(s, k, O_RDWR)) < 0)
+    const struct mfile *f = &s->m.files[k];
+    uint64_t c = j->tag - f->first_chunk;
+    int e = 0;
+
+    pthread_mutex_lock(&rf->mu);
+    if (rf->fd < 0)
+        e = rst_open(s, k, O_RDWR);
+    if (e == 0 && !rf->hashing && (e = hash_init(&rf->h)) == 0)
+        rf->hashing = true;
+    int fd = rf->fd;
+    pthread_mutex_unlock(&rf->mu);
+    if (e < 0)
         return e;
     /* an all-zero chunk is left a hole (the file was created at full size) */
-    if (!restore_zero_chunk(data, len) &&
-        (e = wring_write(&s->wr, rf->fd, data, len, s->chunk_off[j->tag])) < 0)
-        return rst_fail(s, &s->m.files[k], "writing", e);
-    uint64_t c = j->tag - s->m.files[k].first_chunk;
-    if (!rf->hashing) {
-        if ((e = hash_init(&rf->h)) < 0)
-            return e;
-        rf->hashing = true;
+    if (!restore_zero_chunk(data, len)) {
+        pthread_mutex_lock(&s->mu);
+        e = wring_write(&s->wr, fd, data, len, s->chunk_off[j->tag]);
+        pthread_mutex_unlock(&s->mu);
+        if (e < 0)
+            return rst_fail(s, f, "writing", e);
     }
-    if (c == rf->next) {
+
+    pthread_mutex_lock(&rf->mu);
+    if (c == rf->next && !rf->busy) {
+        rf->busy = true;
+        pthread_mutex_unlock(&rf->mu);
         hash_update(&rf->h, data, len);
+        pthread_mutex_lock(&rf->mu);
         rf->next++;
-        if ((e = rst_hash_catchup(s, k)) < 0)
-            return rst_fail(s, &s->m.files[k], "reading back", e);
+        e = rst_hash_catchup(s, k);
+        rf->busy = false;
     } else {
-        rf->early[c / 8] |= (uint8_t)(1u << (c % 8));
+        rst_keep(s, rf, c, data, len);
     }
+    rf->remaining--;
+    /* The last to finish (the last arrival, or the hasher of the last
+     * chunk) closes the file. */
+    bool done = e == 0 && !rf->remaining && rf->next == f->nchunks && !rf->busy && !rf->closing;
+    rf->closing |= done;
+    pthread_mutex_unlock(&rf->mu);
+    if (e < 0)
+        return rst_fail(s, f, "reading back", e);
+
+    pthread_mutex_lock(&s->mu);
     s->done += len;
     if (s->o->progress)
         s->o->progress(s->o->progress_ud, s->done, s->total);
-    return --rf->remaining == 0 ? rst_file_done(s, k) : 0;
+    pthread_mutex_unlock(&s->mu);
+    return done ? rst_file_done(s, k) : 0;
 }
 
 /* ---- seeding from local files ----------------------------------------- */
@@ -534,7 +647,12 @@ static int rst_files(struct rst *s)
     if (e == 0)
         e = seed_serve(s, jobs, &njobs);
     if (e == 0) {
-        e = fetch_run(s->r, jobs, njobs, rst_chunk, s, &st, s->err);
+        e = fetch_run(s->r, jobs, njobs, FETCH_CONCURRENT, rst_chunk, s, &st, s->err);
+        for (size_t k = 0; e == 0 && k < s->m.nfiles; k++)
+            if (s->m.files[k].type == MFILE_REG && !s->rfiles[k].finished) {
+                buf_printf(s->err, "internal error: \"%s\" was not completed", s->m.files[k].path);
+                e = -EIO; /* every file's digest is checked, or the restore fails */
+            }
         s->res->fetched_bytes = st.fetched_bytes;
         s->res->failovers = st.failovers;
         memcpy(s->res->region_chunks, st.region_chunks, sizeof(st.region_chunks));
@@ -1009,10 +1127,14 @@ static int rst_alloc(struct rst *s)
     s->rfiles = calloc(s->m.nfiles ? s->m.nfiles : 1, sizeof(*s->rfiles));
     s->chunk_file = calloc(nc, sizeof(*s->chunk_file));
     s->chunk_off = calloc(nc, sizeof(*s->chunk_off));
-    if (!s->rfiles || !s->chunk_file || !s->chunk_off || buf_reserve(&s->readback, 1 << 20) < 0)
+    if (!s->rfiles || !s->chunk_file || !s->chunk_off)
         return -ENOMEM;
-    for (size_t k = 0; k < s->m.nfiles; k++)
+    for (size_t k = 0; k < s->m.nfiles; k++) {
         s->rfiles[k].fd = -1;
+        if (pthread_mutex_init(&s->rfiles[k].mu, NULL) != 0)
+            return -ENOMEM;
+        s->rfiles[k].mu_init = true;
+    }
     return 0;
 }
 
@@ -1045,7 +1167,10 @@ int restore_run(struct repo *r, const struct restore_opts *o, struct restore_res
 
     memset(ret, 0, sizeof(*ret));
     manifest_init(&s.m);
+    pthread_mutex_init(&s.mu, NULL);
     wring_init(&s.wr, 64, 256u << 20);
+    /* early chunks kept for their file's digest: a quarter of the budget */
+    s.stash_budget = r->conf.memory / 4;
     if ((e = restore_find(r, o->run, o->id, &s.m, NULL, err)) < 0)
         goto out;
     if ((e = fileio_mkdir_p(o->target, 0755)) < 0 ||
@@ -1074,11 +1199,17 @@ out:
         if (s.rfiles[k].hashing)
             hash_free(&s.rfiles[k].h);
         free(s.rfiles[k].early);
+        for (struct stashed *x = s.rfiles[k].stash, *nx; x; x = nx) {
+            nx = x->next;
+            free(x);
+        }
+        if (s.rfiles[k].mu_init)
+            pthread_mutex_destroy(&s.rfiles[k].mu);
     }
     free(s.rfiles);
     free(s.chunk_file);
     free(s.chunk_off);
     manifest_free(&s.m);
-    buf_free(&s.readback);
+    pthread_mutex_destroy(&s.mu);
     return e;
 }

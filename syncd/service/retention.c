@@ -120,7 +120,7 @@ static int trainer_state(struct repo *r, const char *run, const char *id, struct
         jobs[k].tag = f->first_chunk + k;
     }
     if (e == 0)
-        e = fetch_run(r, jobs, f->nchunks, ts_chunk, &b, &st, err);
+        e = fetch_run(r, jobs, f->nchunks, 0, ts_chunk, &b, &st, err);
     if (e == 0)
         e = jsonread_parse((const char *)b.data, f->size, ret, err);
     free(jobs);

@@ -25,6 +25,7 @@
 #include "service/detect.h"
 #include "service/ingest.h"
 #include "service/metrics.h"
+#include "service/objbuf.h"
 #include "service/queue.h"
 #include "service/replicator.h"
 #include "service/statusview.h"
@@ -338,6 +339,22 @@ static void status_regions(const struct daemon_parts *p, struct index_txn *t, st
     json_key(j, "lag_seconds");
     json_double(j, lag);
     json_obj_end(j);
+    /* ingest's encoded objects (objbuf.h): evicted ones are read back from
+     * the pin and encoded again by the regions that still needed them */
+    struct objbuf_stats ob;
+    objbuf_stats(replicator_objbuf(p->rp), &ob);
+    const struct {
+        const char *key;
+        uint64_t v;
+    } obf[] = {{"objects", ob.entries}, {"bytes", ob.bytes},     {"puts", ob.puts},
+               {"hits", ob.hits},       {"evicted", ob.evicted}, {"waits", ob.waits}};
+    json_key(j, "object_buffer");
+    json_obj_begin(j);
+    for (size_t k = 0; k < sizeof(obf) / sizeof(obf[0]); k++) {
+        json_key(j, obf[k].key);
+        json_u64(j, obf[k].v);
+    }
+    json_obj_end(j);
 }
 
 /* An endpoint without "user:password@", should one have been written. */
@@ -437,6 +454,10 @@ static void status_config(const struct daemon_parts *p, struct json *j)
     json_i64(j, c->zstd_level);
     json_key(j, "compress_tensor");
     json_str(j, c->tensor ? "auto" : "off");
+    json_key(j, "durable_first");
+    json_str(j, c->durable_first == DURABLE_FIRST_ON    ? "on"
+                : c->durable_first == DURABLE_FIRST_OFF ? "off"
+                                                        : "auto");
     json_key(j, "prune_interval");
     json_u64(j, c->prune_interval);
     json_key(j, "metrics");
