@@ -20,12 +20,15 @@
  *   chunk, never the restore.  Chunks land out of order (pwrite at their
  *   offsets) through io_uring, so disk writes overlap the downloads.
  * - Every core: fetch's parts decode and verify chunks on their own
- *   threads and call rst_chunk concurrently.  The whole-file digest is
- *   computed in chunk order as chunks arrive, by whichever thread holds
- *   the next chunk, outside any lock, so one file's digest overlaps the
- *   other parts' decoding; a chunk that arrives early is kept in memory
- *   (a quarter of the memory budget) or, past that, read back from the
- *   file when its turn comes, instead of reading every file back.
+ *   threads and call rst_chunk concurrently; each part pwrites its
+ *   chunks itself.  The whole-file digests, serial by nature, are a
+ *   thread of their own (rst_hasher) that reads each file back in chunk
+ *   order as its chunks land (from the page cache), so they overlap the
+ *   decoding instead of loading whichever part holds the next chunk.
+ *   With one part (workers = 1) everything runs on the calling thread:
+ *   writes go through io_uring, the digest is computed from the chunk in
+ *   hand when it is next, and a chunk that arrives early is kept in
+ *   memory (a sixteenth of the budget) or read back when its turn comes.
  * - After the rename, the restored files enter the index, and every
  *   region holding the manifest is recorded as holding its chunks (the
  *   manifest is published only after all its chunks are), so the next
@@ -199,6 +202,24 @@ struct rst {
      * state has its own lock (struct rfile).  Lock order: a file's, then
      * mu; nothing slow (hashing, reading back) runs under mu. */
     pthread_mutex_t mu;
+    /* One part: writes go through io_uring, so the disk overlaps the
+     * downloads.  Several: each part's thread writes its chunks itself
+     * (pwrite, no lock), which is the overlap, and a ring shared under mu
+     * would run every part's writes through one lock (io_uring performs a
+     * buffered write inline at submit). */
+    bool direct;
+    /* With several parts, the whole-file digests are a thread of their own
+     * (rst_hasher): it reads each file back in chunk order as its chunks
+     * are written (from the page cache, just written), so the serial
+     * digest runs beside the parts' decoding instead of on whichever part
+     * happens to hold the next chunk.  ready: files whose next chunk is
+     * written (each once, rfile.queued); all under mu. */
+    pthread_t hasher;
+    bool hasher_on, hstop;
+    pthread_cond_t hcv;
+    size_t *ready;
+    size_t nready;
+    int herr;
     struct wring wr; /* io_uring writes */
     uint64_t done, total;
     uint64_t stash_bytes, stash_budget;
@@ -230,6 +251,7 @@ struct rfile {
     bool busy; /* a thread is hashing this file's chunks */
     bool closing;
     bool finished; /* digest matched, closed */
+    bool queued;   /* in rst.ready */
     uint64_t next; /* next chunk (within the file) to hash */
     struct stashed *stash;
     uint8_t *early; /* bitmap: arrived, not kept, not hashed yet */
@@ -246,6 +268,8 @@ static int rst_fail(struct rst *s, const struct mfile *f, const char *what, int 
 
 static int rst_drain(struct rst *s)
 {
+    if (s->direct) /* every pwrite returned: nothing in flight */
+        return 0;
     pthread_mutex_lock(&s->mu);
     int e = wring_drain(&s->wr);
     pthread_mutex_unlock(&s->mu);
@@ -383,6 +407,136 @@ static void rst_keep(struct rst *s, struct rfile *rf, uint64_t c, const uint8_t 
     rf->early[c / 8] |= (uint8_t)(1u << (c % 8));
 }
 
+/* The file of chunk's k open, its digest started; its descriptor. */
+static int rst_prepare(struct rst *s, size_t k, int *ret_fd)
+{
+    struct rfile *rf = &s->rfiles[k];
+    int e = 0;
+    pthread_mutex_lock(&rf->mu);
+    if (rf->fd < 0)
+        e = rst_open(s, k, O_RDWR);
+    if (e == 0 && !rf->hashing && (e = hash_init(&rf->h)) == 0)
+        rf->hashing = true;
+    *ret_fd = rf->fd;
+    pthread_mutex_unlock(&rf->mu);
+    return e;
+}
+
+/* Writes a chunk at off: pwrite with several parts, else through the ring.
+ * An all-zero chunk is left a hole (the file was created at full size). */
+static int rst_write(struct rst *s, int fd, const uint8_t *data, size_t len, uint64_t off)
+{
+    if (restore_zero_chunk(data, len))
+        return 0;
+    if (s->direct)
+        return fileio_pwrite_full(fd, data, len, (off_t)off);
+    pthread_mutex_lock(&s->mu);
+    int e = wring_write(&s->wr, fd, data, len, off);
+    pthread_mutex_unlock(&s->mu);
+    return e;
+}
+
+/* ---- the digest thread (several parts) -------------------------------- */
+
+/* Queues file k for the digest thread; s->mu held. */
+static void rst_ready(struct rst *s, size_t k)
+{
+    if (s->rfiles[k].queued)
+        return;
+    s->rfiles[k].queued = true;
+    s->ready[s->nready++] = k; /* room for every file: each is queued once at a time */
+    pthread_cond_signal(&s->hcv);
+}
+
+/* Hashes file k's written chunks that are next, reading them back; closes
+ * the file after its last one. */
+static int rst_hash_file(struct rst *s, size_t k, struct buf *back)
+{
+    const struct mfile *f = &s->m.files[k];
+    struct rfile *rf = &s->rfiles[k];
+    int e = 0;
+    pthread_mutex_lock(&rf->mu);
+    while (e == 0 && rf->next < f->nchunks && (rf->early[rf->next / 8] >> (rf->next % 8) & 1)) {
+        size_t g = (size_t)(f->first_chunk + rf->next);
+        uint32_t len = s->m.chunks[g].len;
+        int fd = rf->fd;
+        pthread_mutex_unlock(&rf->mu);
+        buf_reset(back);
+        e = buf_reserve(back, len);
+        ssize_t n = e == 0 ? pread(fd, back->data, len, (off_t)s->chunk_off[g]) : 0;
+        if (e == 0 && n != (ssize_t)len)
+            e = n < 0 ? -errno : -EIO;
+        if (e == 0)
+            hash_update(&rf->h, back->data, len);
+        pthread_mutex_lock(&rf->mu);
+        if (e == 0)
+            rf->next++;
+    }
+    bool done = e == 0 && rf->next == f->nchunks && !rf->closing;
+    rf->closing |= done;
+    pthread_mutex_unlock(&rf->mu);
+    if (e < 0)
+        return rst_fail(s, f, "reading back", e);
+    return done ? rst_file_done(s, k) : 0;
+}
+
+static void *rst_hasher(void *arg)
+{
+    struct rst *s = arg;
+    struct buf back = BUF_INIT;
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        while (!s->nready && !s->hstop)
+            pthread_cond_wait(&s->hcv, &s->mu);
+        if (!s->nready)
+            break; /* stopped, and nothing left */
+        size_t k = s->ready[--s->nready];
+        s->rfiles[k].queued = false;
+        bool failed = s->herr < 0;
+        pthread_mutex_unlock(&s->mu);
+        int e = failed ? 0 : rst_hash_file(s, k, &back);
+        pthread_mutex_lock(&s->mu);
+        if (e < 0 && !s->herr)
+            s->herr = e;
+    }
+    pthread_mutex_unlock(&s->mu);
+    buf_free(&back);
+    return NULL;
+}
+
+/* A chunk with the digest thread: written, marked, its file queued when
+ * the chunk is next in line. */
+static int rst_chunk_direct(struct rst *s, size_t k, uint64_t c, size_t g, const uint8_t *data,
+                            size_t len)
+{
+    struct rfile *rf = &s->rfiles[k];
+    const struct mfile *f = &s->m.files[k];
+    int e = 0;
+    pthread_mutex_lock(&s->mu);
+    e = s->herr;
+    pthread_mutex_unlock(&s->mu);
+    if (e < 0)
+        return e; /* the digest thread failed: stop fetching */
+    int fd;
+    if ((e = rst_prepare(s, k, &fd)) < 0)
+        return e;
+    if ((e = rst_write(s, fd, data, len, s->chunk_off[g])) < 0)
+        return rst_fail(s, f, "writing", e);
+    pthread_mutex_lock(&rf->mu);
+    rf->early[c / 8] |= (uint8_t)(1u << (c % 8)); /* written, readable */
+    rf->remaining--;
+    bool next = c == rf->next;
+    pthread_mutex_unlock(&rf->mu);
+    pthread_mutex_lock(&s->mu);
+    if (next)
+        rst_ready(s, k);
+    s->done += len;
+    if (s->o->progress)
+        s->o->progress(s->o->progress_ud, s->done, s->total);
+    pthread_mutex_unlock(&s->mu);
+    return 0;
+}
+
 static int rst_chunk(void *ud, const struct fetch_job *j, const uint8_t *data, size_t len)
 {
     struct rst *s = ud;
@@ -392,23 +546,13 @@ static int rst_chunk(void *ud, const struct fetch_job *j, const uint8_t *data, s
     uint64_t c = j->tag - f->first_chunk;
     int e = 0;
 
-    pthread_mutex_lock(&rf->mu);
-    if (rf->fd < 0)
-        e = rst_open(s, k, O_RDWR);
-    if (e == 0 && !rf->hashing && (e = hash_init(&rf->h)) == 0)
-        rf->hashing = true;
-    int fd = rf->fd;
-    pthread_mutex_unlock(&rf->mu);
-    if (e < 0)
+    if (s->hasher_on)
+        return rst_chunk_direct(s, k, c, j->tag, data, len);
+    int fd;
+    if ((e = rst_prepare(s, k, &fd)) < 0)
         return e;
-    /* an all-zero chunk is left a hole (the file was created at full size) */
-    if (!restore_zero_chunk(data, len)) {
-        pthread_mutex_lock(&s->mu);
-        e = wring_write(&s->wr, fd, data, len, s->chunk_off[j->tag]);
-        pthread_mutex_unlock(&s->mu);
-        if (e < 0)
-            return rst_fail(s, f, "writing", e);
-    }
+    if ((e = rst_write(s, fd, data, len, s->chunk_off[j->tag])) < 0)
+        return rst_fail(s, f, "writing", e);
 
     pthread_mutex_lock(&rf->mu);
     if (c == rf->next && !rf->busy) {
@@ -647,7 +791,23 @@ static int rst_files(struct rst *s)
     if (e == 0)
         e = seed_serve(s, jobs, &njobs);
     if (e == 0) {
-        e = fetch_run(s->r, jobs, njobs, FETCH_CONCURRENT, rst_chunk, s, &st, s->err);
+        if (s->direct && njobs) {
+            s->ready = calloc(s->m.nfiles ? s->m.nfiles : 1, sizeof(*s->ready));
+            e = !s->ready ? -ENOMEM : -pthread_create(&s->hasher, NULL, rst_hasher, s);
+            s->hasher_on = e == 0;
+        }
+        if (e == 0)
+            e = fetch_run(s->r, jobs, njobs, FETCH_CONCURRENT, rst_chunk, s, &st, s->err);
+        if (s->hasher_on) { /* it finishes the files still queued, then stops */
+            pthread_mutex_lock(&s->mu);
+            s->hstop = true;
+            pthread_cond_signal(&s->hcv);
+            pthread_mutex_unlock(&s->mu);
+            pthread_join(s->hasher, NULL);
+            s->hasher_on = false;
+            if (e == 0)
+                e = s->herr;
+        }
         for (size_t k = 0; e == 0 && k < s->m.nfiles; k++)
             if (s->m.files[k].type == MFILE_REG && !s->rfiles[k].finished) {
                 buf_printf(s->err, "internal error: \"%s\" was not completed", s->m.files[k].path);
@@ -1168,9 +1328,14 @@ int restore_run(struct repo *r, const struct restore_opts *o, struct restore_res
     memset(ret, 0, sizeof(*ret));
     manifest_init(&s.m);
     pthread_mutex_init(&s.mu, NULL);
+    pthread_cond_init(&s.hcv, NULL);
     wring_init(&s.wr, 64, 256u << 20);
-    /* early chunks kept for their file's digest: a quarter of the budget */
-    s.stash_budget = r->conf.memory / 4;
+    /* early chunks kept for their file's digest: a sixteenth of the budget
+     * (64 MiB by default); past it they are read back from the page cache */
+    s.direct = repo_workers(r) > 1;
+    /* with the digest thread, early chunks are read back, never kept: a
+     * marked chunk means "written" to it (seeded ones included) */
+    s.stash_budget = s.direct ? 0 : r->conf.memory / 16;
     if ((e = restore_find(r, o->run, o->id, &s.m, NULL, err)) < 0)
         goto out;
     if ((e = fileio_mkdir_p(o->target, 0755)) < 0 ||
@@ -1210,6 +1375,8 @@ out:
     free(s.chunk_file);
     free(s.chunk_off);
     manifest_free(&s.m);
+    free(s.ready);
+    pthread_cond_destroy(&s.hcv);
     pthread_mutex_destroy(&s.mu);
     return e;
 }
