@@ -18,6 +18,8 @@ case $SIZE_GIB in '' | *[!0-9]*) echo "usage: $0 [SIZE_GIB]" >&2; exit 2 ;; esac
 [ "$SIZE_GIB" -ge 2 ] || { echo "rss.sh: SIZE_GIB must be at least 2" >&2; exit 2; }
 SIZE_MIB=$((SIZE_GIB * 1024))
 S=$(mktemp -d "${BENCH_DIR:-/var/tmp}/cks-rss.XXXXXX")
+R=$S/results
+mkdir -p "$R"
 DPID=
 cleanup() {
   [ -n "$DPID" ] && kill "$DPID" 2> /dev/null || true
@@ -54,8 +56,8 @@ conf() { # conf NAME: three dir regions, default memory budget and workers
 timed() { # timed KEY CMD...: "wall cpu peak_kib" of CMD into $S/KEY
   local k=$1; shift
   drop_caches
-  /usr/bin/time -f '%e %U %S %M' -o "$S/$k.t" "$@" >> "$S/cmd.log" 2>&1
-  awk '{printf "%.2f %.2f %d\n", $1, $2 + $3, $4}' "$S/$k.t" > "$S/$k"
+  /usr/bin/time -f '%e %U %S %M' -o "$R/$k.t" "$@" >> "$S/cmd.log" 2>&1
+  awk '{printf "%.2f %.2f %d\n", $1, $2 + $3, $4}' "$R/$k.t" > "$R/$k"
 }
 
 say "ckptsync snapshot, unchanged again, restore"
@@ -79,14 +81,14 @@ mv "$CK" "$S/daemon/watch/run/checkpoint-1"
 "$CKS" --config "$S/daemon.conf" commit "$S/daemon/watch/run/checkpoint-1" --wait replicated --timeout 3600 >> "$S/cmd.log" 2>&1
 t1=$(date +%s.%N)
 awk -v a="$t0" -v b="$t1" -v c="$(awk '{printf "%.2f", ($14 + $15) / 100}' "/proc/$DPID/stat")" \
-  -v m="$(awk '/VmHWM/ {print $2}' "/proc/$DPID/status")" 'BEGIN {printf "%.2f %.2f %d\n", b - a, c, m}' > "$S/daemon"
+  -v m="$(awk '/VmHWM/ {print $2}' "/proc/$DPID/status")" 'BEGIN {printf "%.2f %.2f %d\n", b - a, c, m}' > "$R/daemon"
 "$CKS" --config "$S/daemon.conf" status --json > "$S/status.json"
 kill "$DPID"; wait "$DPID" 2> /dev/null || true
 DPID=
 LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
 
 row() { # row LABEL KEY
-  read -r w c m < "$S/$2"
+  read -r w c m < "$R/$2"
   awk -v l="$1" -v w="$w" -v c="$c" -v m="$m" \
     'BEGIN {printf "| %s | %.2f | %.2f | %.0f | %s |\n", l, w, c, m / 1024, m / 1024 <= 256 ? "met" : "missed"}'
 }
@@ -102,7 +104,7 @@ row() { # row LABEL KEY
   row "ckptsync snapshot" snap
   row "ckptsync restore (fresh instance), tree $RESTORED" restore
   row "ckptsyncd to replicated (the daemon's own RSS)" daemon
-  awk '{printf "| ckptsync snapshot of the unchanged tree | %.2f | %.2f | %.0f | wall %s 1 s |\n", $1, $2, $3 / 1024, $1 < 1 ? "<" : "NOT <"}' "$S/again"
+  awk '{printf "| ckptsync snapshot of the unchanged tree | %.2f | %.2f | %.0f | wall %s 1 s |\n", $1, $2, $3 / 1024, $1 < 1 ? "<" : "NOT <"}' "$R/again"
   python3 -c 'import json,sys; b=json.load(open(sys.argv[1]))["object_buffer"]; print("\nDaemon object buffer: %d puts, %d evicted (read back from the pin and encoded again), %d waits." % (b["puts"], b["evicted"], b["waits"]))' "$S/status.json"
 } | tee "$S/table.md"
 if [ "${WRITE_RESULTS:-0}" = 1 ]; then
