@@ -399,6 +399,31 @@ int region_put(struct region *r, const char *key, const void *data, size_t len)
     return region_put_via(r, r->ops->put, "writing", key, data, len);
 }
 
+/* A transient failure (CKS_E_REMOTE: 5xx, 429, timeouts) of a read that
+ * handed the caller nothing yet is tried again twice, 0.25 s then 1 s
+ * later, before the caller hears of it: a store that answers one request
+ * of many with "500 InternalError, please try again" should not cost a
+ * short-lived command (snapshot, restore) the region.  Writes are not
+ * retried here (a create-only put that did land would come back 412 and
+ * read as lost); the daemon's workers retry everything with backoff. */
+#define REGION_READ_RETRIES 2
+
+static bool region_retry(struct region *r, int e, unsigned *attempt)
+{
+    static const unsigned delay_ms[REGION_READ_RETRIES] = {250, 1000};
+    if (e != CKS_E_REMOTE || *attempt >= REGION_READ_RETRIES)
+        return false;
+    log_debug("%s; trying again in %u ms", region_last_error(r), delay_ms[*attempt]);
+    struct timespec ts = {0, (long)delay_ms[*attempt] * 1000000L};
+    while (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    nanosleep(&ts, NULL);
+    (*attempt)++;
+    return true;
+}
+
 /* The start of every keyed request: counts it, checks the key and gives its
  * stored name in mkey; an error is recorded on r (what: "reading" ...). */
 static int region_begin(struct region *r, const char *what, const char *key,
@@ -420,7 +445,10 @@ int region_get(struct region *r, const char *key, size_t max, struct buf *out)
         return e;
     bool sealed = region_key_sealed(r, key);
     size_t cap = sealed && max <= SIZE_MAX - CRYPT_OVERHEAD ? max + CRYPT_OVERHEAD : max;
-    e = region_done(r, "reading", key, r->ops->get(r, mkey, cap, out));
+    unsigned attempt = 0;
+    do
+        e = region_done(r, "reading", key, r->ops->get(r, mkey, cap, out));
+    while (region_retry(r, e, &attempt));
     if (e == 0 && sealed)
         e = region_open_in(r, key, out, r->errmsg, sizeof(r->errmsg));
     return e;
@@ -468,9 +496,14 @@ int region_has_size(struct region *r, const char *key, uint64_t size)
 {
     char mkey[REGION_KEY_MAX];
     int e = region_begin(r, "looking up", key, mkey);
-    return e < 0 ? e
-                 : region_done(r, "looking up", key,
-                               r->ops->has(r, mkey, region_sealed_size(r, key, size)));
+    unsigned attempt = 0;
+    if (e < 0)
+        return e;
+    do
+        e = region_done(r, "looking up", key,
+                        r->ops->has(r, mkey, region_sealed_size(r, key, size)));
+    while (region_retry(r, e, &attempt));
+    return e;
 }
 
 int region_has(struct region *r, const char *key)
@@ -536,8 +569,36 @@ static int region_list_unseal(void *ud, const char *key, uint64_t size)
  * be read, which a backend cannot do inside its own listing), then handed out under the callers'
  * keys with the plain objects' sizes (a sealed object shorter than the envelope is reported as 0:
  * it opens to nothing). */
+struct counted_list {
+    int (*cb)(void *ud, const char *key, uint64_t size);
+    void *ud;
+    size_t n;
+};
+
+static int region_list_count(void *ud, const char *key, uint64_t size)
+{
+    struct counted_list *c = ud;
+    c->n++;
+    return c->cb(c->ud, key, size);
+}
+
+static int region_list_once(struct region *r, const char *prefix,
+                            int (*cb)(void *ud, const char *key, uint64_t size), void *ud);
+
 int region_list(struct region *r, const char *prefix,
                 int (*cb)(void *ud, const char *key, uint64_t size), void *ud)
+{
+    struct counted_list c = {cb, ud, 0};
+    unsigned attempt = 0;
+    int e;
+    do
+        e = region_list_once(r, prefix, region_list_count, &c);
+    while (c.n == 0 && region_retry(r, e, &attempt));
+    return e;
+}
+
+static int region_list_once(struct region *r, const char *prefix,
+                            int (*cb)(void *ud, const char *key, uint64_t size), void *ud)
 {
     r->errmsg[0] = 0;
     if (region_key_check(prefix, 1) < 0)
