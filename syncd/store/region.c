@@ -406,8 +406,6 @@ int region_put(struct region *r, const char *key, const void *data, size_t len)
  * short-lived command (snapshot, restore) the region.  Writes are not
  * retried here (a create-only put that did land would come back 412 and
  * read as lost); the daemon's workers retry everything with backoff. */
-#define REGION_READ_RETRIES 2
-
 static bool region_retry(struct region *r, int e, unsigned *attempt)
 {
     static const unsigned delay_ms[REGION_READ_RETRIES] = {250, 1000};

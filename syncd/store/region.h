@@ -119,6 +119,10 @@ int region_put(struct region *r, const char *key, const void *data, size_t len);
 /* Replaces the contents of out (reset first).  Fails with CKS_E_LIMIT if the
  * object is larger than max. */
 int region_get(struct region *r, const char *key, size_t max, struct buf *out);
+/* get, has and list try a transient failure (CKS_E_REMOTE) again this
+ * many times, 0.25 s and 1 s apart (a listing only while it has handed
+ * nothing over); writes are never retried here. */
+#define REGION_READ_RETRIES 2
 /* Reads bytes [off, off+len) of an object (fewer at its end) into out. */
 int region_get_range(struct region *r, const char *key, uint64_t off, size_t len, struct buf *out);
 /* The first len bytes of an object, for a presence check: of a sealed
