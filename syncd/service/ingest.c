@@ -6,6 +6,9 @@
  *   folder before any byte is read, and read through the link.  Whatever
  *   the framework does to the original names afterwards (rotate, rename,
  *   delete), the inodes we snapshot stay until the regions have them.
+ * - The reading (walk, identity, reuse, the manifest) is the reading core
+ *   (service/ingcore.c), the one `ckptsync snapshot` uses; this file pins,
+ *   feeds the object buffer and commits.
  * - Torn files: identity (size, mtime, ctime) is taken before and after
  *   the read of each pinned file; a change restarts the whole unit, so a
  *   snapshot never mixes two versions of a checkpoint.  (Rewrites after
@@ -34,7 +37,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <libgen.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,19 +48,15 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "engine/chunkobj.h"
+#include "service/ingcore.h"
 #include "service/ingest.h"
-#include "service/lineage.h"
 #include "service/metrics.h"
 #include "service/objbuf.h"
 #include "service/pin.h"
-#include "service/pool.h"
 #include "service/queue.h"
-#include "service/scan.h"
 #include "service/snapshot.h"
-#include "service/walk.h"
 
 #define INGEST_MAX_JOBS 4096
-#define INGEST_RACY_NS 20000000 /* 20 ms: several timestamp ticks */
 
 struct cref { /* one chunk reference, with where its bytes are */
     uint8_t id[HASH_LEN];
@@ -88,31 +86,30 @@ struct ingester {
     struct ingest_done *done;
     size_t ndone, done_cap;
     /* the chunk pipeline (hash, lookup, encode, buffer) on the pool, with
-     * each pool thread's encoder; njobs jobs applied in order through win */
+     * each pool thread's encoder; nijobs chunks in flight (service/ingcore.h) */
     struct pool *pool;
     struct chunkobj_ctx *z;
     struct buf *objs;
     struct buf *envs; /* per pool thread: the sealed envelope (encrypted repositories) */
-    struct ijob *ijobs;
-    struct pool_job **jptr;
     size_t nijobs;
-    struct pool_window win;
 };
 
 struct ing;
 
-/* One chunk in flight on the pool. */
+/* One chunk in flight on the pool: the reading core's job, then its
+ * encoding into the object buffer. */
 struct ijob {
-    struct pool_job pj;
-    struct ing *g;
-    struct buf raw; /* a copy of its bytes */
-    uint64_t off;
-    unsigned width; /* from the file's metadata (scan_width), 0 = none */
+    struct ingcore_job h;
     /* outcome */
-    int err;
-    uint8_t id[HASH_LEN];
     uint32_t fed;
     bool fresh;
+};
+
+/* What a chunk read by this snapshot did, by its place in the manifest
+ * (chunks taken from the index did nothing: zero). */
+struct cflag {
+    uint32_t fed; /* slots it was buffered for (ing_feed) */
+    bool fresh;   /* no region had it when it was read */
 };
 
 /* Per-unit work state. */
@@ -120,46 +117,25 @@ struct ing {
     struct ingester *ig;
     const struct ingest_job *job;
     struct ingest_done *res;
-    struct walk w;
-    struct manifest m;
+    struct ingcore core; /* walk, manifest (core.m), file identities (core.keys) */
+    struct buf err;      /* the core's messages */
     struct buf pin;
     bool pinned;
-    struct scan scan;
-    struct cref *refs;
-    size_t nrefs, refs_cap;
-    uint32_t cur_file;
-    struct index_file_key *keys; /* per manifest file, for the file records */
-    struct stat *kept;           /* per walk entry: the identity of a file found
-                                  * unchanged before pinning (st_ino 0: none) */
+    struct cflag *flags;
+    size_t flags_cap;
+    struct stat *kept; /* per walk entry: the identity of a file found
+                        * unchanged before pinning (st_ino 0: none) */
     uint8_t content[HASH_LEN];
     uint64_t queued_bytes;
     uint64_t new_bytes; /* of the distinct chunks no region had */
     uint32_t all;       /* slot bits of every region */
-    int jfail;          /* first error of a job applied since the last drain */
 };
 
-/* ---- reading ----------------------------------------------------------- */
-
-static int ing_ref(struct ing *g, const uint8_t id[HASH_LEN], uint32_t len, uint64_t off,
-                   uint32_t fed, bool fresh)
-{
-    if (g->nrefs == g->refs_cap) {
-        size_t cap = g->refs_cap ? g->refs_cap * 2 : 256;
-        struct cref *v = realloc(g->refs, cap * sizeof(*v));
-        if (!v)
-            return -ENOMEM;
-        g->refs = v;
-        g->refs_cap = cap;
-    }
-    struct cref *c = &g->refs[g->nrefs++];
-    memcpy(c->id, id, HASH_LEN);
-    c->len = len;
-    c->file = g->cur_file;
-    c->off = off;
-    c->fed = fed;
-    c->fresh = fresh;
-    return manifest_add_chunk(&g->m, id, len);
-}
+/* ---- reading -----------------------------------------------------------
+ *
+ * The reading core (service/ingcore.c) walks, reads and identifies; what
+ * is the daemon's is a chunk's way to the region workers: encoded once,
+ * into the object buffer. */
 
 /* Encodes a chunk some region lacks and hands it to the region workers
  * (this may wait while the fastest quorum catches up). */
@@ -205,211 +181,74 @@ static int ing_feed(struct ing *g, size_t thread, const uint8_t id[HASH_LEN], co
     return 0;
 }
 
-/* The job, on pool thread t: hash, then ing_feed. */
-static void ijob_run(struct pool_job *pj, size_t t)
+static struct ing *ing_of(const struct ijob *j)
 {
-    struct ijob *j = (struct ijob *)pj;
+    return j->h.c->o.ud;
+}
+
+/* The job, on pool thread t, its id known. */
+static int ing_job_run(struct ingcore_job *hj, size_t t)
+{
+    struct ijob *j = (struct ijob *)hj;
     j->fed = 0;
     j->fresh = false;
-    repo_chunk_id(j->g->ig->r, j->raw.data, j->raw.len, j->id);
-    j->err = ing_feed(j->g, t, j->id, j->raw.data, j->raw.len, j->width, &j->fed, &j->fresh);
+    return ing_feed(ing_of(j), t, hj->id, hj->raw.data, hj->raw.len, hj->width, &j->fed, &j->fresh);
 }
 
-/* Waits for the oldest job and applies it (its reference, in order). */
-static int ing_chunk_next(struct ing *g)
+/* In file order: what the chunk did, by its place in the manifest. */
+static int ing_chunk_apply(struct ingcore_job *hj, size_t index)
 {
-    struct ijob *j = (struct ijob *)pool_window_oldest(&g->ig->win);
-    int e = j->err < 0 ? j->err : ing_ref(g, j->id, (uint32_t)j->raw.len, j->off, j->fed, j->fresh);
-    return g->jfail ? g->jfail : (g->jfail = e);
-}
-
-/* Every job applied; the first error among them. */
-static int ing_drain(struct ing *g)
-{
-    while (g->ig->win.count)
-        ing_chunk_next(g);
-    int e = g->jfail;
-    g->jfail = 0;
-    return e;
-}
-
-/* The scan's callback: the chunk goes to the pool as a job. */
-static int ing_chunk(void *ud, const uint8_t *data, size_t len, uint64_t off)
-{
-    struct ing *g = ud;
-    struct ingester *ig = g->ig;
-    if (pool_window_full(&ig->win) && ing_chunk_next(g) < 0)
-        return g->jfail;
-    struct ijob *j = &ig->ijobs[pool_window_next(&ig->win)];
-    buf_reset(&j->raw);
-    if (buf_append(&j->raw, data, len) < 0)
-        return -ENOMEM;
-    j->off = off;
-    j->width = scan_width(&g->scan, off, len);
-    j->g = g;
-    j->pj.run = ijob_run;
-    pool_window_submit(&ig->win);
+    struct ijob *j = (struct ijob *)hj;
+    struct ing *g = ing_of(j);
+    if (hj->err < 0)
+        return 0;
+    if (index >= g->flags_cap) {
+        size_t cap = g->flags_cap ? g->flags_cap : 256;
+        while (cap <= index)
+            cap *= 2;
+        struct cflag *v = realloc(g->flags, cap * sizeof(*v));
+        if (!v)
+            return -ENOMEM;
+        memset(v + g->flags_cap, 0, (cap - g->flags_cap) * sizeof(*v));
+        g->flags = v;
+        g->flags_cap = cap;
+    }
+    g->flags[index] = (struct cflag){.fed = j->fed, .fresh = j->fresh};
     return 0;
 }
 
-/* Chunks of an unchanged file from the index; 1 when found. */
-static int ing_reuse(struct ing *g, const struct index_file_key *k, uint8_t digest[HASH_LEN])
-{
-    struct index_txn *t;
-    struct mchunk *v = NULL;
-    size_t n = 0;
-    int e = index_txn_begin(g->ig->r->ix, false, &t);
-    if (e < 0)
-        return e;
-    e = index_file_get(t, k, digest, &v, &n);
-    index_txn_abort(t);
-    if (e == -ENOENT)
-        return 0;
-    uint64_t off = 0;
-    for (size_t i = 0; e == 0 && i < n; i++) {
-        e = ing_ref(g, v[i].id, v[i].len, off, 0, false);
-        off += v[i].len;
-    }
-    free(v);
-    return e < 0 ? e : 1;
-}
-
-static int ing_open(struct ing *g, size_t k)
-{
-    struct buf p = BUF_INIT;
-    if (g->pinned)
-        buf_printf(&p, "%s/%zu", buf_str(&g->pin), k);
-    else
-        buf_printf(&p, "%s/%s", g->w.base, g->w.v[k].path);
-    int fd = open(buf_str(&p), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOATIME);
-    if (fd < 0 && errno == EPERM)
-        fd = open(buf_str(&p), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0) {
-        fd = -errno;
-        snprintf(g->res->msg, sizeof(g->res->msg), "opening \"%s\": %s", buf_str(&p),
-                 strerror(-fd));
-    }
-    buf_free(&p);
-    return fd;
-}
-
-/* A write in the same clock tick as the file's last one may leave mtime
- * and ctime unchanged (timestamps are coarse), so a file modified in the
- * last few milliseconds is given time to age before its identity is
- * trusted ("racy" files, as git calls them). */
-static void ing_age(int fd, struct stat *st)
-{
-    struct timespec now;
-    clock_gettime(CLOCK_REALTIME, &now);
-    int64_t age_ns = ((int64_t)now.tv_sec - st->st_mtim.tv_sec) * 1000000000 +
-                     (now.tv_nsec - st->st_mtim.tv_nsec);
-    if (age_ns >= 0 && age_ns < INGEST_RACY_NS) {
-        struct timespec d = {0, INGEST_RACY_NS};
-        nanosleep(&d, NULL);
-        fstat(fd, st);
-    }
-}
-
-static int ing_file(struct ing *g, size_t k)
-{
-    struct stat st1, st2;
-    uint8_t digest[HASH_LEN];
-    uint64_t got = 0;
-    int e, fd = ing_open(g, k);
-    if (fd < 0)
-        return fd;
-    if (fstat(fd, &st1) < 0) {
-        e = -errno;
-        goto out;
-    }
-    ing_age(fd, &st1);
-    g->cur_file = (uint32_t)g->m.nfiles;
-    if ((e = manifest_add_file(&g->m, MFILE_REG, g->w.v[k].path, st1.st_mode & 07777, NULL)) < 0)
-        goto out;
-    manifest_set_mtime(&g->m, st1.st_mtim.tv_sec, st1.st_mtim.tv_nsec);
-    index_file_key_of(&st1, &g->keys[g->m.nfiles - 1]);
-    e = ing_reuse(g, &g->keys[g->m.nfiles - 1], digest);
-    if (e == 0) {
-        e = scan_fd(&g->scan, fd, ing_chunk, g, &got, digest);
-        int de = ing_drain(g); /* the file's references, in order */
-        if (e == 0 || (e > CKS_E_BASE && de < 0))
-            e = de;
-        if (e == 0 &&
-            (fstat(fd, &st2) < 0 || !index_file_same(&st1, &st2) || got != (uint64_t)st1.st_size))
-            e = CKS_E_CHANGED;
-    }
-    if (e >= 0) {
-        manifest_set_digest(&g->m, digest);
-        g->res->files++;
-        g->res->bytes += (uint64_t)st1.st_size;
-        e = 0;
-    }
-out:
-    close(fd);
-    return e;
-}
+static const struct ingcore_ops ing_ops = {
+    .job_size = sizeof(struct ijob),
+    .run = ing_job_run,
+    .apply = ing_chunk_apply,
+};
 
 /* 1 when the index knows the file by this identity and every configured
  * region holds each of its chunks. */
 static int ing_unchanged_file(struct ing *g, const struct stat *st)
 {
     struct index_file_key k;
-    struct index_txn *t;
-    struct mchunk *v = NULL;
     uint8_t digest[HASH_LEN];
-    size_t n = 0;
     index_file_key_of(st, &k);
-    int e = index_txn_begin(g->ig->r->ix, false, &t);
-    if (e < 0)
-        return e;
-    e = index_file_get(t, &k, digest, &v, &n);
-    for (size_t i = 0; e == 0 && i < n; i++) {
-        struct index_chunk c;
-        if (index_chunk_get(t, v[i].id, &c) < 0 || (c.presence & g->all) != g->all)
-            e = -ENOENT;
-    }
-    index_txn_abort(t);
-    free(v);
-    return e == 0 ? 1 : e == -ENOENT ? 0 : e;
-}
-
-/* A file found unchanged before pinning: its chunks from the index, not
- * read.  CKS_E_CHANGED if its record went meanwhile (the unit is taken
- * again, and then it is pinned and read). */
-static int ing_kept_file(struct ing *g, size_t k)
-{
-    const struct stat *st = &g->kept[k];
-    uint8_t digest[HASH_LEN];
-    g->cur_file = (uint32_t)g->m.nfiles;
-    int e = manifest_add_file(&g->m, MFILE_REG, g->w.v[k].path, st->st_mode & 07777, NULL);
-    if (e < 0)
-        return e;
-    manifest_set_mtime(&g->m, st->st_mtim.tv_sec, st->st_mtim.tv_nsec);
-    index_file_key_of(st, &g->keys[g->m.nfiles - 1]);
-    if ((e = ing_reuse(g, &g->keys[g->m.nfiles - 1], digest)) <= 0)
-        return e < 0 ? e : CKS_E_CHANGED;
-    manifest_set_digest(&g->m, digest);
-    g->res->files++;
-    g->res->bytes += (uint64_t)st->st_size;
-    return 0;
+    return ingcore_known(g->ig->r, &k, g->all, digest, NULL, NULL);
 }
 
 /* ---- pinning ----------------------------------------------------------- */
 
 static int ing_pin(struct ing *g)
 {
-    int e = pin_create(g->ig->root, g->m.id, &g->pin);
+    int e = pin_create(g->ig->root, g->core.m.id, &g->pin);
     if (e < 0)
         return e;
     g->pinned = true;
-    if (!(g->kept = calloc(g->w.n ? g->w.n : 1, sizeof(*g->kept))))
+    if (!(g->kept = calloc(g->core.w.n ? g->core.w.n : 1, sizeof(*g->kept))))
         return -ENOMEM;
-    for (size_t k = 0; k < g->w.n; k++) {
+    for (size_t k = 0; k < g->core.w.n; k++) {
         struct buf src = BUF_INIT;
         struct stat st;
-        if (g->w.v[k].type != MFILE_REG)
+        if (g->core.w.v[k].type != MFILE_REG)
             continue;
-        buf_printf(&src, "%s/%s", g->w.base, g->w.v[k].path);
+        buf_printf(&src, "%s/%s", g->core.w.base, g->core.w.v[k].path);
         /* a file unchanged since its last snapshot, with every chunk in every
          * region, is not read: it needs no pin (and no pin link moving its
          * ctime, which is part of its identity) */
@@ -436,51 +275,6 @@ static int ing_pin(struct ing *g)
 
 /* ---- the manifest ------------------------------------------------------ */
 
-static int ing_manifest(struct ing *g)
-{
-    char host[256] = "unknown";
-    const char *inst = getenv("CKPTSYNC_INSTANCE_TYPE");
-    struct repo *r = g->ig->r;
-    int e;
-    manifest_init(&g->m);
-    if ((e = snapshot_make_id(g->m.id, sizeof(g->m.id))) < 0)
-        return e;
-    gethostname(host, sizeof(host) - 1);
-    g->m.step = g->job->step;
-    g->m.time = (int64_t)time(NULL);
-    g->m.chunk_min = r->params.chunk_min;
-    g->m.chunk_avg = r->params.chunk_avg;
-    g->m.chunk_max = r->params.chunk_max;
-    g->m.normalization = r->params.normalization;
-    if ((e = manifest_set_str(&g->m.run, g->job->run)) < 0 ||
-        (e = manifest_set_str(&g->m.host, host)) < 0 ||
-        (e = manifest_set_str(&g->m.root, g->w.v[0].path)) < 0)
-        return e;
-    if (inst && inst[0] && (e = manifest_set_str(&g->m.instance, inst)) < 0)
-        return e;
-    snapshot_parent(r, g->job->run, &g->m.parent);
-    return lineage_run_gen(r, g->ig->regions, g->job->run, &g->m.gen);
-}
-
-static int ing_entries(struct ing *g)
-{
-    g->keys = calloc(g->w.n ? g->w.n : 1, sizeof(*g->keys));
-    if (!g->keys)
-        return -ENOMEM;
-    for (size_t k = 0; k < g->w.n; k++) {
-        const struct walk_entry *we = &g->w.v[k];
-        int e =
-            we->type == MFILE_REG
-                ? (g->kept && g->kept[k].st_ino ? ing_kept_file(g, k) : ing_file(g, k))
-                : manifest_add_file(&g->m, we->type, we->path, we->st.st_mode & 07777, we->link);
-        if (e < 0)
-            return e;
-        if (we->type != MFILE_REG)
-            manifest_set_mtime(&g->m, we->st.st_mtim.tv_sec, we->st.st_mtim.tv_nsec);
-    }
-    return 0;
-}
-
 /* What the unit holds, without id, time or host: equal digests mean an
  * unchanged unit. */
 static void ing_content(struct ing *g)
@@ -490,8 +284,8 @@ static void ing_content(struct ing *g)
         memset(g->content, 0, sizeof(g->content));
         return;
     }
-    for (size_t k = 0; k < g->m.nfiles; k++) {
-        const struct mfile *f = &g->m.files[k];
+    for (size_t k = 0; k < g->core.m.nfiles; k++) {
+        const struct mfile *f = &g->core.m.files[k];
         uint8_t head[1 + 4 + 8];
         head[0] = (uint8_t)f->type;
         memcpy(head + 1, &f->mode, 4);
@@ -543,75 +337,115 @@ static int cref_cmp(const void *a, const void *b)
     return memcmp(((const struct cref *)a)->id, ((const struct cref *)b)->id, HASH_LEN);
 }
 
+/* The manifest's chunk references with where their bytes are (file,
+ * offset) and what reading them did, sorted by id, one per distinct
+ * chunk.  The caller frees *ret. */
+static int ing_refs(struct ing *g, struct cref **ret, size_t *ret_n)
+{
+    const struct manifest *m = &g->core.m;
+    struct cref *v = malloc((m->nchunks ? m->nchunks : 1) * sizeof(*v));
+    size_t n = 0, out = 0;
+    if (!v)
+        return -ENOMEM;
+    for (size_t k = 0; k < m->nfiles; k++) {
+        const struct mfile *f = &m->files[k];
+        uint64_t off = 0;
+        if (f->type != MFILE_REG)
+            continue;
+        for (size_t i = f->first_chunk; i < f->first_chunk + (size_t)f->nchunks; i++) {
+            struct cref *c = &v[n++];
+            memcpy(c->id, m->chunks[i].id, HASH_LEN);
+            c->len = m->chunks[i].len;
+            c->file = (uint32_t)k;
+            c->off = off;
+            c->fed = i < g->flags_cap ? g->flags[i].fed : 0;
+            c->fresh = i < g->flags_cap && g->flags[i].fresh;
+            off += c->len;
+        }
+    }
+    if (n > 1)
+        qsort(v, n, sizeof(*v), cref_cmp);
+    for (size_t k = 0; k < n; k++)
+        if (!out || memcmp(v[out - 1].id, v[k].id, HASH_LEN))
+            v[out++] = v[k];
+        else {
+            v[out - 1].fed |= v[k].fed;
+            v[out - 1].fresh |= v[k].fresh;
+        }
+    *ret = v;
+    *ret_n = out;
+    return 0;
+}
+
 static int ing_enqueue(struct ing *g, struct index_txn *t, uint64_t seq)
 {
     struct repo *r = g->ig->r;
-    size_t out = 0;
-    int e = 0;
-    qsort(g->refs, g->nrefs, sizeof(*g->refs), cref_cmp);
-    for (size_t k = 0; k < g->nrefs; k++)
-        if (!out || memcmp(g->refs[out - 1].id, g->refs[k].id, HASH_LEN))
-            g->refs[out++] = g->refs[k];
-        else {
-            g->refs[out - 1].fed |= g->refs[k].fed;
-            g->refs[out - 1].fresh |= g->refs[k].fresh;
-        }
+    struct cref *refs;
+    size_t out;
+    int e = ing_refs(g, &refs, &out);
+    if (e < 0)
+        return e;
     for (size_t k = 0; k < out && e == 0; k++) {
         struct index_chunk c = {0};
         bool fresh = false;
-        int ge = index_chunk_get(t, g->refs[k].id, &c);
-        if (ge < 0 && ge != -ENOENT)
-            return ge;
+        int ge = index_chunk_get(t, refs[k].id, &c);
+        if (ge < 0 && ge != -ENOENT) {
+            e = ge;
+            break;
+        }
         /* new: no region had it when it was read (the buffer may have
          * stored it since) */
-        fresh = c.presence == 0 || g->refs[k].fresh;
+        fresh = c.presence == 0 || refs[k].fresh;
         for (size_t i = 0; i < r->nregions && e == 0; i++) {
             struct qentry q = {.slot = r->regions[i]->slot,
                                .seq = seq,
                                .kind = QUEUE_CHUNK,
-                               .file = g->refs[k].file,
-                               .off = g->refs[k].off,
-                               .len = g->refs[k].len};
-            memcpy(q.id, g->refs[k].id, HASH_LEN);
+                               .file = refs[k].file,
+                               .off = refs[k].off,
+                               .len = refs[k].len};
+            memcpy(q.id, refs[k].id, HASH_LEN);
             if (!((c.presence >> q.slot) & 1)) {
                 e = queue_put(t, &q);
                 g->queued_bytes += q.len;
-            } else if ((g->refs[k].fed >> q.slot) & 1) {
+            } else if ((refs[k].fed >> q.slot) & 1) {
                 g->queued_bytes += q.len; /* work of this snapshot, done before its commit */
             }
         }
         g->res->new_chunks += fresh;
-        g->new_bytes += fresh ? g->refs[k].len : 0;
+        g->new_bytes += fresh ? refs[k].len : 0;
     }
     for (size_t i = 0; i < r->nregions && e == 0; i++) {
         struct qentry q = {.slot = r->regions[i]->slot, .seq = seq, .kind = QUEUE_PUBLISH};
         e = queue_put(t, &q);
     }
+    free(refs);
     return e;
 }
 
 static int ing_records(struct ing *g, struct index_txn *t)
 {
-    struct index_snap s = {
-        .step = g->m.step, .time = g->m.time, .bytes = g->res->bytes, .nfiles = g->m.nfiles};
+    struct index_snap s = {.step = g->core.m.step,
+                           .time = g->core.m.time,
+                           .bytes = g->res->bytes,
+                           .nfiles = g->core.m.nfiles};
     int e = 0;
-    for (size_t i = 0; i < g->m.nchunks && e == 0; i++) {
+    for (size_t i = 0; i < g->core.m.nchunks && e == 0; i++) {
         struct index_chunk c = {0};
-        int ge = index_chunk_get(t, g->m.chunks[i].id, &c);
+        int ge = index_chunk_get(t, g->core.m.chunks[i].id, &c);
         if (ge < 0 && ge != -ENOENT)
             return ge;
-        c.raw_len = g->m.chunks[i].len;
+        c.raw_len = g->core.m.chunks[i].len;
         c.refcount++;
-        e = index_chunk_put(t, g->m.chunks[i].id, &c);
+        e = index_chunk_put(t, g->core.m.chunks[i].id, &c);
     }
-    for (size_t k = 0; k < g->m.nfiles && e == 0; k++) {
-        const struct mfile *f = &g->m.files[k];
+    for (size_t k = 0; k < g->core.m.nfiles && e == 0; k++) {
+        const struct mfile *f = &g->core.m.files[k];
         if (f->type == MFILE_REG)
-            e = index_file_put(t, &g->keys[k], f->digest, &g->m.chunks[f->first_chunk],
+            e = index_file_put(t, &g->core.keys[k], f->digest, &g->core.m.chunks[f->first_chunk],
                                (size_t)f->nchunks);
     }
     if (e == 0)
-        e = index_snap_put(t, g->m.run, g->m.id, &s);
+        e = index_snap_put(t, g->core.m.run, g->core.m.id, &s);
     return e;
 }
 
@@ -622,7 +456,7 @@ static int ing_commit(struct ing *g)
     struct pending *p = calloc(1, sizeof(*p));
     char key[96], val[256], hex[HASH_HEX_LEN + 1];
     uint64_t seq = 0;
-    int e = p ? manifest_encode(&g->m, &man) : -ENOMEM;
+    int e = p ? manifest_encode(&g->core.m, &man) : -ENOMEM;
     if (e == 0)
         e = index_txn_begin(g->ig->r->ix, true, &t);
     if (e < 0)
@@ -632,13 +466,13 @@ static int ing_commit(struct ing *g)
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         p->seq = seq;
-        p->step = g->m.step;
+        p->step = g->core.m.step;
         p->created_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
         p->pinned = g->pinned;
-        snprintf(p->id, sizeof(p->id), "%s", g->m.id);
-        snprintf(p->run, sizeof(p->run), "%s", g->m.run);
+        snprintf(p->id, sizeof(p->id), "%s", g->core.m.id);
+        snprintf(p->run, sizeof(p->run), "%s", g->core.m.run);
         snprintf(p->unit, sizeof(p->unit), "%s", g->job->unit);
-        snprintf(p->pin, sizeof(p->pin), "%s", g->pinned ? buf_str(&g->pin) : g->w.base);
+        snprintf(p->pin, sizeof(p->pin), "%s", g->pinned ? buf_str(&g->pin) : g->core.w.base);
         p->manifest = man.data;
         p->manifest_len = man.len;
     }
@@ -652,7 +486,7 @@ static int ing_commit(struct ing *g)
     }
     ing_unit_key(g->job->unit, key);
     hex_encode(g->content, HASH_LEN, hex);
-    snprintf(val, sizeof(val), "%s %s", hex, g->m.id);
+    snprintf(val, sizeof(val), "%s %s", hex, g->core.m.id);
     if (e == 0)
         e = index_meta_put(t, key, val);
     if (e < 0) {
@@ -675,28 +509,44 @@ static void ing_reset(struct ing *g)
     if (g->pinned && g->res->seq == 0)
         pin_remove(buf_str(&g->pin));
     g->pinned = false;
-    walk_free(&g->w);
-    manifest_free(&g->m);
-    free(g->keys);
-    g->keys = NULL;
+    ingcore_free(&g->core);
+    buf_reset(&g->err);
     free(g->kept);
     g->kept = NULL;
-    g->nrefs = 0;
+    free(g->flags);
+    g->flags = NULL;
+    g->flags_cap = 0;
     g->queued_bytes = 0;
     g->new_bytes = 0;
 }
 
+/* Walk and manifest header, pin, every entry (the reading core), then the
+ * commit unless the unit is as its last snapshot left it. */
 static int ing_once(struct ing *g)
 {
-    struct buf path = BUF_INIT, err = BUF_INIT;
-    int e = buf_printf(&path, "%s/%s", g->ig->root, g->job->unit);
-    if (e == 0 && (e = walk_list(buf_str(&path), &g->w, &err)) < 0)
-        snprintf(g->res->msg, sizeof(g->res->msg), "%s", buf_str(&err));
+    struct ingester *ig = g->ig;
+    const char *inst = getenv("CKPTSYNC_INSTANCE_TYPE");
+    struct ingcore_opts co = {.run = g->job->run,
+                              .step = g->job->step,
+                              .instance = inst,
+                              .regions = ig->regions,
+                              .retries = 1, /* a change: the whole unit again (ing_run) */
+                              .ud = g};
+    struct buf path = BUF_INIT;
+    int e = ingcore_init(&g->core, ig->r, &ing_ops, ig->pool, ig->nijobs, &co, &g->err);
+    if (e == 0)
+        e = buf_printf(&path, "%s/%s", ig->root, g->job->unit);
+    if (e == 0)
+        e = ingcore_begin(&g->core, buf_str(&path));
     buf_free(&path);
-    buf_free(&err);
-    if (e < 0)
+    if (e < 0 || (e = ing_pin(g)) < 0)
         return e;
-    if ((e = ing_manifest(g)) < 0 || (e = ing_pin(g)) < 0 || (e = ing_entries(g)) < 0)
+    g->core.pin = g->pinned ? buf_str(&g->pin) : NULL;
+    g->core.kept = g->kept;
+    e = ingcore_entries(&g->core);
+    g->res->files = g->core.files;
+    g->res->bytes = g->core.bytes;
+    if (e < 0)
         return e;
     ing_content(g);
     if (ing_unchanged(g)) {
@@ -728,8 +578,7 @@ static void ing_run(struct ingester *ig, const struct ingest_job *job, struct in
     res->ticket = job->ticket;
     snprintf(res->run, sizeof(res->run), "%s", job->run);
     snprintf(res->unit, sizeof(res->unit), "%s", job->unit);
-    manifest_init(&g.m);
-    if ((e = ing_refused(ig, res)) < 0 || (e = scan_init(&g.scan, &ig->r->cdc)) < 0)
+    if ((e = ing_refused(ig, res)) < 0)
         goto out;
     for (int attempt = 0; attempt < INGEST_RETRIES; attempt++) {
         e = ing_once(&g);
@@ -740,23 +589,25 @@ static void ing_run(struct ingester *ig, const struct ingest_job *job, struct in
                  log_quote(unit, sizeof(unit), job->unit), attempt + 1);
         log_event(LOG_LVL_WARN, f, "\"%s\" changed while it was read; taking it again", job->unit);
         metrics_reread(ig->m);
+        if (attempt + 1 == INGEST_RETRIES)
+            break; /* its message stays */
         ing_reset(&g);
         res->files = res->bytes = res->new_chunks = 0;
     }
     if (e < 0 && ing_refused(ig, res) < 0)
         e = CKS_E_FATAL; /* the index failed under this unit (its commit, a worker's) */
     if (e == 0 && !res->unchanged) {
-        snprintf(res->id, sizeof(res->id), "%s", g.m.id);
-        metrics_snapshot(ig->m, METRICS_SNAP_TAKEN, res->bytes, g.new_bytes, g.m.nchunks,
+        snprintf(res->id, sizeof(res->id), "%s", g.core.m.id);
+        metrics_snapshot(ig->m, METRICS_SNAP_TAKEN, res->bytes, g.new_bytes, g.core.m.nchunks,
                          res->new_chunks);
     }
 out:
     res->err = e;
     if (e < 0 && !res->msg[0])
-        snprintf(res->msg, sizeof(res->msg), "%s", err_str(e));
+        snprintf(res->msg, sizeof(res->msg), "%s",
+                 buf_str(&g.err)[0] ? buf_str(&g.err) : err_str(e));
     ing_reset(&g);
-    scan_free(&g.scan);
-    free(g.refs);
+    buf_free(&g.err);
     buf_free(&g.pin);
 }
 
@@ -852,18 +703,13 @@ int ingester_new(struct repo *r, struct replicator *rp, struct metrics *m, const
         ig->z = calloc(threads, sizeof(*ig->z));
         ig->objs = calloc(threads, sizeof(*ig->objs));
         ig->envs = calloc(threads, sizeof(*ig->envs));
-        ig->ijobs = calloc(ig->nijobs, sizeof(*ig->ijobs));
-        ig->jptr = calloc(ig->nijobs, sizeof(*ig->jptr));
-        if (!ig->z || !ig->objs || !ig->envs || !ig->ijobs || !ig->jptr)
+        if (!ig->z || !ig->objs || !ig->envs)
             pe = -ENOMEM;
     }
     if (pe < 0) {
         ingester_free(ig);
         return pe;
     }
-    for (size_t k = 0; k < ig->nijobs; k++)
-        ig->jptr[k] = &ig->ijobs[k].pj;
-    pool_window_init(&ig->win, ig->pool, ig->jptr, ig->nijobs);
     for (size_t i = 0; i < r->nregions; i++) {
         struct buf err = BUF_INIT;
         int e = repo_region_clone(r, i, &ig->regions[i], &err);
@@ -911,10 +757,6 @@ void ingester_free(struct ingester *ig)
     free(ig->z);
     free(ig->objs);
     free(ig->envs);
-    for (size_t k = 0; ig->ijobs && k < ig->nijobs; k++)
-        buf_free(&ig->ijobs[k].raw);
-    free(ig->ijobs);
-    free(ig->jptr);
     free(ig->jobs);
     free(ig->done);
     free(ig->root);

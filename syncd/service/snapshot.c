@@ -1,10 +1,12 @@
 /*
- * snapshot.c — ingest: walk -> read -> FastCDC -> SHA-256 -> dedup lookup
- * -> zstd -> put to each region -> index -> manifest -> latest ref.
+ * snapshot.c — the one-shot snapshot: the reading core (service/ingcore.c:
+ * walk -> read -> FastCDC -> SHA-256) -> dedup lookup -> encode -> put to
+ * each region -> index -> confirm -> manifest -> commit records.
  *
  * Design notes.
- * - Each byte is read once (service/scan.c): the whole-file digest and the
- *   chunk ids come from the same buffer.
+ * - The reading (walk, file identity, reuse of unchanged files, torn-file
+ *   retries, the manifest) is the daemon's too; what is this file's is a
+ *   chunk's way into the regions, synchronously, from the pool's jobs.
  * - A chunk is compressed only if some region lacks it, and at most once.
  *   Before uploading we ask the region (has): another instance may have
  *   stored the chunk already, and a HEAD is far cheaper than a PUT.
@@ -13,10 +15,9 @@
  *   the knowledge of one chunk, which the next run re-learns with `has`.
  * - Refcounts move only when the snapshot record is first created, in the
  *   same transaction, so a retried commit never counts a chunk twice.
- * - A file is identified by (dev, ino, size, mtime, ctime); when that
- *   matches the index and every healthy region holds its chunks, the file
- *   is not read again.  A file whose identity changes between open and the
- *   end of the read is read again, up to SNAPSHOT_RETRIES times.
+ * - An unchanged file (ingcore.c) is taken from the index only when every
+ *   healthy region holds its chunks; a file whose identity changes during
+ *   the read is read again, up to SNAPSHOT_RETRIES times.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -32,12 +33,10 @@
 #include "base/log.h"
 #include "engine/chunkobj.h"
 #include "service/gc.h"
+#include "service/ingcore.h"
 #include "service/lineage.h"
-#include "service/pool.h"
 #include "service/presence.h"
-#include "service/scan.h"
 #include "service/snapshot.h"
-#include "service/walk.h"
 
 /* A pool thread's own things: region handles (a struct region is
  * single-threaded; thread 0 uses the repo's) and an encoder. */
@@ -49,19 +48,12 @@ struct sworker {
     struct buf env; /* obj sealed once for every region (encrypted repositories) */
 };
 
-struct snap;
-
-/* One chunk in flight. */
+/* One chunk in flight: the reading core's job (service/ingcore.h), then
+ * its way into the regions. */
 struct sjob {
-    struct pool_job pj;
-    struct snap *s;
-    struct buf raw;   /* a copy of the chunk's bytes */
-    unsigned width;   /* from the file's metadata (scan_width), 0 = none */
+    struct ingcore_job h;
     uint32_t healthy; /* region indices it may use (bits) */
     /* outcome */
-    int err;
-    char msg[256];
-    uint8_t id[HASH_LEN];
     struct index_chunk was, c;
     uint32_t before;
     int rerr[CONFIG_MAX_REGIONS];
@@ -74,29 +66,18 @@ struct snap {
     const struct snapshot_opts *o;
     struct snapshot_result *res;
     struct buf *err;
-    struct walk w;
-    struct manifest m;
-    struct scan scan;
+    struct ingcore core; /* walk, manifest (core.m), the files read */
     struct chunkobj_ctx z;
-    struct buf obj;         /* the encoded object of the current chunk */
-    struct mchunk *fchunks; /* chunks of the file being read */
-    size_t nfchunks, fchunks_cap;
-    uint64_t done;
+    struct buf obj;    /* the encoded object of a chunk uploaded again */
     struct seen *seen; /* chunks this snapshot confirmed, per region */
     size_t nseen, seen_cap;
     /* prune's protocol (service/gc.h): what this snapshot relies on in each
      * region is covered by an intent written before the first look */
     struct gc_intent intent[CONFIG_MAX_REGIONS];
     struct gc_cache gcc[CONFIG_MAX_REGIONS];
-    /* the chunk pipeline: njobs jobs, applied in order through win */
     struct pool *pool;
     struct sworker *wk;
     size_t nwk;
-    struct sjob *jobs;
-    size_t njobs;
-    struct pool_job **jptr; /* &jobs[k].pj, for the window */
-    struct pool_window win;
-    int jfail; /* the first error of a job applied since the last drain */
 };
 
 /* A chunk this snapshot uploaded or found in the regions of mask (slot
@@ -105,6 +86,11 @@ struct seen {
     uint8_t id[HASH_LEN];
     uint32_t mask;
 };
+
+static struct snap *snap_of(const struct sjob *j)
+{
+    return j->h.c->o.ud;
+}
 
 /* ---- per region bookkeeping ------------------------------------------ */
 
@@ -125,8 +111,11 @@ static void snap_region_fail(struct snap *s, size_t i, int e)
     snap_region_fail_msg(s, i, e, region_last_error(s->r->regions[i]));
 }
 
-static uint32_t snap_healthy_mask(const struct snap *s)
+/* The slots of the regions still in the snapshot: an unchanged file's
+ * chunks are reused only when the index has them in each. */
+static uint32_t snap_healthy_mask(void *ud)
 {
+    const struct snap *s = ud;
     uint32_t mask = 0;
     for (size_t i = 0; i < s->r->nregions; i++)
         if (!s->r->health[i])
@@ -136,29 +125,27 @@ static uint32_t snap_healthy_mask(const struct snap *s)
 
 /* ---- chunks ------------------------------------------------------------ */
 
-/* A chunk's work (hash, index lookup, encode, HAS and PUT in every
- * region, index record) runs as a job on the pool (service/pool.h),
- * several chunks at once; its outcome is applied on the calling thread in
- * the file's chunk order, so the manifest and the result are those a
- * single thread would produce. */
+/* A chunk's way into the regions (index lookup, encode, HAS and PUT in
+ * every region, index record) runs in the reading core's pool job, several
+ * chunks at once; its outcome is applied on the calling thread in the
+ * file's chunk order (snap_chunk_apply). */
 
 static int snap_encode_once(struct sjob *j, struct sworker *w, struct index_chunk *c)
 {
     enum chunkobj_codec codec;
     if (w->obj.len)
         return 0;
-    struct chunkobj_opts o = repo_chunk_opts(j->s->r);
-    o.width = j->width;
-    int e = chunkobj_encode(&w->z, j->raw.data, j->raw.len, &o, &w->obj, &codec);
+    struct chunkobj_opts o = repo_chunk_opts(snap_of(j)->r);
+    o.width = j->h.width;
+    int e = chunkobj_encode(&w->z, j->h.raw.data, j->h.raw.len, &o, &w->obj, &codec);
     if (e < 0) {
-        snprintf(j->msg, sizeof(j->msg), "compressing a chunk: %s", err_str(e));
+        snprintf(j->h.msg, sizeof(j->h.msg), "compressing a chunk: %s", err_str(e));
         return e;
     }
     c->codec = (uint8_t)codec;
     c->stored_len = (uint32_t)w->obj.len;
     return 0;
 }
-
 /* Records the outcome of ops on c: present regions get their bit, failed
  * regions leave this job (and, when it is applied, the snapshot).
  * Returns how many regions said "absent". */
@@ -194,10 +181,10 @@ static int snap_chunk_upload(struct sjob *j, struct sworker *w, struct index_chu
     struct region_op ops[CONFIG_MAX_REGIONS];
     size_t which[CONFIG_MAX_REGIONS], n = 0;
     char key[REGION_KEY_MAX];
-    size_t nregions = j->s->r->nregions;
+    size_t nregions = snap_of(j)->r->nregions;
     int e;
 
-    region_chunk_key(j->id, key);
+    region_chunk_key(j->h.id, key);
     buf_reset(&w->obj);
     for (size_t i = 0; i < nregions; i++)
         if ((j->healthy >> i & 1) && !(c->presence & (1u << w->rg[i]->slot))) {
@@ -218,7 +205,7 @@ static int snap_chunk_upload(struct sjob *j, struct sworker *w, struct index_chu
     /* An encrypted repository: one seal for every region that lacks it. */
     int sealed = region_seal(w->rg[which[0]], key, w->obj.data, w->obj.len, &w->env);
     if (sealed < 0) {
-        snprintf(j->msg, sizeof(j->msg), "sealing a chunk: %s", err_str(sealed));
+        snprintf(j->h.msg, sizeof(j->h.msg), "sealing a chunk: %s", err_str(sealed));
         return sealed;
     }
     const struct buf *put = sealed ? &w->env : &w->obj;
@@ -241,44 +228,55 @@ static int snap_chunk_upload(struct sjob *j, struct sworker *w, struct index_chu
 static int snap_chunk_record(struct sjob *j, const struct index_chunk *c)
 {
     struct index_txn *t;
-    int e = index_txn_begin(j->s->r->ix, true, &t);
-    if (e == 0 && (e = index_chunk_put(t, j->id, c)) < 0)
+    int e = index_txn_begin(snap_of(j)->r->ix, true, &t);
+    if (e == 0 && (e = index_chunk_put(t, j->h.id, c)) < 0)
         index_txn_abort(t);
     else if (e == 0)
         e = index_txn_commit(t);
     if (e < 0)
-        snprintf(j->msg, sizeof(j->msg), "recording a chunk in the index: %s", err_str(e));
+        snprintf(j->h.msg, sizeof(j->h.msg), "recording a chunk in the index: %s", err_str(e));
     return e;
 }
 
-/* The job itself, on pool thread t. */
-static void sjob_run(struct pool_job *pj, size_t t)
+/* Before the job goes to the pool: the regions it may use. */
+static void snap_job_prepare(struct ingcore_job *hj)
 {
-    struct sjob *j = (struct sjob *)pj;
-    struct snap *s = j->s;
+    struct sjob *j = (struct sjob *)hj;
+    struct snap *s = snap_of(j);
+    j->healthy = 0;
+    for (size_t i = 0; i < s->r->nregions; i++) {
+        j->rerr[i] = 0;
+        j->objects_put[i] = j->bytes_put[i] = 0;
+        if (!s->r->health[i])
+            j->healthy |= 1u << i;
+    }
+}
+
+/* The job, on pool thread t, its id known. */
+static int snap_job_run(struct ingcore_job *hj, size_t t)
+{
+    struct sjob *j = (struct sjob *)hj;
+    struct snap *s = snap_of(j);
     struct sworker *w = &s->wk[t];
     struct index_chunk c = {0};
     struct index_txn *t_;
     int e;
 
-    repo_chunk_id(j->s->r, j->raw.data, j->raw.len, j->id);
     if ((e = index_txn_begin(s->r->ix, false, &t_)) < 0)
-        goto out;
-    e = index_chunk_get(t_, j->id, &c);
+        return e;
+    e = index_chunk_get(t_, j->h.id, &c);
     index_txn_abort(t_);
     if (e < 0 && e != -ENOENT)
-        goto out;
+        return e;
     if (e == -ENOENT) {
         memset(&c, 0, sizeof(c));
-        c.raw_len = (uint32_t)j->raw.len;
+        c.raw_len = (uint32_t)j->h.raw.len;
     }
     j->was = c;
     if ((e = snap_chunk_upload(j, w, &c)) < 0)
-        goto out;
+        return e;
     j->c = c;
-    e = memcmp(&j->was, &c, sizeof(c)) != 0 ? snap_chunk_record(j, &c) : 0;
-out:
-    j->err = e;
+    return memcmp(&j->was, &c, sizeof(c)) != 0 ? snap_chunk_record(j, &c) : 0;
 }
 
 static int snap_seen(struct snap *s, const uint8_t id[HASH_LEN], uint32_t mask)
@@ -298,250 +296,80 @@ static int snap_seen(struct snap *s, const uint8_t id[HASH_LEN], uint32_t mask)
     return 0;
 }
 
-/* Applies the oldest job's outcome, in order, on the calling thread. */
-static int snap_chunk_apply(struct snap *s, struct sjob *j)
+/* Applies the oldest job's outcome, in order, on the calling thread: the
+ * regions it lost, what it stored; a failed job is the core's to report. */
+static int snap_chunk_apply(struct ingcore_job *hj, size_t index)
 {
-    int e = j->err;
+    struct sjob *j = (struct sjob *)hj;
+    struct snap *s = snap_of(j);
+    int e;
+    (void)index;
     for (size_t i = 0; i < s->r->nregions; i++) {
         s->res->region[i].objects_put += j->objects_put[i];
         s->res->region[i].bytes_put += j->bytes_put[i];
         if (j->rerr[i])
             snap_region_fail_msg(s, i, j->rerr[i], j->rmsg[i]);
     }
-    if (e < 0) {
-        if (!buf_str(s->err)[0] && j->msg[0])
-            buf_printf(s->err, "%s", j->msg);
-        return e;
+    if (hj->err < 0)
+        return 0;
+    if (repo_healthy(s->r) == 0) {
+        buf_printf(s->err, "every region failed");
+        return CKS_E_QUORUM;
     }
     const struct index_chunk *c = &j->c;
     if (j->before == 0 && c->presence != 0) {
         s->res->new_chunks++;
-        s->res->new_bytes += j->raw.len;
+        s->res->new_bytes += hj->raw.len;
         s->res->stored_bytes += c->stored_len;
     }
-    if ((e = snap_seen(s, j->id, c->presence & ~j->was.presence)) < 0)
+    if ((e = snap_seen(s, hj->id, c->presence & ~j->was.presence)) < 0)
         return e;
-    if (s->nfchunks == s->fchunks_cap) {
-        size_t cap = s->fchunks_cap ? s->fchunks_cap * 2 : 64;
-        struct mchunk *v = realloc(s->fchunks, cap * sizeof(*v));
-        if (!v)
-            return -ENOMEM;
-        s->fchunks = v;
-        s->fchunks_cap = cap;
-    }
-    memcpy(s->fchunks[s->nfchunks].id, j->id, HASH_LEN);
-    s->fchunks[s->nfchunks++].len = (uint32_t)j->raw.len;
-    s->done += j->raw.len;
-    if (s->o->progress)
-        s->o->progress(s->o->progress_ud, s->done, s->w.bytes);
     return 0;
 }
 
-/* Waits for the oldest job in flight and applies it. */
-static int snap_chunk_next(struct snap *s)
-{
-    struct sjob *j = (struct sjob *)pool_window_oldest(&s->win);
-    int e = snap_chunk_apply(s, j);
-    return s->jfail ? s->jfail : (s->jfail = e);
-}
-
-/* Every job in flight done and applied; the first error among them. */
-static int snap_drain(struct snap *s)
-{
-    while (s->win.count)
-        snap_chunk_next(s);
-    int e = s->jfail;
-    s->jfail = 0;
-    return e;
-}
-
-/* The scan's callback: hands the chunk to the pool, applying the oldest
- * job first when every job slot is in flight. */
-static int snap_chunk(void *ud, const uint8_t *data, size_t len, uint64_t off)
-{
-    struct snap *s = ud;
-    if (pool_window_full(&s->win) && snap_chunk_next(s) < 0)
-        return s->jfail;
-    struct sjob *j = &s->jobs[pool_window_next(&s->win)];
-    buf_reset(&j->raw);
-    if (buf_append(&j->raw, data, len) < 0)
-        return -ENOMEM;
-    j->width = scan_width(&s->scan, off, len);
-    j->s = s;
-    j->err = 0;
-    j->msg[0] = 0;
-    j->healthy = 0;
-    for (size_t i = 0; i < s->r->nregions; i++) {
-        j->rerr[i] = 0;
-        j->objects_put[i] = j->bytes_put[i] = 0;
-        if (!s->r->health[i])
-            j->healthy |= 1u << i;
-    }
-    j->pj.run = sjob_run;
-    pool_window_submit(&s->win);
-    return 0;
-}
-
-/* ---- files ------------------------------------------------------------- */
-
-/* The file's chunks from the index, if it is unchanged and every healthy
- * region holds every one of them.  Returns 1 when reused. */
-static int snap_file_reuse(struct snap *s, const struct index_file_key *k, uint8_t digest[HASH_LEN])
+/* A file read whole: its identity goes into the index now, its chunks
+ * being in the regions already. */
+static int snap_file_read(struct ingcore *c, const struct index_file_key *k,
+                          const uint8_t digest[HASH_LEN], const struct mchunk *v, size_t n)
 {
     struct index_txn *t;
-    struct mchunk *v = NULL;
-    size_t n = 0;
-    uint32_t need = snap_healthy_mask(s);
-    int e = index_txn_begin(s->r->ix, false, &t);
-    if (e < 0)
-        return e;
-    e = index_file_get(t, k, digest, &v, &n);
-    for (size_t i = 0; e == 0 && i < n; i++) {
-        struct index_chunk c;
-        if (index_chunk_get(t, v[i].id, &c) < 0 || (c.presence & need) != need)
-            e = -ENOENT;
-    }
-    index_txn_abort(t);
-    if (e < 0) {
-        free(v);
-        return e == -ENOENT ? 0 : e;
-    }
-    free(s->fchunks);
-    s->fchunks = v;
-    s->nfchunks = s->fchunks_cap = n;
-    s->done += k->size;
-    return 1;
-}
-
-static int snap_record_file(struct snap *s, const struct index_file_key *k, const uint8_t *digest)
-{
-    struct index_txn *t;
-    int e = index_txn_begin(s->r->ix, true, &t);
-    if (e == 0 && (e = index_file_put(t, k, digest, s->fchunks, s->nfchunks)) < 0)
+    int e = index_txn_begin(c->r->ix, true, &t);
+    if (e == 0 && (e = index_file_put(t, k, digest, v, n)) < 0)
         index_txn_abort(t);
     else if (e == 0)
         e = index_txn_commit(t);
-    return e;
-}
-
-static int snap_open(struct snap *s, const char *rel)
-{
-    struct buf path = BUF_INIT;
-    int fd = -ENOMEM;
-    if (buf_printf(&path, "%s/%s", s->w.base, rel) == 0) {
-        fd = open(buf_str(&path), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOATIME);
-        if (fd < 0 && errno == EPERM)
-            fd = open(buf_str(&path), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0) {
-            fd = -errno;
-            buf_printf(s->err, "opening \"%s\": %s", buf_str(&path), strerror(errno));
-        }
-    }
-    buf_free(&path);
-    return fd;
-}
-
-/* One attempt at a file: 0 done, CKS_E_CHANGED to try again. */
-static int snap_file_once(struct snap *s, const struct walk_entry *we, struct stat *ret_st,
-                          uint8_t digest[HASH_LEN])
-{
-    struct stat st1, st2;
-    struct index_file_key k;
-    uint64_t got = 0;
-    int e, fd = snap_open(s, we->path);
-
-    if (fd < 0)
-        return fd;
-    s->nfchunks = 0;
-    if (fstat(fd, &st1) < 0) {
-        e = -errno;
-        goto out;
-    }
-    index_file_key_of(&st1, &k);
-    if ((e = snap_file_reuse(s, &k, digest)) < 0)
-        goto out;
-    if (e == 1) {
-        s->res->files_unchanged++;
-        goto out_ok;
-    }
-    uint64_t done0 = s->done;
-    e = scan_fd(&s->scan, fd, snap_chunk, s, &got, digest);
-    int de = snap_drain(s); /* every chunk of the file applied, in order */
-    if (e == 0 || (e > CKS_E_BASE && de < 0))
-        e = de;
-    if (e < 0) {
-        if (e > CKS_E_BASE && !buf_str(s->err)[0])
-            buf_printf(s->err, "reading \"%s/%s\": %s", s->w.base, we->path, err_str(e));
-        goto out;
-    }
-    if (fstat(fd, &st2) < 0 || !index_file_same(&st1, &st2) || got != (uint64_t)st1.st_size) {
-        s->done = done0;
-        e = CKS_E_CHANGED;
-        goto out;
-    }
-    if ((e = snap_record_file(s, &k, digest)) < 0) {
-        buf_printf(s->err, "recording \"%s\" in the index: %s", we->path, err_str(e));
-        goto out;
-    }
-out_ok:
-    *ret_st = st1;
-    e = 0;
-out:
-    close(fd);
-    return e;
-}
-
-static int snap_file(struct snap *s, const struct walk_entry *we)
-{
-    uint8_t digest[HASH_LEN];
-    struct stat st = we->st;
-    int e = CKS_E_CHANGED;
-
-    for (int attempt = 0; attempt < SNAPSHOT_RETRIES && e == CKS_E_CHANGED; attempt++) {
-        e = snap_file_once(s, we, &st, digest);
-        if (e == CKS_E_CHANGED)
-            log_warn("\"%s/%s\" changed while it was read; reading it again", s->w.base, we->path);
-    }
-    if (e == CKS_E_CHANGED)
-        buf_printf(s->err, "\"%s/%s\" kept changing while it was read (%d attempts)", s->w.base,
-                   we->path, SNAPSHOT_RETRIES);
     if (e < 0)
-        return e;
-    if ((e = manifest_add_file(&s->m, MFILE_REG, we->path, st.st_mode & 07777, NULL)) < 0)
-        return e;
-    manifest_set_mtime(&s->m, st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
-    for (size_t i = 0; i < s->nfchunks; i++)
-        if ((e = manifest_add_chunk(&s->m, s->fchunks[i].id, s->fchunks[i].len)) < 0)
-            return e;
-    manifest_set_digest(&s->m, digest);
-    s->res->files++;
-    s->res->bytes += (uint64_t)st.st_size;
-    s->res->chunks += s->nfchunks;
-    return 0;
+        buf_printf(c->err, "recording a file of \"%s\" in the index: %s", c->w.base, err_str(e));
+    return e;
 }
 
+static const struct ingcore_ops snap_ops = {
+    .job_size = sizeof(struct sjob),
+    .prepare = snap_job_prepare,
+    .run = snap_job_run,
+    .apply = snap_chunk_apply,
+    .file_read = snap_file_read,
+};
+
+static void snap_progress(void *ud, uint64_t done, uint64_t total)
+{
+    struct snap *s = ud;
+    if (s->o->progress)
+        s->o->progress(s->o->progress_ud, done, total);
+}
+
+/* Every entry read or taken from the index (service/ingcore.c). */
 static int snap_entries(struct snap *s)
 {
-    for (size_t i = 0; i < s->w.n; i++) {
-        const struct walk_entry *we = &s->w.v[i];
-        int e = 0;
-        if (we->type == MFILE_REG) {
-            e = snap_file(s, we);
-        } else {
-            e = manifest_add_file(&s->m, we->type, we->path, we->st.st_mode & 07777, we->link);
-            if (e == 0)
-                manifest_set_mtime(&s->m, we->st.st_mtim.tv_sec, we->st.st_mtim.tv_nsec);
-            s->res->dirs += we->type == MFILE_DIR;
-            s->res->links += we->type == MFILE_LINK;
-        }
-        if (e < 0)
-            return e;
-        if (repo_healthy(s->r) == 0) {
-            buf_printf(s->err, "every region failed");
-            return CKS_E_QUORUM;
-        }
-    }
-    return 0;
+    int e = ingcore_entries(&s->core);
+    const struct ingcore *c = &s->core;
+    s->res->files = c->files;
+    s->res->dirs = c->dirs;
+    s->res->links = c->links;
+    s->res->bytes = c->bytes;
+    s->res->chunks = c->chunks;
+    s->res->files_unchanged = c->files_unchanged;
+    return e;
 }
 
 /* ---- confirming presence ------------------------------------------------ */
@@ -557,7 +385,7 @@ static int snap_distinct(struct snap *s, struct presence_item **ret, uint32_t **
                          size_t *ret_n, uint64_t *ret_estimate)
 {
     size_t k = 0;
-    int e = presence_items(s->r->ix, &s->m, ret, ret_n, ret_estimate);
+    int e = presence_items(s->r->ix, &s->core.m, ret, ret_n, ret_estimate);
     if (e < 0)
         return e;
     uint32_t *masks = calloc(*ret_n ? *ret_n : 1, sizeof(*masks));
@@ -587,14 +415,14 @@ static int snap_reupload(struct snap *s, size_t i, const uint8_t id[HASH_LEN])
     uint32_t len;
     uint8_t got[HASH_LEN];
     char key[REGION_KEY_MAX];
-    int e = manifest_chunk_at(&s->m, id, &file, &off, &len);
+    int e = manifest_chunk_at(&s->core.m, id, &file, &off, &len);
     if (e < 0)
         return e;
-    const char *path = s->m.files[file].path;
+    const char *path = s->core.m.files[file].path;
     uint8_t *data = malloc(len ? len : 1);
     if (!data)
         return -ENOMEM;
-    int fd = snap_open(s, path);
+    int fd = ingcore_open(&s->core, file);
     ssize_t n = fd < 0 ? -1 : pread(fd, data, len, (off_t)off);
     e = fd < 0 ? fd : n < 0 ? -errno : 0;
     if (fd >= 0)
@@ -602,8 +430,8 @@ static int snap_reupload(struct snap *s, size_t i, const uint8_t id[HASH_LEN])
     if (e == 0) {
         repo_chunk_id(s->r, data, (size_t)n, got);
         if ((size_t)n != len || memcmp(got, id, HASH_LEN)) {
-            buf_printf(s->err, "\"%s/%s\" changed during the snapshot; take it again", s->w.base,
-                       path);
+            buf_printf(s->err, "\"%s/%s\" changed during the snapshot; take it again",
+                       s->core.w.base, path);
             e = CKS_E_CHANGED;
         }
     }
@@ -664,8 +492,8 @@ static int snap_gc_check(struct snap *s, size_t i, const struct presence_item *a
         *ret_all = true;
     }
     for (;;) {
-        int e = gc_writer_check(rg, &s->gcc[i], &s->r->conf, all, n, s->m.run, s->m.id, recheck,
-                                waiting);
+        int e = gc_writer_check(rg, &s->gcc[i], &s->r->conf, all, n, s->core.m.run, s->core.m.id,
+                                recheck, waiting);
         if (e != -EAGAIN)
             return e;
         if (!told)
@@ -799,31 +627,6 @@ void snapshot_parent(struct repo *r, const char *run, char **ret_parent)
         manifest_set_str(ret_parent, a.id);
 }
 
-static int snap_init_manifest(struct snap *s)
-{
-    struct manifest *m = &s->m;
-    char host[256] = "unknown";
-    int e;
-
-    if ((e = snapshot_make_id(m->id, sizeof(m->id))) < 0)
-        return e;
-    gethostname(host, sizeof(host) - 1);
-    m->step = s->o->step;
-    m->time = (int64_t)time(NULL);
-    m->chunk_min = s->r->params.chunk_min;
-    m->chunk_avg = s->r->params.chunk_avg;
-    m->chunk_max = s->r->params.chunk_max;
-    m->normalization = s->r->params.normalization;
-    if ((e = manifest_set_str(&m->run, s->o->run)) < 0 ||
-        (e = manifest_set_str(&m->host, host)) < 0 ||
-        (e = manifest_set_str(&m->root, s->w.v[0].path)) < 0)
-        return e;
-    if (s->o->instance && (e = manifest_set_str(&m->instance, s->o->instance)) < 0)
-        return e;
-    snapshot_parent(s->r, s->o->run, &m->parent);
-    return lineage_run_gen(s->r, s->r->regions, s->o->run, &m->gen);
-}
-
 static int snap_record(struct snap *s, uint32_t committed, bool create)
 {
     struct index_txn *t;
@@ -832,25 +635,25 @@ static int snap_record(struct snap *s, uint32_t committed, bool create)
     if (e < 0)
         return e;
     if (!create) {
-        if ((e = index_snap_get(t, s->m.run, s->m.id, &rec)) < 0)
+        if ((e = index_snap_get(t, s->core.m.run, s->core.m.id, &rec)) < 0)
             goto fail;
         rec.committed = committed;
-        e = index_snap_put(t, s->m.run, s->m.id, &rec);
+        e = index_snap_put(t, s->core.m.run, s->core.m.id, &rec);
         goto done;
     }
-    rec.step = s->m.step;
-    rec.time = s->m.time;
+    rec.step = s->core.m.step;
+    rec.time = s->core.m.time;
     rec.bytes = s->res->bytes;
-    rec.nfiles = s->m.nfiles;
-    for (size_t i = 0; i < s->m.nchunks && e == 0; i++) {
+    rec.nfiles = s->core.m.nfiles;
+    for (size_t i = 0; i < s->core.m.nchunks && e == 0; i++) {
         struct index_chunk c;
-        if ((e = index_chunk_get(t, s->m.chunks[i].id, &c)) == 0) {
+        if ((e = index_chunk_get(t, s->core.m.chunks[i].id, &c)) == 0) {
             c.refcount++;
-            e = index_chunk_put(t, s->m.chunks[i].id, &c);
+            e = index_chunk_put(t, s->core.m.chunks[i].id, &c);
         }
     }
     if (e == 0)
-        e = index_snap_put(t, s->m.run, s->m.id, &rec);
+        e = index_snap_put(t, s->core.m.run, s->core.m.id, &rec);
 done:
     if (e == 0)
         return index_txn_commit(t);
@@ -873,7 +676,7 @@ static int snap_commit(struct snap *s)
 {
     struct buf man = BUF_INIT;
     uint32_t committed = 0;
-    int e = manifest_encode(&s->m, &man);
+    int e = manifest_encode(&s->core.m, &man);
 
     if (e < 0) {
         buf_printf(s->err, "encoding the manifest: %s", err_str(e));
@@ -886,7 +689,7 @@ static int snap_commit(struct snap *s)
     for (size_t i = 0; i < s->r->nregions; i++) {
         if (s->r->health[i])
             continue;
-        e = snapshot_publish(s->r->regions[i], &s->m, man.data, man.len);
+        e = snapshot_publish(s->r->regions[i], &s->core.m, man.data, man.len);
         if (e < 0) {
             snap_region_fail(s, i, e);
             continue;
@@ -903,35 +706,43 @@ out:
 
 /* ---- entry point ------------------------------------------------------- */
 
-/* The scan buffer, and the pool with its threads' region handles and
- * job ring: two jobs a thread, within the memory budget. */
+/* The pool and the reading core: two jobs a thread, within the memory
+ * budget. */
 static int snap_setup(struct snap *s)
 {
     struct repo *r = s->r;
-    int e = scan_init(&s->scan, &r->cdc);
-    if (e == 0)
-        e = pool_new(repo_workers(r), &s->pool);
+    int e = pool_new(repo_workers(r), &s->pool);
     if (e < 0)
         return e;
     s->nwk = pool_size(s->pool);
     uint64_t cap = r->conf.memory / (2 * (uint64_t)r->params.chunk_max + 1);
-    s->njobs = 2 * s->nwk;
-    if (s->njobs > cap)
-        s->njobs = cap > 1 ? (size_t)cap : 1;
-    s->wk = calloc(s->nwk, sizeof(*s->wk));
-    s->jobs = calloc(s->njobs, sizeof(*s->jobs));
-    s->jptr = calloc(s->njobs, sizeof(*s->jptr));
-    if (!s->wk || !s->jobs || !s->jptr)
+    size_t njobs = 2 * s->nwk;
+    if (njobs > cap)
+        njobs = cap > 1 ? (size_t)cap : 1;
+    struct ingcore_opts co = {.run = s->o->run,
+                              .step = s->o->step,
+                              .instance = s->o->instance,
+                              .regions = r->regions,
+                              .retries = SNAPSHOT_RETRIES,
+                              .reuse_need = snap_healthy_mask,
+                              .progress = snap_progress,
+                              .ud = s};
+    return ingcore_init(&s->core, r, &snap_ops, s->pool, njobs, &co, s->err);
+}
+
+/* Each pool thread's region handles (thread 0 uses the repo's). */
+static int snap_workers(struct snap *s)
+{
+    struct repo *r = s->r;
+    if (!(s->wk = calloc(s->nwk, sizeof(*s->wk))))
         return -ENOMEM;
-    for (size_t k = 0; k < s->njobs; k++)
-        s->jptr[k] = &s->jobs[k].pj;
-    pool_window_init(&s->win, s->pool, s->jptr, s->njobs);
     for (size_t t = 0; t < s->nwk; t++)
         for (size_t i = 0; i < r->nregions; i++) {
             s->wk[t].rg[i] = r->regions[i];
             if (t == 0 || r->health[i])
                 continue;
-            if ((e = repo_region_clone(r, i, &s->wk[t].own[i], s->err)) < 0)
+            int e = repo_region_clone(r, i, &s->wk[t].own[i], s->err);
+            if (e < 0)
                 return e;
             s->wk[t].rg[i] = s->wk[t].own[i];
         }
@@ -958,18 +769,13 @@ static int snap_intents(struct snap *s)
 
 static void snap_teardown(struct snap *s)
 {
-    if (s->pool)
-        snap_drain(s); /* jobs in flight use what follows */
+    ingcore_free(&s->core); /* first: jobs in flight use what follows */
     for (size_t i = 0; i < s->r->nregions; i++) {
         gc_intent_end(s->r->regions[i], &s->intent[i]); /* published, or never will be */
         gc_cache_free(&s->gcc[i]);
     }
-    walk_free(&s->w);
-    manifest_free(&s->m);
-    scan_free(&s->scan);
     chunkobj_ctx_free(&s->z);
     buf_free(&s->obj);
-    free(s->fchunks);
     free(s->seen);
     pool_free(s->pool);
     for (size_t t = 0; s->wk && t < s->nwk; t++) {
@@ -980,10 +786,6 @@ static void snap_teardown(struct snap *s)
         buf_free(&s->wk[t].env);
     }
     free(s->wk);
-    for (size_t k = 0; s->jobs && k < s->njobs; k++)
-        buf_free(&s->jobs[k].raw);
-    free(s->jobs);
-    free(s->jptr);
 }
 
 /* Regions that failed before the snapshot began (repo_open): their
@@ -1007,19 +809,18 @@ int snapshot_take(struct repo *r, const struct snapshot_opts *o, struct snapshot
 
     memset(ret, 0, sizeof(*ret));
     ret->nregions = r->nregions;
-    manifest_init(&s.m);
     if (manifest_run_check(o->run) < 0) {
         buf_printf(err, "run name \"%s\": use 1-256 characters from [A-Za-z0-9._-], not . or ..",
                    o->run);
         return -EINVAL;
     }
     snap_note_unhealthy(&s);
-    if ((e = walk_list(o->path, &s.w, err)) < 0 || (e = snap_setup(&s)) < 0 ||
-        (e = snap_init_manifest(&s)) < 0 || (e = snap_intents(&s)) < 0 ||
-        (e = snap_entries(&s)) < 0 || (e = snap_confirm(&s)) < 0 || (e = snap_commit(&s)) < 0)
+    if ((e = snap_setup(&s)) < 0 || (e = ingcore_begin(&s.core, o->path)) < 0 ||
+        (e = snap_workers(&s)) < 0 || (e = snap_intents(&s)) < 0 || (e = snap_entries(&s)) < 0 ||
+        (e = snap_confirm(&s)) < 0 || (e = snap_commit(&s)) < 0)
         goto out;
-    memcpy(ret->id, s.m.id, sizeof(ret->id));
-    snprintf(ret->root, sizeof(ret->root), "%s", s.m.root);
+    memcpy(ret->id, s.core.m.id, sizeof(ret->id));
+    snprintf(ret->root, sizeof(ret->root), "%s", s.core.m.root);
     ret->durable = ret->committed >= r->conf.quorum;
     e = ret->committed == r->nregions ? 0 : ret->durable ? 1 : CKS_E_QUORUM;
 out:

@@ -1,0 +1,134 @@
+/*
+ * ingcore.h — the reading half of every snapshot, one path for
+ * `ckptsync snapshot` (service/snapshot.c) and the daemon's ingest
+ * (service/ingest.c): walk, manifest header, each entry in walk order,
+ * each regular file opened, given time to age, identified, taken from the
+ * index when unchanged or else read once (FastCDC + SHA-256, the chunks
+ * on the worker pool), checked for a change during the read, and added
+ * to the manifest with its chunks, mtime and digest.
+ *
+ * The front ends differ only in how a chunk reaches the regions, which
+ * they give as ops: the CLI's job uploads it to every region at once, the
+ * daemon's encodes it into the object buffer for its region workers.
+ * What they do with the finished manifest (confirm and publish now, or
+ * queue it in one index transaction) is theirs too.
+ *
+ *   struct ingcore c;
+ *   ingcore_init(&c, r, &ops, pool, njobs, &opts, err);
+ *   ingcore_begin(&c, path)            // walk + manifest header
+ *   ... front end: pin, intents ...
+ *   ingcore_entries(&c)                // every entry, in walk order
+ *   ... c.m is the manifest, c.keys[k] the identity of its file k ...
+ *   ingcore_free(&c);
+ *
+ * Jobs: ops->job_size bytes each, beginning with struct ingcore_job;
+ * ops->prepare resets the front end's part before a job is submitted,
+ * ops->run runs on pool thread `thread` once j->id is known, and
+ * ops->apply takes its outcome on the calling thread in the file's chunk
+ * order (also for a job whose run failed, so the front end can count
+ * what it did); a failed job then fails the file with j->msg.
+ *
+ * Manifest file k is walk entry k; a pinned unit's file k is PIN/k.
+ * Not thread-safe: one reader per struct; the pool is the caller's.
+ */
+#ifndef CKS_INGCORE_H
+#define CKS_INGCORE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+#include "base/buf.h"
+#include "engine/manifest.h"
+#include "service/pool.h"
+#include "service/repo.h"
+#include "service/scan.h"
+#include "service/walk.h"
+
+struct ingcore;
+
+struct ingcore_job {
+    struct pool_job pj;
+    struct ingcore *c;
+    struct buf raw; /* a copy of the chunk's bytes */
+    uint64_t off;   /* in its file */
+    unsigned width; /* element width from the file's metadata (scan_width), 0: none */
+    uint8_t id[HASH_LEN];
+    int err;       /* ops->run's result */
+    char msg[256]; /* why, when err < 0 (empty: err_str) */
+};
+
+struct ingcore_ops {
+    size_t job_size; /* sizeof the front end's job, which begins with struct ingcore_job */
+    void (*prepare)(struct ingcore_job *j);
+    int (*run)(struct ingcore_job *j, size_t thread);
+    /* index: the chunk's place in the manifest's chunk list once its file
+     * is added.  A negative return fails the file (and the snapshot). */
+    int (*apply)(struct ingcore_job *j, size_t index);
+    /* Optional: a regular file read whole and unchanged during the read,
+     * before its entry is added (the CLI records its identity here, its
+     * chunks being in the regions already). */
+    int (*file_read)(struct ingcore *c, const struct index_file_key *k,
+                     const uint8_t digest[HASH_LEN], const struct mchunk *v, size_t n);
+};
+
+struct ingcore_opts {
+    const char *run;
+    int64_t step;            /* -1: unknown */
+    const char *instance;    /* instance type, NULL: unknown */
+    struct region **regions; /* handles for reading the run's lineage (its generation) */
+    /* Reads of a file that changed while it was read before giving up
+     * with CKS_E_CHANGED (1: at once, the caller takes the unit again). */
+    int retries;
+    /* An unchanged file's chunks are taken from the index only when the
+     * index has each in every region slot this returns (NULL: always). */
+    uint32_t (*reuse_need)(void *ud);
+    void (*progress)(void *ud, uint64_t done, uint64_t total);
+    void *ud;
+};
+
+struct ingcore {
+    struct repo *r;
+    const struct ingcore_ops *ops;
+    struct ingcore_opts o;
+    struct buf *err; /* the caller's: a message naming what failed */
+    struct walk w;
+    struct manifest m;
+    struct index_file_key *keys; /* per manifest file: its identity (regular files) */
+    /* Set by the front end after ingcore_begin, both optional: */
+    const char *pin;         /* open regular file k as PIN/k */
+    const struct stat *kept; /* per walk entry: found unchanged before the read (st_ino 0: no) */
+    /* counts */
+    uint64_t files, dirs, links, bytes, chunks, files_unchanged, done;
+    /* private */
+    struct scan scan;
+    struct pool *pool;
+    struct pool_window win;
+    unsigned char *jobs;
+    struct pool_job **jptr;
+    size_t njobs;
+    struct mchunk *fchunks; /* of the file being read */
+    size_t nfchunks, fchunks_cap;
+    int jfail;
+};
+
+/* njobs chunks in flight at most (each holds a copy of its bytes). */
+int ingcore_init(struct ingcore *c, struct repo *r, const struct ingcore_ops *ops,
+                 struct pool *pool, size_t njobs, const struct ingcore_opts *o, struct buf *err);
+void ingcore_free(struct ingcore *c);
+/* Lists path and fills the manifest's header (id, run, step, time, host,
+ * chunker, root, instance, parent, generation). */
+int ingcore_begin(struct ingcore *c, const char *path);
+/* Every walk entry into the manifest.  CKS_E_CHANGED: a file kept
+ * changing (retries reads), or a kept file's record went meanwhile. */
+int ingcore_entries(struct ingcore *c);
+/* Opens manifest file k for reading (PIN/k when pinned); -errno, with a
+ * message in the caller's err. */
+int ingcore_open(struct ingcore *c, size_t k);
+/* 1 when the index knows a file by identity k and has each of its chunks
+ * in every slot of need (0: no condition): its digest and chunks in
+ * digest and *ret_v (the caller frees; ret_v NULL: not wanted). */
+int ingcore_known(struct repo *r, const struct index_file_key *k, uint32_t need,
+                  uint8_t digest[HASH_LEN], struct mchunk **ret_v, size_t *ret_n);
+
+#endif
