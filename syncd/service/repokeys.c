@@ -181,8 +181,10 @@ static int info_cmp(const void *a, const void *b)
     return strcmp(((const struct repokey_info *)a)->id, ((const struct repokey_info *)b)->id);
 }
 
-/* Reads slot id from the first region holding it. */
-static int slot_read(struct repo *r, const struct repokey_info *in, struct keyslot *ret)
+/* Slot in's bytes into out and parsed into *ret, from the first region of
+ * its that holds a copy that parses; each copy that does not is logged. */
+static int slot_fetch(struct repo *r, const struct repokey_info *in, struct buf *out,
+                      struct keyslot *ret)
 {
     char key[64];
     snprintf(key, sizeof(key), REPOKEYS_PREFIX "%s", in->id);
@@ -190,16 +192,11 @@ static int slot_read(struct repo *r, const struct repokey_info *in, struct keysl
     for (size_t i = 0; i < r->nregions; i++) {
         if (r->health[i] || !(in->regions & (1u << i)))
             continue;
-        struct buf data = BUF_INIT;
-        e = region_get(r->regions[i], key, KEYSLOT_MAX_BYTES, &data);
-        if (e == 0)
-            e = keyslot_parse(data.data, data.len, ret);
-        if (e < 0)
-            log_error("region '%s': key slot \"%s\": %s", r->regions[i]->conf.name, key,
-                      err_str(e));
-        buf_free(&data);
-        if (e == 0)
+        buf_reset(out);
+        e = region_get(r->regions[i], key, KEYSLOT_MAX_BYTES, out);
+        if (e == 0 && (e = keyslot_parse(out->data, out->len, ret)) == 0)
             return 0;
+        log_error("region '%s': key slot \"%s\": %s", r->regions[i]->conf.name, key, err_str(e));
     }
     return e;
 }
@@ -240,34 +237,16 @@ int repokeys_list(struct repo *r, struct repokey_info **ret, size_t *ret_n, stru
     int e = slot_names_in(r, UINT32_MAX, &l, err);
     if (e < 0)
         return e;
+    struct buf data = BUF_INIT;
     for (size_t k = 0; k < l.n; k++)
-        l.v[k].valid = slot_read(r, &l.v[k], &l.v[k].slot) == 0;
+        l.v[k].valid = slot_fetch(r, &l.v[k], &data, &l.v[k].slot) == 0;
+    buf_free(&data);
     *ret = l.v;
     *ret_n = l.n;
     return 0;
 }
 
 /* ---- copying into regions that lack slots ---------------------------------- */
-
-/* Slot info's bytes, from the first region of its that holds a copy that
- * parses. */
-static int slot_fetch(struct repo *r, const struct repokey_info *in, struct buf *out)
-{
-    char key[64];
-    snprintf(key, sizeof(key), REPOKEYS_PREFIX "%s", in->id);
-    int e = -ENOENT;
-    for (size_t i = 0; i < r->nregions; i++) {
-        struct keyslot ks;
-        if (r->health[i] || !(in->regions & (1u << i)))
-            continue;
-        buf_reset(out);
-        e = region_get(r->regions[i], key, KEYSLOT_MAX_BYTES, out);
-        if (e == 0 && (e = keyslot_parse(out->data, out->len, &ks)) == 0)
-            return 0;
-        log_error("region '%s': key slot \"%s\": %s", r->regions[i]->conf.name, key, err_str(e));
-    }
-    return e;
-}
 
 static const struct repokey_info *slot_find(const struct slot_names *l, const char *id)
 {
@@ -296,11 +275,12 @@ int repokeys_copy(struct repo *r, uint32_t from, uint32_t to, struct buf *err)
     for (size_t k = 0; k < src.n; k++) {
         const struct repokey_info *have = slot_find(&dst, src.v[k].id);
         uint32_t lack = to & ~(have ? have->regions : 0);
+        struct keyslot ks; /* only checked: the bytes are copied */
         char key[64];
         for (size_t i = 0; i < r->nregions; i++)
             if (r->health[i])
                 lack &= ~(1u << i);
-        if (!lack || slot_fetch(r, &src.v[k], &obj) < 0)
+        if (!lack || slot_fetch(r, &src.v[k], &obj, &ks) < 0)
             continue; /* held everywhere, or no copy that parses: not spread */
         snprintf(key, sizeof(key), REPOKEYS_PREFIX "%s", src.v[k].id);
         for (size_t i = 0; i < r->nregions; i++) {

@@ -276,6 +276,22 @@ static int rst_drain(struct rst *s)
     return e;
 }
 
+/* Reads manifest chunk g back from fd (its file, where it was written) into
+ * back and adds it to h.  A short read is -EIO: the file was created at its
+ * full size (rst_open()), so a chunk is never past its end.  No lock held. */
+static int rst_hash_back(const struct rst *s, size_t g, int fd, struct buf *back, struct hash *h)
+{
+    uint32_t len = s->m.chunks[g].len;
+    buf_reset(back);
+    int e = buf_reserve(back, len);
+    ssize_t n = e == 0 ? pread(fd, back->data, len, (off_t)s->chunk_off[g]) : 0;
+    if (e == 0 && n != (ssize_t)len)
+        e = n < 0 ? -errno : -EIO;
+    if (e == 0)
+        hash_update(h, back->data, len);
+    return e;
+}
+
 /* Called with rf->mu held and rf->busy set: hashes the chunks kept or
  * marked that are next in line (kept ones from memory, marked ones read
  * back after their writes completed), releasing the lock while hashing. */
@@ -294,7 +310,6 @@ static int rst_hash_catchup(struct rst *s, size_t k)
         if (!kept && !marked)
             break;
         size_t g = (size_t)(f->first_chunk + rf->next);
-        uint32_t len = s->m.chunks[g].len;
         int fd = rf->fd;
         if (kept)
             *pp = kept->next;
@@ -310,12 +325,7 @@ static int rst_hash_catchup(struct rst *s, size_t k)
              * while this loop hashed came after any earlier drain */
             e = rst_drain(s);
             if (e == 0)
-                e = buf_reserve(&back, len);
-            ssize_t n = e == 0 ? pread(fd, back.data, len, (off_t)s->chunk_off[g]) : 0;
-            if (e == 0 && n != (ssize_t)len)
-                e = n < 0 ? -errno : -EIO;
-            if (e == 0)
-                hash_update(&rf->h, back.data, len);
+                e = rst_hash_back(s, g, fd, &back, &rf->h);
         }
         pthread_mutex_lock(&rf->mu);
         if (e == 0)
@@ -382,15 +392,21 @@ static int rst_open(struct rst *s, size_t k, int flags)
 }
 
 /* Keeps chunk c (early) in memory when the budget allows; else marks it
- * for reading back.  rf->mu held. */
+ * for reading back.  rf->mu held.  With several parts (s->direct) it only
+ * marks: the digest thread reads every early chunk back, a mark meaning
+ * "written" to it, so nothing may be kept (stash_budget is 0 there too);
+ * it is reached there only while seeding, before that thread starts. */
 static void rst_keep(struct rst *s, struct rfile *rf, uint64_t c, const uint8_t *data, size_t len)
 {
     struct stashed *kept = NULL;
-    pthread_mutex_lock(&s->mu);
-    bool fits = s->stash_bytes + len <= s->stash_budget;
-    if (fits)
-        s->stash_bytes += len;
-    pthread_mutex_unlock(&s->mu);
+    bool fits = false;
+    if (!s->direct) {
+        pthread_mutex_lock(&s->mu);
+        fits = s->stash_bytes + len <= s->stash_budget;
+        if (fits)
+            s->stash_bytes += len;
+        pthread_mutex_unlock(&s->mu);
+    }
     if (fits && (kept = malloc(sizeof(*kept) + len))) {
         kept->c = c;
         kept->len = len;
@@ -458,16 +474,9 @@ static int rst_hash_file(struct rst *s, size_t k, struct buf *back)
     pthread_mutex_lock(&rf->mu);
     while (e == 0 && rf->next < f->nchunks && (rf->early[rf->next / 8] >> (rf->next % 8) & 1)) {
         size_t g = (size_t)(f->first_chunk + rf->next);
-        uint32_t len = s->m.chunks[g].len;
         int fd = rf->fd;
         pthread_mutex_unlock(&rf->mu);
-        buf_reset(back);
-        e = buf_reserve(back, len);
-        ssize_t n = e == 0 ? pread(fd, back->data, len, (off_t)s->chunk_off[g]) : 0;
-        if (e == 0 && n != (ssize_t)len)
-            e = n < 0 ? -errno : -EIO;
-        if (e == 0)
-            hash_update(&rf->h, back->data, len);
+        e = rst_hash_back(s, g, fd, back, &rf->h);
         pthread_mutex_lock(&rf->mu);
         if (e == 0)
             rf->next++;
