@@ -1,6 +1,7 @@
 /*
  * cli_gc.c — `ckptsync forget`, `ckptsync prune`, `ckptsync stats`:
- * retention (service/retention.h) and garbage collection (service/gc.h).
+ * retention (service/retention.h), garbage collection (service/gc.h) and
+ * chunk usage (service/stats.h).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -12,11 +13,10 @@
 #include "base/json.h"
 #include "base/log.h"
 #include "cli.h"
-#include "service/catalog.h"
 #include "service/gc.h"
 #include "service/lineage.h"
-#include "service/restore.h"
 #include "service/retention.h"
+#include "service/stats.h"
 
 #define RUNS_MAX 4096
 
@@ -415,61 +415,6 @@ static const char stats_usage[] =
     "prune).  Per run: snapshots, logical bytes, stored bytes, and each snapshot's unique\n"
     "bytes (what deleting it alone would free).  Reads every retained manifest.\n";
 
-struct sized {
-    uint8_t id[HASH_LEN];
-    uint64_t size;
-};
-
-struct sized_list {
-    struct sized *v;
-    size_t n, cap;
-};
-
-static int sized_cb(void *ud, const char *key, uint64_t size)
-{
-    struct sized_list *l = ud;
-    const char *hex = strrchr(key, '/');
-    if (!hex || strlen(hex + 1) != HASH_HEX_LEN)
-        return 0;
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 1024;
-        struct sized *p = realloc(l->v, cap * sizeof(*p));
-        if (!p)
-            return -ENOMEM;
-        l->v = p;
-        l->cap = cap;
-    }
-    if (hex_decode(hex + 1, HASH_LEN, l->v[l->n].id) < 0)
-        return 0;
-    l->v[l->n++].size = size;
-    return 0;
-}
-
-static int sized_cmp(const void *a, const void *b)
-{
-    return memcmp(a, b, HASH_LEN);
-}
-
-/* (chunk, snapshot) pairs of every retained manifest */
-struct use {
-    uint8_t id[HASH_LEN];
-    uint32_t snap;
-};
-
-static int use_cmp(const void *a, const void *b)
-{
-    const struct use *x = a, *y = b;
-    int c = memcmp(x->id, y->id, HASH_LEN);
-    return c ? c : (x->snap > y->snap) - (x->snap < y->snap);
-}
-
-struct snapstat {
-    char run[MANIFEST_MAX_FIELD + 1];
-    char id[MANIFEST_ID_MAX + 1];
-    int64_t step;
-    uint64_t logical, stored, unique;
-};
-
 int cmd_stats(struct cli *c, int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -490,92 +435,13 @@ int cmd_stats(struct cli *c, int argc, char **argv)
     struct repo *r;
     if (cli_open_repo(c, 0, &r) < 0)
         return 1;
-    struct sized_list regions[CONFIG_MAX_REGIONS] = {{0}};
-    struct catalog_snap *snaps = NULL;
-    size_t nsnaps = 0, nuse = 0, ucap = 0;
-    struct use *uses = NULL;
-    struct snapstat *ss = NULL;
+    struct stats_result res;
     struct buf err = BUF_INIT, out = BUF_INIT;
-    int e = 0;
-
-    for (size_t i = 0; i < r->nregions && e == 0; i++) {
-        if (r->health[i])
-            continue;
-        int le = region_list(r->regions[i], "chunks/", sized_cb, &regions[i]);
-        if (le < 0 && le != -ENOENT) {
-            log_error("%s", region_last_error(r->regions[i]));
-            repo_region_fail(r, i, le);
-        }
-        if (regions[i].n > 1)
-            qsort(regions[i].v, regions[i].n, sizeof(struct sized), sized_cmp);
-    }
-    e = catalog_snapshots(r, NULL, &snaps, &nsnaps); /* every run: garbage is repository-wide */
-    if (e == -ENOENT)
-        e = nsnaps = 0;
-    ss = calloc(nsnaps ? nsnaps : 1, sizeof(*ss));
-    if (!ss)
-        e = -ENOMEM;
-    for (size_t k = 0; e == 0 && k < nsnaps; k++) {
-        struct manifest m;
-        if ((e = restore_find(r, snaps[k].run, snaps[k].id, &m, NULL, &err)) < 0) {
-            log_error("%s; stats need every retained manifest", buf_str(&err));
-            break;
-        }
-        snprintf(ss[k].run, sizeof(ss[k].run), "%s", snaps[k].run);
-        snprintf(ss[k].id, sizeof(ss[k].id), "%s", snaps[k].id);
-        ss[k].step = m.step;
-        for (size_t f = 0; f < m.nfiles; f++)
-            ss[k].logical += m.files[f].size;
-        if (nuse + m.nchunks > ucap) {
-            while (ucap < nuse + m.nchunks)
-                ucap = ucap ? ucap * 2 : 4096;
-            struct use *p = realloc(uses, ucap * sizeof(*p));
-            if (!p) {
-                manifest_free(&m);
-                e = -ENOMEM;
-                break;
-            }
-            uses = p;
-        }
-        for (size_t ch = 0; ch < m.nchunks; ch++) {
-            memcpy(uses[nuse].id, m.chunks[ch].id, HASH_LEN);
-            uses[nuse++].snap = (uint32_t)k;
-        }
-        manifest_free(&m);
-    }
-    if (e == 0 && nuse > 1)
-        qsort(uses, nuse, sizeof(*uses), use_cmp);
-    /* the stored size of a chunk: from the first region listing it */
-    uint64_t referenced[CONFIG_MAX_REGIONS] = {0}, referenced_bytes[CONFIG_MAX_REGIONS] = {0};
-    for (size_t a = 0; e == 0 && a < nuse;) {
-        size_t b = a;
-        while (b < nuse && !memcmp(uses[b].id, uses[a].id, HASH_LEN))
-            b++;
-        uint64_t size = 0;
-        for (size_t i = 0; i < r->nregions; i++) {
-            struct sized *hit = regions[i].n ? bsearch(uses[a].id, regions[i].v, regions[i].n,
-                                                       sizeof(struct sized), sized_cmp)
-                                             : NULL;
-            if (hit) {
-                referenced[i]++;
-                referenced_bytes[i] += hit->size;
-                if (!size)
-                    size = hit->size;
-            }
-        }
-        bool one = true;
-        for (size_t k = a; k < b; k++) {
-            if (k == a || uses[k].snap != uses[k - 1].snap)
-                ss[uses[k].snap].stored += size;
-            if (uses[k].snap != uses[a].snap)
-                one = false;
-        }
-        if (one)
-            ss[uses[a].snap].unique += size;
-        a = b;
-    }
+    int e = stats_compute(r, run, &res, &err);
     if (e < 0) {
-        if (e != -ENOENT && !buf_str(&err)[0])
+        if (buf_str(&err)[0])
+            log_error("%s", buf_str(&err));
+        else if (e != -ENOENT)
             log_error("stats: %s", err_str(e));
         goto out;
     }
@@ -584,128 +450,91 @@ int cmd_stats(struct cli *c, int argc, char **argv)
     json_obj_begin(&j);
     json_key(&j, "regions");
     json_arr_begin(&j);
-    for (size_t i = 0; i < r->nregions; i++) {
-        uint64_t bytes = 0;
-        for (size_t k = 0; k < regions[i].n; k++)
-            bytes += regions[i].v[k].size;
+    for (size_t i = 0; i < res.nregions; i++) {
+        const struct stats_region *rs = &res.region[i];
         char hb[32], hg[32];
-        cli_human(bytes, hb, sizeof(hb));
-        cli_human(bytes - referenced_bytes[i], hg, sizeof(hg));
+        cli_human(rs->stored_bytes, hb, sizeof(hb));
+        cli_human(rs->garbage_bytes, hg, sizeof(hg));
         if (c->json) {
             json_obj_begin(&j);
             json_key(&j, "name");
-            json_str(&j, r->regions[i]->conf.name);
+            json_str(&j, rs->name);
             json_key(&j, "healthy");
-            json_bool(&j, !r->health[i]);
+            json_bool(&j, rs->healthy);
             json_key(&j, "chunks");
-            json_u64(&j, regions[i].n);
+            json_u64(&j, rs->chunks);
             json_key(&j, "stored_bytes");
-            json_u64(&j, bytes);
+            json_u64(&j, rs->stored_bytes);
             json_key(&j, "garbage_chunks");
-            json_u64(&j, regions[i].n - referenced[i]);
+            json_u64(&j, rs->garbage_chunks);
             json_key(&j, "garbage_bytes");
-            json_u64(&j, bytes - referenced_bytes[i]);
+            json_u64(&j, rs->garbage_bytes);
             json_obj_end(&j);
         } else if (!c->quiet) {
             printf("region %-12s %s%llu chunks, %s stored, %llu unused (%s) awaiting prune\n",
-                   r->regions[i]->conf.name, r->health[i] ? "(unreachable) " : "",
-                   (unsigned long long)regions[i].n, hb,
-                   (unsigned long long)(regions[i].n - referenced[i]), hg);
+                   rs->name, rs->healthy ? "" : "(unreachable) ", (unsigned long long)rs->chunks,
+                   hb, (unsigned long long)rs->garbage_chunks, hg);
         }
     }
     json_arr_end(&j);
     json_key(&j, "runs");
     json_arr_begin(&j);
-    for (size_t a = 0; a < nsnaps;) {
-        size_t b = a;
-        uint64_t logical = 0, stored = 0;
-        while (b < nsnaps && !strcmp(ss[b].run, ss[a].run))
-            b++;
-        if (run && strcmp(ss[a].run, run)) {
-            a = b;
-            continue;
-        }
-        for (size_t k = a; k < b; k++)
-            logical += ss[k].logical;
-        /* the run's stored bytes: its distinct chunks */
-        for (size_t u = 0; u < nuse;) {
-            size_t v = u;
-            bool mine = false;
-            while (v < nuse && !memcmp(uses[v].id, uses[u].id, HASH_LEN)) {
-                mine |= uses[v].snap >= a && uses[v].snap < b;
-                v++;
-            }
-            if (mine)
-                for (size_t i = 0; i < r->nregions; i++) {
-                    struct sized *hit = regions[i].n
-                                            ? bsearch(uses[u].id, regions[i].v, regions[i].n,
-                                                      sizeof(struct sized), sized_cmp)
-                                            : NULL;
-                    if (hit) {
-                        stored += hit->size;
-                        break;
-                    }
-                }
-            u = v;
-        }
+    for (size_t n = 0; n < res.nruns; n++) {
+        const struct stats_run *rr = &res.runs[n];
         char hl[32], hs[32];
-        cli_human(logical, hl, sizeof(hl));
-        cli_human(stored, hs, sizeof(hs));
+        cli_human(rr->logical, hl, sizeof(hl));
+        cli_human(rr->stored, hs, sizeof(hs));
         if (c->json) {
             json_obj_begin(&j);
             json_key(&j, "run");
-            json_str(&j, ss[a].run);
+            json_str(&j, rr->run);
             json_key(&j, "snapshots");
-            json_u64(&j, b - a);
+            json_u64(&j, rr->n);
             json_key(&j, "logical_bytes");
-            json_u64(&j, logical);
+            json_u64(&j, rr->logical);
             json_key(&j, "stored_bytes");
-            json_u64(&j, stored);
+            json_u64(&j, rr->stored);
             json_key(&j, "snapshot_list");
             json_arr_begin(&j);
         } else if (!c->quiet) {
-            printf("run %s: %zu snapshot(s), %s logical, %s stored (one region)\n", ss[a].run,
-                   b - a, hl, hs);
+            printf("run %s: %zu snapshot(s), %s logical, %s stored (one region)\n", rr->run, rr->n,
+                   hl, hs);
         }
-        for (size_t k = a; k < b; k++) {
+        for (size_t k = rr->first; k < rr->first + rr->n; k++) {
+            const struct stats_snap *ss = &res.snaps[k];
             char x[32], y[32], z[32];
             if (c->json) {
                 json_obj_begin(&j);
                 json_key(&j, "id");
-                json_str(&j, ss[k].id);
+                json_str(&j, ss->id);
                 json_key(&j, "step");
-                json_i64(&j, ss[k].step);
+                json_i64(&j, ss->step);
                 json_key(&j, "logical_bytes");
-                json_u64(&j, ss[k].logical);
+                json_u64(&j, ss->logical);
                 json_key(&j, "stored_bytes");
-                json_u64(&j, ss[k].stored);
+                json_u64(&j, ss->stored);
                 json_key(&j, "unique_bytes");
-                json_u64(&j, ss[k].unique);
+                json_u64(&j, ss->unique);
                 json_obj_end(&j);
             } else if (!c->quiet) {
-                cli_human(ss[k].logical, x, sizeof(x));
-                cli_human(ss[k].stored, y, sizeof(y));
-                cli_human(ss[k].unique, z, sizeof(z));
-                printf("  %-40s step %-8lld %10s logical %10s stored %10s unique\n", ss[k].id,
-                       (long long)ss[k].step, x, y, z);
+                cli_human(ss->logical, x, sizeof(x));
+                cli_human(ss->stored, y, sizeof(y));
+                cli_human(ss->unique, z, sizeof(z));
+                printf("  %-40s step %-8lld %10s logical %10s stored %10s unique\n", ss->id,
+                       (long long)ss->step, x, y, z);
             }
         }
         if (c->json) {
             json_arr_end(&j);
             json_obj_end(&j);
         }
-        a = b;
     }
     json_arr_end(&j);
     json_obj_end(&j);
     if (c->json)
         cli_print_json(&out);
 out:
-    for (size_t i = 0; i < CONFIG_MAX_REGIONS; i++)
-        free(regions[i].v);
-    free(snaps);
-    free(uses);
-    free(ss);
+    stats_free(&res);
     buf_free(&err);
     buf_free(&out);
     return cli_close_repo(r, e < 0 ? 1 : 0);

@@ -62,6 +62,7 @@
 #include "service/presence.h"
 #include "service/queue.h"
 #include "service/replicator.h"
+#include "service/retakes.h"
 #include "service/snapshot.h"
 
 #define BACKOFF_MIN_MS 1000
@@ -129,10 +130,8 @@ struct replicator {
     uint64_t kicks;
     size_t n;
     struct rworker w[CONFIG_MAX_REGIONS];
-    struct objbuf *ob; /* encoded objects from ingest */
-    /* units to take again (rw_drop), each once, oldest first; guarded by mu */
-    char **retakes;
-    size_t nretakes, retakes_cap;
+    struct objbuf *ob;      /* encoded objects from ingest */
+    struct retakes retakes; /* units to take again (rw_drop); guarded by mu */
 };
 
 static int64_t now_ms(clockid_t clk)
@@ -610,26 +609,8 @@ static int rw_publish(struct rworker *w, const struct qentry *q)
  * snapshots are dropped before it does. */
 static int rp_retake(struct replicator *rp, const char *unit)
 {
-    int e = 0;
     pthread_mutex_lock(&rp->mu);
-    for (size_t i = 0; i < rp->nretakes; i++)
-        if (strcmp(rp->retakes[i], unit) == 0)
-            goto out;
-    if (rp->nretakes == rp->retakes_cap) {
-        size_t cap = rp->retakes_cap ? rp->retakes_cap * 2 : 16;
-        char **v = realloc(rp->retakes, cap * sizeof(*v));
-        if (!v) {
-            e = -ENOMEM;
-            goto out;
-        }
-        rp->retakes = v;
-        rp->retakes_cap = cap;
-    }
-    if (!(rp->retakes[rp->nretakes] = strdup(unit)))
-        e = -ENOMEM;
-    else
-        rp->nretakes++;
-out:
+    int e = retakes_add(&rp->retakes, unit);
     pthread_mutex_unlock(&rp->mu);
     return e;
 }
@@ -1260,9 +1241,7 @@ void replicator_free(struct replicator *rp)
         free(w->slots);
     }
     objbuf_free(rp->ob);
-    for (size_t i = 0; i < rp->nretakes; i++)
-        free(rp->retakes[i]);
-    free(rp->retakes);
+    retakes_free(&rp->retakes);
     pthread_cond_destroy(&rp->cv);
     pthread_mutex_destroy(&rp->mu);
     free(rp);
@@ -1321,15 +1300,7 @@ void replicator_status(struct replicator *rp, size_t i, struct region_status *re
 size_t replicator_take_retakes(struct replicator *rp, char (*ret)[4096], size_t cap)
 {
     pthread_mutex_lock(&rp->mu);
-    size_t n = rp->nretakes < cap ? rp->nretakes : cap;
-    for (size_t i = 0; i < n; i++) {
-        snprintf(ret[i], 4096, "%s", rp->retakes[i]);
-        free(rp->retakes[i]);
-    }
-    if (n) {
-        memmove(rp->retakes, rp->retakes + n, (rp->nretakes - n) * sizeof(*rp->retakes));
-        rp->nretakes -= n;
-    }
+    size_t n = retakes_take(&rp->retakes, ret, cap);
     pthread_mutex_unlock(&rp->mu);
     return n;
 }

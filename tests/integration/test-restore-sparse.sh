@@ -4,7 +4,8 @@
 # restore creates each file at its full size and does not write chunks
 # that are all zeros, so holes stay holes.  A 64 MiB file holding 1 MiB of
 # data (and a 3 MiB run of written zeros) allocates well under 64 MiB
-# when restored, with the same bytes.
+# when restored, with the same bytes; from the CLI's snapshot and the
+# daemon's.
 . "$(dirname "$0")/lib.sh"
 write_config 256K 1M 4M
 
@@ -31,4 +32,17 @@ echo "restored sparse.bin allocates $alloc bytes of $((64 << 20))"
 [ "$alloc" -le $(( (1 + 2 * 4 + 1) << 20 )) ] || die "restored sparse.bin allocates $alloc bytes: holes were written"
 alloc=$(( $(stat -c '%b * %B' "$T/r/ckpt/hole-only.bin") ))
 [ "$alloc" -le $((1 << 20)) ] || die "restored hole-only.bin allocates $alloc bytes"
+
+step "through the daemon's snapshot of a unit"
+set_settle 1
+start_daemon
+ck2="$T/watch/run2/ckpt"
+mkdir -p "$ck2"
+cp --sparse=always "$ck/sparse.bin" "$ck2/sparse.bin"
+cks commit "$ck2" --wait durable --timeout 60 -q || { tail -20 "$T/daemon.log"; die "commit"; }
+stop_daemon
+cks restore --run run2 --latest --to "$T/r2" -q
+cmp "$ck/sparse.bin" "$T/r2/ckpt/sparse.bin" || die "daemon: sparse.bin differs"
+alloc=$(( $(stat -c '%b * %B' "$T/r2/ckpt/sparse.bin") ))
+[ "$alloc" -le $(( (1 + 2 * 4 + 1) << 20 )) ] || die "daemon: restored sparse.bin allocates $alloc bytes"
 echo "restore-sparse: ok"

@@ -19,6 +19,7 @@
 
 #include "base/config.h"
 #include "base/err.h"
+#include "engine/fastcdc.h"
 
 #define NAME "test.conf"
 #define NAME60 "abcdefghijabcdefghijabcdefghijabcdefghijabcdefghijabcdefghij"
@@ -149,6 +150,61 @@ static void test_no_region(void **state)
     assert_int_equal(parse_raw("[daemon]\nquorum = 1\n[region.a]\npath = /r\n", c, &err), 0);
     assert_false(c->default_regions);
     assert_int_equal(c->nregions, 1);
+    buf_free(&err);
+    free(c);
+}
+
+/* [chunker] is validated the way the chunker itself is (#13 item 2):
+ * config_parse() (base/, which may not include engine/) accepts exactly
+ * the bounds fastcdc_init() accepts, over a grid of sizes and every
+ * normalization level, and with each accepted set FastCDC cuts a chunk of
+ * at most max bytes before the end of the input (min = avg = max too). */
+static void test_chunker_agrees_with_fastcdc(void **state)
+{
+    static const uint64_t sizes[] = {32,       64,        100,       128,          4096,
+                                     1 << 16,  1 << 20,   2 << 20,   8 << 20,      32 << 20,
+                                     64 << 20, 256 << 20, 512 << 20, (1 << 20) + 1};
+    const size_t ns = sizeof(sizes) / sizeof(sizes[0]);
+    static uint8_t data[1 << 20];
+    struct config *c = cfg_new();
+    struct buf err = BUF_INIT;
+    size_t accepted = 0;
+    (void)state;
+    for (size_t i = 0; i < sizeof(data); i++)
+        data[i] = (uint8_t)((i * 2654435761u) >> 13);
+    for (size_t a = 0; a < ns; a++)
+        for (size_t b = 0; b < ns; b++)
+            for (size_t m = 0; m < ns; m++)
+                for (unsigned nc = 0; nc <= 3; nc++) {
+                    char text[256];
+                    struct fastcdc cdc;
+                    snprintf(text, sizeof(text),
+                             "[chunker]\nmin = %llu\navg = %llu\nmax = %llu\n"
+                             "normalization = %u\n",
+                             (unsigned long long)sizes[a], (unsigned long long)sizes[b],
+                             (unsigned long long)sizes[m], nc);
+                    bool conf_ok = parse(text, c, &err) == 0;
+                    bool cdc_ok = fastcdc_init(&cdc, sizes[a], sizes[b], sizes[m], nc) == 0;
+                    if (conf_ok != cdc_ok)
+                        fail_msg("min %llu avg %llu max %llu normalization %u: config %s, "
+                                 "fastcdc_init %s (%s)",
+                                 (unsigned long long)sizes[a], (unsigned long long)sizes[b],
+                                 (unsigned long long)sizes[m], nc, conf_ok ? "accepts" : "refuses",
+                                 cdc_ok ? "accepts" : "refuses", buf_str(&err));
+                    if (!conf_ok)
+                        continue;
+                    accepted++;
+                    assert_int_equal(c->chunk_min, sizes[a]);
+                    assert_int_equal(c->chunk_max, sizes[m]);
+                    if (sizes[m] <= sizeof(data)) {
+                        size_t cut = fastcdc_cut(&cdc, data, sizes[m], false);
+                        if (cut == 0 || cut > sizes[m])
+                            fail_msg("min %llu avg %llu max %llu: no cut in max bytes (%zu)",
+                                     (unsigned long long)sizes[a], (unsigned long long)sizes[b],
+                                     (unsigned long long)sizes[m], cut);
+                    }
+                }
+    assert_true(accepted > 100);
     buf_free(&err);
     free(c);
 }
@@ -1034,6 +1090,7 @@ int main(void)
         cmocka_unit_test(test_full_file),
         cmocka_unit_test(test_no_region),
         cmocka_unit_test(test_valid_small),
+        cmocka_unit_test(test_chunker_agrees_with_fastcdc),
         cmocka_unit_test(test_values),
         cmocka_unit_test(test_retention),
         cmocka_unit_test(test_too_many_policies),
