@@ -85,6 +85,7 @@ struct ingester {
     bool running;
     struct ingest_done *done;
     size_t ndone, done_cap;
+    struct ingest_done *cur; /* the result being made, the thread's */
     /* the chunk pipeline (hash, lookup, encode, buffer) on the pool, with
      * each pool thread's encoder; nijobs chunks in flight (service/ingcore.h) */
     struct pool *pool;
@@ -655,9 +656,8 @@ static void *ig_main(void *arg)
 {
     struct ingester *ig = arg;
     struct ingest_job job;
-    struct ingest_done *d = malloc(sizeof(*d));
-    if (!d)
-        return NULL;
+    /* allocated with the ingester, so the thread cannot fail to start */
+    struct ingest_done *d = ig->cur;
     for (;;) {
         pthread_mutex_lock(&ig->mu);
         while (!ig->stop && ig->njobs == 0)
@@ -676,7 +676,6 @@ static void *ig_main(void *arg)
         ig_log(ig, &job, d);
         ig_finish(ig, d);
     }
-    free(d);
     return NULL;
 }
 
@@ -692,9 +691,10 @@ int ingester_new(struct repo *r, struct replicator *rp, struct metrics *m, const
     ig->notify_fd = notify_fd;
     ig->root = strdup(root);
     ig->jobs = calloc(INGEST_MAX_JOBS, sizeof(*ig->jobs));
+    ig->cur = malloc(sizeof(*ig->cur));
     pthread_mutex_init(&ig->mu, NULL);
     pthread_cond_init(&ig->cv, NULL);
-    int pe = ig->root && ig->jobs ? pool_new(repo_workers(r), &ig->pool) : -ENOMEM;
+    int pe = ig->root && ig->jobs && ig->cur ? pool_new(repo_workers(r), &ig->pool) : -ENOMEM;
     if (pe == 0) {
         /* two jobs a thread, each holding a chunk, within a quarter of the budget */
         size_t threads = pool_size(ig->pool);
@@ -759,6 +759,7 @@ void ingester_free(struct ingester *ig)
     free(ig->envs);
     free(ig->jobs);
     free(ig->done);
+    free(ig->cur);
     free(ig->root);
     free(ig);
 }
