@@ -15,6 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -371,6 +373,93 @@ static void test_io_loops(void **state)
     close(p[0]);
 }
 
+/* Large writes go through a pipe (vmsplice + splice): the bytes land
+ * whole, at the offset asked, the caller's buffer is free at return, a
+ * file that cannot splice (O_APPEND, a pipe) still gets everything, and a
+ * failure of the file (RLIMIT_FSIZE here, as ENOSPC would) is an error,
+ * never a short success. */
+static void test_large_writes(void **state)
+{
+    struct scratch *s = *state;
+    char path[512];
+    const size_t n = (3u << 20) + 17; /* several pipe loads, not page-aligned */
+    uint8_t *data = malloc(n), *back = malloc(n + 16);
+    assert_non_null(data);
+    assert_non_null(back);
+    for (size_t i = 0; i < n; i++)
+        data[i] = (uint8_t)(i * 2654435761u >> 13);
+
+    path_in(s, "big", path, sizeof(path));
+    int fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(fileio_write_full(fd, "head", 4), 0);
+    assert_int_equal(fileio_write_full(fd, data + 1, n - 1), 0); /* unaligned source */
+    assert_int_equal(lseek(fd, 0, SEEK_CUR), (off_t)(n + 3));    /* the file offset moved */
+    assert_int_equal(fileio_pwrite_full(fd, data, n, 8u << 20), 0);
+    memset(data, 0xee, 1 << 16); /* reused at once: what was written stays */
+    struct stat st;
+    assert_int_equal(fstat(fd, &st), 0);
+    assert_int_equal(st.st_size, (off_t)((8u << 20) + n));
+    assert_int_equal(pread(fd, back, 4, 0), 4);
+    assert_memory_equal(back, "head", 4);
+    for (size_t i = 0; i < 1 << 16; i++)
+        data[i] = (uint8_t)(i * 2654435761u >> 13);
+    assert_int_equal(pread(fd, back, n - 1, 4), (ssize_t)(n - 1));
+    assert_memory_equal(back, data + 1, n - 1);
+    assert_int_equal(pread(fd, back, n, 8u << 20), (ssize_t)n);
+    assert_memory_equal(back, data, n);
+    close(fd);
+
+    /* O_APPEND: splice may refuse; the rest goes by write */
+    path_in(s, "append", path, sizeof(path));
+    fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_APPEND, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(fileio_write_full(fd, "x", 1), 0);
+    assert_int_equal(fileio_write_full(fd, data, n), 0);
+    assert_int_equal(pread(fd, back, n + 16, 0), (ssize_t)(n + 1));
+    assert_int_equal(back[0], 'x');
+    assert_memory_equal(back + 1, data, n);
+    close(fd);
+
+    /* a pipe, read by a child while we write */
+    int p[2];
+    assert_int_equal(pipe(p), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(p[1]);
+        ssize_t got = fileio_read_full(p[0], back, n + 16);
+        _exit(got == (ssize_t)n && memcmp(back, data, n) == 0 ? 0 : 1);
+    }
+    close(p[0]);
+    assert_int_equal(fileio_write_full(p[1], data, n), 0);
+    close(p[1]);
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+
+    /* the file refuses more: an error, from the splice path too */
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        struct rlimit rl = {256 << 10, 256 << 10};
+        signal(SIGXFSZ, SIG_IGN);
+        char lpath[512];
+        path_in(s, "limited", lpath, sizeof(lpath));
+        int lfd = open(lpath, O_RDWR | O_CREAT | O_EXCL, 0600);
+        if (lfd < 0 || setrlimit(RLIMIT_FSIZE, &rl) < 0)
+            _exit(2);
+        int e1 = fileio_write_full(lfd, data, 1 << 20);
+        int e2 = fileio_pwrite_full(lfd, data, 1 << 20, 0);
+        _exit(e1 == -EFBIG && e2 == -EFBIG ? 0 : 1);
+    }
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    free(data);
+    free(back);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -384,6 +473,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_read_all, scratch_setup, scratch_teardown),
         cmocka_unit_test_setup_teardown(test_mkdir_p, scratch_setup, scratch_teardown),
         cmocka_unit_test_setup_teardown(test_io_loops, scratch_setup, scratch_teardown),
+        cmocka_unit_test_setup_teardown(test_large_writes, scratch_setup, scratch_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
