@@ -29,7 +29,9 @@
  * what it did); a failed job then fails the file with j->msg.
  *
  * Manifest file k is walk entry k; a pinned unit's file k is PIN/k.
- * Not thread-safe: one reader per struct; the pool is the caller's.
+ * Not thread-safe: one reader per struct; the pool is the caller's.  With
+ * a pool of several threads the whole-file digests run on a thread of the
+ * core's own, beside the reading and cutting.
  */
 #ifndef CKS_INGCORE_H
 #define CKS_INGCORE_H
@@ -46,6 +48,7 @@
 #include "service/walk.h"
 
 struct ingcore;
+struct ingcore_digest;
 
 struct ingcore_job {
     struct pool_job pj;
@@ -56,6 +59,7 @@ struct ingcore_job {
     uint8_t id[HASH_LEN];
     int err;       /* ops->run's result */
     char msg[256]; /* why, when err < 0 (empty: err_str) */
+    bool hashed;   /* private: in the file's digest (guarded by the digest thread's lock) */
 };
 
 struct ingcore_ops {
@@ -110,6 +114,9 @@ struct ingcore {
     struct mchunk *fchunks; /* of the file being read */
     size_t nfchunks, fchunks_cap;
     int jfail;
+    struct hash fh; /* the whole-file digest of the file being read */
+    bool fh_ok;
+    struct ingcore_digest *dg; /* its thread, with a pool of several threads (else inline) */
 };
 
 /* njobs chunks in flight at most (each holds a copy of its bytes). */

@@ -88,7 +88,8 @@ int scan_fd(struct scan *sc, int fd,
         size_t len = fastcdc_cut(sc->cdc, sc->buf + start, end - start, eof);
         if (len == 0)
             return -EIO; /* cannot happen: the buffer holds >= max bytes */
-        hash_update(&sc->file_hash, sc->buf + start, len);
+        if (ret_digest)
+            hash_update(&sc->file_hash, sc->buf + start, len);
         int e = on_chunk(ud, sc->buf + start, len, off);
         if (e < 0)
             return e;

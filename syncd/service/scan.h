@@ -37,8 +37,8 @@ int scan_init(struct scan *sc, const struct fastcdc *cdc);
 void scan_free(struct scan *sc);
 /* Reads fd from its current offset to EOF.  on_chunk gets every chunk with
  * its offset; a negative return from it stops the scan and is returned.
- * ret_read gets the bytes read, ret_digest (may be NULL) the SHA-256 of
- * them.  Returns 0 or a negative errno / the callback's error. */
+ * ret_read gets the bytes read, ret_digest the SHA-256 of them (NULL:
+ * not wanted, and not computed).  Returns 0 or a negative errno / the callback's error. */
 int scan_fd(struct scan *sc, int fd,
             int (*on_chunk)(void *ud, const uint8_t *data, size_t len, uint64_t off), void *ud,
             uint64_t *ret_read, uint8_t ret_digest[HASH_LEN]);
