@@ -521,9 +521,8 @@ static void ing_reset(struct ing *g)
     g->new_bytes = 0;
 }
 
-/* Walk and manifest header, pin, every entry (the reading core), then the
- * commit unless the unit is as its last snapshot left it. */
-static int ing_once(struct ing *g)
+/* The reading core for this unit: walk and manifest header. */
+static int ing_begin(struct ing *g)
 {
     struct ingester *ig = g->ig;
     const char *inst = getenv("CKPTSYNC_INSTANCE_TYPE");
@@ -540,6 +539,71 @@ static int ing_once(struct ing *g)
     if (e == 0)
         e = ingcore_begin(&g->core, buf_str(&path));
     buf_free(&path);
+    return e;
+}
+
+/* 1 when the unit is what its last snapshot holds, seen without reading
+ * or pinning anything: every regular file is known to the index by its
+ * identity (whatever the regions hold yet) and the content digest equals
+ * the last snapshot's.  A unit taken twice (the watcher saw it complete,
+ * then a commit named it) costs a walk and an index lookup per file, not
+ * a second read while the first snapshot is still being replicated, and
+ * no second pin link (which would move ctime under that read). */
+static int ing_same_as_last(struct ing *g)
+{
+    const struct walk *w = &g->core.w;
+    uint8_t digest[HASH_LEN];
+    int e = 0;
+    if (!(g->kept = calloc(w->n ? w->n : 1, sizeof(*g->kept))))
+        return -ENOMEM;
+    for (size_t k = 0; k < w->n && e == 0; k++) {
+        struct buf src = BUF_INIT;
+        struct index_file_key key;
+        struct stat st;
+        if (w->v[k].type != MFILE_REG)
+            continue;
+        e = buf_printf(&src, "%s/%s", w->base, w->v[k].path);
+        if (e == 0 && (lstat(buf_str(&src), &st) < 0 || !S_ISREG(st.st_mode) || !st.st_ino))
+            e = 1; /* changed since the walk: not the same */
+        if (e == 0) {
+            index_file_key_of(&st, &key);
+            int known = ingcore_known(g->ig->r, &key, 0, digest, NULL, NULL);
+            e = known < 0 ? known : known == 0 ? 1 : 0;
+            g->kept[k] = st;
+        }
+        buf_free(&src);
+    }
+    if (e == 0) {
+        g->core.kept = g->kept;
+        e = ingcore_entries(&g->core);
+    }
+    int same = 0;
+    if (e == 0) {
+        ing_content(g);
+        same = ing_unchanged(g);
+    }
+    free(g->kept);
+    g->kept = NULL;
+    g->core.kept = NULL;
+    return e < 0 && e != CKS_E_CHANGED ? e : same;
+}
+
+/* Walk and manifest header, pin, every entry (the reading core), then the
+ * commit unless the unit is as its last snapshot left it. */
+static int ing_once(struct ing *g)
+{
+    int e = ing_begin(g);
+    if (e == 0 && (e = ing_same_as_last(g)) == 1) {
+        g->res->files = g->core.files;
+        g->res->bytes = g->core.bytes;
+        g->res->unchanged = true;
+        return 0;
+    }
+    if (e == 0) { /* read it: the manifest again from the start */
+        ingcore_free(&g->core);
+        buf_reset(&g->err);
+        e = ing_begin(g);
+    }
     if (e < 0 || (e = ing_pin(g)) < 0)
         return e;
     g->core.pin = g->pinned ? buf_str(&g->pin) : NULL;
@@ -588,7 +652,8 @@ static void ing_run(struct ingester *ig, const struct ingest_job *job, struct in
         char f[1024], unit[768];
         snprintf(f, sizeof(f), "event=reread run=%s unit=%s attempt=%d reason=changed", job->run,
                  log_quote(unit, sizeof(unit), job->unit), attempt + 1);
-        log_event(LOG_LVL_WARN, f, "\"%s\" changed while it was read; taking it again", job->unit);
+        log_event(LOG_LVL_WARN, f, "\"%s\" changed while it was read (%s); taking it again",
+                  job->unit, buf_str(&g.err)[0] ? buf_str(&g.err) : "its listing");
         metrics_reread(ig->m);
         if (attempt + 1 == INGEST_RETRIES)
             break; /* its message stays */

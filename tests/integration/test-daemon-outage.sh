@@ -19,8 +19,16 @@ head -c $((4 << 20)) /dev/urandom > "$T/watch/r1/step_200.pt"
 cks commit "$T/watch/r1/step_200.pt" --wait durable --timeout 60 --json > "$T/c.json" \
   || { tail "$T/daemon.log"; die "commit --wait durable failed with one region down"; }
 [ "$(json "$T/c.json" 'd["regions_committed"]')" = 2 ] || die "expected 2 regions committed"
+ctime=$(stat -c %Z.%z "$T/watch/r1/step_200.pt")
 expect_fail 1 cks commit "$T/watch/r1/step_200.pt" --wait replicated --timeout 3
 grep -q "2 of 3 regions" "$T/err" || { cat "$T/err"; die "timeout message does not say 2 of 3"; }
+
+step "the same unit committed again while c lags: its snapshot, not read or pinned again"
+cks commit "$T/watch/r1/step_200.pt" --wait durable --timeout 30 --json > "$T/c2.json"
+[ "$(json "$T/c2.json" 'd["id"]')" = "$(json "$T/c.json" 'd["id"]')" ] || die "a second snapshot of an unchanged unit"
+# a second pin link (a second read) would have moved the file's ctime
+[ "$(stat -c %Z.%z "$T/watch/r1/step_200.pt")" = "$ctime" ] || die "the unchanged unit was pinned again"
+[ "$(grep -c 'event=snapshot .*unit=r1/step_200.pt' "$T/daemon.log")" = 1 ] || die "step_200 taken twice"
 
 step "status shows the failing region, its error and its pending work"
 wait_for 20 sh -c "'$CKPTSYNC' --config '$CONF' status --json | grep -q 'Read-only'" || { cks status; die "no error in status"; }
