@@ -24,6 +24,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -237,12 +238,50 @@ static int tmp_create(int dirfd, const char *name, mode_t mode, char *tmp, size_
     return -EEXIST;
 }
 
+/* Objects of at least DIRECT_MIN bytes whose buffer is DIRECT_ALIGN
+ * aligned are written around the page cache (O_DIRECT), their last
+ * partial block buffered.  A temp file is written once, fsynced and never
+ * read back by its writer, so the page cache holds nothing of use: on a
+ * training node it would only push out what the trainer reads, and on
+ * this project's test VM filling fresh page-cache pages was the daemon's
+ * largest cost (800 objects of 2 MiB, three copies each, fsynced: 21.7-36
+ * s through the page cache by splice, 5.9-7.7 s by O_DIRECT).  A file
+ * system that refuses O_DIRECT (EINVAL: tmpfs before 6.6, FUSE, other
+ * block sizes) gets a buffered write, whatever part remains. */
+#define DIRECT_MIN (1024 * 1024)
+#define DIRECT_ALIGN 4096
+
+static int tmp_write(int fd, const uint8_t *p, size_t len)
+{
+    size_t head = len & ~(size_t)(DIRECT_ALIGN - 1), done = 0;
+    int fl;
+    if (len < DIRECT_MIN || ((uintptr_t)p & (DIRECT_ALIGN - 1)) || (fl = fcntl(fd, F_GETFL)) < 0 ||
+        fcntl(fd, F_SETFL, fl | O_DIRECT) < 0)
+        return fileio_write_full(fd, p, len);
+    while (done < head) {
+        ssize_t n = write(fd, p + done, head - done);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno == EINVAL)
+            break; /* not here: the rest buffered */
+        if (n <= 0) {
+            int e = n < 0 ? -errno : -EIO;
+            (void)fcntl(fd, F_SETFL, fl);
+            return e;
+        }
+        done += (size_t)n;
+    }
+    if (fcntl(fd, F_SETFL, fl) < 0)
+        return -errno;
+    return fileio_write_full(fd, p + done, len - done);
+}
+
 /* Everything between creating the temp file and the rename. */
 static int tmp_fill(int fd, const void *data, size_t len, mode_t mode)
 {
     int r = fchmod(fd, mode) < 0 ? -errno : 0;
     if (r == 0)
-        r = fileio_write_full(fd, data, len);
+        r = tmp_write(fd, data, len);
     if (r == 0)
         r = fsync_fd(fd);
     int rc = close_checked(fd);

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -460,6 +461,61 @@ static void test_large_writes(void **state)
     free(back);
 }
 
+/* Large page-aligned objects go around the page cache (O_DIRECT) with
+ * their last partial block buffered: whole and exact, by both the atomic
+ * and the create-once writer, whatever the length's remainder; nothing but
+ * the object is left in the folder; a file the kernel refuses to grow is
+ * an error and leaves no temp file. */
+static void test_direct_writes(void **state)
+{
+    struct scratch *s = *state;
+    char path[512];
+    const size_t sizes[] = {1u << 20, (3u << 20) + 123, (2u << 20) + 4095};
+    const size_t cap = 4u << 20;
+    uint8_t *data = mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    uint8_t *back = malloc(cap);
+    assert_true(data != MAP_FAILED);
+    assert_non_null(back);
+    for (size_t i = 0; i < cap; i++)
+        data[i] = (uint8_t)(i * 40503u >> 7);
+    int dfd = open(s->dir, O_RDONLY | O_DIRECTORY);
+    assert_true(dfd >= 0);
+    for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+        char name[32];
+        snprintf(name, sizeof(name), "obj%zu", k);
+        if (k % 2)
+            assert_int_equal(fileio_write_new_at(dfd, name, data, sizes[k], 0644), 0);
+        else
+            assert_int_equal(fileio_write_atomic_at(dfd, name, data, sizes[k], 0644), 0);
+        path_in(s, name, path, sizeof(path));
+        int fd = open(path, O_RDONLY);
+        assert_true(fd >= 0);
+        assert_int_equal(fileio_read_full(fd, back, cap), (ssize_t)sizes[k]);
+        assert_memory_equal(back, data, sizes[k]);
+        close(fd);
+    }
+    assert_int_equal(count_entries(s->dir), 3);
+
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        struct rlimit rl = {512 << 10, 512 << 10};
+        signal(SIGXFSZ, SIG_IGN);
+        if (setrlimit(RLIMIT_FSIZE, &rl) < 0)
+            _exit(2);
+        int e = fileio_write_atomic_at(dfd, "toobig", data, 3u << 20, 0644);
+        _exit(e == -EFBIG ? 0 : 1);
+    }
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    assert_int_equal(count_entries(s->dir), 3); /* no temp file left */
+    close(dfd);
+    munmap(data, cap);
+    free(back);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -474,6 +530,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_mkdir_p, scratch_setup, scratch_teardown),
         cmocka_unit_test_setup_teardown(test_io_loops, scratch_setup, scratch_teardown),
         cmocka_unit_test_setup_teardown(test_large_writes, scratch_setup, scratch_teardown),
+        cmocka_unit_test_setup_teardown(test_direct_writes, scratch_setup, scratch_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
