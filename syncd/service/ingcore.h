@@ -132,6 +132,12 @@ int ingcore_entries(struct ingcore *c);
 /* Opens manifest file k for reading (PIN/k when pinned); -errno, with a
  * message in the caller's err. */
 int ingcore_open(struct ingcore *c, size_t k);
+/* In t: one reference more on each chunk of the manifest (a chunk the
+ * index does not know yet is recorded with its length) and the snapshot's
+ * record (step, time, bytes, files; no region committed yet).  Made once
+ * per snapshot, in the transaction that creates its record, so a retried
+ * commit never counts a chunk twice. */
+int ingcore_record(const struct ingcore *c, struct index_txn *t);
 /* 1 when the index knows a file by identity k and has each of its chunks
  * in every slot of need (0: no condition): its digest and chunks in
  * digest and *ret_v (the caller frees; ret_v NULL: not wanted). */

@@ -423,30 +423,17 @@ static int ing_enqueue(struct ing *g, struct index_txn *t, uint64_t seq)
     return e;
 }
 
+/* The snapshot's records (ingcore_record) and its files' identities, for
+ * the next snapshot's reuse. */
 static int ing_records(struct ing *g, struct index_txn *t)
 {
-    struct index_snap s = {.step = g->core.m.step,
-                           .time = g->core.m.time,
-                           .bytes = g->res->bytes,
-                           .nfiles = g->core.m.nfiles};
-    int e = 0;
-    for (size_t i = 0; i < g->core.m.nchunks && e == 0; i++) {
-        struct index_chunk c = {0};
-        int ge = index_chunk_get(t, g->core.m.chunks[i].id, &c);
-        if (ge < 0 && ge != -ENOENT)
-            return ge;
-        c.raw_len = g->core.m.chunks[i].len;
-        c.refcount++;
-        e = index_chunk_put(t, g->core.m.chunks[i].id, &c);
-    }
+    int e = ingcore_record(&g->core, t);
     for (size_t k = 0; k < g->core.m.nfiles && e == 0; k++) {
         const struct mfile *f = &g->core.m.files[k];
         if (f->type == MFILE_REG)
             e = index_file_put(t, &g->core.keys[k], f->digest, &g->core.m.chunks[f->first_chunk],
                                (size_t)f->nchunks);
     }
-    if (e == 0)
-        e = index_snap_put(t, g->core.m.run, g->core.m.id, &s);
     return e;
 }
 

@@ -641,19 +641,7 @@ static int snap_record(struct snap *s, uint32_t committed, bool create)
         e = index_snap_put(t, s->core.m.run, s->core.m.id, &rec);
         goto done;
     }
-    rec.step = s->core.m.step;
-    rec.time = s->core.m.time;
-    rec.bytes = s->res->bytes;
-    rec.nfiles = s->core.m.nfiles;
-    for (size_t i = 0; i < s->core.m.nchunks && e == 0; i++) {
-        struct index_chunk c;
-        if ((e = index_chunk_get(t, s->core.m.chunks[i].id, &c)) == 0) {
-            c.refcount++;
-            e = index_chunk_put(t, s->core.m.chunks[i].id, &c);
-        }
-    }
-    if (e == 0)
-        e = index_snap_put(t, s->core.m.run, s->core.m.id, &rec);
+    e = ingcore_record(&s->core, t);
 done:
     if (e == 0)
         return index_txn_commit(t);
