@@ -224,14 +224,22 @@ static const struct ingcore_ops ing_ops = {
     .apply = ing_chunk_apply,
 };
 
-/* 1 when the index knows the file by this identity and every configured
- * region holds each of its chunks. */
-static int ing_unchanged_file(struct ing *g, const struct stat *st)
+/* Walk entry k as it is now (lstat of its path, into src and *ret_st): 1
+ * when the index knows it by that identity and has each of its chunks in
+ * every slot of need (0: no condition), 0 when not (or it is no longer a
+ * regular file). */
+static int ing_known_now(struct ing *g, size_t k, uint32_t need, struct buf *src,
+                         struct stat *ret_st)
 {
-    struct index_file_key k;
+    struct index_file_key key;
     uint8_t digest[HASH_LEN];
-    index_file_key_of(st, &k);
-    return ingcore_known(g->ig->r, &k, g->all, digest, NULL, NULL);
+    int e = buf_printf(src, "%s/%s", g->core.w.base, g->core.w.v[k].path);
+    if (e < 0)
+        return e;
+    if (lstat(buf_str(src), ret_st) < 0 || !S_ISREG(ret_st->st_mode) || !ret_st->st_ino)
+        return 0;
+    index_file_key_of(ret_st, &key);
+    return ingcore_known(g->ig->r, &key, need, digest, NULL, NULL);
 }
 
 /* ---- pinning ----------------------------------------------------------- */
@@ -249,12 +257,10 @@ static int ing_pin(struct ing *g)
         struct stat st;
         if (g->core.w.v[k].type != MFILE_REG)
             continue;
-        buf_printf(&src, "%s/%s", g->core.w.base, g->core.w.v[k].path);
         /* a file unchanged since its last snapshot, with every chunk in every
          * region, is not read: it needs no pin (and no pin link moving its
          * ctime, which is part of its identity) */
-        if (lstat(buf_str(&src), &st) == 0 && S_ISREG(st.st_mode) && st.st_ino &&
-            ing_unchanged_file(g, &st) == 1) {
+        if (ing_known_now(g, k, g->all, &src, &st) == 1) {
             g->kept[k] = st;
             buf_free(&src);
             continue;
@@ -535,44 +541,37 @@ static int ing_begin(struct ing *g)
  * the last snapshot's.  A unit taken twice (the watcher saw it complete,
  * then a commit named it) costs a walk and an index lookup per file, not
  * a second read while the first snapshot is still being replicated, and
- * no second pin link (which would move ctime under that read). */
+ * no second pin link (which would move ctime under that read).  0: not
+ * the same, found before anything was added to the manifest (the common
+ * case, a new checkpoint: its first file is unknown); 2: not the same
+ * after the manifest was filled from the index, which the caller then
+ * begins again; < 0: an error. */
 static int ing_same_as_last(struct ing *g)
 {
     const struct walk *w = &g->core.w;
-    uint8_t digest[HASH_LEN];
-    int e = 0;
+    int e = 1;
     if (!(g->kept = calloc(w->n ? w->n : 1, sizeof(*g->kept))))
         return -ENOMEM;
-    for (size_t k = 0; k < w->n && e == 0; k++) {
+    for (size_t k = 0; k < w->n && e == 1; k++) {
         struct buf src = BUF_INIT;
-        struct index_file_key key;
-        struct stat st;
-        if (w->v[k].type != MFILE_REG)
-            continue;
-        e = buf_printf(&src, "%s/%s", w->base, w->v[k].path);
-        if (e == 0 && (lstat(buf_str(&src), &st) < 0 || !S_ISREG(st.st_mode) || !st.st_ino))
-            e = 1; /* changed since the walk: not the same */
-        if (e == 0) {
-            index_file_key_of(&st, &key);
-            int known = ingcore_known(g->ig->r, &key, 0, digest, NULL, NULL);
-            e = known < 0 ? known : known == 0 ? 1 : 0;
-            g->kept[k] = st;
-        }
+        if (w->v[k].type == MFILE_REG)
+            e = ing_known_now(g, k, 0, &src, &g->kept[k]);
         buf_free(&src);
     }
-    if (e == 0) {
+    if (e == 1) { /* every file known: the manifest from the index, then compare */
         g->core.kept = g->kept;
         e = ingcore_entries(&g->core);
-    }
-    int same = 0;
-    if (e == 0) {
-        ing_content(g);
-        same = ing_unchanged(g);
+        if (e == 0) {
+            ing_content(g);
+            e = ing_unchanged(g) ? 1 : 2;
+        } else if (e == CKS_E_CHANGED) {
+            e = 2;
+        }
     }
     free(g->kept);
     g->kept = NULL;
     g->core.kept = NULL;
-    return e < 0 && e != CKS_E_CHANGED ? e : same;
+    return e;
 }
 
 /* Walk and manifest header, pin, every entry (the reading core), then the
@@ -580,13 +579,15 @@ static int ing_same_as_last(struct ing *g)
 static int ing_once(struct ing *g)
 {
     int e = ing_begin(g);
-    if (e == 0 && (e = ing_same_as_last(g)) == 1) {
+    if (e == 0)
+        e = ing_same_as_last(g);
+    if (e == 1) {
         g->res->files = g->core.files;
         g->res->bytes = g->core.bytes;
         g->res->unchanged = true;
         return 0;
     }
-    if (e == 0) { /* read it: the manifest again from the start */
+    if (e == 2) { /* the check filled the manifest: read it from the start */
         ingcore_free(&g->core);
         buf_reset(&g->err);
         e = ing_begin(g);
