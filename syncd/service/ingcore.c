@@ -370,7 +370,7 @@ static void ic_age(int fd, struct stat *st)
 }
 
 /* Takes the chunks of a file the index knows into the file's list. */
-static int ic_reuse(struct ingcore *c, struct mchunk *v, size_t n, uint64_t size)
+static void ic_reuse(struct ingcore *c, struct mchunk *v, size_t n, uint64_t size)
 {
     free(c->fchunks);
     c->fchunks = v;
@@ -379,7 +379,6 @@ static int ic_reuse(struct ingcore *c, struct mchunk *v, size_t n, uint64_t size
     c->done += size;
     if (c->o.progress)
         c->o.progress(c->o.ud, c->done, c->w.bytes);
-    return 0;
 }
 
 /* One attempt at walk entry k: 0 done, CKS_E_CHANGED to read it again. */
@@ -406,7 +405,7 @@ static int ic_file_once(struct ingcore *c, size_t k, struct stat *ret_st, uint8_
     if (e < 0)
         goto out;
     if (e == 1) {
-        e = ic_reuse(c, v, n, (uint64_t)st1.st_size);
+        ic_reuse(c, v, n, (uint64_t)st1.st_size);
         goto out_ok;
     }
     uint64_t done0 = c->done;
@@ -446,7 +445,8 @@ static int ic_kept_file(struct ingcore *c, size_t k, uint8_t digest[HASH_LEN])
     int e = ingcore_known(c->r, &c->keys[k], 0, digest, &v, &n);
     if (e <= 0)
         return e < 0 ? e : CKS_E_CHANGED;
-    return ic_reuse(c, v, n, (uint64_t)c->kept[k].st_size);
+    ic_reuse(c, v, n, (uint64_t)c->kept[k].st_size);
+    return 0;
 }
 
 static int ic_file(struct ingcore *c, size_t k)
