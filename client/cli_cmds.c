@@ -22,7 +22,7 @@
 #include "cli.h"
 #include "engine/fastcdc.h"
 #include "engine/hash.h"
-#include "service/detect.h"
+#include "engine/ckptname.h"
 #include "service/restore.h"
 #include "service/scan.h"
 #include "service/snapshot.h"
@@ -170,7 +170,7 @@ int cmd_snapshot(struct cli *c, int argc, char **argv)
         return usage(snapshot_usage, EXIT_USAGE);
     o.path = argv[optind];
     if (o.step < 0) /* the daemon's rule, so both record the same step for one name */
-        o.step = detect_step_from_name(o.path);
+        o.step = ckptname_step(o.path);
     if (cli_open_repo(c, REPO_CREATE, &r) < 0)
         return 1;
     e = snapshot_take(r, &o, &res, &err);

@@ -16,7 +16,7 @@
 
 #include "base/config.h"
 #include "base/log.h"
-#include "service/daemon.h"
+#include "daemon/daemon.h"
 #include "service/repokeys.h"
 
 #define DEFAULT_CONFIG "/etc/ckptsync/ckptsync.conf"

@@ -58,7 +58,7 @@ struct config_listen {
 
 enum region_kind { REGION_KIND_DIR = 0, REGION_KIND_S3 = 1 };
 /* [daemon] durable_first: the regions past the first `quorum` hold back
- * while a snapshot is not yet durable (service/replicator.c). */
+ * while a snapshot is not yet durable (daemon/replicator.c). */
 enum config_durable_first { DURABLE_FIRST_AUTO = 0, DURABLE_FIRST_ON, DURABLE_FIRST_OFF };
 
 struct region_conf {

@@ -13,7 +13,7 @@
 #include "engine/lineage.h"
 #include "engine/ref.h"
 #include "service/catalog.h"
-#include "service/detect.h"
+#include "engine/ckptname.h"
 #include "service/restore.h"
 
 struct snaps {
@@ -176,7 +176,7 @@ int catalog_units(struct repo *r, const char *run, struct catalog_unit **ret, si
         struct buf ferr = BUF_INIT;
         if (restore_find(r, run, snaps[k].id, &m, NULL, &ferr) == 0) {
             /* a staging folder an older daemon took is never a unit to restore */
-            if (!detect_name_transient(m.root, strlen(m.root)))
+            if (!ckptname_transient(m.root, strlen(m.root)))
                 e = units_add(&units, &n, &m);
             else
                 log_debug("run '%s': snapshot %s of \"%s\" is of a temporary name; not a unit", run,

@@ -39,7 +39,7 @@ struct catalog_unit {
 };
 
 /* The run's units, newest snapshot of each; a root that is a transient
- * name (detect_name_transient: "tmp-checkpoint-500", ".cache", "x.tmp")
+ * name (ckptname_transient: "tmp-checkpoint-500", ".cache", "x.tmp")
  * is never a unit, even when an older version stored it. */
 int catalog_units(struct repo *r, const char *run, struct catalog_unit **ret, size_t *ret_n,
                   struct buf *err);

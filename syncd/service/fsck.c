@@ -16,7 +16,7 @@
 
 #include "base/log.h"
 #include "engine/hash.h"
-#include "service/queue.h"
+#include "store/queue.h"
 #include "service/restore.h"
 
 struct fsck {

@@ -1,7 +1,7 @@
 /*
  * ingcore.h — the reading half of every snapshot, one path for
  * `ckptsync snapshot` (service/snapshot.c) and the daemon's ingest
- * (service/ingest.c): walk, manifest header, each entry in walk order,
+ * (daemon/ingest.c): walk, manifest header, each entry in walk order,
  * each regular file opened, given time to age, identified, taken from the
  * index when unchanged or else read once (FastCDC + SHA-256, the chunks
  * on the worker pool), checked for a change during the read, and added

@@ -28,7 +28,7 @@
 #include "ckptsync/format.h"
 #include "service/catalog.h"
 #include "service/lineage.h"
-#include "service/queue.h"
+#include "store/queue.h"
 #include "service/reindex.h"
 #include "service/restore.h"
 

@@ -53,7 +53,7 @@ struct index;
 struct index_txn;
 
 /* Tables whose records are encoded by the modules that own them (the
- * daemon's queue and pending snapshots: service/queue.c). */
+ * daemon's queue and pending snapshots: store/queue.c). */
 enum index_table { INDEX_QUEUE = 0, INDEX_PENDING = 1, INDEX_TABLE_COUNT };
 
 struct index_chunk {

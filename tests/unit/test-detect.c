@@ -23,7 +23,7 @@
 
 #include <cmocka.h>
 
-#include "service/detect.h"
+#include "daemon/detect.h"
 #include "testutil.h"
 
 #define SETTLE 10 /* seconds */
@@ -470,11 +470,11 @@ static void test_name_transient(void **state)
     };
     (void)state;
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
-        if (detect_name_transient(cases[i].name, strlen(cases[i].name)) != cases[i].transient)
+        if (ckptname_transient(cases[i].name, strlen(cases[i].name)) != cases[i].transient)
             fail_msg("\"%s\": transient should be %d", cases[i].name, cases[i].transient);
     /* only len bytes are looked at */
-    assert_true(detect_name_transient("x.tmp/checkpoint-1", 5));
-    assert_false(detect_name_transient("checkpoint-1/x.tmp", 12));
+    assert_true(ckptname_transient("x.tmp/checkpoint-1", 5));
+    assert_false(ckptname_transient("checkpoint-1/x.tmp", 12));
 }
 
 static void test_deletes_and_forget(void **state)
@@ -593,7 +593,7 @@ static void test_step_from_name(void **state)
         {"//", -1},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        int64_t got = detect_step_from_name(cases[i].name);
+        int64_t got = ckptname_step(cases[i].name);
         if (got != cases[i].step)
             fail_msg("\"%s\": step %lld, expected %lld", cases[i].name, (long long)got,
                      (long long)cases[i].step);

@@ -23,7 +23,7 @@
 
 #include <cmocka.h>
 
-#include "service/metrics.h"
+#include "daemon/metrics.h"
 
 struct label_case {
     const char *value, *want;

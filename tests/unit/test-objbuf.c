@@ -17,7 +17,7 @@
 #include <cmocka.h>
 
 #include "engine/hash.h"
-#include "service/objbuf.h"
+#include "daemon/objbuf.h"
 
 #define ALL 0x7u /* slots 0, 1, 2 */
 

@@ -17,7 +17,7 @@
 
 #include <cmocka.h>
 
-#include "service/retakes.h"
+#include "daemon/retakes.h"
 
 #define NUNITS 200
 

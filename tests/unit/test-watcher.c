@@ -22,7 +22,7 @@
 #include <cmocka.h>
 
 #include "base/buf.h"
-#include "service/watcher.h"
+#include "daemon/watcher.h"
 #include "testutil.h"
 
 struct event {

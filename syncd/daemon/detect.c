@@ -35,7 +35,8 @@
 #include "base/buf.h"
 #include "base/fileio.h"
 #include "base/log.h"
-#include "service/detect.h"
+#include "engine/ckptname.h"
+#include "daemon/detect.h"
 
 #define DETECT_MARKER_MAX 4096 /* bytes read of a DeepSpeed/Megatron marker file */
 
@@ -73,139 +74,9 @@ enum { LOC_NONE = -1, LOC_UNIT = 0, LOC_RUN = 1 };
 
 /* ---- names ------------------------------------------------------------- */
 
-static bool is_digit(char c)
-{
-    return c >= '0' && c <= '9';
-}
-
-static bool is_alpha(char c)
-{
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
-}
-
 static bool detect_private(const char *component)
 {
     return !strncmp(component, WATCHER_PRIVATE_PREFIX, sizeof(WATCHER_PRIVATE_PREFIX) - 1);
-}
-
-static bool ends_with_nocase(const char *s, size_t len, const char *suffix)
-{
-    size_t l = strlen(suffix);
-    return len > l && !strncasecmp(s + len - l, suffix, l);
-}
-
-/* Python's tempfile default names: "tmp" and 8 of [a-z0-9_], then the end
- * or a suffix ("tmpk3j2_9xq", "tmpab12cd34.pt"). */
-static bool python_tempname(const char *s, size_t len)
-{
-    if (len < 11 || strncmp(s, "tmp", 3))
-        return false;
-    for (size_t i = 3; i < 11; i++)
-        if (!(s[i] == '_' || is_digit(s[i]) || (s[i] >= 'a' && s[i] <= 'z')))
-            return false;
-    return len == 11 || s[11] == '.';
-}
-
-/* TensorFlow's sharded saves: "<prefix>_temp" or "<prefix>_temp_<32 hex>". */
-static bool tf_tempname(const char *s, size_t len)
-{
-    if (ends_with_nocase(s, len, "_temp"))
-        return true;
-    if (len < 6 + 32 || strncmp(s + len - 38, "_temp_", 6))
-        return false;
-    return strspn(s + len - 32, "0123456789abcdef") >= 32;
-}
-
-bool detect_name_transient(const char *name, size_t len)
-{
-    static const char *const suffixes[] = {".tmp",     ".temp",       ".part",
-                                           ".partial", ".incomplete", "-unfinished"};
-    if (len == 0 || name[0] == '.')
-        return len > 0;
-    if (!strncmp(name, "tmp-", 4) || python_tempname(name, len) || tf_tempname(name, len))
-        return true;
-    for (size_t i = 0; i < sizeof(suffixes) / sizeof(suffixes[0]); i++)
-        if (ends_with_nocase(name, len, suffixes[i]))
-            return true;
-    for (size_t i = 0; i + 22 <= len; i++) /* Orbax: "<step>.orbax-checkpoint-tmp-<time>" */
-        if (!strncmp(name + i, ".orbax-checkpoint-tmp-", 22))
-            return true;
-    return false;
-}
-
-/* Case-insensitive ASCII prefix test. */
-static bool word_at(const char *s, const char *word)
-{
-    for (; *word; s++, word++) {
-        char c = (*s >= 'A' && *s <= 'Z') ? (char)(*s - 'A' + 'a') : *s;
-        if (c != *word)
-            return false;
-    }
-    return true;
-}
-
-/* N at s (1..18 digits, then the end or a non-alphanumeric), else -1. */
-static int64_t step_digits(const char *s)
-{
-    int64_t v = 0;
-    int n = 0;
-    for (; is_digit(s[n]); n++) {
-        if (n == 18)
-            return -1;
-        v = v * 10 + (s[n] - '0');
-    }
-    if (!n || is_alpha(s[n]) || is_digit(s[n]))
-        return -1;
-    return v;
-}
-
-static const struct {
-    const char *word;
-    const char *seps;
-    bool sep_optional;
-} step_words[] = {
-    {"checkpoint", "-_", false},
-    {"iter", "_-", false},
-    {"step", "_-=", true},
-};
-
-/* The step of a keyword match at s (i bytes into the name), or -1. */
-static int64_t step_at(const char *name, size_t i)
-{
-    if (i > 0 && is_alpha(name[i - 1]))
-        return -1;
-    for (size_t k = 0; k < sizeof(step_words) / sizeof(step_words[0]); k++) {
-        if (!word_at(name + i, step_words[k].word))
-            continue;
-        const char *p = name + i + strlen(step_words[k].word);
-        if (*p && strchr(step_words[k].seps, *p))
-            p++;
-        else if (!step_words[k].sep_optional)
-            continue;
-        int64_t v = step_digits(p);
-        if (v >= 0)
-            return v;
-    }
-    return -1;
-}
-
-int64_t detect_step_from_name(const char *name)
-{
-    size_t end = strlen(name), start;
-    int64_t step = -1;
-
-    while (end > 0 && name[end - 1] == '/') /* "run1/checkpoint-100/" from a shell */
-        end--;
-    for (start = end; start > 0 && name[start - 1] != '/'; start--)
-        ;
-    name += start;
-    end -= start;
-    for (size_t i = 0; i < end; i++) {
-        int64_t v = step_at(name, i);
-        if (v >= 0)
-            step = v;
-    }
-    return step;
 }
 
 static bool single_file_checkpoint(const char *base)
@@ -258,7 +129,7 @@ static int loc_split(const char *relpath, size_t len, bool is_dir, const size_t 
 }
 
 /* Classifies relpath: LOC_UNIT (inside or being a unit), LOC_RUN, LOC_NONE.
- * A hidden run and a transient unit name (detect_name_transient) are
+ * A hidden run and a transient unit name (ckptname_transient) are
  * LOC_NONE: no event under them makes a unit. */
 static int detect_locate(const char *relpath, bool is_dir, struct loc *ret)
 {
@@ -284,9 +155,9 @@ static int detect_locate(const char *relpath, bool is_dir, struct loc *ret)
     if (relpath[0] == '.') /* a hidden run, or a hidden file under the root */
         return LOC_NONE;
     /* the unit's name: the second component, or a file directly under the root */
-    if (ret->depth >= 2 && detect_name_transient(relpath + cut[0] + 1, cut[1] - cut[0] - 1))
+    if (ret->depth >= 2 && ckptname_transient(relpath + cut[0] + 1, cut[1] - cut[0] - 1))
         return LOC_NONE;
-    if (ret->depth == 1 && !is_dir && detect_name_transient(relpath, len))
+    if (ret->depth == 1 && !is_dir && ckptname_transient(relpath, len))
         return LOC_NONE;
     return loc_split(relpath, len, is_dir, cut, ret);
 }
@@ -424,7 +295,7 @@ static struct unit *unit_get(struct detector *d, const char *path, size_t len)
         return NULL;
     }
     u->hash = path_hash(path, len);
-    u->step = detect_step_from_name(u->path);
+    u->step = ckptname_step(u->path);
     u->reason = DETECT_QUIET;
     tab_place(d->tab, d->cap, u);
     d->n++;
@@ -643,7 +514,7 @@ static void marker_deepspeed(struct detector *d, const struct loc *l, const char
         log_debug("\"%s\": not a DeepSpeed tag file", relpath);
         return;
     }
-    marker_target(d, l->run, tag, detect_step_from_name(tag), now);
+    marker_target(d, l->run, tag, ckptname_step(tag), now);
 }
 
 /* Megatron: <run>/latest_checkpointed_iteration.txt holds N or "release". */
@@ -659,7 +530,7 @@ static void marker_megatron(struct detector *d, const struct loc *l, const char 
         marker_target(d, l->run, "release", -1, now);
         return;
     }
-    if ((step = step_digits(line)) < 0 || line[strspn(line, "0123456789")]) {
+    if ((step = ckptname_number(line)) < 0 || line[strspn(line, "0123456789")]) {
         log_debug("\"%s\": not a Megatron iteration", relpath);
         return;
     }

@@ -22,13 +22,13 @@
 #include "base/json.h"
 #include "base/mstime.h"
 #include "engine/ref.h"
-#include "service/detect.h"
-#include "service/ingest.h"
-#include "service/metrics.h"
-#include "service/objbuf.h"
-#include "service/queue.h"
-#include "service/replicator.h"
-#include "service/statusview.h"
+#include "daemon/detect.h"
+#include "daemon/ingest.h"
+#include "daemon/metrics.h"
+#include "daemon/objbuf.h"
+#include "store/queue.h"
+#include "daemon/replicator.h"
+#include "daemon/statusview.h"
 
 /* ---- runs and regions, as status and /metrics show them -------------- */
 

@@ -23,7 +23,7 @@
 #include <stdint.h>
 
 #include "engine/manifest.h"
-#include "service/replicator.h"
+#include "daemon/replicator.h"
 #include "service/repo.h"
 
 #define INGEST_RETRIES 3
@@ -51,7 +51,7 @@ struct ingester;
 
 struct metrics;
 
-/* m (service/metrics.h) receives the counts of what was taken; NULL for
+/* m (daemon/metrics.h) receives the counts of what was taken; NULL for
  * none.  It must outlive the ingester. */
 int ingester_new(struct repo *r, struct replicator *rp, struct metrics *m, const char *root,
                  int notify_fd, struct ingester **ret);

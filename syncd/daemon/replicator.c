@@ -6,7 +6,7 @@
  *   walks its queue in key order: newest snapshot first, its chunks before
  *   its publish entry.  It never skips a failing entry: the entry is
  *   retried after backoff, so a publish can never overtake its chunks.
- * - Chunk objects come from ingest's object buffer (service/objbuf.h):
+ * - Chunk objects come from ingest's object buffer (daemon/objbuf.h):
  *   encoded once, taken ahead of the queue while the unit is still being
  *   read, or found by id for a queue entry.  A chunk no longer buffered
  *   is read back from the snapshot's pin folder (hardlinks made at
@@ -56,13 +56,13 @@
 #include "base/log.h"
 #include "engine/chunkobj.h"
 #include "service/gc.h"
-#include "service/metrics.h"
-#include "service/objbuf.h"
-#include "service/pin.h"
+#include "daemon/metrics.h"
+#include "daemon/objbuf.h"
+#include "daemon/pin.h"
 #include "service/presence.h"
-#include "service/queue.h"
-#include "service/replicator.h"
-#include "service/retakes.h"
+#include "store/queue.h"
+#include "daemon/replicator.h"
+#include "daemon/retakes.h"
 #include "service/snapshot.h"
 
 #define BACKOFF_MIN_MS 1000
@@ -103,7 +103,7 @@ struct rworker {
 };
 
 /* One chunk in flight: HAS first, then PUT if the region lacks it.  Its
- * object is ent's (encoded once by ingest, service/objbuf.h) or, for a
+ * object is ent's (encoded once by ingest, daemon/objbuf.h) or, for a
  * chunk no longer buffered, read back from the pin and encoded into obj. */
 struct slot {
     bool used;
@@ -490,7 +490,7 @@ static void rw_remove_pin(const char *pin, bool pinned)
 
 /* Removes the pin of the snapshot in hand once every region holds it.
  * Each pinned file's index record is keyed by the identity it had after
- * its pin link was made (service/ingest.c); unlinking the link moves its
+ * its pin link was made (daemon/ingest.c); unlinking the link moves its
  * ctime, so the record of a file unchanged since then (its identity just
  * before the unlink is the recorded one) is keyed again by the identity it
  * has after, and the next snapshot of that file does not read it again.

@@ -18,7 +18,7 @@
 #include <time.h>
 
 #include "engine/crypt.h"
-#include "service/objbuf.h"
+#include "daemon/objbuf.h"
 
 #define OBJBUF_BUCKETS 4096
 #define OBJBUF_MAX_ENTRIES 65536

@@ -28,7 +28,7 @@
  *   next start); after it, the replicator resumes from the queue.
  * - Each chunk some region lacks is encoded here, once, and handed to the
  *   region workers through the replicator's object buffer
- *   (service/objbuf.h) while the unit is still being read: uploads start
+ *   (daemon/objbuf.h) while the unit is still being read: uploads start
  *   before the snapshot is committed, and no worker reads, hashes or
  *   compresses the chunk again.  A worker that finds its chunk no longer
  *   buffered (it fell behind) reads it back from the pin.
@@ -49,11 +49,11 @@
 #include "base/log.h"
 #include "engine/chunkobj.h"
 #include "service/ingcore.h"
-#include "service/ingest.h"
-#include "service/metrics.h"
-#include "service/objbuf.h"
-#include "service/pin.h"
-#include "service/queue.h"
+#include "daemon/ingest.h"
+#include "daemon/metrics.h"
+#include "daemon/objbuf.h"
+#include "daemon/pin.h"
+#include "store/queue.h"
 #include "service/snapshot.h"
 
 #define INGEST_MAX_JOBS 4096

@@ -12,8 +12,8 @@
  *
  * The loop is split in three modules: this one (start-up, signals, the
  * watcher, units to ingest, the loop itself), the control server
- * (service/ctlserver.h: connections, requests, waiters) and the status
- * rendering (service/statusview.h: status --json and /metrics).  The two
+ * (daemon/ctlserver.h: connections, requests, waiters) and the status
+ * rendering (daemon/statusview.h: status --json and /metrics).  The two
  * helpers see the daemon's parts through struct daemon_parts.
  */
 #ifndef CKS_DAEMON_H

@@ -13,7 +13,7 @@
 
 #include "base/buf.h"
 #include "base/err.h"
-#include "service/queue.h"
+#include "store/queue.h"
 
 #define QKEY_LEN (1 + 8 + 1 + HASH_LEN)
 #define QVAL_LEN (1 + 4 + 8 + 4)

@@ -8,7 +8,7 @@
  * All paths are relative to the root ("run1/checkpoint-100/model.bin").
  * Names starting with ".ckptsync" (at any depth) are ignored, and so are
  * hidden runs (".name") and units whose name is transient
- * (detect_name_transient): a framework's staging folder is never a unit,
+ * (ckptname_transient): a framework's staging folder is never a unit,
  * and the name it is renamed to is one as usual.
  *
  * A unit is ready at the first of (DESIGN.md, "Completion of a checkpoint"):
@@ -57,7 +57,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "service/watcher.h"
+#include "daemon/watcher.h"
+#include "engine/ckptname.h"
 
 #define DETECT_ROOT_RUN "_root"
 #define DETECT_UNIT_MAX 4096 /* longest unit path, with its NUL */
@@ -118,33 +119,5 @@ void detector_forget(struct detector *d, const char *unit_relpath);
 
 /* Dirty units not ready yet. */
 size_t detector_pending(const struct detector *d);
-
-/*
- * The step a checkpoint name carries, or -1: "checkpoint-N", "iter_N",
- * "global_stepN", "step_N", "step-N", "stepN", "step=N" (as in Lightning's
- * "epoch=3-step=1000.ckpt"); "_" or "-" may separate checkpoint/iter from
- * N.  The keyword must start the name or follow a non-letter, N must be
- * followed by the end or a non-alphanumeric character; the last match
- * wins.  Only the last path component of name is looked at (trailing '/'
- * ignored).  The daemon's units and `ckptsync snapshot PATH` without
- * --step both take their step from here.
- */
-int64_t detect_step_from_name(const char *name);
-
-/*
- * Is name (one path component, len bytes) never a checkpoint: hidden
- * (".name": rsync's ".x.XXXXXX", ".ipynb_checkpoints", ".cache",
- * ".incomplete", ".Trash-1000"), or what a framework writes while a save is
- * in progress before renaming it: Hugging Face Trainer's "tmp-checkpoint-N",
- * Python tempfile names ("tmpk3j2_9xq", also PyTorch Lightning's and
- * fsspec's staging files), "*.tmp", "*.temp", "*.part", "*.partial",
- * "*.incomplete" (huggingface_hub downloads), NeMo's "*-unfinished" marker,
- * Orbax's "N.orbax-checkpoint-tmp-T", TensorFlow's "*_temp" and
- * "*_temp_<32 hex>".  (DeepSpeed and torch.distributed.checkpoint write in
- * place under the final name; DCP's ".metadata.tmp" is inside the unit.)
- * The suffixes are matched without regard to case.  Used for the daemon's
- * units and by restore --all (service/catalog.c).
- */
-bool detect_name_transient(const char *name, size_t len);
 
 #endif

@@ -4,8 +4,8 @@
  * Design notes.
  * - One epoll loop owns everything that is not a byte-moving thread:
  *   signals (signalfd), the inotify watcher, the control socket and its
- *   connections (service/ctlserver.c), the /metrics endpoint
- *   (service/metrics.c), and an eventfd the ingest and region threads poke
+ *   connections (daemon/ctlserver.c), the /metrics endpoint
+ *   (daemon/metrics.c), and an eventfd the ingest and region threads poke
  *   when something changed.  Its timeout is the detector's next deadline,
  *   the control server's (a waiter's deadline, an idle client's), or one
  *   second.
@@ -16,7 +16,7 @@
  *   are checked.  So a commit that waits for durability never blocks the
  *   loop: its connection is parked and re-checked each turn.
  * - What status --json and /metrics show is rendered by
- *   service/statusview.c from the parts (struct daemon_parts) this file
+ *   daemon/statusview.c from the parts (struct daemon_parts) this file
  *   creates and owns.
  */
 #include <errno.h>
@@ -41,17 +41,17 @@
 #include "base/fileio.h"
 #include "base/log.h"
 #include "base/mstime.h"
-#include "service/ctlserver.h"
-#include "service/daemon.h"
-#include "service/detect.h"
-#include "service/gcd.h"
-#include "service/ingest.h"
-#include "service/metrics.h"
-#include "service/pin.h"
-#include "service/queue.h"
-#include "service/replicator.h"
-#include "service/statusview.h"
-#include "service/watcher.h"
+#include "daemon/ctlserver.h"
+#include "daemon/daemon.h"
+#include "daemon/detect.h"
+#include "daemon/gcd.h"
+#include "daemon/ingest.h"
+#include "daemon/metrics.h"
+#include "daemon/pin.h"
+#include "store/queue.h"
+#include "daemon/replicator.h"
+#include "daemon/statusview.h"
+#include "daemon/watcher.h"
 
 #define TEXTFILE_INTERVAL_MS 10000
 

@@ -13,7 +13,7 @@
 
 #include "base/fileio.h"
 #include "base/log.h"
-#include "service/pin.h"
+#include "daemon/pin.h"
 
 int pin_create(const char *root, const char *id, struct buf *ret_path)
 {

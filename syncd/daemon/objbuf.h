@@ -39,7 +39,7 @@ struct objbuf_ent {
     uint32_t raw_len;
     uint8_t *data; /* the encoded object, or its sealed envelope (sealed) */
     size_t len;
-    bool sealed;         /* data is the envelope (service/ingest: sealed once for every region) */
+    bool sealed;         /* data is the envelope (daemon/ingest: sealed once for every region) */
     uint32_t stored_len; /* the encoded object's length (len without the envelope) */
     /* private to objbuf.c */
     uint32_t needs, taken;

@@ -39,7 +39,7 @@
 
 #include "base/buf.h"
 #include "base/log.h"
-#include "service/watcher.h"
+#include "daemon/watcher.h"
 
 #define WATCH_MASK                                                                                 \
     (IN_MODIFY | IN_CLOSE_WRITE | IN_CREATE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE |            \

@@ -1,6 +1,6 @@
 /*
  * replicator.h — one worker thread per region draining that region's
- * persistent queue (service/queue.h): upload the chunks it lacks, then
+ * persistent queue (store/queue.h): upload the chunks it lacks, then
  * publish the manifest and move the run's latest ref.  Regions progress
  * independently: a slow or dead region never holds back the others.
  *
@@ -47,11 +47,11 @@ struct region_status {
 struct metrics;
 struct objbuf;
 
-/* m (service/metrics.h) receives the workers' counts; NULL for none.  It
+/* m (daemon/metrics.h) receives the workers' counts; NULL for none.  It
  * must outlive the replicator. */
 int replicator_new(struct repo *r, int notify_fd, struct metrics *m, struct replicator **ret);
 void replicator_free(struct replicator *rp);
-/* The buffer ingest hands encoded objects through (service/objbuf.h);
+/* The buffer ingest hands encoded objects through (daemon/objbuf.h);
  * owned by the replicator, valid until replicator_free. */
 struct objbuf *replicator_objbuf(struct replicator *rp);
 void replicator_kick(struct replicator *rp);

@@ -40,13 +40,13 @@
 #include "base/log.h"
 #include "base/mstime.h"
 #include "engine/ctlproto.h"
-#include "service/ctlserver.h"
-#include "service/detect.h"
-#include "service/ingest.h"
-#include "service/metrics.h"
-#include "service/queue.h"
-#include "service/replicator.h"
-#include "service/statusview.h"
+#include "daemon/ctlserver.h"
+#include "daemon/detect.h"
+#include "daemon/ingest.h"
+#include "daemon/metrics.h"
+#include "store/queue.h"
+#include "daemon/replicator.h"
+#include "daemon/statusview.h"
 
 #define CONN_MIN 16   /* control connections the daemon always takes */
 #define CONN_MAX 4096 /* and at most (conn_limit()) */

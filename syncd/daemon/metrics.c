@@ -30,7 +30,7 @@
 
 #include "base/config.h"
 #include "base/log.h"
-#include "service/metrics.h"
+#include "daemon/metrics.h"
 
 struct metrics_region {
     char name[CONFIG_NAME_MAX];

@@ -21,7 +21,7 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "service/gc.h"
-#include "service/gcd.h"
+#include "daemon/gcd.h"
 #include "service/retention.h"
 
 #define POLL_MS 3000

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "service/retakes.h"
+#include "daemon/retakes.h"
 
 int retakes_add(struct retakes *rt, const char *unit)
 {
