@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -128,6 +129,18 @@ static int load_config(const struct opts *o, struct config *c, const char **ret_
     return e;
 }
 
+/* A reload re-executes /proc/self/exe (the very binary running, even if
+ * an upgrade replaced the file), which makes the kernel name the process
+ * "exe".  pidof, pgrep, `ps -C` and the migration hooks look for the name
+ * it was started under, so it is put back from argv[0]. */
+static void keep_process_name(const char *argv0)
+{
+    const char *base = strrchr(argv0, '/');
+    base = base ? base + 1 : argv0;
+    if (*base)
+        prctl(PR_SET_NAME, base, 0, 0, 0);
+}
+
 int main(int argc, char **argv)
 {
     static struct config conf; /* large: not on the stack */
@@ -137,6 +150,8 @@ int main(int argc, char **argv)
     struct stat st;
 
     log_init("ckptsyncd", LOG_LVL_INFO);
+    if (argc > 0)
+        keep_process_name(argv[0]);
     if (parse_args(argc, argv, &o) < 0)
         return 2;
     if (o.verbose)

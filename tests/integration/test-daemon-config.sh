@@ -86,6 +86,12 @@ kill -HUP "$pid"
 wait_for 10 sh -c "'$CKPTSYNC' --config '$CONF' status --json" || die "no answer after reload"
 kill -0 "$pid" || die "reload changed the pid"
 grep -q "restarting in place" "$T/daemon.log" || die "reload not logged"
+# The reload re-executes /proc/self/exe: the process keeps its name, so
+# pidof, pgrep and the migration hooks still find it.
+wait_for 10 grep -qx ckptsyncd "/proc/$pid/comm" ||
+  die "reload renamed the daemon to \"$(cat "/proc/$pid/comm")\""
+pgrep -x ckptsyncd > "$T/pgrep" || true
+grep -qx "$pid" "$T/pgrep" || die "pgrep -x ckptsyncd does not find the reloaded daemon"
 
 step "SIGTERM stops it within seconds"
 stop_daemon
