@@ -15,7 +15,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/buf.h"
 #include "base/config.h"
+#include "base/json.h"
 #include "base/log.h"
 #include "daemon/daemon.h"
 #include "service/repokeys.h"
@@ -35,6 +37,8 @@ static const char usage_text[] =
     "  --state DIR     state directory (overrides [daemon] state)\n"
     "  --foreground    stay in the foreground (the default; kept for scripts)\n"
     "  --check         validate the configuration and exit\n"
+    "  --json          with --check: print the configuration's file, watch root,\n"
+    "                  state directory, socket and regions as one JSON object\n"
     "  -v, --verbose   debug logging\n"
     "  -h, --help      this text\n"
     "\n"
@@ -42,20 +46,17 @@ static const char usage_text[] =
 
 struct opts {
     const char *config, *watch, *state;
-    int check, verbose;
+    int check, verbose, json;
 };
 
 static int parse_args(int argc, char **argv, struct opts *o)
 {
-    static const struct option lo[] = {{"config", required_argument, NULL, 'c'},
-                                       {"watch", required_argument, NULL, 'w'},
-                                       {"state", required_argument, NULL, 's'},
-                                       {"foreground", no_argument, NULL, 'f'},
-                                       {"check", no_argument, NULL, 'k'},
-                                       {"verbose", no_argument, NULL, 'v'},
-                                       {"help", no_argument, NULL, 'h'},
-                                       {"version", no_argument, NULL, 'V'},
-                                       {0}};
+    static const struct option lo[] = {
+        {"config", required_argument, NULL, 'c'}, {"watch", required_argument, NULL, 'w'},
+        {"state", required_argument, NULL, 's'},  {"foreground", no_argument, NULL, 'f'},
+        {"check", no_argument, NULL, 'k'},        {"json", no_argument, NULL, 'j'},
+        {"verbose", no_argument, NULL, 'v'},      {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},      {0}};
     int opt;
     while ((opt = getopt_long(argc, argv, "c:fhv", lo, NULL)) != -1) {
         switch (opt) {
@@ -73,6 +74,9 @@ static int parse_args(int argc, char **argv, struct opts *o)
         case 'k':
             o->check = 1;
             break;
+        case 'j':
+            o->json = 1;
+            break;
         case 'v':
             o->verbose = 1;
             break;
@@ -86,6 +90,10 @@ static int parse_args(int argc, char **argv, struct opts *o)
             fputs(usage_text, stderr);
             return -1;
         }
+    }
+    if (o->json && !o->check) {
+        fprintf(stderr, "ckptsyncd: --json is for --check\n");
+        return -1;
     }
     if (optind != argc) {
         fprintf(stderr, "ckptsyncd: unexpected argument '%s'\n", argv[optind]);
@@ -141,13 +149,74 @@ static void keep_process_name(const char *argv0)
         prctl(PR_SET_NAME, base, 0, 0, 0);
 }
 
+/* What must hold before the daemon starts (and what --check checks beyond
+ * the file): the watch root is a directory, and the repository's secret
+ * can be read.  Non-zero with the reason in why. */
+static int check_start(const struct config *c, const char *path, struct buf *why)
+{
+    struct stat st;
+    if (stat(c->watch, &st) < 0)
+        return buf_printf(why, "watch root \"%s\": %s", c->watch, strerror(errno)), 1;
+    if (!S_ISDIR(st.st_mode))
+        return buf_printf(why, "watch root \"%s\": not a directory", c->watch), 1;
+    if (c->encryption || c->key_file[0] || c->passphrase_file[0]) {
+        /* The secret is read at every start: a key file with the wrong mode
+         * or a missing passphrase should fail here, not at the first commit. */
+        struct repo_secret sec;
+        struct buf err = BUF_INIT;
+        int e = repokeys_secret(c, &sec, &err);
+        repokeys_secret_free(&sec);
+        if (e < 0)
+            buf_printf(why, "%s: [repository]: %s", path ? path : "(embedded default)",
+                       buf_str(&err));
+        buf_free(&err);
+        return e < 0;
+    }
+    return 0;
+}
+
+/* --check --json: what scripts (deploy/hooks/migrate-in.sh) need to know
+ * of the configuration without a running daemon. */
+static int print_check_json(const struct config *c, const char *path, const char *error)
+{
+    struct buf b = BUF_INIT;
+    struct json j;
+    json_init(&j, &b);
+    json_obj_begin(&j);
+    json_key(&j, "config");
+    if (path)
+        json_str(&j, path);
+    else
+        json_null(&j);
+    json_key(&j, "valid");
+    json_bool(&j, !error);
+    if (error) {
+        json_key(&j, "error");
+        json_str(&j, error);
+    }
+    json_key(&j, "watch");
+    json_str(&j, c->watch);
+    json_key(&j, "state");
+    json_str(&j, c->state);
+    json_key(&j, "socket");
+    json_str(&j, c->socket);
+    json_key(&j, "regions");
+    json_arr_begin(&j);
+    for (size_t i = 0; i < c->nregions; i++)
+        json_str(&j, c->regions[i].name);
+    json_arr_end(&j);
+    json_obj_end(&j);
+    int ok = !j.err && printf("%s\n", buf_str(&b)) > 0;
+    buf_free(&b);
+    return ok ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
     static struct config conf; /* large: not on the stack */
     struct config *c = &conf;
     struct opts o = {0};
     const char *path = NULL;
-    struct stat st;
 
     log_init("ckptsyncd", LOG_LVL_INFO);
     if (argc > 0)
@@ -158,29 +227,20 @@ int main(int argc, char **argv)
         log_set_level(LOG_LVL_DEBUG);
     if (load_config(&o, c, &path) < 0)
         return 1;
-    if (stat(c->watch, &st) < 0) {
-        log_error("watch root \"%s\": %s", c->watch, strerror(errno));
+    struct buf why = BUF_INIT;
+    int bad = check_start(c, path, &why);
+    if (o.check && o.json) {
+        int e = print_check_json(c, path, bad ? buf_str(&why) : NULL);
+        buf_free(&why);
+        return bad || e ? 1 : 0;
+    }
+    if (bad) {
+        log_error("%s", buf_str(&why));
+        buf_free(&why);
         return 1;
     }
-    if (!S_ISDIR(st.st_mode)) {
-        log_error("watch root \"%s\": not a directory", c->watch);
-        return 1;
-    }
+    buf_free(&why);
     config_warn_insecure(c);
-    if (c->encryption || c->key_file[0] || c->passphrase_file[0]) {
-        /* The secret is read at every start: a key file with the wrong mode
-         * or a missing passphrase should fail here, not at the first commit. */
-        struct repo_secret sec;
-        struct buf err = BUF_INIT;
-        int e = repokeys_secret(c, &sec, &err);
-        repokeys_secret_free(&sec);
-        if (e < 0) {
-            log_error("%s: [repository]: %s", path ? path : "(embedded default)", buf_str(&err));
-            buf_free(&err);
-            return 1;
-        }
-        buf_free(&err);
-    }
     if (o.check) {
         printf("configuration %s is valid\n", path ? path : "(embedded default)");
         return 0;

@@ -34,8 +34,9 @@ The new instance's half of a migration: install and start ckptsyncd,
 \`ckptsync migrate-in\`, print the path to resume from on stdout.
 
   --run NAME      the run to bring back (default: the handoff's)
-  --to DIR        where to restore (default /data/cloud_storage/NAME;
-                  required without --run)
+  --to DIR        where to restore (default WATCH/NAME, WATCH being the
+                  configured watch root, so that the resumed run's new
+                  checkpoints are replicated; required without --run)
   --force         replace DIR/<checkpoint> if it exists already
   --config FILE   the ckptsync configuration (default: ckptsync's own)
   --no-install    fail instead of running deploy/install.sh when ckptsyncd
@@ -74,10 +75,7 @@ while [ "$#" -gt 0 ]; do
   esac
 done
 [ -z "$run" ] || [[ $run =~ ^[^/[:space:][:cntrl:]]+$ ]] || usage_error "--run: '$run' is not a run name"
-if [ -z "$to" ]; then
-  [ -n "$run" ] || usage_error "--to DIR is required without --run"
-  to=/data/cloud_storage/$run
-fi
+[ -n "$to" ] || [ -n "$run" ] || usage_error "--to DIR is required without --run"
 
 cli=${CKPTSYNC:-ckptsync}
 daemon=${CKPTSYNCD:-ckptsyncd}
@@ -93,6 +91,27 @@ if ! command -v "$cli" > /dev/null || { [ "$start" = 1 ] && ! command -v "$daemo
   "$top/deploy/install.sh" >&2 || die "deploy/install.sh failed"
   hash -r
   command -v "$cli" > /dev/null || die "'$cli' still not found after deploy/install.sh (is /usr/local/bin in PATH?)"
+fi
+
+# ---- the watch root: the default target ------------------------------------------
+# What the daemon watches, from the configuration it will run with
+# (ckptsyncd --check --json prints it even when the folder does not exist
+# yet); /data/cloud_storage when ckptsyncd is not there to ask.
+watch_root() {
+  local dargs=() out
+  [ -z "$config" ] || dargs+=(--config "$config")
+  command -v "$daemon" > /dev/null || { echo /data/cloud_storage; return; }
+  out=$("$daemon" "${dargs[@]}" --check --json 2> /dev/null) || true
+  [ -n "$out" ] || die "ckptsyncd ${dargs[*]} --check --json printed nothing: is the configuration readable?"
+  python3 -c 'import json,sys; print(json.loads(sys.argv[1])["watch"])' "$out" 2> /dev/null ||
+    printf '%s\n' "$out" | sed -n 's/.*"watch":"\([^"]*\)".*/\1/p'
+}
+if [ -z "$to" ]; then
+  root=$(watch_root)
+  [ -n "$root" ] || die "could not read the watch root from ckptsyncd --check --json"
+  mkdir -p "$root" || die "cannot create the watch root '$root'"
+  to=$root/$run
+  say "restoring into the watch root: $to"
 fi
 
 # ---- 2. start ckptsyncd --------------------------------------------------------

@@ -243,4 +243,13 @@ CKPTSYNC=$CKPTSYNC "$HOOK_IN" --config "$CONF" --run r1 --to "$T/new3" --no-inst
 tree_sums "$T/watch/r1/checkpoint-300" > "$T/want.sums"
 tree_sums "$T/new3/checkpoint-300" > "$T/got.sums"
 diff "$T/want.sums" "$T/got.sums" > /dev/null || die "hooks/migrate-in.sh restored something else"
+
+step "hooks: migrate-in.sh --config F without --to restores under F's watch root"
+sed "s|^watch = .*|watch = $T/watch2|" "$CONF" > "$T/conf2"
+CKPTSYNC=$CKPTSYNC CKPTSYNCD=$CKPTSYNCD "$HOOK_IN" --config "$T/conf2" --run r1 --no-install --no-start \
+  > "$T/hook.out" 2> "$T/hook.err" || { cat "$T/hook.err" >&2; die "hooks/migrate-in.sh failed"; }
+[ "$(cat "$T/hook.out")" = "$T/watch2/r1/checkpoint-300" ] ||
+  die "hooks/migrate-in.sh --config restored to '$(cat "$T/hook.out")', not under the configured watch root"
+tree_sums "$T/watch2/r1/checkpoint-300" > "$T/got.sums"
+diff "$T/want.sums" "$T/got.sums" > /dev/null || die "hooks/migrate-in.sh restored something else"
 echo "preempt: ok"
