@@ -67,5 +67,15 @@ stop_daemon
 
 step "pip uninstall removes it"
 "$V" -m pip uninstall -q -y ckptsync > "$T/pip.log" 2>&1 || { cat "$T/pip.log"; die "pip uninstall failed"; }
-"$V" -c 'import ckptsync' 2> /dev/null && die "ckptsync still importable after uninstall"
+# Gone from the venv.  A copy deploy/install.sh put in the system's
+# site-packages (the README's first command) stays visible through
+# --system-site-packages, and is not the venv's to remove.
+"$V" - "$T/venv" <<'EOF' || die "ckptsync still importable from the venv after uninstall"
+import sys
+try:
+    import ckptsync
+except ImportError:
+    sys.exit(0)
+sys.exit(1 if ckptsync.__file__.startswith(sys.argv[1] + "/") else 0)
+EOF
 echo "ok"
