@@ -266,6 +266,10 @@ int main(int argc, char **argv)
         return 0;
     }
     cmd = cli_common(&c, &argc, argv);
+    if (cmd < 0 && argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+        fputs(usage_text, stdout); /* after global options: ckptsync --config F --help */
+        return 0;
+    }
     if (cmd != 1) {
         fputs(usage_text, stderr);
         return EXIT_USAGE;

@@ -157,6 +157,8 @@ expect_fail 2 cks restore --run good --to "$T/x"
 expect_fail 2 cks snapshot "$ck"
 expect_fail 2 cks frobnicate
 cks snapshot --help | grep usage > /dev/null || die "--help"
+"$CKPTSYNC" --config "$CONF" --help > "$T/help" || die "ckptsync --config F --help exits $?, not 0"
+grep -q "^usage: ckptsync" "$T/help" || die "ckptsync --config F --help does not print the usage on stdout"
 step "--help sorts the commands right: migrate-in and repo need no daemon (#13 item 12)"
 "$CKPTSYNC" --help > "$T/help"
 awk '/^Commands \(run in-process/ { s = "local" } /^Commands that talk to a running/ { s = "daemon" }
