@@ -23,6 +23,7 @@
 #include "engine/fastcdc.h"
 #include "engine/hash.h"
 #include "engine/ckptname.h"
+#include "service/listing.h"
 #include "service/restore.h"
 #include "service/scan.h"
 #include "service/snapshot.h"
@@ -194,8 +195,10 @@ int cmd_snapshot(struct cli *c, int argc, char **argv)
 /* ---- restore ----------------------------------------------------------- */
 
 static const char restore_usage[] =
-    "usage: ckptsync restore --run NAME (--latest | --snapshot ID | --all) --to DIR\n"
+    "usage: ckptsync restore [--run NAME] (--latest | --snapshot ID | --all) --to DIR\n"
     "                        [--seed DIR] [--force] [--keep-setid] [--json]\n"
+    "--run may be left out when the repository holds one run (checkpoints written\n"
+    "directly under the watch root are the run _root); with several, the error names them.\n"
     "--latest: the newest checkpoint, plus the run's newest files outside checkpoints\n"
     "(logs, configs); --all: the newest snapshot of every unit of the run.\n"
     "Restores a snapshot into DIR/<its root>: every chunk and every file verified,\n"
@@ -306,6 +309,24 @@ static int restore_units(struct cli *c, struct repo *r, struct unitrestore_opts 
     return e < 0 ? 1 : (int)res.failed;
 }
 
+/* restore without --run: the snapshot's run, or the repository's one run. */
+static int restore_which_run(struct repo *r, struct restore_opts *o, char *run, size_t cap)
+{
+    struct buf err = BUF_INIT;
+    int e = o->id ? listing_find_run(r, o->id, run, cap) : listing_only_run(r, run, cap, &err);
+    if (e == -EEXIST)
+        log_error("restore: the repository holds several runs (%s): say which with --run",
+                  buf_str(&err));
+    else if (e == -ENOENT && o->id)
+        log_error("restore: no snapshot \"%s\" in the index or the regions", o->id);
+    else if (e < 0)
+        log_error("restore: which run: %s", err.len ? buf_str(&err) : strerror(-e));
+    else
+        o->run = run;
+    buf_free(&err);
+    return e;
+}
+
 int cmd_restore(struct cli *c, int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -354,10 +375,13 @@ int cmd_restore(struct cli *c, int argc, char **argv)
             return usage(restore_usage, EXIT_USAGE);
         }
     }
-    if (optind != argc || !o.run || !o.target || (int)latest + (o.id != NULL) + (int)all != 1)
+    if (optind != argc || !o.target || (int)latest + (o.id != NULL) + (int)all != 1)
         return usage(restore_usage, EXIT_USAGE);
     if (cli_open_repo(c, 0, &r) < 0)
         return 1;
+    char run[MANIFEST_MAX_FIELD + 1];
+    if (!o.run && restore_which_run(r, &o, run, sizeof(run)) < 0)
+        return cli_close_repo(r, 1);
     struct unitrestore_opts u = {
         .run = o.run, .target = o.target, .force = o.force, .keep_setid = o.keep_setid, .all = all};
     if (all) {

@@ -59,7 +59,9 @@ struct detector {
     struct unit **ready;
     size_t nready, capready;
     bool ready_sorted;
-    int64_t due; /* lower bound of the earliest quiet deadline, -1: none dirty */
+    int64_t due;         /* lower bound of the earliest quiet deadline, -1: none dirty */
+    bool said_root_unit; /* the notice about checkpoints directly under the root */
+    bool said_root_temp; /* ... and about in-progress names there */
 };
 
 /* Where an event path lies. */
@@ -67,6 +69,9 @@ struct loc {
     char run[256];
     size_t unit_len;  /* the unit is path[0, unit_len) */
     unsigned depth;   /* components in path */
+    unsigned rdepth;  /* components as if under a run folder: depth, or depth + 1
+                       * under a checkpoint folder directly under the root */
+    bool root_unit;   /* the unit is a checkpoint folder directly under the root */
     const char *base; /* last component */
 };
 
@@ -105,10 +110,34 @@ static bool valid_tag(const char *tag)
 
 /* ---- paths ------------------------------------------------------------- */
 
+/*
+ * Is the folder `name`, directly under the root, a checkpoint rather than
+ * a run?  By its name, as a checkpoint's step is found (checkpoint-500,
+ * global_step1000, iter_0001000, step_1000): Hugging Face with
+ * output_dir=<root> writes <root>/checkpoint-500/.  Decided from the name
+ * alone, so the first event under it already knows.
+ */
+static bool root_checkpoint_dir(const char *name, size_t len)
+{
+    char first[256];
+    if (len >= sizeof(first))
+        return false;
+    memcpy(first, name, len);
+    first[len] = '\0';
+    return ckptname_step(first) >= 0;
+}
+
 /* Finds the run and unit of relpath (components already checked). */
 static int loc_split(const char *relpath, size_t len, bool is_dir, const size_t cut[2],
                      struct loc *ret)
 {
+    ret->root_unit = (ret->depth >= 2 || is_dir) && root_checkpoint_dir(relpath, cut[0]);
+    ret->rdepth = ret->depth + ret->root_unit;
+    if (ret->root_unit) {
+        memcpy(ret->run, DETECT_ROOT_RUN, sizeof(DETECT_ROOT_RUN));
+        ret->unit_len = cut[0];
+        return LOC_UNIT;
+    }
     if (ret->depth == 1 && is_dir) {
         if (len >= sizeof(ret->run))
             return LOC_NONE;
@@ -154,10 +183,13 @@ static int detect_locate(const char *relpath, bool is_dir, struct loc *ret)
     }
     if (relpath[0] == '.') /* a hidden run, or a hidden file under the root */
         return LOC_NONE;
-    /* the unit's name: the second component, or a file directly under the root */
-    if (ret->depth >= 2 && ckptname_transient(relpath + cut[0] + 1, cut[1] - cut[0] - 1))
+    /* Directly under the root an in-progress name is nothing, file or folder
+     * (tmp-checkpoint-500 is Hugging Face's staging of checkpoint-500, not a
+     * run); below a run, the unit's name (the second component). */
+    if (ckptname_transient(relpath, cut[0]))
         return LOC_NONE;
-    if (ret->depth == 1 && !is_dir && ckptname_transient(relpath, len))
+    if (ret->depth >= 2 && !root_checkpoint_dir(relpath, cut[0]) &&
+        ckptname_transient(relpath + cut[0] + 1, cut[1] - cut[0] - 1))
         return LOC_NONE;
     return loc_split(relpath, len, is_dir, cut, ret);
 }
@@ -489,7 +521,8 @@ static void marker_target(struct detector *d, const char *run, const char *tag, 
 {
     char unit[DETECT_UNIT_MAX];
     struct stat st;
-    int n = snprintf(unit, sizeof(unit), "%s/%s", run, tag);
+    int n = strcmp(run, DETECT_ROOT_RUN) ? snprintf(unit, sizeof(unit), "%s/%s", run, tag)
+                                         : snprintf(unit, sizeof(unit), "%s", tag);
 
     if (n < 0 || (size_t)n >= sizeof(unit))
         return;
@@ -545,12 +578,14 @@ static void detector_markers(struct detector *d, struct unit *u, const struct lo
     bool file_unit = relpath[l->unit_len] == '\0';
 
     if ((file_unit && single_file_checkpoint(l->base)) ||
-        (l->depth >= 3 && !strcmp(l->base, ".metadata")) ||
-        (l->depth == 3 && !strcmp(l->base, "trainer_state.json")))
+        (l->rdepth >= 3 && !strcmp(l->base, ".metadata")) ||
+        (l->rdepth == 3 && !strcmp(l->base, "trainer_state.json")))
         unit_ready(d, u, DETECT_MARKER, -1);
-    if (l->depth == 2 && !strcmp(l->base, "latest"))
+    /* a run's marker files: <run>/latest, or <root>/latest for the run _root */
+    bool run_level = l->rdepth == 2 || (l->depth == 1 && !l->root_unit);
+    if (run_level && !strcmp(l->base, "latest"))
         marker_deepspeed(d, l, relpath, now);
-    else if (l->depth == 2 && !strcmp(l->base, "latest_checkpointed_iteration.txt"))
+    else if (run_level && !strcmp(l->base, "latest_checkpointed_iteration.txt"))
         marker_megatron(d, l, relpath, now);
 }
 
@@ -617,6 +652,27 @@ static struct unit *detector_touch(struct detector *d, const char *path, size_t 
     return u;
 }
 
+/* Says once per daemon what it does with checkpoints written directly
+ * under the root (README, "When is a checkpoint complete?"). */
+static void detector_say_root(struct detector *d, const char *relpath, int where,
+                              const struct loc *l)
+{
+    size_t first = strcspn(relpath, "/");
+    if (where == LOC_UNIT && l->root_unit && !d->said_root_unit) {
+        d->said_root_unit = true;
+        log_info("\"%.*s\" is a checkpoint directly under the watch root: it is a unit of the run "
+                 "\"%s\" (restore --run %s), as is every folder there whose name carries a step",
+                 (int)first, relpath, DETECT_ROOT_RUN, DETECT_ROOT_RUN);
+    }
+    if (where == LOC_NONE && relpath[0] != '.' && !d->said_root_temp &&
+        ckptname_transient(relpath, first)) {
+        d->said_root_temp = true;
+        log_info("\"%.*s\" directly under the watch root has an in-progress name: ignored until "
+                 "it is renamed (and so is every such name there)",
+                 (int)first, relpath);
+    }
+}
+
 void detector_event(struct detector *d, enum watcher_event_kind kind, const char *relpath,
                     bool is_dir, int64_t now_ms)
 {
@@ -627,6 +683,7 @@ void detector_event(struct detector *d, enum watcher_event_kind kind, const char
     int where = detect_locate(relpath, is_dir, &l);
     if (where == LOC_RUN && kind == WATCH_DELETE)
         detector_forget_run(d, l.run);
+    detector_say_root(d, relpath, where, &l);
     if (where != LOC_UNIT)
         return;
     if (kind == WATCH_DELETE && !relpath[l.unit_len]) {
@@ -659,7 +716,7 @@ int detector_commit(struct detector *d, const char *unit_relpath, int64_t step, 
     path[l.unit_len] = '\0';
     if ((r = detector_lstat(d, path, &st)) < 0)
         return r;
-    if (l.depth == 1 && S_ISDIR(st.st_mode))
+    if (l.depth == 1 && S_ISDIR(st.st_mode) && !root_checkpoint_dir(path, l.unit_len))
         return -EINVAL; /* a run, not a unit */
     struct unit *u = unit_get(d, path, l.unit_len);
     if (!u)
@@ -726,7 +783,7 @@ void detector_forget(struct detector *d, const char *unit_relpath)
     struct unit *u = unit_find(d, path, l.unit_len);
     if (u)
         unit_remove(d, u);
-    if (l.depth == 1)
+    if (l.depth == 1 && !l.root_unit)
         detector_forget_run(d, path);
 }
 

@@ -186,3 +186,28 @@ int listing_find_run(struct repo *r, const char *id, char *ret_run, size_t cap)
     listing_free(&l);
     return e;
 }
+
+int listing_only_run(struct repo *r, char *ret_run, size_t cap, struct buf *err)
+{
+    struct listing l = {0};
+    size_t runs = 0;
+    int e = listing_remote(r, NULL, NULL, &l);
+    for (size_t k = 0; e == 0 && k < l.n; k++) {
+        size_t seen = 0;
+        while (seen < k && strcmp(l.v[seen].run, l.v[k].run))
+            seen++;
+        if (seen < k)
+            continue;
+        buf_printf(err, "%s\"%s\"", runs ? ", " : "", l.v[k].run);
+        if (runs++ == 0)
+            snprintf(ret_run, cap, "%s", l.v[k].run);
+    }
+    listing_free(&l);
+    if (e == 0 && runs == 0) {
+        buf_printf(err, "the repository holds no snapshot");
+        e = -ENOENT;
+    } else if (e == 0 && runs > 1) {
+        e = -EEXIST;
+    }
+    return e;
+}

@@ -22,6 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/buf.h"
 #include "service/repo.h"
 
 struct listing_row {
@@ -48,6 +49,11 @@ int listing_snapshots(struct repo *r, const char *run, unsigned flags, struct li
 /* Which run holds snapshot id?  The index first, then the regions.
  * -ENOENT when none does. */
 int listing_find_run(struct repo *r, const char *id, char *ret_run, size_t cap);
+/* The repository's one run, from the regions (restore --latest without
+ * --run).  -ENOENT when it holds no snapshot; -EEXIST when it holds
+ * several runs, err then naming them ("\"r1\", \"r2\""); other codes
+ * from the listing. */
+int listing_only_run(struct repo *r, char *ret_run, size_t cap, struct buf *err);
 void listing_free(struct listing *l);
 
 #endif

@@ -369,6 +369,44 @@ static void test_root_run(void **state)
     assert_int_equal(detector_pending(s->d), 0);
 }
 
+/* Hugging Face with output_dir=<root>, DeepSpeed with save_dir=<root>: a
+ * folder directly under the root whose name carries a step is a
+ * checkpoint of the run _root, with the markers a run's checkpoint has;
+ * its staging name is nothing; any other folder there is still a run. */
+static void test_root_checkpoints(void **state)
+{
+    struct scratch *s = *state;
+    detector_event(s->d, WATCH_CREATE, "tmp-checkpoint-500", true, S(0));
+    written(s, "tmp-checkpoint-500/model.safetensors", S(0));
+    written(s, "tmp-checkpoint-500/trainer_state.json", S(0));
+    assert_int_equal(detector_pending(s->d), 0);
+    expect_none(s, S(1000));
+
+    detector_event(s->d, WATCH_DELETE, "tmp-checkpoint-500", true, S(1));
+    detector_event(s->d, WATCH_MOVED_IN, "checkpoint-500", true, S(1));
+    detector_event(s->d, WATCH_MOVED_IN, "checkpoint-500/model.safetensors", false, S(1));
+    assert_int_equal(detector_pending(s->d), 1); /* one unit, not a run of files */
+    detector_event(s->d, WATCH_MOVED_IN, "checkpoint-500/trainer_state.json", false, S(1));
+    expect_ready(s, S(1), DETECT_ROOT_RUN, "checkpoint-500", 500, DETECT_MARKER);
+    assert_int_equal(detector_pending(s->d), 0);
+
+    /* DeepSpeed: <root>/global_step300 named by <root>/latest */
+    mkdir_in(s, "global_step300");
+    written(s, "global_step300/mp_rank_00_model_states.pt", S(2));
+    write_in(s, "latest", "global_step300\n");
+    written(s, "latest", S(3));
+    expect_ready(s, S(3), DETECT_ROOT_RUN, "global_step300", 300, DETECT_MARKER);
+
+    /* committed by path, as a unit */
+    mkdir_in(s, "step_7");
+    assert_int_equal(detector_commit(s->d, "step_7", 7, S(4)), 0);
+    expect_ready(s, S(4), DETECT_ROOT_RUN, "step_7", 7, DETECT_EXPLICIT);
+
+    /* a folder without a step in its name is a run */
+    written(s, "myrun/checkpoint-9/trainer_state.json", S(5));
+    expect_ready(s, S(5), "myrun", "myrun/checkpoint-9", 9, DETECT_MARKER);
+}
+
 static void test_ignored_names(void **state)
 {
     struct scratch *s = *state;
@@ -615,6 +653,7 @@ int main(void)
         T(test_dirty_again),
         T(test_newest_first),
         T(test_root_run),
+        T(test_root_checkpoints),
         T(test_ignored_names),
         T(test_transient_units),
         cmocka_unit_test(test_name_transient),
