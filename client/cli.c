@@ -16,6 +16,7 @@
 
 #include "base/err.h"
 #include "base/log.h"
+#include "ckptsync/protocol.h"
 #include "cli.h"
 
 #define DEFAULT_CONFIG "/etc/ckptsync/ckptsync.conf"
@@ -56,11 +57,14 @@ static const char usage_text[] =
     "Options:\n"
     "  --config FILE   configuration (default " DEFAULT_CONFIG " if it exists,\n"
     "                  else the embedded default; also $CKPTSYNC_CONFIG)\n"
-    "  --state DIR     state directory (overrides [daemon] state)\n"
+    "  --state DIR     state directory (overrides [daemon] state; also $CKPTSYNC_STATE)\n"
     "  --json          machine-readable output on stdout\n"
     "  -q, --quiet     errors only\n"
     "  -h, --help      this text; `ckptsync COMMAND --help` for a command\n"
     "  --version       print the version\n"
+    "\n"
+    "The daemon's socket: $CKPTSYNC_SOCKET, else the configuration's [daemon] socket,\n"
+    "else STATE/ckptsyncd.sock (the same order as the C library and the Python module).\n"
     "\n"
     "Exit status: 0 success, 1 failure, 2 usage error.\n";
 
@@ -131,10 +135,29 @@ int cli_parse_i64(const char *opt, const char *s, int64_t min, int64_t max, int6
     return 0;
 }
 
+/* --state DIR (or $CKPTSYNC_STATE) over the configuration's; a relative
+ * DIR is taken from the current directory. */
+static int cli_set_state(struct config *conf, const char *state, const char *what, struct buf *err)
+{
+    char cwd[CONFIG_PATH_MAX];
+    int n;
+    if (state[0] == '/')
+        n = snprintf(conf->state, sizeof(conf->state), "%s", state);
+    else if (!getcwd(cwd, sizeof(cwd)))
+        return buf_printf(err, "%s: the current directory: %s", what, strerror(errno)), -errno;
+    else
+        n = snprintf(conf->state, sizeof(conf->state), "%s/%s", cwd, state);
+    if (n < 0 || (size_t)n >= sizeof(conf->state)) {
+        buf_printf(err, "%s: path too long", what);
+        return -ENAMETOOLONG;
+    }
+    return config_finish(conf, err);
+}
+
 int cli_load_config(struct cli *c)
 {
     struct buf err = BUF_INIT;
-    const char *path = c->config_path ? c->config_path : getenv("CKPTSYNC_CONFIG");
+    const char *path = c->config_path ? c->config_path : getenv(CKS_PROTO_CONFIG_ENV);
     int e = 0;
 
     if (!path && access(DEFAULT_CONFIG, F_OK) == 0)
@@ -143,14 +166,15 @@ int cli_load_config(struct cli *c)
         e = config_load(path, &c->conf, &err);
     else
         config_default(&c->conf);
-    if (e == 0 && c->state) {
-        if (strlen(c->state) >= sizeof(c->conf.state)) {
-            buf_printf(&err, "--state: path too long");
-            e = -ENAMETOOLONG;
-        } else {
-            snprintf(c->conf.state, sizeof(c->conf.state), "%s", c->state);
-            e = config_finish(&c->conf, &err);
-        }
+    const char *state = c->state ? c->state : getenv(CKS_PROTO_STATE_ENV);
+    if (e == 0 && state && *state)
+        e = cli_set_state(&c->conf, state, c->state ? "--state" : "$" CKS_PROTO_STATE_ENV, &err);
+    const char *sock = getenv(CKS_PROTO_SOCKET_ENV);
+    if (e == 0 && sock && *sock &&
+        snprintf(c->conf.socket, sizeof(c->conf.socket), "%s", sock) >=
+            (int)sizeof(c->conf.socket)) {
+        buf_printf(&err, "$%s: path too long", CKS_PROTO_SOCKET_ENV);
+        e = -ENAMETOOLONG;
     }
     if (e < 0)
         fprintf(stderr, "ckptsync: configuration error: %s\n", buf_str(&err));

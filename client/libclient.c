@@ -19,6 +19,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,24 +68,36 @@ static int64_t now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* Connects to the unix socket at path, giving up after
+ * CKS_PROTO_CONNECT_TIMEOUT_MS: a non-blocking connect to a unix socket
+ * whose listen backlog is full fails with EAGAIN at once (it does not
+ * report progress), so it is retried on a short sleep until the deadline.
+ * The descriptor comes back non-blocking. */
 static int sock_connect(const char *path, int *ret_fd)
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    int64_t deadline = now_ms() + CKS_PROTO_CONNECT_TIMEOUT_MS;
     int fd, r;
 
     if (strlen(path) >= sizeof(sa.sun_path))
         return -ENAMETOOLONG;
     memcpy(sa.sun_path, path, strlen(path) + 1);
-    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0)
         return -errno;
-    do
+    for (;;) {
         r = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
-    while (r < 0 && errno == EINTR);
-    if (r < 0 && errno != EISCONN) {
-        r = -errno;
-        close(fd);
-        return r;
+        if (r == 0 || errno == EISCONN)
+            break;
+        if (errno == EINTR)
+            continue;
+        if (errno != EAGAIN || now_ms() >= deadline) {
+            r = errno == EAGAIN ? -ETIMEDOUT : -errno;
+            close(fd);
+            return r;
+        }
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
     }
     *ret_fd = fd;
     return 0;
@@ -343,6 +356,78 @@ int cks_report_restore(struct cks_client *c, uint64_t bytes, uint64_t files, uin
     return request(c, &req, CTL_REPORT_TIMEOUT_MS, NULL);
 }
 
+/* ---- finding the daemon ------------------------------------------------ */
+
+/* The value of key in the [daemon] section of the INI file at path, into
+ * out ("" when the file does not set it).  A deliberately small reader:
+ * sections, "key = value", comments starting with ';' or '#' (also after
+ * blanks at the end of a line), surrounding blanks; the daemon's own
+ * parser has validated the file it runs with.  -EIO when unreadable. */
+static int conf_daemon_value(const char *path, const char *key, char *out, size_t cap)
+{
+    char line[4096];
+    bool in_daemon = false;
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return -EIO;
+    out[0] = '\0';
+    while (fgets(line, sizeof(line), f)) {
+        char *s = line + strspn(line, " \t");
+        char *end = s + strcspn(s, "\r\n");
+        for (char *p = s; p < end; p++) /* an inline comment after a blank */
+            if ((*p == ';' || *p == '#') && (p == s || p[-1] == ' ' || p[-1] == '\t'))
+                end = p;
+        while (end > s && (end[-1] == ' ' || end[-1] == '\t'))
+            end--;
+        *end = '\0';
+        if (*s == '[') {
+            in_daemon = !strcmp(s, "[daemon]");
+            continue;
+        }
+        char *eq = strchr(s, '=');
+        if (!in_daemon || !eq)
+            continue;
+        char *k_end = eq;
+        while (k_end > s && (k_end[-1] == ' ' || k_end[-1] == '\t'))
+            k_end--;
+        if ((size_t)(k_end - s) != strlen(key) || strncmp(s, key, strlen(key)))
+            continue;
+        char *v = eq + 1 + strspn(eq + 1, " \t");
+        snprintf(out, cap, "%s", v); /* the last setting wins, as in the daemon */
+    }
+    fclose(f);
+    return 0;
+}
+
+int cks_socket_path(const char *config_path, const char *state_dir, char *buf, size_t cap)
+{
+    char sock[PATH_MAX] = "", state[PATH_MAX] = "";
+    const char *env = getenv(CKS_PROTO_SOCKET_ENV);
+    int n;
+
+    if (env && *env) {
+        n = snprintf(buf, cap, "%s", env);
+        return n < 0 || (size_t)n >= cap ? -ENAMETOOLONG : 0;
+    }
+    if (!config_path && (env = getenv(CKS_PROTO_CONFIG_ENV)) && *env)
+        config_path = env;
+    if (!config_path && access(CKS_PROTO_DEFAULT_CONFIG, F_OK) == 0)
+        config_path = CKS_PROTO_DEFAULT_CONFIG;
+    if (config_path && (conf_daemon_value(config_path, "socket", sock, sizeof(sock)) < 0 ||
+                        conf_daemon_value(config_path, "state", state, sizeof(state)) < 0))
+        return -EIO;
+    if (!state_dir && (env = getenv(CKS_PROTO_STATE_ENV)) && *env)
+        state_dir = env;
+    if (state_dir)
+        snprintf(state, sizeof(state), "%s", state_dir);
+    if (sock[0])
+        n = snprintf(buf, cap, "%s", sock);
+    else
+        n = snprintf(buf, cap, "%s/%s", state[0] ? state : CKS_PROTO_DEFAULT_STATE,
+                     CKS_PROTO_SOCKET_NAME);
+    return n < 0 || (size_t)n >= cap ? -ENAMETOOLONG : 0;
+}
+
 /* ---- lifetime ---------------------------------------------------------- */
 
 int cks_client_open(const char *socket_path, struct cks_client **ret)
@@ -351,10 +436,11 @@ int cks_client_open(const char *socket_path, struct cks_client **ret)
     struct cks_client *c;
     int fd = -1, r;
 
+    char found[sizeof(c->path)];
     if (!path) {
-        path = getenv(CKS_PROTO_SOCKET_ENV);
-        if (!path || !*path)
-            path = CKS_PROTO_DEFAULT_SOCKET;
+        if ((r = cks_socket_path(NULL, NULL, found, sizeof(found))) < 0)
+            return r;
+        path = found;
     }
     if (!*path)
         return -EINVAL;

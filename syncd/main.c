@@ -19,6 +19,7 @@
 #include "base/config.h"
 #include "base/json.h"
 #include "base/log.h"
+#include "ckptsync/protocol.h"
 #include "daemon/daemon.h"
 #include "service/repokeys.h"
 
@@ -34,7 +35,7 @@ static const char usage_text[] =
     "                  else the embedded default: three dir regions under the state\n"
     "                  directory, which do NOT survive the instance)\n"
     "  --watch DIR     watch root (overrides [daemon] watch)\n"
-    "  --state DIR     state directory (overrides [daemon] state)\n"
+    "  --state DIR     state directory (overrides [daemon] state; also $CKPTSYNC_STATE)\n"
     "  --foreground    stay in the foreground (the default; kept for scripts)\n"
     "  --check         validate the configuration and exit\n"
     "  --json          with --check: print the configuration's file, watch root,\n"
@@ -102,20 +103,29 @@ static int parse_args(int argc, char **argv, struct opts *o)
     return 0;
 }
 
+/* --watch or --state: a relative path is taken from the current directory. */
 static int set_path(char *dst, size_t cap, const char *val, const char *what)
 {
-    if (strlen(val) >= cap) {
-        log_error("--%s: path too long", what);
+    char cwd[CONFIG_PATH_MAX];
+    int n;
+    if (val[0] == '/')
+        n = snprintf(dst, cap, "%s", val);
+    else if (!getcwd(cwd, sizeof(cwd))) {
+        log_error("%s: the current directory: %s", what, strerror(errno));
+        return -1;
+    } else
+        n = snprintf(dst, cap, "%s/%s", cwd, val);
+    if (n < 0 || (size_t)n >= cap) {
+        log_error("%s: path too long", what);
         return -1;
     }
-    snprintf(dst, cap, "%s", val);
     return 0;
 }
 
 static int load_config(const struct opts *o, struct config *c, const char **ret_path)
 {
     struct buf err = BUF_INIT;
-    const char *path = o->config ? o->config : getenv("CKPTSYNC_CONFIG");
+    const char *path = o->config ? o->config : getenv(CKS_PROTO_CONFIG_ENV);
     int e = 0;
     if (!path && access(DEFAULT_CONFIG, F_OK) == 0)
         path = DEFAULT_CONFIG;
@@ -123,9 +133,13 @@ static int load_config(const struct opts *o, struct config *c, const char **ret_
         e = config_load(path, c, &err);
     else
         config_default(c);
-    if (e == 0 && (o->watch || o->state)) {
-        if ((o->watch && set_path(c->watch, sizeof(c->watch), o->watch, "watch") < 0) ||
-            (o->state && set_path(c->state, sizeof(c->state), o->state, "state") < 0))
+    const char *state = o->state ? o->state : getenv(CKS_PROTO_STATE_ENV);
+    if (state && !*state)
+        state = NULL;
+    if (e == 0 && (o->watch || state)) {
+        if ((o->watch && set_path(c->watch, sizeof(c->watch), o->watch, "--watch") < 0) ||
+            (state && set_path(c->state, sizeof(c->state), state,
+                               o->state ? "--state" : "$" CKS_PROTO_STATE_ENV) < 0))
             e = -EINVAL;
         else
             e = config_finish(c, &err);

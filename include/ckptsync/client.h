@@ -11,7 +11,7 @@
  * Calling sequence:
  *
  *   struct cks_client *c;
- *   int r = cks_client_open(NULL, &c);      NULL: $CKPTSYNC_SOCKET or default
+ *   int r = cks_client_open(NULL, &c);      NULL: found as protocol.h says
  *   if (r == -ENOENT || r == -ECONNREFUSED) ... no daemon running
  *   char *json = NULL;
  *   r = cks_commit(c, "/data/cloud_storage/r1/checkpoint-1000", 1000,
@@ -66,10 +66,19 @@ enum cks_wait {
 
 struct cks_client;
 
-/* socket_path NULL: $CKPTSYNC_SOCKET when set and not empty, else
- * /var/lib/ckptsync/ckptsyncd.sock.  -ENOENT or -ECONNREFUSED when no
- * daemon listens there, -ENAMETOOLONG, -ENOMEM, other connect() errors. */
+/* socket_path NULL: the socket found as ckptsync/protocol.h says
+ * ($CKPTSYNC_SOCKET, the configuration of $CKPTSYNC_CONFIG or
+ * /etc/ckptsync/ckptsync.conf, $CKPTSYNC_STATE, /var/lib/ckptsync).
+ * -ENOENT or -ECONNREFUSED when no daemon listens there, -ETIMEDOUT when
+ * the connection is not accepted within 5 s, -ENAMETOOLONG, -ENOMEM,
+ * other connect() errors. */
 int cks_client_open(const char *socket_path, struct cks_client **ret);
+/* The socket cks_client_open(NULL, ...) connects to, with config_path and
+ * state_dir (NULL: from the environment) taking the place of
+ * $CKPTSYNC_CONFIG and $CKPTSYNC_STATE.  0, or -ENAMETOOLONG when it does
+ * not fit in cap bytes, or -EIO when the named configuration cannot be
+ * read. */
+int cks_socket_path(const char *config_path, const char *state_dir, char *buf, size_t cap);
 /* cks_client_close(NULL) does nothing. */
 void cks_client_close(struct cks_client *c);
 

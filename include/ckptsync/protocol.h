@@ -147,5 +147,25 @@
 #define CKS_PROTO_REPORT_TIMEOUT_MS 2000
 #define CKS_PROTO_DEFAULT_SOCKET "/var/lib/ckptsync/ckptsyncd.sock"
 #define CKS_PROTO_SOCKET_ENV "CKPTSYNC_SOCKET"
+/* How a client finds the daemon's socket (the CLI, the C library and the
+ * Python module alike), the first that applies:
+ *   1. the socket the caller names (cks_client_open's argument, Python's
+ *      socket_path=);
+ *   2. $CKPTSYNC_SOCKET, when set and not empty;
+ *   3. the configuration's [daemon] socket, when it sets one; the
+ *      configuration is --config FILE (CLI), else $CKPTSYNC_CONFIG, else
+ *      CKS_PROTO_DEFAULT_CONFIG where it exists;
+ *   4. STATE/ckptsyncd.sock, STATE being --state DIR (CLI), else
+ *      $CKPTSYNC_STATE, else the configuration's [daemon] state, else
+ *      /var/lib/ckptsync -- what the daemon itself listens on with that
+ *      configuration and state directory. */
+#define CKS_PROTO_CONFIG_ENV "CKPTSYNC_CONFIG"
+#define CKS_PROTO_STATE_ENV "CKPTSYNC_STATE"
+#define CKS_PROTO_DEFAULT_CONFIG "/etc/ckptsync/ckptsync.conf"
+#define CKS_PROTO_DEFAULT_STATE "/var/lib/ckptsync"
+#define CKS_PROTO_SOCKET_NAME "ckptsyncd.sock"
+/* cks_client_open() gives up connecting after this long (a daemon whose
+ * listen backlog is full). */
+#define CKS_PROTO_CONNECT_TIMEOUT_MS 5000
 
 #endif

@@ -205,6 +205,56 @@ static void test_no_daemon(void **state)
     cks_client_close(NULL);
 }
 
+static void write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    assert_true(fputs(text, f) >= 0);
+    assert_int_equal(fclose(f), 0);
+}
+
+/* The order protocol.h states: $CKPTSYNC_SOCKET; the configuration's
+ * socket; STATE/ckptsyncd.sock with STATE the argument, $CKPTSYNC_STATE,
+ * the configuration's state, the default. */
+static void test_socket_path(void **state)
+{
+    char dir[] = "/tmp/cks-sockpath-XXXXXX", conf[96], conf2[96], got[256];
+    assert_non_null(mkdtemp(dir));
+    snprintf(conf, sizeof(conf), "%s/a.conf", dir);
+    snprintf(conf2, sizeof(conf2), "%s/b.conf", dir);
+    write_text(conf, "[region.a]\nstate = /not/this\n[daemon]\n  state = /srv/st  ; comment\n"
+                     "watch = /w\n");
+    write_text(conf2, "[daemon]\nstate=/srv/st\nsocket = /run/x.sock # the socket\n[other]\n"
+                      "socket = /not/this\n");
+    unsetenv(CKS_PROTO_SOCKET_ENV);
+    unsetenv(CKS_PROTO_STATE_ENV);
+    setenv(CKS_PROTO_CONFIG_ENV, conf, 1);
+
+    assert_int_equal(cks_socket_path(NULL, NULL, got, sizeof(got)), 0);
+    assert_string_equal(got, "/srv/st/ckptsyncd.sock");
+    assert_int_equal(cks_socket_path(conf2, NULL, got, sizeof(got)), 0);
+    assert_string_equal(got, "/run/x.sock");
+    setenv(CKS_PROTO_STATE_ENV, "/env/st", 1);
+    assert_int_equal(cks_socket_path(NULL, NULL, got, sizeof(got)), 0);
+    assert_string_equal(got, "/env/st/ckptsyncd.sock");
+    assert_int_equal(cks_socket_path(NULL, "/arg/st", got, sizeof(got)), 0);
+    assert_string_equal(got, "/arg/st/ckptsyncd.sock");
+    assert_int_equal(cks_socket_path(conf2, "/arg/st", got, sizeof(got)), 0);
+    assert_string_equal(got, "/run/x.sock"); /* as the daemon: an explicit socket stays */
+    setenv(CKS_PROTO_SOCKET_ENV, "/env/d.sock", 1);
+    assert_int_equal(cks_socket_path(conf2, "/arg/st", got, sizeof(got)), 0);
+    assert_string_equal(got, "/env/d.sock");
+    unsetenv(CKS_PROTO_SOCKET_ENV);
+    unsetenv(CKS_PROTO_STATE_ENV);
+
+    assert_int_equal(cks_socket_path("/nonexistent/ckptsync.conf", NULL, got, sizeof(got)), -EIO);
+    assert_int_equal(cks_socket_path(NULL, "/arg/st", got, 10), -ENAMETOOLONG);
+    unsetenv(CKS_PROTO_CONFIG_ENV);
+    unlink(conf);
+    unlink(conf2);
+    rmdir(dir);
+}
+
 static void test_requests(void **state)
 {
     char cwd[4096], want_rel[8300];
@@ -364,9 +414,9 @@ static void test_bad_args(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_no_daemon), cmocka_unit_test(test_requests),
-        cmocka_unit_test(test_errors),    cmocka_unit_test(test_bad_answers),
-        cmocka_unit_test(test_bad_args),
+        cmocka_unit_test(test_no_daemon),   cmocka_unit_test(test_socket_path),
+        cmocka_unit_test(test_requests),    cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_bad_answers), cmocka_unit_test(test_bad_args),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

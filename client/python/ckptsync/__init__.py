@@ -19,8 +19,12 @@ With the Hugging Face Trainer (transformers is not imported here):
 
     trainer = Trainer(..., callbacks=[ckptsync.CheckpointCallback()])
 
-The socket is the ``socket_path`` argument, else $CKPTSYNC_SOCKET, else
-/var/lib/ckptsync/ckptsyncd.sock.  A missing daemon raises
+The socket is the ``socket_path`` argument, else found as the CLI and the
+C library find it (``find_socket``): $CKPTSYNC_SOCKET, else the
+configuration's [daemon] socket (the configuration being $CKPTSYNC_CONFIG,
+else /etc/ckptsync/ckptsync.conf where it exists), else
+STATE/ckptsyncd.sock with STATE $CKPTSYNC_STATE, else the configuration's
+[daemon] state, else /var/lib/ckptsync.  A missing daemon raises
 DaemonNotRunning; an ERR answer raises Error with the daemon's ``code``
 ("timeout", "badrequest", "notfound", "notwatched", "degraded", ...) and
 ``message``.  Both are subclasses of Error.  Other OSErrors (say, no
@@ -39,12 +43,16 @@ import socket
 __all__ = [
     "Client", "Error", "DaemonNotRunning", "CheckpointCallback",
     "ping", "commit", "status", "flush", "retry", "latest",
-    "DEFAULT_SOCKET", "SOCKET_ENV",
+    "find_socket", "DEFAULT_SOCKET", "SOCKET_ENV", "CONFIG_ENV", "STATE_ENV",
 ]
 __version__ = "0.1.0"
 
 DEFAULT_SOCKET = "/var/lib/ckptsync/ckptsyncd.sock"
+DEFAULT_CONFIG = "/etc/ckptsync/ckptsync.conf"
+DEFAULT_STATE = "/var/lib/ckptsync"
 SOCKET_ENV = "CKPTSYNC_SOCKET"
+CONFIG_ENV = "CKPTSYNC_CONFIG"
+STATE_ENV = "CKPTSYNC_STATE"
 MAGIC = "CKPTSYNC/1"
 MAX_REQUEST = 65536
 MAX_RESPONSE = 4 << 20
@@ -148,6 +156,44 @@ def _answer_timeout(wait, limit):
     return None if limit is None else limit + CLIENT_SLACK
 
 
+# ---- finding the daemon ---------------------------------------------------------
+
+def _daemon_settings(path):
+    """[daemon] socket and state of the INI file at path ("" when unset), read
+    the way the daemon's parser reads them: sections, key = value, comments
+    starting with ; or # (also after a blank at the end of a line)."""
+    found = {"socket": "", "state": ""}
+    section = None
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            line = re.sub(r"(^|[ \t])[;#].*", "", line.rstrip("\r\n")).strip()
+            if line.startswith("["):
+                section = line
+            elif section == "[daemon]" and "=" in line:
+                key, value = (x.strip() for x in line.split("=", 1))
+                if key in found:
+                    found[key] = value
+    return found
+
+
+def find_socket(config=None, state=None):
+    """The daemon's socket, in the order the CLI and the C library use:
+    $CKPTSYNC_SOCKET; the configuration's [daemon] socket; STATE/ckptsyncd.sock.
+    config and state (paths) take the place of $CKPTSYNC_CONFIG and
+    $CKPTSYNC_STATE.  An unreadable configuration that was named raises OSError."""
+    env = os.environ.get(SOCKET_ENV)
+    if env:
+        return env
+    config = config or os.environ.get(CONFIG_ENV) or None
+    if config is None and os.path.exists(DEFAULT_CONFIG):
+        config = DEFAULT_CONFIG
+    settings = _daemon_settings(config) if config else {"socket": "", "state": ""}
+    if settings["socket"]:
+        return settings["socket"]
+    state = os.fspath(state or os.environ.get(STATE_ENV) or settings["state"] or DEFAULT_STATE)
+    return os.path.join(os.path.abspath(state), "ckptsyncd.sock")
+
+
 # ---- the client ----------------------------------------------------------------
 
 class Client:
@@ -155,7 +201,7 @@ class Client:
     every request opens its own connection."""
 
     def __init__(self, socket_path=None):
-        self.socket_path = os.fspath(socket_path or os.environ.get(SOCKET_ENV) or DEFAULT_SOCKET)
+        self.socket_path = os.fspath(socket_path or find_socket())
 
     def request(self, verb, params=(), timeout=CLIENT_SLACK):
         """Sends ``CKPTSYNC/1 verb k=v...``; returns the OK answer's dict."""
