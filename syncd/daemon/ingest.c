@@ -49,6 +49,7 @@
 #include "base/log.h"
 #include "engine/chunkobj.h"
 #include "service/ingcore.h"
+#include "service/unitmark.h"
 #include "daemon/ingest.h"
 #include "daemon/metrics.h"
 #include "daemon/objbuf.h"
@@ -283,58 +284,22 @@ static int ing_pin(struct ing *g)
 /* ---- the manifest ------------------------------------------------------ */
 
 /* What the unit holds, without id, time or host: equal digests mean an
- * unchanged unit. */
+ * unchanged unit (service/unitmark.h). */
 static void ing_content(struct ing *g)
 {
-    struct hash h;
-    if (hash_init(&h) < 0) {
-        memset(g->content, 0, sizeof(g->content));
-        return;
-    }
-    for (size_t k = 0; k < g->core.m.nfiles; k++) {
-        const struct mfile *f = &g->core.m.files[k];
-        uint8_t head[1 + 4 + 8];
-        head[0] = (uint8_t)f->type;
-        memcpy(head + 1, &f->mode, 4);
-        memcpy(head + 5, &f->size, 8);
-        hash_update(&h, head, sizeof(head));
-        hash_update(&h, f->path, strlen(f->path) + 1);
-        if (f->link)
-            hash_update(&h, f->link, strlen(f->link) + 1);
-        hash_update(&h, f->digest, HASH_LEN);
-    }
-    hash_final(&h, g->content);
-    hash_free(&h);
+    unitmark_content(&g->core.m, g->content);
 }
 
-static void ing_unit_key(const char *unit, char key[96])
-{
-    uint8_t d[HASH_LEN];
-    char hex[HASH_HEX_LEN + 1];
-    hash_sha256(unit, strlen(unit), d);
-    hex_encode(d, 16, hex);
-    snprintf(key, 96, "unit:%s", hex);
-}
-
-/* 1 when the unit's last snapshot has the same content and still exists. */
+/* 1 when the unit's last snapshot (or the one restored into it) has the
+ * same content and still exists. */
 static int ing_unchanged(struct ing *g)
 {
     struct index_txn *t;
-    struct index_snap s;
-    char key[96], val[256], hex[HASH_HEX_LEN + 1];
-    int same = 0;
-    ing_unit_key(g->job->unit, key);
-    hex_encode(g->content, HASH_LEN, hex);
     if (index_txn_begin(g->ig->r->ix, false, &t) < 0)
         return 0;
-    if (index_meta_get(t, key, val, sizeof(val)) == 0 && strlen(val) > HASH_HEX_LEN + 1 &&
-        !strncmp(val, hex, HASH_HEX_LEN) &&
-        index_snap_get(t, g->job->run, val + HASH_HEX_LEN + 1, &s) == 0) {
-        snprintf(g->res->id, sizeof(g->res->id), "%.64s", val + HASH_HEX_LEN + 1);
-        same = 1;
-    }
+    int same = unitmark_same(t, g->job->run, g->job->unit, g->content, g->res->id);
     index_txn_abort(t);
-    return same;
+    return same == 1;
 }
 
 /* ---- the commit -------------------------------------------------------- */
@@ -448,7 +413,6 @@ static int ing_commit(struct ing *g)
     struct buf man = BUF_INIT;
     struct index_txn *t;
     struct pending *p = calloc(1, sizeof(*p));
-    char key[96], val[256], hex[HASH_HEX_LEN + 1];
     uint64_t seq = 0;
     int e = p ? manifest_encode(&g->core.m, &man) : -ENOMEM;
     if (e == 0)
@@ -478,11 +442,8 @@ static int ing_commit(struct ing *g)
         p->queued_bytes = g->queued_bytes;
         e = queue_pending_put(t, p);
     }
-    ing_unit_key(g->job->unit, key);
-    hex_encode(g->content, HASH_LEN, hex);
-    snprintf(val, sizeof(val), "%s %s", hex, g->core.m.id);
     if (e == 0)
-        e = index_meta_put(t, key, val);
+        e = unitmark_snapshotted(t, g->job->unit, g->content, g->core.m.id);
     if (e < 0) {
         index_txn_abort(t);
         goto out;

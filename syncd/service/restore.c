@@ -54,6 +54,7 @@
 #include "service/lineage.h"
 #include "service/restore.h"
 #include "service/scan.h"
+#include "service/unitmark.h"
 #include "service/walk.h"
 #include "service/wring.h"
 
@@ -1358,6 +1359,13 @@ int restore_run(struct repo *r, const struct restore_opts *o, struct restore_res
     ret->step = s.m.step;
     ret->chunks = s.m.nchunks;
     e = rst_all(&s, target);
+    /* restored into the watch root (migrate-in): the daemon is not to take
+     * it again as a new snapshot */
+    int me = e == 0 ? unitmark_restored(r, o->run, o->target, &s.m) : 0;
+    if (me < 0)
+        log_warn("\"%s\": restored, but not marked as restored in the index (%s): the daemon "
+                 "will take it again",
+                 o->target, strerror(-me));
 out:
     if (s.stage >= 0) { /* held (flock) until it is gone */
         rst_stage_remove(target, o->target, s.stage_name);
