@@ -347,3 +347,18 @@ int retention_apply(struct repo *r, struct retention_plan *plan, struct buf *err
     }
     return worst == repo_healthy(r) ? 0 : 1;
 }
+
+int retention_run(struct repo *r, const char *run, const struct retention_policy *p, bool dry,
+                  struct retention_plan *ret, struct buf *err)
+{
+    int e = retention_plan(r, run, p, ret, err);
+    if (e < 0) {
+        retention_plan_free(ret);
+        return e;
+    }
+    if (dry || !ret->nforget) {
+        ret->forgotten_regions = (unsigned)repo_healthy(r);
+        return 0;
+    }
+    return retention_apply(r, ret, err);
+}
