@@ -438,6 +438,114 @@ static const char stats_usage[] =
     "prune).  Per run: snapshots, logical bytes, stored bytes, and each snapshot's unique\n"
     "bytes (what deleting it alone would free).  Reads every retained manifest.\n";
 
+/* One region: its object in the "regions" array, or its line. */
+static void stats_region_print(struct cli *c, struct json *j, const struct stats_region *rs)
+{
+    if (c->json) {
+        json_obj_begin(j);
+        json_key(j, "name");
+        json_str(j, rs->name);
+        json_key(j, "healthy");
+        json_bool(j, rs->healthy);
+        json_key(j, "chunks");
+        json_u64(j, rs->chunks);
+        json_key(j, "stored_bytes");
+        json_u64(j, rs->stored_bytes);
+        json_key(j, "garbage_chunks");
+        json_u64(j, rs->garbage_chunks);
+        json_key(j, "garbage_bytes");
+        json_u64(j, rs->garbage_bytes);
+        json_obj_end(j);
+    } else if (!c->quiet) {
+        char hb[32], hg[32];
+        cli_human(rs->stored_bytes, hb, sizeof(hb));
+        cli_human(rs->garbage_bytes, hg, sizeof(hg));
+        printf("region %-12s %s%llu chunks, %s stored, %llu unused (%s) awaiting prune\n", rs->name,
+               rs->healthy ? "" : "(unreachable) ", (unsigned long long)rs->chunks, hb,
+               (unsigned long long)rs->garbage_chunks, hg);
+    }
+}
+
+/* One snapshot of a run: its object in "snapshot_list", or its line. */
+static void stats_snap_print(struct cli *c, struct json *j, const struct stats_snap *ss)
+{
+    if (c->json) {
+        json_obj_begin(j);
+        json_key(j, "id");
+        json_str(j, ss->id);
+        json_key(j, "step");
+        json_i64(j, ss->step);
+        json_key(j, "logical_bytes");
+        json_u64(j, ss->logical);
+        json_key(j, "stored_bytes");
+        json_u64(j, ss->stored);
+        json_key(j, "unique_bytes");
+        json_u64(j, ss->unique);
+        json_obj_end(j);
+    } else if (!c->quiet) {
+        char x[32], y[32], z[32];
+        cli_human(ss->logical, x, sizeof(x));
+        cli_human(ss->stored, y, sizeof(y));
+        cli_human(ss->unique, z, sizeof(z));
+        printf("  %-40s step %-8lld %10s logical %10s stored %10s unique\n", ss->id,
+               (long long)ss->step, x, y, z);
+    }
+}
+
+/* One run and its snapshots: its object in "runs", or its lines. */
+static void stats_run_print(struct cli *c, struct json *j, const struct stats_result *res,
+                            const struct stats_run *rr)
+{
+    if (c->json) {
+        json_obj_begin(j);
+        json_key(j, "run");
+        json_str(j, rr->run);
+        json_key(j, "snapshots");
+        json_u64(j, rr->n);
+        json_key(j, "logical_bytes");
+        json_u64(j, rr->logical);
+        json_key(j, "stored_bytes");
+        json_u64(j, rr->stored);
+        json_key(j, "snapshot_list");
+        json_arr_begin(j);
+    } else if (!c->quiet) {
+        char hl[32], hs[32];
+        cli_human(rr->logical, hl, sizeof(hl));
+        cli_human(rr->stored, hs, sizeof(hs));
+        printf("run %s: %zu snapshot(s), %s logical, %s stored (one region)\n", rr->run, rr->n, hl,
+               hs);
+    }
+    for (size_t k = rr->first; k < rr->first + rr->n; k++)
+        stats_snap_print(c, j, &res->snaps[k]);
+    if (c->json) {
+        json_arr_end(j);
+        json_obj_end(j);
+    }
+}
+
+/* The whole report: one JSON document (printed here), or the lines. */
+static void stats_print(struct cli *c, const struct stats_result *res)
+{
+    struct buf out = BUF_INIT;
+    struct json j;
+    json_init(&j, &out);
+    json_obj_begin(&j);
+    json_key(&j, "regions");
+    json_arr_begin(&j);
+    for (size_t i = 0; i < res->nregions; i++)
+        stats_region_print(c, &j, &res->region[i]);
+    json_arr_end(&j);
+    json_key(&j, "runs");
+    json_arr_begin(&j);
+    for (size_t n = 0; n < res->nruns; n++)
+        stats_run_print(c, &j, res, &res->runs[n]);
+    json_arr_end(&j);
+    json_obj_end(&j);
+    if (c->json)
+        cli_print_json(&out);
+    buf_free(&out);
+}
+
 int cmd_stats(struct cli *c, int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -459,106 +567,15 @@ int cmd_stats(struct cli *c, int argc, char **argv)
     if (cli_open_repo(c, 0, &r) < 0)
         return 1;
     struct stats_result res;
-    struct buf err = BUF_INIT, out = BUF_INIT;
+    struct buf err = BUF_INIT;
     int e = stats_compute(r, run, &res, &err);
-    if (e < 0) {
-        if (buf_str(&err)[0])
-            log_error("%s", buf_str(&err));
-        else if (e != -ENOENT)
-            log_error("stats: %s", err_str(e));
-        goto out;
-    }
-    struct json j;
-    json_init(&j, &out);
-    json_obj_begin(&j);
-    json_key(&j, "regions");
-    json_arr_begin(&j);
-    for (size_t i = 0; i < res.nregions; i++) {
-        const struct stats_region *rs = &res.region[i];
-        char hb[32], hg[32];
-        cli_human(rs->stored_bytes, hb, sizeof(hb));
-        cli_human(rs->garbage_bytes, hg, sizeof(hg));
-        if (c->json) {
-            json_obj_begin(&j);
-            json_key(&j, "name");
-            json_str(&j, rs->name);
-            json_key(&j, "healthy");
-            json_bool(&j, rs->healthy);
-            json_key(&j, "chunks");
-            json_u64(&j, rs->chunks);
-            json_key(&j, "stored_bytes");
-            json_u64(&j, rs->stored_bytes);
-            json_key(&j, "garbage_chunks");
-            json_u64(&j, rs->garbage_chunks);
-            json_key(&j, "garbage_bytes");
-            json_u64(&j, rs->garbage_bytes);
-            json_obj_end(&j);
-        } else if (!c->quiet) {
-            printf("region %-12s %s%llu chunks, %s stored, %llu unused (%s) awaiting prune\n",
-                   rs->name, rs->healthy ? "" : "(unreachable) ", (unsigned long long)rs->chunks,
-                   hb, (unsigned long long)rs->garbage_chunks, hg);
-        }
-    }
-    json_arr_end(&j);
-    json_key(&j, "runs");
-    json_arr_begin(&j);
-    for (size_t n = 0; n < res.nruns; n++) {
-        const struct stats_run *rr = &res.runs[n];
-        char hl[32], hs[32];
-        cli_human(rr->logical, hl, sizeof(hl));
-        cli_human(rr->stored, hs, sizeof(hs));
-        if (c->json) {
-            json_obj_begin(&j);
-            json_key(&j, "run");
-            json_str(&j, rr->run);
-            json_key(&j, "snapshots");
-            json_u64(&j, rr->n);
-            json_key(&j, "logical_bytes");
-            json_u64(&j, rr->logical);
-            json_key(&j, "stored_bytes");
-            json_u64(&j, rr->stored);
-            json_key(&j, "snapshot_list");
-            json_arr_begin(&j);
-        } else if (!c->quiet) {
-            printf("run %s: %zu snapshot(s), %s logical, %s stored (one region)\n", rr->run, rr->n,
-                   hl, hs);
-        }
-        for (size_t k = rr->first; k < rr->first + rr->n; k++) {
-            const struct stats_snap *ss = &res.snaps[k];
-            char x[32], y[32], z[32];
-            if (c->json) {
-                json_obj_begin(&j);
-                json_key(&j, "id");
-                json_str(&j, ss->id);
-                json_key(&j, "step");
-                json_i64(&j, ss->step);
-                json_key(&j, "logical_bytes");
-                json_u64(&j, ss->logical);
-                json_key(&j, "stored_bytes");
-                json_u64(&j, ss->stored);
-                json_key(&j, "unique_bytes");
-                json_u64(&j, ss->unique);
-                json_obj_end(&j);
-            } else if (!c->quiet) {
-                cli_human(ss->logical, x, sizeof(x));
-                cli_human(ss->stored, y, sizeof(y));
-                cli_human(ss->unique, z, sizeof(z));
-                printf("  %-40s step %-8lld %10s logical %10s stored %10s unique\n", ss->id,
-                       (long long)ss->step, x, y, z);
-            }
-        }
-        if (c->json) {
-            json_arr_end(&j);
-            json_obj_end(&j);
-        }
-    }
-    json_arr_end(&j);
-    json_obj_end(&j);
-    if (c->json)
-        cli_print_json(&out);
-out:
+    if (e < 0 && buf_str(&err)[0])
+        log_error("%s", buf_str(&err));
+    else if (e < 0 && e != -ENOENT)
+        log_error("stats: %s", err_str(e));
+    else if (e >= 0)
+        stats_print(c, &res);
     stats_free(&res);
     buf_free(&err);
-    buf_free(&out);
     return cli_close_repo(r, e < 0 ? 1 : 0);
 }
