@@ -26,6 +26,7 @@
 #include "service/listing.h"
 #include "service/restore.h"
 #include "service/scan.h"
+#include "service/snapout.h"
 #include "service/snapshot.h"
 #include "service/unitrestore.h"
 #include "service/verify.h"
@@ -48,69 +49,16 @@ static const char snapshot_usage[] =
 
 static void snapshot_json(const struct repo *r, const struct snapshot_result *s, int e)
 {
+    struct snapout o = {.id = s->id,
+                        .res = s,
+                        .repo = r,
+                        .committed = s->committed,
+                        .durable = s->durable,
+                        .replicated = e == 0};
     struct buf b = BUF_INIT;
     struct json j;
     json_init(&j, &b);
-    json_obj_begin(&j);
-    json_key(&j, "id");
-    json_str(&j, s->id);
-    json_key(&j, "root");
-    json_str(&j, s->root);
-    json_key(&j, "files");
-    json_u64(&j, s->files);
-    json_key(&j, "dirs");
-    json_u64(&j, s->dirs);
-    json_key(&j, "symlinks");
-    json_u64(&j, s->links);
-    json_key(&j, "bytes");
-    json_u64(&j, s->bytes);
-    json_key(&j, "files_unchanged");
-    json_u64(&j, s->files_unchanged);
-    json_key(&j, "chunks");
-    json_u64(&j, s->chunks);
-    json_key(&j, "new_chunks");
-    json_u64(&j, s->new_chunks);
-    json_key(&j, "new_bytes");
-    json_u64(&j, s->new_bytes);
-    json_key(&j, "stored_bytes");
-    json_u64(&j, s->stored_bytes);
-    json_key(&j, "confirmed_chunks");
-    json_u64(&j, s->confirm_asked);
-    json_key(&j, "confirm_heads");
-    json_u64(&j, s->confirm_heads);
-    json_key(&j, "confirm_listed");
-    json_u64(&j, s->confirm_listed);
-    json_key(&j, "reuploaded_chunks");
-    json_u64(&j, s->confirm_missing);
-    json_key(&j, "dedup_ratio");
-    json_double(&j, s->new_bytes ? (double)s->bytes / (double)s->new_bytes : 0);
-    json_key(&j, "committed");
-    json_u64(&j, s->committed);
-    json_key(&j, "durable");
-    json_bool(&j, s->durable);
-    json_key(&j, "replicated");
-    json_bool(&j, e == 0);
-    json_key(&j, "regions");
-    json_arr_begin(&j);
-    for (size_t i = 0; i < s->nregions; i++) {
-        json_obj_begin(&j);
-        json_key(&j, "name");
-        json_str(&j, r->regions[i]->conf.name);
-        json_key(&j, "committed");
-        json_bool(&j, s->region[i].err == 0 && s->id[0]);
-        json_key(&j, "objects_put");
-        json_u64(&j, s->region[i].objects_put);
-        json_key(&j, "bytes_put");
-        json_u64(&j, s->region[i].bytes_put);
-        json_key(&j, "error");
-        if (s->region[i].err)
-            json_str(&j, s->region[i].msg);
-        else
-            json_null(&j);
-        json_obj_end(&j);
-    }
-    json_arr_end(&j);
-    json_obj_end(&j);
+    snapout_json(&j, &o, SNAPOUT_TAKE);
     cli_print_json(&b);
     buf_free(&b);
 }

@@ -105,7 +105,73 @@ static void forget_print(struct cli *c, struct json *j, const struct retention_p
     }
 }
 
-int cmd_forget(struct cli *c, int argc, char **argv)
+/* What the command line asks of forget. */
+struct forget_args {
+    const char *run; /* NULL: every run */
+    struct retention_policy pol;
+    bool own; /* pol came from --keep-* options, not the configuration */
+    bool dry;
+};
+
+/* One option of forget's: 0, or EXIT_USAGE after saying what is wrong. */
+static int forget_option(int opt, const char *arg, struct forget_args *a)
+{
+    struct retention_policy *p = &a->pol;
+    int64_t v;
+    switch (opt) {
+    case 'r':
+        a->run = arg;
+        return 0;
+    case 'l':
+        if (cli_parse_i64("--keep-last", arg, 1, 1000000, &v) < 0)
+            return EXIT_USAGE;
+        p->keep_last = (unsigned)v;
+        break;
+    case 'e':
+        if (cli_parse_i64("--keep-every", arg, 1, 1000000000000LL, &v) < 0)
+            return EXIT_USAGE;
+        p->keep_every = (uint64_t)v;
+        break;
+    case 'w':
+        if (parse_duration_opt("--keep-within", arg, &p->keep_within) < 0 || !p->keep_within) {
+            if (!p->keep_within)
+                fprintf(stderr, "ckptsync: --keep-within: must be more than 0\n");
+            return EXIT_USAGE;
+        }
+        break;
+    case 'b':
+        if (cli_parse_i64("--keep-best", arg, 1, 1000000, &v) < 0)
+            return EXIT_USAGE;
+        p->keep_best = (unsigned)v;
+        break;
+    case 'm':
+        if (!arg[0] || strlen(arg) >= sizeof(p->best_metric)) {
+            fprintf(stderr, "ckptsync: --best-metric: 1-%zu characters\n",
+                    sizeof(p->best_metric) - 1);
+            return EXIT_USAGE;
+        }
+        snprintf(p->best_metric, sizeof(p->best_metric), "%s", arg);
+        return 0;
+    case 'M':
+        if (strcmp(arg, "min") && strcmp(arg, "max")) {
+            fprintf(stderr, "ckptsync: --best-mode: min or max, not '%s'\n", arg);
+            return EXIT_USAGE;
+        }
+        p->best_max = !strcmp(arg, "max");
+        return 0;
+    case 'n':
+        a->dry = true;
+        return 0;
+    default:
+        return fputs(forget_usage, stderr), EXIT_USAGE;
+    }
+    a->own = true; /* a --keep-* rule */
+    return 0;
+}
+
+/* Parses forget's command line into *a: 0, -1 after --help (printed), or
+ * EXIT_USAGE. */
+static int forget_parse(int argc, char **argv, struct forget_args *a)
 {
     static const struct option opts[] = {{"run", required_argument, NULL, 'r'},
                                          {"keep-last", required_argument, NULL, 'l'},
@@ -117,121 +183,79 @@ int cmd_forget(struct cli *c, int argc, char **argv)
                                          {"dry-run", no_argument, NULL, 'n'},
                                          {"help", no_argument, NULL, 'h'},
                                          {0}};
-    struct retention_policy cli_pol = {.best_metric = "eval_loss"};
-    bool own = false, dry = false;
-    const char *run = NULL;
-    int64_t v;
     int opt;
-
+    *a = (struct forget_args){.pol = {.best_metric = "eval_loss"}};
     optind = 1;
     while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (opt) {
-        case 'r':
-            run = optarg;
-            break;
-        case 'l':
-            if (cli_parse_i64("--keep-last", optarg, 1, 1000000, &v) < 0)
-                return EXIT_USAGE;
-            cli_pol.keep_last = (unsigned)v;
-            own = true;
-            break;
-        case 'e':
-            if (cli_parse_i64("--keep-every", optarg, 1, 1000000000000LL, &v) < 0)
-                return EXIT_USAGE;
-            cli_pol.keep_every = (uint64_t)v;
-            own = true;
-            break;
-        case 'w':
-            if (parse_duration_opt("--keep-within", optarg, &cli_pol.keep_within) < 0 ||
-                !cli_pol.keep_within) {
-                if (!cli_pol.keep_within)
-                    fprintf(stderr, "ckptsync: --keep-within: must be more than 0\n");
-                return EXIT_USAGE;
-            }
-            own = true;
-            break;
-        case 'b':
-            if (cli_parse_i64("--keep-best", optarg, 1, 1000000, &v) < 0)
-                return EXIT_USAGE;
-            cli_pol.keep_best = (unsigned)v;
-            own = true;
-            break;
-        case 'm':
-            if (!optarg[0] || strlen(optarg) >= sizeof(cli_pol.best_metric)) {
-                fprintf(stderr, "ckptsync: --best-metric: 1-%zu characters\n",
-                        sizeof(cli_pol.best_metric) - 1);
-                return EXIT_USAGE;
-            }
-            snprintf(cli_pol.best_metric, sizeof(cli_pol.best_metric), "%s", optarg);
-            break;
-        case 'M':
-            if (strcmp(optarg, "min") && strcmp(optarg, "max")) {
-                fprintf(stderr, "ckptsync: --best-mode: min or max, not '%s'\n", optarg);
-                return EXIT_USAGE;
-            }
-            cli_pol.best_max = !strcmp(optarg, "max");
-            break;
-        case 'n':
-            dry = true;
-            break;
-        case 'h':
-            return fputs(forget_usage, stdout), 0;
-        default:
-            return fputs(forget_usage, stderr), EXIT_USAGE;
-        }
+        if (opt == 'h')
+            return fputs(forget_usage, stdout), -1;
+        if (forget_option(opt, optarg, a))
+            return EXIT_USAGE;
     }
     if (optind != argc)
         return fputs(forget_usage, stderr), EXIT_USAGE;
-    if (run && manifest_run_check(run) < 0) {
-        fprintf(stderr, "ckptsync: invalid run name '%s'\n", run);
+    if (a->run && manifest_run_check(a->run) < 0) {
+        fprintf(stderr, "ckptsync: invalid run name '%s'\n", a->run);
         return EXIT_USAGE;
     }
+    return 0;
+}
+
+/* Forgets (or, dry, plans) one run and prints its plan; adds what it
+ * forgets to *total.  0, or 1 after an error (logged). */
+static int forget_one(struct cli *c, struct json *j, struct repo *r, const struct forget_args *a,
+                      const char *run, size_t *total)
+{
+    const struct retention_policy *pol = a->own ? &a->pol : config_policy(&r->conf, run);
+    struct retention_plan plan;
+    struct buf err = BUF_INIT;
+    int rc = 0, e = retention_run(r, run, pol, a->dry, &plan, &err);
+    if (e < 0 && !plan.v) {
+        log_error("run '%s': %s", run, buf_str(&err));
+        buf_free(&err);
+        return 1;
+    }
+    if (e < 0) {
+        log_error("%s", buf_str(&err));
+        rc = 1;
+    } else if (e > 0) {
+        log_warn("run '%s': some regions missed forget records (unreachable); readers still "
+                 "treat the snapshots as removed, and the next forget writes them again",
+                 run);
+    }
+    *total += plan.nforget;
+    forget_print(c, j, &plan, a->dry);
+    retention_plan_free(&plan);
+    buf_free(&err);
+    return rc;
+}
+
+int cmd_forget(struct cli *c, int argc, char **argv)
+{
+    struct forget_args a;
+    int rc = forget_parse(argc, argv, &a);
+    if (rc)
+        return rc < 0 ? 0 : rc;
     struct repo *r;
     if (cli_open_repo(c, 0, &r) < 0)
         return 1;
     char(*runs)[MANIFEST_MAX_FIELD + 1] = NULL;
     size_t nruns = 0, total = 0;
-    struct buf out = BUF_INIT, err = BUF_INIT;
+    struct buf out = BUF_INIT;
     struct json j;
-    int rc = 0;
     json_init(&j, &out);
     json_obj_begin(&j);
     json_key(&j, "dry_run");
-    json_bool(&j, dry);
+    json_bool(&j, a.dry);
     json_key(&j, "runs");
     json_arr_begin(&j);
-    int e = runs_of(r, run, &runs, &nruns);
+    int e = runs_of(r, a.run, &runs, &nruns);
     if (e < 0) {
         log_error("listing runs: %s", err_str(e));
         rc = 1;
     }
-    for (size_t k = 0; e == 0 && k < nruns; k++) {
-        const struct retention_policy *pol = own ? &cli_pol : config_policy(&r->conf, runs[k]);
-        struct retention_plan plan;
-        buf_reset(&err);
-        if (retention_plan(r, runs[k], pol, &plan, &err) < 0) {
-            log_error("run '%s': %s", runs[k], buf_str(&err));
-            rc = 1;
-            continue;
-        }
-        if (!dry && plan.nforget) {
-            int ae = retention_apply(r, &plan, &err);
-            if (ae < 0) {
-                log_error("%s", buf_str(&err));
-                rc = 1;
-            } else if (ae > 0) {
-                log_warn(
-                    "run '%s': some regions missed forget records (unreachable); readers still "
-                    "treat the snapshots as removed, and the next forget writes them again",
-                    runs[k]);
-            }
-        } else {
-            plan.forgotten_regions = (unsigned)repo_healthy(r);
-        }
-        total += plan.nforget;
-        forget_print(c, &j, &plan, dry);
-        retention_plan_free(&plan);
-    }
+    for (size_t k = 0; e == 0 && k < nruns; k++)
+        rc |= forget_one(c, &j, r, &a, runs[k], &total);
     json_arr_end(&j);
     json_key(&j, "forgotten");
     json_u64(&j, total);
@@ -242,7 +266,6 @@ int cmd_forget(struct cli *c, int argc, char **argv)
         printf("no runs\n");
     free(runs);
     buf_free(&out);
-    buf_free(&err);
     return cli_close_repo(r, rc);
 }
 
@@ -415,6 +438,114 @@ static const char stats_usage[] =
     "prune).  Per run: snapshots, logical bytes, stored bytes, and each snapshot's unique\n"
     "bytes (what deleting it alone would free).  Reads every retained manifest.\n";
 
+/* One region: its object in the "regions" array, or its line. */
+static void stats_region_print(struct cli *c, struct json *j, const struct stats_region *rs)
+{
+    if (c->json) {
+        json_obj_begin(j);
+        json_key(j, "name");
+        json_str(j, rs->name);
+        json_key(j, "healthy");
+        json_bool(j, rs->healthy);
+        json_key(j, "chunks");
+        json_u64(j, rs->chunks);
+        json_key(j, "stored_bytes");
+        json_u64(j, rs->stored_bytes);
+        json_key(j, "garbage_chunks");
+        json_u64(j, rs->garbage_chunks);
+        json_key(j, "garbage_bytes");
+        json_u64(j, rs->garbage_bytes);
+        json_obj_end(j);
+    } else if (!c->quiet) {
+        char hb[32], hg[32];
+        cli_human(rs->stored_bytes, hb, sizeof(hb));
+        cli_human(rs->garbage_bytes, hg, sizeof(hg));
+        printf("region %-12s %s%llu chunks, %s stored, %llu unused (%s) awaiting prune\n", rs->name,
+               rs->healthy ? "" : "(unreachable) ", (unsigned long long)rs->chunks, hb,
+               (unsigned long long)rs->garbage_chunks, hg);
+    }
+}
+
+/* One snapshot of a run: its object in "snapshot_list", or its line. */
+static void stats_snap_print(struct cli *c, struct json *j, const struct stats_snap *ss)
+{
+    if (c->json) {
+        json_obj_begin(j);
+        json_key(j, "id");
+        json_str(j, ss->id);
+        json_key(j, "step");
+        json_i64(j, ss->step);
+        json_key(j, "logical_bytes");
+        json_u64(j, ss->logical);
+        json_key(j, "stored_bytes");
+        json_u64(j, ss->stored);
+        json_key(j, "unique_bytes");
+        json_u64(j, ss->unique);
+        json_obj_end(j);
+    } else if (!c->quiet) {
+        char x[32], y[32], z[32];
+        cli_human(ss->logical, x, sizeof(x));
+        cli_human(ss->stored, y, sizeof(y));
+        cli_human(ss->unique, z, sizeof(z));
+        printf("  %-40s step %-8lld %10s logical %10s stored %10s unique\n", ss->id,
+               (long long)ss->step, x, y, z);
+    }
+}
+
+/* One run and its snapshots: its object in "runs", or its lines. */
+static void stats_run_print(struct cli *c, struct json *j, const struct stats_result *res,
+                            const struct stats_run *rr)
+{
+    if (c->json) {
+        json_obj_begin(j);
+        json_key(j, "run");
+        json_str(j, rr->run);
+        json_key(j, "snapshots");
+        json_u64(j, rr->n);
+        json_key(j, "logical_bytes");
+        json_u64(j, rr->logical);
+        json_key(j, "stored_bytes");
+        json_u64(j, rr->stored);
+        json_key(j, "snapshot_list");
+        json_arr_begin(j);
+    } else if (!c->quiet) {
+        char hl[32], hs[32];
+        cli_human(rr->logical, hl, sizeof(hl));
+        cli_human(rr->stored, hs, sizeof(hs));
+        printf("run %s: %zu snapshot(s), %s logical, %s stored (one region)\n", rr->run, rr->n, hl,
+               hs);
+    }
+    for (size_t k = rr->first; k < rr->first + rr->n; k++)
+        stats_snap_print(c, j, &res->snaps[k]);
+    if (c->json) {
+        json_arr_end(j);
+        json_obj_end(j);
+    }
+}
+
+/* The whole report: one JSON document (printed here), or the lines. */
+static void stats_print(struct cli *c, const struct stats_result *res)
+{
+    struct buf out = BUF_INIT;
+    struct json j;
+    json_init(&j, &out);
+    json_obj_begin(&j);
+    json_key(&j, "regions");
+    json_arr_begin(&j);
+    for (size_t i = 0; i < res->nregions; i++)
+        stats_region_print(c, &j, &res->region[i]);
+    json_arr_end(&j);
+    json_key(&j, "runs");
+    json_arr_begin(&j);
+    for (size_t n = 0; n < res->nruns; n++)
+        stats_run_print(c, &j, res, &res->runs[n]);
+    json_arr_end(&j);
+    json_obj_end(&j);
+    if (c->json)
+        cli_print_json(&out);
+    buf_free(&out);
+}
+
 int cmd_stats(struct cli *c, int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -436,106 +567,15 @@ int cmd_stats(struct cli *c, int argc, char **argv)
     if (cli_open_repo(c, 0, &r) < 0)
         return 1;
     struct stats_result res;
-    struct buf err = BUF_INIT, out = BUF_INIT;
+    struct buf err = BUF_INIT;
     int e = stats_compute(r, run, &res, &err);
-    if (e < 0) {
-        if (buf_str(&err)[0])
-            log_error("%s", buf_str(&err));
-        else if (e != -ENOENT)
-            log_error("stats: %s", err_str(e));
-        goto out;
-    }
-    struct json j;
-    json_init(&j, &out);
-    json_obj_begin(&j);
-    json_key(&j, "regions");
-    json_arr_begin(&j);
-    for (size_t i = 0; i < res.nregions; i++) {
-        const struct stats_region *rs = &res.region[i];
-        char hb[32], hg[32];
-        cli_human(rs->stored_bytes, hb, sizeof(hb));
-        cli_human(rs->garbage_bytes, hg, sizeof(hg));
-        if (c->json) {
-            json_obj_begin(&j);
-            json_key(&j, "name");
-            json_str(&j, rs->name);
-            json_key(&j, "healthy");
-            json_bool(&j, rs->healthy);
-            json_key(&j, "chunks");
-            json_u64(&j, rs->chunks);
-            json_key(&j, "stored_bytes");
-            json_u64(&j, rs->stored_bytes);
-            json_key(&j, "garbage_chunks");
-            json_u64(&j, rs->garbage_chunks);
-            json_key(&j, "garbage_bytes");
-            json_u64(&j, rs->garbage_bytes);
-            json_obj_end(&j);
-        } else if (!c->quiet) {
-            printf("region %-12s %s%llu chunks, %s stored, %llu unused (%s) awaiting prune\n",
-                   rs->name, rs->healthy ? "" : "(unreachable) ", (unsigned long long)rs->chunks,
-                   hb, (unsigned long long)rs->garbage_chunks, hg);
-        }
-    }
-    json_arr_end(&j);
-    json_key(&j, "runs");
-    json_arr_begin(&j);
-    for (size_t n = 0; n < res.nruns; n++) {
-        const struct stats_run *rr = &res.runs[n];
-        char hl[32], hs[32];
-        cli_human(rr->logical, hl, sizeof(hl));
-        cli_human(rr->stored, hs, sizeof(hs));
-        if (c->json) {
-            json_obj_begin(&j);
-            json_key(&j, "run");
-            json_str(&j, rr->run);
-            json_key(&j, "snapshots");
-            json_u64(&j, rr->n);
-            json_key(&j, "logical_bytes");
-            json_u64(&j, rr->logical);
-            json_key(&j, "stored_bytes");
-            json_u64(&j, rr->stored);
-            json_key(&j, "snapshot_list");
-            json_arr_begin(&j);
-        } else if (!c->quiet) {
-            printf("run %s: %zu snapshot(s), %s logical, %s stored (one region)\n", rr->run, rr->n,
-                   hl, hs);
-        }
-        for (size_t k = rr->first; k < rr->first + rr->n; k++) {
-            const struct stats_snap *ss = &res.snaps[k];
-            char x[32], y[32], z[32];
-            if (c->json) {
-                json_obj_begin(&j);
-                json_key(&j, "id");
-                json_str(&j, ss->id);
-                json_key(&j, "step");
-                json_i64(&j, ss->step);
-                json_key(&j, "logical_bytes");
-                json_u64(&j, ss->logical);
-                json_key(&j, "stored_bytes");
-                json_u64(&j, ss->stored);
-                json_key(&j, "unique_bytes");
-                json_u64(&j, ss->unique);
-                json_obj_end(&j);
-            } else if (!c->quiet) {
-                cli_human(ss->logical, x, sizeof(x));
-                cli_human(ss->stored, y, sizeof(y));
-                cli_human(ss->unique, z, sizeof(z));
-                printf("  %-40s step %-8lld %10s logical %10s stored %10s unique\n", ss->id,
-                       (long long)ss->step, x, y, z);
-            }
-        }
-        if (c->json) {
-            json_arr_end(&j);
-            json_obj_end(&j);
-        }
-    }
-    json_arr_end(&j);
-    json_obj_end(&j);
-    if (c->json)
-        cli_print_json(&out);
-out:
+    if (e < 0 && buf_str(&err)[0])
+        log_error("%s", buf_str(&err));
+    else if (e < 0 && e != -ENOENT)
+        log_error("stats: %s", err_str(e));
+    else if (e >= 0)
+        stats_print(c, &res);
     stats_free(&res);
     buf_free(&err);
-    buf_free(&out);
     return cli_close_repo(r, e < 0 ? 1 : 0);
 }

@@ -47,6 +47,7 @@
 #include "store/queue.h"
 #include "daemon/replicator.h"
 #include "daemon/statusview.h"
+#include "service/snapout.h"
 
 #define CONN_MIN 16   /* control connections the daemon always takes */
 #define CONN_MAX 4096 /* and at most (conn_limit()) */
@@ -318,21 +319,15 @@ static bool reply_if_fatal(struct ctlserver *s, struct conn *c)
 
 static void reply_snap(struct ctlserver *s, struct conn *c, unsigned k)
 {
+    struct snapout o = {.id = c->id,
+                        .run = c->run,
+                        .committed = k,
+                        .durable = k >= s->p->conf->quorum,
+                        .replicated = k == s->p->r->nregions};
     struct buf b = BUF_INIT;
     struct json j;
     json_init(&j, &b);
-    json_obj_begin(&j);
-    json_key(&j, "id");
-    json_str(&j, c->id);
-    json_key(&j, "run");
-    json_str(&j, c->run);
-    json_key(&j, "regions_committed");
-    json_u64(&j, k);
-    json_key(&j, "durable");
-    json_bool(&j, k >= s->p->conf->quorum);
-    json_key(&j, "replicated");
-    json_bool(&j, k == s->p->r->nregions);
-    json_obj_end(&j);
+    snapout_json(&j, &o, SNAPOUT_COMMIT);
     conn_reply(s, c, buf_str(&b), NULL, NULL);
     buf_free(&b);
 }

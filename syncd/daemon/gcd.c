@@ -107,9 +107,7 @@ static void gcd_retention(struct gcd *g)
         double t0 = mono();
         for (size_t i = 0; i < g->r.nregions; i++)
             g->r.health[i] = 0; /* every pass tries every region again */
-        int e = retention_plan(&g->r, f->run, pol, &plan, &err);
-        if (e == 0 && plan.nforget)
-            e = retention_apply(&g->r, &plan, &err);
+        int e = retention_run(&g->r, f->run, pol, false, &plan, &err);
         if (e < 0) {
             log_warn("retention of run '%s': %s; trying again after the next snapshot", f->run,
                      buf_str(&err)[0] ? buf_str(&err) : err_str(e));

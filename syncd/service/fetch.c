@@ -278,57 +278,52 @@ static size_t f_parts(const struct repo *r, size_t n)
     return parts ? parts : 1;
 }
 
-int fetch_run(struct repo *r, struct fetch_job *jobs, size_t n, unsigned flags,
-              int (*on_chunk)(void *ud, const struct fetch_job *j, const uint8_t *data, size_t len),
-              void *ud, struct fetch_stats *stats, struct buf *err)
+/* Sets up part p of f[0 .. parts): every parts-th job from jobs + p.
+ * Interleaved, not halves: the parts walk each file side by side, so
+ * chunks arrive close to file order (restore hashes each file in order,
+ * see restore.c).  Part 0 runs on the caller's thread with r's region
+ * handles, stats and err; the others clone a handle of each healthy
+ * region (a struct region is used by one thread at a time).  0, or an
+ * error (err says). */
+static int f_part_init(struct fetcher *f, size_t p, size_t parts, struct fetch_job *jobs, size_t n,
+                       struct fetch_stats *stats, struct buf *err)
 {
-    struct fetch_shared sh = {
-        .on_chunk = on_chunk, .ud = ud, .concurrent = (flags & FETCH_CONCURRENT) != 0};
-    size_t parts = f_parts(r, n);
-    struct fetcher *f = calloc(parts, sizeof(*f));
-    int e = 0;
-    memset(stats, 0, sizeof(*stats));
-    if (!f)
-        return -ENOMEM;
-    pthread_mutex_init(&sh.mu, NULL);
-    for (size_t p = 0; e == 0 && p < parts; p++) {
-        struct fetcher *fp = &f[p];
-        /* Interleaved, not halves: the parts walk each file side by side,
-         * so chunks arrive close to file order (restore hashes each file
-         * in order, see restore.c). */
-        fp->r = r;
-        fp->z = repo_chunkobj_ctx(r);
-        fp->sh = &sh;
-        fp->parts = parts;
-        fp->base = jobs;
-        fp->jobs = jobs + p;
-        fp->stride = parts;
-        fp->n = p < n ? (n - p + parts - 1) / parts : 0;
-        fp->st = p ? &fp->stbuf : stats;
-        fp->err = p ? &fp->errbuf : err;
-        for (size_t i = 0; i < r->nregions; i++) {
-            fp->rg[i] = r->regions[i];
-            if (p == 0 || r->health[i])
-                continue;
-            struct buf rerr = BUF_INIT;
-            if ((e = repo_region_clone(r, i, &fp->own[i], &rerr)) < 0)
-                buf_printf(err, "%s", buf_str(&rerr));
-            else
-                fp->rg[i] = fp->own[i];
-            buf_free(&rerr);
-            if (e < 0)
-                break;
-        }
+    struct fetcher *fp = &f[p];
+    struct repo *r = f[0].r;
+    fp->r = r;
+    fp->z = repo_chunkobj_ctx(r);
+    fp->sh = f[0].sh;
+    fp->parts = parts;
+    fp->base = jobs;
+    fp->jobs = jobs + p;
+    fp->stride = parts;
+    fp->n = p < n ? (n - p + parts - 1) / parts : 0;
+    fp->st = p ? &fp->stbuf : stats;
+    fp->err = p ? &fp->errbuf : err;
+    for (size_t i = 0; i < r->nregions; i++) {
+        fp->rg[i] = r->regions[i];
+        if (p == 0 || r->health[i])
+            continue;
+        struct buf rerr = BUF_INIT;
+        int e = repo_region_clone(r, i, &fp->own[i], &rerr);
+        if (e < 0)
+            buf_printf(err, "%s", buf_str(&rerr));
+        else
+            fp->rg[i] = fp->own[i];
+        buf_free(&rerr);
+        if (e < 0)
+            return e;
     }
-    size_t started = 1;
-    for (size_t p = 1; e == 0 && p < parts; p++, started++)
-        if ((e = -pthread_create(&f[p].th, NULL, f_part_main, &f[p])) < 0)
-            atomic_store(&sh.failed, 1);
-    if (e == 0)
-        f_part(&f[0]);
-    else
-        f[0].ret = e;
-    e = f[0].ret;
+    return 0;
+}
+
+/* Waits for parts 1 .. started, frees what they own, and folds their
+ * results into part 0's: e (part 0's result) becomes the first real error
+ * of a part, with that part's message in err, and their counts are added
+ * to stats.  Returns the result. */
+static int f_join(struct fetcher *f, size_t parts, size_t started, int e, struct fetch_stats *stats,
+                  struct buf *err)
+{
     for (size_t p = 1; p < parts; p++) {
         if (p < started)
             pthread_join(f[p].th, NULL);
@@ -347,6 +342,35 @@ int fetch_run(struct repo *r, struct fetch_job *jobs, size_t n, unsigned flags,
             region_free(f[p].own[i]);
         buf_free(&f[p].errbuf);
     }
+    return e;
+}
+
+int fetch_run(struct repo *r, struct fetch_job *jobs, size_t n, unsigned flags,
+              int (*on_chunk)(void *ud, const struct fetch_job *j, const uint8_t *data, size_t len),
+              void *ud, struct fetch_stats *stats, struct buf *err)
+{
+    struct fetch_shared sh = {
+        .on_chunk = on_chunk, .ud = ud, .concurrent = (flags & FETCH_CONCURRENT) != 0};
+    size_t parts = f_parts(r, n);
+    struct fetcher *f = calloc(parts, sizeof(*f));
+    int e = 0;
+    memset(stats, 0, sizeof(*stats));
+    if (!f)
+        return -ENOMEM;
+    pthread_mutex_init(&sh.mu, NULL);
+    f[0].r = r;
+    f[0].sh = &sh;
+    for (size_t p = 0; e == 0 && p < parts; p++)
+        e = f_part_init(f, p, parts, jobs, n, stats, err);
+    size_t started = 1;
+    for (size_t p = 1; e == 0 && p < parts; p++, started++)
+        if ((e = -pthread_create(&f[p].th, NULL, f_part_main, &f[p])) < 0)
+            atomic_store(&sh.failed, 1);
+    if (e == 0)
+        f_part(&f[0]);
+    else
+        f[0].ret = e;
+    e = f_join(f, parts, started, f[0].ret, stats, err);
     size_t delivered = 0;
     for (size_t p = 0; p < parts; p++)
         delivered += f[p].delivered;

@@ -867,6 +867,36 @@ static int sweep_record(struct pr *p, struct region *rg, const char *mark, int64
     return e;
 }
 
+/* S2's keep records: adds the chunks every gc/<mark>/keep.* names to
+ * *kept (a writer active at the mark names there what it published) and
+ * sorts them.  A keep record that cannot be read could name anything, so
+ * the sweep stops: an error. */
+static int sweep_kept(struct region *rg, const char *mark, struct gcrec *kept)
+{
+    char key[REGION_KEY_MAX];
+    struct gc_list l = {0};
+    int e = gc_list_read(rg, mark, &l);
+    for (size_t k = 0; e == 0 && l.n && k < l.v[0].nnames; k++) {
+        struct gcrec g;
+        if (strncmp(l.v[0].names[k], "keep.", 5))
+            continue;
+        snprintf(key, sizeof(key), "gc/%s/%s", mark, l.v[0].names[k]);
+        int ge = get_rec(rg, key, &g);
+        if (ge == 0 && g.kind == GC_KEEP) {
+            for (size_t c = 0; e == 0 && c < g.nchunks; c++)
+                e = gcrec_add_chunk(kept, g.chunks[c].id, 0);
+        } else if (ge != -ENOENT) {
+            /* a keep we cannot read could name anything: keep everything */
+            log_warn("%s; the sweep of mark %s stops", region_last_error(rg), mark);
+            e = ge < 0 ? ge : CKS_E_FORMAT;
+        }
+        gcrec_free(&g);
+    }
+    gcrec_sort_chunks(kept);
+    gc_list_free(&l);
+    return e;
+}
+
 /* S1-S3 of one mark (gc.h). */
 static int mark_sweep(struct pr *p, size_t i, const struct gc_mk *mk)
 {
@@ -874,7 +904,6 @@ static int mark_sweep(struct pr *p, size_t i, const struct gc_mk *mk)
     struct gc_region_result *rr = &p->res->region[i];
     char key[REGION_KEY_MAX];
     struct gcrec m, kept;
-    struct gc_list l = {0};
     int64_t expires = 0;
     uint8_t(*batch)[HASH_LEN] = NULL;
     size_t nbatch = 0;
@@ -889,24 +918,7 @@ static int mark_sweep(struct pr *p, size_t i, const struct gc_mk *mk)
     if (e == 0)
         e = pr_collect(p); /* manifests published since: after the sweep record */
     if (e == 0)
-        e = gc_list_read(rg, mk->mark, &l);
-    for (size_t k = 0; e == 0 && l.n && k < l.v[0].nnames; k++) {
-        struct gcrec g;
-        if (strncmp(l.v[0].names[k], "keep.", 5))
-            continue;
-        snprintf(key, sizeof(key), "gc/%s/%s", mk->mark, l.v[0].names[k]);
-        int ge = get_rec(rg, key, &g);
-        if (ge == 0 && g.kind == GC_KEEP) {
-            for (size_t c = 0; e == 0 && c < g.nchunks; c++)
-                e = gcrec_add_chunk(&kept, g.chunks[c].id, 0);
-        } else if (ge != -ENOENT) {
-            /* a keep we cannot read could name anything: keep everything */
-            log_warn("%s; the sweep of mark %s stops", region_last_error(rg), mk->mark);
-            e = ge < 0 ? ge : CKS_E_FORMAT;
-        }
-        gcrec_free(&g);
-    }
-    gcrec_sort_chunks(&kept);
+        e = sweep_kept(rg, mk->mark, &kept);
     if (e == 0)
         batch = malloc(INDEX_BATCH * HASH_LEN);
     if (e == 0 && !batch)
@@ -944,7 +956,6 @@ static int mark_sweep(struct pr *p, size_t i, const struct gc_mk *mk)
         snprintf(rr->mark, sizeof(rr->mark), "%s", mk->mark);
     }
     free(batch);
-    gc_list_free(&l);
     gcrec_free(&m);
     gcrec_free(&kept);
     return e;

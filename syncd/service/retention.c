@@ -242,14 +242,39 @@ static void rule_units(struct repo *r, struct retention_plan *p, const struct re
     free(roots);
 }
 
-int retention_plan(struct repo *r, const char *run, const struct retention_policy *pol,
-                   struct retention_plan *ret, struct buf *err)
+/* What no policy lifts: the run's resume point, its newest checkpoint
+ * committed in quorum regions, the snapshots a handoff names and those a
+ * claim resumed from. */
+static void plan_protect(struct repo *r, struct retention_plan *ret, struct lineage_view *v)
+{
+    const char *ids[8], *whys[8];
+    size_t nc = lineage_candidates(r, v, ids, whys, 8);
+    struct retention_item *it = nc ? item_find(ret, ids[0]) : NULL;
+    if (it)
+        keep(it, "the run's resume point (%s)", whys[0]);
+    for (size_t i = 0; i < ret->n; i++) { /* newest committed in quorum regions */
+        const struct lineage_snap *s = lineage_find(v, ret->v[i].id);
+        if (s && (unsigned)__builtin_popcount(s->commits) >= r->conf.quorum &&
+            ret->v[i].step >= 0) {
+            keep(&ret->v[i], "the newest durable snapshot");
+            break;
+        }
+    }
+    for (size_t k = 0; k < v->nrecs; k++)
+        if (v->recs[k].kind == LINEAGE_HANDOFF && (it = item_find(ret, v->recs[k].id)))
+            keep(it, "named by a handoff (generation %lld)", (long long)v->recs[k].gen);
+    for (size_t k = 0; k < v->nbases; k++)
+        if ((it = item_find(ret, v->bases[k])))
+            keep(it, "a claim resumed from it");
+}
+
+/* The run's snapshots that some region lists and none has forgotten,
+ * newest first, into ret->v; those not committed anywhere yet and those
+ * plan_protect() names are kept.  0 or an error (err says). */
+static int plan_snapshots(struct repo *r, struct retention_plan *ret, struct buf *err)
 {
     struct lineage_view v;
-    const char *ids[8], *whys[8];
-    memset(ret, 0, sizeof(*ret));
-    snprintf(ret->run, sizeof(ret->run), "%s", run);
-    int e = lineage_scan(r, r->regions, run, &v, err);
+    int e = lineage_scan(r, r->regions, ret->run, &v, err);
     if (e < 0)
         return e;
     ret->v = calloc(v.nsnaps ? v.nsnaps : 1, sizeof(*ret->v));
@@ -271,39 +296,19 @@ int retention_plan(struct repo *r, const char *run, const struct retention_polic
     }
     if (ret->n > 1)
         qsort(ret->v, ret->n, sizeof(*ret->v), item_newer_cmp);
-
-    size_t nc = lineage_candidates(r, &v, ids, whys, 8);
-    struct retention_item *it = nc ? item_find(ret, ids[0]) : NULL;
-    if (it)
-        keep(it, "the run's resume point (%s)", whys[0]);
-    for (size_t i = 0; i < ret->n; i++) { /* newest committed in quorum regions */
-        const struct lineage_snap *s = lineage_find(&v, ret->v[i].id);
-        if (s && (unsigned)__builtin_popcount(s->commits) >= r->conf.quorum &&
-            ret->v[i].step >= 0) {
-            keep(&ret->v[i], "the newest durable snapshot");
-            break;
-        }
-    }
-    for (size_t k = 0; k < v.nrecs; k++)
-        if (v.recs[k].kind == LINEAGE_HANDOFF && (it = item_find(ret, v.recs[k].id)))
-            keep(it, "named by a handoff (generation %lld)", (long long)v.recs[k].gen);
-    for (size_t k = 0; k < v.nbases; k++)
-        if ((it = item_find(ret, v.bases[k])))
-            keep(it, "a claim resumed from it");
+    plan_protect(r, ret, &v);
     lineage_view_free(&v);
+    return 0;
+}
 
-    if (!retention_policy_active(pol)) {
-        for (size_t i = 0; i < ret->n; i++)
-            keep(&ret->v[i], "no retention policy (everything is kept)");
-        return 0;
-    }
-    int64_t newest = -1;
-    for (size_t i = 0; i < ret->n; i++)
-        if (ret->v[i].time > newest)
-            newest = ret->v[i].time;
+/* keep_last, keep_every and keep_within over the checkpoints (snapshots
+ * with a step); newest: the time of the run's newest snapshot. */
+static void rule_checkpoints(struct retention_plan *p, const struct retention_policy *pol,
+                             int64_t newest)
+{
     unsigned nth = 0;
-    for (size_t i = 0; i < ret->n; i++) {
-        struct retention_item *x = &ret->v[i];
+    for (size_t i = 0; i < p->n; i++) {
+        struct retention_item *x = &p->v[i];
         if (x->step < 0)
             continue;
         nth++;
@@ -314,6 +319,26 @@ int retention_plan(struct repo *r, const char *run, const struct retention_polic
         if (pol->keep_within && x->time >= 0 && newest - x->time <= (int64_t)pol->keep_within)
             keep(x, "keep-within %llus", (unsigned long long)pol->keep_within);
     }
+}
+
+int retention_plan(struct repo *r, const char *run, const struct retention_policy *pol,
+                   struct retention_plan *ret, struct buf *err)
+{
+    memset(ret, 0, sizeof(*ret));
+    snprintf(ret->run, sizeof(ret->run), "%s", run);
+    int e = plan_snapshots(r, ret, err);
+    if (e < 0)
+        return e;
+    if (!retention_policy_active(pol)) {
+        for (size_t i = 0; i < ret->n; i++)
+            keep(&ret->v[i], "no retention policy (everything is kept)");
+        return 0;
+    }
+    int64_t newest = -1;
+    for (size_t i = 0; i < ret->n; i++)
+        if (ret->v[i].time > newest)
+            newest = ret->v[i].time;
+    rule_checkpoints(ret, pol, newest);
     if (pol->keep_best)
         rule_best(r, ret, pol);
     rule_units(r, ret, pol, newest);
@@ -346,4 +371,19 @@ int retention_apply(struct repo *r, struct retention_plan *plan, struct buf *err
         return CKS_E_QUORUM;
     }
     return worst == repo_healthy(r) ? 0 : 1;
+}
+
+int retention_run(struct repo *r, const char *run, const struct retention_policy *p, bool dry,
+                  struct retention_plan *ret, struct buf *err)
+{
+    int e = retention_plan(r, run, p, ret, err);
+    if (e < 0) {
+        retention_plan_free(ret);
+        return e;
+    }
+    if (dry || !ret->nforget) {
+        ret->forgotten_regions = (unsigned)repo_healthy(r);
+        return 0;
+    }
+    return retention_apply(r, ret, err);
 }

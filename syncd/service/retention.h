@@ -56,6 +56,17 @@ int retention_plan(struct repo *r, const char *run, const struct retention_polic
  * healthy region.  0 when every healthy region took all of them. */
 int retention_apply(struct repo *r, struct retention_plan *plan, struct buf *err);
 void retention_plan_free(struct retention_plan *p);
+/* One retention pass over run, what both `ckptsync forget` and the
+ * daemon's retention thread do: retention_plan(), then, unless dry or the
+ * plan forgets nothing, retention_apply().  Returns retention_apply's
+ * result (0; 1 when some healthy region missed a record; CKS_E_QUORUM when
+ * none took them), or 0 when nothing was applied (forgotten_regions is then
+ * the healthy regions).  After a planning error (< 0) ret->v is NULL:
+ * there is no plan to report; after an applying error the plan is kept,
+ * so the caller can show what it meant to forget.  Free *ret with
+ * retention_plan_free() whatever this returns. */
+int retention_run(struct repo *r, const char *run, const struct retention_policy *p, bool dry,
+                  struct retention_plan *ret, struct buf *err);
 
 /* Unix seconds of a snapshot id ("20261201T000701.123456Z-..."), -1. */
 int64_t retention_id_time(const char *id);

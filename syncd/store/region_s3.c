@@ -258,64 +258,105 @@ static int s3_header(struct s3x *x, const char *name, const char *val)
     return 0;
 }
 
-/* Signs and sets URL and headers.  object may be NULL (bucket-level);
- * query is raw ("name=value&flag", values not encoded; "" for none). */
-static int s3_sign(struct s3x *x, const char *object, const char *query)
+/* The request's host and its path (not yet URI-encoded): the bucket in
+ * the host name (virtual-hosted) or as the path's first segment.  object
+ * may be NULL (bucket-level). */
+static void s3_target(const struct s3x *x, const char *object, struct buf *host, struct buf *path)
 {
-    struct s3region *s = x->s;
+    const struct s3region *s = x->s;
     const struct region_conf *c = &s->base.conf;
-    struct buf path = BUF_INIT, enc = BUF_INIT, host = BUF_INIT, auth = BUF_INIT, url = BUF_INIT;
-    struct buf cq = BUF_INIT;
-    char date[SIGV4_DATE_LEN + 1], payload[HASH_HEX_LEN + 1];
-    int e;
-
     if (c->virtual_hosted)
-        buf_printf(&host, "%s.%s", c->bucket, s->host);
+        buf_printf(host, "%s.%s", c->bucket, s->host);
     else
-        buf_puts(&host, s->host);
-    buf_printf(&path, "%s/%s%s%s", s->base_path, c->virtual_hosted ? "" : c->bucket,
+        buf_puts(host, s->host);
+    buf_printf(path, "%s/%s%s%s", s->base_path, c->virtual_hosted ? "" : c->bucket,
                c->virtual_hosted || !object ? "" : "/", object ? object : "");
     if (c->virtual_hosted && !object)
-        buf_reset(&path), buf_printf(&path, "%s/", s->base_path);
-    if ((e = sigv4_uri_encode(buf_str(&path), false, &enc)) < 0 ||
-        (query[0] && (e = sigv4_canonical_query(query, &cq)) < 0))
-        goto out;
-    if (c->unsigned_payload) {
-        snprintf(payload, sizeof(payload), "%s", SIGV4_UNSIGNED_PAYLOAD);
+        buf_reset(path), buf_printf(path, "%s/", s->base_path);
+}
+
+/* x-amz-content-sha256: the body's SHA-256 in hex, or UNSIGNED-PAYLOAD
+ * when the region is configured so. */
+static void s3_payload_hash(const struct s3x *x, char payload[HASH_HEX_LEN + 1])
+{
+    if (x->s->base.conf.unsigned_payload) {
+        snprintf(payload, HASH_HEX_LEN + 1, "%s", SIGV4_UNSIGNED_PAYLOAD);
     } else {
         uint8_t d[HASH_LEN];
         hash_sha256(x->body ? (const void *)x->body : "", x->body_len, d);
         hex_encode(d, HASH_LEN, payload);
     }
-    sigv4_amz_date(time(NULL), date);
-    /* Content-MD5 on every body: a store that checks it (S3 does) refuses
-     * a body damaged or cut short on the way instead of storing it. */
-    char md5b64[32] = "";
-    struct sigv4_header hdr[3];
-    size_t nhdr = 0;
+}
+
+/* The headers the signature covers besides host and x-amz-*: Range,
+ * If-None-Match (create-only puts) and Content-MD5 (every body: a store
+ * that checks it, as S3 does, refuses a body damaged or cut short on the
+ * way instead of storing it).  Fills hdr (room for 3; values point into x
+ * or md5b64) and adds the last two to x's header list. */
+static int s3_signed_headers(struct s3x *x, struct sigv4_header hdr[3], size_t *ret_n,
+                             char md5b64[32])
+{
+    size_t n = 0;
     if (x->range[0])
-        hdr[nhdr++] = (struct sigv4_header){"Range", x->range};
+        hdr[n++] = (struct sigv4_header){"Range", x->range};
     if (x->create_only) {
-        hdr[nhdr++] = (struct sigv4_header){"If-None-Match", "*"};
-        if (s3_header(x, "If-None-Match", "*") < 0) {
-            e = -ENOMEM;
-            goto out;
-        }
+        hdr[n++] = (struct sigv4_header){"If-None-Match", "*"};
+        if (s3_header(x, "If-None-Match", "*") < 0)
+            return -ENOMEM;
     }
     if (x->body && x->body_len) {
         unsigned char md[EVP_MAX_MD_SIZE];
         unsigned int mdlen = 0;
-        if (!EVP_Digest(x->body, x->body_len, md, &mdlen, EVP_md5(), NULL)) {
-            e = -ENOTSUP;
-            goto out;
-        }
+        if (!EVP_Digest(x->body, x->body_len, md, &mdlen, EVP_md5(), NULL))
+            return -ENOTSUP;
         EVP_EncodeBlock((unsigned char *)md5b64, md, (int)mdlen);
-        hdr[nhdr++] = (struct sigv4_header){"Content-MD5", md5b64};
-        if (s3_header(x, "Content-MD5", md5b64) < 0) {
-            e = -ENOMEM;
-            goto out;
-        }
+        hdr[n++] = (struct sigv4_header){"Content-MD5", md5b64};
+        if (s3_header(x, "Content-MD5", md5b64) < 0)
+            return -ENOMEM;
     }
+    *ret_n = n;
+    return 0;
+}
+
+/* The rest of x's header list once signed: the signature and the values
+ * it covers, Range, no "Expect: 100-continue", and a body's type. */
+static int s3_request_headers(struct s3x *x, const char *auth, const char *date,
+                              const char *payload, const char *query)
+{
+    const struct s3region *s = x->s;
+    bool body = !strcmp(x->method, "PUT") || !strcmp(x->method, "POST");
+    const char *type = strstr(query, "uploadId=") && !strcmp(x->method, "POST")
+                           ? "application/xml"
+                           : "application/octet-stream";
+    if (s3_header(x, "Authorization", auth) < 0 || s3_header(x, "x-amz-date", date) < 0 ||
+        s3_header(x, "x-amz-content-sha256", payload) < 0 ||
+        (s->session_token[0] && s3_header(x, "x-amz-security-token", s->session_token) < 0) ||
+        (x->range[0] && s3_header(x, "Range", x->range) < 0) || s3_header(x, "Expect", NULL) < 0 ||
+        (body && s3_header(x, "Content-Type", type) < 0))
+        return -ENOMEM;
+    return 0;
+}
+
+/* Signs and sets URL and headers.  object may be NULL (bucket-level);
+ * query is raw ("name=value&flag", values not encoded; "" for none). */
+static int s3_sign(struct s3x *x, const char *object, const char *query)
+{
+    struct s3region *s = x->s;
+    struct buf path = BUF_INIT, enc = BUF_INIT, host = BUF_INIT, auth = BUF_INIT, url = BUF_INIT;
+    struct buf cq = BUF_INIT;
+    char date[SIGV4_DATE_LEN + 1], payload[HASH_HEX_LEN + 1], md5b64[32] = "";
+    struct sigv4_header hdr[3];
+    size_t nhdr = 0;
+    int e;
+
+    s3_target(x, object, &host, &path);
+    if ((e = sigv4_uri_encode(buf_str(&path), false, &enc)) < 0 ||
+        (query[0] && (e = sigv4_canonical_query(query, &cq)) < 0))
+        goto out;
+    s3_payload_hash(x, payload);
+    sigv4_amz_date(time(NULL), date);
+    if ((e = s3_signed_headers(x, hdr, &nhdr, md5b64)) < 0)
+        goto out;
     struct sigv4_request sr = {.headers = hdr,
                                .nheaders = nhdr,
                                .method = x->method,
@@ -324,7 +365,7 @@ static int s3_sign(struct s3x *x, const char *object, const char *query)
                                .query = query,
                                .payload_hash = payload,
                                .amz_date = date,
-                               .region = c->signing_region,
+                               .region = s->base.conf.signing_region,
                                .service = "s3",
                                .access_key = s->access_key,
                                .secret_key = s->secret_key,
@@ -333,20 +374,10 @@ static int s3_sign(struct s3x *x, const char *object, const char *query)
         goto out;
     buf_printf(&url, "%s://%s%s%s%s", s->scheme, buf_str(&host), buf_str(&enc), query[0] ? "?" : "",
                buf_str(&cq));
-    e = -ENOMEM;
-    if (s3_header(x, "Authorization", buf_str(&auth)) < 0 || s3_header(x, "x-amz-date", date) < 0 ||
-        s3_header(x, "x-amz-content-sha256", payload) < 0 ||
-        (s->session_token[0] && s3_header(x, "x-amz-security-token", s->session_token) < 0) ||
-        (x->range[0] && s3_header(x, "Range", x->range) < 0) || s3_header(x, "Expect", NULL) < 0 ||
-        ((!strcmp(x->method, "PUT") || !strcmp(x->method, "POST")) &&
-         s3_header(x, "Content-Type",
-                   strstr(query, "uploadId=") && !strcmp(x->method, "POST")
-                       ? "application/xml"
-                       : "application/octet-stream") < 0))
+    if ((e = s3_request_headers(x, buf_str(&auth), date, payload, query)) < 0)
         goto out;
     curl_easy_setopt(x->easy, CURLOPT_URL, buf_str(&url));
     curl_easy_setopt(x->easy, CURLOPT_HTTPHEADER, x->headers);
-    e = 0;
 out:
     buf_free(&path);
     buf_free(&enc);
