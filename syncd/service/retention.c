@@ -7,6 +7,9 @@
  *   one every restore would pick.
  * - Removing is a forget record, write-once, per snapshot: never a shared
  *   list that forgets would rewrite.
+ * - A rule that cannot decide keeps: keep_best that cannot read the newest
+ *   checkpoint's trainer_state.json keeps every checkpoint (a forget is
+ *   for ever; a kept snapshot costs only space until the next pass).
  */
 #include <errno.h>
 #include <math.h>

@@ -114,11 +114,15 @@ for s in 10 20 30 40 50 60; do NID[$s]=$(snap nan "$T/src/nan/checkpoint-$s" "$s
 
 step "forget ranks by the file: best_model_checkpoint and the best kept, a NaN metric last"
 expect_decision "kept 20 30 60 | forgot 10 40 50" --run nan --keep-last 1 --keep-best 2
-python3 - "$T/f.json" <<'PY' || die "the reasons"
+python3 - "$T/f.json" <<'PY' || die "the reasons, or forget --json is not strict JSON"
 import json, sys
-act = {x["step"]: x["why"] for x in json.load(open(sys.argv[1]))["runs"][0]["snapshots"]}
+def strict(tok):
+    raise ValueError(f"forget --json wrote {tok}")
+snaps = json.load(open(sys.argv[1]), parse_constant=strict)["runs"][0]["snapshots"]
+act = {x["step"]: x["why"] for x in snaps}
 assert "best_model_checkpoint" in act[20], act
 assert act[30].startswith("keep-best 2: eval_loss = 0.5"), act
+assert [x.get("metric", "absent") for x in snaps if x["step"] == 40] == [None], snaps
 PY
 grep -q "has no trainer_state.json\|keeps nothing" "$T/f.err" && { cat "$T/f.err"; die "keep_best warned on a readable file"; }
 # all but one ranked: the NaN is the one left out
