@@ -219,9 +219,34 @@ bad:
     return NULL;
 }
 
+/* Python's json.dumps writes a non-finite float as NaN, Infinity or
+ * -Infinity (and Hugging Face's trainer_state.json has them: a NaN
+ * grad_norm); exactly these tokens are read as numbers, nothing looser. */
+static struct jnode *jr_nonfinite(struct jr *r)
+{
+    static const struct {
+        const char *word;
+        double v;
+    } words[] = {{"NaN", NAN}, {"Infinity", INFINITY}, {"-Infinity", -INFINITY}};
+    for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++) {
+        size_t n = strlen(words[i].word);
+        if ((size_t)(r->end - r->p) < n || memcmp(r->p, words[i].word, n) != 0)
+            continue;
+        r->p += n;
+        struct jnode *node = jr_node(r, J_NUM);
+        if (node)
+            node->num = words[i].v;
+        return node;
+    }
+    jr_fail(r, "unexpected character", CKS_E_FORMAT);
+    return NULL;
+}
+
 static struct jnode *jr_number(struct jr *r)
 {
     const char *s = r->p;
+    if (r->end - r->p >= 2 && r->p[0] == '-' && r->p[1] == 'I')
+        return jr_nonfinite(r);
     if (r->p < r->end && *r->p == '-')
         r->p++;
     if (r->p >= r->end || *r->p < '0' || *r->p > '9')
@@ -297,6 +322,9 @@ static struct jnode *jr_value(struct jr *r, int depth)
         return jr_word(r, "false", J_BOOL, false);
     case 'n':
         return jr_word(r, "null", J_NULL, false);
+    case 'N':
+    case 'I':
+        return jr_nonfinite(r);
     case '"': {
         char *s = jr_string(r);
         struct jnode *n = s ? jr_node(r, J_STR) : NULL;

@@ -1,7 +1,8 @@
 /*
- * jsonread.h — a small, bounded JSON reader (RFC 8259) for documents the
- * CLI receives from the daemon.  It builds a tree in one allocation-light
- * pass and lets the caller look values up by key.
+ * jsonread.h — a small, bounded JSON reader (RFC 8259) for the documents
+ * the CLI receives from the daemon, safetensors headers and Hugging Face's
+ * trainer_state.json.  It builds a tree in one allocation-light pass and
+ * lets the caller look values up by key.
  *
  *   struct jnode *root;
  *   jsonread_parse(text, len, &root, &err);
@@ -11,9 +12,12 @@
  *
  * Limits: depth 64, 1,000,000 nodes, strings as given (\u escapes decoded
  * to UTF-8, surrogate pairs joined; a lone surrogate is an error).
- * Numbers are kept as doubles.  Lookups on a NULL or mistyped node return
- * NULL / 0 / the default, so chains need no checks.  Not thread-safe per
- * tree; trees are independent.
+ * Numbers are kept as doubles.  Beyond RFC 8259, the tokens NaN, Infinity
+ * and -Infinity are numbers, as Python's json module writes and reads them
+ * (exactly these spellings); so is an exponent too large for a double
+ * (+-inf).  A caller that needs a finite number checks isfinite().  Lookups on a NULL or mistyped
+ * node return NULL / 0 / the default, so chains need no checks.  Not thread-safe per tree; trees
+ * are independent.
  */
 #ifndef CKS_JSONREAD_H
 #define CKS_JSONREAD_H

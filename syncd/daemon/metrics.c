@@ -14,6 +14,12 @@
  *   request head is in and written as the socket accepts it; then the
  *   connection closes (no keep-alive: Prometheus reconnects cheaply, and
  *   a closed connection cannot hold a slot).
+ * - No client can lock scrapes out (the endpoint is on loopback TCP, open
+ *   to every local user): the backlog is SOMAXCONN, each wakeup accepts
+ *   all of it, and when the table is full the connection idle the longest
+ *   (no byte read or sent) is closed to make room, as the control socket
+ *   does.  A scrape sends its request at once and is answered on the spot,
+ *   so only connections that hold a slot without talking are closed.
  * - Series follow Prometheus naming: ckptsync_ prefix, base units,
  *   _total for counters, labels only region, run, operation and result.
  */
@@ -25,11 +31,11 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "base/config.h"
 #include "base/log.h"
+#include "base/mstime.h"
 #include "daemon/metrics.h"
 
 struct metrics_region {
@@ -295,7 +301,8 @@ struct hconn {
     size_t in_len;
     struct buf out;
     size_t out_off;
-    int64_t since_ms;
+    int64_t since_ms; /* accepted: METRICS_IDLE_MS bounds its whole life */
+    uint64_t active;  /* s->activity at its last byte read or sent (or accept) */
 };
 
 struct metrics_server {
@@ -304,14 +311,9 @@ struct metrics_server {
     metrics_render_fn render;
     void *ud;
     struct hconn *conns[METRICS_MAX_CONNS];
+    uint64_t activity;     /* counts accepts, reads and sends: orders idleness exactly */
+    int64_t evict_warn_ms; /* the next eviction to log */
 };
-
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static int srv_listen(struct metrics_server *s, const char *addr, struct buf *err)
 {
@@ -338,7 +340,7 @@ static int srv_listen(struct metrics_server *s, const char *addr, struct buf *er
     }
     s->lfd = socket(l.family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (s->lfd < 0 || setsockopt(s->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
-        bind(s->lfd, (struct sockaddr *)&ss, len) < 0 || listen(s->lfd, 16) < 0) {
+        bind(s->lfd, (struct sockaddr *)&ss, len) < 0 || listen(s->lfd, SOMAXCONN) < 0) {
         int e = -errno;
         buf_printf(err, "metrics address %s: %s", addr, strerror(-e));
         return e;
@@ -402,22 +404,46 @@ unsigned metrics_server_port(const struct metrics_server *s)
     return s ? s->port : 0;
 }
 
+/* A free slot for a new connection; when every one is taken, the
+ * connection idle the longest is closed to make room. */
+static size_t srv_slot(struct metrics_server *s)
+{
+    size_t old = 0;
+    for (size_t i = 0; i < METRICS_MAX_CONNS; i++) {
+        if (!s->conns[i])
+            return i;
+        if (s->conns[i]->active < s->conns[old]->active)
+            old = i;
+    }
+    int64_t now = mstime_mono();
+    if (now >= s->evict_warn_ms) {
+        log_warn("metrics endpoint: %d connections, the most it takes; closing the ones idle "
+                 "longest to make room",
+                 METRICS_MAX_CONNS);
+        s->evict_warn_ms = now + 60000;
+    }
+    hc_close(s, old);
+    return old;
+}
+
+/* Takes every client waiting in the backlog. */
 static void srv_accept(struct metrics_server *s)
 {
     for (;;) {
         int fd = accept4(s->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0 && (errno == EINTR || errno == ECONNABORTED))
+            continue;
         if (fd < 0)
             return;
-        size_t i = 0;
-        while (i < METRICS_MAX_CONNS && s->conns[i])
-            i++;
-        struct hconn *c = i < METRICS_MAX_CONNS ? calloc(1, sizeof(*c)) : NULL;
+        size_t i = srv_slot(s);
+        struct hconn *c = calloc(1, sizeof(*c));
         if (!c) {
             close(fd); /* a scraper retries; the loop is never held up */
             continue;
         }
         c->fd = fd;
-        c->since_ms = mono_ms();
+        c->since_ms = mstime_mono();
+        c->active = ++s->activity;
         s->conns[i] = c;
         struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
         if (epoll_ctl(s->ep, EPOLL_CTL_ADD, fd, &ev) < 0)
@@ -503,6 +529,7 @@ static void hc_read(struct metrics_server *s, size_t i)
         return;
     }
     c->in_len += (size_t)n;
+    c->active = ++s->activity;
     if (head_complete(c->in, c->in_len))
         hc_request(s, c);
     else if (c->in_len >= sizeof(c->in) - 1)
@@ -519,6 +546,7 @@ static void hc_write(struct metrics_server *s, size_t i)
         if (n <= 0)
             break;
         c->out_off += (size_t)n;
+        c->active = ++s->activity;
     }
     /* Unread request bytes would make close() send a reset that can
      * overtake the answer: read them away first (what is queued now). */
@@ -552,7 +580,7 @@ void metrics_server_tick(struct metrics_server *s)
 {
     if (!s)
         return;
-    int64_t now = mono_ms();
+    int64_t now = mstime_mono();
     for (size_t i = 0; i < METRICS_MAX_CONNS; i++)
         if (s->conns[i] && now - s->conns[i]->since_ms >= METRICS_IDLE_MS)
             hc_close(s, i);

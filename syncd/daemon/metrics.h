@@ -25,8 +25,11 @@
  * The server is deliberately small: it accepts without blocking, reads one
  * request of at most METRICS_REQUEST_MAX bytes, answers it (GET or HEAD
  * /metrics: 200; another path: 404; another method: 405; an oversized or
- * malformed request: 400) and closes the connection; a connection idle for
- * METRICS_IDLE_MS is closed; at most METRICS_MAX_CONNS at once.
+ * malformed request: 400) and closes the connection; a connection still
+ * open METRICS_IDLE_MS after it was accepted is closed; at most
+ * METRICS_MAX_CONNS at once, and a new one closes the one idle the
+ * longest when they are all taken (idle connections cannot lock scrapes
+ * out).
  */
 #ifndef CKS_METRICS_H
 #define CKS_METRICS_H
@@ -115,7 +118,7 @@ void metrics_server_free(struct metrics_server *s);
 /* Handles the epoll event whose data.ptr is tag; false when tag is not the
  * server's (so the caller looks further). */
 bool metrics_server_event(struct metrics_server *s, void *tag);
-/* Closes connections idle for METRICS_IDLE_MS. */
+/* Closes connections accepted METRICS_IDLE_MS ago or earlier. */
 void metrics_server_tick(struct metrics_server *s);
 /* The port it listens on (useful with port 0 in tests). */
 unsigned metrics_server_port(const struct metrics_server *s);

@@ -7,8 +7,12 @@
  *   one every restore would pick.
  * - Removing is a forget record, write-once, per snapshot: never a shared
  *   list that forgets would rewrite.
+ * - A rule that cannot decide keeps: keep_best that cannot read the newest
+ *   checkpoint's trainer_state.json keeps every checkpoint (a forget is
+ *   for ever; a kept snapshot costs only space until the next pass).
  */
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -89,42 +93,81 @@ static int ts_chunk(void *ud, const struct fetch_job *j, const uint8_t *data, si
     return 0;
 }
 
-/* The trainer_state.json of snapshot id, parsed.  -ENOENT without one. */
-static int trainer_state(struct repo *r, const char *run, const char *id, struct jnode **ret,
-                         struct buf *err)
+/* The trainer_state.json at the top of checkpoint m ("trainer_state.json"
+ * or "checkpoint-N/trainer_state.json": paths start with the root's
+ * name), or NULL. */
+static const struct mfile *ts_entry(const struct manifest *m)
+{
+    for (size_t i = 0; i < m->nfiles; i++) {
+        const char *p = m->files[i].path, *slash = strchr(p, '/');
+        if (m->files[i].type == MFILE_REG &&
+            (!strcmp(p, TRAINER_STATE) || (slash && !strcmp(slash + 1, TRAINER_STATE))))
+            return &m->files[i];
+    }
+    return NULL;
+}
+
+/* Whether snapshot id has a trainer_state.json: 1, 0, or an error. */
+static int ts_present(struct repo *r, const char *run, const char *id, struct buf *err)
 {
     struct manifest m;
-    const struct mfile *f = NULL;
     int e = restore_find(r, run, id, &m, NULL, err);
     if (e < 0)
         return e;
-    /* at the top of the checkpoint: "trainer_state.json" or
-     * "checkpoint-N/trainer_state.json" (paths start with the root's name) */
-    for (size_t i = 0; i < m.nfiles && !f; i++) {
-        const char *p = m.files[i].path, *slash = strchr(p, '/');
-        if (m.files[i].type == MFILE_REG &&
-            (!strcmp(p, TRAINER_STATE) || (slash && !strcmp(slash + 1, TRAINER_STATE))))
-            f = &m.files[i];
-    }
-    if (!f || f->size > TRAINER_STATE_MAX) {
-        manifest_free(&m);
-        return -ENOENT;
-    }
-    struct tsbuf b = {.data = malloc(f->size ? f->size : 1), .m = &m, .f = f};
+    e = ts_entry(&m) != NULL;
+    manifest_free(&m);
+    return e;
+}
+
+/* Fetches file f of m (at most TRAINER_STATE_MAX bytes) and parses it. */
+static int ts_read(struct repo *r, const struct manifest *m, const struct mfile *f,
+                   struct jnode **ret, struct buf *err)
+{
+    struct tsbuf b = {.data = malloc(f->size ? f->size : 1), .m = m, .f = f};
     struct fetch_job *jobs = calloc(f->nchunks ? f->nchunks : 1, sizeof(*jobs));
     struct fetch_stats st = {0};
-    e = b.data && jobs ? 0 : -ENOMEM;
+    int e = b.data && jobs ? 0 : -ENOMEM;
     for (size_t k = 0; e == 0 && k < f->nchunks; k++) {
-        jobs[k].id = m.chunks[f->first_chunk + k].id;
-        jobs[k].len = m.chunks[f->first_chunk + k].len;
+        jobs[k].id = m->chunks[f->first_chunk + k].id;
+        jobs[k].len = m->chunks[f->first_chunk + k].len;
         jobs[k].tag = f->first_chunk + k;
     }
     if (e == 0)
         e = fetch_run(r, jobs, f->nchunks, 0, ts_chunk, &b, &st, err);
-    if (e == 0)
-        e = jsonread_parse((const char *)b.data, f->size, ret, err);
+    if (e == 0) {
+        struct buf why = BUF_INIT;
+        e = jsonread_parse((const char *)b.data, f->size, ret, &why);
+        if (e < 0)
+            buf_printf(err, "not valid JSON (%s)", buf_str(&why));
+        buf_free(&why);
+    } else if (e == -ENOMEM)
+        buf_printf(err, "out of memory for %llu bytes", (unsigned long long)f->size);
     free(jobs);
     free(b.data);
+    return e;
+}
+
+/* The trainer_state.json of snapshot id, parsed.  -ENOENT when the
+ * checkpoint has none (err empty); CKS_E_LIMIT when it is larger than
+ * TRAINER_STATE_MAX; another error when it cannot be fetched or parsed.
+ * err says why. */
+static int trainer_state(struct repo *r, const char *run, const char *id, struct jnode **ret,
+                         struct buf *err)
+{
+    struct manifest m;
+    int e = restore_find(r, run, id, &m, NULL, err);
+    if (e < 0)
+        return e;
+    const struct mfile *f = ts_entry(&m);
+    if (!f)
+        e = -ENOENT;
+    else if (f->size > TRAINER_STATE_MAX) {
+        buf_printf(err, "%llu bytes, larger than the %u MiB keep_best reads",
+                   (unsigned long long)f->size, TRAINER_STATE_MAX >> 20);
+        e = CKS_E_LIMIT;
+    } else {
+        e = ts_read(r, &m, f, ret, err);
+    }
     manifest_free(&m);
     return e;
 }
@@ -140,50 +183,94 @@ static int64_t checkpoint_step(const char *path)
     return *end || v < 0 ? -1 : (int64_t)v;
 }
 
+/* Best first; a NaN metric ranks last whichever way is better. */
+static int metric_cmp(const void *a, const void *b, bool max)
+{
+    double x = (*(struct retention_item *const *)a)->metric,
+           y = (*(struct retention_item *const *)b)->metric;
+    if (isnan(x) || isnan(y))
+        return isnan(x) - isnan(y);
+    if (max) {
+        double t = x;
+        x = y;
+        y = t;
+    }
+    return x < y ? -1 : x > y;
+}
+
 static int metric_cmp_min(const void *a, const void *b)
 {
-    const struct retention_item *x = *(struct retention_item *const *)a,
-                                *y = *(struct retention_item *const *)b;
-    return x->metric < y->metric ? -1 : x->metric > y->metric;
+    return metric_cmp(a, b, false);
 }
 
 static int metric_cmp_max(const void *a, const void *b)
 {
-    return -metric_cmp_min(a, b);
+    return metric_cmp(a, b, true);
 }
 
-static void rule_best(struct repo *r, struct retention_plan *p, const struct retention_policy *pol)
+/* keep_best cannot rank the run's checkpoints (why): it keeps every one,
+ * rather than let the other rules remove the best. */
+static void best_keep_all(struct retention_plan *p, const struct retention_item *src,
+                          const char *why)
 {
-    struct jnode *js = NULL;
-    struct buf err = BUF_INIT;
-    const struct retention_item *src = NULL;
-    for (size_t i = 0; i < p->n && !js; i++) {
-        if (p->v[i].step < 0)
+    log_warn("keep_best: run '%s': %s of snapshot %s (step %lld): %s; keeping every checkpoint, "
+             "since none can be ranked",
+             p->run, TRAINER_STATE, src->id, (long long)src->step, why);
+    for (size_t i = 0; i < p->n; i++)
+        if (p->v[i].step >= 0)
+            keep(&p->v[i], "keep-best cannot rank: %s of step %lld: %s", TRAINER_STATE,
+                 (long long)src->step, why);
+}
+
+/* The newest checkpoint src has no trainer_state.json: if an older one
+ * has (or may have), src should have had it too, and everything is kept;
+ * if none has, keep_best has nothing to rank in this run. */
+static void best_missing(struct repo *r, struct retention_plan *p, const struct retention_item *src)
+{
+    struct buf err = BUF_INIT, why = BUF_INIT;
+    for (size_t i = 0; i < p->n && !why.len; i++) {
+        if (p->v[i].step < 0 || &p->v[i] == src)
             continue;
-        int e = trainer_state(r, p->run, p->v[i].id, &js, &err);
-        if (e == 0)
-            src = &p->v[i];
-        else if (e != -ENOENT)
-            log_warn("keep_best: reading %s of snapshot %s: %s", TRAINER_STATE, p->v[i].id,
-                     buf_str(&err));
+        int e = ts_present(r, p->run, p->v[i].id, &err);
+        if (e < 0)
+            buf_printf(&why, "it has none, and whether older snapshot %s has one is unknown (%s)",
+                       p->v[i].id, buf_str(&err));
+        else if (e > 0)
+            buf_printf(&why, "it has none, but older snapshot %s (step %lld) has one", p->v[i].id,
+                       (long long)p->v[i].step);
         buf_reset(&err);
-        if (e != -ENOENT)
-            break; /* only the newest checkpoint's state is consulted */
     }
-    buf_free(&err);
-    if (!js) {
-        log_warn("keep_best: run '%s' has no %s in its newest checkpoint; the rule keeps nothing",
+    if (why.len)
+        best_keep_all(p, src, buf_str(&why));
+    else
+        log_warn("keep_best: run '%s': no checkpoint has a %s; the rule has nothing to rank",
                  p->run, TRAINER_STATE);
-        return;
-    }
+    buf_free(&err);
+    buf_free(&why);
+}
+
+/* A log_history step as an item step: a whole, non-negative number. */
+static bool history_step(const struct jnode *h, int64_t *ret)
+{
+    double v = jnode_num(jnode_get(h, "step"), -1);
+    if (!(v >= 0 && v < 9e18) || v != (double)(int64_t)v)
+        return false;
+    *ret = (int64_t)v;
+    return true;
+}
+
+/* Ranks the run's checkpoints by best_metric in js (the state src wrote). */
+static void best_rank(struct retention_plan *p, const struct retention_policy *pol,
+                      const struct jnode *js, const struct retention_item *src)
+{
     const struct jnode *hist = jnode_get(js, "log_history");
     for (size_t k = 0; k < jnode_len(hist); k++) {
         const struct jnode *h = jnode_at(hist, k), *mv = jnode_get(h, pol->best_metric);
-        double step = jnode_num(jnode_get(h, "step"), -1);
-        if (!mv || mv->type != J_NUM || step < 0)
+        int64_t step;
+        if (!mv || mv->type != J_NUM || !history_step(h, &step))
             continue;
         for (size_t i = 0; i < p->n; i++)
-            if (p->v[i].step == (int64_t)step) {
+            if (p->v[i].step == step) {
                 p->v[i].has_metric = true;
                 p->v[i].metric = mv->num;
             }
@@ -195,16 +282,45 @@ static void rule_best(struct repo *r, struct retention_plan *p, const struct ret
             keep(&p->v[i], "best_model_checkpoint of %s (%s)", TRAINER_STATE, src->id);
     struct retention_item **rank = calloc(p->n ? p->n : 1, sizeof(*rank));
     size_t nr = 0;
-    for (size_t i = 0; rank && i < p->n; i++)
+    if (!rank) {
+        best_keep_all(p, src, "out of memory to rank them");
+        return;
+    }
+    for (size_t i = 0; i < p->n; i++)
         if (p->v[i].has_metric)
             rank[nr++] = &p->v[i];
-    if (rank && nr)
+    if (nr)
         qsort(rank, nr, sizeof(*rank), pol->best_max ? metric_cmp_max : metric_cmp_min);
-    for (size_t k = 0; rank && k < nr && k < pol->keep_best; k++)
+    for (size_t k = 0; k < nr && k < pol->keep_best; k++)
         keep(rank[k], "keep-best %u: %s = %g (#%zu)", pol->keep_best, pol->best_metric,
              rank[k]->metric, k + 1);
     free(rank);
+}
+
+/* keep_best reads the newest checkpoint's trainer_state.json only (an
+ * older one knows nothing of the newer steps).  When that file cannot be
+ * read, is too large, or is missing while an older checkpoint has one,
+ * nothing can be ranked and every checkpoint is kept: a policy that
+ * cannot decide must not let the other rules remove the best. */
+static void rule_best(struct repo *r, struct retention_plan *p, const struct retention_policy *pol)
+{
+    struct jnode *js = NULL;
+    struct buf err = BUF_INIT;
+    const struct retention_item *src = NULL;
+    for (size_t i = 0; i < p->n && !src; i++)
+        if (p->v[i].step >= 0)
+            src = &p->v[i];
+    if (!src)
+        return;
+    int e = trainer_state(r, p->run, src->id, &js, &err);
+    if (e == 0)
+        best_rank(p, pol, js, src);
+    else if (e == -ENOENT)
+        best_missing(r, p, src);
+    else
+        best_keep_all(p, src, buf_str(&err)[0] ? buf_str(&err) : err_str(e));
     jsonread_free(js);
+    buf_free(&err);
 }
 
 /* ---- the plan ----------------------------------------------------------- */

@@ -12,7 +12,12 @@
  *     keep_within D: taken at most D before the newest snapshot;
  *   - keep_best M: among the M best by best_metric, read from the newest
  *     checkpoint's trainer_state.json (Hugging Face: log_history entries
- *     of the snapshot's step; best_model_checkpoint is always kept);
+ *     of the snapshot's step, NaN ranked last; best_model_checkpoint is
+ *     always kept).  It fails safe: when that file cannot be read (not
+ *     JSON, over 64 MiB, not fetched, or missing while an older
+ *     checkpoint has one), nothing can be ranked and every checkpoint is
+ *     kept, with a warning naming the snapshot and the reason; a run
+ *     without any trainer_state.json has nothing to rank;
  *   - snapshots without a step (logs, configs: one "unit" per root) keep
  *     the newest max(N, 1) of each root, and those within D.
  * A policy with no rule keeps everything.  Deciding reads the regions'

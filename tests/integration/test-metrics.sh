@@ -6,8 +6,9 @@
 # reported after a restore the CLI told the daemon about (bytes, files,
 # seconds, their rate; a failed restore counted apart), while a restore
 # with no daemon, or one that never answers, is not held up.  Also: promtool lints the
-# exposition, other paths and methods are refused, and the node_exporter
-# textfile is written whole.
+# exposition, other paths and methods are refused, 40 idle connections
+# held open do not lock scrapes out, and the node_exporter textfile is
+# written whole.
 . "$(dirname "$0")/lib.sh"
 command -v prometheus > /dev/null || skip "prometheus is not installed (deploy/deps.sh --test installs Debian's package)"
 command -v curl > /dev/null || skip "curl is not installed"
@@ -36,6 +37,31 @@ fi
 [ "$(curl -s -o /dev/null -w '%{http_code}' "$URL/")" = 404 ] || die "/ is not 404"
 [ "$(curl -s -o /dev/null -w '%{http_code}' -X POST "$URL/metrics")" = 405 ] || die "POST is not 405"
 grep -q "serving Prometheus metrics on 127.0.0.1:$MP" "$T/daemon.log" || die "the endpoint is not logged"
+
+step "another local user holds 40 idle connections: 5 scrapes all get through"
+python3 - "$MP" > "$T/idle.log" 2>&1 <<'EOF2' &
+import socket, sys, time
+conns = [socket.create_connection(("127.0.0.1", int(sys.argv[1]))) for _ in range(40)]
+print("holding", len(conns), flush=True)
+time.sleep(600)   # sends nothing, reads nothing
+EOF2
+IDLE_PID=$!
+stop_idle() { kill "$IDLE_PID" 2>/dev/null; wait "$IDLE_PID" 2>/dev/null || true; }
+CKS_CLEANUP_HOOKS+=(stop_idle)
+wait_for 10 grep -q "holding 40" "$T/idle.log" || { cat "$T/idle.log"; die "the idle connections were not made"; }
+ok=0
+for i in 1 2 3 4 5; do
+  if curl -sSf --max-time 10 "$URL/metrics" > "$T/crowded.txt" 2> "$T/crowded.err" &&
+    grep -q '^ckptsync_info{' "$T/crowded.txt"; then
+    ok=$((ok + 1))
+  else
+    echo "    scrape $i: $(cat "$T/crowded.err")"
+  fi
+done
+[ "$ok" = 5 ] || die "$ok of 5 scrapes got through 40 idle connections"
+grep -q "metrics endpoint: 16 connections, the most it takes; closing the ones idle longest" "$T/daemon.log" ||
+  die "the endpoint did not say it closed idle connections"
+stop_idle
 
 step "Prometheus scrapes the daemon every second"
 cat > "$T/prom.yml" <<EOF2

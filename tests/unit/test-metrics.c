@@ -3,7 +3,9 @@
  * numbers: table-driven), the counters (exact under concurrent updates,
  * NULL-safe), and the /metrics endpoint driven through a real epoll set:
  * 200 with the exposition, HEAD, 404, 405, a malformed and an oversized
- * request, and an idle connection left alone until it talks.
+ * request, and an idle connection left alone until it talks; 40 idle
+ * connections held open do not lock scrapes out (the ones idle longest
+ * make room).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -318,12 +320,82 @@ static void test_server(void **state)
     buf_free(&out);
 }
 
+static int loopback_connect(unsigned port)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    return fd;
+}
+
+/* Handles the server's pending events until there are none. */
+static void pump(struct metrics_server *s, int ep)
+{
+    struct epoll_event evs[8];
+    int n;
+    while ((n = epoll_wait(ep, evs, 8, 0)) > 0)
+        for (int k = 0; k < n; k++)
+            assert_true(metrics_server_event(s, evs[k].data.ptr));
+}
+
+/* true when the server has closed fd (EOF), false while it is open. */
+static bool closed_by_server(int fd)
+{
+    char b;
+    ssize_t n = recv(fd, &b, 1, MSG_DONTWAIT);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+}
+
+/* Any local user can open the endpoint: 40 connections that never send a
+ * byte, then 5 scrapes.  Every scrape is answered; each new connection
+ * beyond METRICS_MAX_CONNS closed the one idle the longest. */
+static void test_server_crowded(void **state)
+{
+    enum { IDLE = 40, SCRAPES = 5 };
+    struct metrics_server *s;
+    struct buf err = BUF_INIT, out = BUF_INIT;
+    char addr[32];
+    int idle[IDLE];
+    unsigned port = free_port();
+    int ep = epoll_create1(EPOLL_CLOEXEC);
+    (void)state;
+    snprintf(addr, sizeof(addr), "127.0.0.1:%u", port);
+    assert_int_equal(metrics_server_new(addr, ep, render, NULL, &s, &err), 0);
+    for (int i = 0; i < IDLE; i++) {
+        idle[i] = loopback_connect(port);
+        pump(s, ep);
+    }
+    static const char get[] = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
+    for (int k = 0; k < SCRAPES; k++) {
+        exchange(s, ep, port, get, strlen(get), &out);
+        if (!strstr(buf_str(&out), "HTTP/1.1 200 OK\r\n") ||
+            !strstr(buf_str(&out), "ckptsync_test 7"))
+            fail_msg("scrape %d behind %d idle connections: got '%s'", k + 1, IDLE, buf_str(&out));
+    }
+    /* the oldest went first: the first scrape closed one more, the others
+     * took the slot the one before them left (a scrape closes when done) */
+    int first_open = IDLE - METRICS_MAX_CONNS + 1;
+    for (int i = 0; i < IDLE; i++) {
+        if (closed_by_server(idle[i]) != (i < first_open))
+            fail_msg("idle connection %d of %d: %s", i + 1, IDLE,
+                     i < first_open ? "still open" : "closed, though newer ones were idle longer");
+        close(idle[i]);
+    }
+    metrics_server_free(s);
+    close(ep);
+    buf_free(&err);
+    buf_free(&out);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_labels), cmocka_unit_test(test_values),
         cmocka_unit_test(test_family), cmocka_unit_test(test_counters),
-        cmocka_unit_test(test_server),
+        cmocka_unit_test(test_server), cmocka_unit_test(test_server_crowded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
