@@ -51,9 +51,10 @@ struct fe {
     size_t prepares, runs, file_reads;
     bool bad_id;       /* a run saw an id that is not the SHA-256 of its bytes */
     bool unprepared;   /* a run of a job prepare did not see */
-    size_t fail_run;   /* the nth run (1-based) fails; 0: none */
-    char tamper[512];  /* appended to at the first run of each read, while */
-    int tamper_left;   /* this is above 0 */
+    bool fail_later;   /* every run but a file's first chunk's fails */
+    char tamper[512];  /* written at the first run of each read, while */
+    int tamper_left;   /* this is above 0: a byte appended, or */
+    bool in_place;     /* one byte overwritten (the size stays) */
     uint32_t need;     /* reuse_need's answer */
     bool record_files; /* file_read records the identity, as the CLI does */
     size_t napplied;
@@ -85,20 +86,21 @@ static int fe_run(struct ingcore_job *j, size_t thread)
     (void)thread;
     hash_sha256(j->raw.data, j->raw.len, want);
     pthread_mutex_lock(&f->mu);
-    size_t n = ++f->runs;
+    f->runs++;
     f->bad_id |= memcmp(want, j->id, HASH_LEN) != 0;
     f->unprepared |= !((struct fjob *)j)->prepared;
     ((struct fjob *)j)->prepared = false;
     if (f->tamper_left > 0 && j->off == 0) { /* a writer, mid-read */
-        int fd = open(f->tamper, O_WRONLY | O_APPEND);
-        if (fd >= 0 && write(fd, "!", 1) == 1)
+        int fd = open(f->tamper, O_WRONLY | (f->in_place ? 0 : O_APPEND));
+        if (fd >= 0 && (f->in_place ? pwrite(fd, "!", 1, 100) : write(fd, "!", 1)) == 1)
             f->tamper_left--;
         if (fd >= 0)
             close(fd);
     }
     pthread_mutex_unlock(&f->mu);
-    if (n == f->fail_run) {
-        snprintf(j->msg, sizeof(j->msg), "fake upload of chunk %zu failed", n);
+    if (f->fail_later && j->off > 0) {
+        snprintf(j->msg, sizeof(j->msg), "fake upload at offset %llu failed",
+                 (unsigned long long)j->off);
         return -EIO;
     }
     return 0;
@@ -452,6 +454,15 @@ static void test_torn_file(void **state)
     assert_int_equal(fx_pass(x, "r1", 3, 2, NULL), CKS_E_CHANGED);
     assert_int_equal(x->fe.tamper_left, 98);
     assert_non_null(strstr(buf_str(&x->err), "kept changing while it was read (2 attempts)"));
+
+    /* rewritten in place, size unchanged: the identity (mtime, ctime) tells */
+    x->fe.in_place = true;
+    x->fe.tamper_left = 1;
+    assert_int_equal(fx_pass(x, "r1", 4, 1, NULL), CKS_E_CHANGED);
+    x->fe.tamper_left = 1;
+    assert_int_equal(fx_pass(x, "r1", 5, 2, NULL), 0);
+    assert_int_equal(x->c.m.files[1].size, 50002 + 2);
+    check_files(x);
     fx_free(x);
 }
 
@@ -459,9 +470,9 @@ static void test_run_failure(void **state)
 {
     struct fx *x = fx_new(2);
     test_write_file(x->tree, "f.bin", 60000, 5);
-    x->fe.fail_run = 2;
+    x->fe.fail_later = true;
     assert_int_equal(fx_pass(x, "r1", 1, 1, NULL), -EIO);
-    assert_non_null(strstr(buf_str(&x->err), "fake upload of chunk 2 failed"));
+    assert_non_null(strstr(buf_str(&x->err), "fake upload at offset "));
     /* apply saw the failed job, in order */
     assert_true(x->fe.napplied >= 2);
     assert_int_equal(x->fe.errs[0], 0);
