@@ -15,8 +15,10 @@
  *                                      // the jobs still queued
  *
  * Jobs run one at a time, in the order they were submitted, and every
- * accepted job gives exactly one result: room for it is reserved when
- * ingester_submit accepts the job, so none is lost to a failed allocation.
+ * accepted job that runs gives exactly one result: room for it is
+ * reserved when ingester_submit accepts the job, so none is lost to a
+ * failed allocation.  The jobs and results wait in two rings (base/ring.h)
+ * under the ingester's one lock.
  * The ingester copies job and root; it borrows r (the daemon's shared
  * repo: its index, parameters and region slots, read on the terms of
  * service/repo.h; it reads regions only through clones of its own), rp
