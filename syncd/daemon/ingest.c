@@ -47,6 +47,7 @@
 
 #include "base/err.h"
 #include "base/log.h"
+#include "base/ring.h"
 #include "engine/chunkobj.h"
 #include "service/ingcore.h"
 #include "service/unitmark.h"
@@ -81,11 +82,12 @@ struct ingester {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     bool stop;
-    struct ingest_job *jobs;
-    size_t njobs;
+    /* Both under mu.  jobs: submitted, not yet taken (INGEST_MAX_JOBS
+     * reserved at start); done: results not yet polled, with room
+     * reserved for every job accepted (ingester_submit). */
+    struct ring jobs; /* struct ingest_job */
     bool running;
-    struct ingest_done *done;
-    size_t ndone, done_cap;
+    struct ring done;        /* struct ingest_done */
     struct ingest_done *cur; /* the result being made, the thread's */
     /* the chunk pipeline (hash, lookup, encode, buffer) on the pool, with
      * each pool thread's encoder; nijobs chunks in flight (service/ingcore.h) */
@@ -634,7 +636,7 @@ static void ig_finish(struct ingester *ig, const struct ingest_done *d)
 {
     uint64_t one = 1;
     pthread_mutex_lock(&ig->mu);
-    ig->done[ig->ndone++] = *d;
+    ring_push(&ig->done, d); /* cannot fail: its room was reserved */
     ig->running = false;
     pthread_mutex_unlock(&ig->mu);
     if (write(ig->notify_fd, &one, sizeof(one)) < 0)
@@ -674,14 +676,13 @@ static void *ig_main(void *arg)
     struct ingest_done *d = ig->cur;
     for (;;) {
         pthread_mutex_lock(&ig->mu);
-        while (!ig->stop && ig->njobs == 0)
+        while (!ig->stop && ring_len(&ig->jobs) == 0)
             pthread_cond_wait(&ig->cv, &ig->mu);
         if (ig->stop) {
             pthread_mutex_unlock(&ig->mu);
             break;
         }
-        job = ig->jobs[0];
-        memmove(ig->jobs, ig->jobs + 1, --ig->njobs * sizeof(*ig->jobs));
+        ring_pop(&ig->jobs, &job);
         ig->running = true;
         pthread_mutex_unlock(&ig->mu);
         replicator_ingesting(ig->rp, true);
@@ -704,11 +705,14 @@ int ingester_new(struct repo *r, struct replicator *rp, struct metrics *m, const
     ig->m = m;
     ig->notify_fd = notify_fd;
     ig->root = strdup(root);
-    ig->jobs = calloc(INGEST_MAX_JOBS, sizeof(*ig->jobs));
+    ig->jobs = (struct ring)RING_INIT(sizeof(struct ingest_job));
+    ig->done = (struct ring)RING_INIT(sizeof(struct ingest_done));
     ig->cur = malloc(sizeof(*ig->cur));
     pthread_mutex_init(&ig->mu, NULL);
     pthread_cond_init(&ig->cv, NULL);
-    int pe = ig->root && ig->jobs && ig->cur ? pool_new(repo_workers(r), &ig->pool) : -ENOMEM;
+    int pe = ig->root && ig->cur && ring_reserve(&ig->jobs, INGEST_MAX_JOBS) == 0
+                 ? pool_new(repo_workers(r), &ig->pool)
+                 : -ENOMEM;
     if (pe == 0) {
         /* two jobs a thread, each holding a chunk, within a quarter of the budget */
         size_t threads = pool_size(ig->pool);
@@ -771,8 +775,8 @@ void ingester_free(struct ingester *ig)
     free(ig->z);
     free(ig->objs);
     free(ig->envs);
-    free(ig->jobs);
-    free(ig->done);
+    ring_free(&ig->jobs);
+    ring_free(&ig->done);
     free(ig->cur);
     free(ig->root);
     free(ig);
@@ -783,23 +787,15 @@ int ingester_submit(struct ingester *ig, const struct ingest_job *job)
     int e = 0;
     pthread_mutex_lock(&ig->mu);
     /* every job accepted, queued or running, has its result's room */
-    size_t need = ig->ndone + ig->njobs + 2;
-    if (need > ig->done_cap) {
-        size_t cap = ig->done_cap ? ig->done_cap : 16;
+    size_t need = ring_len(&ig->done) + ring_len(&ig->jobs) + 2;
+    if (need > ring_cap(&ig->done)) {
+        size_t cap = ring_cap(&ig->done) ? ring_cap(&ig->done) : 16;
         while (cap < need)
             cap *= 2;
-        struct ingest_done *v = realloc(ig->done, cap * sizeof(*v));
-        if (v) {
-            ig->done = v;
-            ig->done_cap = cap;
-        } else {
-            e = -ENOMEM;
-        }
+        e = ring_reserve(&ig->done, cap);
     }
-    if (e == 0 && ig->njobs == INGEST_MAX_JOBS)
-        e = -EAGAIN;
-    else if (e == 0)
-        ig->jobs[ig->njobs++] = *job;
+    if (e == 0 && ring_push(&ig->jobs, job) < 0)
+        e = -EAGAIN; /* INGEST_MAX_JOBS wait already */
     pthread_cond_broadcast(&ig->cv);
     pthread_mutex_unlock(&ig->mu);
     return e;
@@ -807,13 +803,8 @@ int ingester_submit(struct ingester *ig, const struct ingest_job *job)
 
 int ingester_poll(struct ingester *ig, struct ingest_done *ret)
 {
-    int got = 0;
     pthread_mutex_lock(&ig->mu);
-    if (ig->ndone) {
-        *ret = ig->done[0];
-        memmove(ig->done, ig->done + 1, --ig->ndone * sizeof(*ig->done));
-        got = 1;
-    }
+    int got = ring_pop(&ig->done, ret);
     pthread_mutex_unlock(&ig->mu);
     return got;
 }
@@ -821,7 +812,7 @@ int ingester_poll(struct ingester *ig, struct ingest_done *ret)
 size_t ingester_busy(struct ingester *ig)
 {
     pthread_mutex_lock(&ig->mu);
-    size_t n = ig->njobs + ig->running;
+    size_t n = ring_len(&ig->jobs) + ig->running;
     pthread_mutex_unlock(&ig->mu);
     return n;
 }

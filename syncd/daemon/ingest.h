@@ -4,17 +4,36 @@
  * and cut them once, and enqueue the snapshot for every region in one
  * index transaction.  The replicator does the uploads.
  *
- *   ingester_new(repo, rp, m, root, notify_fd, &ig);   // m: metrics or NULL
- *   ingester_submit(ig, &job);          // from the event loop
- *   while (ingester_poll(ig, &done)) ...// after notify_fd fired
- *   ingester_free(ig);                  // stops after the current unit
+ *   ingester_new(r, rp, m, root, notify_fd, &ig);  // m: metrics or NULL;
+ *                                      // starts the thread and its pool
+ *   ingester_submit(ig, &job);         // from the event loop; -EAGAIN when
+ *                                      // 4096 jobs wait already
+ *   ... notify_fd (an eventfd) is written once per finished job ...
+ *   while (ingester_poll(ig, &done) == 1) ...   // results, in job order
+ *   ingester_busy(ig);                 // jobs queued or running
+ *   ingester_free(ig);                 // waits for the unit in hand, drops
+ *                                      // the jobs still queued
+ *
+ * Jobs run one at a time, in the order they were submitted, and every
+ * accepted job that runs gives exactly one result: room for it is
+ * reserved when ingester_submit accepts the job, so none is lost to a
+ * failed allocation.  The jobs and results wait in two rings (base/ring.h)
+ * under the ingester's one lock.
+ * The ingester copies job and root; it borrows r (the daemon's shared
+ * repo: its index, parameters and region slots, read on the terms of
+ * service/repo.h; it reads regions only through clones of its own), rp
+ * (its object buffer, and the slots of every region) and m, which must
+ * outlive it.
  *
  * A unit whose content equals its last snapshot is not snapshotted again
  * (done.unchanged, done.id names the existing snapshot).  A file changing
- * during the read restarts the unit (INGEST_RETRIES times).  Once the index
- * is fatal (store/index.h) no unit is taken: done.err is CKS_E_FATAL and
- * done.msg names the failed index.  Thread-safe:
- * submit/poll/queued may be called from the event loop.
+ * during the read restarts the unit (INGEST_RETRIES attempts in all).
+ * Once the index is fatal (store/index.h) no unit is taken: done.err is
+ * CKS_E_FATAL and done.msg names the failed index.
+ *
+ * Thread-safe: submit, poll and busy may be called from any thread (the
+ * event loop calls them); new and free from the thread that owns the
+ * ingester.
  */
 #ifndef CKS_INGEST_H
 #define CKS_INGEST_H

@@ -1,8 +1,14 @@
 /*
  * restore.h — bring a snapshot back, verified, into a target directory.
  *
- *   restore_find(r, run, id_or_NULL, &m, &err);   // newest or named, parsed
- *   restore_run(r, &opts, &res, &err);
+ *   struct manifest m;
+ *   restore_find(r, run, id_or_NULL, &m, &region_or_NULL, &err);
+ *   ... m parsed and checked; manifest_free(&m) ...
+ *   restore_run(r, &opts, &res, &err);   // finds the snapshot itself
+ *
+ * Without an id, the snapshot is the run's resume point (service/lineage.h,
+ * the one retention never removes): the first of lineage_candidates()
+ * whose manifest some healthy region holds intact.
  *
  * Every chunk is checked against its id (SHA-256) and every file against
  * its whole-file digest.  Chunks are fetched striped over the healthy
@@ -12,11 +18,20 @@
  * root renamed into place at the end (exchanged with an existing one under
  * force, atomically): a failed restore leaves nothing in the target but
  * what was there before, and a killed one at most its staging directory,
- * which the next restore into the target removes.  No path of the manifest can reach
- * outside the target: paths are checked by the parser and every directory
- * is opened with O_NOFOLLOW relative to its parent.
+ * which the next restore into the target removes.  No path of the manifest
+ * can reach outside the target: paths are checked by the parser and every
+ * directory is opened with O_NOFOLLOW relative to its parent.  After the
+ * rename the restored files' identities and the chunks' presence go into
+ * the index (one write transaction), so the next snapshot reads nothing.
  *
- * Not thread-safe: one restore at a time per repo.
+ * Threads: each function does region I/O through r->regions on the
+ * calling thread, which must own them (service/repo.h); restore_find can
+ * mark a region that fails its listing unhealthy.  restore_run starts
+ * threads of its own (fetch parts with cloned region handles, a digest
+ * thread) and joins them before it returns; with workers = 1 it runs on
+ * the calling thread alone.  Two restores may not share a repo at once
+ * (the region handles), but each may run while other threads use the
+ * index.
  */
 #ifndef CKS_RESTORE_H
 #define CKS_RESTORE_H
@@ -29,7 +44,7 @@
 
 struct restore_opts {
     const char *run;
-    const char *id;     /* NULL: the newest committed in any region */
+    const char *id;     /* NULL: the run's resume point (restore_find) */
     const char *target; /* directory; created if missing */
     bool force;         /* replace target/<root> if it exists */
     bool keep_setid;    /* keep setuid/setgid bits (else cleared, and counted) */
@@ -57,8 +72,11 @@ struct restore_result {
  * the region and key.  -ENOENT when the region lacks it. */
 int restore_manifest_in(struct repo *r, size_t i, const char *run, const char *id,
                         struct manifest *ret);
-/* Finds and parses a snapshot's manifest (newest when id is NULL).
- * ret_region (may be NULL) gets the index of the region it came from. */
+/* Finds and parses a snapshot's manifest (the run's resume point when id
+ * is NULL): the first healthy region holding a valid one.  The caller
+ * frees *ret (manifest_free).  ret_region (may be NULL) gets the index of
+ * the region it came from.  -ENOENT when no reachable region has it, with
+ * err saying so; -EINVAL for a bad run name or id. */
 int restore_find(struct repo *r, const char *run, const char *id, struct manifest *ret,
                  size_t *ret_region, struct buf *err);
 int restore_run(struct repo *r, const struct restore_opts *o, struct restore_result *ret,

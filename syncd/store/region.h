@@ -3,14 +3,19 @@
  * The scheduler and the services never know which kind they talk to.
  *
  * Keys are '/'-separated names relative to the region's root (for s3, its
- * prefix); see include/ckptsync/format.h for the layout:
- *   repo, chunks/<2 hex>/<64 hex>, snapshots/<run>/<id>, refs/<run>/latest
+ * prefix); include/ckptsync/format.h has the layout: repo, repo.d/<id>,
+ * keys/..., chunks/<2 hex>/<64 hex>, snapshots/<run>/<id>, commits/<run>/...,
+ * lineage/<run>/..., forget/, handoff/, gc/, intents/, runs/ (encrypted
+ * repositories), probe/ (region_probe_preconditions).
  *
  * Calling sequence:
  *   region_new(&conf, &r, &err);   // checks nothing remote yet
- *   region_check(r, &err);         // reachable and writable? (names the problem)
+ *   region_check(r);               // reachable and writable? (< 0: region_last_error
+ *                                  // names the problem)
+ *   r->slot = ...;                 // the index's slot for it (service/repo.c)
+ *   region_set_seal(r, keys);      // an encrypted repository only
  *   region_put(r, key, data, len); region_get(r, key, max, &buf); ...
- *   region_free(r);
+ *   region_free(r);                // NULL is fine
  *
  * Create-only puts (objects that concurrent instances share and must never
  * overwrite), decided once per region by the caller:
@@ -22,9 +27,19 @@
  * Return values: 0 (has: 1 present / 0 absent), -ENOENT for a missing key,
  * another -errno or CKS_E_* on failure; a human-readable description of the
  * last failure (naming the region and the key or path) is kept in
- * region_last_error(r).  put is durable when it returns 0: a dir region has
- * fsynced file and directory.  A struct region is used by one thread at a
- * time.
+ * region_last_error(r), valid until the next call on r.  put is durable
+ * when it returns 0: a dir region has fsynced file and directory.  The
+ * caller owns every buffer it passes (get replaces out's contents) and
+ * each region_req until region_poll hands it back.
+ *
+ * Threads: a struct region does I/O for one thread at a time (its error
+ * message, request count, sealing scratch buffer and run-name cache are
+ * unguarded); a thread that needs a region of its own clones the handle
+ * (repo_region_clone, service/repo.h).  Exceptions: region_seal only reads
+ * r, so pool threads may call it on a handle another thread uses; and
+ * the fields set before the handle is shared (ops, conf, slot,
+ * preconditions, seal) may be read by any thread.  region_batch runs each op on
+ * a thread of its own, so every op must name a different region.
  */
 #ifndef CKS_REGION_H
 #define CKS_REGION_H

@@ -1,0 +1,545 @@
+/*
+ * test-ingcore.c — the reading core (service/ingcore.c) with a fake front
+ * end (its ops table records what the core asks of it), over a real
+ * repository (index and dir regions in a scratch directory) and real
+ * files, with a pool of one thread (inline) and of three (the digest
+ * thread):
+ * - the walk order and the entries: manifest file k is walk entry k, with
+ *   its type, size, digest and chunks (each the SHA-256 of its bytes,
+ *   together the file), and the header (run, step, chunker, root);
+ * - the ops: prepare and run once per chunk, apply in manifest order with
+ *   the chunk's place, file_read once per file read; a failed run fails
+ *   the snapshot with its message, after apply saw it;
+ * - the known/reuse lookup: a file whose identity the index holds is not
+ *   read (its chunks taken from the index) when reuse_need's slots hold
+ *   every chunk, and is read when they do not or when the file changed;
+ *   a file found unchanged before the read (kept) is taken as is, and one
+ *   whose record is gone is CKS_E_CHANGED;
+ * - the torn-file policy: a file that changes during its read is read
+ *   again up to opts.retries times, never stored torn (CKS_E_CHANGED,
+ *   with the message for one attempt or several);
+ * - the record: one reference per occurrence of each chunk, the snapshot
+ *   record, and the next snapshot of the run names this one its parent.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "base/err.h"
+#include "engine/hash.h"
+#include "service/ingcore.h"
+#include "service/pool.h"
+#include "testrepo.h"
+
+#define MAXREC 4096
+#define CHUNKER "[chunker]\nmin = 1K\navg = 4K\nmax = 16K\n"
+
+/* The fake front end: what the core asked of it. */
+struct fe {
+    pthread_mutex_t mu;
+    size_t prepares, runs, file_reads;
+    bool bad_id;       /* a run saw an id that is not the SHA-256 of its bytes */
+    bool unprepared;   /* a run of a job prepare did not see */
+    bool fail_later;   /* every run but a file's first chunk's fails */
+    char tamper[512];  /* written at the first run of each read, while */
+    int tamper_left;   /* this is above 0: a byte appended, or */
+    bool in_place;     /* one byte overwritten (the size stays) */
+    uint32_t need;     /* reuse_need's answer */
+    bool record_files; /* file_read records the identity, as the CLI does */
+    size_t napplied;
+    size_t idx[MAXREC];
+    uint8_t ids[MAXREC][HASH_LEN];
+    int errs[MAXREC];
+};
+
+struct fjob {
+    struct ingcore_job h;
+    bool prepared;
+};
+
+static struct fe *fe_of(const struct ingcore_job *j)
+{
+    return j->c->o.ud;
+}
+
+static void fe_prepare(struct ingcore_job *j)
+{
+    ((struct fjob *)j)->prepared = true;
+    fe_of(j)->prepares++; /* the calling thread */
+}
+
+static int fe_run(struct ingcore_job *j, size_t thread)
+{
+    struct fe *f = fe_of(j);
+    uint8_t want[HASH_LEN];
+    (void)thread;
+    hash_sha256(j->raw.data, j->raw.len, want);
+    pthread_mutex_lock(&f->mu);
+    f->runs++;
+    f->bad_id |= memcmp(want, j->id, HASH_LEN) != 0;
+    f->unprepared |= !((struct fjob *)j)->prepared;
+    ((struct fjob *)j)->prepared = false;
+    if (f->tamper_left > 0 && j->off == 0) { /* a writer, mid-read */
+        int fd = open(f->tamper, O_WRONLY | (f->in_place ? 0 : O_APPEND));
+        if (fd >= 0 && (f->in_place ? pwrite(fd, "!", 1, 100) : write(fd, "!", 1)) == 1)
+            f->tamper_left--;
+        if (fd >= 0)
+            close(fd);
+    }
+    pthread_mutex_unlock(&f->mu);
+    if (f->fail_later && j->off > 0) {
+        snprintf(j->msg, sizeof(j->msg), "fake upload at offset %llu failed",
+                 (unsigned long long)j->off);
+        return -EIO;
+    }
+    return 0;
+}
+
+static int fe_apply(struct ingcore_job *j, size_t index)
+{
+    struct fe *f = fe_of(j);
+    assert_true(f->napplied < MAXREC);
+    f->idx[f->napplied] = index;
+    memcpy(f->ids[f->napplied], j->id, HASH_LEN);
+    f->errs[f->napplied++] = j->err;
+    return 0;
+}
+
+static int fe_file_read(struct ingcore *c, const struct index_file_key *k,
+                        const uint8_t digest[HASH_LEN], const struct mchunk *v, size_t n)
+{
+    struct fe *f = c->o.ud;
+    struct index_txn *t;
+    f->file_reads++;
+    if (!f->record_files)
+        return 0;
+    assert_int_equal(index_txn_begin(c->r->ix, true, &t), 0);
+    assert_int_equal(index_file_put(t, k, digest, v, n), 0);
+    return index_txn_commit(t);
+}
+
+static uint32_t fe_need(void *ud)
+{
+    return ((struct fe *)ud)->need;
+}
+
+static const struct ingcore_ops fe_ops = {
+    .job_size = sizeof(struct fjob),
+    .prepare = fe_prepare,
+    .run = fe_run,
+    .apply = fe_apply,
+    .file_read = fe_file_read,
+};
+
+/* ---- fixture ------------------------------------------------------------- */
+
+struct fx {
+    struct test_repo tr;
+    char tree[128]; /* the checkpoint directory, "ck" */
+    struct fe fe;
+    struct pool *pool;
+    struct ingcore c;
+    struct buf err;
+};
+
+static struct fx *fx_new(size_t threads)
+{
+    struct fx *x = calloc(1, sizeof(*x));
+    assert_non_null(x);
+    test_repo_open(&x->tr, "ingcore", 2, 1, CHUNKER);
+    snprintf(x->tree, sizeof(x->tree), "%s/watch/ck", x->tr.tmp);
+    assert_int_equal(mkdir(x->tree, 0755), 0);
+    pthread_mutex_init(&x->fe.mu, NULL);
+    assert_int_equal(pool_new(threads, &x->pool), 0);
+    return x;
+}
+
+static void fx_free(struct fx *x)
+{
+    ingcore_free(&x->c);
+    buf_free(&x->err);
+    pool_free(x->pool);
+    pthread_mutex_destroy(&x->fe.mu);
+    test_repo_close(&x->tr);
+    free(x);
+}
+
+/* The counts of the last pass back to zero (configuration kept). */
+static void fe_reset(struct fe *f)
+{
+    f->prepares = f->runs = f->file_reads = f->napplied = 0;
+    f->bad_id = f->unprepared = false;
+}
+
+/* One pass of the core over the tree: begin, then entries (returned). */
+static int fx_pass(struct fx *x, const char *run, int64_t step, int retries,
+                   const struct stat *kept)
+{
+    ingcore_free(&x->c);
+    buf_reset(&x->err);
+    fe_reset(&x->fe);
+    struct ingcore_opts o = {.run = run,
+                             .step = step,
+                             .regions = x->tr.r->regions,
+                             .retries = retries,
+                             .reuse_need = fe_need,
+                             .ud = &x->fe};
+    assert_int_equal(ingcore_init(&x->c, x->tr.r, &fe_ops, x->pool, 4, &o, &x->err), 0);
+    int e = ingcore_begin(&x->c, x->tree);
+    if (e < 0)
+        fail_msg("ingcore_begin: %s", buf_str(&x->err));
+    x->c.kept = kept;
+    return ingcore_entries(&x->c);
+}
+
+static void fx_tree(struct fx *x)
+{
+    char sub[256], path[512], target[512];
+    test_write_file(x->tree, "a.bin", 40000, 1);
+    test_write_file(x->tree, "empty", 0, 2);
+    snprintf(sub, sizeof(sub), "%s/sub", x->tree);
+    assert_int_equal(mkdir(sub, 0750), 0);
+    test_write_file(sub, "b.bin", 23456, 3);
+    test_write_file(sub, "same-as-a", 40000, 1); /* a's bytes: the same chunks */
+    snprintf(path, sizeof(path), "%s/link", x->tree);
+    assert_int_equal(symlink("a.bin", path), 0);
+    snprintf(path, sizeof(path), "%s/sub/hard", x->tree);
+    snprintf(target, sizeof(target), "%s/sub/b.bin", x->tree);
+    assert_int_equal(link(target, path), 0);
+}
+
+static size_t read_all(const char *path, uint8_t **ret)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    uint8_t *v = malloc(1 << 20);
+    assert_non_null(v);
+    size_t n = fread(v, 1, 1 << 20, f);
+    fclose(f);
+    *ret = v;
+    return n;
+}
+
+/* Each regular file of the manifest is the file on disk: size, digest,
+ * and chunks that are its bytes in order, each named by its SHA-256. */
+static void check_files(struct fx *x)
+{
+    const struct manifest *m = &x->c.m;
+    for (size_t k = 0; k < m->nfiles; k++) {
+        const struct mfile *mf = &m->files[k];
+        char path[512];
+        uint8_t *data, d[HASH_LEN];
+        if (mf->type != MFILE_REG)
+            continue;
+        snprintf(path, sizeof(path), "%s/%s", x->c.w.base, mf->path);
+        size_t n = read_all(path, &data);
+        assert_int_equal(mf->size, n);
+        hash_sha256(data, n, d);
+        assert_memory_equal(mf->digest, d, HASH_LEN);
+        uint64_t off = 0;
+        for (size_t i = mf->first_chunk; i < mf->first_chunk + mf->nchunks; i++) {
+            hash_sha256(data + off, m->chunks[i].len, d);
+            assert_memory_equal(m->chunks[i].id, d, HASH_LEN);
+            off += m->chunks[i].len;
+        }
+        assert_int_equal(off, n);
+        free(data);
+    }
+}
+
+/* ---- tests --------------------------------------------------------------- */
+
+static void walk_and_entries(size_t threads)
+{
+    struct fx *x = fx_new(threads);
+    fx_tree(x);
+    assert_int_equal(fx_pass(x, "r1", 10, 1, NULL), 0);
+    const struct manifest *m = &x->c.m;
+    const struct repo *r = x->tr.r;
+    /* the header */
+    assert_string_equal(m->run, "r1");
+    assert_int_equal(m->step, 10);
+    assert_string_equal(m->root, "ck");
+    assert_null(m->parent);
+    assert_int_equal(m->gen, 0);
+    assert_true(m->id[0] != 0);
+    assert_int_equal(m->chunk_min, r->params.chunk_min);
+    assert_int_equal(m->chunk_avg, r->params.chunk_avg);
+    assert_int_equal(m->chunk_max, r->params.chunk_max);
+    /* manifest file k is walk entry k */
+    static const char *order[] = {"ck",     "ck/a.bin",     "ck/empty",    "ck/link",
+                                  "ck/sub", "ck/sub/b.bin", "ck/sub/hard", "ck/sub/same-as-a"};
+    assert_int_equal(x->c.w.n, 8);
+    assert_int_equal(m->nfiles, 8);
+    for (size_t k = 0; k < m->nfiles; k++) {
+        assert_string_equal(m->files[k].path, order[k]);
+        assert_string_equal(x->c.w.v[k].path, order[k]);
+        assert_int_equal(m->files[k].type, x->c.w.v[k].type);
+    }
+    assert_int_equal(m->files[3].type, MFILE_LINK);
+    assert_string_equal(m->files[3].link, "a.bin");
+    assert_int_equal(m->files[6].type, MFILE_HARDLINK);
+    assert_int_equal(m->files[4].mode, 0750);
+    check_files(x);
+    /* a's chunks twice: same-as-a has its bytes */
+    assert_int_equal(m->files[7].nchunks, m->files[1].nchunks);
+    assert_memory_equal(&m->chunks[m->files[7].first_chunk], &m->chunks[m->files[1].first_chunk],
+                        m->files[1].nchunks * sizeof(struct mchunk));
+    /* the ops: once per chunk, applied in manifest order */
+    struct fe *f = &x->fe;
+    assert_true(m->nchunks > 8);
+    assert_int_equal(f->prepares, m->nchunks);
+    assert_int_equal(f->runs, m->nchunks);
+    assert_int_equal(f->napplied, m->nchunks);
+    assert_false(f->bad_id);
+    assert_false(f->unprepared);
+    for (size_t i = 0; i < m->nchunks; i++) {
+        assert_int_equal(f->idx[i], i);
+        assert_memory_equal(f->ids[i], m->chunks[i].id, HASH_LEN);
+        assert_int_equal(f->errs[i], 0);
+    }
+    assert_int_equal(f->file_reads, 4); /* a.bin, empty, b.bin, same-as-a */
+    /* the counts */
+    assert_int_equal(x->c.files, 4);
+    assert_int_equal(x->c.dirs, 2);
+    assert_int_equal(x->c.links, 1);
+    assert_int_equal(x->c.bytes, 40000 + 0 + 23456 + 40000);
+    assert_int_equal(x->c.chunks, m->nchunks);
+    assert_int_equal(x->c.files_unchanged, 0);
+    fx_free(x);
+}
+
+static void test_walk_and_entries_inline(void **state)
+{
+    walk_and_entries(1);
+}
+
+static void test_walk_and_entries_threads(void **state)
+{
+    walk_and_entries(3);
+}
+
+/* Sets presence bit slot on every chunk of the manifest. */
+static void mark_present(struct fx *x, unsigned slot)
+{
+    struct index_txn *t;
+    assert_int_equal(index_txn_begin(x->tr.r->ix, true, &t), 0);
+    for (size_t i = 0; i < x->c.m.nchunks; i++) {
+        struct index_chunk ch = {0};
+        int e = index_chunk_get(t, x->c.m.chunks[i].id, &ch);
+        assert_true(e == 0 || e == -ENOENT);
+        ch.raw_len = x->c.m.chunks[i].len;
+        ch.presence |= 1u << slot;
+        assert_int_equal(index_chunk_put(t, x->c.m.chunks[i].id, &ch), 0);
+    }
+    assert_int_equal(index_txn_commit(t), 0);
+}
+
+static void test_known_and_reuse(void **state)
+{
+    struct fx *x = fx_new(3);
+    fx_tree(x);
+    x->fe.record_files = true;
+    assert_int_equal(fx_pass(x, "r1", 1, 1, NULL), 0);
+    size_t nchunks = x->c.m.nchunks;
+    struct mchunk *first = malloc(nchunks * sizeof(*first));
+    assert_non_null(first);
+    memcpy(first, x->c.m.chunks, nchunks * sizeof(*first));
+
+    /* ingcore_known: by identity, with and without a condition */
+    const struct mfile *a = &x->c.m.files[1];
+    uint8_t digest[HASH_LEN];
+    struct mchunk *v = NULL;
+    size_t n = 0;
+    assert_int_equal(ingcore_known(x->tr.r, &x->c.keys[1], 0, digest, &v, &n), 1);
+    assert_memory_equal(digest, a->digest, HASH_LEN);
+    assert_int_equal(n, a->nchunks);
+    assert_memory_equal(v, &x->c.m.chunks[a->first_chunk], n * sizeof(*v));
+    free(v);
+    assert_int_equal(ingcore_known(x->tr.r, &x->c.keys[1], 1u << 0, digest, NULL, NULL), 0);
+    struct index_file_key other = x->c.keys[1];
+    other.ino++;
+    assert_int_equal(ingcore_known(x->tr.r, &other, 0, digest, NULL, NULL), 0);
+
+    /* no condition: nothing is read again, the manifest is the same */
+    x->fe.need = 0;
+    assert_int_equal(fx_pass(x, "r1", 2, 1, NULL), 0);
+    assert_int_equal(x->c.files_unchanged, 4);
+    assert_int_equal(x->fe.runs, 0);
+    assert_int_equal(x->fe.file_reads, 0);
+    assert_int_equal(x->c.m.nchunks, nchunks);
+    assert_memory_equal(x->c.m.chunks, first, nchunks * sizeof(*first));
+    check_files(x);
+
+    /* the slots reuse needs lack the chunks: read again; once they hold
+     * them, taken from the index */
+    x->fe.need = 1u << 1;
+    assert_int_equal(fx_pass(x, "r1", 3, 1, NULL), 0);
+    assert_int_equal(x->c.files_unchanged, 1); /* the empty file: no chunk to lack */
+    assert_int_equal(x->fe.runs, nchunks);
+    mark_present(x, 1);
+    assert_int_equal(fx_pass(x, "r1", 4, 1, NULL), 0);
+    assert_int_equal(x->c.files_unchanged, 4);
+    assert_int_equal(x->fe.runs, 0);
+
+    /* a file rewritten (same size, other bytes) is read; the rest is not */
+    char sub[256];
+    snprintf(sub, sizeof(sub), "%s/sub", x->tree);
+    test_write_file(sub, "b.bin", 23456, 99);
+    x->fe.need = 0;
+    assert_int_equal(fx_pass(x, "r1", 5, 1, NULL), 0);
+    assert_int_equal(x->c.files_unchanged, 3);
+    assert_int_equal(x->fe.file_reads, 1);
+    assert_true(x->fe.runs > 0);
+    check_files(x);
+    free(first);
+    fx_free(x);
+}
+
+/* Files found unchanged before the read (the daemon's ingest): taken from
+ * the index as they are; CKS_E_CHANGED when the record went meanwhile. */
+static void test_kept(void **state)
+{
+    struct fx *x = fx_new(1);
+    fx_tree(x);
+    x->fe.record_files = true;
+    assert_int_equal(fx_pass(x, "r1", 1, 1, NULL), 0);
+    struct stat kept[8];
+    memset(kept, 0, sizeof(kept));
+    char path[512];
+    snprintf(path, sizeof(path), "%s/a.bin", x->tree);
+    assert_int_equal(lstat(path, &kept[1]), 0);
+    x->fe.need = 1u << 0; /* not met: only kept files may be reused */
+    assert_int_equal(fx_pass(x, "r1", 2, 1, kept), 0);
+    assert_int_equal(x->c.files_unchanged, 2); /* a.bin, and the empty file (no chunk) */
+    assert_int_equal(x->fe.file_reads, 2);
+    check_files(x);
+
+    kept[1].st_ino += 1000000; /* an identity the index does not know */
+    assert_int_equal(fx_pass(x, "r1", 3, 1, kept), CKS_E_CHANGED);
+    fx_free(x);
+}
+
+static void test_torn_file(void **state)
+{
+    struct fx *x = fx_new(2);
+    test_write_file(x->tree, "w.bin", 50000, 7);
+    snprintf(x->fe.tamper, sizeof(x->fe.tamper), "%s/w.bin", x->tree);
+
+    /* retries 1 (the daemon: it takes the whole unit again) */
+    x->fe.tamper_left = 1;
+    assert_int_equal(fx_pass(x, "r1", 1, 1, NULL), CKS_E_CHANGED);
+    assert_non_null(strstr(buf_str(&x->err), "w.bin\" changed while it was read"));
+
+    /* retries 3 (the CLI): read again, the manifest holds the new bytes */
+    x->fe.tamper_left = 1;
+    assert_int_equal(fx_pass(x, "r1", 2, 3, NULL), 0);
+    assert_int_equal(x->fe.tamper_left, 0);
+    assert_int_equal(x->c.m.files[1].size, 50002); /* two writes so far */
+    check_files(x);
+
+    /* changing on every read: given up after the retries */
+    x->fe.tamper_left = 100;
+    assert_int_equal(fx_pass(x, "r1", 3, 2, NULL), CKS_E_CHANGED);
+    assert_int_equal(x->fe.tamper_left, 98);
+    assert_non_null(strstr(buf_str(&x->err), "kept changing while it was read (2 attempts)"));
+
+    /* rewritten in place, size unchanged: the identity (mtime, ctime) tells */
+    x->fe.in_place = true;
+    x->fe.tamper_left = 1;
+    assert_int_equal(fx_pass(x, "r1", 4, 1, NULL), CKS_E_CHANGED);
+    x->fe.tamper_left = 1;
+    assert_int_equal(fx_pass(x, "r1", 5, 2, NULL), 0);
+    assert_int_equal(x->c.m.files[1].size, 50002 + 2);
+    check_files(x);
+    fx_free(x);
+}
+
+static void test_run_failure(void **state)
+{
+    struct fx *x = fx_new(2);
+    test_write_file(x->tree, "f.bin", 60000, 5);
+    x->fe.fail_later = true;
+    assert_int_equal(fx_pass(x, "r1", 1, 1, NULL), -EIO);
+    assert_non_null(strstr(buf_str(&x->err), "fake upload at offset "));
+    /* apply saw the failed job, in order */
+    assert_true(x->fe.napplied >= 2);
+    assert_int_equal(x->fe.errs[0], 0);
+    assert_int_equal(x->fe.errs[1], -EIO);
+    assert_int_equal(x->fe.file_reads, 0);
+    fx_free(x);
+}
+
+static void test_record_and_parent(void **state)
+{
+    struct fx *x = fx_new(1);
+    fx_tree(x);
+    assert_int_equal(fx_pass(x, "r1", 7, 1, NULL), 0);
+    char id1[MANIFEST_ID_MAX + 1];
+    snprintf(id1, sizeof(id1), "%s", x->c.m.id);
+    struct index_txn *t;
+    assert_int_equal(index_txn_begin(x->tr.r->ix, true, &t), 0);
+    assert_int_equal(ingcore_record(&x->c, t), 0);
+    assert_int_equal(index_txn_commit(t), 0);
+
+    const struct manifest *m = &x->c.m;
+    const struct mfile *a = &m->files[1], *b = &m->files[5];
+    uint8_t a0[HASH_LEN];
+    memcpy(a0, m->chunks[a->first_chunk].id, HASH_LEN);
+    struct index_snap s;
+    struct index_chunk ch;
+    assert_int_equal(index_txn_begin(x->tr.r->ix, false, &t), 0);
+    assert_int_equal(index_snap_get(t, "r1", id1, &s), 0);
+    assert_int_equal(s.step, 7);
+    assert_int_equal(s.bytes, x->c.bytes);
+    assert_int_equal(s.nfiles, m->nfiles);
+    assert_int_equal(s.committed, 0);
+    /* a's chunks occur twice (same-as-a), b's once (hard is a link) */
+    assert_int_equal(index_chunk_get(t, m->chunks[a->first_chunk].id, &ch), 0);
+    assert_int_equal(ch.refcount, 2);
+    assert_int_equal(ch.raw_len, m->chunks[a->first_chunk].len);
+    assert_int_equal(ch.presence, 0);
+    assert_int_equal(index_chunk_get(t, m->chunks[b->first_chunk].id, &ch), 0);
+    assert_int_equal(ch.refcount, 1);
+    index_txn_abort(t);
+
+    /* the next snapshot of the run names this one its parent */
+    assert_int_equal(fx_pass(x, "r1", 8, 1, NULL), 0);
+    assert_non_null(x->c.m.parent);
+    assert_string_equal(x->c.m.parent, id1);
+    assert_string_not_equal(x->c.m.id, id1);
+    assert_int_equal(index_txn_begin(x->tr.r->ix, true, &t), 0);
+    assert_int_equal(ingcore_record(&x->c, t), 0);
+    assert_int_equal(index_chunk_get(t, a0, &ch), 0);
+    assert_int_equal(ch.refcount, 4);
+    index_txn_abort(t);
+    /* another run has no parent */
+    assert_int_equal(fx_pass(x, "r2", 8, 1, NULL), 0);
+    assert_null(x->c.m.parent);
+    fx_free(x);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_walk_and_entries_inline),
+        cmocka_unit_test(test_walk_and_entries_threads),
+        cmocka_unit_test(test_known_and_reuse),
+        cmocka_unit_test(test_kept),
+        cmocka_unit_test(test_torn_file),
+        cmocka_unit_test(test_run_failure),
+        cmocka_unit_test(test_record_and_parent),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
