@@ -153,9 +153,10 @@ int region_check(struct region *r);
  *        (whole seconds), so the measurement works even where the store
  *        refuses a request signed by a clock that is far off (AWS: 15 min,
  *        RequestTimeTooSkewed);
- *   dir  a probe file created in the root (".ckptsync-clock.<pid>.<hex>", a name
- *        listings skip) and removed: its mtime is set by whoever stores it
- *        (the kernel for a local disk, the server's clock for NFS).
+ *   dir  a probe file created in the root (".ckptsync-clock.<pid>.<hex>",
+ *        a name listings skip) and removed: its mtime is set by whoever
+ *        stores it (the kernel for a local disk, the server's clock for
+ *        NFS).
  * local is this host's CLOCK_REALTIME half-way through the request; the
  * store's clock reads store at that instant, to within error (half the
  * request's duration plus the resolution of the store's answer), so
