@@ -278,7 +278,9 @@ static const char prune_usage[] =
     "(after --grace, default [prune] grace, and once every writer active at the mark has\n"
     "published or expired) deletes those still unused.  With --grace 0 and no other\n"
     "writer active, both phases run now.  Safe while other instances upload and restore;\n"
-    "one prune at a time per repository (a lease).  README: Retention and pruning.\n";
+    "one prune at a time per repository (a lease).  Refuses to run (exit 1, nothing\n"
+    "deleted) while this host's clock and a region's disagree by more than [prune]\n"
+    "clock_skew.  README: Retention and pruning.\n";
 
 struct gc_progress {
     struct cli *c;

@@ -11,7 +11,9 @@
 #                           setuptools and wheel for the package tests:
 #                           test-package.sh, test-python-pip.sh; Prometheus and
 #                           curl for test-metrics.sh, where a real Prometheus
-#                           scrapes the daemon)
+#                           scrapes the daemon; faketime and gdb for
+#                           test-prune-skew.sh: a pruner with a wrong clock,
+#                           a writer held before its publish)
 # Runs apt-get update only when something is missing, so a second run is quick.
 set -euo pipefail
 
@@ -20,7 +22,7 @@ pkgs=(build-essential cmake pkg-config libzstd-dev libssl-dev libcurl4-openssl-d
 if [ "${1:-}" = "--test" ]; then
   pkgs+=(libcmocka-dev clang clang-format libclang-rt-14-dev python3 lmdb-utils zstd util-linux awscli
         python3-torch ceph-mon ceph-osd radosgw ceph-common
-        dpkg-dev python3-venv python3-setuptools python3-wheel prometheus curl)
+        dpkg-dev python3-venv python3-setuptools python3-wheel prometheus curl faketime gdb)
   # Node.js runs the S3 test servers; these machines come with Node 20, so
   # Debian's nodejs (18) and npm only where there is no node at all.
   command -v node > /dev/null 2>&1 || pkgs+=(nodejs npm)

@@ -40,6 +40,8 @@ const char *err_str(int err)
         return "another instance holds the lease";
     case CKS_E_AUTH:
         return "authentication failed: wrong key or altered object";
+    case CKS_E_CLOCK:
+        return "this host's clock and a region's disagree";
     }
     if (err < 0 && err > CKS_E_BASE)
         return strerror(-err);

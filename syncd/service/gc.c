@@ -550,6 +550,76 @@ static int pr_collect(struct pr *p)
     return e;
 }
 
+/* ---- prune: the clocks -------------------------------------------------- */
+
+static void utc_text(double t, char out[32])
+{
+    struct tm tm;
+    time_t s = (time_t)t;
+    if (gmtime_r(&s, &tm))
+        strftime(out, 32, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    else
+        snprintf(out, 32, "%.0f", t);
+}
+
+/* Compares this host's clock with region i's (region_clock); 0 when they
+ * agree within clock_skew (as far as the measurement can tell), else
+ * CKS_E_CLOCK or the region's error, said in p->err and the region's
+ * result. */
+static int pr_clock_region(struct pr *p, size_t i)
+{
+    struct region *rg = p->r->regions[i];
+    struct gc_region_result *rr = &p->res->region[i];
+    struct region_clock c;
+    uint64_t skew = p->r->conf.clock_skew;
+    char mine[32], theirs[32];
+    int e = region_clock(rg, &c);
+    if (e == 0) {
+        double off = c.store - c.local, apart = off < 0 ? -off : off;
+        if (apart - c.error <= (double)skew)
+            return 0;
+        utc_text(c.local, mine);
+        utc_text(c.store, theirs);
+        snprintf(rr->msg, sizeof(rr->msg),
+                 "region '%s': this host's clock reads %s and the store's %s: this host is %.0f s "
+                 "%s (+-%.2f s), more than [prune] clock_skew (%llu s)",
+                 rg->conf.name, mine, theirs, apart, off < 0 ? "ahead" : "behind", c.error,
+                 (unsigned long long)skew);
+        e = CKS_E_CLOCK;
+    } else {
+        snprintf(rr->msg, sizeof(rr->msg), "%s", region_last_error(rg));
+    }
+    rr->err = e;
+    rr->state = "skipped";
+    buf_printf(p->err, "%s%s", buf_str(p->err)[0] ? "; " : "", rr->msg);
+    return e;
+}
+
+/* The README's "clocks must agree within clock_skew", checked: prune
+ * expires other hosts' intents (and leases, sweeps, forget records) by
+ * this host's clock, and a clock running ahead would expire an intent a
+ * writer still publishes under.  Before anything is read or written, every
+ * healthy region's clock is compared with ours; one that disagrees, or
+ * cannot be read, stops the prune. */
+static int pr_clocks(struct pr *p)
+{
+    int first = 0;
+    bool skewed = false;
+    for (size_t i = 0; i < p->r->nregions; i++) {
+        if (p->r->health[i])
+            continue;
+        int e = pr_clock_region(p, i);
+        if (e < 0 && !first)
+            first = e;
+        skewed |= e == CKS_E_CLOCK;
+    }
+    if (skewed)
+        buf_printf(p->err, "; prune expires other hosts' intents by this host's clock, so it "
+                           "stops before deleting anything: correct the clock (NTP) of this host "
+                           "or of the store");
+    return skewed ? CKS_E_CLOCK : first;
+}
+
 /* ---- prune: the lease --------------------------------------------------- */
 
 struct lease_scan {
@@ -1224,7 +1294,7 @@ static int pr_run(struct repo *r, const struct gc_opts *o, struct gc_result *res
                                                          : err_str(r->health[i]));
         }
     }
-    if (lease && (e = lease_acquire(&p)) < 0)
+    if ((e = pr_clocks(&p)) < 0 || (lease && (e = lease_acquire(&p)) < 0))
         goto out;
     if ((e = pr_collect(&p)) < 0)
         goto out;

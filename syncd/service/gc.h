@@ -57,6 +57,19 @@
  * expiry.  Two prunes at once (a lease lost to a partition) waste work but
  * lose nothing: every rule above is about one mark.
  *
+ * Clocks, checked: S0's "expired", the lease's and a sweep record's
+ * expiry are times other hosts wrote, read by this host's clock; one
+ * running ahead would sweep under an intent a writer still publishes
+ * under.  So prune first asks every healthy region for its time
+ * (store/region.h, region_clock: the store's clock is the one all hosts
+ * share) and stops before the lease, having written and deleted nothing,
+ * when this host's clock and a region's disagree by more than clock_skew
+ * beyond the measurement's error (CKS_E_CLOCK; the error names the region,
+ * both times and the difference).  Writers' clocks are not checked: an
+ * intent's expiry is ttl + clock_skew by its own time while the writer
+ * stops using it at ttl/2 by its monotonic clock, so a writer's clock
+ * matters only when it is behind by more than ttl/2.
+ *
  * Forgetting is separate (service/retention.h): a forget record removes a
  * snapshot for every reader at once; prune deletes its manifest and commit
  * records first (P1 treats it as gone) and the forget record last.
@@ -139,12 +152,16 @@ struct gc_result {
     char lease_holder[256]; /* when another prune holds the lease */
 };
 
-/* One prune: takes the lease, then for each healthy region finishes
- * earlier marks (sweep, clean up), deletes forgotten snapshots and makes a
- * new mark; with grace 0 and no writer active a new mark is swept at once.
- * 0 when every healthy region was handled; CKS_E_BUSY when another prune
- * holds the lease (res->lease_holder says who); another error otherwise
- * (err says what and where).  Nothing is deleted with dry_run. */
+/* One prune: compares this host's clock with every healthy region's
+ * (one request each, dry_run too), takes the lease, then for each healthy
+ * region finishes earlier marks (sweep, clean up), deletes forgotten
+ * snapshots and makes a new mark; with grace 0 and no writer active a new
+ * mark is swept at once.  0 when every healthy region was handled;
+ * CKS_E_CLOCK when a region's clock and ours disagree by more than
+ * clock_skew, CKS_E_BUSY when another prune holds the lease
+ * (res->lease_holder says who): in both cases nothing was written or
+ * deleted; another error otherwise (err says what and where; the region's
+ * result too).  Nothing is deleted with dry_run. */
 int gc_prune(struct repo *r, const struct gc_opts *o, struct gc_result *res, struct buf *err);
 
 #endif

@@ -639,6 +639,18 @@ int region_check(struct region *r)
     return region_done(r, "checking", r->conf.name, r->ops->check(r));
 }
 
+int region_clock(struct region *r, struct region_clock *ret)
+{
+    r->errmsg[0] = 0;
+    r->requests++;
+    if (!r->ops->clock) {
+        region_set_error(r, "region '%s': a %s region cannot tell its time", r->conf.name,
+                         r->ops->kind);
+        return -ENOTSUP;
+    }
+    return region_done(r, "reading the clock of region", r->conf.name, r->ops->clock(r, ret));
+}
+
 int region_put_new(struct region *r, const char *key, const void *data, size_t len)
 {
     r->errmsg[0] = 0;

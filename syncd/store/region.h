@@ -59,6 +59,7 @@ struct region_run_name;
 
 struct region;
 struct region_req;
+struct region_clock;
 
 struct region_ops {
     const char *kind;
@@ -75,6 +76,8 @@ struct region_ops {
                 int (*cb)(void *ud, const char *key, uint64_t size), void *ud);
     int (*del)(struct region *r, const char *key);
     int (*check)(struct region *r);
+    /* Optional (see region_clock): one request that reads the store's time. */
+    int (*clock)(struct region *r, struct region_clock *ret);
     void (*free)(struct region *r);
     /* Optional native asynchronous interface (see region_submit). */
     int (*submit)(struct region *r, struct region_req *req);
@@ -154,6 +157,34 @@ int region_list(struct region *r, const char *prefix,
                 int (*cb)(void *ud, const char *key, uint64_t size), void *ud);
 int region_del(struct region *r, const char *key);
 int region_check(struct region *r);
+
+/* What time does the region think it is?  Expiry in prune (service/gc.h)
+ * compares times other hosts wrote with this host's clock, which is safe
+ * only while the clocks agree within [prune] clock_skew; the store's own
+ * clock is the one every host sees, so each host measures itself against
+ * it.  One request, made now (nothing cached):
+ *   s3   a HEAD of "probe/clock" (an object nobody writes): every HTTP
+ *        answer, 404 and 403 included, carries the store's Date header
+ *        (whole seconds), so the measurement works even where the store
+ *        refuses a request signed by a clock that is far off (AWS: 15 min,
+ *        RequestTimeTooSkewed);
+ *   dir  a probe file created in the root (".ckptsync-clock.<pid>.<hex>",
+ *        a name listings skip) and removed: its mtime is set by whoever
+ *        stores it (the kernel for a local disk, the server's clock for
+ *        NFS).
+ * local is this host's CLOCK_REALTIME half-way through the request; the
+ * store's clock reads store at that instant, to within error (half the
+ * request's duration plus the resolution of the store's answer), so
+ *   store - local  is the skew, known to within +-error.
+ * Returns 0; -ENOTSUP when the kind cannot tell; or the region's error
+ * (a request that got no answer), region_last_error naming the region.
+ * Counts one request. */
+struct region_clock {
+    double local; /* seconds since the epoch */
+    double store;
+    double error; /* seconds, > 0 */
+};
+int region_clock(struct region *r, struct region_clock *ret);
 
 /* Creates key only when no object has that name: 0 created; -EEXIST when
  * one exists (left untouched); -ENOTSUP when this region does not enforce

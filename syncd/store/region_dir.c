@@ -29,7 +29,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/err.h"
@@ -41,6 +43,7 @@
 #define DIR_OBJECT_MODE 0644
 #define DIR_SUBDIR_MODE 0755
 #define DIR_PROBE_NAME ".ckptsync-probe"
+#define DIR_CLOCK_NAME ".ckptsync-clock"
 
 /* root + "/" + the first keylen bytes of key, without doubled slashes. */
 static int dir_path_n(const struct region *r, const char *key, size_t keylen, char *out)
@@ -385,6 +388,49 @@ static int dir_check(struct region *r)
     return dir_probe(r);
 }
 
+/* ---- clock ------------------------------------------------------------ */
+
+static double dir_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* region_clock: the mtime whoever stores the root gives a new file.  Not
+ * O_EXCL: an NFS exclusive create parks its verifier in the times and has
+ * the client set them afterwards; a plain create is stamped by the server.
+ * A file system that keeps whole seconds shows as tv_nsec 0. */
+static int dir_clock(struct region *r, struct region_clock *ret)
+{
+    char path[DIR_PATH_MAX], name[64];
+    struct stat st;
+    uint32_t salt = 0; /* two hosts' pruners with one pid on one NFS share */
+    if (getrandom(&salt, sizeof(salt), GRND_NONBLOCK) != (ssize_t)sizeof(salt))
+        salt = (uint32_t)(dir_now() * 1e6);
+    snprintf(name, sizeof(name), DIR_CLOCK_NAME ".%ld.%08x", (long)getpid(), (unsigned)salt);
+    int rc = dir_path(r, name, path);
+    if (rc < 0)
+        return dir_fail(r, "reading the clock with", r->conf.path, rc);
+    double t0 = dir_now();
+    int fd = open(path, O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return dir_fail(r, "reading the clock with", path, -errno);
+    rc = fstat(fd, &st) < 0 ? -errno : 0;
+    double t1 = dir_now();
+    close(fd);
+    if (unlink(path) < 0 && rc == 0)
+        rc = -errno;
+    if (rc < 0)
+        return dir_fail(r, "reading the clock with", path, rc);
+    double coarse = st.st_mtim.tv_nsec ? 0.01 : 0.5; /* a jiffy, or whole seconds */
+    ret->local = (t0 + t1) / 2;
+    ret->store = (double)st.st_mtim.tv_sec + (double)st.st_mtim.tv_nsec / 1e9 +
+                 (st.st_mtim.tv_nsec ? 0 : 0.5);
+    ret->error = (t1 - t0) / 2 + coarse;
+    return 0;
+}
+
 static void dir_free(struct region *r)
 {
     free(r);
@@ -400,6 +446,7 @@ static const struct region_ops dir_ops = {
     .list = dir_list,
     .del = dir_del,
     .check = dir_check,
+    .clock = dir_clock,
     .free = dir_free,
 };
 

@@ -905,6 +905,51 @@ static int s3_check(struct region *r)
     return e;
 }
 
+/* ---- clock ------------------------------------------------------------- */
+
+static double s3_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* region_clock: the Date of any HTTP answer to a HEAD of an object nobody
+ * writes; a refusal counts (403 RequestTimeTooSkewed is exactly the case
+ * worth measuring).  Only a request that got no answer, or an answer
+ * without a Date, fails. */
+static int s3_clock(struct region *r, struct region_clock *ret)
+{
+    struct s3region *s = (struct s3region *)r;
+    struct buf obj = BUF_INIT;
+    struct curl_header *h;
+    time_t date = -1;
+    s3_object(s, "probe/clock", &obj);
+    struct s3x *x = s3x_new(s, "HEAD", buf_str(&obj), "", NULL, 0, 0, NULL);
+    buf_free(&obj);
+    if (!x)
+        return -ENOMEM;
+    double t0 = s3_now();
+    int e = s3_run(s, x);
+    double t1 = s3_now();
+    if (x->mc == CURLM_OK && x->cc == CURLE_OK && x->status > 0 &&
+        curl_easy_header(x->easy, "Date", 0, CURLH_HEADER, -1, &h) == CURLHE_OK)
+        date = curl_getdate(h->value, NULL);
+    if (date >= 0) {
+        r->errmsg[0] = 0;
+        ret->local = (t0 + t1) / 2;
+        ret->store = (double)date + 0.5; /* Date is whole seconds */
+        ret->error = (t1 - t0) / 2 + 0.5;
+        e = 0;
+    } else if (x->mc == CURLM_OK && x->cc == CURLE_OK && x->status > 0) {
+        region_set_error(r, "region '%s': %.260s: HTTP %ld without a usable Date header",
+                         r->conf.name, x->what, x->status);
+        e = CKS_E_REMOTE;
+    }
+    s3x_free(x);
+    return e < 0 ? e : 0;
+}
+
 /* ---- asynchronous ------------------------------------------------------ */
 
 static void s3_req_complete(struct s3region *s, struct s3x *x)
@@ -993,6 +1038,7 @@ static const struct region_ops s3_ops = {
     .list = s3_list,
     .del = s3_del,
     .check = s3_check,
+    .clock = s3_clock,
     .free = s3_free,
     .submit = s3_submit,
     .poll = s3_poll,

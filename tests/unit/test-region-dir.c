@@ -4,7 +4,8 @@
  * files left, key validation, and check() naming the path it complains
  * about (missing, not a directory, read-only mount when we may mount);
  * create-only puts (region_put_new) alone and raced by threads and by
- * processes, the precondition probe, and `preconditions = none`.
+ * processes, the precondition probe, and `preconditions = none`; the
+ * region's clock (region_clock).
  */
 #include <errno.h>
 #include <ftw.h>
@@ -19,6 +20,7 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -650,6 +652,44 @@ static void test_chunk_key(void **state)
     assert_memory_equal(key, "chunks/ab/abacadaeafb0", 22);
 }
 
+/* ---- clock ------------------------------------------------------------- */
+
+/* A local directory's clock is this host's own (the kernel stamps the
+ * probe): they agree to within the measurement's own error, the probe is
+ * gone afterwards, and it costs one request. */
+static void test_clock(void **state)
+{
+    struct fixture *f = *state;
+    struct region_clock c;
+    uint64_t req0 = f->r->requests;
+    int rc = region_clock(f->r, &c);
+    if (rc != 0)
+        print_error("%s\n", region_last_error(f->r));
+    assert_int_equal(rc, 0);
+    assert_int_equal(f->r->requests, req0 + 1);
+    assert_true(c.error > 0 && c.error < 1.0);
+    double off = c.store - c.local;
+    if (off > c.error + 0.02 || -off > c.error + 0.02)
+        print_error("store %.3f local %.3f error %.3f\n", c.store, c.local, c.error);
+    assert_true(off <= c.error + 0.02 && -off <= c.error + 0.02);
+    assert_true(c.local > (double)time(NULL) - 5 && c.local < (double)time(NULL) + 5);
+    assert_int_equal(nftw(f->root, find_dot, 16, FTW_PHYS), 0);
+}
+
+static void test_clock_missing_dir(void **state)
+{
+    struct fixture *f = *state;
+    char path[128];
+    struct region_clock c;
+    snprintf(path, sizeof(path), "%s/not-mounted", f->root);
+    struct region *r = region_at(path);
+    assert_int_equal(region_clock(r, &c), -ENOENT);
+    expect_error_has(r, "region 'b'");
+    expect_error_has(r, "reading the clock");
+    expect_error_has(r, path);
+    region_free(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -674,6 +714,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_preconditions_none, setup, teardown),
         cmocka_unit_test(test_new_kinds),
         cmocka_unit_test(test_chunk_key),
+        cmocka_unit_test_setup_teardown(test_clock, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_clock_missing_dir, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -7,7 +7,9 @@
  * (the probe answers 0 without a request: the endpoint here refuses every
  * connection, so any request would show as an error), the multipart
  * threshold (-E2BIG, no request either), and an unreachable store (the
- * probe fails, naming region and request).
+ * probe fails, naming region and request).  The region's clock
+ * (region_clock) against a canned HTTP answer on loopback: the Date of a
+ * 403 or 404, and an answer without one.
  *
  * Against a server, when CKS_S3_TEST_ENDPOINT is set (else those tests are
  * skipped; tests/integration/test-s3-precond.sh starts one and sets it):
@@ -21,7 +23,9 @@
  *   CKS_S3_TEST_ONLY         a cmocka test name pattern (e.g. "*probe*")
  * The probe's answer is printed as "probe: enforced=N".
  */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -30,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -214,6 +219,127 @@ static void test_multipart_refused(void **state)
     region_free(r);
 }
 
+/* ---- the clock: a canned HTTP server on loopback ------------------------ */
+
+/* Answers every request (one per connection) with `reply`, until told to
+ * stop; counts them. */
+struct canned {
+    int fd;
+    int port;
+    const char *reply;
+    unsigned served;
+    pthread_t th;
+};
+
+static void *canned_main(void *arg)
+{
+    struct canned *c = arg;
+    for (;;) {
+        int conn = accept(c->fd, NULL, NULL);
+        if (conn < 0)
+            return NULL;
+        char req[8192];
+        size_t got = 0;
+        ssize_t n;
+        while (got < sizeof(req) - 1 && (n = read(conn, req + got, sizeof(req) - 1 - got)) > 0) {
+            got += (size_t)n;
+            req[got] = 0;
+            if (strstr(req, "\r\n\r\n"))
+                break;
+        }
+        if (got && write(conn, c->reply, strlen(c->reply)) > 0)
+            c->served++;
+        close(conn);
+    }
+}
+
+static void canned_start(struct canned *c, const char *reply)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(a);
+    memset(c, 0, sizeof(*c));
+    c->reply = reply;
+    c->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true(c->fd >= 0);
+    assert_int_equal(bind(c->fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    assert_int_equal(listen(c->fd, 8), 0);
+    assert_int_equal(getsockname(c->fd, (struct sockaddr *)&a, &len), 0);
+    c->port = ntohs(a.sin_port);
+    assert_int_equal(pthread_create(&c->th, NULL, canned_main, c), 0);
+}
+
+static void canned_stop(struct canned *c)
+{
+    shutdown(c->fd, SHUT_RDWR); /* accept() returns */
+    pthread_join(c->th, NULL);
+    close(c->fd);
+}
+
+static struct region *s3_canned(const struct canned *c)
+{
+    char url[64];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d", c->port);
+    return s3_at(url, true);
+}
+
+/* Any answer carries the store's Date, a refusal included (403
+ * RequestTimeTooSkewed is the answer a far-off clock gets): the region's
+ * time is that Date, to within half a second plus half the round trip. */
+static void test_clock_date(void **state)
+{
+    static const char *const replies[] = {
+        "HTTP/1.1 403 Forbidden\r\nDate: Sun, 06 Nov 1994 08:49:37 GMT\r\n"
+        "Content-Type: application/xml\r\nContent-Length: 61\r\nConnection: close\r\n\r\n"
+        "<Error><Code>RequestTimeTooSkewed</Code><Message/></Error>\n\n\n\n",
+        "HTTP/1.1 404 Not Found\r\nDate: Sun, 06 Nov 1994 08:49:37 GMT\r\n"
+        "Content-Length: 0\r\nConnection: close\r\n\r\n",
+    };
+    (void)state;
+    for (size_t i = 0; i < sizeof(replies) / sizeof(replies[0]); i++) {
+        struct canned c;
+        struct region_clock t;
+        canned_start(&c, replies[i]);
+        struct region *r = s3_canned(&c);
+        alarm(20);
+        int rc = region_clock(r, &t);
+        alarm(0);
+        if (rc != 0)
+            print_error("%s\n", region_last_error(r));
+        assert_int_equal(rc, 0);
+        assert_true(t.store == 784111777.5);
+        assert_true(t.error >= 0.5 && t.error < 5);
+        assert_true(t.local > (double)time(NULL) - 5 && t.local < (double)time(NULL) + 5);
+        assert_true(c.served >= 1);
+        region_free(r);
+        canned_stop(&c);
+    }
+}
+
+/* An answer without a Date cannot tell the time: an error naming the
+ * region and the request; no answer at all: the transfer's error. */
+static void test_clock_no_date(void **state)
+{
+    struct canned c;
+    struct region_clock t;
+    (void)state;
+    canned_start(&c, "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+    struct region *r = s3_canned(&c);
+    alarm(20);
+    assert_int_equal(region_clock(r, &t), CKS_E_REMOTE);
+    alarm(0);
+    expect_error_has(r, "region 's'");
+    expect_error_has(r, "HEAD s3://ckpt/precond/probe/clock");
+    expect_error_has(r, "without a usable Date");
+    region_free(r);
+    canned_stop(&c);
+
+    r = s3_at(NOWHERE, true);
+    assert_int_equal(region_clock(r, &t), CKS_E_REMOTE);
+    expect_error_has(r, "region 's'");
+    expect_error_has(r, "probe/clock");
+    region_free(r);
+}
+
 /* ---- against a server -------------------------------------------------- */
 
 static const char *server(void)
@@ -382,6 +508,7 @@ int main(void)
         cmocka_unit_test(test_unreachable),       cmocka_unit_test(test_multi_failure),
         cmocka_unit_test(test_multipart_refused), cmocka_unit_test(test_server_probe),
         cmocka_unit_test(test_server_put_new),    cmocka_unit_test(test_server_race),
+        cmocka_unit_test(test_clock_date),        cmocka_unit_test(test_clock_no_date),
     };
     const char *only = getenv("CKS_S3_TEST_ONLY");
     if (only && only[0])
