@@ -73,6 +73,8 @@ cp -a "$DW/checkpoint-1" "$DW/checkpoint-3"
 CKPTSYNC_TEST_STOP_BEFORE_PUBLISH=1 "$CKPTSYNC" --config "$T/i-C.conf" snapshot "$CW/checkpoint-3" --run cli --json \
   > "$T/cli.json" 2> "$T/cli.err" &
 CLI=$!
+_kill_cli() { kill -9 "$CLI" 2> /dev/null || true; }   # (a held process, on failure)
+CKS_CLEANUP_HOOKS+=(_kill_cli)
 CKPTSYNC_TEST_STOP_BEFORE_PUBLISH=1 idaemon D
 icks D commit "$DW/checkpoint-3" --step 3 --wait replicated --timeout 300 --json \
   > "$T/dmn.json" 2> "$T/dmn.err" &
@@ -143,5 +145,6 @@ check_run() {
 check_run cli "$rc_cli" "$T/cli.json" "$T/cli.err" "$CW/checkpoint-3" > "$T/wrong"
 check_run dmn "$rc_dmn" "$T/dmn.json" "$T/dmn.err" "$DW/checkpoint-3" >> "$T/wrong"
 [ ! -s "$T/wrong" ] || { tail -20 "$T/i-D/daemon.log" >&2; cat "$T/wrong" >&2; die "a stalled writer lost its snapshot"; }
+kill -CONT "${IPID[D]}" 2> /dev/null || true
 istop D
 echo "stalled-writer: ok ($((SECONDS - T0)) s)"
