@@ -560,6 +560,31 @@ static void rw_published(struct rworker *w, unsigned k, bool release)
     }
 }
 
+/* rw_confirm, and W2 of service/gc.h: the intent must still be fresh
+ * after it, immediately before the publish, however long the worker took
+ * (or was stopped) since its gc check.  One that aged past ttl/2 is
+ * renewed by rw_confirm, which then confirms every chunk again (and
+ * queues what a prune swept meanwhile).  0: publish now; 1: chunks are
+ * queued again; or an error. */
+static int rw_confirm_fresh(struct rworker *w, uint64_t seq)
+{
+    for (int k = 0; k <= GC_RECONFIRM_MAX; k++) {
+        int e = rw_confirm(w, seq);
+        if (e != 0 || gc_intent_publishable(&w->intent))
+            return e;
+        log_warn("region '%s': snapshot %s: the intent is older than intent_ttl/2 by now; "
+                 "renewing it and confirming every chunk again before publishing",
+                 w->rg->conf.name, w->pend->id);
+    }
+    region_set_error(w->rg,
+                     "region '%s': confirming the chunks of snapshot %s took longer than "
+                     "intent_ttl/2 (%llu s) %d times; publishing it later (raise [prune] "
+                     "intent_ttl)",
+                     w->rg->conf.name, w->pend->id,
+                     (unsigned long long)w->rp->r->conf.intent_ttl / 2, GC_RECONFIRM_MAX);
+    return -ETIMEDOUT;
+}
+
 static int rw_publish(struct rworker *w, const struct qentry *q)
 {
     struct index_txn *t;
@@ -568,8 +593,6 @@ static int rw_publish(struct rworker *w, const struct qentry *q)
     bool release = false;
     int e;
 
-    if ((e = rw_confirm(w, q->seq)) != 0)
-        return e < 0 ? e : 0; /* chunks went missing: queued again, publish after them */
     if ((e = index_txn_begin(w->rp->r->ix, false, &t)) < 0)
         return e;
     struct pending p;
@@ -578,11 +601,13 @@ static int rw_publish(struct rworker *w, const struct qentry *q)
         e = buf_append(&man, p.manifest, p.manifest_len);
     index_txn_abort(t);
     if (e == 0)
+        e = rw_confirm_fresh(w, q->seq);
+    if (e == 0)
         e = snapshot_publish(w->rg, &w->man, man.data, man.len);
     buf_free(&man);
-    if (e < 0)
-        return e;
-    rw_intent_end(w); /* published: prune need not wait for it */
+    if (e != 0)
+        return e < 0 ? e : 0; /* chunks went missing: queued again, publish after them */
+    rw_intent_end(w);         /* published: prune need not wait for it */
     if ((e = index_txn_begin(w->rp->r->ix, true, &t)) < 0)
         return e;
     e = index_snap_get(t, w->pend->run, w->pend->id, &snap);

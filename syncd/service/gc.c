@@ -15,6 +15,7 @@
  *   chunks' presence in that region in the same pass.
  */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,14 @@ static double mono(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Seconds that also count while the machine is suspended. */
+static double boottime(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_BOOTTIME, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
@@ -193,10 +202,11 @@ int gc_intent_begin(struct region *rg, const struct config *conf, struct gc_inte
     g.seq = (int64_t)getpid();
     g.expires = g.time + (int64_t)conf->intent_ttl;
     in->ttl = conf->intent_ttl;
+    in->wall0 = g.time;
     int e = gc_intent_make(g.time, conf->intent_ttl, in->name);
     if (e < 0)
         return e;
-    in->t0 = mono();
+    in->t0 = boottime();
     snprintf(key, sizeof(key), "intents/%s", in->name);
     if ((e = put_rec(rg, key, &g, false)) < 0)
         in->name[0] = 0;
@@ -220,7 +230,22 @@ void gc_intent_end(struct region *rg, struct gc_intent *in)
 
 bool gc_intent_fresh(const struct gc_intent *in)
 {
-    return in->name[0] && mono() - in->t0 < (double)in->ttl / 2;
+    double age = boottime() - in->t0, wall = (double)(now() - in->wall0);
+    return in->name[0] && (wall > age ? wall : age) < (double)in->ttl / 2;
+}
+
+/* The test hook of gc.h: stop here until continued. */
+static void test_stop_before_publish(void)
+{
+    const char *v = getenv("CKPTSYNC_TEST_STOP_BEFORE_PUBLISH");
+    if (v && !strcmp(v, "1"))
+        raise(SIGSTOP);
+}
+
+bool gc_intent_publishable(const struct gc_intent *in)
+{
+    test_stop_before_publish();
+    return gc_intent_fresh(in);
 }
 
 static const struct gcrec *cache_mark(struct region *rg, struct gc_cache *c, const char *mark,

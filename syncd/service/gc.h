@@ -22,7 +22,11 @@
  *                      then confirm K again;
  *   W2  publish the manifest and commit record, then delete the intent.
  *   An intent older than ttl/2 by the writer's own clock is not published
- *   under: the writer writes a new one and confirms every chunk again.
+ *   under.  That is checked immediately before each region's publish
+ *   (gc_intent_publishable), whatever the writer did since W1 (a stall, a
+ *   slow upload to another region): a stale intent is replaced by a new
+ *   one, then W1 runs again and every chunk is confirmed again (uploading
+ *   what a sweep took), then the check again.
  *
  * Prune (one at a time per repository: the lease, locks/prune/<n>, in the
  * first configured region), per region:
@@ -88,7 +92,8 @@
 
 struct gc_intent {
     char name[GC_INTENT_MAX + 1]; /* "" when none is held */
-    double t0;                    /* monotonic seconds before its PUT */
+    double t0;                    /* CLOCK_BOOTTIME seconds before its PUT */
+    int64_t wall0;                /* its time field (the wall clock) */
     uint64_t ttl;
 };
 
@@ -105,8 +110,23 @@ int gc_intent_begin(struct region *rg, const struct config *conf, struct gc_inte
 /* Deletes the intent (errors are logged: an intent left behind only
  * delays prune until it expires). */
 void gc_intent_end(struct region *rg, struct gc_intent *in);
-/* Is there time left to publish under it (younger than ttl/2)? */
+/* Is there time left to publish under it (younger than ttl/2)?  Its age
+ * is the larger of the time since it was begun (CLOCK_BOOTTIME: a
+ * suspended machine's sleep counts) and the wall clock's advance since its
+ * time field (what prune's expiry goes by). */
 bool gc_intent_fresh(const struct gc_intent *in);
+/* W2's check, called immediately before publishing a manifest under in
+ * (nothing but the PUT after it): gc_intent_fresh.  When false, the
+ * writer must not publish: begin a new intent, run W1 again, confirm every
+ * chunk again, and ask again.  Thread-safe.
+ * Test hook: with CKPTSYNC_TEST_STOP_BEFORE_PUBLISH=1 in the environment,
+ * each call first stops the whole process (SIGSTOP) until a SIGCONT, so a
+ * test can hold a writer at this very point (tests/integration/
+ * test-stalled-writer.sh). */
+bool gc_intent_publishable(const struct gc_intent *in);
+/* How often a writer renews and confirms again for one publish before it
+ * gives the region up (confirming takes longer than ttl/2 each time). */
+#define GC_RECONFIRM_MAX 3
 
 /* W1: items (sorted by id, as presence_items makes them) are a snapshot's
  * distinct chunks; sets recheck[k] = 1 for each chunk that must be

@@ -660,10 +660,60 @@ int snapshot_publish(struct region *rg, const struct manifest *m, const uint8_t 
     return e;
 }
 
+/* Confirms region i's chunks again, all of them once the intent was
+ * renewed (snap_gc_check). */
+static int snap_reconfirm(struct snap *s, size_t i)
+{
+    struct presence_item *all;
+    uint32_t *masks;
+    uint64_t estimate;
+    size_t n;
+    int e = snap_distinct(s, &all, &masks, &n, &estimate);
+    if (e < 0)
+        return e;
+    e = snap_confirm_region(s, i, all, masks, n, estimate);
+    free(all);
+    free(masks);
+    return e;
+}
+
+/* W2 of service/gc.h, immediately before region i's publish: an intent
+ * that aged past ttl/2 since the region's chunks were confirmed (the
+ * writer stalled, or other regions took long) is not published under: it
+ * is renewed and every chunk confirmed again (uploading what a prune
+ * swept meanwhile), and the check is made again.  0 when the region may
+ * publish or has left the snapshot (health says which); an error that
+ * fails the snapshot (a source that changed). */
+static int snap_ready(struct snap *s, size_t i)
+{
+    struct region *rg = s->r->regions[i];
+    for (int k = 0; !s->r->health[i]; k++) {
+        if (gc_intent_publishable(&s->intent[i]))
+            return 0;
+        if (k == GC_RECONFIRM_MAX) {
+            region_set_error(rg,
+                             "region '%s': confirming this snapshot's chunks took longer than "
+                             "intent_ttl/2 (%llu s) %d times; not publishing there (raise [prune] "
+                             "intent_ttl)",
+                             rg->conf.name, (unsigned long long)s->r->conf.intent_ttl / 2, k);
+            snap_region_fail(s, i, -ETIMEDOUT);
+            return 0;
+        }
+        log_warn("region '%s': this snapshot's intent is older than intent_ttl/2 by now; "
+                 "renewing it and confirming every chunk again before publishing",
+                 rg->conf.name);
+        int e = snap_reconfirm(s, i);
+        if (e < 0)
+            return e;
+    }
+    return 0;
+}
+
 static int snap_commit(struct snap *s)
 {
     struct buf man = BUF_INIT;
     uint32_t committed = 0;
+    int ready = 0;
     int e = manifest_encode(&s->core.m, &man);
 
     if (e < 0) {
@@ -674,8 +724,8 @@ static int snap_commit(struct snap *s)
         buf_printf(s->err, "recording the snapshot in the index: %s", err_str(e));
         goto out;
     }
-    for (size_t i = 0; i < s->r->nregions; i++) {
-        if (s->r->health[i])
+    for (size_t i = 0; i < s->r->nregions && ready == 0; i++) {
+        if (s->r->health[i] || (ready = snap_ready(s, i)) < 0 || s->r->health[i])
             continue;
         e = snapshot_publish(s->r->regions[i], &s->core.m, man.data, man.len);
         if (e < 0) {
@@ -687,6 +737,8 @@ static int snap_commit(struct snap *s)
     }
     if ((e = snap_record(s, committed, false)) < 0)
         buf_printf(s->err, "recording the snapshot's regions in the index: %s", err_str(e));
+    if (e == 0)
+        e = ready;
 out:
     buf_free(&man);
     return e;
