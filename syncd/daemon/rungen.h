@@ -14,12 +14,13 @@
  *   publish):
  *       rungen_settle(r, rg, seq)
  *   when the run is undecided, lists the worker's own region
- *   (lineage_region_gen) and records the generation, which rewrites the
- *   manifest of every queued snapshot of the run in the same index
- *   transaction (lineage_gen_record: whoever records "gen/<run>" — this,
- *   ingest, the CLI's snapshot, migrate-in, migrate-out — does).  When that listing fails, the
- * worker fails as for any error of its region (backs off, retries): nothing of the run reaches that
- * region undecided, and the snapshot stays queued.
+ *   (lineage_region_gen) and records the generation.  Recording rewrites
+ *   the manifest of every queued snapshot of the run in the same index
+ *   transaction (lineage_gen_record: whoever records "gen/<run>" does,
+ *   be it this, ingest, the CLI's snapshot, migrate-in or migrate-out).
+ *   When the listing fails, the worker fails as for any error of its
+ *   region (backs off, retries): nothing of the snapshot reaches that
+ *   region undecided, and it stays queued.
  *
  *   ingest, inside the transaction that queues a snapshot it took
  *   undecided (ingcore's gen_undecided):

@@ -28,18 +28,19 @@
  * later snapshot of the run where the resume point never looks.  So it is
  * decided only from a successful listing, never from a failure: a region
  * that does not answer (unreachable, no bucket, a dir region whose
- * directory is missing) is no evidence of an empty run.  The rule is "at
- * least one region answered; every region that answered counts": the
- * same regions a reader (restore --latest, migrate-in, ls --remote)
- * would consult at that moment, so the writer joins the generation such a
- * reader sees as current.  Waiting for every region instead would stop a
- * fresh instance's first snapshot of a run for as long as one region is
- * gone; the limit of the rule is a claim that reached only regions which
- * are all down at the decision (migrate-in writes it to every region that
- * answers, and reports how many).  With no listing at all the generation
- * stays undecided: the CLI's snapshot fails, naming the regions; the
- * daemon queues the snapshot and its region workers decide before they
- * publish it (daemon/rungen.h).
+ * directory is missing) is no evidence of an empty run.  The rule: at
+ * least one region answered, and every region that answered counts (a
+ * daemon's region worker, which owns one handle, asks its own region).
+ * Those are the regions a reader (restore --latest, migrate-in, ls
+ * --remote) would consult at that moment, so the writer joins the
+ * generation such a reader sees as current.  Waiting for every region
+ * instead would hold back a fresh instance's snapshots of a run for as
+ * long as one region is gone; the limit of the rule is a claim that
+ * reached only regions that are all down at the decision (migrate-in
+ * writes it to every region that answers).  With no listing at all the
+ * generation stays undecided and nothing is recorded: the CLI's snapshot
+ * fails, naming the regions; the daemon queues the snapshot and a region
+ * worker decides before it uploads or publishes it (daemon/rungen.h).
  *
  * Calling sequence: lineage_scan() reads one run from every healthy
  * region (listings; a GET only for a snapshot with no commit record, or a

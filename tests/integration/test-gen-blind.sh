@@ -32,6 +32,11 @@ regions_back() {
 }
 # taken NAME STEP: the daemon of NAME has ingested (queued) checkpoint-STEP.
 taken() { grep -q "event=snapshot run=r .*unit=r/checkpoint-$2 " "$T/i-$1/daemon.log"; }
+# snap_id NAME STEP: the id of the snapshot the daemon of NAME took of checkpoint-STEP.
+snap_id() {
+  grep -o "event=snapshot run=r snapshot=[^ ]* unit=r/checkpoint-$2 " "$T/i-$1/daemon.log" |
+    sed 's/.*snapshot=\([^ ]*\) .*/\1/' | tail -1
+}
 # check_latest STEP ID: ls --remote and restore --latest (fresh state) take
 # ID, step STEP, at a generation newer than 0.
 check_latest() {
@@ -65,11 +70,16 @@ ck z 300
 icks z commit "$T/i-z/watch/r/checkpoint-300" --step 300 -q || die "Z: commit"
 wait_for 60 taken z 300 || { tail -20 "$T/i-z/daemon.log" >&2; die "Z did not take checkpoint-300"; }
 regions_back
+# the next snapshot decides (ingest lists the regions), or a region worker
+# does first: either way checkpoint-300 goes out at the decided generation
+ck z 350
+icks z commit "$T/i-z/watch/r/checkpoint-350" --step 350 -q || die "Z: commit 350"
 for r in a b c; do icks z retry "$r" -q; done
 icks z flush --wait replicated --deadline 90 -q || { tail -20 "$T/i-z/daemon.log" >&2; die "Z: flush"; }
-id300=$(grep -o "event=snapshot run=r snapshot=[^ ]* unit=r/checkpoint-300 " "$T/i-z/daemon.log" |
-  sed 's/.*snapshot=\([^ ]*\) .*/\1/' | tail -1)
-check_latest 300 "$id300"
+id300=$(snap_id z 300)
+check_latest 350 "$(snap_id z 350)"
+[ "$(json "$T/ls.json" "[x['generation'] for x in d if x['id'] == '$id300']")" = "[1]" ] ||
+  { cat "$T/ls.json" >&2; die "step 300 is not listed at generation 1"; }
 grep -q "generation.*undecided\|undecided.*generation" "$T/i-z/daemon.log" ||
   { tail -20 "$T/i-z/daemon.log" >&2; die "Z does not say the generation of r waits for a region"; }
 istop z
@@ -84,9 +94,23 @@ ikill w
 regions_back
 idaemon w
 icks w flush --wait replicated --deadline 90 -q || { tail -20 "$T/i-w/daemon.log" >&2; die "W: flush"; }
-id400=$(grep -o "event=snapshot run=r snapshot=[^ ]* unit=r/checkpoint-400 " "$T/i-w/daemon.log" |
-  sed 's/.*snapshot=\([^ ]*\) .*/\1/' | tail -1)
-check_latest 400 "$id400"
+check_latest 400 "$(snap_id w 400)"
 same_tree "$T/i-w/watch/r/checkpoint-400" "$T/lat/checkpoint-400"
 istop w
+
+if [ "$RK" = dir ]; then
+  step "3. the CLI: no region can list the run (snapshots/ loops): snapshot fails, naming each region"
+  inst v
+  ck v 500
+  for r in a b c; do mv "$T/regions/$r/snapshots" "$T/regions/$r/snapshots.away"; ln -s snapshots "$T/regions/$r/snapshots"; done
+  expect_fail 1 icks v snapshot "$T/i-v/watch/r/checkpoint-500" --run r --step 500
+  for r in a b c; do
+    grep -q "region '$r': listing \"$T/regions/$r/snapshots/r/\"" "$T/err" ||
+      { cat "$T/err" >&2; die "the error does not name region $r"; }
+  done
+  grep -q "generation of run 'r' cannot be decided" "$T/err" || { cat "$T/err" >&2; die "the error does not say why"; }
+  for r in a b c; do rm "$T/regions/$r/snapshots"; mv "$T/regions/$r/snapshots.away" "$T/regions/$r/snapshots"; done
+  icks v snapshot "$T/i-v/watch/r/checkpoint-500" --run r --step 500 --json > "$T/v.json" || die "V: snapshot"
+  check_latest 500 "$(json "$T/v.json" 'd["id"]')"
+fi
 echo "gen-blind: ok"
