@@ -500,16 +500,20 @@ static int gen_queued_cb(void *ud, const struct pending *p)
     return 0;
 }
 
-/* In t: the daemon's queued snapshot seq (store/queue.h) says generation gen. */
+/* In t: the daemon's queued snapshot seq (store/queue.h) says generation
+ * gen.  One whose manifest does not parse is left as it is (its region
+ * workers refuse to load it anyway) rather than hold back the others. */
 static int gen_rewrite(struct index_txn *t, uint64_t seq, int64_t gen, struct pending *p)
 {
     struct manifest m;
     struct buf man = BUF_INIT, err = BUF_INIT;
     manifest_init(&m);
     int e = queue_pending_get(t, seq, p);
-    if (e == 0 && (e = manifest_parse(p->manifest, p->manifest_len, &m, &err)) < 0)
-        log_error("pending snapshot %llu (%s): %s %s", (unsigned long long)seq, p->id, err_str(e),
-                  buf_str(&err));
+    if (e == 0 && manifest_parse(p->manifest, p->manifest_len, &m, &err) < 0) {
+        log_error("pending snapshot %llu (%s): %s; its generation is left undecided",
+                  (unsigned long long)seq, p->id, buf_str(&err));
+        e = 1;
+    }
     if (e == 0 && m.gen != gen) {
         m.gen = gen;
         if ((e = manifest_encode(&m, &man)) == 0) {
@@ -521,7 +525,7 @@ static int gen_rewrite(struct index_txn *t, uint64_t seq, int64_t gen, struct pe
     manifest_free(&m);
     buf_free(&man);
     buf_free(&err);
-    return e;
+    return e < 0 ? e : 0;
 }
 
 int lineage_gen_record(struct index_txn *t, const char *run, int64_t gen, size_t *ret_n)
