@@ -55,6 +55,7 @@
 #include "daemon/metrics.h"
 #include "daemon/objbuf.h"
 #include "daemon/pin.h"
+#include "daemon/rungen.h"
 #include "store/queue.h"
 #include "service/snapshot.h"
 
@@ -421,7 +422,10 @@ static int ing_commit(struct ing *g)
         e = index_txn_begin(g->ig->r->ix, true, &t);
     if (e < 0)
         goto out;
-    e = queue_next_seq(t, &seq);
+    /* taken while no region answered: a generation decided since counts */
+    e = g->core.gen_undecided ? rungen_fill(t, &g->core.m, &man) : 0;
+    if (e >= 0)
+        e = queue_next_seq(t, &seq);
     if (e == 0) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
@@ -486,7 +490,8 @@ static int ing_begin(struct ing *g)
                               .step = g->job->step,
                               .instance = inst,
                               .regions = ig->regions,
-                              .retries = 1, /* a change: the whole unit again (ing_run) */
+                              .retries = 1,      /* a change: the whole unit again (ing_run) */
+                              .gen_later = true, /* no region answers: rungen.h */
                               .ud = g};
     struct buf path = BUF_INIT;
     int e = ingcore_init(&g->core, ig->r, &ing_ops, ig->pool, ig->nijobs, &co, &g->err);

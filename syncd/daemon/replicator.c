@@ -63,6 +63,7 @@
 #include "store/queue.h"
 #include "daemon/replicator.h"
 #include "daemon/retakes.h"
+#include "daemon/rungen.h"
 #include "service/snapshot.h"
 
 #define BACKOFF_MIN_MS 1000
@@ -228,6 +229,9 @@ static int rw_load(struct rworker *w, uint64_t seq)
     manifest_free(&w->man);
     w->cache_seq = 0;
     if ((e = rw_intent_ensure(w)) < 0)
+        return e;
+    /* taken while no region answered: its generation first (rungen.h) */
+    if ((e = rungen_settle(w->rp->r, w->rg, seq)) < 0)
         return e;
     if ((e = index_txn_begin(w->rp->r->ix, false, &t)) < 0)
         return e;

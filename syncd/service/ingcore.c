@@ -201,6 +201,29 @@ void ingcore_free(struct ingcore *c)
 
 /* ---- the manifest's header --------------------------------------------- */
 
+/* The manifest's generation (lineage_run_gen); never a guess. */
+static int ic_gen(struct ingcore *c)
+{
+    struct buf why = BUF_INIT;
+    int e = lineage_run_gen(c->r, c->o.regions, c->o.run, &c->m.gen, &why);
+    if (e == CKS_E_QUORUM && c->o.gen_later) {
+        log_warn("%s: the generation of run '%s' is undecided; the snapshot waits, queued, "
+                 "until a region can be listed",
+                 buf_str(&why), c->o.run);
+        c->m.gen = 0;
+        c->gen_undecided = true;
+        e = 0;
+    } else if (e == CKS_E_QUORUM) {
+        buf_printf(c->err, "%s: the generation of run '%s' cannot be decided; nothing written",
+                   buf_str(&why), c->o.run);
+        e = CKS_E_REMOTE;
+    } else if (e < 0 && why.len) {
+        buf_printf(c->err, "%s", buf_str(&why));
+    }
+    buf_free(&why);
+    return e;
+}
+
 int ingcore_begin(struct ingcore *c, const char *path)
 {
     struct manifest *m = &c->m;
@@ -228,7 +251,7 @@ int ingcore_begin(struct ingcore *c, const char *path)
         (e = manifest_set_str(&m->instance, c->o.instance)) < 0)
         return e;
     snapshot_parent(r, c->o.run, &m->parent);
-    return lineage_run_gen(r, c->o.regions, c->o.run, &m->gen);
+    return ic_gen(c);
 }
 
 /* ---- chunks ------------------------------------------------------------ */

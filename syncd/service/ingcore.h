@@ -81,6 +81,11 @@ struct ingcore_opts {
     int64_t step;            /* -1: unknown */
     const char *instance;    /* instance type, NULL: unknown */
     struct region **regions; /* handles for reading the run's lineage (its generation) */
+    /* No region can be listed to decide the run's generation: true, the
+     * front end decides it later, before anything is published (the
+     * daemon: c.gen_undecided, daemon/rungen.h); false, ingcore_begin
+     * fails with CKS_E_REMOTE, err naming each region (the CLI). */
+    bool gen_later;
     /* Reads of a file that changed while it was read before giving up
      * with CKS_E_CHANGED (1: at once, the caller takes the unit again). */
     int retries;
@@ -102,6 +107,8 @@ struct ingcore {
     /* Set by the front end after ingcore_begin, both optional: */
     const char *pin;         /* open regular file k as PIN/k */
     const struct stat *kept; /* per walk entry: found unchanged before the read (st_ino 0: no) */
+    /* m.gen is a placeholder (0): no region answered (opts.gen_later) */
+    bool gen_undecided;
     /* counts */
     uint64_t files, dirs, links, bytes, chunks, files_unchanged, done;
     /* private */
@@ -124,7 +131,8 @@ int ingcore_init(struct ingcore *c, struct repo *r, const struct ingcore_ops *op
                  struct pool *pool, size_t njobs, const struct ingcore_opts *o, struct buf *err);
 void ingcore_free(struct ingcore *c);
 /* Lists path and fills the manifest's header (id, run, step, time, host,
- * chunker, root, instance, parent, generation). */
+ * chunker, root, instance, parent, generation: lineage_run_gen, see
+ * opts.gen_later for when no region answers). */
 int ingcore_begin(struct ingcore *c, const char *path);
 /* Every walk entry into the manifest.  CKS_E_CHANGED: a file kept
  * changing (retries reads), or a kept file's record went meanwhile. */

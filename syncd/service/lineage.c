@@ -26,6 +26,7 @@
 #include "engine/handoff.h"
 #include "service/lineage.h"
 #include "service/restore.h"
+#include "store/queue.h"
 
 /* ---- scanning ---------------------------------------------------------- */
 
@@ -196,10 +197,24 @@ static int snap_id_cmp(const void *a, const void *b)
     return strcmp(((const struct lineage_snap *)a)->id, ((const struct lineage_snap *)b)->id);
 }
 
+/* "region 'a': why" for a region that did not answer, into why. */
+static void scan_why(struct buf *why, const struct repo *r, struct region *const *regions, size_t i)
+{
+    const char *msg = r->health[i] ? NULL : region_last_error(regions[i]);
+    if (why->len)
+        buf_puts(why, "; ");
+    if (msg && msg[0])
+        buf_puts(why, msg);
+    else
+        buf_printf(why, "region '%s': %s", r->conf.regions[i].name,
+                   err_str(r->health[i] ? r->health[i] : -EIO));
+}
+
 int lineage_scan(struct repo *r, struct region *const *regions, const char *run,
                  struct lineage_view *ret, struct buf *err)
 {
     struct scan_ctx c = {.v = ret};
+    struct buf why = BUF_INIT;
     size_t listed = 0;
     memset(ret, 0, sizeof(*ret));
     if (manifest_run_check(run) < 0) {
@@ -209,16 +224,20 @@ int lineage_scan(struct repo *r, struct region *const *regions, const char *run,
     }
     snprintf(ret->run, sizeof(ret->run), "%s", run);
     for (size_t i = 0; i < r->nregions; i++) {
-        if (r->health[i])
+        if (r->health[i]) {
+            scan_why(&why, r, regions, i);
             continue;
+        }
         c.bit = 1u << i;
         int e = scan_region(&c, regions[i]);
         if (e == -ENOMEM) {
+            buf_free(&why);
             lineage_view_free(ret);
             return e;
         }
         if (e < 0) {
             log_error("%s", region_last_error(regions[i]));
+            scan_why(&why, r, regions, i);
             if (regions == r->regions) /* another thread's handles: r is not ours to mark */
                 repo_region_fail(r, i, e);
             continue;
@@ -226,10 +245,12 @@ int lineage_scan(struct repo *r, struct region *const *regions, const char *run,
         listed++;
     }
     if (listed == 0) {
-        buf_printf(err, "run '%s': no region could be listed", run);
+        buf_printf(err, "run '%s': no region could be listed (%s)", run, buf_str(&why));
+        buf_free(&why);
         lineage_view_free(ret);
         return CKS_E_QUORUM;
     }
+    buf_free(&why);
     if (ret->nsnaps > 1)
         qsort(ret->snaps, ret->nsnaps, sizeof(*ret->snaps), snap_id_cmp);
     if (regions == r->regions)
@@ -417,62 +438,173 @@ int lineage_put_commit(struct region *rg, const struct manifest *m, const uint8_
 
 /* ---- this instance's generation ----------------------------------------- */
 
-int lineage_set_gen(struct repo *r, const char *run, int64_t gen)
+static void gen_key(const char *run, char *key, size_t size)
 {
-    char key[16 + MANIFEST_MAX_FIELD], val[32];
-    struct index_txn *t;
-    snprintf(key, sizeof(key), "gen/%s", run);
-    snprintf(val, sizeof(val), "%lld", (long long)gen);
-    int e = index_txn_begin(r->ix, true, &t);
-    if (e < 0)
-        return e;
-    if ((e = index_meta_put(t, key, val)) < 0) {
-        index_txn_abort(t);
-        return e;
-    }
-    return index_txn_commit(t);
+    snprintf(key, size, "gen/%s", run);
 }
 
-static int gen_local(struct repo *r, const char *run, int64_t *ret)
+int lineage_gen_get(struct index_txn *t, const char *run, int64_t *ret)
 {
     char key[16 + MANIFEST_MAX_FIELD], val[32], *end;
-    struct index_txn *t;
-    snprintf(key, sizeof(key), "gen/%s", run);
-    int e = index_txn_begin(r->ix, false, &t);
-    if (e < 0)
-        return e;
-    e = index_meta_get(t, key, val, sizeof(val));
-    index_txn_abort(t);
+    gen_key(run, key, sizeof(key));
+    int e = index_meta_get(t, key, val, sizeof(val));
     if (e < 0)
         return e;
     long long g = strtoll(val, &end, 10);
-    if (*end || g < 0 || g > LINEAGE_GEN_MAX)
+    if (*end || end == val || g < 0 || g > LINEAGE_GEN_MAX)
         return CKS_E_FORMAT;
     *ret = g;
     return 0;
 }
 
-int lineage_run_gen(struct repo *r, struct region *const *regions, const char *run, int64_t *ret)
+static int gen_put(struct index_txn *t, const char *run, int64_t gen)
+{
+    char key[16 + MANIFEST_MAX_FIELD], val[32];
+    gen_key(run, key, sizeof(key));
+    snprintf(val, sizeof(val), "%lld", (long long)gen);
+    return index_meta_put(t, key, val);
+}
+
+static int gen_local(struct repo *r, const char *run, int64_t *ret)
+{
+    struct index_txn *t;
+    int e = index_txn_begin(r->ix, false, &t);
+    if (e < 0)
+        return e;
+    e = lineage_gen_get(t, run, ret);
+    index_txn_abort(t);
+    return e;
+}
+
+struct gen_queued {
+    const char *run;
+    uint64_t *v;
+    size_t n, cap;
+    int err;
+};
+
+static int gen_queued_cb(void *ud, const struct pending *p)
+{
+    struct gen_queued *q = ud;
+    if (strcmp(p->run, q->run))
+        return 0;
+    if (q->n == q->cap) {
+        size_t cap = q->cap ? q->cap * 2 : 8;
+        uint64_t *v = realloc(q->v, cap * sizeof(*v));
+        if (!v)
+            return q->err = -ENOMEM;
+        q->v = v;
+        q->cap = cap;
+    }
+    q->v[q->n++] = p->seq;
+    return 0;
+}
+
+/* In t: the daemon's queued snapshot seq (store/queue.h) says generation
+ * gen.  One whose manifest does not parse is left as it is (its region
+ * workers refuse to load it anyway) rather than hold back the others. */
+static int gen_rewrite(struct index_txn *t, uint64_t seq, int64_t gen, struct pending *p)
+{
+    struct manifest m;
+    struct buf man = BUF_INIT, err = BUF_INIT;
+    manifest_init(&m);
+    int e = queue_pending_get(t, seq, p);
+    if (e == 0 && manifest_parse(p->manifest, p->manifest_len, &m, &err) < 0) {
+        log_error("pending snapshot %llu (%s): %s; its generation is left undecided",
+                  (unsigned long long)seq, p->id, buf_str(&err));
+        e = 1;
+    }
+    if (e == 0 && m.gen != gen) {
+        m.gen = gen;
+        if ((e = manifest_encode(&m, &man)) == 0) {
+            p->manifest = man.data;
+            p->manifest_len = man.len;
+            e = queue_pending_put(t, p);
+        }
+    }
+    manifest_free(&m);
+    buf_free(&man);
+    buf_free(&err);
+    return e < 0 ? e : 0;
+}
+
+int lineage_gen_record(struct index_txn *t, const char *run, int64_t gen, size_t *ret_n)
+{
+    struct gen_queued q = {.run = run};
+    struct pending *p;
+    int64_t had;
+    int e = lineage_gen_get(t, run, &had);
+    *ret_n = 0;
+    if (e != -ENOENT && e != CKS_E_FORMAT)
+        return e;
+    if (!(p = malloc(sizeof(*p)))) /* large */
+        return -ENOMEM;
+    e = queue_pending_foreach(t, gen_queued_cb, &q);
+    if (e == 0 && q.err)
+        e = q.err;
+    for (size_t i = 0; i < q.n && e == 0; i++)
+        e = gen_rewrite(t, q.v[i], gen, p);
+    if (e == 0)
+        e = gen_put(t, run, gen);
+    if (e == 0)
+        *ret_n = q.n;
+    free(q.v);
+    free(p);
+    return e;
+}
+
+/* lineage_gen_record in a transaction of its own; *ret what is recorded
+ * (another thread's generation, when it recorded one first). */
+static int gen_record_first(struct repo *r, const char *run, int64_t gen, int64_t *ret)
+{
+    struct index_txn *t;
+    size_t n;
+    int e = index_txn_begin(r->ix, true, &t);
+    if (e < 0)
+        return e;
+    if ((e = lineage_gen_record(t, run, gen, &n)) == 0)
+        e = lineage_gen_get(t, run, ret);
+    if (e < 0) {
+        index_txn_abort(t);
+        return e;
+    }
+    if ((e = index_txn_commit(t)) == 0 && n)
+        log_info("run '%s': generation %lld for the %zu snapshot(s) queued while no region "
+                 "could be listed",
+                 run, (long long)*ret, n);
+    return e;
+}
+
+int lineage_run_gen(struct repo *r, struct region *const *regions, const char *run, int64_t *ret,
+                    struct buf *err)
 {
     struct lineage_view v;
-    struct buf err = BUF_INIT;
     int e = gen_local(r, run, ret);
     if (e != -ENOENT && e != CKS_E_FORMAT)
         return e;
-    e = lineage_scan(r, regions, run, &v, &err);
-    if (e < 0) {
-        /* No region to ask: write at generation 0 for now (not recorded,
-         * so the next snapshot asks again) rather than stop ingesting. */
-        log_warn("run '%s': %s; writing it at generation 0 until a region answers", run,
-                 buf_str(&err));
-        buf_free(&err);
-        *ret = 0;
-        return e == -ENOMEM ? e : 0;
-    }
-    *ret = v.gen;
+    /* Never a guess: without a listing the generation stays undecided and
+     * nothing is recorded (see lineage.h). */
+    if ((e = lineage_scan(r, regions, run, &v, err)) < 0)
+        return e;
+    int64_t gen = v.gen;
     lineage_view_free(&v);
-    buf_free(&err);
-    return lineage_set_gen(r, run, *ret);
+    return gen_record_first(r, run, gen, ret);
+}
+
+int lineage_region_gen(struct region *rg, const char *run, int64_t *ret, struct buf *err)
+{
+    struct lineage_view v;
+    struct scan_ctx c = {.v = &v, .bit = 1};
+    memset(&v, 0, sizeof(v));
+    snprintf(v.run, sizeof(v.run), "%s", run);
+    int e = scan_region(&c, rg);
+    if (e == 0)
+        *ret = v.gen;
+    else
+        buf_printf(err, "run '%s': %s", run,
+                   e == -ENOMEM || !region_last_error(rg)[0] ? err_str(e) : region_last_error(rg));
+    lineage_view_free(&v);
+    return e;
 }
 
 /* ---- migration ----------------------------------------------------------- */
@@ -480,13 +612,38 @@ int lineage_run_gen(struct repo *r, struct region *const *regions, const char *r
 unsigned lineage_handoff(struct repo *r, const char *run, const char *id, int64_t step)
 {
     struct lineage_rec rec;
+    struct buf err = BUF_INIT;
     int64_t gen;
-    if (lineage_run_gen(r, r->regions, run, &gen) < 0)
+    int e = lineage_run_gen(r, r->regions, run, &gen, &err);
+    if (e < 0) {
+        log_error("handoff of run '%s': %s", run, buf_str(&err)[0] ? buf_str(&err) : err_str(e));
+        buf_free(&err);
         return 0;
+    }
+    buf_free(&err);
     lineage_rec_init(&rec, LINEAGE_HANDOFF, run, gen);
     snprintf(rec.id, sizeof(rec.id), "%s", id);
     rec.step = step;
     return lineage_put(r, &rec);
+}
+
+/* Records claimed generation gen of run.  Snapshots the daemon queued
+ * undecided before (none recorded) take gen - 1, the generation that was
+ * current when they were taken, as the regions just showed. */
+static int gen_claimed(struct repo *r, const char *run, int64_t gen)
+{
+    struct index_txn *t;
+    size_t n;
+    int e = index_txn_begin(r->ix, true, &t);
+    if (e < 0)
+        return e;
+    if ((e = lineage_gen_record(t, run, gen - 1, &n)) == 0)
+        e = gen_put(t, run, gen);
+    if (e < 0) {
+        index_txn_abort(t);
+        return e;
+    }
+    return index_txn_commit(t);
 }
 
 int lineage_adopt(struct repo *r, const char *run, const char *base, int64_t base_step,
@@ -516,7 +673,7 @@ int lineage_adopt(struct repo *r, const char *run, const char *base, int64_t bas
         return CKS_E_QUORUM;
     }
     *ret_gen = rec.gen;
-    return lineage_set_gen(r, run, rec.gen);
+    return gen_claimed(r, run, rec.gen);
 }
 
 /* ---- runs -------------------------------------------------------------- */

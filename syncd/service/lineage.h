@@ -22,6 +22,26 @@
  * G+1), and an abandoned instance's late uploads (still at G) never outrank
  * the adopter's work.  Every snapshot stays listed and restorable by id.
  *
+ * Deciding a writer's generation.  The generation an instance writes a
+ * run at is decided once, from the regions' listings, and recorded in its
+ * index ("gen/<run>"); an instance that decided wrong would write every
+ * later snapshot of the run where the resume point never looks.  So it is
+ * decided only from a successful listing, never from a failure: a region
+ * that does not answer (unreachable, no bucket, a dir region whose
+ * directory is missing) is no evidence of an empty run.  The rule: at
+ * least one region answered, and every region that answered counts (a
+ * daemon's region worker, which owns one handle, asks its own region).
+ * Those are the regions a reader (restore --latest, migrate-in, ls
+ * --remote) would consult at that moment, so the writer joins the
+ * generation such a reader sees as current.  Waiting for every region
+ * instead would hold back a fresh instance's snapshots of a run for as
+ * long as one region is gone; the limit of the rule is a claim that
+ * reached only regions that are all down at the decision (migrate-in
+ * writes it to every region that answers).  With no listing at all the
+ * generation stays undecided and nothing is recorded: the CLI's snapshot
+ * fails, naming the regions; the daemon queues the snapshot and a region
+ * worker decides before it uploads or publishes it (daemon/rungen.h).
+ *
  * Calling sequence: lineage_scan() reads one run from every healthy
  * region (listings; a GET only for a snapshot with no commit record, or a
  * claim whose base is needed); lineage_candidates() orders what to restore;
@@ -72,10 +92,27 @@ size_t lineage_candidates(struct repo *r, struct lineage_view *v, const char **r
                           const char **ret_why, size_t cap);
 
 /* The generation this instance writes run with: the index's (meta
- * "gen/<run>"), else the regions' current one, which is then recorded.
- * regions: the set to read (the daemon's ingest thread has its own). */
-int lineage_run_gen(struct repo *r, struct region *const *regions, const char *run, int64_t *ret);
-int lineage_set_gen(struct repo *r, const char *run, int64_t gen);
+ * "gen/<run>"), else the highest the regions that answer show, which is
+ * then recorded (unless another thread recorded one first: that one is
+ * kept and returned).  regions: the set to read (the daemon's ingest
+ * thread has its own).  CKS_E_QUORUM, nothing recorded and err naming
+ * each region and why, when no region could be listed. */
+int lineage_run_gen(struct repo *r, struct region *const *regions, const char *run, int64_t *ret,
+                    struct buf *err);
+/* The same record inside the caller's transaction t: -ENOENT when none
+ * was decided, CKS_E_FORMAT when it is damaged (decide again). */
+int lineage_gen_get(struct index_txn *t, const char *run, int64_t *ret);
+/* In t: records gen as this instance's generation of run unless one is
+ * recorded (then nothing changes, *ret_n 0).  Keeps the daemon's rule
+ * (daemon/rungen.h): every snapshot of run it queued without a generation
+ * (none was recorded) is rewritten with gen in the same transaction;
+ * *ret_n how many.  Every writer of "gen/<run>" goes through it. */
+int lineage_gen_record(struct index_txn *t, const char *run, int64_t gen, size_t *ret_n);
+/* The highest generation one region shows for run (its listings; a
+ * manifest without a commit record is not read).  Uses only rg: for a
+ * thread that owns one region handle.  < 0 with err naming the region
+ * when it could not be listed. */
+int lineage_region_gen(struct region *rg, const char *run, int64_t *ret, struct buf *err);
 
 /* Writes a write-once record to every healthy region; returns how many
  * took it (errors logged, naming region and key). */

@@ -152,7 +152,9 @@ int region_has(struct region *r, const char *key);
  * absent (and logged), so that the caller writes it again. */
 int region_has_size(struct region *r, const char *key, uint64_t size);
 /* Calls cb for every key starting with prefix (any order); a non-zero return
- * from cb stops the listing and is returned. */
+ * from cb stops the listing and is returned.  No key under prefix is an
+ * empty listing (0); a region that cannot say (unreachable, no bucket, a
+ * dir region whose directory is missing) is an error, never empty. */
 int region_list(struct region *r, const char *prefix,
                 int (*cb)(void *ud, const char *key, uint64_t size), void *ud);
 int region_del(struct region *r, const char *key);

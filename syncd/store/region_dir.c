@@ -19,6 +19,9 @@
  *   enforces it from region_new on; its probe just does it twice.
  * - Objects are 0644 and directories 0755 (umask permitting): who may read
  *   the region is decided by the root's own mode, as a bucket policy would.
+ * - list() of a prefix with no directory is empty; under a root that does
+ *   not exist it fails (-ENODEV, naming the region and the path), never
+ *   "empty": an unmounted share is a region that does not answer.
  * - Every failure fills errmsg with the region, the path in quotes and the
  *   system's reason; nothing is logged here.
  */
@@ -316,6 +319,31 @@ static int dir_walk(struct dir_walk *w, int fd, size_t klen, const char *match)
     return rc;
 }
 
+/* A prefix whose directory is absent lists nothing, but only below a root
+ * that is there: an absent root is a share that is not mounted (or a
+ * path that is wrong), and reading it as an empty region would let a
+ * caller decide something from nothing (a run's generation). */
+static int dir_root_there(struct region *r)
+{
+    struct stat st;
+    if (stat(r->conf.path, &st) < 0) {
+        int e = -errno;
+        if (e != -ENOENT && e != -ENOTDIR)
+            return dir_fail(r, "listing", r->conf.path, e);
+        region_set_error(r,
+                         "region '%s': listing \"%s\": the region's directory does not exist "
+                         "(not mounted?)",
+                         r->conf.name, r->conf.path);
+        return -ENODEV;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        region_set_error(r, "region '%s': listing \"%s\": the region's root is not a directory",
+                         r->conf.name, r->conf.path);
+        return -ENOTDIR;
+    }
+    return 0;
+}
+
 static int dir_list(struct region *r, const char *prefix,
                     int (*cb)(void *ud, const char *key, uint64_t size), void *ud)
 {
@@ -335,7 +363,9 @@ static int dir_list(struct region *r, const char *prefix,
         rc = dir_fail(r, "listing", prefix, rc);
     else if (fd < 0 && errno != ENOENT && errno != ENOTDIR)
         rc = dir_fail(r, "listing", path, -errno);
-    else if (fd >= 0)
+    else if (fd < 0)
+        rc = dir_root_there(r);
+    else
         rc = dir_walk(w, fd, dlen, prefix + dlen);
     free(w);
     return rc;

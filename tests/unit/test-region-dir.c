@@ -2,7 +2,8 @@
  * test-region-dir.c — the dir region backend through the generic region_*
  * calls: round trips, listing by prefix, size limits, overwrite, no temp
  * files left, key validation, and check() naming the path it complains
- * about (missing, not a directory, read-only mount when we may mount);
+ * about (missing, not a directory, read-only mount when we may mount),
+ * a listing under a missing root failing rather than coming back empty;
  * create-only puts (region_put_new) alone and raced by threads and by
  * processes, the precondition probe, and `preconditions = none`; the
  * region's clock (region_clock).
@@ -341,6 +342,37 @@ static void test_check_missing_dir(void **state)
     assert_true(region_put(r, "chunks/ab/x", "x", 1) < 0);
     expect_error_has(r, path);
     assert_int_equal(stat(path, &st), -1);
+    region_free(r);
+}
+
+/* An absent prefix lists nothing; an absent root (or one that is a file)
+ * fails, naming the region and the path: it is not an empty region. */
+static void test_list_missing_root(void **state)
+{
+    struct fixture *f = *state;
+    char path[128];
+    struct seen s = {0};
+    assert_int_equal(list_count(f->r, "lineage/r1/", NULL), 0);
+    assert_int_equal(list_count(f->r, "", NULL), 0);
+    snprintf(path, sizeof(path), "%s/not-mounted", f->root);
+    struct region *r = region_at(path);
+    static const char *prefixes[] = {"lineage/r1/", "snapshots/", "commits/r1/g", ""};
+    for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++) {
+        assert_true(region_list(r, prefixes[i], count_key, &s) < 0);
+        assert_true(region_list(r, prefixes[i], count_key, &s) != -ENOENT);
+        expect_error_has(r, "region 'b'");
+        expect_error_has(r, path);
+        expect_error_has(r, "does not exist");
+    }
+    region_free(r);
+    FILE *fp = fopen(path, "w");
+    assert_non_null(fp);
+    fclose(fp);
+    r = region_at(path);
+    assert_int_equal(region_list(r, "lineage/r1/", count_key, &s), -ENOTDIR);
+    expect_error_has(r, path);
+    expect_error_has(r, "not a directory");
+    assert_int_equal(s.n, 0);
     region_free(r);
 }
 
@@ -701,6 +733,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_no_temp_files_left, setup, teardown),
         cmocka_unit_test_setup_teardown(test_invalid_keys, setup, teardown),
         cmocka_unit_test_setup_teardown(test_check_missing_dir, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_list_missing_root, setup, teardown),
         cmocka_unit_test_setup_teardown(test_check_not_a_dir, setup, teardown),
         cmocka_unit_test_setup_teardown(test_check_ok, setup, teardown),
         cmocka_unit_test_setup_teardown(test_check_read_only, setup, teardown),
