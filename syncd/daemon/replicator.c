@@ -425,7 +425,7 @@ static int rw_requeue(struct rworker *w, struct index_txn *t, uint64_t seq,
  * repository.  One HEAD per publish. */
 static int rw_repo_present(struct rworker *w)
 {
-    int e = region_has(w->rg, "repo");
+    int e = region_has(w->rg, layout_repo());
     if (e != 0)
         return e < 0 ? e : 0;
     e = repo_put_params(w->rg, &w->rp->r->params);
@@ -805,7 +805,7 @@ static void rw_ask(struct rworker *w, struct slot *sl)
     memset(&sl->req, 0, sizeof(sl->req));
     sl->req.kind = RREQ_HAS;
     sl->req.size = sl->ent ? sl->ent->stored_len : sl->obj.len; /* the plain object's */
-    region_chunk_key(sl->q.id, sl->req.key);
+    layout_chunk(sl->q.id, sl->req.key);
     sl->req.ud = sl;
     sl->epoch = w->epoch;
     rw_submit(w, sl);

@@ -15,21 +15,21 @@
 #include "service/catalog.h"
 #include "engine/ckptname.h"
 #include "service/restore.h"
+#include "store/layout.h"
 
 struct snaps {
     struct catalog_snap *v;
     size_t n, cap;
 };
 
-/* Keys are "snapshots/<run>/<id>"; anything else under the prefix is not
- * ours and is ignored. */
+/* Manifests' keys (store/layout.h); anything else under the prefix is
+ * not ours and is ignored. */
 static int snaps_cb(void *ud, const char *key, uint64_t size)
 {
     struct snaps *l = ud;
-    const char *rest = key + strlen("snapshots/"), *slash = strchr(rest, '/');
+    struct layout_key k;
     (void)size;
-    if (strncmp(key, "snapshots/", 10) || !slash || strchr(slash + 1, '/') ||
-        (size_t)(slash - rest) > MANIFEST_MAX_FIELD || strlen(slash + 1) > MANIFEST_ID_MAX)
+    if (layout_parse(key, &k) < 0 || k.kind != LAYOUT_SNAPSHOT)
         return 0;
     if (l->n == l->cap) {
         size_t cap = l->cap ? l->cap * 2 : 64;
@@ -40,10 +40,8 @@ static int snaps_cb(void *ud, const char *key, uint64_t size)
         l->cap = cap;
     }
     struct catalog_snap *c = &l->v[l->n];
-    snprintf(c->run, sizeof(c->run), "%.*s", (int)(slash - rest), rest);
-    snprintf(c->id, sizeof(c->id), "%s", slash + 1);
-    if (manifest_run_check(c->run) < 0 || manifest_id_check(c->id) < 0)
-        return 0;
+    snprintf(c->run, sizeof(c->run), "%s", k.dir);
+    snprintf(c->id, sizeof(c->id), "%.*s", MANIFEST_ID_MAX, k.name); /* checked: fits */
     c->regions = 1;
     l->n++;
     return 0;
@@ -63,7 +61,7 @@ static int forgets_cb(void *ud, const char *key, uint64_t size)
     struct lineage_rec rec;
     struct catalog_snap k;
     (void)size;
-    if (lineage_key_parse(key, &rec) < 0 || rec.kind != LINEAGE_FORGET)
+    if (layout_record_parse(key, &rec) < 0 || rec.kind != LINEAGE_FORGET)
         return 0;
     snprintf(k.run, sizeof(k.run), "%s", rec.run);
     snprintf(k.id, sizeof(k.id), "%s", rec.id);
@@ -78,7 +76,8 @@ static void catalog_drop_forgotten(struct repo *r, const char *run, struct snaps
 {
     char prefix[REGION_KEY_MAX];
     size_t out = 0;
-    snprintf(prefix, sizeof(prefix), "forget/%s%s", run ? run : "", run ? "/" : "");
+    if (layout_prefix(LAYOUT_FORGET, run, prefix) < 0)
+        return; /* no key names such a run: nothing to drop */
     for (size_t i = 0; i < r->nregions; i++)
         if (!r->health[i] && region_list(r->regions[i], prefix, forgets_cb, l) < 0)
             log_warn("%s", region_last_error(r->regions[i]));
@@ -93,10 +92,8 @@ int catalog_snapshots(struct repo *r, const char *run, struct catalog_snap **ret
     char prefix[REGION_KEY_MAX];
     struct snaps l = {0};
     size_t out = 0;
-    if (run)
-        snprintf(prefix, sizeof(prefix), "snapshots/%s/", run);
-    else
-        snprintf(prefix, sizeof(prefix), "snapshots/");
+    if (layout_prefix(LAYOUT_SNAPSHOT, run, prefix) < 0)
+        return -ENOENT; /* no key names such a run */
     for (size_t i = 0; i < r->nregions; i++) {
         if (r->health[i])
             continue;

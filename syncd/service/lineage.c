@@ -24,6 +24,7 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "engine/handoff.h"
+#include "store/layout.h"
 #include "service/lineage.h"
 #include "service/restore.h"
 
@@ -60,11 +61,11 @@ static struct lineage_snap *snap_get(struct scan_ctx *c, const char *id)
 static int manifests_cb(void *ud, const char *key, uint64_t size)
 {
     struct scan_ctx *c = ud;
-    const char *id = strrchr(key, '/');
+    struct layout_key k;
     (void)size;
-    if (!id || manifest_id_check(id + 1) < 0 || strlen(id + 1) > MANIFEST_ID_MAX)
+    if (layout_parse(key, &k) < 0 || k.kind != LAYOUT_SNAPSHOT)
         return 0; /* not ours */
-    struct lineage_snap *s = snap_get(c, id + 1);
+    struct lineage_snap *s = snap_get(c, k.name);
     if (!s)
         return -ENOMEM;
     s->manifests |= c->bit;
@@ -97,7 +98,7 @@ static int records_cb(void *ud, const char *key, uint64_t size)
     struct scan_ctx *c = ud;
     struct lineage_rec rec;
     (void)size;
-    if (lineage_key_parse(key, &rec) < 0 || strcmp(rec.run, c->v->run))
+    if (layout_record_parse(key, &rec) < 0 || strcmp(rec.run, c->v->run))
         return 0;
     if (rec.kind == LINEAGE_FORGET) {
         /* Removed: it no longer counts for anything, generation included
@@ -122,12 +123,13 @@ static int records_cb(void *ud, const char *key, uint64_t size)
     return 0;
 }
 
-static int scan_list(struct scan_ctx *c, struct region *rg, const char *top, const char *run,
+static int scan_list(struct scan_ctx *c, struct region *rg, enum layout_kind top, const char *run,
                      int (*cb)(void *, const char *, uint64_t))
 {
     char prefix[REGION_KEY_MAX];
-    snprintf(prefix, sizeof(prefix), "%s/%s/", top, run);
-    int e = region_list(rg, prefix, cb, c);
+    int e = layout_prefix(top, run, prefix);
+    if (e == 0)
+        e = region_list(rg, prefix, cb, c);
     return e == -ENOENT ? 0 : e;
 }
 
@@ -137,8 +139,9 @@ static int scan_legacy_handoff(struct scan_ctx *c, struct region *rg)
     char key[REGION_KEY_MAX];
     struct buf data = BUF_INIT;
     struct handoff h;
-    snprintf(key, sizeof(key), "handoff/%s", c->v->run);
-    int e = region_get(rg, key, HANDOFF_MAX_BYTES, &data);
+    int e = layout_key(LAYOUT_HANDOFF_V1, c->v->run, NULL, key);
+    if (e == 0)
+        e = region_get(rg, key, HANDOFF_MAX_BYTES, &data);
     if (e == 0 && handoff_parse(data.data, data.len, &h) == 0 && !strcmp(h.run, c->v->run)) {
         struct lineage_rec rec = {
             .kind = LINEAGE_HANDOFF, .gen = 0, .step = h.step, .time = h.time};
@@ -156,13 +159,13 @@ static int scan_legacy_handoff(struct scan_ctx *c, struct region *rg)
 
 static int scan_region(struct scan_ctx *c, struct region *rg)
 {
-    int e = scan_list(c, rg, "snapshots", c->v->run, manifests_cb);
+    int e = scan_list(c, rg, LAYOUT_SNAPSHOT, c->v->run, manifests_cb);
     if (e == 0)
-        e = scan_list(c, rg, "commits", c->v->run, records_cb);
+        e = scan_list(c, rg, LAYOUT_COMMIT, c->v->run, records_cb);
     if (e == 0)
-        e = scan_list(c, rg, "lineage", c->v->run, records_cb);
+        e = scan_list(c, rg, LAYOUT_LINEAGE, c->v->run, records_cb);
     if (e == 0)
-        e = scan_list(c, rg, "forget", c->v->run, records_cb);
+        e = scan_list(c, rg, LAYOUT_FORGET, c->v->run, records_cb);
     if (e == 0)
         e = scan_legacy_handoff(c, rg);
     return e;
@@ -315,13 +318,13 @@ static void cand_claims(struct repo *r, struct cands *c, struct lineage_view *v,
     for (size_t i = 0; i < v->nrecs && v->nbases < cap; i++) {
         const struct lineage_rec *cl = &v->recs[i];
         char key[REGION_KEY_MAX];
-        if (cl->kind != LINEAGE_CLAIM || cl->gen != g || lineage_key(cl, key, sizeof(key)) < 0)
+        if (cl->kind != LINEAGE_CLAIM || cl->gen != g || layout_record(cl, key, sizeof(key)) < 0)
             continue;
         for (size_t k = 0; k < r->nregions; k++) {
             struct buf data = BUF_INIT;
             struct lineage_rec body;
             int e = r->health[k] ? -EIO : region_get(r->regions[k], key, LINEAGE_MAX_BYTES, &data);
-            if (e == 0 && lineage_parse_at(key, data.data, data.len, &body) == 0) {
+            if (e == 0 && layout_record_read(key, data.data, data.len, &body) == 0) {
                 buf_free(&data);
                 if (body.id[0]) {
                     snprintf(v->bases[v->nbases], sizeof(v->bases[0]), "%s", body.id);
@@ -376,7 +379,7 @@ unsigned lineage_put(struct repo *r, const struct lineage_rec *rec)
     char key[REGION_KEY_MAX];
     struct buf body = BUF_INIT;
     unsigned n = 0;
-    if (lineage_key(rec, key, sizeof(key)) < 0 || lineage_encode(rec, &body) < 0) {
+    if (layout_record(rec, key, sizeof(key)) < 0 || lineage_encode(rec, &body) < 0) {
         buf_free(&body);
         return 0;
     }
@@ -406,7 +409,7 @@ int lineage_put_commit(struct region *rg, const struct manifest *m, const uint8_
     snprintf(rec.instance, sizeof(rec.instance), "%s", m->instance ? m->instance : "");
     rec.time = m->time;
     hash_sha256(man, len, rec.manifest);
-    int e = lineage_key(&rec, key, sizeof(key));
+    int e = layout_record(&rec, key, sizeof(key));
     if (e == 0)
         e = lineage_encode(&rec, &body);
     if (e == 0)
@@ -529,21 +532,15 @@ struct runs_ctx {
 static int runs_cb(void *ud, const char *key, uint64_t size)
 {
     struct runs_ctx *c = ud;
-    const char *rest = key + strlen("snapshots/");
-    size_t len = strcspn(rest, "/");
-    char name[MANIFEST_MAX_FIELD + 1];
+    struct layout_key k;
     (void)size;
-    if (len == 0 || len > MANIFEST_MAX_FIELD || rest[len] != '/')
-        return 0;
-    memcpy(name, rest, len);
-    name[len] = 0;
-    if (manifest_run_check(name) < 0)
+    if (layout_parse(key, &k) < 0 || k.kind != LAYOUT_SNAPSHOT)
         return 0;
     for (size_t i = 0; i < c->n; i++)
-        if (!strcmp(c->names[i], name))
+        if (!strcmp(c->names[i], k.dir))
             return 0;
     if (c->n < c->cap)
-        memcpy(c->names[c->n++], name, len + 1);
+        memcpy(c->names[c->n++], k.dir, strlen(k.dir) + 1);
     return 0;
 }
 
@@ -555,10 +552,12 @@ static int name_cmp(const void *a, const void *b)
 int lineage_runs(struct repo *r, char (*ret)[MANIFEST_MAX_FIELD + 1], size_t cap, size_t *ret_n)
 {
     struct runs_ctx c = {.names = ret, .cap = cap};
+    char prefix[REGION_KEY_MAX];
+    layout_prefix(LAYOUT_SNAPSHOT, NULL, prefix);
     for (size_t i = 0; i < r->nregions; i++) {
         if (r->health[i])
             continue;
-        int e = region_list(r->regions[i], "snapshots/", runs_cb, &c);
+        int e = region_list(r->regions[i], prefix, runs_cb, &c);
         if (e < 0 && e != -ENOENT) {
             log_error("%s", region_last_error(r->regions[i]));
             repo_region_fail(r, i, e);

@@ -56,6 +56,7 @@
 #include "service/scan.h"
 #include "service/walk.h"
 #include "service/wring.h"
+#include "store/layout.h"
 
 /* ---- finding the snapshot ------------------------------------------- */
 
@@ -65,8 +66,13 @@ int restore_manifest_in(struct repo *r, size_t i, const char *run, const char *i
     char key[REGION_KEY_MAX];
     struct buf data = BUF_INIT, perr = BUF_INIT;
     struct region *rg = r->regions[i];
-    snprintf(key, sizeof(key), "snapshots/%s/%s", run, id);
-    int e = region_get(rg, key, MANIFEST_MAX_BYTES, &data);
+    int e = layout_snapshot(run, id, key);
+    if (e < 0) {
+        log_warn("region '%s': no manifest can be named by run \"%s\" and snapshot \"%s\"",
+                 rg->conf.name, run, id);
+        goto out;
+    }
+    e = region_get(rg, key, MANIFEST_MAX_BYTES, &data);
     if (e < 0) {
         if (e != -ENOENT)
             log_warn("%s", region_last_error(rg));
@@ -1225,10 +1231,8 @@ static int rst_index(struct rst *s, int target)
     struct index_txn *t;
     uint32_t holders = 0;
     char key[REGION_KEY_MAX];
-    int e;
-
-    snprintf(key, sizeof(key), "snapshots/%s/%s", s->m.run, s->m.id);
-    for (size_t i = 0; i < s->r->nregions; i++)
+    int e = layout_snapshot(s->m.run, s->m.id, key); /* a parsed manifest's: valid */
+    for (size_t i = 0; e == 0 && i < s->r->nregions; i++)
         if (!s->r->health[i] && region_has(s->r->regions[i], key) == 1)
             holders |= 1u << s->r->regions[i]->slot;
     if ((e = index_txn_begin(s->r->ix, true, &t)) < 0)

@@ -37,6 +37,7 @@
 #include "service/lineage.h"
 #include "service/presence.h"
 #include "service/snapshot.h"
+#include "store/layout.h"
 
 /* A pool thread's own things: region handles (a struct region is
  * single-threaded; thread 0 uses the repo's) and an encoder. */
@@ -184,7 +185,7 @@ static int snap_chunk_upload(struct sjob *j, struct sworker *w, struct index_chu
     size_t nregions = snap_of(j)->r->nregions;
     int e;
 
-    region_chunk_key(j->h.id, key);
+    layout_chunk(j->h.id, key);
     buf_reset(&w->obj);
     for (size_t i = 0; i < nregions; i++)
         if ((j->healthy >> i & 1) && !(c->presence & (1u << w->rg[i]->slot))) {
@@ -440,7 +441,7 @@ static int snap_reupload(struct snap *s, size_t i, const uint8_t id[HASH_LEN])
     if (e == 0 && (e = chunkobj_encode(&s->z, data, len, &o, &s->obj, &codec)) < 0)
         buf_printf(s->err, "compressing a chunk: %s", err_str(e));
     free(data);
-    region_chunk_key(id, key);
+    layout_chunk(id, key);
     if (e == 0 && (e = region_put(s->r->regions[i], key, s->obj.data, s->obj.len)) < 0)
         snap_region_fail(s, i, e);
     if (e == 0) {
@@ -653,8 +654,9 @@ fail:
 int snapshot_publish(struct region *rg, const struct manifest *m, const uint8_t *man, size_t len)
 {
     char key[REGION_KEY_MAX];
-    snprintf(key, sizeof(key), "snapshots/%s/%s", m->run, m->id);
-    int e = region_put(rg, key, man, len);
+    int e = layout_snapshot(m->run, m->id, key);
+    if (e == 0)
+        e = region_put(rg, key, man, len);
     if (e == 0)
         e = lineage_put_commit(rg, m, man, len);
     return e;
