@@ -17,8 +17,7 @@
 #include "base/json.h"
 #include "base/log.h"
 #include "cli.h"
-#include "service/listing.h"
-#include "service/restore.h"
+#include "service/catalog.h"
 
 static void fmt_time(int64_t t, char *out, size_t cap)
 {

@@ -55,6 +55,7 @@
 #include "base/fileio.h"
 #include "base/log.h"
 #include "engine/chunkobj.h"
+#include "service/catalog.h"
 #include "service/gc.h"
 #include "daemon/metrics.h"
 #include "daemon/objbuf.h"
@@ -63,7 +64,6 @@
 #include "store/queue.h"
 #include "daemon/replicator.h"
 #include "daemon/retakes.h"
-#include "service/snapshot.h"
 
 #define BACKOFF_MIN_MS 1000
 #define BACKOFF_MAX_MS 60000

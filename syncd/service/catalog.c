@@ -1,20 +1,30 @@
 /*
- * catalog.c — a run's units from the regions' listings and manifests.
- * Listings are merged across regions (a region that missed a snapshot does
- * not hide it); each manifest is read once, from the first region that
- * has it intact (restore_find).
+ * catalog.c — which snapshots exist (catalog.h).
+ *
+ * Design: listings are merged across regions (a region that missed a
+ * snapshot does not hide it); each manifest is read once, from the first
+ * region that has it intact (manifests_read).  The local listing is one
+ * read transaction over the index's snapshot table, its region count the
+ * committed bits of the configured regions' slots.  The remote one takes
+ * the union of the healthy regions' listings and reads each manifest for
+ * its details, then one lineage scan per run for the resume point.  The
+ * newest snapshot of a run is the lineage's first candidate with a valid
+ * manifest somewhere.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
 
 #include "base/log.h"
+#include "engine/ckptname.h"
 #include "engine/lineage.h"
 #include "engine/ref.h"
 #include "service/catalog.h"
-#include "engine/ckptname.h"
-#include "service/restore.h"
+#include "service/lineage.h"
+#include "service/manifests.h"
 #include "store/layout.h"
 
 struct snaps {
@@ -171,7 +181,7 @@ int catalog_units(struct repo *r, const char *run, struct catalog_unit **ret, si
     for (size_t k = 0; k < nsnaps && e == 0; k++) {
         struct manifest m;
         struct buf ferr = BUF_INIT;
-        if (restore_find(r, run, snaps[k].id, &m, NULL, &ferr) == 0) {
+        if (manifests_read(r, run, snaps[k].id, &m, NULL, &ferr) == 0) {
             /* a staging folder an older daemon took is never a unit to restore */
             if (!ckptname_transient(m.root, strlen(m.root)))
                 e = units_add(&units, &n, &m);
@@ -196,4 +206,275 @@ int catalog_units(struct repo *r, const char *run, struct catalog_unit **ret, si
     *ret = units;
     *ret_n = n;
     return 0;
+}
+
+/* ---- listings (local and remote) ------------------------------------------ */
+
+static struct listing_row *listing_add(struct listing *l)
+{
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 32;
+        struct listing_row *v = realloc(l->v, cap * sizeof(*v));
+        if (!v)
+            return NULL;
+        l->v = v;
+        l->cap = cap;
+    }
+    memset(&l->v[l->n], 0, sizeof(l->v[0]));
+    return &l->v[l->n++];
+}
+
+static int listing_row_cmp(const void *a, const void *b)
+{
+    const struct listing_row *x = a, *y = b;
+    int c = strcmp(x->run, y->run);
+    return c ? c : strcmp(x->id, y->id);
+}
+
+void listing_free(struct listing *l)
+{
+    free(l->v);
+    memset(l, 0, sizeof(*l));
+}
+
+/* ---- local ------------------------------------------------------------- */
+
+struct listing_local {
+    struct listing *l;
+    uint32_t mask;
+    unsigned quorum;
+};
+
+static int listing_local_cb(void *ud, const char *run, const char *id, const struct index_snap *s)
+{
+    struct listing_local *lc = ud;
+    struct listing_row *w = listing_add(lc->l);
+    if (!w)
+        return -ENOMEM;
+    snprintf(w->run, sizeof(w->run), "%s", run);
+    snprintf(w->id, sizeof(w->id), "%s", id);
+    w->step = s->step;
+    w->time = s->time;
+    w->files = s->nfiles;
+    w->bytes = s->bytes;
+    w->regions = (unsigned)__builtin_popcount(s->committed & lc->mask);
+    w->durable = w->regions >= lc->quorum;
+    return 0;
+}
+
+static int listing_local(struct repo *r, const char *run, struct listing *l)
+{
+    struct index_txn *t;
+    struct listing_local lc = {l, 0, r->conf.quorum};
+    for (size_t i = 0; i < r->nregions; i++)
+        lc.mask |= 1u << r->regions[i]->slot;
+    int e = index_txn_begin(r->ix, false, &t);
+    if (e < 0)
+        return e;
+    e = index_snap_foreach(t, run, listing_local_cb, &lc);
+    index_txn_abort(t);
+    return e;
+}
+
+/* ---- remote ------------------------------------------------------------ */
+
+/* A row's details from its manifest; logs why when it cannot be read. */
+static void listing_details(struct repo *r, struct listing_row *w)
+{
+    struct manifest m;
+    struct buf err = BUF_INIT;
+    if (restore_find(r, w->run, w->id, &m, NULL, &err) == 0) {
+        w->step = m.step;
+        w->time = m.time;
+        w->gen = m.gen;
+        for (size_t f = 0; f < m.nfiles; f++) {
+            w->files += m.files[f].type == MFILE_REG;
+            w->bytes += m.files[f].size;
+        }
+        manifest_free(&m);
+    } else {
+        log_warn("%s", buf_str(&err));
+    }
+    buf_free(&err);
+}
+
+/* The regions' snapshots (of run, or only id when given), with the
+ * details from their manifests. */
+static int listing_remote(struct repo *r, const char *run, const char *id, struct listing *l)
+{
+    struct catalog_snap *snaps = NULL;
+    size_t n = 0;
+    int e = catalog_snapshots(r, run, &snaps, &n);
+    if (e == -ENOENT)
+        return 0;
+    for (size_t k = 0; e == 0 && k < n; k++) {
+        struct listing_row *w;
+        if (id && strcmp(snaps[k].id, id))
+            continue;
+        if (!(w = listing_add(l))) {
+            e = -ENOMEM;
+            break;
+        }
+        snprintf(w->run, sizeof(w->run), "%s", snaps[k].run);
+        snprintf(w->id, sizeof(w->id), "%s", snaps[k].id);
+        w->regions = snaps[k].regions;
+        w->durable = w->regions >= r->conf.quorum;
+        listing_details(r, w);
+    }
+    free(snaps);
+    return e;
+}
+
+/* Marks each run's resume point (service/lineage.h): what restore --latest
+ * and migrate-in take.  Rows are sorted by run. */
+static void listing_mark_resume(struct repo *r, struct listing *l)
+{
+    for (size_t k = 0; k < l->n; k++) {
+        struct lineage_view v;
+        struct buf err = BUF_INIT;
+        const char *ids[1], *why[1];
+        if (k && !strcmp(l->v[k - 1].run, l->v[k].run))
+            continue; /* one scan per run */
+        if (lineage_scan(r, r->regions, l->v[k].run, &v, &err) == 0) {
+            if (lineage_candidates(r, &v, ids, why, 1) == 1)
+                for (size_t i = k; i < l->n && !strcmp(l->v[i].run, l->v[k].run); i++)
+                    l->v[i].resume = !strcmp(l->v[i].id, ids[0]);
+            lineage_view_free(&v);
+        }
+        buf_free(&err);
+    }
+}
+
+int listing_snapshots(struct repo *r, const char *run, unsigned flags, struct listing *l)
+{
+    bool remote = flags & LISTING_REMOTE;
+    int e = remote ? listing_remote(r, run, NULL, l) : listing_local(r, run, l);
+    if (e < 0)
+        return e;
+    if (l->n) /* qsort(NULL, 0, ...) is undefined */
+        qsort(l->v, l->n, sizeof(*l->v), listing_row_cmp);
+    if (remote)
+        listing_mark_resume(r, l);
+    return 0;
+}
+
+int listing_find_run(struct repo *r, const char *id, char *ret_run, size_t cap)
+{
+    struct listing l = {0};
+    int e = listing_local(r, NULL, &l);
+    for (size_t k = 0; e == 0 && k < l.n; k++)
+        if (!strcmp(l.v[k].id, id)) {
+            snprintf(ret_run, cap, "%s", l.v[k].run);
+            listing_free(&l);
+            return 0;
+        }
+    l.n = 0;
+    e = listing_remote(r, NULL, id, &l);
+    if (e == 0 && l.n > 0)
+        snprintf(ret_run, cap, "%s", l.v[0].run);
+    else if (e == 0)
+        e = -ENOENT;
+    listing_free(&l);
+    return e;
+}
+
+/* ---- finding one snapshot -------------------------------------------------- */
+
+/* The run's resume point (service/lineage.h): the first candidate with a
+ * valid manifest somewhere; one that has none is reported and passed. */
+static int restore_find_latest(struct repo *r, const char *run, struct manifest *ret,
+                               size_t *ret_region, struct buf *err)
+{
+    struct lineage_view v;
+    const char *ids[64], *why[64];
+    int e = lineage_scan(r, r->regions, run, &v, err);
+    if (e < 0)
+        return e;
+    size_t n = lineage_candidates(r, &v, ids, why, 64);
+    for (size_t k = 0; k < n; k++) {
+        struct buf ferr = BUF_INIT; /* each miss is logged below */
+        int found = manifests_read(r, run, ids[k], ret, ret_region, &ferr);
+        buf_free(&ferr);
+        if (found == 0) {
+            log_debug("run '%s': snapshot %s (%s)", run, ids[k], why[k]);
+            lineage_view_free(&v);
+            return 0;
+        }
+        log_error("run '%s': snapshot %s (%s) has no valid manifest in any reachable region; "
+                  "taking the next",
+                  run, ids[k], why[k]);
+    }
+    lineage_view_free(&v);
+    buf_printf(err, "run '%s' has no committed snapshot in any reachable region", run);
+    return -ENOENT;
+}
+
+int restore_find(struct repo *r, const char *run, const char *id, struct manifest *ret,
+                 size_t *ret_region, struct buf *err)
+{
+    if (manifest_run_check(run) < 0 || (id && manifest_id_check(id) < 0)) {
+        buf_printf(err, "invalid run name or snapshot id");
+        return -EINVAL;
+    }
+    if (!id)
+        return restore_find_latest(r, run, ret, ret_region, err);
+    return manifests_read(r, run, id, ret, ret_region, err);
+}
+
+/* ---- a new snapshot: id, parent, publishing -------------------------------- */
+
+int snapshot_make_id(char *id, size_t cap)
+{
+    struct timespec ts;
+    struct tm tm;
+    uint32_t rnd;
+    char stamp[32];
+    clock_gettime(CLOCK_REALTIME, &ts);
+    gmtime_r(&ts.tv_sec, &tm);
+    strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%S", &tm);
+    if (getrandom(&rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+        return -EIO;
+    snprintf(id, cap, "%s.%06ldZ-%08x", stamp, ts.tv_nsec / 1000, rnd);
+    return 0;
+}
+
+/* The parent: this instance's newest snapshot of the run (the index
+ * knows; informational, so no region is asked). */
+struct parent_acc {
+    struct index_snap best;
+    char id[MANIFEST_ID_MAX + 1];
+};
+
+static int parent_cb(void *ud, const char *run, const char *id, const struct index_snap *rec)
+{
+    struct parent_acc *a = ud;
+    (void)run;
+    if (!a->id[0] || lineage_newer(rec->step, id, a->best.step, a->id)) {
+        a->best = *rec;
+        snprintf(a->id, sizeof(a->id), "%s", id);
+    }
+    return 0;
+}
+
+void snapshot_parent(struct repo *r, const char *run, char **ret_parent)
+{
+    struct parent_acc a = {0};
+    struct index_txn *t;
+    if (index_txn_begin(r->ix, false, &t) < 0)
+        return;
+    index_snap_foreach(t, run, parent_cb, &a);
+    index_txn_abort(t);
+    if (a.id[0])
+        manifest_set_str(ret_parent, a.id);
+}
+
+int snapshot_publish(struct region *rg, const struct manifest *m, const uint8_t *man, size_t len)
+{
+    char key[REGION_KEY_MAX];
+    int e = layout_snapshot(m->run, m->id, key);
+    if (e == 0)
+        e = region_put(rg, key, man, len);
+    if (e == 0)
+        e = lineage_put_commit(rg, m, man, len);
+    return e;
 }

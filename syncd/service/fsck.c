@@ -16,8 +16,8 @@
 
 #include "base/log.h"
 #include "engine/hash.h"
+#include "service/catalog.h"
 #include "store/queue.h"
-#include "service/restore.h"
 
 struct fsck {
     struct repo *r;

@@ -25,7 +25,7 @@
 #include "base/log.h"
 #include "engine/lineage.h"
 #include "service/gc.h"
-#include "service/restore.h"
+#include "service/catalog.h"
 #include "store/layout.h"
 
 #define NAME_MAX_LEN 64

@@ -32,9 +32,9 @@
 
 #include "base/err.h"
 #include "base/log.h"
+#include "service/catalog.h"
 #include "service/ingcore.h"
 #include "service/lineage.h"
-#include "service/snapshot.h"
 
 #define INGCORE_RACY_NS 20000000 /* 20 ms: several timestamp ticks */
 

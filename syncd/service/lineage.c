@@ -26,7 +26,7 @@
 #include "engine/handoff.h"
 #include "store/layout.h"
 #include "service/lineage.h"
-#include "service/restore.h"
+#include "service/manifests.h"
 
 /* ---- scanning ---------------------------------------------------------- */
 
@@ -180,7 +180,7 @@ static void scan_fill_unknown(struct repo *r, struct lineage_view *v)
         struct buf err = BUF_INIT;
         if (s->known || !s->manifests || s->forgets)
             continue;
-        if (restore_find(r, v->run, s->id, &m, NULL, &err) == 0) {
+        if (manifests_read(r, v->run, s->id, &m, NULL, &err) == 0) {
             s->gen = m.gen;
             s->step = m.step;
             s->known = true;

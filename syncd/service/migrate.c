@@ -21,8 +21,8 @@
 #include <unistd.h>
 
 #include "base/log.h"
+#include "service/catalog.h"
 #include "service/lineage.h"
-#include "service/listing.h"
 
 static double migrate_now(void)
 {

@@ -28,9 +28,9 @@
 #include "ckptsync/format.h"
 #include "service/catalog.h"
 #include "service/lineage.h"
+#include "service/manifests.h"
 #include "store/queue.h"
 #include "service/reindex.h"
-#include "service/restore.h"
 #include "store/layout.h"
 
 #define RX_PROGRESS_EVERY 4096

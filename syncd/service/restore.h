@@ -1,7 +1,7 @@
 /*
  * restore.h — bring a snapshot back, verified, into a target directory.
  *
- *   restore_find(r, run, id_or_NULL, &m, &err);   // newest or named, parsed
+ *   restore_find(r, run, id_or_NULL, &m, &err);   // service/catalog.h
  *   restore_run(r, &opts, &res, &err);
  *
  * Every chunk is checked against its id (SHA-256) and every file against
@@ -52,15 +52,6 @@ struct restore_result {
     uint64_t region_chunks[CONFIG_MAX_REGIONS];
 };
 
-/* Reads and checks the manifest of (run, id) in region i: parsed by the
- * bounded parser, and naming that run and id.  Logs what is wrong, naming
- * the region and key.  -ENOENT when the region lacks it. */
-int restore_manifest_in(struct repo *r, size_t i, const char *run, const char *id,
-                        struct manifest *ret);
-/* Finds and parses a snapshot's manifest (newest when id is NULL).
- * ret_region (may be NULL) gets the index of the region it came from. */
-int restore_find(struct repo *r, const char *run, const char *id, struct manifest *ret,
-                 size_t *ret_region, struct buf *err);
 int restore_run(struct repo *r, const struct restore_opts *o, struct restore_result *ret,
                 struct buf *err);
 /* true when the n bytes at p are all zero: such a chunk is not written,

@@ -18,9 +18,9 @@
 #include "base/jsonread.h"
 #include "base/log.h"
 #include "engine/gcrec.h"
+#include "service/catalog.h"
 #include "service/fetch.h"
 #include "service/lineage.h"
-#include "service/restore.h"
 #include "service/retention.h"
 
 #define TRAINER_STATE "trainer_state.json"

@@ -32,6 +32,7 @@
 #include "base/fileio.h"
 #include "base/log.h"
 #include "engine/chunkobj.h"
+#include "service/catalog.h"
 #include "service/gc.h"
 #include "service/ingcore.h"
 #include "service/lineage.h"
@@ -583,51 +584,6 @@ static int snap_confirm(struct snap *s)
 
 /* ---- commit ------------------------------------------------------------ */
 
-int snapshot_make_id(char *id, size_t cap)
-{
-    struct timespec ts;
-    struct tm tm;
-    uint32_t rnd;
-    char stamp[32];
-    clock_gettime(CLOCK_REALTIME, &ts);
-    gmtime_r(&ts.tv_sec, &tm);
-    strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%S", &tm);
-    if (getrandom(&rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
-        return -EIO;
-    snprintf(id, cap, "%s.%06ldZ-%08x", stamp, ts.tv_nsec / 1000, rnd);
-    return 0;
-}
-
-/* The parent: this instance's newest snapshot of the run (the index
- * knows; informational, so no region is asked). */
-struct parent_acc {
-    struct index_snap best;
-    char id[MANIFEST_ID_MAX + 1];
-};
-
-static int parent_cb(void *ud, const char *run, const char *id, const struct index_snap *rec)
-{
-    struct parent_acc *a = ud;
-    (void)run;
-    if (!a->id[0] || lineage_newer(rec->step, id, a->best.step, a->id)) {
-        a->best = *rec;
-        snprintf(a->id, sizeof(a->id), "%s", id);
-    }
-    return 0;
-}
-
-void snapshot_parent(struct repo *r, const char *run, char **ret_parent)
-{
-    struct parent_acc a = {0};
-    struct index_txn *t;
-    if (index_txn_begin(r->ix, false, &t) < 0)
-        return;
-    index_snap_foreach(t, run, parent_cb, &a);
-    index_txn_abort(t);
-    if (a.id[0])
-        manifest_set_str(ret_parent, a.id);
-}
-
 static int snap_record(struct snap *s, uint32_t committed, bool create)
 {
     struct index_txn *t;
@@ -648,17 +604,6 @@ done:
         return index_txn_commit(t);
 fail:
     index_txn_abort(t);
-    return e;
-}
-
-int snapshot_publish(struct region *rg, const struct manifest *m, const uint8_t *man, size_t len)
-{
-    char key[REGION_KEY_MAX];
-    int e = layout_snapshot(m->run, m->id, key);
-    if (e == 0)
-        e = region_put(rg, key, man, len);
-    if (e == 0)
-        e = lineage_put_commit(rg, m, man, len);
     return e;
 }
 

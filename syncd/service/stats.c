@@ -16,7 +16,6 @@
 #include "base/log.h"
 #include "engine/hash.h"
 #include "service/catalog.h"
-#include "service/restore.h"
 #include "service/stats.h"
 #include "store/layout.h"
 

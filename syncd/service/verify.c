@@ -32,9 +32,8 @@
 #include "engine/lineage.h"
 #include "engine/ref.h"
 #include "service/catalog.h"
+#include "service/manifests.h"
 #include "service/repokeys.h"
-#include "service/restore.h"
-#include "service/snapshot.h"
 #include "service/verify.h"
 #include "store/layout.h"
 
