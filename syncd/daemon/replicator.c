@@ -578,7 +578,7 @@ static int rw_publish(struct rworker *w, const struct qentry *q)
         e = buf_append(&man, p.manifest, p.manifest_len);
     index_txn_abort(t);
     if (e == 0)
-        e = snapshot_publish(w->rg, &w->man, man.data, man.len);
+        e = catalog_publish(w->rg, &w->man, man.data, man.len);
     buf_free(&man);
     if (e < 0)
         return e;

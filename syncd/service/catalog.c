@@ -210,11 +210,11 @@ int catalog_units(struct repo *r, const char *run, struct catalog_unit **ret, si
 
 /* ---- listings (local and remote) ------------------------------------------ */
 
-static struct listing_row *listing_add(struct listing *l)
+static struct catalog_row *list_add(struct catalog_rows *l)
 {
     if (l->n == l->cap) {
         size_t cap = l->cap ? l->cap * 2 : 32;
-        struct listing_row *v = realloc(l->v, cap * sizeof(*v));
+        struct catalog_row *v = realloc(l->v, cap * sizeof(*v));
         if (!v)
             return NULL;
         l->v = v;
@@ -224,14 +224,14 @@ static struct listing_row *listing_add(struct listing *l)
     return &l->v[l->n++];
 }
 
-static int listing_row_cmp(const void *a, const void *b)
+static int list_row_cmp(const void *a, const void *b)
 {
-    const struct listing_row *x = a, *y = b;
+    const struct catalog_row *x = a, *y = b;
     int c = strcmp(x->run, y->run);
     return c ? c : strcmp(x->id, y->id);
 }
 
-void listing_free(struct listing *l)
+void catalog_rows_free(struct catalog_rows *l)
 {
     free(l->v);
     memset(l, 0, sizeof(*l));
@@ -239,16 +239,16 @@ void listing_free(struct listing *l)
 
 /* ---- local ------------------------------------------------------------- */
 
-struct listing_local {
-    struct listing *l;
+struct list_local {
+    struct catalog_rows *l;
     uint32_t mask;
     unsigned quorum;
 };
 
-static int listing_local_cb(void *ud, const char *run, const char *id, const struct index_snap *s)
+static int list_local_cb(void *ud, const char *run, const char *id, const struct index_snap *s)
 {
-    struct listing_local *lc = ud;
-    struct listing_row *w = listing_add(lc->l);
+    struct list_local *lc = ud;
+    struct catalog_row *w = list_add(lc->l);
     if (!w)
         return -ENOMEM;
     snprintf(w->run, sizeof(w->run), "%s", run);
@@ -262,16 +262,16 @@ static int listing_local_cb(void *ud, const char *run, const char *id, const str
     return 0;
 }
 
-static int listing_local(struct repo *r, const char *run, struct listing *l)
+static int list_local(struct repo *r, const char *run, struct catalog_rows *l)
 {
     struct index_txn *t;
-    struct listing_local lc = {l, 0, r->conf.quorum};
+    struct list_local lc = {l, 0, r->conf.quorum};
     for (size_t i = 0; i < r->nregions; i++)
         lc.mask |= 1u << r->regions[i]->slot;
     int e = index_txn_begin(r->ix, false, &t);
     if (e < 0)
         return e;
-    e = index_snap_foreach(t, run, listing_local_cb, &lc);
+    e = index_snap_foreach(t, run, list_local_cb, &lc);
     index_txn_abort(t);
     return e;
 }
@@ -279,11 +279,11 @@ static int listing_local(struct repo *r, const char *run, struct listing *l)
 /* ---- remote ------------------------------------------------------------ */
 
 /* A row's details from its manifest; logs why when it cannot be read. */
-static void listing_details(struct repo *r, struct listing_row *w)
+static void list_details(struct repo *r, struct catalog_row *w)
 {
     struct manifest m;
     struct buf err = BUF_INIT;
-    if (restore_find(r, w->run, w->id, &m, NULL, &err) == 0) {
+    if (catalog_find(r, w->run, w->id, &m, NULL, &err) == 0) {
         w->step = m.step;
         w->time = m.time;
         w->gen = m.gen;
@@ -300,7 +300,7 @@ static void listing_details(struct repo *r, struct listing_row *w)
 
 /* The regions' snapshots (of run, or only id when given), with the
  * details from their manifests. */
-static int listing_remote(struct repo *r, const char *run, const char *id, struct listing *l)
+static int list_remote(struct repo *r, const char *run, const char *id, struct catalog_rows *l)
 {
     struct catalog_snap *snaps = NULL;
     size_t n = 0;
@@ -308,10 +308,10 @@ static int listing_remote(struct repo *r, const char *run, const char *id, struc
     if (e == -ENOENT)
         return 0;
     for (size_t k = 0; e == 0 && k < n; k++) {
-        struct listing_row *w;
+        struct catalog_row *w;
         if (id && strcmp(snaps[k].id, id))
             continue;
-        if (!(w = listing_add(l))) {
+        if (!(w = list_add(l))) {
             e = -ENOMEM;
             break;
         }
@@ -319,7 +319,7 @@ static int listing_remote(struct repo *r, const char *run, const char *id, struc
         snprintf(w->id, sizeof(w->id), "%s", snaps[k].id);
         w->regions = snaps[k].regions;
         w->durable = w->regions >= r->conf.quorum;
-        listing_details(r, w);
+        list_details(r, w);
     }
     free(snaps);
     return e;
@@ -327,7 +327,7 @@ static int listing_remote(struct repo *r, const char *run, const char *id, struc
 
 /* Marks each run's resume point (service/lineage.h): what restore --latest
  * and migrate-in take.  Rows are sorted by run. */
-static void listing_mark_resume(struct repo *r, struct listing *l)
+static void list_mark_resume(struct repo *r, struct catalog_rows *l)
 {
     for (size_t k = 0; k < l->n; k++) {
         struct lineage_view v;
@@ -345,36 +345,36 @@ static void listing_mark_resume(struct repo *r, struct listing *l)
     }
 }
 
-int listing_snapshots(struct repo *r, const char *run, unsigned flags, struct listing *l)
+int catalog_list(struct repo *r, const char *run, unsigned flags, struct catalog_rows *l)
 {
-    bool remote = flags & LISTING_REMOTE;
-    int e = remote ? listing_remote(r, run, NULL, l) : listing_local(r, run, l);
+    bool remote = flags & CATALOG_REMOTE;
+    int e = remote ? list_remote(r, run, NULL, l) : list_local(r, run, l);
     if (e < 0)
         return e;
     if (l->n) /* qsort(NULL, 0, ...) is undefined */
-        qsort(l->v, l->n, sizeof(*l->v), listing_row_cmp);
+        qsort(l->v, l->n, sizeof(*l->v), list_row_cmp);
     if (remote)
-        listing_mark_resume(r, l);
+        list_mark_resume(r, l);
     return 0;
 }
 
-int listing_find_run(struct repo *r, const char *id, char *ret_run, size_t cap)
+int catalog_find_run(struct repo *r, const char *id, char *ret_run, size_t cap)
 {
-    struct listing l = {0};
-    int e = listing_local(r, NULL, &l);
+    struct catalog_rows l = {0};
+    int e = list_local(r, NULL, &l);
     for (size_t k = 0; e == 0 && k < l.n; k++)
         if (!strcmp(l.v[k].id, id)) {
             snprintf(ret_run, cap, "%s", l.v[k].run);
-            listing_free(&l);
+            catalog_rows_free(&l);
             return 0;
         }
     l.n = 0;
-    e = listing_remote(r, NULL, id, &l);
+    e = list_remote(r, NULL, id, &l);
     if (e == 0 && l.n > 0)
         snprintf(ret_run, cap, "%s", l.v[0].run);
     else if (e == 0)
         e = -ENOENT;
-    listing_free(&l);
+    catalog_rows_free(&l);
     return e;
 }
 
@@ -382,7 +382,7 @@ int listing_find_run(struct repo *r, const char *id, char *ret_run, size_t cap)
 
 /* The run's resume point (service/lineage.h): the first candidate with a
  * valid manifest somewhere; one that has none is reported and passed. */
-static int restore_find_latest(struct repo *r, const char *run, struct manifest *ret,
+static int catalog_find_latest(struct repo *r, const char *run, struct manifest *ret,
                                size_t *ret_region, struct buf *err)
 {
     struct lineage_view v;
@@ -409,7 +409,7 @@ static int restore_find_latest(struct repo *r, const char *run, struct manifest 
     return -ENOENT;
 }
 
-int restore_find(struct repo *r, const char *run, const char *id, struct manifest *ret,
+int catalog_find(struct repo *r, const char *run, const char *id, struct manifest *ret,
                  size_t *ret_region, struct buf *err)
 {
     if (manifest_run_check(run) < 0 || (id && manifest_id_check(id) < 0)) {
@@ -417,13 +417,13 @@ int restore_find(struct repo *r, const char *run, const char *id, struct manifes
         return -EINVAL;
     }
     if (!id)
-        return restore_find_latest(r, run, ret, ret_region, err);
+        return catalog_find_latest(r, run, ret, ret_region, err);
     return manifests_read(r, run, id, ret, ret_region, err);
 }
 
 /* ---- a new snapshot: id, parent, publishing -------------------------------- */
 
-int snapshot_make_id(char *id, size_t cap)
+int catalog_make_id(char *id, size_t cap)
 {
     struct timespec ts;
     struct tm tm;
@@ -456,7 +456,7 @@ static int parent_cb(void *ud, const char *run, const char *id, const struct ind
     return 0;
 }
 
-void snapshot_parent(struct repo *r, const char *run, char **ret_parent)
+void catalog_parent(struct repo *r, const char *run, char **ret_parent)
 {
     struct parent_acc a = {0};
     struct index_txn *t;
@@ -468,7 +468,7 @@ void snapshot_parent(struct repo *r, const char *run, char **ret_parent)
         manifest_set_str(ret_parent, a.id);
 }
 
-int snapshot_publish(struct region *rg, const struct manifest *m, const uint8_t *man, size_t len)
+int catalog_publish(struct region *rg, const struct manifest *m, const uint8_t *man, size_t len)
 {
     char key[REGION_KEY_MAX];
     int e = layout_snapshot(m->run, m->id, key);

@@ -16,10 +16,10 @@
  * offline) or from the regions themselves (what a fresh instance with an
  * empty index needs), with how many regions committed each:
  *
- *   struct listing l = {0};
- *   e = listing_snapshots(repo, run_or_NULL, LISTING_REMOTE, &l);
+ *   struct catalog_rows l = {0};
+ *   e = catalog_list(repo, run_or_NULL, CATALOG_REMOTE, &l);
  *   ... l.v[0 .. l.n) ...
- *   listing_free(&l);
+ *   catalog_rows_free(&l);
  *
  * Rows are sorted by run, then id.  A remote listing also gives each
  * snapshot's lineage generation and marks each run's resume point
@@ -27,8 +27,8 @@
  * snapshot whose manifest cannot be read is still listed (its details
  * zero) and the reason logged.
  *
- * One snapshot: restore_find (newest or named, parsed); for a new one,
- * snapshot_make_id, snapshot_parent, and snapshot_publish in each region
+ * One snapshot: catalog_find (newest or named, parsed); for a new one,
+ * catalog_make_id, catalog_parent, and catalog_publish in each region
  * (manifest, then its commit record: format.h section 7).
  *
  * Reads every manifest of the run where it needs details (they are
@@ -74,7 +74,7 @@ int catalog_units(struct repo *r, const char *run, struct catalog_unit **ret, si
 
 /* ---- listings ------------------------------------------------------------ */
 
-struct listing_row {
+struct catalog_row {
     char run[MANIFEST_MAX_FIELD + 1];
     char id[MANIFEST_ID_MAX + 1];
     int64_t step, time;
@@ -85,38 +85,38 @@ struct listing_row {
     bool resume;      /* remote: the run's resume point */
 };
 
-struct listing {
-    struct listing_row *v; /* malloc'ed; listing_free() */
+struct catalog_rows {
+    struct catalog_row *v; /* malloc'ed; catalog_rows_free() */
     size_t n, cap;
 };
 
-enum listing_flags { LISTING_REMOTE = 1 << 0 };
+enum catalog_list_flags { CATALOG_REMOTE = 1 << 0 };
 
 /* The snapshots of run (of every run when NULL), sorted; rows are appended
  * to *l.  0 or a negative code (index, memory). */
-int listing_snapshots(struct repo *r, const char *run, unsigned flags, struct listing *l);
+int catalog_list(struct repo *r, const char *run, unsigned flags, struct catalog_rows *l);
 /* Which run holds snapshot id?  The index first, then the regions.
  * -ENOENT when none does. */
-int listing_find_run(struct repo *r, const char *id, char *ret_run, size_t cap);
-void listing_free(struct listing *l);
+int catalog_find_run(struct repo *r, const char *id, char *ret_run, size_t cap);
+void catalog_rows_free(struct catalog_rows *l);
 
 /* ---- one snapshot ---------------------------------------------------------- */
 
 /* Finds and parses a snapshot's manifest (newest when id is NULL).
  * ret_region (may be NULL) gets the index of the region it came from. */
-int restore_find(struct repo *r, const char *run, const char *id, struct manifest *ret,
+int catalog_find(struct repo *r, const char *run, const char *id, struct manifest *ret,
                  size_t *ret_region, struct buf *err);
 
 /* A new snapshot id: UTC time to the microsecond plus 32 random bits, so
  * ids sort by time ("20261201T000701.123456Z-3f2a9c1b"). */
-int snapshot_make_id(char *id, size_t cap);
+int catalog_make_id(char *id, size_t cap);
 /* Publishes a manifest in one region (snapshots/<run>/<id>), then its
  * write-once commit record (commits/<run>/...; engine/lineage.h).  The
  * caller has confirmed that the region holds every chunk it names.
  * Nothing shared is read or rewritten. */
-int snapshot_publish(struct region *rg, const struct manifest *m, const uint8_t *man, size_t len);
+int catalog_publish(struct region *rg, const struct manifest *m, const uint8_t *man, size_t len);
 /* Sets *ret_parent to this instance's newest snapshot of run (from the
  * index; informational: no region is asked).  Unchanged when none. */
-void snapshot_parent(struct repo *r, const char *run, char **ret_parent);
+void catalog_parent(struct repo *r, const char *run, char **ret_parent);
 
 #endif

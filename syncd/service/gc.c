@@ -526,7 +526,7 @@ static int pr_collect(struct pr *p)
         struct buf ferr = BUF_INIT;
         if (snaplist_has(&forgot, s->run, s->id) || snaplist_has(&p->seen, s->run, s->id))
             continue;
-        e = restore_find(p->r, s->run, s->id, &m, NULL, &ferr);
+        e = catalog_find(p->r, s->run, s->id, &m, NULL, &ferr);
         /* Unreadable everywhere and committed nowhere: a publish cut short
          * (a writer killed mid-PUT on a store whose PUTs are not atomic
          * leaves a partial object).  It is no reference: were the writer

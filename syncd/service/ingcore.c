@@ -211,7 +211,7 @@ int ingcore_begin(struct ingcore *c, const char *path)
         return e;
     if (!(c->keys = calloc(c->w.n ? c->w.n : 1, sizeof(*c->keys))))
         return -ENOMEM;
-    if ((e = snapshot_make_id(m->id, sizeof(m->id))) < 0)
+    if ((e = catalog_make_id(m->id, sizeof(m->id))) < 0)
         return e;
     gethostname(host, sizeof(host) - 1);
     m->step = c->o.step;
@@ -227,7 +227,7 @@ int ingcore_begin(struct ingcore *c, const char *path)
     if (c->o.instance && c->o.instance[0] &&
         (e = manifest_set_str(&m->instance, c->o.instance)) < 0)
         return e;
-    snapshot_parent(r, c->o.run, &m->parent);
+    catalog_parent(r, c->o.run, &m->parent);
     return lineage_run_gen(r, c->o.regions, c->o.run, &m->gen);
 }
 

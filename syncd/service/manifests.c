@@ -14,8 +14,8 @@
 #include "base/log.h"
 #include "store/layout.h"
 
-int restore_manifest_in(struct repo *r, size_t i, const char *run, const char *id,
-                        struct manifest *ret)
+int manifests_read_in(struct repo *r, size_t i, const char *run, const char *id,
+                      struct manifest *ret)
 {
     char key[REGION_KEY_MAX];
     struct buf data = BUF_INIT, perr = BUF_INIT;
@@ -50,14 +50,14 @@ out:
 }
 
 /* The first valid manifest of id among the healthy regions. */
-static int restore_find_id(struct repo *r, const char *run, const char *id, struct manifest *ret,
-                           size_t *ret_region)
+static int manifests_find(struct repo *r, const char *run, const char *id, struct manifest *ret,
+                          size_t *ret_region)
 {
     int e = -ENOENT;
     for (size_t i = 0; i < r->nregions; i++) {
         if (r->health[i])
             continue;
-        e = restore_manifest_in(r, i, run, id, ret);
+        e = manifests_read_in(r, i, run, id, ret);
         if (e == 0) {
             if (ret_region)
                 *ret_region = i;
@@ -70,7 +70,7 @@ static int restore_find_id(struct repo *r, const char *run, const char *id, stru
 int manifests_read(struct repo *r, const char *run, const char *id, struct manifest *ret,
                    size_t *ret_region, struct buf *err)
 {
-    int e = restore_find_id(r, run, id, ret, ret_region);
+    int e = manifests_find(r, run, id, ret, ret_region);
     if (e < 0)
         buf_printf(err, "snapshot %s of run '%s': no reachable region holds a valid manifest", id,
                    run);

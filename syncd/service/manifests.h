@@ -23,8 +23,8 @@
 /* Reads and checks the manifest of (run, id) in region i: parsed by the
  * bounded parser, and naming that run and id.  Logs what is wrong, naming
  * the region and key.  -ENOENT when the region lacks it. */
-int restore_manifest_in(struct repo *r, size_t i, const char *run, const char *id,
-                        struct manifest *ret);
+int manifests_read_in(struct repo *r, size_t i, const char *run, const char *id,
+                      struct manifest *ret);
 /* The first valid manifest of (run, id) among the healthy regions;
  * ret_region (may be NULL) gets its region's index.  -ENOENT (or the last
  * region's error) when none holds one, with a message in err. */

@@ -87,9 +87,9 @@ int migrate_out_wait(const struct migrate_daemon *d, const char *run, unsigned q
 /* The newest snapshot of run in at least quorum regions, by the index. */
 static int migrate_newest_safe(struct repo *r, const char *run, unsigned quorum, struct ref *ret)
 {
-    struct listing l = {0};
+    struct catalog_rows l = {0};
     bool have = false;
-    int e = listing_snapshots(r, run, 0, &l);
+    int e = catalog_list(r, run, 0, &l);
     for (size_t k = 0; e == 0 && k < l.n; k++) {
         struct ref cand;
         if (l.v[k].regions < quorum)
@@ -101,7 +101,7 @@ static int migrate_newest_safe(struct repo *r, const char *run, unsigned quorum,
             have = true;
         }
     }
-    listing_free(&l);
+    catalog_rows_free(&l);
     if (e == 0 && !have)
         e = -ENOENT;
     return e;

@@ -298,9 +298,9 @@ static int rx_manifest(struct rx *x, const struct lineage_snap *ls, const char *
 {
     size_t src = x->st->source;
     if (!x->r->health[src] && (ls->manifests >> src & 1) &&
-        restore_manifest_in(x->r, src, run, id, m) == 0)
+        manifests_read_in(x->r, src, run, id, m) == 0)
         return 0;
-    return restore_find(x->r, run, id, m, NULL, ferr);
+    return catalog_find(x->r, run, id, m, NULL, ferr);
 }
 
 static int rx_snapshot(struct rx *x, struct lineage_view *v, const char *run, const char *id)

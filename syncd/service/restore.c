@@ -1252,7 +1252,7 @@ int restore_run(struct repo *r, const struct restore_opts *o, struct restore_res
     /* with the digest thread, early chunks are read back, never kept: a
      * marked chunk means "written" to it (seeded ones included) */
     s.stash_budget = s.direct ? 0 : r->conf.memory / 16;
-    if ((e = restore_find(r, o->run, o->id, &s.m, NULL, err)) < 0)
+    if ((e = catalog_find(r, o->run, o->id, &s.m, NULL, err)) < 0)
         goto out;
     if ((e = fileio_mkdir_p(o->target, 0755)) < 0 ||
         (target = open(o->target, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {

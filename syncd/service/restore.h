@@ -1,7 +1,7 @@
 /*
  * restore.h — bring a snapshot back, verified, into a target directory.
  *
- *   restore_find(r, run, id_or_NULL, &m, &err);   // service/catalog.h
+ *   catalog_find(r, run, id_or_NULL, &m, &err);   // service/catalog.h
  *   restore_run(r, &opts, &res, &err);
  *
  * Every chunk is checked against its id (SHA-256) and every file against

@@ -28,7 +28,7 @@
 
 int64_t retention_id_time(const char *id)
 {
-    return gc_utc_parse(id); /* ids start with the UTC time (snapshot_make_id) */
+    return gc_utc_parse(id); /* ids start with the UTC time (catalog_make_id) */
 }
 
 void retention_plan_free(struct retention_plan *p)
@@ -95,7 +95,7 @@ static int trainer_state(struct repo *r, const char *run, const char *id, struct
 {
     struct manifest m;
     const struct mfile *f = NULL;
-    int e = restore_find(r, run, id, &m, NULL, err);
+    int e = catalog_find(r, run, id, &m, NULL, err);
     if (e < 0)
         return e;
     /* at the top of the checkpoint: "trainer_state.json" or
@@ -223,7 +223,7 @@ static void rule_units(struct repo *r, struct retention_plan *p, const struct re
         struct buf err = BUF_INIT;
         if (p->v[i].step >= 0 || p->v[i].keep)
             continue;
-        if (restore_find(r, p->run, p->v[i].id, &m, NULL, &err) < 0) {
+        if (catalog_find(r, p->run, p->v[i].id, &m, NULL, &err) < 0) {
             keep(&p->v[i], "its manifest could not be read (%s)", buf_str(&err));
             buf_free(&err);
             continue;

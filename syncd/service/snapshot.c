@@ -624,7 +624,7 @@ static int snap_commit(struct snap *s)
     for (size_t i = 0; i < s->r->nregions; i++) {
         if (s->r->health[i])
             continue;
-        e = snapshot_publish(s->r->regions[i], &s->core.m, man.data, man.len);
+        e = catalog_publish(s->r->regions[i], &s->core.m, man.data, man.len);
         if (e < 0) {
             snap_region_fail(s, i, e);
             continue;

@@ -115,7 +115,7 @@ static int st_read_manifests(struct st *s, struct buf *err)
         struct stats_snap *ss = &res->snaps[k];
         struct manifest m;
         struct buf ferr = BUF_INIT;
-        if ((e = restore_find(s->r, snaps[k].run, snaps[k].id, &m, NULL, &ferr)) < 0) {
+        if ((e = catalog_find(s->r, snaps[k].run, snaps[k].id, &m, NULL, &ferr)) < 0) {
             buf_printf(err, "%s; stats need every retained manifest", buf_str(&ferr));
             buf_free(&ferr);
             break;

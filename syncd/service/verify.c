@@ -77,7 +77,7 @@ static int verify_repair_manifest(struct vctx *v, size_t good, size_t i, const s
     if (e == 0)
         e = region_get(v->r->regions[good], key, MANIFEST_MAX_BYTES, &data);
     if (e == 0)
-        e = snapshot_publish(v->r->regions[i], m, data.data, data.len);
+        e = catalog_publish(v->r->regions[i], m, data.data, data.len);
     if (e == 0)
         log_info("region '%s': manifest \"%s\" repaired from region '%s'",
                  v->r->regions[i]->conf.name, key, v->r->regions[good]->conf.name);
@@ -100,14 +100,14 @@ static int verify_manifest(struct vctx *v, const char *run, const char *id)
         struct manifest one;
         if (v->r->health[i])
             continue;
-        int g = restore_manifest_in(v->r, i, run, id, good == SIZE_MAX ? &m : &one);
+        int g = manifests_read_in(v->r, i, run, id, good == SIZE_MAX ? &m : &one);
         if (g == -ENOENT) {
             char key[REGION_KEY_MAX];
             state[i] = 1;
             v->res->region[i].manifests_missing++;
             layout_snapshot(run, id, key);
             log_error("region '%s': manifest \"%s\" is missing", v->r->regions[i]->conf.name, key);
-        } else if (g < 0) { /* restore_manifest_in said what is wrong */
+        } else if (g < 0) { /* manifests_read_in said what is wrong */
             state[i] = 2;
             v->res->region[i].manifests_bad++;
         } else {
