@@ -14,7 +14,7 @@
 #include "base/log.h"
 #include "cli.h"
 #include "service/gc.h"
-#include "service/lineage.h"
+#include "service/runlineage.h"
 #include "service/retention.h"
 #include "service/stats.h"
 

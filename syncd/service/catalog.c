@@ -23,7 +23,7 @@
 #include "engine/lineage.h"
 #include "engine/ref.h"
 #include "service/catalog.h"
-#include "service/lineage.h"
+#include "service/runlineage.h"
 #include "service/manifests.h"
 #include "store/layout.h"
 
@@ -148,7 +148,7 @@ static int units_add(struct catalog_unit **v, size_t *n, const struct manifest *
         memcpy(cur.id, u->id, sizeof(cur.id));
         cur.step = u->step;
         u->snapshots++;
-        /* A higher generation first (service/lineage.h): an abandoned
+        /* A higher generation first (service/runlineage.h): an abandoned
          * instance's late files never replace the adopter's. */
         if (m->gen > u->gen || (m->gen == u->gen && ref_newer(&cand, &cur))) {
             memcpy(u->id, m->id, sizeof(u->id));
@@ -325,7 +325,7 @@ static int list_remote(struct repo *r, const char *run, const char *id, struct c
     return e;
 }
 
-/* Marks each run's resume point (service/lineage.h): what restore --latest
+/* Marks each run's resume point (service/runlineage.h): what restore --latest
  * and migrate-in take.  Rows are sorted by run. */
 static void list_mark_resume(struct repo *r, struct catalog_rows *l)
 {
@@ -380,7 +380,7 @@ int catalog_find_run(struct repo *r, const char *id, char *ret_run, size_t cap)
 
 /* ---- finding one snapshot -------------------------------------------------- */
 
-/* The run's resume point (service/lineage.h): the first candidate with a
+/* The run's resume point (service/runlineage.h): the first candidate with a
  * valid manifest somewhere; one that has none is reported and passed. */
 static int catalog_find_latest(struct repo *r, const char *run, struct manifest *ret,
                                size_t *ret_region, struct buf *err)

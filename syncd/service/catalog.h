@@ -23,7 +23,7 @@
  *
  * Rows are sorted by run, then id.  A remote listing also gives each
  * snapshot's lineage generation and marks each run's resume point
- * (service/lineage.h: what restore --latest and migrate-in take); a
+ * (service/runlineage.h: what restore --latest and migrate-in take); a
  * snapshot whose manifest cannot be read is still listed (its details
  * zero) and the reason logged.
  *

@@ -34,7 +34,7 @@
 #include "base/log.h"
 #include "service/catalog.h"
 #include "service/ingcore.h"
-#include "service/lineage.h"
+#include "service/runlineage.h"
 
 #define INGCORE_RACY_NS 20000000 /* 20 ms: several timestamp ticks */
 

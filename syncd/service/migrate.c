@@ -22,7 +22,7 @@
 
 #include "base/log.h"
 #include "service/catalog.h"
-#include "service/lineage.h"
+#include "service/runlineage.h"
 
 static double migrate_now(void)
 {

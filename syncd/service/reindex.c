@@ -27,7 +27,7 @@
 #include "base/log.h"
 #include "ckptsync/format.h"
 #include "service/catalog.h"
-#include "service/lineage.h"
+#include "service/runlineage.h"
 #include "service/manifests.h"
 #include "store/queue.h"
 #include "service/reindex.h"

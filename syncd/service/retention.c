@@ -20,7 +20,7 @@
 #include "engine/gcrec.h"
 #include "service/catalog.h"
 #include "service/fetch.h"
-#include "service/lineage.h"
+#include "service/runlineage.h"
 #include "service/retention.h"
 
 #define TRAINER_STATE "trainer_state.json"

@@ -35,7 +35,6 @@
 #include "service/catalog.h"
 #include "service/gc.h"
 #include "service/ingcore.h"
-#include "service/lineage.h"
 #include "service/presence.h"
 #include "service/snapshot.h"
 #include "store/layout.h"

@@ -1,7 +1,7 @@
 /*
- * lineage.h — who owns a run, and which snapshot the next instance resumes
- * from, decided by the regions' write-once records (engine/lineage.h),
- * never by a shared object that writers update.
+ * runlineage.h — a run's lineage: who owns a run, and which snapshot the
+ * next instance resumes from, decided by the regions' write-once records
+ * (engine/lineage.h), never by a shared object that writers update.
  *
  * Generations.  Every snapshot carries the generation of the instance that
  * wrote it (manifest "gen").  An instance that adopts a run (migrate-in)
@@ -27,8 +27,8 @@
  * claim whose base is needed); lineage_candidates() orders what to restore;
  * lineage_view_free().  Not thread-safe (a repo is used by one thread).
  */
-#ifndef CKS_SVC_LINEAGE_H
-#define CKS_SVC_LINEAGE_H
+#ifndef CKS_RUNLINEAGE_H
+#define CKS_RUNLINEAGE_H
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -1,6 +1,7 @@
 /*
- * lineage.c — a run's snapshots, claims and handoffs as the regions list
- * them, and the resume order derived from them (see lineage.h).
+ * runlineage.c — a run's snapshots, claims and handoffs as the regions
+ * list them, and the resume order derived from them (see runlineage.h;
+ * the records themselves are engine/lineage.h's).
  *
  * Design notes.
  * - The listings of all healthy regions are merged: a region that missed
@@ -25,7 +26,7 @@
 #include "base/log.h"
 #include "engine/handoff.h"
 #include "store/layout.h"
-#include "service/lineage.h"
+#include "service/runlineage.h"
 #include "service/manifests.h"
 
 /* ---- scanning ---------------------------------------------------------- */
