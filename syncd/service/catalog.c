@@ -330,16 +330,16 @@ static int list_remote(struct repo *r, const char *run, const char *id, struct c
 static void list_mark_resume(struct repo *r, struct catalog_rows *l)
 {
     for (size_t k = 0; k < l->n; k++) {
-        struct lineage_view v;
+        struct runlineage_view v;
         struct buf err = BUF_INIT;
         const char *ids[1], *why[1];
         if (k && !strcmp(l->v[k - 1].run, l->v[k].run))
             continue; /* one scan per run */
-        if (lineage_scan(r, r->regions, l->v[k].run, &v, &err) == 0) {
-            if (lineage_candidates(r, &v, ids, why, 1) == 1)
+        if (runlineage_scan(r, r->regions, l->v[k].run, &v, &err) == 0) {
+            if (runlineage_candidates(r, &v, ids, why, 1) == 1)
                 for (size_t i = k; i < l->n && !strcmp(l->v[i].run, l->v[k].run); i++)
                     l->v[i].resume = !strcmp(l->v[i].id, ids[0]);
-            lineage_view_free(&v);
+            runlineage_view_free(&v);
         }
         buf_free(&err);
     }
@@ -385,26 +385,26 @@ int catalog_find_run(struct repo *r, const char *id, char *ret_run, size_t cap)
 static int catalog_find_latest(struct repo *r, const char *run, struct manifest *ret,
                                size_t *ret_region, struct buf *err)
 {
-    struct lineage_view v;
+    struct runlineage_view v;
     const char *ids[64], *why[64];
-    int e = lineage_scan(r, r->regions, run, &v, err);
+    int e = runlineage_scan(r, r->regions, run, &v, err);
     if (e < 0)
         return e;
-    size_t n = lineage_candidates(r, &v, ids, why, 64);
+    size_t n = runlineage_candidates(r, &v, ids, why, 64);
     for (size_t k = 0; k < n; k++) {
         struct buf ferr = BUF_INIT; /* each miss is logged below */
         int found = manifests_read(r, run, ids[k], ret, ret_region, &ferr);
         buf_free(&ferr);
         if (found == 0) {
             log_debug("run '%s': snapshot %s (%s)", run, ids[k], why[k]);
-            lineage_view_free(&v);
+            runlineage_view_free(&v);
             return 0;
         }
         log_error("run '%s': snapshot %s (%s) has no valid manifest in any reachable region; "
                   "taking the next",
                   run, ids[k], why[k]);
     }
-    lineage_view_free(&v);
+    runlineage_view_free(&v);
     buf_printf(err, "run '%s' has no committed snapshot in any reachable region", run);
     return -ENOENT;
 }
@@ -475,6 +475,6 @@ int catalog_publish(struct region *rg, const struct manifest *m, const uint8_t *
     if (e == 0)
         e = region_put(rg, key, man, len);
     if (e == 0)
-        e = lineage_put_commit(rg, m, man, len);
+        e = runlineage_put_commit(rg, m, man, len);
     return e;
 }

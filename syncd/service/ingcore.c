@@ -228,7 +228,7 @@ int ingcore_begin(struct ingcore *c, const char *path)
         (e = manifest_set_str(&m->instance, c->o.instance)) < 0)
         return e;
     catalog_parent(r, c->o.run, &m->parent);
-    return lineage_run_gen(r, c->o.regions, c->o.run, &m->gen);
+    return runlineage_run_gen(r, c->o.regions, c->o.run, &m->gen);
 }
 
 /* ---- chunks ------------------------------------------------------------ */

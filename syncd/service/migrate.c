@@ -124,7 +124,7 @@ void migrate_out_handoff(struct repo *r, const struct jnode *status, const char 
         m.latest_regions = (unsigned)jnode_num(jnode_get(l, "regions_committed"), 0);
         m.have_handoff = migrate_newest_safe(r, m.run, quorum, &m.handoff) == 0;
         if (m.have_handoff)
-            m.handoff_regions = lineage_handoff(r, m.run, m.handoff.id, m.handoff.step);
+            m.handoff_regions = runlineage_handoff(r, m.run, m.handoff.id, m.handoff.step);
         m.latest_safe = m.latest_regions >= quorum && in_time;
         if (m.handoff_regions < quorum || !m.latest_safe)
             ok = false;
@@ -139,7 +139,7 @@ int migrate_pick_run(struct repo *r, char *run, size_t run_cap,
                      char (*names)[MANIFEST_MAX_FIELD + 1], size_t cap, size_t *ret_n)
 {
     size_t n = 0;
-    lineage_runs(r, names, cap, &n);
+    runlineage_runs(r, names, cap, &n);
     *ret_n = n;
     if (n == 1) {
         snprintf(run, run_cap, "%s", names[0]);
@@ -168,7 +168,7 @@ int migrate_in_run(struct repo *r, const struct migrate_in_opts *o, struct migra
         return e;
     /* Only a verified restore adopts the run: from now on this instance
      * writes it at a new generation, which outranks the old owner's. */
-    if ((e = lineage_adopt(r, o->run, res->id, res->step, &ret->gen, &ret->handed_off)) < 0) {
+    if ((e = runlineage_adopt(r, o->run, res->id, res->step, &ret->gen, &ret->handed_off)) < 0) {
         buf_printf(err, "restored, but could not claim the run in any region");
         return e;
     }

@@ -293,8 +293,8 @@ static int rx_list_all(struct rx *x)
 /* ---- committed snapshots --------------------------------------------------- */
 
 /* The manifest of (run, id): the source's copy first, else any region's. */
-static int rx_manifest(struct rx *x, const struct lineage_snap *ls, const char *run, const char *id,
-                       struct manifest *m, struct buf *ferr)
+static int rx_manifest(struct rx *x, const struct runlineage_snap *ls, const char *run,
+                       const char *id, struct manifest *m, struct buf *ferr)
 {
     size_t src = x->st->source;
     if (!x->r->health[src] && (ls->manifests >> src & 1) &&
@@ -303,9 +303,9 @@ static int rx_manifest(struct rx *x, const struct lineage_snap *ls, const char *
     return catalog_find(x->r, run, id, m, NULL, ferr);
 }
 
-static int rx_snapshot(struct rx *x, struct lineage_view *v, const char *run, const char *id)
+static int rx_snapshot(struct rx *x, struct runlineage_view *v, const char *run, const char *id)
 {
-    struct lineage_snap *ls = lineage_find(v, id);
+    struct runlineage_snap *ls = runlineage_find(v, id);
     struct buf ferr = BUF_INIT;
     struct manifest m;
     /* where it is committed: its commit records decide; a snapshot with
@@ -350,15 +350,15 @@ static int rx_snapshot(struct rx *x, struct lineage_view *v, const char *run, co
 /* One run: its lineage view (one scan), then each snapshot's manifest. */
 static int rx_run(struct rx *x, const struct catalog_snap *cs, size_t n)
 {
-    struct lineage_view v;
-    int e = lineage_scan(x->r, x->r->regions, cs[0].run, &v, x->err);
+    struct runlineage_view v;
+    int e = runlineage_scan(x->r, x->r->regions, cs[0].run, &v, x->err);
     if (e < 0)
         return e;
     for (size_t k = 0; k < n && e == 0; k++) {
         e = rx_snapshot(x, &v, cs[k].run, cs[k].id);
         rx_progress(x, "manifests", ++x->done, x->total);
     }
-    lineage_view_free(&v);
+    runlineage_view_free(&v);
     return e;
 }
 

@@ -2,7 +2,7 @@
  * retention.c — policies over a run's snapshots (see retention.h).
  *
  * Design notes.
- * - The regions' listings decide (lineage_scan): a snapshot some region
+ * - The regions' listings decide (runlineage_scan): a snapshot some region
  *   has already forgotten is not considered, and the resume point is the
  *   one every restore would pick.
  * - Removing is a forget record, write-once, per snapshot: never a shared
@@ -245,20 +245,20 @@ static void rule_units(struct repo *r, struct retention_plan *p, const struct re
 int retention_plan(struct repo *r, const char *run, const struct retention_policy *pol,
                    struct retention_plan *ret, struct buf *err)
 {
-    struct lineage_view v;
+    struct runlineage_view v;
     const char *ids[8], *whys[8];
     memset(ret, 0, sizeof(*ret));
     snprintf(ret->run, sizeof(ret->run), "%s", run);
-    int e = lineage_scan(r, r->regions, run, &v, err);
+    int e = runlineage_scan(r, r->regions, run, &v, err);
     if (e < 0)
         return e;
     ret->v = calloc(v.nsnaps ? v.nsnaps : 1, sizeof(*ret->v));
     if (!ret->v) {
-        lineage_view_free(&v);
+        runlineage_view_free(&v);
         return -ENOMEM;
     }
     for (size_t i = 0; i < v.nsnaps; i++) {
-        const struct lineage_snap *s = &v.snaps[i];
+        const struct runlineage_snap *s = &v.snaps[i];
         if (!s->manifests || s->forgets)
             continue;
         struct retention_item *it = &ret->v[ret->n++];
@@ -272,12 +272,12 @@ int retention_plan(struct repo *r, const char *run, const struct retention_polic
     if (ret->n > 1)
         qsort(ret->v, ret->n, sizeof(*ret->v), item_newer_cmp);
 
-    size_t nc = lineage_candidates(r, &v, ids, whys, 8);
+    size_t nc = runlineage_candidates(r, &v, ids, whys, 8);
     struct retention_item *it = nc ? item_find(ret, ids[0]) : NULL;
     if (it)
         keep(it, "the run's resume point (%s)", whys[0]);
     for (size_t i = 0; i < ret->n; i++) { /* newest committed in quorum regions */
-        const struct lineage_snap *s = lineage_find(&v, ret->v[i].id);
+        const struct runlineage_snap *s = runlineage_find(&v, ret->v[i].id);
         if (s && (unsigned)__builtin_popcount(s->commits) >= r->conf.quorum &&
             ret->v[i].step >= 0) {
             keep(&ret->v[i], "the newest durable snapshot");
@@ -290,7 +290,7 @@ int retention_plan(struct repo *r, const char *run, const struct retention_polic
     for (size_t k = 0; k < v.nbases; k++)
         if ((it = item_find(ret, v.bases[k])))
             keep(it, "a claim resumed from it");
-    lineage_view_free(&v);
+    runlineage_view_free(&v);
 
     if (!retention_policy_active(pol)) {
         for (size_t i = 0; i < ret->n; i++)
@@ -333,10 +333,10 @@ int retention_apply(struct repo *r, struct retention_plan *plan, struct buf *err
         struct lineage_rec rec;
         if (it->keep)
             continue;
-        lineage_rec_init(&rec, LINEAGE_FORGET, plan->run, it->gen);
+        runlineage_rec_init(&rec, LINEAGE_FORGET, plan->run, it->gen);
         snprintf(rec.id, sizeof(rec.id), "%s", it->id);
         rec.step = it->step;
-        unsigned took = lineage_put(r, &rec);
+        unsigned took = runlineage_put(r, &rec);
         if (took < worst)
             worst = took;
     }

@@ -32,27 +32,27 @@
 /* ---- scanning ---------------------------------------------------------- */
 
 struct scan_ctx {
-    struct lineage_view *v;
+    struct runlineage_view *v;
     size_t cap, rcap;
     uint32_t bit;
     int err;
 };
 
-static struct lineage_snap *snap_get(struct scan_ctx *c, const char *id)
+static struct runlineage_snap *snap_get(struct scan_ctx *c, const char *id)
 {
-    struct lineage_view *v = c->v;
+    struct runlineage_view *v = c->v;
     for (size_t i = v->nsnaps; i-- > 0;) /* listings arrive sorted: the last is likely */
         if (!strcmp(v->snaps[i].id, id))
             return &v->snaps[i];
     if (v->nsnaps == c->cap) {
         size_t cap = c->cap ? c->cap * 2 : 64;
-        struct lineage_snap *p = realloc(v->snaps, cap * sizeof(*p));
+        struct runlineage_snap *p = realloc(v->snaps, cap * sizeof(*p));
         if (!p)
             return NULL;
         v->snaps = p;
         c->cap = cap;
     }
-    struct lineage_snap *s = &v->snaps[v->nsnaps++];
+    struct runlineage_snap *s = &v->snaps[v->nsnaps++];
     memset(s, 0, sizeof(*s));
     snprintf(s->id, sizeof(s->id), "%s", id);
     s->step = -1;
@@ -66,7 +66,7 @@ static int manifests_cb(void *ud, const char *key, uint64_t size)
     (void)size;
     if (layout_parse(key, &k) < 0 || k.kind != LAYOUT_SNAPSHOT)
         return 0; /* not ours */
-    struct lineage_snap *s = snap_get(c, k.name);
+    struct runlineage_snap *s = snap_get(c, k.name);
     if (!s)
         return -ENOMEM;
     s->manifests |= c->bit;
@@ -75,7 +75,7 @@ static int manifests_cb(void *ud, const char *key, uint64_t size)
 
 static int rec_add(struct scan_ctx *c, const struct lineage_rec *rec)
 {
-    struct lineage_view *v = c->v;
+    struct runlineage_view *v = c->v;
     for (size_t i = 0; i < v->nrecs; i++) {
         const struct lineage_rec *o = &v->recs[i];
         if (o->kind == rec->kind && o->gen == rec->gen && !strcmp(o->id, rec->id) &&
@@ -104,7 +104,7 @@ static int records_cb(void *ud, const char *key, uint64_t size)
     if (rec.kind == LINEAGE_FORGET) {
         /* Removed: it no longer counts for anything, generation included
          * (the newest snapshot of a run is never forgotten). */
-        struct lineage_snap *f = snap_get(c, rec.id);
+        struct runlineage_snap *f = snap_get(c, rec.id);
         if (!f)
             return -ENOMEM;
         f->forgets |= c->bit;
@@ -114,7 +114,7 @@ static int records_cb(void *ud, const char *key, uint64_t size)
         c->v->gen = rec.gen;
     if (rec.kind != LINEAGE_COMMIT)
         return rec_add(c, &rec);
-    struct lineage_snap *s = snap_get(c, rec.id);
+    struct runlineage_snap *s = snap_get(c, rec.id);
     if (!s)
         return -ENOMEM;
     s->commits |= c->bit;
@@ -173,10 +173,10 @@ static int scan_region(struct scan_ctx *c, struct region *rg)
 }
 
 /* Manifests no commit record describes: read them for gen and step. */
-static void scan_fill_unknown(struct repo *r, struct lineage_view *v)
+static void scan_fill_unknown(struct repo *r, struct runlineage_view *v)
 {
     for (size_t i = 0; i < v->nsnaps; i++) {
-        struct lineage_snap *s = &v->snaps[i];
+        struct runlineage_snap *s = &v->snaps[i];
         struct manifest m;
         struct buf err = BUF_INIT;
         if (s->known || !s->manifests || s->forgets)
@@ -197,11 +197,11 @@ static void scan_fill_unknown(struct repo *r, struct lineage_view *v)
 
 static int snap_id_cmp(const void *a, const void *b)
 {
-    return strcmp(((const struct lineage_snap *)a)->id, ((const struct lineage_snap *)b)->id);
+    return strcmp(((const struct runlineage_snap *)a)->id, ((const struct runlineage_snap *)b)->id);
 }
 
-int lineage_scan(struct repo *r, struct region *const *regions, const char *run,
-                 struct lineage_view *ret, struct buf *err)
+int runlineage_scan(struct repo *r, struct region *const *regions, const char *run,
+                    struct runlineage_view *ret, struct buf *err)
 {
     struct scan_ctx c = {.v = ret};
     size_t listed = 0;
@@ -218,7 +218,7 @@ int lineage_scan(struct repo *r, struct region *const *regions, const char *run,
         c.bit = 1u << i;
         int e = scan_region(&c, regions[i]);
         if (e == -ENOMEM) {
-            lineage_view_free(ret);
+            runlineage_view_free(ret);
             return e;
         }
         if (e < 0) {
@@ -231,7 +231,7 @@ int lineage_scan(struct repo *r, struct region *const *regions, const char *run,
     }
     if (listed == 0) {
         buf_printf(err, "run '%s': no region could be listed", run);
-        lineage_view_free(ret);
+        runlineage_view_free(ret);
         return CKS_E_QUORUM;
     }
     if (ret->nsnaps > 1)
@@ -241,16 +241,16 @@ int lineage_scan(struct repo *r, struct region *const *regions, const char *run,
     return 0;
 }
 
-void lineage_view_free(struct lineage_view *v)
+void runlineage_view_free(struct runlineage_view *v)
 {
     free(v->snaps);
     free(v->recs);
     memset(v, 0, sizeof(*v));
 }
 
-struct lineage_snap *lineage_find(struct lineage_view *v, const char *id)
+struct runlineage_snap *runlineage_find(struct runlineage_view *v, const char *id)
 {
-    struct lineage_snap key;
+    struct runlineage_snap key;
     snprintf(key.id, sizeof(key.id), "%s", id);
     return v->nsnaps ? bsearch(&key, v->snaps, v->nsnaps, sizeof(key), snap_id_cmp) : NULL;
 }
@@ -274,16 +274,16 @@ static void cand_add(struct cands *c, const char *id, const char *why)
 }
 
 /* Snapshots of generation g (with a manifest somewhere), newest first. */
-static void cand_snaps(struct cands *c, const struct lineage_view *v, int64_t g)
+static void cand_snaps(struct cands *c, const struct runlineage_view *v, int64_t g)
 {
     bool *used = calloc(v->nsnaps ? v->nsnaps : 1, sizeof(*used));
     if (!used)
         return;
     for (;;) {
-        const struct lineage_snap *best = NULL;
+        const struct runlineage_snap *best = NULL;
         size_t bi = 0;
         for (size_t i = 0; i < v->nsnaps; i++) {
-            const struct lineage_snap *s = &v->snaps[i];
+            const struct runlineage_snap *s = &v->snaps[i];
             if (used[i] || !s->known || s->gen != g || !s->manifests || s->forgets)
                 continue;
             if (!best || lineage_newer(s->step, s->id, best->step, best->id)) {
@@ -299,7 +299,7 @@ static void cand_snaps(struct cands *c, const struct lineage_view *v, int64_t g)
     free(used);
 }
 
-static void cand_handoffs(struct cands *c, const struct lineage_view *v, int64_t g)
+static void cand_handoffs(struct cands *c, const struct runlineage_view *v, int64_t g)
 {
     const struct lineage_rec *best = NULL;
     for (size_t i = 0; i < v->nrecs; i++) {
@@ -313,7 +313,7 @@ static void cand_handoffs(struct cands *c, const struct lineage_view *v, int64_t
 }
 
 /* The snapshot a claim of generation g resumed from (its body says). */
-static void cand_claims(struct repo *r, struct cands *c, struct lineage_view *v, int64_t g)
+static void cand_claims(struct repo *r, struct cands *c, struct runlineage_view *v, int64_t g)
 {
     size_t cap = sizeof(v->bases) / sizeof(v->bases[0]);
     for (size_t i = 0; i < v->nrecs && v->nbases < cap; i++) {
@@ -340,8 +340,8 @@ static void cand_claims(struct repo *r, struct cands *c, struct lineage_view *v,
     }
 }
 
-size_t lineage_candidates(struct repo *r, struct lineage_view *v, const char **ret_ids,
-                          const char **ret_why, size_t cap)
+size_t runlineage_candidates(struct repo *r, struct runlineage_view *v, const char **ret_ids,
+                             const char **ret_why, size_t cap)
 {
     struct cands c = {.ids = ret_ids, .why = ret_why, .cap = cap};
     v->nbases = 0;
@@ -355,7 +355,8 @@ size_t lineage_candidates(struct repo *r, struct lineage_view *v, const char **r
 
 /* ---- writing ----------------------------------------------------------- */
 
-void lineage_rec_init(struct lineage_rec *rec, enum lineage_kind kind, const char *run, int64_t gen)
+void runlineage_rec_init(struct lineage_rec *rec, enum lineage_kind kind, const char *run,
+                         int64_t gen)
 {
     const char *inst = getenv("CKPTSYNC_INSTANCE_TYPE");
     memset(rec, 0, sizeof(*rec));
@@ -370,12 +371,12 @@ void lineage_rec_init(struct lineage_rec *rec, enum lineage_kind kind, const cha
     if (kind == LINEAGE_CLAIM) {
         uint8_t raw[LINEAGE_CLAIM_HEX / 2];
         if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw))
-            memset(raw, 0, sizeof(raw)); /* lineage_put still writes once: a clash only merges */
+            memset(raw, 0, sizeof(raw)); /* runlineage_put still writes once: a clash only merges */
         hex_encode(raw, sizeof(raw), rec->tag);
     }
 }
 
-unsigned lineage_put(struct repo *r, const struct lineage_rec *rec)
+unsigned runlineage_put(struct repo *r, const struct lineage_rec *rec)
 {
     char key[REGION_KEY_MAX];
     struct buf body = BUF_INIT;
@@ -397,12 +398,13 @@ unsigned lineage_put(struct repo *r, const struct lineage_rec *rec)
     return n;
 }
 
-int lineage_put_commit(struct region *rg, const struct manifest *m, const uint8_t *man, size_t len)
+int runlineage_put_commit(struct region *rg, const struct manifest *m, const uint8_t *man,
+                          size_t len)
 {
     struct lineage_rec rec;
     char key[REGION_KEY_MAX];
     struct buf body = BUF_INIT;
-    lineage_rec_init(&rec, LINEAGE_COMMIT, m->run, m->gen);
+    runlineage_rec_init(&rec, LINEAGE_COMMIT, m->run, m->gen);
     snprintf(rec.id, sizeof(rec.id), "%s", m->id);
     rec.step = m->step;
     if (m->host)
@@ -421,7 +423,7 @@ int lineage_put_commit(struct region *rg, const struct manifest *m, const uint8_
 
 /* ---- this instance's generation ----------------------------------------- */
 
-int lineage_set_gen(struct repo *r, const char *run, int64_t gen)
+int runlineage_set_gen(struct repo *r, const char *run, int64_t gen)
 {
     char key[16 + MANIFEST_MAX_FIELD], val[32];
     struct index_txn *t;
@@ -456,14 +458,14 @@ static int gen_local(struct repo *r, const char *run, int64_t *ret)
     return 0;
 }
 
-int lineage_run_gen(struct repo *r, struct region *const *regions, const char *run, int64_t *ret)
+int runlineage_run_gen(struct repo *r, struct region *const *regions, const char *run, int64_t *ret)
 {
-    struct lineage_view v;
+    struct runlineage_view v;
     struct buf err = BUF_INIT;
     int e = gen_local(r, run, ret);
     if (e != -ENOENT && e != CKS_E_FORMAT)
         return e;
-    e = lineage_scan(r, regions, run, &v, &err);
+    e = runlineage_scan(r, regions, run, &v, &err);
     if (e < 0) {
         /* No region to ask: write at generation 0 for now (not recorded,
          * so the next snapshot asks again) rather than stop ingesting. */
@@ -474,32 +476,32 @@ int lineage_run_gen(struct repo *r, struct region *const *regions, const char *r
         return e == -ENOMEM ? e : 0;
     }
     *ret = v.gen;
-    lineage_view_free(&v);
+    runlineage_view_free(&v);
     buf_free(&err);
-    return lineage_set_gen(r, run, *ret);
+    return runlineage_set_gen(r, run, *ret);
 }
 
 /* ---- migration ----------------------------------------------------------- */
 
-unsigned lineage_handoff(struct repo *r, const char *run, const char *id, int64_t step)
+unsigned runlineage_handoff(struct repo *r, const char *run, const char *id, int64_t step)
 {
     struct lineage_rec rec;
     int64_t gen;
-    if (lineage_run_gen(r, r->regions, run, &gen) < 0)
+    if (runlineage_run_gen(r, r->regions, run, &gen) < 0)
         return 0;
-    lineage_rec_init(&rec, LINEAGE_HANDOFF, run, gen);
+    runlineage_rec_init(&rec, LINEAGE_HANDOFF, run, gen);
     snprintf(rec.id, sizeof(rec.id), "%s", id);
     rec.step = step;
-    return lineage_put(r, &rec);
+    return runlineage_put(r, &rec);
 }
 
-int lineage_adopt(struct repo *r, const char *run, const char *base, int64_t base_step,
-                  int64_t *ret_gen, bool *ret_handed_off)
+int runlineage_adopt(struct repo *r, const char *run, const char *base, int64_t base_step,
+                     int64_t *ret_gen, bool *ret_handed_off)
 {
-    struct lineage_view v;
+    struct runlineage_view v;
     struct lineage_rec rec;
     struct buf err = BUF_INIT;
-    int e = lineage_scan(r, r->regions, run, &v, &err);
+    int e = runlineage_scan(r, r->regions, run, &v, &err);
     if (e < 0) {
         log_error("%s", buf_str(&err));
         buf_free(&err);
@@ -511,16 +513,16 @@ int lineage_adopt(struct repo *r, const char *run, const char *base, int64_t bas
         if (v.recs[i].kind == LINEAGE_HANDOFF && v.recs[i].gen == v.gen &&
             !strcmp(v.recs[i].id, base))
             *ret_handed_off = true;
-    lineage_rec_init(&rec, LINEAGE_CLAIM, run, v.gen + 1);
+    runlineage_rec_init(&rec, LINEAGE_CLAIM, run, v.gen + 1);
     snprintf(rec.id, sizeof(rec.id), "%s", base);
     rec.step = base_step;
-    lineage_view_free(&v);
-    if (lineage_put(r, &rec) == 0) {
+    runlineage_view_free(&v);
+    if (runlineage_put(r, &rec) == 0) {
         log_error("run '%s': no region took the claim of generation %lld", run, (long long)rec.gen);
         return CKS_E_QUORUM;
     }
     *ret_gen = rec.gen;
-    return lineage_set_gen(r, run, rec.gen);
+    return runlineage_set_gen(r, run, rec.gen);
 }
 
 /* ---- runs -------------------------------------------------------------- */
@@ -550,7 +552,7 @@ static int name_cmp(const void *a, const void *b)
     return strcmp(a, b);
 }
 
-int lineage_runs(struct repo *r, char (*ret)[MANIFEST_MAX_FIELD + 1], size_t cap, size_t *ret_n)
+int runlineage_runs(struct repo *r, char (*ret)[MANIFEST_MAX_FIELD + 1], size_t cap, size_t *ret_n)
 {
     struct runs_ctx c = {.names = ret, .cap = cap};
     char prefix[REGION_KEY_MAX];
