@@ -23,7 +23,7 @@
 #include "engine/fastcdc.h"
 #include "engine/hash.h"
 #include "engine/ckptname.h"
-#include "service/listing.h"
+#include "service/catalog.h"
 #include "service/restore.h"
 #include "service/scan.h"
 #include "service/snapout.h"
@@ -261,7 +261,7 @@ static int restore_units(struct cli *c, struct repo *r, struct unitrestore_opts 
 static int restore_which_run(struct repo *r, struct restore_opts *o, char *run, size_t cap)
 {
     struct buf err = BUF_INIT;
-    int e = o->id ? listing_find_run(r, o->id, run, cap) : listing_only_run(r, run, cap, &err);
+    int e = o->id ? catalog_find_run(r, o->id, run, cap) : catalog_only_run(r, run, cap, &err);
     if (e == -EEXIST)
         log_error("restore: the repository holds several runs (%s): say which with --run",
                   buf_str(&err));

@@ -14,7 +14,7 @@
 #include "base/log.h"
 #include "cli.h"
 #include "service/gc.h"
-#include "service/lineage.h"
+#include "service/runlineage.h"
 #include "service/retention.h"
 #include "service/stats.h"
 
@@ -41,7 +41,7 @@ static int runs_of(struct repo *r, const char *run, char (**ret)[MANIFEST_MAX_FI
         *ret_n = 1;
         return 0;
     }
-    return lineage_runs(r, *ret, RUNS_MAX, ret_n);
+    return runlineage_runs(r, *ret, RUNS_MAX, ret_n);
 }
 
 /* ---- forget ------------------------------------------------------------ */

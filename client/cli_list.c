@@ -4,7 +4,7 @@
  * `ls` reads the local index by default (fast, works offline); `--remote`
  * asks the regions themselves, which is what a fresh instance with an
  * empty index needs, and counts in how many regions each manifest stands
- * (service/listing.h decides what is listed; this file prints it).
+ * (service/catalog.h decides what is listed; this file prints it).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -17,8 +17,7 @@
 #include "base/json.h"
 #include "base/log.h"
 #include "cli.h"
-#include "service/listing.h"
-#include "service/restore.h"
+#include "service/catalog.h"
 
 static void fmt_time(int64_t t, char *out, size_t cap)
 {
@@ -28,7 +27,8 @@ static void fmt_time(int64_t t, char *out, size_t cap)
     strftime(out, cap, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
-static void ls_print(struct cli *c, const struct repo *r, const struct listing *rows, bool remote)
+static void ls_print(struct cli *c, const struct repo *r, const struct catalog_rows *rows,
+                     bool remote)
 {
     if (c->json) {
         struct buf b = BUF_INIT;
@@ -36,7 +36,7 @@ static void ls_print(struct cli *c, const struct repo *r, const struct listing *
         json_init(&j, &b);
         json_arr_begin(&j);
         for (size_t k = 0; k < rows->n; k++) {
-            const struct listing_row *w = &rows->v[k];
+            const struct catalog_row *w = &rows->v[k];
             json_obj_begin(&j);
             json_key(&j, "run");
             json_str(&j, w->run);
@@ -70,7 +70,7 @@ static void ls_print(struct cli *c, const struct repo *r, const struct listing *
     printf("%-16s %-34s %10s %-20s %7s %10s %-7s%s\n", "RUN", "SNAPSHOT", "STEP", "TIME", "FILES",
            "SIZE", "REGIONS", remote ? " GEN" : "");
     for (size_t k = 0; k < rows->n; k++) {
-        const struct listing_row *w = &rows->v[k];
+        const struct catalog_row *w = &rows->v[k];
         char t[32], sz[32], step[24];
         fmt_time(w->time, t, sizeof(t));
         cli_human(w->bytes, sz, sizeof(sz));
@@ -105,7 +105,7 @@ int cmd_ls(struct cli *c, int argc, char **argv)
                                          {0}};
     const char *run = NULL;
     bool remote = false;
-    struct listing rows = {0};
+    struct catalog_rows rows = {0};
     struct repo *r;
     int opt, e;
 
@@ -128,12 +128,12 @@ int cmd_ls(struct cli *c, int argc, char **argv)
     }
     if (cli_open_repo(c, 0, &r) < 0)
         return 1;
-    e = listing_snapshots(r, run, remote ? LISTING_REMOTE : 0, &rows);
+    e = catalog_list(r, run, remote ? CATALOG_REMOTE : 0, &rows);
     if (e < 0)
         log_error("listing snapshots: %s", err_str(e));
     else
         ls_print(c, r, &rows, remote);
-    listing_free(&rows);
+    catalog_rows_free(&rows);
     return cli_close_repo(r, e < 0 ? 1 : 0);
 }
 
@@ -248,11 +248,11 @@ int cmd_show(struct cli *c, int argc, char **argv)
     }
     if (cli_open_repo(c, 0, &r) < 0)
         return 1;
-    e = run[0] ? 0 : listing_find_run(r, id, run, sizeof(run));
+    e = run[0] ? 0 : catalog_find_run(r, id, run, sizeof(run));
     if (e < 0)
         buf_printf(&err, "no snapshot %s in the index or any reachable region", id);
     else
-        e = restore_find(r, run, id, &m, NULL, &err);
+        e = catalog_find(r, run, id, &m, NULL, &err);
     if (e < 0) {
         log_error("%s", buf_str(&err));
     } else {

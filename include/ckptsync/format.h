@@ -34,6 +34,10 @@
  *                                       store that cannot refuse a second
  *                                       create (section 4)
  *   <prefix>/probe/<hex>                short-lived: the create-only probe
+ *   <prefix>/keys/<16 hex>              an encrypted repository's key slots
+ *   <prefix>/runs/k-<32 hex>            an encrypted repository's run name,
+ *                                       sealed (its other keys name the run
+ *                                       k-<32 hex>)
  *   <prefix>/forget/<run>/g<gen>.s<step>.<id>
  *                                       snapshot <id> is removed (section 6)
  *   <prefix>/intents/<YYYYmmddTHHMMSSZ>.<ttl>.<16 hex>
@@ -50,6 +54,8 @@
  *
  * <run> and <id> use only [0-9A-Za-z._-]; an id never starts with '.', and
  * a run is never "." or "..", so neither can climb out of its key space.
+ * syncd/store/layout.h is the one module of this implementation that
+ * builds or parses these keys.
  *
  * ==========================================================================
  * 2. Chunk object
@@ -316,13 +322,21 @@
 
 /* 1. Keys (relative to the region's prefix). */
 #define CKS_KEY_REPO "repo"
-#define CKS_KEY_CHUNKS "chunks"       /* chunks/<2 hex>/<64 hex> */
-#define CKS_KEY_SNAPSHOTS "snapshots" /* snapshots/<run>/<id> */
-#define CKS_KEY_COMMITS "commits"     /* commits/<run>/g<gen>.s<step>.<id> */
-#define CKS_KEY_LINEAGE "lineage"     /* lineage/<run>/g<gen>.(claim|handoff)... */
-#define CKS_KEY_REPO_CANDIDATES "repo.d"
-#define CKS_KEY_REFS "refs" /* version 1: refs/<run>/latest */
+#define CKS_KEY_CHUNKS "chunks"          /* chunks/<2 hex>/<64 hex> */
+#define CKS_KEY_SNAPSHOTS "snapshots"    /* snapshots/<run>/<id> */
+#define CKS_KEY_COMMITS "commits"        /* commits/<run>/g<gen>.s<step>.<id> */
+#define CKS_KEY_LINEAGE "lineage"        /* lineage/<run>/g<gen>.(claim|handoff)... */
+#define CKS_KEY_FORGET "forget"          /* forget/<run>/g<gen>.s<step>.<id> */
+#define CKS_KEY_REPO_CANDIDATES "repo.d" /* repo.d/<32 hex> */
+#define CKS_KEY_PROBE "probe"            /* probe/<16 hex> */
+#define CKS_KEY_KEYSLOTS "keys"          /* keys/<16 hex>: encrypted repository's key slots */
+#define CKS_KEY_RUNS "runs"              /* runs/k-<32 hex>: a sealed run name */
+#define CKS_KEY_INTENTS "intents"        /* intents/<time>.<ttl>.<16 hex> */
+#define CKS_KEY_GC "gc"                  /* gc/<mark>/<name> */
+#define CKS_KEY_LEASES "locks/prune"     /* locks/prune/<12 digits> */
+#define CKS_KEY_REFS "refs"              /* version 1: refs/<run>/latest */
 #define CKS_KEY_LATEST "latest"
+#define CKS_KEY_HANDOFFS "handoff" /* version 1: handoff/<run> */
 
 /* 2. Chunk object. */
 #define CKS_CHUNK_MAGIC "CKC1"

@@ -172,7 +172,7 @@ static int ing_feed(struct ing *g, size_t thread, const uint8_t id[HASH_LEN], co
     /* Sealed once here for every region (an encrypted repository), not by
      * each region worker: one AES-GCM pass per chunk instead of three. */
     char key[REGION_KEY_MAX];
-    region_chunk_key(id, key);
+    layout_chunk(id, key);
     struct buf *env = &g->ig->envs[thread];
     int sealed = region_seal(g->ig->regions[0], key, obj->data, obj->len, env);
     if (sealed < 0)

@@ -55,6 +55,7 @@
 #include "base/fileio.h"
 #include "base/log.h"
 #include "engine/chunkobj.h"
+#include "service/catalog.h"
 #include "service/gc.h"
 #include "daemon/metrics.h"
 #include "daemon/objbuf.h"
@@ -64,7 +65,6 @@
 #include "daemon/replicator.h"
 #include "daemon/retakes.h"
 #include "daemon/rungen.h"
-#include "service/snapshot.h"
 
 #define BACKOFF_MIN_MS 1000
 #define BACKOFF_MAX_MS 60000
@@ -429,7 +429,7 @@ static int rw_requeue(struct rworker *w, struct index_txn *t, uint64_t seq,
  * repository.  One HEAD per publish. */
 static int rw_repo_present(struct rworker *w)
 {
-    int e = region_has(w->rg, "repo");
+    int e = region_has(w->rg, layout_repo());
     if (e != 0)
         return e < 0 ? e : 0;
     e = repo_put_params(w->rg, &w->rp->r->params);
@@ -607,7 +607,7 @@ static int rw_publish(struct rworker *w, const struct qentry *q)
     if (e == 0)
         e = rw_confirm_fresh(w, q->seq);
     if (e == 0)
-        e = snapshot_publish(w->rg, &w->man, man.data, man.len);
+        e = catalog_publish(w->rg, &w->man, man.data, man.len);
     buf_free(&man);
     if (e != 0)
         return e < 0 ? e : 0; /* chunks went missing: queued again, publish after them */
@@ -834,7 +834,7 @@ static void rw_ask(struct rworker *w, struct slot *sl)
     memset(&sl->req, 0, sizeof(sl->req));
     sl->req.kind = RREQ_HAS;
     sl->req.size = sl->ent ? sl->ent->stored_len : sl->obj.len; /* the plain object's */
-    region_chunk_key(sl->q.id, sl->req.key);
+    layout_chunk(sl->q.id, sl->req.key);
     sl->req.ud = sl;
     sl->epoch = w->epoch;
     rw_submit(w, sl);

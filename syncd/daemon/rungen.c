@@ -9,7 +9,7 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "daemon/rungen.h"
-#include "service/lineage.h"
+#include "service/runlineage.h"
 #include "store/queue.h"
 
 /* 1 when the run of queued snapshot seq (its name into run) has no
@@ -27,7 +27,7 @@ static int rungen_undecided(struct repo *r, uint64_t seq, char run[MANIFEST_MAX_
     e = queue_pending_get(t, seq, p);
     if (e == 0) {
         memcpy(run, p->run, MANIFEST_MAX_FIELD + 1);
-        e = lineage_gen_get(t, run, &gen);
+        e = runlineage_gen_get(t, run, &gen);
         e = e == -ENOENT || e == CKS_E_FORMAT ? 1 : e;
     } else if (e == -ENOENT) {
         e = 0;
@@ -48,13 +48,13 @@ int rungen_settle(struct repo *r, struct region *rg, uint64_t seq)
     if (e <= 0)
         return e;
     /* the region's own message (region_last_error) is what the worker reports */
-    e = lineage_region_gen(rg, run, &gen, &why);
+    e = runlineage_region_gen(rg, run, &gen, &why);
     buf_free(&why);
     if (e < 0)
         return e;
     if ((e = index_txn_begin(r->ix, true, &t)) < 0)
         return e;
-    if ((e = lineage_gen_record(t, run, gen, &n)) < 0) {
+    if ((e = runlineage_gen_record(t, run, gen, &n)) < 0) {
         index_txn_abort(t);
         return e;
     }
@@ -68,7 +68,7 @@ int rungen_settle(struct repo *r, struct region *rg, uint64_t seq)
 int rungen_fill(struct index_txn *t, struct manifest *m, struct buf *man)
 {
     int64_t gen;
-    int e = lineage_gen_get(t, m->run, &gen);
+    int e = runlineage_gen_get(t, m->run, &gen);
     if (e == -ENOENT || e == CKS_E_FORMAT)
         return 0;
     if (e < 0)

@@ -14,9 +14,9 @@
  *   publish):
  *       rungen_settle(r, rg, seq)
  *   when the run is undecided, lists the worker's own region
- *   (lineage_region_gen) and records the generation.  Recording rewrites
+ *   (runlineage_region_gen) and records the generation.  Recording rewrites
  *   the manifest of every queued snapshot of the run in the same index
- *   transaction (lineage_gen_record: whoever records "gen/<run>" does,
+ *   transaction (runlineage_gen_record: whoever records "gen/<run>" does,
  *   be it this, ingest, the CLI's snapshot, migrate-in or migrate-out).
  *   When the listing fails, the worker fails as for any error of its
  *   region (backs off, retries): nothing of the snapshot reaches that

@@ -82,20 +82,18 @@ static int rec_check(const struct lineage_rec *r)
     return 0;
 }
 
-int lineage_key(const struct lineage_rec *r, char *out, size_t cap)
+int lineage_name(const struct lineage_rec *r, char *out, size_t cap)
 {
     int n;
     if (rec_check(r) < 0)
         return -EINVAL;
     if (r->kind == LINEAGE_COMMIT || r->kind == LINEAGE_FORGET)
-        n = snprintf(out, cap, "%s/%s/g%lld.s%lld.%s",
-                     r->kind == LINEAGE_COMMIT ? "commits" : "forget", r->run, (long long)r->gen,
-                     (long long)r->step, r->id);
+        n = snprintf(out, cap, "g%lld.s%lld.%s", (long long)r->gen, (long long)r->step, r->id);
     else if (r->kind == LINEAGE_CLAIM)
-        n = snprintf(out, cap, "lineage/%s/g%lld.claim.%s", r->run, (long long)r->gen, r->tag);
+        n = snprintf(out, cap, "g%lld.claim.%s", (long long)r->gen, r->tag);
     else
-        n = snprintf(out, cap, "lineage/%s/g%lld.handoff.s%lld.%s", r->run, (long long)r->gen,
-                     (long long)r->step, r->id);
+        n = snprintf(out, cap, "g%lld.handoff.s%lld.%s", (long long)r->gen, (long long)r->step,
+                     r->id);
     return n > 0 && (size_t)n < cap ? 0 : -EINVAL;
 }
 
@@ -133,42 +131,13 @@ static int key_rest(const char *p, struct lineage_rec *r)
     return 0;
 }
 
-int lineage_key_parse(const char *key, struct lineage_rec *ret)
+int lineage_name_parse(const char *name, struct lineage_rec *r)
 {
-    struct lineage_rec r;
-    const char *p, *slash;
-    memset(&r, 0, sizeof(r));
-    r.step = -1;
-    if (!strncmp(key, "commits/", 8)) {
-        r.kind = LINEAGE_COMMIT;
-        p = key + 8;
-    } else if (!strncmp(key, "forget/", 7)) {
-        r.kind = LINEAGE_FORGET;
-        p = key + 7;
-    } else if (!strncmp(key, "lineage/", 8)) {
-        p = key + 8;
-        r.kind = LINEAGE_HANDOFF; /* refined below */
-    } else {
-        return CKS_E_FORMAT;
+    if (r->kind == LINEAGE_HANDOFF || r->kind == LINEAGE_CLAIM) {
+        const char *dot = strchr(name, '.');
+        r->kind = dot && !strncmp(dot + 1, "claim.", 6) ? LINEAGE_CLAIM : LINEAGE_HANDOFF;
     }
-    if (!(slash = strchr(p, '/')) || (size_t)(slash - p) > MANIFEST_MAX_FIELD ||
-        strchr(slash + 1, '/'))
-        return CKS_E_FORMAT;
-    memcpy(r.run, p, (size_t)(slash - p));
-    r.run[slash - p] = 0;
-    if (manifest_run_check(r.run) < 0)
-        return CKS_E_FORMAT;
-    p = slash + 1;
-    if (r.kind == LINEAGE_HANDOFF) {
-        const char *dot = strchr(p, '.');
-        if (dot && !strncmp(dot + 1, "claim.", 6))
-            r.kind = LINEAGE_CLAIM;
-    }
-    int e = key_rest(p, &r);
-    if (e < 0)
-        return e;
-    *ret = r;
-    return 0;
+    return key_rest(name, r);
 }
 
 int lineage_encode(const struct lineage_rec *r, struct buf *out)
@@ -304,16 +273,16 @@ int lineage_parse(const uint8_t *data, size_t len, struct lineage_rec *ret)
     return 0;
 }
 
-int lineage_parse_at(const char *key, const uint8_t *data, size_t len, struct lineage_rec *ret)
+int lineage_parse_for(const struct lineage_rec *k, const uint8_t *data, size_t len,
+                      struct lineage_rec *ret)
 {
-    struct lineage_rec k, b;
-    int e = lineage_key_parse(key, &k);
-    if (e == 0)
-        e = lineage_parse(data, len, &b);
+    struct lineage_rec b;
+    int e = lineage_parse(data, len, &b);
     if (e < 0)
         return e;
-    if (k.kind != b.kind || strcmp(k.run, b.run) || k.gen != b.gen ||
-        (k.kind == LINEAGE_CLAIM ? strcmp(k.tag, b.tag) : (strcmp(k.id, b.id) || k.step != b.step)))
+    if (k->kind != b.kind || strcmp(k->run, b.run) || k->gen != b.gen ||
+        (k->kind == LINEAGE_CLAIM ? strcmp(k->tag, b.tag)
+                                  : (strcmp(k->id, b.id) || k->step != b.step)))
         return CKS_E_MISMATCH;
     *ret = b;
     return 0;

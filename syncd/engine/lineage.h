@@ -59,19 +59,24 @@ struct lineage_rec {
     uint8_t manifest[HASH_LEN];           /* commit: SHA-256 of the manifest */
 };
 
-/* The record's key (without the region prefix); out holds 1024 bytes.
- * -EINVAL when a field cannot form a key. */
-int lineage_key(const struct lineage_rec *r, char *out, size_t cap);
-/* Parses a key as listed ("commits/..." or "lineage/..."): fills kind,
- * run, gen, step, id/tag.  CKS_E_FORMAT when it is not one of ours. */
-int lineage_key_parse(const char *key, struct lineage_rec *ret);
+/* The part of the record's key after "<folder>/<run>/" (the whole key is
+ * store/layout.h's layout_record): "g<gen>.s<step>.<id>" (commit, forget),
+ * "g<gen>.claim.<tag>", "g<gen>.handoff.s<step>.<id>"; out holds cap
+ * bytes.  -EINVAL when a field cannot form a key. */
+int lineage_name(const struct lineage_rec *r, char *out, size_t cap);
+/* Parses that part into r, whose kind (commit, forget, or handoff for any
+ * record of the lineage folder: refined to claim here) and run the caller
+ * set from the key's folder; fills gen, step, id or tag.  CKS_E_FORMAT
+ * when it is not a record's name. */
+int lineage_name_parse(const char *name, struct lineage_rec *r);
 
 int lineage_encode(const struct lineage_rec *r, struct buf *out);
 /* 0, CKS_E_FORMAT, CKS_E_VERSION or CKS_E_DIGEST. */
 int lineage_parse(const uint8_t *data, size_t len, struct lineage_rec *ret);
-/* Parses a body and checks it against the key it was read from:
- * CKS_E_MISMATCH when they disagree. */
-int lineage_parse_at(const char *key, const uint8_t *data, size_t len, struct lineage_rec *ret);
+/* Parses a body and checks it against k, the record its key names
+ * (layout_record_parse): CKS_E_MISMATCH when they disagree. */
+int lineage_parse_for(const struct lineage_rec *k, const uint8_t *data, size_t len,
+                      struct lineage_rec *ret);
 
 /* The charset of host and instance fields ([A-Za-z0-9._-]); sanitise
  * writes other bytes as '_' and an empty value as "-" (handoff.c too). */

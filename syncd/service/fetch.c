@@ -91,7 +91,7 @@ static bool f_submit(struct fetcher *f, struct fetch_job *job, size_t i)
     if (!sl)
         return false;
     sl->req.kind = RREQ_GET;
-    region_chunk_key(job->id, sl->req.key);
+    layout_chunk(job->id, sl->req.key);
     sl->req.max = CHUNKOBJ_HEADER_LEN + (size_t)job->len + job->len / 8 + 1024;
     sl->req.ud = sl;
     sl->job = job;

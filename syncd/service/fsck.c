@@ -16,8 +16,8 @@
 
 #include "base/log.h"
 #include "engine/hash.h"
+#include "service/catalog.h"
 #include "store/queue.h"
-#include "service/restore.h"
 
 struct fsck {
     struct repo *r;
@@ -69,7 +69,7 @@ static int fsck_snap_cb(void *ud, const char *run, const char *id, const struct 
     struct buf err = BUF_INIT;
     (void)s;
     queue_pending_foreach(f->t, fsck_pend_cb, &pf);
-    if (pf.found != 1 && restore_find(f->r, run, id, &m, NULL, &err) < 0) {
+    if (pf.found != 1 && catalog_find(f->r, run, id, &m, NULL, &err) < 0) {
         log_error("snapshot %s of run '%s': no manifest in the index or any region: %s", id, run,
                   buf_str(&err));
         f->res->problems++;

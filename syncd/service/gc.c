@@ -26,11 +26,31 @@
 #include "base/log.h"
 #include "engine/lineage.h"
 #include "service/gc.h"
-#include "service/restore.h"
+#include "service/catalog.h"
+#include "store/layout.h"
 
 #define NAME_MAX_LEN 64
-#define LEASE_PREFIX "locks/prune/"
 #define INDEX_BATCH 1000
+
+/* gc/<mark>/<name>, intents/<name>, locks/prune/<12 digits>: this
+ * module's names always form a key; one that did not would leave key ""
+ * and every region call on it fails as an invalid key. */
+static void gc_key(const char *mark, const char *name, char *key)
+{
+    layout_key(LAYOUT_GC, mark, name, key);
+}
+
+static void intent_key(const char *name, char *key)
+{
+    layout_key(LAYOUT_INTENT, NULL, name, key);
+}
+
+static void lease_key(int64_t n, char *key)
+{
+    char name[24];
+    snprintf(name, sizeof(name), "%012lld", (long long)n);
+    layout_key(LAYOUT_LEASE, NULL, name, key);
+}
 
 static double mono(void)
 {
@@ -120,14 +140,13 @@ static void gc_list_free(struct gc_list *l)
 static int gc_list_cb(void *ud, const char *key, uint64_t size)
 {
     struct gc_list *l = ud;
-    const char *m = key + 3, *slash = strchr(m, '/');
+    struct layout_key lk;
     char mark[GC_MARK_LEN + 1];
     (void)size;
-    if (strncmp(key, "gc/", 3) || !slash || slash - m != GC_MARK_LEN || strchr(slash + 1, '/') ||
-        strlen(slash + 1) >= NAME_MAX_LEN || !slash[1])
+    if (layout_parse(key, &lk) < 0 || lk.kind != LAYOUT_GC || strlen(lk.dir) != GC_MARK_LEN ||
+        strlen(lk.name) >= NAME_MAX_LEN)
         return 0; /* not ours */
-    memcpy(mark, m, GC_MARK_LEN);
-    mark[GC_MARK_LEN] = 0;
+    memcpy(mark, lk.dir, GC_MARK_LEN + 1);
     if (!gc_mark_check(mark) || (l->only && strcmp(mark, l->only)))
         return 0;
     struct gc_mk *k = NULL;
@@ -144,7 +163,7 @@ static int gc_list_cb(void *ud, const char *key, uint64_t size)
         memcpy(k->mark, mark, sizeof(mark));
         k->sweep_expires = -1;
     }
-    const char *name = slash + 1;
+    const char *name = lk.name;
     int64_t exp;
     if (!strcmp(name, "mark"))
         k->has_mark = true;
@@ -172,8 +191,9 @@ static int gc_list_read(struct region *rg, const char *only, struct gc_list *l)
     char prefix[REGION_KEY_MAX];
     memset(l, 0, sizeof(*l));
     l->only = only;
-    snprintf(prefix, sizeof(prefix), "gc/%s%s", only ? only : "", only ? "/" : "");
-    int e = region_list(rg, prefix, gc_list_cb, l);
+    int e = layout_prefix(LAYOUT_GC, only, prefix);
+    if (e == 0)
+        e = region_list(rg, prefix, gc_list_cb, l);
     if (e == -ENOENT)
         e = 0;
     if (e < 0)
@@ -207,7 +227,7 @@ int gc_intent_begin(struct region *rg, const struct config *conf, struct gc_inte
     if (e < 0)
         return e;
     in->t0 = boottime();
-    snprintf(key, sizeof(key), "intents/%s", in->name);
+    intent_key(in->name, key);
     if ((e = put_rec(rg, key, &g, false)) < 0)
         in->name[0] = 0;
     /* A put fails with -ENOENT only when the region itself is gone (a dir
@@ -221,7 +241,7 @@ void gc_intent_end(struct region *rg, struct gc_intent *in)
     char key[REGION_KEY_MAX];
     if (!in->name[0])
         return;
-    snprintf(key, sizeof(key), "intents/%s", in->name);
+    intent_key(in->name, key);
     int e = region_del(rg, key);
     if (e < 0 && e != -ENOENT)
         log_warn("%s (prune waits for it to expire)", region_last_error(rg));
@@ -257,7 +277,7 @@ static const struct gcrec *cache_mark(struct region *rg, struct gc_cache *c, con
     for (size_t i = 0; i < c->n; i++)
         if (!strcmp(c->marks[i].mark, mark))
             return &c->marks[i];
-    snprintf(key, sizeof(key), "gc/%s/mark", mark);
+    gc_key(mark, "mark", key);
     int e = get_rec(rg, key, &g);
     if (e == 0 && (g.kind != GC_MARK || strcmp(g.mark, mark)))
         e = CKS_E_FORMAT;
@@ -305,8 +325,10 @@ int gc_writer_check(struct region *rg, struct gc_cache *cache, const struct conf
         if (e == 0 && keep.nchunks && !done) {
             char key[REGION_KEY_MAX], hex[17];
             struct gc_list again;
+            char name[32];
             if ((e = gc_random_hex(hex)) == 0) {
-                snprintf(key, sizeof(key), "gc/%s/keep.%s", mk->mark, hex);
+                snprintf(name, sizeof(name), "keep.%s", hex);
+                gc_key(mk->mark, name, key);
                 e = put_rec(rg, key, &keep, false);
             }
             if (e == 0 && (e = gc_list_read(rg, mk->mark, &again)) == 0) {
@@ -397,7 +419,7 @@ static int committed_cb(void *ud, const char *key, uint64_t size)
     struct committed_ctx *c = ud;
     struct lineage_rec rec;
     (void)size;
-    if (lineage_key_parse(key, &rec) == 0 && rec.kind == LINEAGE_COMMIT && !strcmp(rec.id, c->id))
+    if (layout_record_parse(key, &rec) == 0 && rec.kind == LINEAGE_COMMIT && !strcmp(rec.id, c->id))
         c->found = true;
     return c->found ? 1 : 0;
 }
@@ -406,9 +428,10 @@ static int committed_cb(void *ud, const char *key, uint64_t size)
  * when none does, <0 when a listing failed. */
 static int pr_committed(struct repo *r, const char *run, const char *id)
 {
-    char prefix[MANIFEST_MAX_FIELD + 16];
+    char prefix[REGION_KEY_MAX];
     struct committed_ctx c = {.id = id};
-    snprintf(prefix, sizeof(prefix), "commits/%s/", run);
+    if (layout_prefix(LAYOUT_COMMIT, run, prefix) < 0)
+        return 0; /* no key names such a run */
     for (size_t i = 0; i < r->nregions && !c.found; i++) {
         if (r->health[i])
             continue;
@@ -422,16 +445,11 @@ static int pr_committed(struct repo *r, const char *run, const char *id)
 static int manifests_cb(void *ud, const char *key, uint64_t size)
 {
     struct snaplist *l = ud;
-    char run[MANIFEST_MAX_FIELD + 1];
-    const char *rest = key + 10, *slash = strchr(rest, '/');
+    struct layout_key k;
     (void)size;
-    if (strncmp(key, "snapshots/", 10) || !slash || strchr(slash + 1, '/') ||
-        (size_t)(slash - rest) > MANIFEST_MAX_FIELD || strlen(slash + 1) > MANIFEST_ID_MAX)
+    if (layout_parse(key, &k) < 0 || k.kind != LAYOUT_SNAPSHOT)
         return 0;
-    snprintf(run, sizeof(run), "%.*s", (int)(slash - rest), rest);
-    if (manifest_run_check(run) < 0 || manifest_id_check(slash + 1) < 0)
-        return 0;
-    return snaplist_add(l, run, slash + 1);
+    return snaplist_add(l, k.dir, k.name);
 }
 
 static int forgets_cb(void *ud, const char *key, uint64_t size)
@@ -439,7 +457,7 @@ static int forgets_cb(void *ud, const char *key, uint64_t size)
     struct snaplist *l = ud;
     struct lineage_rec rec;
     (void)size;
-    if (lineage_key_parse(key, &rec) < 0 || rec.kind != LINEAGE_FORGET)
+    if (layout_record_parse(key, &rec) < 0 || rec.kind != LINEAGE_FORGET)
         return 0;
     return snaplist_add(l, rec.run, rec.id);
 }
@@ -503,13 +521,16 @@ static void pr_sort_refs(struct pr *p)
 static int pr_collect(struct pr *p)
 {
     struct snaplist all = {0}, forgot = {0};
+    char snaps[REGION_KEY_MAX], forgets[REGION_KEY_MAX];
     int e = 0;
+    layout_prefix(LAYOUT_SNAPSHOT, NULL, snaps);
+    layout_prefix(LAYOUT_FORGET, NULL, forgets);
     for (size_t i = 0; i < p->r->nregions && e == 0; i++) {
         if (p->r->health[i])
             continue;
-        e = region_list(p->r->regions[i], "snapshots/", manifests_cb, &all);
+        e = region_list(p->r->regions[i], snaps, manifests_cb, &all);
         if (e == 0 || e == -ENOENT)
-            e = region_list(p->r->regions[i], "forget/", forgets_cb, &forgot);
+            e = region_list(p->r->regions[i], forgets, forgets_cb, &forgot);
         if (e == -ENOENT)
             e = 0;
         if (e < 0 && e != -ENOMEM) {
@@ -530,7 +551,7 @@ static int pr_collect(struct pr *p)
         struct buf ferr = BUF_INIT;
         if (snaplist_has(&forgot, s->run, s->id) || snaplist_has(&p->seen, s->run, s->id))
             continue;
-        e = restore_find(p->r, s->run, s->id, &m, NULL, &ferr);
+        e = catalog_find(p->r, s->run, s->id, &m, NULL, &ferr);
         /* Unreadable everywhere and committed nowhere: a publish cut short
          * (a writer killed mid-PUT on a store whose PUTs are not atomic
          * leaves a partial object).  It is no reference: were the writer
@@ -657,10 +678,11 @@ struct lease_scan {
 static int lease_cb(void *ud, const char *key, uint64_t size)
 {
     struct lease_scan *s = ud;
-    const char *n = key + strlen(LEASE_PREFIX);
+    struct layout_key k;
+    const char *n = k.name;
     int64_t v = 0;
     (void)size;
-    if (strncmp(key, LEASE_PREFIX, strlen(LEASE_PREFIX)) || strlen(n) != 12)
+    if (layout_parse(key, &k) < 0 || k.kind != LAYOUT_LEASE || strlen(n) != 12)
         return 0;
     for (int i = 0; i < 12; i++) {
         if (n[i] < '0' || n[i] > '9')
@@ -685,7 +707,7 @@ static int lease_write(struct pr *p, int64_t n, bool release)
     rec_fill(&g, GC_LEASE, NULL);
     g.seq = (int64_t)getpid();
     g.expires = release ? -1 : g.time + (int64_t)p->r->conf.prune_lease;
-    snprintf(key, sizeof(key), LEASE_PREFIX "%012lld", (long long)n);
+    lease_key(n, key);
     bool strict = region_preconditions(rg) == 1;
     int e = put_rec(rg, key, &g, strict);
     if (e == 0 && !strict) {
@@ -714,7 +736,9 @@ static int lease_acquire(struct pr *p)
                    rg->conf.name, err_str(p->r->health[0]));
         return p->r->health[0];
     }
-    int e = region_list(rg, LEASE_PREFIX, lease_cb, &s);
+    char prefix[REGION_KEY_MAX];
+    layout_prefix(LAYOUT_LEASE, NULL, prefix);
+    int e = region_list(rg, prefix, lease_cb, &s);
     if (e < 0 && e != -ENOENT) {
         buf_printf(p->err, "%s", region_last_error(rg));
         return e;
@@ -754,7 +778,7 @@ static int lease_acquire(struct pr *p)
     p->leased = true;
     for (size_t i = 0; i < s.nolds; i++) { /* the numbers before ours are history */
         char key[REGION_KEY_MAX];
-        snprintf(key, sizeof(key), LEASE_PREFIX "%012lld", (long long)s.olds[i]);
+        lease_key(s.olds[i], key);
         if (s.olds[i] < s.top)
             region_del(rg, key);
     }
@@ -793,23 +817,27 @@ struct intents {
 static int intents_cb(void *ud, const char *key, uint64_t size)
 {
     struct intents *l = ud;
+    struct layout_key k;
     int64_t t;
     uint64_t ttl;
     (void)size;
-    if (strncmp(key, "intents/", 8) || gc_intent_parse(key + 8, &t, &ttl) < 0)
+    if (layout_parse(key, &k) < 0 || k.kind != LAYOUT_INTENT ||
+        gc_intent_parse(k.name, &t, &ttl) < 0)
         return 0;
     char(*p)[GC_INTENT_MAX + 1] = realloc(l->v, (l->n + 1) * sizeof(*p));
     if (!p)
         return -ENOMEM;
     l->v = p;
-    snprintf(p[l->n++], GC_INTENT_MAX + 1, "%s", key + 8);
+    snprintf(p[l->n++], GC_INTENT_MAX + 1, "%.*s", GC_INTENT_MAX, k.name); /* checked: fits */
     return 0;
 }
 
 static int intents_list(struct region *rg, struct intents *l)
 {
+    char prefix[REGION_KEY_MAX];
     memset(l, 0, sizeof(*l));
-    int e = region_list(rg, "intents/", intents_cb, l);
+    layout_prefix(LAYOUT_INTENT, NULL, prefix);
+    int e = region_list(rg, prefix, intents_cb, l);
     return e == -ENOENT ? 0 : e;
 }
 
@@ -830,7 +858,7 @@ static bool intent_alive(struct pr *p, struct region *rg, const struct intents *
         return false;
     char key[REGION_KEY_MAX];
     struct gcrec g;
-    snprintf(key, sizeof(key), "intents/%s", name);
+    intent_key(name, key);
     bool dead = get_rec(rg, key, &g) == 0 && g.kind == GC_INTENT && gc_owner_dead(&g);
     gcrec_free(&g);
     if (dead && !p->o->dry_run && region_del(rg, key) == 0)
@@ -867,7 +895,7 @@ static void intents_reap(struct pr *p, struct region *rg)
         int64_t t;
         uint64_t ttl;
         char key[REGION_KEY_MAX];
-        snprintf(key, sizeof(key), "intents/%s", l.v[k]);
+        intent_key(l.v[k], key);
         if (gc_intent_parse(l.v[k], &t, &ttl) == 0 &&
             now() > t + (int64_t)ttl + (int64_t)p->r->conf.clock_skew)
             region_del(rg, key);
@@ -886,7 +914,7 @@ static int write_intents_rec(struct region *rg, const char *mark, enum gc_kind k
     rec_fill(&g, kind, mark);
     for (size_t i = 0; e == 0 && i < l.n; i++)
         e = gcrec_add_intent(&g, l.v[i]);
-    snprintf(key, sizeof(key), "gc/%s/%s", mark, kind == GC_DONE ? "done" : "intents");
+    gc_key(mark, kind == GC_DONE ? "done" : "intents", key);
     if (e == 0)
         e = put_rec(rg, key, &g, false);
     gcrec_free(&g);
@@ -914,13 +942,13 @@ static int mark_cleanup(struct pr *p, size_t i, const struct gc_mk *mk)
     char key[REGION_KEY_MAX];
     int e = 0;
     if (mk->has_mark) {
-        snprintf(key, sizeof(key), "gc/%s/mark", mk->mark);
+        gc_key(mk->mark, "mark", key);
         e = del_counted(p, i, key, &rr->records_deleted);
     }
     for (size_t k = 0; e == 0 && k < mk->nnames; k++) {
         if (!strcmp(mk->names[k], "mark"))
             continue;
-        snprintf(key, sizeof(key), "gc/%s/%s", mk->mark, mk->names[k]);
+        gc_key(mk->mark, mk->names[k], key);
         e = del_counted(p, i, key, &rr->records_deleted);
     }
     return e;
@@ -951,12 +979,13 @@ static int index_forget(struct pr *p, size_t i, uint8_t (*ids)[HASH_LEN], size_t
 
 static int sweep_record(struct pr *p, struct region *rg, const char *mark, int64_t *ret_expires)
 {
-    char key[REGION_KEY_MAX], hex[17];
+    char key[REGION_KEY_MAX], hex[17], name[64];
     struct gcrec g;
     rec_fill(&g, GC_SWEEP, mark);
     g.expires = g.time + (int64_t)p->r->conf.prune_lease;
     int e = gc_random_hex(hex);
-    snprintf(key, sizeof(key), "gc/%s/sweep.%lld.%s", mark, (long long)g.expires, hex);
+    snprintf(name, sizeof(name), "sweep.%lld.%s", (long long)g.expires, hex);
+    gc_key(mark, name, key);
     if (e == 0 && (e = put_rec(rg, key, &g, false)) == 0)
         *ret_expires = g.expires;
     return e;
@@ -975,7 +1004,7 @@ static int sweep_kept(struct region *rg, const char *mark, struct gcrec *kept)
         struct gcrec g;
         if (strncmp(l.v[0].names[k], "keep.", 5))
             continue;
-        snprintf(key, sizeof(key), "gc/%s/%s", mark, l.v[0].names[k]);
+        gc_key(mark, l.v[0].names[k], key);
         int ge = get_rec(rg, key, &g);
         if (ge == 0 && g.kind == GC_KEEP) {
             for (size_t c = 0; e == 0 && c < g.nchunks; c++)
@@ -1004,7 +1033,7 @@ static int mark_sweep(struct pr *p, size_t i, const struct gc_mk *mk)
     size_t nbatch = 0;
 
     gcrec_init(&kept, GC_KEEP);
-    snprintf(key, sizeof(key), "gc/%s/mark", mk->mark);
+    gc_key(mk->mark, "mark", key);
     int e = get_rec(rg, key, &m);
     if (e == 0 && (m.kind != GC_MARK || strcmp(m.mark, mk->mark)))
         e = CKS_E_FORMAT;
@@ -1028,7 +1057,7 @@ static int mark_sweep(struct pr *p, size_t i, const struct gc_mk *mk)
         if (now() >= expires - (int64_t)p->r->conf.prune_lease / 2 &&
             ((e = sweep_record(p, rg, mk->mark, &expires)) < 0 || (e = lease_renew(p)) < 0))
             break;
-        region_chunk_key(ch->id, key);
+        layout_chunk(ch->id, key);
         if ((e = region_del(rg, key)) == 0 || e == -ENOENT) {
             rr->deleted++;
             rr->deleted_bytes += ch->size;
@@ -1069,7 +1098,7 @@ static bool mark_ready(struct pr *p, size_t i, const struct gc_mk *mk)
                  (long long)(p->grace - age));
         return false;
     }
-    snprintf(key, sizeof(key), "gc/%s/intents", mk->mark);
+    gc_key(mk->mark, "intents", key);
     if (get_rec(rg, key, &g) < 0 || g.kind != GC_INTENTS) {
         snprintf(rr->waiting, sizeof(rr->waiting), "%s", region_last_error(rg));
         gcrec_free(&g);
@@ -1091,7 +1120,7 @@ static int mark_done_cleanup(struct pr *p, size_t i, const struct gc_mk *mk)
     struct region *rg = p->r->regions[i];
     char key[REGION_KEY_MAX], what[160];
     struct gcrec g;
-    snprintf(key, sizeof(key), "gc/%s/done", mk->mark);
+    gc_key(mk->mark, "done", key);
     int e = get_rec(rg, key, &g);
     if (e == 0 && g.kind == GC_DONE && intents_alive(p, rg, &g, what, sizeof(what)) == 0)
         e = mark_cleanup(p, i, mk);
@@ -1111,10 +1140,9 @@ struct cand_ctx {
 static int chunks_cb(void *ud, const char *key, uint64_t size)
 {
     struct cand_ctx *c = ud;
-    uint8_t id[HASH_LEN];
-    const char *hex = strrchr(key, '/');
-    if (!hex || strlen(hex + 1) != HASH_HEX_LEN || hex_decode(hex + 1, HASH_LEN, id) < 0 ||
-        strncmp(key + 7, hex + 1, 2))
+    struct layout_key k;
+    const uint8_t *id = k.id;
+    if (layout_parse(key, &k) < 0 || k.kind != LAYOUT_CHUNK)
         return 0;
     c->rr->chunks++;
     c->rr->chunk_bytes += size;
@@ -1136,8 +1164,10 @@ static int mark_new(struct pr *p, size_t i)
     rec_fill(&m, GC_MARK, NULL);
     struct cand_ctx c = {.p = p, .m = &m, .rr = rr};
     int e = gc_mark_make(m.mark);
+    char prefix[REGION_KEY_MAX];
+    layout_prefix(LAYOUT_CHUNK, NULL, prefix);
     if (e == 0)
-        e = region_list(rg, "chunks/", chunks_cb, &c);
+        e = region_list(rg, prefix, chunks_cb, &c);
     if (e == -ENOENT)
         e = 0;
     for (size_t k = 0; e == 0 && k < p->seen.n; k++)
@@ -1148,7 +1178,7 @@ static int mark_new(struct pr *p, size_t i)
         gcrec_free(&m);
         return e;
     }
-    snprintf(key, sizeof(key), "gc/%s/mark", m.mark);
+    gc_key(m.mark, "mark", key);
     if ((e = put_rec(rg, key, &m, false)) == 0)
         e = write_intents_rec(rg, m.mark, GC_INTENTS);
     if (e == 0) {
@@ -1195,16 +1225,16 @@ static int region_forgotten(struct pr *p, size_t i)
         if (strcmp(run, s->run)) { /* one listing of commits/<run>/ per run */
             snprintf(run, sizeof(run), "%s", s->run);
             commits.n = 0;
-            snprintf(key, sizeof(key), "commits/%s/", run);
+            layout_prefix(LAYOUT_COMMIT, run, key); /* a listed manifest's run: valid */
             if ((e = region_list(rg, key, commits_cb, &commits)) == -ENOENT)
                 e = 0;
         }
         for (size_t c = 0; e == 0 && c < commits.n; c++) {
             struct lineage_rec rec;
-            if (lineage_key_parse(commits.v[c], &rec) == 0 && !strcmp(rec.id, s->id))
+            if (layout_record_parse(commits.v[c], &rec) == 0 && !strcmp(rec.id, s->id))
                 e = del_counted(p, i, commits.v[c], &rr->records_deleted);
         }
-        snprintf(key, sizeof(key), "snapshots/%s/%s", s->run, s->id);
+        layout_snapshot(s->run, s->id, key); /* a listed forget record's: valid */
         int h = e == 0 ? region_has(rg, key) : 0;
         if (h == 1)
             e = del_counted(p, i, key, &rr->snapshots_deleted);
@@ -1225,19 +1255,21 @@ static int forget_records_done(struct pr *p)
     for (size_t i = 0; i < p->r->nregions; i++) {
         struct region *rg = p->r->regions[i];
         struct keys fk = {0};
-        int e = region_list(rg, "forget/", commits_cb, &fk);
+        char prefix[REGION_KEY_MAX];
+        layout_prefix(LAYOUT_FORGET, NULL, prefix);
+        int e = region_list(rg, prefix, commits_cb, &fk);
         for (size_t k = 0; e == 0 && k < fk.n; k++) {
             struct lineage_rec rec;
             struct buf b = BUF_INIT;
             char mkey[REGION_KEY_MAX];
-            if (lineage_key_parse(fk.v[k], &rec) < 0 || rec.kind != LINEAGE_FORGET)
+            if (layout_record_parse(fk.v[k], &rec) < 0 || rec.kind != LINEAGE_FORGET)
                 continue;
-            snprintf(mkey, sizeof(mkey), "snapshots/%s/%s", rec.run, rec.id);
+            layout_snapshot(rec.run, rec.id, mkey); /* rec: a parsed record's key, valid */
             bool listed = false;
             for (size_t j = 0; j < p->r->nregions && !listed; j++)
                 listed = region_has(p->r->regions[j], mkey) != 0;
             if (!listed && region_get(rg, fk.v[k], LINEAGE_MAX_BYTES, &b) == 0 &&
-                lineage_parse_at(fk.v[k], b.data, b.len, &rec) == 0 &&
+                layout_record_read(fk.v[k], b.data, b.len, &rec) == 0 &&
                 now() - rec.time > (int64_t)(p->r->conf.intent_ttl + p->r->conf.clock_skew))
                 e = del_counted(p, i, fk.v[k], &p->res->region[i].records_deleted);
             buf_free(&b);

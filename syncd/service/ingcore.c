@@ -32,9 +32,9 @@
 
 #include "base/err.h"
 #include "base/log.h"
+#include "service/catalog.h"
 #include "service/ingcore.h"
-#include "service/lineage.h"
-#include "service/snapshot.h"
+#include "service/runlineage.h"
 
 #define INGCORE_RACY_NS 20000000 /* 20 ms: several timestamp ticks */
 
@@ -201,11 +201,11 @@ void ingcore_free(struct ingcore *c)
 
 /* ---- the manifest's header --------------------------------------------- */
 
-/* The manifest's generation (lineage_run_gen); never a guess. */
+/* The manifest's generation (runlineage_run_gen); never a guess. */
 static int ic_gen(struct ingcore *c)
 {
     struct buf why = BUF_INIT;
-    int e = lineage_run_gen(c->r, c->o.regions, c->o.run, &c->m.gen, &why);
+    int e = runlineage_run_gen(c->r, c->o.regions, c->o.run, &c->m.gen, &why);
     if (e == CKS_E_QUORUM && c->o.gen_later) {
         log_warn("%s: the generation of run '%s' is undecided; the snapshot waits, queued, "
                  "until a region can be listed",
@@ -234,7 +234,7 @@ int ingcore_begin(struct ingcore *c, const char *path)
         return e;
     if (!(c->keys = calloc(c->w.n ? c->w.n : 1, sizeof(*c->keys))))
         return -ENOMEM;
-    if ((e = snapshot_make_id(m->id, sizeof(m->id))) < 0)
+    if ((e = catalog_make_id(m->id, sizeof(m->id))) < 0)
         return e;
     gethostname(host, sizeof(host) - 1);
     m->step = c->o.step;
@@ -250,7 +250,7 @@ int ingcore_begin(struct ingcore *c, const char *path)
     if (c->o.instance && c->o.instance[0] &&
         (e = manifest_set_str(&m->instance, c->o.instance)) < 0)
         return e;
-    snapshot_parent(r, c->o.run, &m->parent);
+    catalog_parent(r, c->o.run, &m->parent);
     return ic_gen(c);
 }
 

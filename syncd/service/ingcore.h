@@ -131,7 +131,7 @@ int ingcore_init(struct ingcore *c, struct repo *r, const struct ingcore_ops *op
                  struct pool *pool, size_t njobs, const struct ingcore_opts *o, struct buf *err);
 void ingcore_free(struct ingcore *c);
 /* Lists path and fills the manifest's header (id, run, step, time, host,
- * chunker, root, instance, parent, generation: lineage_run_gen, see
+ * chunker, root, instance, parent, generation: runlineage_run_gen, see
  * opts.gen_later for when no region answers). */
 int ingcore_begin(struct ingcore *c, const char *path);
 /* Every walk entry into the manifest.  CKS_E_CHANGED: a file kept

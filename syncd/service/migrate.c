@@ -21,8 +21,8 @@
 #include <unistd.h>
 
 #include "base/log.h"
-#include "service/lineage.h"
-#include "service/listing.h"
+#include "service/catalog.h"
+#include "service/runlineage.h"
 
 static double migrate_now(void)
 {
@@ -87,9 +87,9 @@ int migrate_out_wait(const struct migrate_daemon *d, const char *run, unsigned q
 /* The newest snapshot of run in at least quorum regions, by the index. */
 static int migrate_newest_safe(struct repo *r, const char *run, unsigned quorum, struct ref *ret)
 {
-    struct listing l = {0};
+    struct catalog_rows l = {0};
     bool have = false;
-    int e = listing_snapshots(r, run, 0, &l);
+    int e = catalog_list(r, run, 0, &l);
     for (size_t k = 0; e == 0 && k < l.n; k++) {
         struct ref cand;
         if (l.v[k].regions < quorum)
@@ -101,7 +101,7 @@ static int migrate_newest_safe(struct repo *r, const char *run, unsigned quorum,
             have = true;
         }
     }
-    listing_free(&l);
+    catalog_rows_free(&l);
     if (e == 0 && !have)
         e = -ENOENT;
     return e;
@@ -124,7 +124,7 @@ void migrate_out_handoff(struct repo *r, const struct jnode *status, const char 
         m.latest_regions = (unsigned)jnode_num(jnode_get(l, "regions_committed"), 0);
         m.have_handoff = migrate_newest_safe(r, m.run, quorum, &m.handoff) == 0;
         if (m.have_handoff)
-            m.handoff_regions = lineage_handoff(r, m.run, m.handoff.id, m.handoff.step);
+            m.handoff_regions = runlineage_handoff(r, m.run, m.handoff.id, m.handoff.step);
         m.latest_safe = m.latest_regions >= quorum && in_time;
         if (m.handoff_regions < quorum || !m.latest_safe)
             ok = false;
@@ -139,7 +139,7 @@ int migrate_pick_run(struct repo *r, char *run, size_t run_cap,
                      char (*names)[MANIFEST_MAX_FIELD + 1], size_t cap, size_t *ret_n)
 {
     size_t n = 0;
-    lineage_runs(r, names, cap, &n);
+    runlineage_runs(r, names, cap, &n);
     *ret_n = n;
     if (n == 1) {
         snprintf(run, run_cap, "%s", names[0]);
@@ -168,7 +168,7 @@ int migrate_in_run(struct repo *r, const struct migrate_in_opts *o, struct migra
         return e;
     /* Only a verified restore adopts the run: from now on this instance
      * writes it at a new generation, which outranks the old owner's. */
-    if ((e = lineage_adopt(r, o->run, res->id, res->step, &ret->gen, &ret->handed_off)) < 0) {
+    if ((e = runlineage_adopt(r, o->run, res->id, res->step, &ret->gen, &ret->handed_off)) < 0) {
         buf_printf(err, "restored, but could not claim the run in any region");
         return e;
     }

@@ -13,7 +13,7 @@
  * polls its status (every 200 ms) until each selected run's newest
  * snapshot is in quorum regions and nothing is left to take, or the
  * deadline passes.  migrate_out_handoff then writes, for each selected
- * run of that status, a handoff record (service/lineage.h) naming the
+ * run of that status, a handoff record (service/runlineage.h) naming the
  * newest snapshot the index shows in quorum regions: on the deadline too,
  * so the next instance gets the newest safe one.  The daemon is reached
  * through the caller's functions (the CLI uses the control socket).

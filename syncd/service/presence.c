@@ -10,6 +10,7 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "service/presence.h"
+#include "store/layout.h"
 
 /* A listing request returns up to this many keys on S3; on a dir region
  * every listed key costs about what a HEAD does. */
@@ -68,10 +69,11 @@ static int list_cb(void *ud, const char *key, uint64_t size)
 {
     struct list_ctx *c = ud;
     struct presence_item probe;
-    const char *hex = strrchr(key, '/');
+    struct layout_key k;
     c->listed++;
-    if (!hex || strlen(hex + 1) != HASH_HEX_LEN || hex_decode(hex + 1, HASH_LEN, probe.id) < 0)
+    if (layout_parse(key, &k) < 0 || k.kind != LAYOUT_CHUNK)
         return 0;
+    memcpy(probe.id, k.id, HASH_LEN);
     struct presence_item *it = bsearch(&probe, c->items, c->n, sizeof(probe), presence_item_cmp);
     if (it && (it->size == 0 || it->size == size))
         it->missing = 0;
@@ -82,9 +84,11 @@ static int confirm_by_list(struct region *rg, struct presence_item *items, size_
                            struct presence_stats *st)
 {
     struct list_ctx c = {.items = items, .n = n};
+    char prefix[REGION_KEY_MAX];
     for (size_t i = 0; i < n; i++)
         items[i].missing = 1;
-    int e = region_list(rg, "chunks/", list_cb, &c);
+    layout_prefix(LAYOUT_CHUNK, NULL, prefix);
+    int e = region_list(rg, prefix, list_cb, &c);
     st->listed += c.listed;
     st->listings++;
     return e == -ENOENT ? 0 : e;
@@ -118,7 +122,7 @@ static int confirm_by_head(struct region *rg, struct presence_item *items, size_
             q->kind = RREQ_HAS;
             q->size = items[next].size;
             q->ud = &items[next];
-            region_chunk_key(items[next].id, q->key);
+            layout_chunk(items[next].id, q->key);
             next++;
             int e = region_submit(rg, q);
             if (e < 0) {

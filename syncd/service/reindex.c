@@ -27,10 +27,11 @@
 #include "base/log.h"
 #include "ckptsync/format.h"
 #include "service/catalog.h"
-#include "service/lineage.h"
+#include "service/runlineage.h"
+#include "service/manifests.h"
 #include "store/queue.h"
 #include "service/reindex.h"
-#include "service/restore.h"
+#include "store/layout.h"
 
 #define RX_PROGRESS_EVERY 4096
 
@@ -208,19 +209,14 @@ static int rx_list_cb(void *ud, const char *key, uint64_t size)
 {
     struct rx *x = ud;
     struct reindex_region_stats *rs = &x->st->region[x->cur];
-    char canon[REGION_KEY_MAX];
-    uint8_t id[HASH_LEN];
-    size_t klen = strlen(key), plen = strlen(CKS_KEY_CHUNKS "/");
+    struct layout_key k;
+    const uint8_t *id = k.id;
 
-    /* chunks/<2 hex>/<64 hex>, lower case, and an object that can be a
-     * chunk (header plus at least one byte): anything else (a temp file, a
-     * torn or foreign object) is not one */
-    if (klen != plen + 3 + CKS_CHUNK_ID_HEX_LEN || hex_decode(key + plen + 3, HASH_LEN, id) < 0) {
-        x->ignored++;
-        return 0;
-    }
-    region_chunk_key(id, canon);
-    if (strcmp(canon, key) || size <= CKS_CHUNK_HEADER_LEN || size > UINT32_MAX) {
+    /* a chunk's key (canonical: store/layout.h), and an object that can be
+     * a chunk (header plus at least one byte): anything else (a temp file,
+     * a torn or foreign object) is not one */
+    if (layout_parse(key, &k) < 0 || k.kind != LAYOUT_CHUNK || size <= CKS_CHUNK_HEADER_LEN ||
+        size > UINT32_MAX) {
         x->ignored++;
         return 0;
     }
@@ -241,18 +237,20 @@ static int rx_list_region(struct rx *x, size_t i)
 {
     struct region *rg = x->r->regions[i];
     struct reindex_region_stats *rs = &x->st->region[i];
+    char prefix[REGION_KEY_MAX];
     x->cur = i;
     x->ignored = 0;
     snprintf(x->what, sizeof(x->what), "chunks in '%s'", rg->conf.name);
-    int e = region_list(rg, CKS_KEY_CHUNKS "/", rx_list_cb, x);
+    layout_prefix(LAYOUT_CHUNK, NULL, prefix);
+    int e = region_list(rg, prefix, rx_list_cb, x);
     if (e == -ENOENT) /* a dir region with nothing stored yet */
         e = 0;
     rx_progress(x, x->what, rs->chunks, rs->chunks);
     if (e == 0) {
         rs->listed = true;
         if (x->ignored)
-            log_warn("region '%s': %llu object(s) under %s/ are not chunk objects; ignored",
-                     rg->conf.name, (unsigned long long)x->ignored, CKS_KEY_CHUNKS);
+            log_warn("region '%s': %llu object(s) under %s are not chunk objects; ignored",
+                     rg->conf.name, (unsigned long long)x->ignored, prefix);
     } else if (e != -ENOMEM) {
         snprintf(rs->error, sizeof(rs->error), "%s", region_last_error(rg));
     }
@@ -295,19 +293,19 @@ static int rx_list_all(struct rx *x)
 /* ---- committed snapshots --------------------------------------------------- */
 
 /* The manifest of (run, id): the source's copy first, else any region's. */
-static int rx_manifest(struct rx *x, const struct lineage_snap *ls, const char *run, const char *id,
-                       struct manifest *m, struct buf *ferr)
+static int rx_manifest(struct rx *x, const struct runlineage_snap *ls, const char *run,
+                       const char *id, struct manifest *m, struct buf *ferr)
 {
     size_t src = x->st->source;
     if (!x->r->health[src] && (ls->manifests >> src & 1) &&
-        restore_manifest_in(x->r, src, run, id, m) == 0)
+        manifests_read_in(x->r, src, run, id, m) == 0)
         return 0;
-    return restore_find(x->r, run, id, m, NULL, ferr);
+    return catalog_find(x->r, run, id, m, NULL, ferr);
 }
 
-static int rx_snapshot(struct rx *x, struct lineage_view *v, const char *run, const char *id)
+static int rx_snapshot(struct rx *x, struct runlineage_view *v, const char *run, const char *id)
 {
-    struct lineage_snap *ls = lineage_find(v, id);
+    struct runlineage_snap *ls = runlineage_find(v, id);
     struct buf ferr = BUF_INIT;
     struct manifest m;
     /* where it is committed: its commit records decide; a snapshot with
@@ -352,15 +350,15 @@ static int rx_snapshot(struct rx *x, struct lineage_view *v, const char *run, co
 /* One run: its lineage view (one scan), then each snapshot's manifest. */
 static int rx_run(struct rx *x, const struct catalog_snap *cs, size_t n)
 {
-    struct lineage_view v;
-    int e = lineage_scan(x->r, x->r->regions, cs[0].run, &v, x->err);
+    struct runlineage_view v;
+    int e = runlineage_scan(x->r, x->r->regions, cs[0].run, &v, x->err);
     if (e < 0)
         return e;
     for (size_t k = 0; k < n && e == 0; k++) {
         e = rx_snapshot(x, &v, cs[k].run, cs[k].id);
         rx_progress(x, "manifests", ++x->done, x->total);
     }
-    lineage_view_free(&v);
+    runlineage_view_free(&v);
     return e;
 }
 

@@ -46,7 +46,7 @@
 static int repo_read_params(struct region *rg, struct repoobj *ret, struct buf *err)
 {
     struct buf data = BUF_INIT, perr = BUF_INIT;
-    int r = region_get(rg, "repo", REPOOBJ_MAX_BYTES, &data);
+    int r = region_get(rg, layout_repo(), REPOOBJ_MAX_BYTES, &data);
     if (r == -ENOENT)
         goto out;
     if (r < 0) {
@@ -152,8 +152,8 @@ int repo_put_params(struct region *rg, const struct repoobj *params)
     struct buf obj = BUF_INIT;
     int e = repoobj_encode(params, &obj);
     if (e == 0)
-        e = region_preconditions(rg) == 1 ? region_put_new(rg, "repo", obj.data, obj.len)
-                                          : region_put(rg, "repo", obj.data, obj.len);
+        e = region_preconditions(rg) == 1 ? region_put_new(rg, layout_repo(), obj.data, obj.len)
+                                          : region_put(rg, layout_repo(), obj.data, obj.len);
     buf_free(&obj);
     return e;
 }
@@ -231,9 +231,10 @@ struct cand_ctx {
 static int cand_cb(void *ud, const char *key, uint64_t size)
 {
     struct cand_ctx *c = ud;
-    const char *id = key + strlen("repo.d/");
+    struct layout_key k;
+    const char *id = k.name;
     (void)size;
-    if (strncmp(key, "repo.d/", 7) || strlen(id) != REPOOBJ_ID_HEX ||
+    if (layout_parse(key, &k) < 0 || k.kind != LAYOUT_REPO_CAND || strlen(id) != REPOOBJ_ID_HEX ||
         strspn(id, "0123456789abcdef") != REPOOBJ_ID_HEX)
         return 0;
     c->n++;
@@ -244,11 +245,13 @@ static int cand_cb(void *ud, const char *key, uint64_t size)
 
 static int repo_candidates(struct repo *r, struct cand_ctx *c)
 {
+    char prefix[REGION_KEY_MAX];
     memset(c, 0, sizeof(*c));
+    layout_prefix(LAYOUT_REPO_CAND, NULL, prefix);
     for (size_t i = 0; i < r->nregions; i++) {
         if (r->health[i])
             continue;
-        int e = region_list(r->regions[i], "repo.d/", cand_cb, c);
+        int e = region_list(r->regions[i], prefix, cand_cb, c);
         if (e < 0 && e != -ENOENT) {
             log_error("%s", region_last_error(r->regions[i]));
             repo_region_fail(r, i, e);
@@ -261,11 +264,12 @@ static int repo_candidates(struct repo *r, struct cand_ctx *c)
  * long that another creator may have decided without seeing it. */
 static int repo_put_candidate(struct repo *r, double t0, struct buf *err)
 {
-    char key[32 + REPOOBJ_ID_HEX];
+    char key[REGION_KEY_MAX];
     struct buf obj = BUF_INIT;
     unsigned n = 0;
-    snprintf(key, sizeof(key), "repo.d/%s", r->params.id);
-    int e = repoobj_encode(&r->params, &obj);
+    int e = layout_key(LAYOUT_REPO_CAND, NULL, r->params.id, key);
+    if (e == 0)
+        e = repoobj_encode(&r->params, &obj);
     for (size_t i = 0; e == 0 && i < r->nregions; i++) {
         if (r->health[i])
             continue;
@@ -311,8 +315,8 @@ static int repo_create_settle(struct repo *r, struct buf *err)
         buf_printf(err, "creating the repository: the candidates vanished from every region");
         return CKS_E_REMOTE;
     }
-    char key[32 + REPOOBJ_ID_HEX];
-    snprintf(key, sizeof(key), "repo.d/%s", c.best);
+    char key[REGION_KEY_MAX];
+    layout_key(LAYOUT_REPO_CAND, NULL, c.best, key); /* c.best: 32 hex, listed */
     for (size_t i = 0; i < r->nregions; i++) {
         struct repoobj o;
         struct buf data = BUF_INIT, perr = BUF_INIT;
@@ -630,7 +634,7 @@ int repo_adopt(struct repo *r, size_t i, struct buf *err)
             log_error("region '%s': copying key slots: %s", r->regions[k]->conf.name,
                       buf_str(&perr));
         buf_free(&perr);
-        if ((e = region_put(r->regions[k], "repo", obj.data, obj.len)) < 0) {
+        if ((e = region_put(r->regions[k], layout_repo(), obj.data, obj.len)) < 0) {
             buf_printf(err, "%s", region_last_error(r->regions[k]));
             break;
         }

@@ -36,7 +36,7 @@
  *   service, a snapshot's extra upload workers and a restore's extra
  *   fetch threads (the calling thread keeps the repo's own).  A function
  *   that takes the repo and does I/O through r->regions (repo_adopt,
- *   repo_region_params, lineage_scan given r->regions, ...) is called
+ *   repo_region_params, runlineage_scan given r->regions, ...) is called
  *   only by the thread that owns those handles.
  * - health[] is written by repo_open and by repo_region_fail, which only
  *   the owner of the handles calls; any thread may read it.  In the

@@ -20,6 +20,7 @@
 #include "engine/hash.h"
 #include "service/keys.h"
 #include "service/repokeys.h"
+#include "store/layout.h"
 
 #define KEY_CHECK_INFO "ckptsync key check"
 
@@ -95,12 +96,18 @@ int repokeys_new_master(struct repo *r)
     return 0;
 }
 
+/* keys/<16 hex> of slot id (an id this module made or listed: valid). */
+static void slot_key(const char *id, char *key)
+{
+    layout_key(LAYOUT_KEYSLOT, NULL, id, key);
+}
+
 int repokeys_put_slot(struct repo *r, const struct repo_secret *s, char ret_id[REPOKEYS_ID_HEX + 1],
                       struct buf *err)
 {
     struct buf obj = BUF_INIT;
     uint8_t rnd[REPOKEYS_ID_HEX / 2];
-    char key[64];
+    char key[REGION_KEY_MAX];
     int e = crypt_random(rnd, sizeof(rnd));
     if (e == 0)
         e = s->kind == KEYSLOT_KEYFILE
@@ -113,7 +120,7 @@ int repokeys_put_slot(struct repo *r, const struct repo_secret *s, char ret_id[R
         return e;
     }
     hex_encode(rnd, sizeof(rnd), ret_id);
-    snprintf(key, sizeof(key), REPOKEYS_PREFIX "%s", ret_id);
+    slot_key(ret_id, key);
     unsigned n = 0;
     for (size_t i = 0; i < r->nregions; i++) {
         struct region *rg = r->regions[i];
@@ -136,8 +143,8 @@ int repokeys_put_slot(struct repo *r, const struct repo_secret *s, char ret_id[R
 
 void repokeys_del_slot(struct repo *r, const char *id)
 {
-    char key[64];
-    snprintf(key, sizeof(key), REPOKEYS_PREFIX "%s", id);
+    char key[REGION_KEY_MAX];
+    slot_key(id, key);
     for (size_t i = 0; i < r->nregions; i++)
         if (!r->health[i] && region_del(r->regions[i], key) < 0)
             log_error("%s", region_last_error(r->regions[i]));
@@ -155,9 +162,10 @@ struct slot_names {
 static int slot_name_cb(void *ud, const char *key, uint64_t size)
 {
     struct slot_names *l = ud;
-    const char *id = key + strlen(REPOKEYS_PREFIX);
+    struct layout_key lk;
+    const char *id = lk.name;
     (void)size;
-    if (strncmp(key, REPOKEYS_PREFIX, strlen(REPOKEYS_PREFIX)) || strlen(id) != REPOKEYS_ID_HEX ||
+    if (layout_parse(key, &lk) < 0 || lk.kind != LAYOUT_KEYSLOT || strlen(id) != REPOKEYS_ID_HEX ||
         strspn(id, "0123456789abcdef") != REPOKEYS_ID_HEX)
         return 0;
     for (size_t k = 0; k < l->n; k++) {
@@ -186,8 +194,8 @@ static int info_cmp(const void *a, const void *b)
 static int slot_fetch(struct repo *r, const struct repokey_info *in, struct buf *out,
                       struct keyslot *ret)
 {
-    char key[64];
-    snprintf(key, sizeof(key), REPOKEYS_PREFIX "%s", in->id);
+    char key[REGION_KEY_MAX];
+    slot_key(in->id, key);
     int e = -ENOENT;
     for (size_t i = 0; i < r->nregions; i++) {
         if (r->health[i] || !(in->regions & (1u << i)))
@@ -209,11 +217,13 @@ static int slot_names_in(struct repo *r, uint32_t mask, struct slot_names *l, st
     if (!l->v)
         return -ENOMEM;
     unsigned listed = 0;
+    char prefix[REGION_KEY_MAX];
+    layout_prefix(LAYOUT_KEYSLOT, NULL, prefix);
     for (size_t i = 0; i < r->nregions; i++) {
         if (r->health[i] || !(mask & (1u << i)))
             continue;
         l->bit = 1u << i;
-        int e = region_list(r->regions[i], REPOKEYS_PREFIX, slot_name_cb, l);
+        int e = region_list(r->regions[i], prefix, slot_name_cb, l);
         if (e < 0 && e != -ENOENT)
             log_error("%s", region_last_error(r->regions[i]));
         else
@@ -276,13 +286,13 @@ int repokeys_copy(struct repo *r, uint32_t from, uint32_t to, struct buf *err)
         const struct repokey_info *have = slot_find(&dst, src.v[k].id);
         uint32_t lack = to & ~(have ? have->regions : 0);
         struct keyslot ks; /* only checked: the bytes are copied */
-        char key[64];
+        char key[REGION_KEY_MAX];
         for (size_t i = 0; i < r->nregions; i++)
             if (r->health[i])
                 lack &= ~(1u << i);
         if (!lack || slot_fetch(r, &src.v[k], &obj, &ks) < 0)
             continue; /* held everywhere, or no copy that parses: not spread */
-        snprintf(key, sizeof(key), REPOKEYS_PREFIX "%s", src.v[k].id);
+        slot_key(src.v[k].id, key);
         for (size_t i = 0; i < r->nregions; i++) {
             struct region *rg = r->regions[i];
             if (!(lack & (1u << i)))
@@ -305,8 +315,8 @@ int repokeys_copy(struct repo *r, uint32_t from, uint32_t to, struct buf *err)
         for (size_t k = 0; k < src.n; k++) {
             if (!put[k] || slot_find(&again, src.v[k].id))
                 continue;
-            char key[64];
-            snprintf(key, sizeof(key), REPOKEYS_PREFIX "%s", src.v[k].id);
+            char key[REGION_KEY_MAX];
+            slot_key(src.v[k].id, key);
             for (size_t i = 0; i < r->nregions; i++)
                 if ((put[k] & (1u << i)) && region_del(r->regions[i], key) == 0)
                     n--;

@@ -28,7 +28,6 @@
 #include "engine/keyslot.h"
 #include "service/repo.h"
 
-#define REPOKEYS_PREFIX "keys/"
 #define REPOKEYS_ID_HEX 16
 #define REPOKEYS_MAX_SLOTS 256
 

@@ -51,104 +51,13 @@
 #include "base/log.h"
 #include "engine/ref.h"
 #include "service/fetch.h"
-#include "service/lineage.h"
+#include "service/catalog.h"
 #include "service/restore.h"
 #include "service/scan.h"
 #include "service/unitmark.h"
 #include "service/walk.h"
 #include "service/wring.h"
-
-/* ---- finding the snapshot ------------------------------------------- */
-
-int restore_manifest_in(struct repo *r, size_t i, const char *run, const char *id,
-                        struct manifest *ret)
-{
-    char key[REGION_KEY_MAX];
-    struct buf data = BUF_INIT, perr = BUF_INIT;
-    struct region *rg = r->regions[i];
-    snprintf(key, sizeof(key), "snapshots/%s/%s", run, id);
-    int e = region_get(rg, key, MANIFEST_MAX_BYTES, &data);
-    if (e < 0) {
-        if (e != -ENOENT)
-            log_warn("%s", region_last_error(rg));
-        goto out;
-    }
-    e = manifest_parse(data.data, data.len, ret, &perr);
-    if (e < 0) {
-        log_error("region '%s': manifest \"%s\" rejected: %s", rg->conf.name, key, buf_str(&perr));
-        goto out;
-    }
-    if (strcmp(ret->id, id) != 0 || !ret->run || strcmp(ret->run, run) != 0 || !ret->root ||
-        strchr(ret->root, '/') || manifest_path_check(ret->root) < 0) {
-        log_error("region '%s': manifest \"%s\" names another snapshot", rg->conf.name, key);
-        manifest_free(ret);
-        e = CKS_E_FORMAT;
-    }
-out:
-    buf_free(&data);
-    buf_free(&perr);
-    return e;
-}
-
-/* The first valid manifest of id among the healthy regions. */
-static int restore_find_id(struct repo *r, const char *run, const char *id, struct manifest *ret,
-                           size_t *ret_region)
-{
-    int e = -ENOENT;
-    for (size_t i = 0; i < r->nregions; i++) {
-        if (r->health[i])
-            continue;
-        e = restore_manifest_in(r, i, run, id, ret);
-        if (e == 0) {
-            if (ret_region)
-                *ret_region = i;
-            return 0;
-        }
-    }
-    return e == 0 ? -ENOENT : e;
-}
-
-/* The run's resume point (service/lineage.h): the first candidate with a
- * valid manifest somewhere; one that has none is reported and passed. */
-static int restore_find_latest(struct repo *r, const char *run, struct manifest *ret,
-                               size_t *ret_region, struct buf *err)
-{
-    struct lineage_view v;
-    const char *ids[64], *why[64];
-    int e = lineage_scan(r, r->regions, run, &v, err);
-    if (e < 0)
-        return e;
-    size_t n = lineage_candidates(r, &v, ids, why, 64);
-    for (size_t k = 0; k < n; k++) {
-        if (restore_find_id(r, run, ids[k], ret, ret_region) == 0) {
-            log_debug("run '%s': snapshot %s (%s)", run, ids[k], why[k]);
-            lineage_view_free(&v);
-            return 0;
-        }
-        log_error("run '%s': snapshot %s (%s) has no valid manifest in any reachable region; "
-                  "taking the next",
-                  run, ids[k], why[k]);
-    }
-    lineage_view_free(&v);
-    buf_printf(err, "run '%s' has no committed snapshot in any reachable region", run);
-    return -ENOENT;
-}
-
-int restore_find(struct repo *r, const char *run, const char *id, struct manifest *ret,
-                 size_t *ret_region, struct buf *err)
-{
-    if (manifest_run_check(run) < 0 || (id && manifest_id_check(id) < 0)) {
-        buf_printf(err, "invalid run name or snapshot id");
-        return -EINVAL;
-    }
-    if (!id)
-        return restore_find_latest(r, run, ret, ret_region, err);
-    int e = restore_find_id(r, run, id, ret, ret_region);
-    if (e < 0)
-        buf_printf(err, "snapshot %s of run '%s': no reachable region holds a valid manifest", id,
-                   run);
-    return e;
-}
+#include "store/layout.h"
 
 /* ---- writing ----------------------------------------------------------- */
 
@@ -1226,10 +1135,8 @@ static int rst_index(struct rst *s, int target)
     struct index_txn *t;
     uint32_t holders = 0;
     char key[REGION_KEY_MAX];
-    int e;
-
-    snprintf(key, sizeof(key), "snapshots/%s/%s", s->m.run, s->m.id);
-    for (size_t i = 0; i < s->r->nregions; i++)
+    int e = layout_snapshot(s->m.run, s->m.id, key); /* a parsed manifest's: valid */
+    for (size_t i = 0; e == 0 && i < s->r->nregions; i++)
         if (!s->r->health[i] && region_has(s->r->regions[i], key) == 1)
             holders |= 1u << s->r->regions[i]->slot;
     if ((e = index_txn_begin(s->r->ix, true, &t)) < 0)
@@ -1346,7 +1253,7 @@ int restore_run(struct repo *r, const struct restore_opts *o, struct restore_res
     /* with the digest thread, early chunks are read back, never kept: a
      * marked chunk means "written" to it (seeded ones included) */
     s.stash_budget = s.direct ? 0 : r->conf.memory / 16;
-    if ((e = restore_find(r, o->run, o->id, &s.m, NULL, err)) < 0)
+    if ((e = catalog_find(r, o->run, o->id, &s.m, NULL, err)) < 0)
         goto out;
     if ((e = fileio_mkdir_p(o->target, 0755)) < 0 ||
         (target = open(o->target, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {

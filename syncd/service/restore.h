@@ -2,13 +2,13 @@
  * restore.h — bring a snapshot back, verified, into a target directory.
  *
  *   struct manifest m;
- *   restore_find(r, run, id_or_NULL, &m, &region_or_NULL, &err);
+ *   catalog_find(r, run, id_or_NULL, &m, &region_or_NULL, &err);  // service/catalog.h
  *   ... m parsed and checked; manifest_free(&m) ...
  *   restore_run(r, &opts, &res, &err);   // finds the snapshot itself
  *
- * Without an id, the snapshot is the run's resume point (service/lineage.h,
- * the one retention never removes): the first of lineage_candidates()
- * whose manifest some healthy region holds intact.
+ * Without an id, the snapshot is the run's resume point
+ * (service/runlineage.h, the one retention never removes): the first of
+ * the lineage's candidates whose manifest some healthy region holds intact.
  *
  * Every chunk is checked against its id (SHA-256) and every file against
  * its whole-file digest.  Chunks are fetched striped over the healthy
@@ -25,7 +25,7 @@
  * the index (one write transaction), so the next snapshot reads nothing.
  *
  * Threads: each function does region I/O through r->regions on the
- * calling thread, which must own them (service/repo.h); restore_find can
+ * calling thread, which must own them (service/repo.h); catalog_find can
  * mark a region that fails its listing unhealthy.  restore_run starts
  * threads of its own (fetch parts with cloned region handles, a digest
  * thread) and joins them before it returns; with workers = 1 it runs on
@@ -44,7 +44,7 @@
 
 struct restore_opts {
     const char *run;
-    const char *id;     /* NULL: the run's resume point (restore_find) */
+    const char *id;     /* NULL: the run's resume point (catalog_find) */
     const char *target; /* directory; created if missing */
     bool force;         /* replace target/<root> if it exists */
     bool keep_setid;    /* keep setuid/setgid bits (else cleared, and counted) */
@@ -67,18 +67,6 @@ struct restore_result {
     uint64_t region_chunks[CONFIG_MAX_REGIONS];
 };
 
-/* Reads and checks the manifest of (run, id) in region i: parsed by the
- * bounded parser, and naming that run and id.  Logs what is wrong, naming
- * the region and key.  -ENOENT when the region lacks it. */
-int restore_manifest_in(struct repo *r, size_t i, const char *run, const char *id,
-                        struct manifest *ret);
-/* Finds and parses a snapshot's manifest (the run's resume point when id
- * is NULL): the first healthy region holding a valid one.  The caller
- * frees *ret (manifest_free).  ret_region (may be NULL) gets the index of
- * the region it came from.  -ENOENT when no reachable region has it, with
- * err saying so; -EINVAL for a bad run name or id. */
-int restore_find(struct repo *r, const char *run, const char *id, struct manifest *ret,
-                 size_t *ret_region, struct buf *err);
 int restore_run(struct repo *r, const struct restore_opts *o, struct restore_result *ret,
                 struct buf *err);
 /* true when the n bytes at p are all zero: such a chunk is not written,

@@ -2,7 +2,7 @@
  * retention.c — policies over a run's snapshots (see retention.h).
  *
  * Design notes.
- * - The regions' listings decide (lineage_scan): a snapshot some region
+ * - The regions' listings decide (runlineage_scan): a snapshot some region
  *   has already forgotten is not considered, and the resume point is the
  *   one every restore would pick.
  * - Removing is a forget record, write-once, per snapshot: never a shared
@@ -22,9 +22,9 @@
 #include "base/jsonread.h"
 #include "base/log.h"
 #include "engine/gcrec.h"
+#include "service/catalog.h"
 #include "service/fetch.h"
-#include "service/lineage.h"
-#include "service/restore.h"
+#include "service/runlineage.h"
 #include "service/retention.h"
 
 #define TRAINER_STATE "trainer_state.json"
@@ -32,7 +32,7 @@
 
 int64_t retention_id_time(const char *id)
 {
-    return gc_utc_parse(id); /* ids start with the UTC time (snapshot_make_id) */
+    return gc_utc_parse(id); /* ids start with the UTC time (catalog_make_id) */
 }
 
 void retention_plan_free(struct retention_plan *p)
@@ -111,7 +111,7 @@ static const struct mfile *ts_entry(const struct manifest *m)
 static int ts_present(struct repo *r, const char *run, const char *id, struct buf *err)
 {
     struct manifest m;
-    int e = restore_find(r, run, id, &m, NULL, err);
+    int e = catalog_find(r, run, id, &m, NULL, err);
     if (e < 0)
         return e;
     e = ts_entry(&m) != NULL;
@@ -155,7 +155,7 @@ static int trainer_state(struct repo *r, const char *run, const char *id, struct
                          struct buf *err)
 {
     struct manifest m;
-    int e = restore_find(r, run, id, &m, NULL, err);
+    int e = catalog_find(r, run, id, &m, NULL, err);
     if (e < 0)
         return e;
     const struct mfile *f = ts_entry(&m);
@@ -339,7 +339,7 @@ static void rule_units(struct repo *r, struct retention_plan *p, const struct re
         struct buf err = BUF_INIT;
         if (p->v[i].step >= 0 || p->v[i].keep)
             continue;
-        if (restore_find(r, p->run, p->v[i].id, &m, NULL, &err) < 0) {
+        if (catalog_find(r, p->run, p->v[i].id, &m, NULL, &err) < 0) {
             keep(&p->v[i], "its manifest could not be read (%s)", buf_str(&err));
             buf_free(&err);
             continue;
@@ -361,15 +361,15 @@ static void rule_units(struct repo *r, struct retention_plan *p, const struct re
 /* What no policy lifts: the run's resume point, its newest checkpoint
  * committed in quorum regions, the snapshots a handoff names and those a
  * claim resumed from. */
-static void plan_protect(struct repo *r, struct retention_plan *ret, struct lineage_view *v)
+static void plan_protect(struct repo *r, struct retention_plan *ret, struct runlineage_view *v)
 {
     const char *ids[8], *whys[8];
-    size_t nc = lineage_candidates(r, v, ids, whys, 8);
+    size_t nc = runlineage_candidates(r, v, ids, whys, 8);
     struct retention_item *it = nc ? item_find(ret, ids[0]) : NULL;
     if (it)
         keep(it, "the run's resume point (%s)", whys[0]);
     for (size_t i = 0; i < ret->n; i++) { /* newest committed in quorum regions */
-        const struct lineage_snap *s = lineage_find(v, ret->v[i].id);
+        const struct runlineage_snap *s = runlineage_find(v, ret->v[i].id);
         if (s && (unsigned)__builtin_popcount(s->commits) >= r->conf.quorum &&
             ret->v[i].step >= 0) {
             keep(&ret->v[i], "the newest durable snapshot");
@@ -389,17 +389,17 @@ static void plan_protect(struct repo *r, struct retention_plan *ret, struct line
  * plan_protect() names are kept.  0 or an error (err says). */
 static int plan_snapshots(struct repo *r, struct retention_plan *ret, struct buf *err)
 {
-    struct lineage_view v;
-    int e = lineage_scan(r, r->regions, ret->run, &v, err);
+    struct runlineage_view v;
+    int e = runlineage_scan(r, r->regions, ret->run, &v, err);
     if (e < 0)
         return e;
     ret->v = calloc(v.nsnaps ? v.nsnaps : 1, sizeof(*ret->v));
     if (!ret->v) {
-        lineage_view_free(&v);
+        runlineage_view_free(&v);
         return -ENOMEM;
     }
     for (size_t i = 0; i < v.nsnaps; i++) {
-        const struct lineage_snap *s = &v.snaps[i];
+        const struct runlineage_snap *s = &v.snaps[i];
         if (!s->manifests || s->forgets)
             continue;
         struct retention_item *it = &ret->v[ret->n++];
@@ -413,7 +413,7 @@ static int plan_snapshots(struct repo *r, struct retention_plan *ret, struct buf
     if (ret->n > 1)
         qsort(ret->v, ret->n, sizeof(*ret->v), item_newer_cmp);
     plan_protect(r, ret, &v);
-    lineage_view_free(&v);
+    runlineage_view_free(&v);
     return 0;
 }
 
@@ -474,10 +474,10 @@ int retention_apply(struct repo *r, struct retention_plan *plan, struct buf *err
         struct lineage_rec rec;
         if (it->keep)
             continue;
-        lineage_rec_init(&rec, LINEAGE_FORGET, plan->run, it->gen);
+        runlineage_rec_init(&rec, LINEAGE_FORGET, plan->run, it->gen);
         snprintf(rec.id, sizeof(rec.id), "%s", it->id);
         rec.step = it->step;
-        unsigned took = lineage_put(r, &rec);
+        unsigned took = runlineage_put(r, &rec);
         if (took < worst)
             worst = took;
     }

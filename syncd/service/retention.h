@@ -4,7 +4,7 @@
  *
  * A snapshot is kept when any rule keeps it (the reason is reported):
  *   - it is not committed anywhere yet (in flight);
- *   - it is the run's resume point (service/lineage.h), or its newest
+ *   - it is the run's resume point (service/runlineage.h), or its newest
  *     snapshot committed in `quorum` regions: never removed;
  *   - a handoff names it, or a claim resumed from it;
  *   - keep_last N: among the N newest checkpoints (generation, then

@@ -32,11 +32,12 @@
 #include "base/fileio.h"
 #include "base/log.h"
 #include "engine/chunkobj.h"
+#include "service/catalog.h"
 #include "service/gc.h"
 #include "service/ingcore.h"
-#include "service/lineage.h"
 #include "service/presence.h"
 #include "service/snapshot.h"
+#include "store/layout.h"
 
 /* A pool thread's own things: region handles (a struct region is
  * single-threaded; thread 0 uses the repo's) and an encoder. */
@@ -184,7 +185,7 @@ static int snap_chunk_upload(struct sjob *j, struct sworker *w, struct index_chu
     size_t nregions = snap_of(j)->r->nregions;
     int e;
 
-    region_chunk_key(j->h.id, key);
+    layout_chunk(j->h.id, key);
     buf_reset(&w->obj);
     for (size_t i = 0; i < nregions; i++)
         if ((j->healthy >> i & 1) && !(c->presence & (1u << w->rg[i]->slot))) {
@@ -440,7 +441,7 @@ static int snap_reupload(struct snap *s, size_t i, const uint8_t id[HASH_LEN])
     if (e == 0 && (e = chunkobj_encode(&s->z, data, len, &o, &s->obj, &codec)) < 0)
         buf_printf(s->err, "compressing a chunk: %s", err_str(e));
     free(data);
-    region_chunk_key(id, key);
+    layout_chunk(id, key);
     if (e == 0 && (e = region_put(s->r->regions[i], key, s->obj.data, s->obj.len)) < 0)
         snap_region_fail(s, i, e);
     if (e == 0) {
@@ -582,51 +583,6 @@ static int snap_confirm(struct snap *s)
 
 /* ---- commit ------------------------------------------------------------ */
 
-int snapshot_make_id(char *id, size_t cap)
-{
-    struct timespec ts;
-    struct tm tm;
-    uint32_t rnd;
-    char stamp[32];
-    clock_gettime(CLOCK_REALTIME, &ts);
-    gmtime_r(&ts.tv_sec, &tm);
-    strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%S", &tm);
-    if (getrandom(&rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
-        return -EIO;
-    snprintf(id, cap, "%s.%06ldZ-%08x", stamp, ts.tv_nsec / 1000, rnd);
-    return 0;
-}
-
-/* The parent: this instance's newest snapshot of the run (the index
- * knows; informational, so no region is asked). */
-struct parent_acc {
-    struct index_snap best;
-    char id[MANIFEST_ID_MAX + 1];
-};
-
-static int parent_cb(void *ud, const char *run, const char *id, const struct index_snap *rec)
-{
-    struct parent_acc *a = ud;
-    (void)run;
-    if (!a->id[0] || lineage_newer(rec->step, id, a->best.step, a->id)) {
-        a->best = *rec;
-        snprintf(a->id, sizeof(a->id), "%s", id);
-    }
-    return 0;
-}
-
-void snapshot_parent(struct repo *r, const char *run, char **ret_parent)
-{
-    struct parent_acc a = {0};
-    struct index_txn *t;
-    if (index_txn_begin(r->ix, false, &t) < 0)
-        return;
-    index_snap_foreach(t, run, parent_cb, &a);
-    index_txn_abort(t);
-    if (a.id[0])
-        manifest_set_str(ret_parent, a.id);
-}
-
 static int snap_record(struct snap *s, uint32_t committed, bool create)
 {
     struct index_txn *t;
@@ -647,16 +603,6 @@ done:
         return index_txn_commit(t);
 fail:
     index_txn_abort(t);
-    return e;
-}
-
-int snapshot_publish(struct region *rg, const struct manifest *m, const uint8_t *man, size_t len)
-{
-    char key[REGION_KEY_MAX];
-    snprintf(key, sizeof(key), "snapshots/%s/%s", m->run, m->id);
-    int e = region_put(rg, key, man, len);
-    if (e == 0)
-        e = lineage_put_commit(rg, m, man, len);
     return e;
 }
 
@@ -727,7 +673,7 @@ static int snap_commit(struct snap *s)
     for (size_t i = 0; i < s->r->nregions && ready == 0; i++) {
         if (s->r->health[i] || (ready = snap_ready(s, i)) < 0 || s->r->health[i])
             continue;
-        e = snapshot_publish(s->r->regions[i], &s->core.m, man.data, man.len);
+        e = catalog_publish(s->r->regions[i], &s->core.m, man.data, man.len);
         if (e < 0) {
             snap_region_fail(s, i, e);
             continue;

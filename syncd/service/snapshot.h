@@ -69,16 +69,4 @@ struct snapshot_result {
 int snapshot_take(struct repo *r, const struct snapshot_opts *o, struct snapshot_result *ret,
                   struct buf *err);
 
-/* A new snapshot id: UTC time to the microsecond plus 32 random bits, so
- * ids sort by time ("20261201T000701.123456Z-3f2a9c1b"). */
-int snapshot_make_id(char *id, size_t cap);
-/* Publishes a manifest in one region (snapshots/<run>/<id>), then its
- * write-once commit record (commits/<run>/...; engine/lineage.h).  The
- * caller has confirmed that the region holds every chunk it names.
- * Nothing shared is read or rewritten. */
-int snapshot_publish(struct region *rg, const struct manifest *m, const uint8_t *man, size_t len);
-/* Sets *ret_parent to this instance's newest snapshot of run (from the
- * index; informational: no region is asked).  Unchanged when none. */
-void snapshot_parent(struct repo *r, const char *run, char **ret_parent);
-
 #endif

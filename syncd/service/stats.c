@@ -16,8 +16,8 @@
 #include "base/log.h"
 #include "engine/hash.h"
 #include "service/catalog.h"
-#include "service/restore.h"
 #include "service/stats.h"
+#include "store/layout.h"
 
 struct sized {
     uint8_t id[HASH_LEN];
@@ -32,8 +32,8 @@ struct sized_list {
 static int sized_cb(void *ud, const char *key, uint64_t size)
 {
     struct sized_list *l = ud;
-    const char *hex = strrchr(key, '/');
-    if (!hex || strlen(hex + 1) != HASH_HEX_LEN)
+    struct layout_key k;
+    if (layout_parse(key, &k) < 0 || k.kind != LAYOUT_CHUNK)
         return 0;
     if (l->n == l->cap) {
         size_t cap = l->cap ? l->cap * 2 : 1024;
@@ -43,8 +43,7 @@ static int sized_cb(void *ud, const char *key, uint64_t size)
         l->v = p;
         l->cap = cap;
     }
-    if (hex_decode(hex + 1, HASH_LEN, l->v[l->n].id) < 0)
-        return 0;
+    memcpy(l->v[l->n].id, k.id, HASH_LEN);
     l->v[l->n++].size = size;
     return 0;
 }
@@ -84,10 +83,12 @@ struct st {
 static void st_list_regions(struct st *s)
 {
     struct repo *r = s->r;
+    char prefix[REGION_KEY_MAX];
+    layout_prefix(LAYOUT_CHUNK, NULL, prefix);
     for (size_t i = 0; i < r->nregions; i++) {
         if (r->health[i])
             continue;
-        int le = region_list(r->regions[i], "chunks/", sized_cb, &s->regions[i]);
+        int le = region_list(r->regions[i], prefix, sized_cb, &s->regions[i]);
         if (le < 0 && le != -ENOENT) {
             log_error("%s", region_last_error(r->regions[i]));
             repo_region_fail(r, i, le);
@@ -114,7 +115,7 @@ static int st_read_manifests(struct st *s, struct buf *err)
         struct stats_snap *ss = &res->snaps[k];
         struct manifest m;
         struct buf ferr = BUF_INIT;
-        if ((e = restore_find(s->r, snaps[k].run, snaps[k].id, &m, NULL, &ferr)) < 0) {
+        if ((e = catalog_find(s->r, snaps[k].run, snaps[k].id, &m, NULL, &ferr)) < 0) {
             buf_printf(err, "%s; stats need every retained manifest", buf_str(&ferr));
             buf_free(&ferr);
             break;

@@ -32,10 +32,10 @@
 #include "engine/lineage.h"
 #include "engine/ref.h"
 #include "service/catalog.h"
+#include "service/manifests.h"
 #include "service/repokeys.h"
-#include "service/restore.h"
-#include "service/snapshot.h"
 #include "service/verify.h"
+#include "store/layout.h"
 
 static int chunk_cmp(const void *a, const void *b)
 {
@@ -73,10 +73,11 @@ static int verify_repair_manifest(struct vctx *v, size_t good, size_t i, const s
 {
     char key[REGION_KEY_MAX];
     struct buf data = BUF_INIT;
-    snprintf(key, sizeof(key), "snapshots/%s/%s", m->run, m->id);
-    int e = region_get(v->r->regions[good], key, MANIFEST_MAX_BYTES, &data);
+    int e = layout_snapshot(m->run, m->id, key);
     if (e == 0)
-        e = snapshot_publish(v->r->regions[i], m, data.data, data.len);
+        e = region_get(v->r->regions[good], key, MANIFEST_MAX_BYTES, &data);
+    if (e == 0)
+        e = catalog_publish(v->r->regions[i], m, data.data, data.len);
     if (e == 0)
         log_info("region '%s': manifest \"%s\" repaired from region '%s'",
                  v->r->regions[i]->conf.name, key, v->r->regions[good]->conf.name);
@@ -99,13 +100,14 @@ static int verify_manifest(struct vctx *v, const char *run, const char *id)
         struct manifest one;
         if (v->r->health[i])
             continue;
-        int g = restore_manifest_in(v->r, i, run, id, good == SIZE_MAX ? &m : &one);
+        int g = manifests_read_in(v->r, i, run, id, good == SIZE_MAX ? &m : &one);
         if (g == -ENOENT) {
+            char key[REGION_KEY_MAX];
             state[i] = 1;
             v->res->region[i].manifests_missing++;
-            log_error("region '%s': manifest \"snapshots/%s/%s\" is missing",
-                      v->r->regions[i]->conf.name, run, id);
-        } else if (g < 0) { /* restore_manifest_in said what is wrong */
+            layout_snapshot(run, id, key);
+            log_error("region '%s': manifest \"%s\" is missing", v->r->regions[i]->conf.name, key);
+        } else if (g < 0) { /* manifests_read_in said what is wrong */
             state[i] = 2;
             v->res->region[i].manifests_bad++;
         } else {
@@ -177,14 +179,19 @@ static int rec_list_cb(void *ud, const char *key, uint64_t size)
 static int verify_record_body(const char *key, const uint8_t *d, size_t n)
 {
     struct lineage_rec rec;
+    struct layout_key k;
     struct ref f;
     struct handoff h;
-    if (!strncmp(key, "commits/", 8) || !strncmp(key, "lineage/", 8))
-        return lineage_parse_at(key, d, n, &rec);
-    if (!strncmp(key, "refs/", 5)) /* version 1, read by nothing now */
+    if (layout_parse(key, &k) < 0)
+        return CKS_E_FORMAT;
+    if (k.kind == LAYOUT_COMMIT || k.kind == LAYOUT_LINEAGE)
+        return layout_record_read(key, d, n, &rec);
+    if (k.kind == LAYOUT_REF_V1) /* version 1, read by nothing now */
         return ref_parse(d, n, &f);
+    if (k.kind != LAYOUT_HANDOFF_V1)
+        return CKS_E_FORMAT;
     int e = handoff_parse(d, n, &h); /* handoff/<run>, version 1 */
-    return e == 0 && strcmp(key + strlen("handoff/"), h.run) ? CKS_E_MISMATCH : e;
+    return e == 0 && strcmp(k.dir, h.run) ? CKS_E_MISMATCH : e;
 }
 
 /* One record in every region that lists it; a good copy kept in good. */
@@ -249,7 +256,8 @@ static void verify_record_gaps(struct vctx *v, const struct rec_key *k, const st
  * version-1 refs and handoffs, in every healthy region. */
 static int verify_records(struct vctx *v, const char *run)
 {
-    static const char *const tops[] = {"commits", "lineage", "refs", "handoff"};
+    static const enum layout_kind tops[] = {LAYOUT_COMMIT, LAYOUT_LINEAGE, LAYOUT_REF_V1,
+                                            LAYOUT_HANDOFF_V1};
     struct rec_list l = {0};
     struct buf good = BUF_INIT;
     int e = 0;
@@ -257,12 +265,8 @@ static int verify_records(struct vctx *v, const char *run)
         l.bit = 1u << i;
         for (size_t k = 0; !v->r->health[i] && k < sizeof(tops) / sizeof(tops[0]); k++) {
             char prefix[REGION_KEY_MAX];
-            if (run && k == 3)
-                snprintf(prefix, sizeof(prefix), "handoff/%s", run);
-            else if (run)
-                snprintf(prefix, sizeof(prefix), "%s/%s/", tops[k], run);
-            else
-                snprintf(prefix, sizeof(prefix), "%s/", tops[k]);
+            if (layout_prefix(tops[k], run, prefix) < 0)
+                continue; /* a run no key can name holds no record */
             e = region_list(v->r->regions[i], prefix, rec_list_cb, &l);
             if (e == -ENOMEM)
                 break;
@@ -289,7 +293,7 @@ static int verify_chunk_in(struct vctx *v, size_t i, const struct mchunk *c, str
 {
     char key[REGION_KEY_MAX];
     struct region *rg = v->r->regions[i];
-    region_chunk_key(c->id, key);
+    layout_chunk(c->id, key);
     buf_reset(obj);
     int e;
     if (v->quick) {
@@ -327,7 +331,7 @@ static void verify_repair_chunk(struct vctx *v, const struct mchunk *c, const st
                                 const int *state)
 {
     char key[REGION_KEY_MAX];
-    region_chunk_key(c->id, key);
+    layout_chunk(c->id, key);
     for (size_t i = 0; i < v->r->nregions; i++) {
         struct verify_region_result *res = &v->res->region[i];
         if (!state[i] || v->r->health[i])

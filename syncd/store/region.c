@@ -41,6 +41,7 @@
 #include "engine/crypt.h"
 #include "engine/hash.h"
 #include "engine/manifest.h"
+#include "store/layout.h"
 #include "store/region.h"
 
 #define REGION_PROBE_BODY "ckptsync precondition probe\n"
@@ -117,9 +118,6 @@ struct region_run_name {
     bool stored; /* runs/<hashed> is known to be in this region */
 };
 
-static const char *const run_tops[] = {"snapshots/", "commits/", "lineage/",
-                                       "forget/",    "handoff/", "refs/"};
-
 void region_set_seal(struct region *r, const struct crypt_keys *keys)
 {
     static const char info[] = "ckptsync run names";
@@ -186,31 +184,23 @@ static struct region_run_name *name_of(struct region *r, const char *name, size_
     return name_add(r, plain, hashed);
 }
 
-/* Which run_tops entry key starts with, or -1. */
-static int run_top(const char *key)
-{
-    for (size_t i = 0; i < sizeof(run_tops) / sizeof(run_tops[0]); i++)
-        if (!strncmp(key, run_tops[i], strlen(run_tops[i])))
-            return (int)i;
-    return -1;
-}
-
 /* key as the store names it: its run component keyed (see region.h).
  * *ret_run (may be NULL) gets the run's entry, NULL when key has none. */
 static int region_map(struct region *r, const char *key, bool prefix, char out[REGION_KEY_MAX],
                       struct region_run_name **ret_run)
 {
-    int t = r->seal ? run_top(key) : -1;
+    size_t top = 0;
+    int t = r->seal ? layout_run_top(key, &top) : -1;
     if (ret_run)
         *ret_run = NULL;
-    const char *rest = t < 0 ? NULL : key + strlen(run_tops[t]);
+    const char *rest = t < 0 ? NULL : key + top;
     if (!rest || !*rest) {
         snprintf(out, REGION_KEY_MAX, "%s", key);
         return 0;
     }
     const char *slash = strchr(rest, '/');
     size_t n = slash ? (size_t)(slash - rest) : strlen(rest);
-    if (!slash && prefix && strcmp(run_tops[t], "handoff/") != 0) {
+    if (!slash && prefix && t != LAYOUT_HANDOFF_V1) {
         region_set_error(r,
                          "region '%s': listing \"%s\": a prefix ending inside a run name "
                          "cannot be listed in an encrypted repository",
@@ -220,7 +210,7 @@ static int region_map(struct region *r, const char *key, bool prefix, char out[R
     struct region_run_name *e = name_of(r, rest, n);
     if (!e)
         return -ENOMEM;
-    snprintf(out, REGION_KEY_MAX, "%s%s%s", run_tops[t], e->hashed, rest + n);
+    snprintf(out, REGION_KEY_MAX, "%.*s%s%s", (int)top, key, e->hashed, rest + n);
     if (ret_run)
         *ret_run = e;
     return 0;
@@ -235,10 +225,11 @@ static int region_put_via(struct region *r,
 
 static int region_publish_name(struct region *r, struct region_run_name *e)
 {
-    char key[64];
+    char key[LAYOUT_KEY_MAX];
     if (!e || e->stored)
         return 0;
-    snprintf(key, sizeof(key), "runs/%s", e->hashed);
+    if (layout_key(LAYOUT_RUNNAME, NULL, e->hashed, key) < 0)
+        return -EINVAL;
     int rc = region_put_via(r, r->ops->put, "writing", key, e->name, strlen(e->name));
     e->stored = rc == 0;
     return rc;
@@ -260,10 +251,11 @@ static const char *region_unmap_run(struct region *r, const char *hashed)
     struct region_run_name *e = name_find(r, NULL, hashed);
     if (e)
         return e->name;
-    char key[64];
+    char key[LAYOUT_KEY_MAX];
     struct buf obj = BUF_INIT, plain = BUF_INIT;
-    snprintf(key, sizeof(key), "runs/%s", hashed);
-    int rc = r->ops->get(r, key, MANIFEST_MAX_FIELD + CRYPT_OVERHEAD, &obj);
+    int rc = layout_key(LAYOUT_RUNNAME, NULL, hashed, key);
+    if (rc == 0)
+        rc = r->ops->get(r, key, MANIFEST_MAX_FIELD + CRYPT_OVERHEAD, &obj);
     if (rc == 0)
         rc = crypt_open(r->seal, key, obj.data, obj.len, &plain);
     char check[RUN_HASHED_LEN + 1];
@@ -286,8 +278,9 @@ static const char *region_unmap_run(struct region *r, const char *hashed)
 /* A stored key as the caller names it (out), or key itself. */
 static void region_unmap(struct region *r, const char *key, char out[REGION_KEY_MAX])
 {
-    int t = run_top(key);
-    const char *rest = t < 0 ? NULL : key + strlen(run_tops[t]);
+    size_t top = 0;
+    int t = layout_run_top(key, &top);
+    const char *rest = t < 0 ? NULL : key + top;
     const char *slash = rest ? strchr(rest, '/') : NULL;
     size_t n = rest ? (slash ? (size_t)(slash - rest) : strlen(rest)) : 0;
     char hashed[RUN_HASHED_LEN + 1];
@@ -298,15 +291,14 @@ static void region_unmap(struct region *r, const char *key, char out[REGION_KEY_
         name = region_unmap_run(r, hashed);
     }
     if (name)
-        snprintf(out, REGION_KEY_MAX, "%s%s%s", run_tops[t], name, rest + n);
+        snprintf(out, REGION_KEY_MAX, "%.*s%s%s", (int)top, key, name, rest + n);
     else
         snprintf(out, REGION_KEY_MAX, "%s", key);
 }
 
 bool region_key_sealed(const struct region *r, const char *key)
 {
-    return r->seal && strcmp(key, "repo") != 0 && strncmp(key, "repo.d/", 7) != 0 &&
-           strncmp(key, "keys/", 5) != 0 && strncmp(key, "probe/", 6) != 0;
+    return r->seal && layout_sealed(key);
 }
 
 /* Seals data for key into out; the error is recorded on r. */
@@ -536,18 +528,6 @@ static int region_list_keep(void *ud, const char *key, uint64_t size)
     return 0;
 }
 
-/* Can a key under prefix have a run component? */
-static bool region_prefix_names_runs(const char *prefix)
-{
-    size_t n = strlen(prefix);
-    for (size_t i = 0; i < sizeof(run_tops) / sizeof(run_tops[0]); i++) {
-        size_t t = strlen(run_tops[i]);
-        if (!strncmp(prefix, run_tops[i], n < t ? n : t))
-            return true;
-    }
-    return false;
-}
-
 struct unseal_list {
     const struct region *r;
     int (*cb)(void *ud, const char *key, uint64_t size);
@@ -603,7 +583,7 @@ static int region_list_once(struct region *r, const char *prefix,
         return region_bad_key(r, prefix);
     if (!r->seal)
         return region_done(r, "listing", prefix, r->ops->list(r, prefix, cb, ud));
-    if (!region_prefix_names_runs(prefix)) { /* chunks/, gc/, ...: streamed */
+    if (!layout_prefix_has_runs(prefix)) { /* chunks/, gc/, ...: streamed */
         struct unseal_list u = {r, cb, ud};
         return region_done(r, "listing", prefix, r->ops->list(r, prefix, region_list_unseal, &u));
     }
@@ -667,7 +647,7 @@ int region_put_new(struct region *r, const char *key, const void *data, size_t l
 
 /* "probe/<16 hex>": unique enough that two instances never probe with
  * the same name (that would only make one of them see "enforced"). */
-static void region_probe_key(char *out, size_t size)
+static void region_probe_key(char out[LAYOUT_KEY_MAX])
 {
     uint64_t v = 0;
     if (getrandom(&v, sizeof(v), GRND_NONBLOCK) != (ssize_t)sizeof(v)) {
@@ -675,7 +655,9 @@ static void region_probe_key(char *out, size_t size)
         clock_gettime(CLOCK_REALTIME, &ts);
         v = ((uint64_t)ts.tv_nsec << 32) ^ (uint64_t)ts.tv_sec ^ ((uint64_t)getpid() << 16);
     }
-    snprintf(out, size, "probe/%016llx", (unsigned long long)v);
+    char name[17];
+    snprintf(name, sizeof(name), "%016llx", (unsigned long long)v);
+    layout_key(LAYOUT_PROBE, NULL, name, out); /* cannot fail: 16 hex */
 }
 
 /* The answer to the second create of the probe object. */
@@ -704,12 +686,12 @@ static void region_probe_cleanup(struct region *r, const char *key)
 
 int region_probe_preconditions(struct region *r)
 {
-    char key[64];
+    char key[LAYOUT_KEY_MAX];
     const size_t len = sizeof(REGION_PROBE_BODY) - 1;
     r->errmsg[0] = 0;
     if (r->conf.no_preconditions || !r->ops->put_new)
         return 0;
-    region_probe_key(key, sizeof(key));
+    region_probe_key(key);
     int rc = r->ops->put_new(r, key, REGION_PROBE_BODY, len);
     if (rc == -ENOTSUP) /* the store refused the header itself */
         return 0;
@@ -747,13 +729,6 @@ void region_set_error(struct region *r, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(r->errmsg, sizeof(r->errmsg), fmt, ap);
     va_end(ap);
-}
-
-void region_chunk_key(const uint8_t id[HASH_LEN], char *out)
-{
-    char hex[HASH_HEX_LEN + 1];
-    hex_encode(id, HASH_LEN, hex);
-    snprintf(out, REGION_KEY_MAX, "chunks/%.2s/%s", hex, hex);
 }
 
 static void *region_op_run(void *arg)

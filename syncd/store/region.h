@@ -51,8 +51,9 @@
 #include "base/buf.h"
 #include "base/config.h"
 #include "engine/hash.h"
+#include "store/layout.h"
 
-#define REGION_KEY_MAX 1024
+#define REGION_KEY_MAX LAYOUT_KEY_MAX
 
 struct crypt_keys;
 struct region_run_name;
@@ -249,9 +250,6 @@ int region_seal(struct region *r, const char *key, const void *data, size_t len,
  * another thread uses.) */
 /* region_put of an envelope region_seal() made for key. */
 int region_put_sealed(struct region *r, const char *key, const void *env, size_t len);
-
-/* "chunks/ab/ab...": out must hold REGION_KEY_MAX bytes. */
-void region_chunk_key(const uint8_t id[HASH_LEN], char *out);
 
 /* Backends. */
 int region_dir_new(const struct region_conf *conf, struct region **ret, struct buf *err);

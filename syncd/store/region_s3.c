@@ -50,6 +50,7 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "engine/hash.h"
+#include "store/layout.h"
 #include "store/region.h"
 #include "store/s3xml.h"
 #include "store/sigv4.h"
@@ -924,7 +925,9 @@ static int s3_clock(struct region *r, struct region_clock *ret)
     struct buf obj = BUF_INIT;
     struct curl_header *h;
     time_t date = -1;
-    s3_object(s, "probe/clock", &obj);
+    char key[LAYOUT_KEY_MAX];
+    layout_key(LAYOUT_PROBE, NULL, "clock", key);
+    s3_object(s, key, &obj);
     struct s3x *x = s3x_new(s, "HEAD", buf_str(&obj), "", NULL, 0, 0, NULL);
     buf_free(&obj);
     if (!x)

@@ -19,6 +19,7 @@
 #include "base/buf.h"
 #include "engine/hash.h"
 #include "engine/lineage.h"
+#include "store/layout.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -42,7 +43,7 @@ static void write_and_read(const struct lineage_rec *named, const char *key)
     r.time = 1;
     if (r.kind == LINEAGE_COMMIT)
         memset(r.manifest, 0x5a, HASH_LEN);
-    if (lineage_encode(&r, &out) < 0 || lineage_parse_at(key, out.data, out.len, &back) < 0 ||
+    if (lineage_encode(&r, &out) < 0 || layout_record_read(key, out.data, out.len, &back) < 0 ||
         !rec_equal(&r, &back))
         abort();
     buf_free(&out);
@@ -56,12 +57,12 @@ static void key_round_trip(const uint8_t *data, size_t size)
         return;
     memcpy(key, data, size);
     key[size] = 0;
-    if (lineage_key_parse(key, &r) < 0)
+    if (layout_record_parse(key, &r) < 0)
         return;
     /* an embedded NUL ends the key: compare with what was parsed */
-    if (lineage_key(&r, again, sizeof(again)) < 0 || strcmp(again, key))
+    if (layout_record(&r, again, sizeof(again)) < 0 || strcmp(again, key))
         abort();
-    if (lineage_key_parse(again, &back) < 0 || !rec_equal(&r, &back))
+    if (layout_record_parse(again, &back) < 0 || !rec_equal(&r, &back))
         abort();
     write_and_read(&r, key);
 }
@@ -78,8 +79,8 @@ static void body_round_trip(const uint8_t *data, size_t size)
     if (lineage_parse(out.data, out.len, &back) < 0 || !rec_equal(&r, &back))
         abort();
     /* the record names a key, and the body read from it agrees */
-    if (lineage_key(&r, key, sizeof(key)) < 0 ||
-        lineage_parse_at(key, out.data, out.len, &back) < 0 || !rec_equal(&r, &back))
+    if (layout_record(&r, key, sizeof(key)) < 0 ||
+        layout_record_read(key, out.data, out.len, &back) < 0 || !rec_equal(&r, &back))
         abort();
     buf_free(&out);
 }

@@ -18,6 +18,7 @@
 #include "base/err.h"
 #include "engine/hash.h"
 #include "engine/lineage.h"
+#include "store/layout.h"
 
 #define HX "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 #define TAG "0123456789abcdef"
@@ -108,12 +109,12 @@ static void test_key_round_trip(void **state)
         const struct key_case *c = &key_cases[i];
         struct lineage_rec r = rec_make(c->kind, c->run, c->gen, c->step, c->id_or_tag), back;
         char key[1024];
-        int e = lineage_key(&r, key, sizeof(key));
+        int e = layout_record(&r, key, sizeof(key));
         if (e != 0 || strcmp(key, c->key))
-            fail_msg("case %zu: lineage_key gave %d \"%s\", want \"%s\"", i, e, e ? "" : key,
+            fail_msg("case %zu: layout_record gave %d \"%s\", want \"%s\"", i, e, e ? "" : key,
                      c->key);
         memset(&back, 0x5a, sizeof(back));
-        e = lineage_key_parse(c->key, &back);
+        e = layout_record_parse(c->key, &back);
         if (e != 0)
             fail_msg("case %zu: \"%s\" does not parse (%d)", i, c->key, e);
         assert_int_equal(back.kind, c->kind);
@@ -130,7 +131,7 @@ static void test_key_round_trip(void **state)
             assert_string_equal(back.tag, "");
         }
         /* and the parsed key forms the same key again */
-        assert_int_equal(lineage_key(&back, key, sizeof(key)), 0);
+        assert_int_equal(layout_record(&back, key, sizeof(key)), 0);
         assert_string_equal(key, c->key);
     }
 }
@@ -215,7 +216,7 @@ static void test_key_rejects(void **state)
     for (size_t i = 0; i < sizeof(bad_keys) / sizeof(bad_keys[0]); i++) {
         struct lineage_rec r;
         memset(&r, 0x5a, sizeof(r));
-        int e = lineage_key_parse(bad_keys[i], &r);
+        int e = layout_record_parse(bad_keys[i], &r);
         if (e != CKS_E_FORMAT)
             fail_msg("key \"%s\": got %d, want CKS_E_FORMAT", bad_keys[i], e);
         assert_int_equal(((unsigned char *)&r)[0], 0x5a); /* left alone */
@@ -231,21 +232,21 @@ static void test_key_long_fields(void **state)
     memset(run, 'r', sizeof(run));
     run[MANIFEST_MAX_FIELD] = 0;
     r = rec_make(LINEAGE_COMMIT, run, LINEAGE_GEN_MAX, INT64_MAX, LONGID);
-    assert_int_equal(lineage_key(&r, key, 1024), 0);
-    assert_int_equal(lineage_key_parse(key, &back), 0);
+    assert_int_equal(layout_record(&r, key, 1024), 0);
+    assert_int_equal(layout_record_parse(key, &back), 0);
     assert_string_equal(back.run, run);
     assert_string_equal(back.id, LONGID);
     /* one byte more is not a run */
     int n = snprintf(key, sizeof(key), "commits/%.*sr/g1.s1.x", (int)MANIFEST_MAX_FIELD, run);
     assert_true(n > 0 && (size_t)n < sizeof(key));
-    assert_int_equal(lineage_key_parse(key, &back), CKS_E_FORMAT);
+    assert_int_equal(layout_record_parse(key, &back), CKS_E_FORMAT);
     n = snprintf(key, sizeof(key), "lineage/%.*sr/g1.claim." TAG, (int)MANIFEST_MAX_FIELD, run);
     assert_true(n > 0 && (size_t)n < sizeof(key));
-    assert_int_equal(lineage_key_parse(key, &back), CKS_E_FORMAT);
+    assert_int_equal(layout_record_parse(key, &back), CKS_E_FORMAT);
     /* a buffer too small for the key */
     r = rec_make(LINEAGE_COMMIT, "r1", 1, 1, "x");
-    assert_int_equal(lineage_key(&r, key, strlen("commits/r1/g1.s1.x")), -EINVAL);
-    assert_int_equal(lineage_key(&r, key, strlen("commits/r1/g1.s1.x") + 1), 0);
+    assert_int_equal(layout_record(&r, key, strlen("commits/r1/g1.s1.x")), -EINVAL);
+    assert_int_equal(layout_record(&r, key, strlen("commits/r1/g1.s1.x") + 1), 0);
     assert_string_equal(key, "commits/r1/g1.s1.x");
 }
 
@@ -265,22 +266,23 @@ static void test_forget(void **state)
     (void)state;
     r.time = 1796131090;
     snprintf(r.host, sizeof(r.host), "gpu-17");
-    assert_int_equal(lineage_key(&r, key, sizeof(key)), 0);
+    assert_int_equal(layout_record(&r, key, sizeof(key)), 0);
     assert_string_equal(key, "forget/run-1/g3.s500." ID);
-    assert_int_equal(lineage_key_parse(key, &k), 0);
+    assert_int_equal(layout_record_parse(key, &k), 0);
     assert_int_equal(k.kind, LINEAGE_FORGET);
     assert_int_equal(k.gen, 3);
     assert_int_equal(k.step, 500);
     assert_string_equal(k.id, ID);
     assert_int_equal(lineage_encode(&r, &body), 0);
     assert_int_equal(strncmp((const char *)body.data, "ckptsync-forget 1\n", 18), 0);
-    assert_int_equal(lineage_parse_at(key, body.data, body.len, &b), 0);
+    assert_int_equal(layout_record_read(key, body.data, body.len, &b), 0);
     assert_int_equal(b.kind, LINEAGE_FORGET);
     /* the same body under a commit key is a mismatch */
-    assert_int_equal(lineage_parse_at("commits/run-1/g3.s500." ID, body.data, body.len, &b),
+    assert_int_equal(layout_record_read("commits/run-1/g3.s500." ID, body.data, body.len, &b),
                      CKS_E_MISMATCH);
-    assert_int_equal(lineage_key_parse("forget/run-1/g3.claim.0123456789abcdef", &k), CKS_E_FORMAT);
-    assert_int_equal(lineage_key_parse("forget/run-1/x", &k), CKS_E_FORMAT);
+    assert_int_equal(layout_record_parse("forget/run-1/g3.claim.0123456789abcdef", &k),
+                     CKS_E_FORMAT);
+    assert_int_equal(layout_record_parse("forget/run-1/x", &k), CKS_E_FORMAT);
     buf_free(&body);
 }
 
@@ -314,9 +316,9 @@ static void test_key_and_encode_refuse(void **state)
         char key[1024];
         struct buf b = BUF_INIT;
         assert_int_equal(buf_puts(&b, "keep"), 0);
-        int e = lineage_key(&cases[i].r, key, sizeof(key));
+        int e = layout_record(&cases[i].r, key, sizeof(key));
         if (e != -EINVAL)
-            fail_msg("%s: lineage_key gave %d, want -EINVAL", cases[i].name, e);
+            fail_msg("%s: layout_record gave %d, want -EINVAL", cases[i].name, e);
         e = lineage_encode(&cases[i].r, &b);
         if (e != -EINVAL)
             fail_msg("%s: lineage_encode gave %d, want -EINVAL", cases[i].name, e);
@@ -357,9 +359,9 @@ static void test_body_round_trip(void **state)
         assert_int_equal(again.len, b.len);
         assert_memory_equal(again.data, b.data, b.len);
         /* and it agrees with its own key */
-        assert_int_equal(lineage_key(&recs[i], key, sizeof(key)), 0);
+        assert_int_equal(layout_record(&recs[i], key, sizeof(key)), 0);
         memset(&back, 0, sizeof(back));
-        assert_int_equal(lineage_parse_at(key, b.data, b.len, &back), 0);
+        assert_int_equal(layout_record_read(key, b.data, b.len, &back), 0);
         assert_rec_equal(&recs[i], &back);
         assert_true(b.len <= LINEAGE_MAX_BYTES);
         buf_free(&b);
@@ -771,7 +773,7 @@ static void test_parse_at(void **state)
             const struct at_case *k = &groups[g].cases[i];
             struct lineage_rec back;
             memset(&back, 0x5a, sizeof(back));
-            int e = lineage_parse_at(k->key, groups[g].body->data, groups[g].body->len, &back);
+            int e = layout_record_read(k->key, groups[g].body->data, groups[g].body->len, &back);
             if (e != k->code)
                 fail_msg("group %zu, %s (\"%s\"): got %d, want %d", g, k->name, k->key, e, k->code);
             if (e == 0)
@@ -784,9 +786,10 @@ static void test_parse_at(void **state)
     /* a damaged body under a good key keeps the body's own code */
     struct lineage_rec back;
     bc.data[bc.len - 2] ^= 1;
-    assert_int_equal(lineage_parse_at("commits/r1/g7.s1000." ID, bc.data, bc.len, &back),
+    assert_int_equal(layout_record_read("commits/r1/g7.s1000." ID, bc.data, bc.len, &back),
                      CKS_E_DIGEST);
-    assert_int_equal(lineage_parse_at("commits/r1/g7.s1000." ID, bc.data, 10, &back), CKS_E_FORMAT);
+    assert_int_equal(layout_record_read("commits/r1/g7.s1000." ID, bc.data, 10, &back),
+                     CKS_E_FORMAT);
     buf_free(&bc);
     buf_free(&bh);
     buf_free(&bcl);
@@ -885,7 +888,7 @@ static void test_sanitise(void **state)
 
 /* ---- encode never writes what parse refuses --------------------------------- */
 
-/* Every run lineage_key accepts, every id, must come back from the body
+/* Every run layout_record accepts, every id, must come back from the body
  * too: a record that is written but cannot be read is lost.  All
  * disagreements are collected, then reported at once. */
 static void agree(struct buf *bad, const char *what, const struct lineage_rec *r)
@@ -893,11 +896,11 @@ static void agree(struct buf *bad, const char *what, const struct lineage_rec *r
     struct lineage_rec back;
     struct buf b = BUF_INIT;
     char key[1024];
-    int e = lineage_key(r, key, sizeof(key));
+    int e = layout_record(r, key, sizeof(key));
     int w = lineage_encode(r, &b);
     if (e == 0 && w < 0)
         buf_printf(bad, "\n  %s: key formed, body refused (%d)", what, w);
-    else if (e == 0 && (e = lineage_parse_at(key, b.data, b.len, &back)) != 0)
+    else if (e == 0 && (e = layout_record_read(key, b.data, b.len, &back)) != 0)
         buf_printf(bad, "\n  %s: written, read back %d", what, e);
     else if (e == 0 && (strcmp(back.id, r->id) || strcmp(back.run, r->run)))
         buf_printf(bad, "\n  %s: read back as snapshot \"%s\"", what, back.id);
@@ -916,7 +919,7 @@ static void fail_if_bad(struct buf *bad, const char *what)
         fail_msg("%s%s", what, msg);
 }
 
-/* A run lineage_key accepts must also come back from the body. */
+/* A run layout_record accepts must also come back from the body. */
 static void test_long_run_body(void **state)
 {
     struct buf bad = BUF_INIT;

@@ -679,7 +679,7 @@ static void test_chunk_key(void **state)
     char key[REGION_KEY_MAX];
     for (unsigned i = 0; i < HASH_LEN; i++)
         id[i] = (uint8_t)(0xab + i);
-    region_chunk_key(id, key);
+    layout_chunk(id, key);
     assert_int_equal(strlen(key), strlen("chunks/ab/") + HASH_HEX_LEN);
     assert_memory_equal(key, "chunks/ab/abacadaeafb0", 22);
 }

@@ -1,6 +1,7 @@
 /*
- * lineage.c — a run's snapshots, claims and handoffs as the regions list
- * them, and the resume order derived from them (see lineage.h).
+ * runlineage.c — a run's snapshots, claims and handoffs as the regions
+ * list them, and the resume order derived from them (see runlineage.h;
+ * the records themselves are engine/lineage.h's).
  *
  * Design notes.
  * - The listings of all healthy regions are merged: a region that missed
@@ -24,34 +25,35 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "engine/handoff.h"
-#include "service/lineage.h"
-#include "service/restore.h"
+#include "service/manifests.h"
+#include "service/runlineage.h"
+#include "store/layout.h"
 #include "store/queue.h"
 
 /* ---- scanning ---------------------------------------------------------- */
 
 struct scan_ctx {
-    struct lineage_view *v;
+    struct runlineage_view *v;
     size_t cap, rcap;
     uint32_t bit;
     int err;
 };
 
-static struct lineage_snap *snap_get(struct scan_ctx *c, const char *id)
+static struct runlineage_snap *snap_get(struct scan_ctx *c, const char *id)
 {
-    struct lineage_view *v = c->v;
+    struct runlineage_view *v = c->v;
     for (size_t i = v->nsnaps; i-- > 0;) /* listings arrive sorted: the last is likely */
         if (!strcmp(v->snaps[i].id, id))
             return &v->snaps[i];
     if (v->nsnaps == c->cap) {
         size_t cap = c->cap ? c->cap * 2 : 64;
-        struct lineage_snap *p = realloc(v->snaps, cap * sizeof(*p));
+        struct runlineage_snap *p = realloc(v->snaps, cap * sizeof(*p));
         if (!p)
             return NULL;
         v->snaps = p;
         c->cap = cap;
     }
-    struct lineage_snap *s = &v->snaps[v->nsnaps++];
+    struct runlineage_snap *s = &v->snaps[v->nsnaps++];
     memset(s, 0, sizeof(*s));
     snprintf(s->id, sizeof(s->id), "%s", id);
     s->step = -1;
@@ -61,11 +63,11 @@ static struct lineage_snap *snap_get(struct scan_ctx *c, const char *id)
 static int manifests_cb(void *ud, const char *key, uint64_t size)
 {
     struct scan_ctx *c = ud;
-    const char *id = strrchr(key, '/');
+    struct layout_key k;
     (void)size;
-    if (!id || manifest_id_check(id + 1) < 0 || strlen(id + 1) > MANIFEST_ID_MAX)
+    if (layout_parse(key, &k) < 0 || k.kind != LAYOUT_SNAPSHOT)
         return 0; /* not ours */
-    struct lineage_snap *s = snap_get(c, id + 1);
+    struct runlineage_snap *s = snap_get(c, k.name);
     if (!s)
         return -ENOMEM;
     s->manifests |= c->bit;
@@ -74,7 +76,7 @@ static int manifests_cb(void *ud, const char *key, uint64_t size)
 
 static int rec_add(struct scan_ctx *c, const struct lineage_rec *rec)
 {
-    struct lineage_view *v = c->v;
+    struct runlineage_view *v = c->v;
     for (size_t i = 0; i < v->nrecs; i++) {
         const struct lineage_rec *o = &v->recs[i];
         if (o->kind == rec->kind && o->gen == rec->gen && !strcmp(o->id, rec->id) &&
@@ -98,12 +100,12 @@ static int records_cb(void *ud, const char *key, uint64_t size)
     struct scan_ctx *c = ud;
     struct lineage_rec rec;
     (void)size;
-    if (lineage_key_parse(key, &rec) < 0 || strcmp(rec.run, c->v->run))
+    if (layout_record_parse(key, &rec) < 0 || strcmp(rec.run, c->v->run))
         return 0;
     if (rec.kind == LINEAGE_FORGET) {
         /* Removed: it no longer counts for anything, generation included
          * (the newest snapshot of a run is never forgotten). */
-        struct lineage_snap *f = snap_get(c, rec.id);
+        struct runlineage_snap *f = snap_get(c, rec.id);
         if (!f)
             return -ENOMEM;
         f->forgets |= c->bit;
@@ -113,7 +115,7 @@ static int records_cb(void *ud, const char *key, uint64_t size)
         c->v->gen = rec.gen;
     if (rec.kind != LINEAGE_COMMIT)
         return rec_add(c, &rec);
-    struct lineage_snap *s = snap_get(c, rec.id);
+    struct runlineage_snap *s = snap_get(c, rec.id);
     if (!s)
         return -ENOMEM;
     s->commits |= c->bit;
@@ -123,12 +125,13 @@ static int records_cb(void *ud, const char *key, uint64_t size)
     return 0;
 }
 
-static int scan_list(struct scan_ctx *c, struct region *rg, const char *top, const char *run,
+static int scan_list(struct scan_ctx *c, struct region *rg, enum layout_kind top, const char *run,
                      int (*cb)(void *, const char *, uint64_t))
 {
     char prefix[REGION_KEY_MAX];
-    snprintf(prefix, sizeof(prefix), "%s/%s/", top, run);
-    int e = region_list(rg, prefix, cb, c);
+    int e = layout_prefix(top, run, prefix);
+    if (e == 0)
+        e = region_list(rg, prefix, cb, c);
     return e == -ENOENT ? 0 : e;
 }
 
@@ -138,8 +141,9 @@ static int scan_legacy_handoff(struct scan_ctx *c, struct region *rg)
     char key[REGION_KEY_MAX];
     struct buf data = BUF_INIT;
     struct handoff h;
-    snprintf(key, sizeof(key), "handoff/%s", c->v->run);
-    int e = region_get(rg, key, HANDOFF_MAX_BYTES, &data);
+    int e = layout_key(LAYOUT_HANDOFF_V1, c->v->run, NULL, key);
+    if (e == 0)
+        e = region_get(rg, key, HANDOFF_MAX_BYTES, &data);
     if (e == 0 && handoff_parse(data.data, data.len, &h) == 0 && !strcmp(h.run, c->v->run)) {
         struct lineage_rec rec = {
             .kind = LINEAGE_HANDOFF, .gen = 0, .step = h.step, .time = h.time};
@@ -157,28 +161,28 @@ static int scan_legacy_handoff(struct scan_ctx *c, struct region *rg)
 
 static int scan_region(struct scan_ctx *c, struct region *rg)
 {
-    int e = scan_list(c, rg, "snapshots", c->v->run, manifests_cb);
+    int e = scan_list(c, rg, LAYOUT_SNAPSHOT, c->v->run, manifests_cb);
     if (e == 0)
-        e = scan_list(c, rg, "commits", c->v->run, records_cb);
+        e = scan_list(c, rg, LAYOUT_COMMIT, c->v->run, records_cb);
     if (e == 0)
-        e = scan_list(c, rg, "lineage", c->v->run, records_cb);
+        e = scan_list(c, rg, LAYOUT_LINEAGE, c->v->run, records_cb);
     if (e == 0)
-        e = scan_list(c, rg, "forget", c->v->run, records_cb);
+        e = scan_list(c, rg, LAYOUT_FORGET, c->v->run, records_cb);
     if (e == 0)
         e = scan_legacy_handoff(c, rg);
     return e;
 }
 
 /* Manifests no commit record describes: read them for gen and step. */
-static void scan_fill_unknown(struct repo *r, struct lineage_view *v)
+static void scan_fill_unknown(struct repo *r, struct runlineage_view *v)
 {
     for (size_t i = 0; i < v->nsnaps; i++) {
-        struct lineage_snap *s = &v->snaps[i];
+        struct runlineage_snap *s = &v->snaps[i];
         struct manifest m;
         struct buf err = BUF_INIT;
         if (s->known || !s->manifests || s->forgets)
             continue;
-        if (restore_find(r, v->run, s->id, &m, NULL, &err) == 0) {
+        if (manifests_read(r, v->run, s->id, &m, NULL, &err) == 0) {
             s->gen = m.gen;
             s->step = m.step;
             s->known = true;
@@ -194,7 +198,7 @@ static void scan_fill_unknown(struct repo *r, struct lineage_view *v)
 
 static int snap_id_cmp(const void *a, const void *b)
 {
-    return strcmp(((const struct lineage_snap *)a)->id, ((const struct lineage_snap *)b)->id);
+    return strcmp(((const struct runlineage_snap *)a)->id, ((const struct runlineage_snap *)b)->id);
 }
 
 /* "region 'a': why" for a region that did not answer, into why. */
@@ -210,8 +214,8 @@ static void scan_why(struct buf *why, const struct repo *r, struct region *const
                    err_str(r->health[i] ? r->health[i] : -EIO));
 }
 
-int lineage_scan(struct repo *r, struct region *const *regions, const char *run,
-                 struct lineage_view *ret, struct buf *err)
+int runlineage_scan(struct repo *r, struct region *const *regions, const char *run,
+                    struct runlineage_view *ret, struct buf *err)
 {
     struct scan_ctx c = {.v = ret};
     struct buf why = BUF_INIT;
@@ -232,7 +236,7 @@ int lineage_scan(struct repo *r, struct region *const *regions, const char *run,
         int e = scan_region(&c, regions[i]);
         if (e == -ENOMEM) {
             buf_free(&why);
-            lineage_view_free(ret);
+            runlineage_view_free(ret);
             return e;
         }
         if (e < 0) {
@@ -247,7 +251,7 @@ int lineage_scan(struct repo *r, struct region *const *regions, const char *run,
     if (listed == 0) {
         buf_printf(err, "run '%s': no region could be listed (%s)", run, buf_str(&why));
         buf_free(&why);
-        lineage_view_free(ret);
+        runlineage_view_free(ret);
         return CKS_E_QUORUM;
     }
     buf_free(&why);
@@ -258,16 +262,16 @@ int lineage_scan(struct repo *r, struct region *const *regions, const char *run,
     return 0;
 }
 
-void lineage_view_free(struct lineage_view *v)
+void runlineage_view_free(struct runlineage_view *v)
 {
     free(v->snaps);
     free(v->recs);
     memset(v, 0, sizeof(*v));
 }
 
-struct lineage_snap *lineage_find(struct lineage_view *v, const char *id)
+struct runlineage_snap *runlineage_find(struct runlineage_view *v, const char *id)
 {
-    struct lineage_snap key;
+    struct runlineage_snap key;
     snprintf(key.id, sizeof(key.id), "%s", id);
     return v->nsnaps ? bsearch(&key, v->snaps, v->nsnaps, sizeof(key), snap_id_cmp) : NULL;
 }
@@ -291,16 +295,16 @@ static void cand_add(struct cands *c, const char *id, const char *why)
 }
 
 /* Snapshots of generation g (with a manifest somewhere), newest first. */
-static void cand_snaps(struct cands *c, const struct lineage_view *v, int64_t g)
+static void cand_snaps(struct cands *c, const struct runlineage_view *v, int64_t g)
 {
     bool *used = calloc(v->nsnaps ? v->nsnaps : 1, sizeof(*used));
     if (!used)
         return;
     for (;;) {
-        const struct lineage_snap *best = NULL;
+        const struct runlineage_snap *best = NULL;
         size_t bi = 0;
         for (size_t i = 0; i < v->nsnaps; i++) {
-            const struct lineage_snap *s = &v->snaps[i];
+            const struct runlineage_snap *s = &v->snaps[i];
             if (used[i] || !s->known || s->gen != g || !s->manifests || s->forgets)
                 continue;
             if (!best || lineage_newer(s->step, s->id, best->step, best->id)) {
@@ -316,7 +320,7 @@ static void cand_snaps(struct cands *c, const struct lineage_view *v, int64_t g)
     free(used);
 }
 
-static void cand_handoffs(struct cands *c, const struct lineage_view *v, int64_t g)
+static void cand_handoffs(struct cands *c, const struct runlineage_view *v, int64_t g)
 {
     const struct lineage_rec *best = NULL;
     for (size_t i = 0; i < v->nrecs; i++) {
@@ -330,19 +334,19 @@ static void cand_handoffs(struct cands *c, const struct lineage_view *v, int64_t
 }
 
 /* The snapshot a claim of generation g resumed from (its body says). */
-static void cand_claims(struct repo *r, struct cands *c, struct lineage_view *v, int64_t g)
+static void cand_claims(struct repo *r, struct cands *c, struct runlineage_view *v, int64_t g)
 {
     size_t cap = sizeof(v->bases) / sizeof(v->bases[0]);
     for (size_t i = 0; i < v->nrecs && v->nbases < cap; i++) {
         const struct lineage_rec *cl = &v->recs[i];
         char key[REGION_KEY_MAX];
-        if (cl->kind != LINEAGE_CLAIM || cl->gen != g || lineage_key(cl, key, sizeof(key)) < 0)
+        if (cl->kind != LINEAGE_CLAIM || cl->gen != g || layout_record(cl, key, sizeof(key)) < 0)
             continue;
         for (size_t k = 0; k < r->nregions; k++) {
             struct buf data = BUF_INIT;
             struct lineage_rec body;
             int e = r->health[k] ? -EIO : region_get(r->regions[k], key, LINEAGE_MAX_BYTES, &data);
-            if (e == 0 && lineage_parse_at(key, data.data, data.len, &body) == 0) {
+            if (e == 0 && layout_record_read(key, data.data, data.len, &body) == 0) {
                 buf_free(&data);
                 if (body.id[0]) {
                     snprintf(v->bases[v->nbases], sizeof(v->bases[0]), "%s", body.id);
@@ -357,8 +361,8 @@ static void cand_claims(struct repo *r, struct cands *c, struct lineage_view *v,
     }
 }
 
-size_t lineage_candidates(struct repo *r, struct lineage_view *v, const char **ret_ids,
-                          const char **ret_why, size_t cap)
+size_t runlineage_candidates(struct repo *r, struct runlineage_view *v, const char **ret_ids,
+                             const char **ret_why, size_t cap)
 {
     struct cands c = {.ids = ret_ids, .why = ret_why, .cap = cap};
     v->nbases = 0;
@@ -372,7 +376,8 @@ size_t lineage_candidates(struct repo *r, struct lineage_view *v, const char **r
 
 /* ---- writing ----------------------------------------------------------- */
 
-void lineage_rec_init(struct lineage_rec *rec, enum lineage_kind kind, const char *run, int64_t gen)
+void runlineage_rec_init(struct lineage_rec *rec, enum lineage_kind kind, const char *run,
+                         int64_t gen)
 {
     const char *inst = getenv("CKPTSYNC_INSTANCE_TYPE");
     memset(rec, 0, sizeof(*rec));
@@ -387,17 +392,17 @@ void lineage_rec_init(struct lineage_rec *rec, enum lineage_kind kind, const cha
     if (kind == LINEAGE_CLAIM) {
         uint8_t raw[LINEAGE_CLAIM_HEX / 2];
         if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw))
-            memset(raw, 0, sizeof(raw)); /* lineage_put still writes once: a clash only merges */
+            memset(raw, 0, sizeof(raw)); /* runlineage_put still writes once: a clash only merges */
         hex_encode(raw, sizeof(raw), rec->tag);
     }
 }
 
-unsigned lineage_put(struct repo *r, const struct lineage_rec *rec)
+unsigned runlineage_put(struct repo *r, const struct lineage_rec *rec)
 {
     char key[REGION_KEY_MAX];
     struct buf body = BUF_INIT;
     unsigned n = 0;
-    if (lineage_key(rec, key, sizeof(key)) < 0 || lineage_encode(rec, &body) < 0) {
+    if (layout_record(rec, key, sizeof(key)) < 0 || lineage_encode(rec, &body) < 0) {
         buf_free(&body);
         return 0;
     }
@@ -414,12 +419,13 @@ unsigned lineage_put(struct repo *r, const struct lineage_rec *rec)
     return n;
 }
 
-int lineage_put_commit(struct region *rg, const struct manifest *m, const uint8_t *man, size_t len)
+int runlineage_put_commit(struct region *rg, const struct manifest *m, const uint8_t *man,
+                          size_t len)
 {
     struct lineage_rec rec;
     char key[REGION_KEY_MAX];
     struct buf body = BUF_INIT;
-    lineage_rec_init(&rec, LINEAGE_COMMIT, m->run, m->gen);
+    runlineage_rec_init(&rec, LINEAGE_COMMIT, m->run, m->gen);
     snprintf(rec.id, sizeof(rec.id), "%s", m->id);
     rec.step = m->step;
     if (m->host)
@@ -427,7 +433,7 @@ int lineage_put_commit(struct region *rg, const struct manifest *m, const uint8_
     snprintf(rec.instance, sizeof(rec.instance), "%s", m->instance ? m->instance : "");
     rec.time = m->time;
     hash_sha256(man, len, rec.manifest);
-    int e = lineage_key(&rec, key, sizeof(key));
+    int e = layout_record(&rec, key, sizeof(key));
     if (e == 0)
         e = lineage_encode(&rec, &body);
     if (e == 0)
@@ -443,7 +449,7 @@ static void gen_key(const char *run, char *key, size_t size)
     snprintf(key, size, "gen/%s", run);
 }
 
-int lineage_gen_get(struct index_txn *t, const char *run, int64_t *ret)
+int runlineage_gen_get(struct index_txn *t, const char *run, int64_t *ret)
 {
     char key[16 + MANIFEST_MAX_FIELD], val[32], *end;
     gen_key(run, key, sizeof(key));
@@ -471,7 +477,7 @@ static int gen_local(struct repo *r, const char *run, int64_t *ret)
     int e = index_txn_begin(r->ix, false, &t);
     if (e < 0)
         return e;
-    e = lineage_gen_get(t, run, ret);
+    e = runlineage_gen_get(t, run, ret);
     index_txn_abort(t);
     return e;
 }
@@ -528,12 +534,12 @@ static int gen_rewrite(struct index_txn *t, uint64_t seq, int64_t gen, struct pe
     return e < 0 ? e : 0;
 }
 
-int lineage_gen_record(struct index_txn *t, const char *run, int64_t gen, size_t *ret_n)
+int runlineage_gen_record(struct index_txn *t, const char *run, int64_t gen, size_t *ret_n)
 {
     struct gen_queued q = {.run = run};
     struct pending *p;
     int64_t had;
-    int e = lineage_gen_get(t, run, &had);
+    int e = runlineage_gen_get(t, run, &had);
     *ret_n = 0;
     if (e != -ENOENT && e != CKS_E_FORMAT)
         return e;
@@ -553,7 +559,7 @@ int lineage_gen_record(struct index_txn *t, const char *run, int64_t gen, size_t
     return e;
 }
 
-/* lineage_gen_record in a transaction of its own; *ret what is recorded
+/* runlineage_gen_record in a transaction of its own; *ret what is recorded
  * (another thread's generation, when it recorded one first). */
 static int gen_record_first(struct repo *r, const char *run, int64_t gen, int64_t *ret)
 {
@@ -562,8 +568,8 @@ static int gen_record_first(struct repo *r, const char *run, int64_t gen, int64_
     int e = index_txn_begin(r->ix, true, &t);
     if (e < 0)
         return e;
-    if ((e = lineage_gen_record(t, run, gen, &n)) == 0)
-        e = lineage_gen_get(t, run, ret);
+    if ((e = runlineage_gen_record(t, run, gen, &n)) == 0)
+        e = runlineage_gen_get(t, run, ret);
     if (e < 0) {
         index_txn_abort(t);
         return e;
@@ -575,25 +581,25 @@ static int gen_record_first(struct repo *r, const char *run, int64_t gen, int64_
     return e;
 }
 
-int lineage_run_gen(struct repo *r, struct region *const *regions, const char *run, int64_t *ret,
-                    struct buf *err)
+int runlineage_run_gen(struct repo *r, struct region *const *regions, const char *run, int64_t *ret,
+                       struct buf *err)
 {
-    struct lineage_view v;
+    struct runlineage_view v;
     int e = gen_local(r, run, ret);
     if (e != -ENOENT && e != CKS_E_FORMAT)
         return e;
     /* Never a guess: without a listing the generation stays undecided and
      * nothing is recorded (see lineage.h). */
-    if ((e = lineage_scan(r, regions, run, &v, err)) < 0)
+    if ((e = runlineage_scan(r, regions, run, &v, err)) < 0)
         return e;
     int64_t gen = v.gen;
-    lineage_view_free(&v);
+    runlineage_view_free(&v);
     return gen_record_first(r, run, gen, ret);
 }
 
-int lineage_region_gen(struct region *rg, const char *run, int64_t *ret, struct buf *err)
+int runlineage_region_gen(struct region *rg, const char *run, int64_t *ret, struct buf *err)
 {
-    struct lineage_view v;
+    struct runlineage_view v;
     struct scan_ctx c = {.v = &v, .bit = 1};
     memset(&v, 0, sizeof(v));
     snprintf(v.run, sizeof(v.run), "%s", run);
@@ -603,28 +609,28 @@ int lineage_region_gen(struct region *rg, const char *run, int64_t *ret, struct 
     else
         buf_printf(err, "run '%s': %s", run,
                    e == -ENOMEM || !region_last_error(rg)[0] ? err_str(e) : region_last_error(rg));
-    lineage_view_free(&v);
+    runlineage_view_free(&v);
     return e;
 }
 
 /* ---- migration ----------------------------------------------------------- */
 
-unsigned lineage_handoff(struct repo *r, const char *run, const char *id, int64_t step)
+unsigned runlineage_handoff(struct repo *r, const char *run, const char *id, int64_t step)
 {
     struct lineage_rec rec;
     struct buf err = BUF_INIT;
     int64_t gen;
-    int e = lineage_run_gen(r, r->regions, run, &gen, &err);
+    int e = runlineage_run_gen(r, r->regions, run, &gen, &err);
     if (e < 0) {
         log_error("handoff of run '%s': %s", run, buf_str(&err)[0] ? buf_str(&err) : err_str(e));
         buf_free(&err);
         return 0;
     }
     buf_free(&err);
-    lineage_rec_init(&rec, LINEAGE_HANDOFF, run, gen);
+    runlineage_rec_init(&rec, LINEAGE_HANDOFF, run, gen);
     snprintf(rec.id, sizeof(rec.id), "%s", id);
     rec.step = step;
-    return lineage_put(r, &rec);
+    return runlineage_put(r, &rec);
 }
 
 /* Records claimed generation gen of run.  Snapshots the daemon queued
@@ -637,7 +643,7 @@ static int gen_claimed(struct repo *r, const char *run, int64_t gen)
     int e = index_txn_begin(r->ix, true, &t);
     if (e < 0)
         return e;
-    if ((e = lineage_gen_record(t, run, gen - 1, &n)) == 0)
+    if ((e = runlineage_gen_record(t, run, gen - 1, &n)) == 0)
         e = gen_put(t, run, gen);
     if (e < 0) {
         index_txn_abort(t);
@@ -646,13 +652,13 @@ static int gen_claimed(struct repo *r, const char *run, int64_t gen)
     return index_txn_commit(t);
 }
 
-int lineage_adopt(struct repo *r, const char *run, const char *base, int64_t base_step,
-                  int64_t *ret_gen, bool *ret_handed_off)
+int runlineage_adopt(struct repo *r, const char *run, const char *base, int64_t base_step,
+                     int64_t *ret_gen, bool *ret_handed_off)
 {
-    struct lineage_view v;
+    struct runlineage_view v;
     struct lineage_rec rec;
     struct buf err = BUF_INIT;
-    int e = lineage_scan(r, r->regions, run, &v, &err);
+    int e = runlineage_scan(r, r->regions, run, &v, &err);
     if (e < 0) {
         log_error("%s", buf_str(&err));
         buf_free(&err);
@@ -664,11 +670,11 @@ int lineage_adopt(struct repo *r, const char *run, const char *base, int64_t bas
         if (v.recs[i].kind == LINEAGE_HANDOFF && v.recs[i].gen == v.gen &&
             !strcmp(v.recs[i].id, base))
             *ret_handed_off = true;
-    lineage_rec_init(&rec, LINEAGE_CLAIM, run, v.gen + 1);
+    runlineage_rec_init(&rec, LINEAGE_CLAIM, run, v.gen + 1);
     snprintf(rec.id, sizeof(rec.id), "%s", base);
     rec.step = base_step;
-    lineage_view_free(&v);
-    if (lineage_put(r, &rec) == 0) {
+    runlineage_view_free(&v);
+    if (runlineage_put(r, &rec) == 0) {
         log_error("run '%s': no region took the claim of generation %lld", run, (long long)rec.gen);
         return CKS_E_QUORUM;
     }
@@ -686,21 +692,15 @@ struct runs_ctx {
 static int runs_cb(void *ud, const char *key, uint64_t size)
 {
     struct runs_ctx *c = ud;
-    const char *rest = key + strlen("snapshots/");
-    size_t len = strcspn(rest, "/");
-    char name[MANIFEST_MAX_FIELD + 1];
+    struct layout_key k;
     (void)size;
-    if (len == 0 || len > MANIFEST_MAX_FIELD || rest[len] != '/')
-        return 0;
-    memcpy(name, rest, len);
-    name[len] = 0;
-    if (manifest_run_check(name) < 0)
+    if (layout_parse(key, &k) < 0 || k.kind != LAYOUT_SNAPSHOT)
         return 0;
     for (size_t i = 0; i < c->n; i++)
-        if (!strcmp(c->names[i], name))
+        if (!strcmp(c->names[i], k.dir))
             return 0;
     if (c->n < c->cap)
-        memcpy(c->names[c->n++], name, len + 1);
+        memcpy(c->names[c->n++], k.dir, strlen(k.dir) + 1);
     return 0;
 }
 
@@ -709,13 +709,15 @@ static int name_cmp(const void *a, const void *b)
     return strcmp(a, b);
 }
 
-int lineage_runs(struct repo *r, char (*ret)[MANIFEST_MAX_FIELD + 1], size_t cap, size_t *ret_n)
+int runlineage_runs(struct repo *r, char (*ret)[MANIFEST_MAX_FIELD + 1], size_t cap, size_t *ret_n)
 {
     struct runs_ctx c = {.names = ret, .cap = cap};
+    char prefix[REGION_KEY_MAX];
+    layout_prefix(LAYOUT_SNAPSHOT, NULL, prefix);
     for (size_t i = 0; i < r->nregions; i++) {
         if (r->health[i])
             continue;
-        int e = region_list(r->regions[i], "snapshots/", runs_cb, &c);
+        int e = region_list(r->regions[i], prefix, runs_cb, &c);
         if (e < 0 && e != -ENOENT) {
             log_error("%s", region_last_error(r->regions[i]));
             repo_region_fail(r, i, e);

@@ -1,7 +1,7 @@
 /*
- * lineage.h — who owns a run, and which snapshot the next instance resumes
- * from, decided by the regions' write-once records (engine/lineage.h),
- * never by a shared object that writers update.
+ * runlineage.h — a run's lineage: who owns a run, and which snapshot the
+ * next instance resumes from, decided by the regions' write-once records
+ * (engine/lineage.h), never by a shared object that writers update.
  *
  * Generations.  Every snapshot carries the generation of the instance that
  * wrote it (manifest "gen").  An instance that adopts a run (migrate-in)
@@ -42,13 +42,13 @@
  * fails, naming the regions; the daemon queues the snapshot and a region
  * worker decides before it uploads or publishes it (daemon/rungen.h).
  *
- * Calling sequence: lineage_scan() reads one run from every healthy
+ * Calling sequence: runlineage_scan() reads one run from every healthy
  * region (listings; a GET only for a snapshot with no commit record, or a
- * claim whose base is needed); lineage_candidates() orders what to restore;
- * lineage_view_free().  Not thread-safe (a repo is used by one thread).
+ * claim whose base is needed); runlineage_candidates() orders what to restore;
+ * runlineage_view_free().  Not thread-safe (a repo is used by one thread).
  */
-#ifndef CKS_SVC_LINEAGE_H
-#define CKS_SVC_LINEAGE_H
+#ifndef CKS_RUNLINEAGE_H
+#define CKS_RUNLINEAGE_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -56,7 +56,7 @@
 #include "engine/lineage.h"
 #include "service/repo.h"
 
-struct lineage_snap {
+struct runlineage_snap {
     char id[MANIFEST_ID_MAX + 1];
     int64_t gen, step;
     uint32_t manifests; /* bit per region index: lists the manifest */
@@ -66,30 +66,30 @@ struct lineage_snap {
     bool known;         /* gen/step known (from a key or a manifest) */
 };
 
-struct lineage_view {
+struct runlineage_view {
     char run[MANIFEST_MAX_FIELD + 1];
-    struct lineage_snap *snaps; /* sorted by id */
+    struct runlineage_snap *snaps; /* sorted by id */
     size_t nsnaps;
     struct lineage_rec *recs; /* claims and handoffs, each once */
     size_t nrecs;
     int64_t gen;         /* highest generation seen; 0 if none */
     bool legacy_handoff; /* a version-1 handoff/<run> was read */
-    /* lineage_candidates: the snapshots claims resumed from (read from
+    /* runlineage_candidates: the snapshots claims resumed from (read from
      * their bodies), which its returned ids may point to */
     char bases[4][MANIFEST_ID_MAX + 1];
     size_t nbases;
 };
 
-int lineage_scan(struct repo *r, struct region *const *regions, const char *run,
-                 struct lineage_view *ret, struct buf *err);
-void lineage_view_free(struct lineage_view *v);
-struct lineage_snap *lineage_find(struct lineage_view *v, const char *id);
+int runlineage_scan(struct repo *r, struct region *const *regions, const char *run,
+                    struct runlineage_view *ret, struct buf *err);
+void runlineage_view_free(struct runlineage_view *v);
+struct runlineage_snap *runlineage_find(struct runlineage_view *v, const char *id);
 
 /* Restore candidates in resume order (see above), each once, at most cap;
  * ret_why[k] says which rule chose candidate k.  The ids point into v:
- * valid until lineage_view_free(v). */
-size_t lineage_candidates(struct repo *r, struct lineage_view *v, const char **ret_ids,
-                          const char **ret_why, size_t cap);
+ * valid until runlineage_view_free(v). */
+size_t runlineage_candidates(struct repo *r, struct runlineage_view *v, const char **ret_ids,
+                             const char **ret_why, size_t cap);
 
 /* The generation this instance writes run with: the index's (meta
  * "gen/<run>"), else the highest the regions that answer show, which is
@@ -97,46 +97,47 @@ size_t lineage_candidates(struct repo *r, struct lineage_view *v, const char **r
  * kept and returned).  regions: the set to read (the daemon's ingest
  * thread has its own).  CKS_E_QUORUM, nothing recorded and err naming
  * each region and why, when no region could be listed. */
-int lineage_run_gen(struct repo *r, struct region *const *regions, const char *run, int64_t *ret,
-                    struct buf *err);
+int runlineage_run_gen(struct repo *r, struct region *const *regions, const char *run, int64_t *ret,
+                       struct buf *err);
 /* The same record inside the caller's transaction t: -ENOENT when none
  * was decided, CKS_E_FORMAT when it is damaged (decide again). */
-int lineage_gen_get(struct index_txn *t, const char *run, int64_t *ret);
+int runlineage_gen_get(struct index_txn *t, const char *run, int64_t *ret);
 /* In t: records gen as this instance's generation of run unless one is
  * recorded (then nothing changes, *ret_n 0).  Keeps the daemon's rule
  * (daemon/rungen.h): every snapshot of run it queued without a generation
  * (none was recorded) is rewritten with gen in the same transaction;
  * *ret_n how many.  Every writer of "gen/<run>" goes through it. */
-int lineage_gen_record(struct index_txn *t, const char *run, int64_t gen, size_t *ret_n);
+int runlineage_gen_record(struct index_txn *t, const char *run, int64_t gen, size_t *ret_n);
 /* The highest generation one region shows for run (its listings; a
  * manifest without a commit record is not read).  Uses only rg: for a
  * thread that owns one region handle.  < 0 with err naming the region
  * when it could not be listed. */
-int lineage_region_gen(struct region *rg, const char *run, int64_t *ret, struct buf *err);
+int runlineage_region_gen(struct region *rg, const char *run, int64_t *ret, struct buf *err);
 
 /* Writes a write-once record to every healthy region; returns how many
  * took it (errors logged, naming region and key). */
-unsigned lineage_put(struct repo *r, const struct lineage_rec *rec);
+unsigned runlineage_put(struct repo *r, const struct lineage_rec *rec);
 /* A record filled with this host, instance and time. */
-void lineage_rec_init(struct lineage_rec *rec, enum lineage_kind kind, const char *run,
-                      int64_t gen);
+void runlineage_rec_init(struct lineage_rec *rec, enum lineage_kind kind, const char *run,
+                         int64_t gen);
 
 /* The commit record of manifest m (bytes man) into one region, after the
  * manifest itself. */
-int lineage_put_commit(struct region *rg, const struct manifest *m, const uint8_t *man, size_t len);
+int runlineage_put_commit(struct region *rg, const struct manifest *m, const uint8_t *man,
+                          size_t len);
 
 /* migrate-out: a handoff record naming snapshot (id, step), at this
  * instance's generation of run.  Returns how many regions took it. */
-unsigned lineage_handoff(struct repo *r, const char *run, const char *id, int64_t step);
+unsigned runlineage_handoff(struct repo *r, const char *run, const char *id, int64_t step);
 /* migrate-in, after restoring snapshot base: claims generation G+1 (G the
  * highest the regions show) in every healthy region and records it as
  * this instance's generation of run.  *ret_handed_off: base is what the
  * current generation's handoff named.  CKS_E_QUORUM when no region took
  * the claim. */
-int lineage_adopt(struct repo *r, const char *run, const char *base, int64_t base_step,
-                  int64_t *ret_gen, bool *ret_handed_off);
+int runlineage_adopt(struct repo *r, const char *run, const char *base, int64_t base_step,
+                     int64_t *ret_gen, bool *ret_handed_off);
 
 /* Runs that have snapshots in any healthy region (first cap, sorted). */
-int lineage_runs(struct repo *r, char (*ret)[MANIFEST_MAX_FIELD + 1], size_t cap, size_t *ret_n);
+int runlineage_runs(struct repo *r, char (*ret)[MANIFEST_MAX_FIELD + 1], size_t cap, size_t *ret_n);
 
 #endif

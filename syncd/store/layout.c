@@ -1,0 +1,263 @@
+/*
+ * layout.c — keys from (kind, dir, name) and back, driven by one table:
+ * a new kind of object adds a row here and a constant in format.h.
+ *
+ * The parser takes what a bucket lists, so it is strict: the folder must
+ * be one of ours, every component one field (non-empty, no '/', not "."
+ * or "..", bounded), and the kind's own rule (a run, a snapshot id, a
+ * canonical chunk name) must hold; anything else is CKS_E_FORMAT, and the
+ * listing callers skip it as "not ours".
+ */
+#include "store/layout.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "base/err.h"
+#include "ckptsync/format.h"
+
+enum layout_dir { DIR_NONE, DIR_RUN, DIR_MARK };
+
+struct layout_row {
+    const char *top; /* the folder (or, for repo, the whole key) */
+    enum layout_dir dir;
+    bool name;  /* has a last component after top (and dir) */
+    bool plain; /* never sealed: read before an instance can unlock */
+};
+
+static const struct layout_row rows[LAYOUT_NKINDS] = {
+    [LAYOUT_REPO] = {CKS_KEY_REPO, DIR_NONE, false, true},
+    [LAYOUT_REPO_CAND] = {CKS_KEY_REPO_CANDIDATES, DIR_NONE, true, true},
+    [LAYOUT_PROBE] = {CKS_KEY_PROBE, DIR_NONE, true, true},
+    [LAYOUT_KEYSLOT] = {CKS_KEY_KEYSLOTS, DIR_NONE, true, true},
+    [LAYOUT_RUNNAME] = {CKS_KEY_RUNS, DIR_NONE, true, false},
+    [LAYOUT_CHUNK] = {CKS_KEY_CHUNKS, DIR_NONE, true, false},
+    [LAYOUT_SNAPSHOT] = {CKS_KEY_SNAPSHOTS, DIR_RUN, true, false},
+    [LAYOUT_COMMIT] = {CKS_KEY_COMMITS, DIR_RUN, true, false},
+    [LAYOUT_LINEAGE] = {CKS_KEY_LINEAGE, DIR_RUN, true, false},
+    [LAYOUT_FORGET] = {CKS_KEY_FORGET, DIR_RUN, true, false},
+    [LAYOUT_HANDOFF_V1] = {CKS_KEY_HANDOFFS, DIR_RUN, false, false},
+    [LAYOUT_REF_V1] = {CKS_KEY_REFS, DIR_RUN, true, false},
+    [LAYOUT_INTENT] = {CKS_KEY_INTENTS, DIR_NONE, true, false},
+    [LAYOUT_GC] = {CKS_KEY_GC, DIR_MARK, true, false},
+    [LAYOUT_LEASE] = {CKS_KEY_LEASES, DIR_NONE, true, false},
+};
+
+/* One key component of at most max bytes. */
+static bool field_ok(const char *s, size_t n, size_t max)
+{
+    return s && n > 0 && n <= max && !memchr(s, '/', n) && !memchr(s, 0, n) &&
+           !(n == 1 && s[0] == '.') && !(n == 2 && s[0] == '.' && s[1] == '.');
+}
+
+/* The kind's own rule for its fields, past the generic one. */
+static bool fields_ok(enum layout_kind kind, const char *dir, const char *name)
+{
+    if (rows[kind].dir == DIR_RUN && manifest_run_check(dir) < 0)
+        return false;
+    if (kind == LAYOUT_SNAPSHOT && manifest_id_check(name) < 0)
+        return false;
+    if (kind == LAYOUT_CHUNK) {
+        uint8_t id[HASH_LEN];
+        return strlen(name) == HASH_HEX_LEN && hex_decode(name, HASH_LEN, id) == 0;
+    }
+    return true;
+}
+
+int layout_key(enum layout_kind kind, const char *dir, const char *name, char *out)
+{
+    const struct layout_row *w = (unsigned)kind < LAYOUT_NKINDS ? &rows[kind] : NULL;
+    int n;
+    out[0] = 0;
+    if (!w || (w->dir && !field_ok(dir, dir ? strlen(dir) : 0, LAYOUT_DIR_MAX)) ||
+        (w->name && !field_ok(name, name ? strlen(name) : 0, LAYOUT_NAME_MAX)) ||
+        !fields_ok(kind, dir, name))
+        return -EINVAL;
+    if (kind == LAYOUT_CHUNK)
+        n = snprintf(out, LAYOUT_KEY_MAX, "%s/%.2s/%s", w->top, name, name);
+    else if (w->dir && w->name)
+        n = snprintf(out, LAYOUT_KEY_MAX, "%s/%s/%s", w->top, dir, name);
+    else if (w->dir || w->name)
+        n = snprintf(out, LAYOUT_KEY_MAX, "%s/%s", w->top, w->dir ? dir : name);
+    else
+        n = snprintf(out, LAYOUT_KEY_MAX, "%s", w->top);
+    if (n < 0 || n >= LAYOUT_KEY_MAX) {
+        out[0] = 0;
+        return -EINVAL;
+    }
+    return 0;
+}
+
+const char *layout_repo(void)
+{
+    return CKS_KEY_REPO;
+}
+
+void layout_chunk(const uint8_t id[HASH_LEN], char *out)
+{
+    char hex[HASH_HEX_LEN + 1];
+    hex_encode(id, HASH_LEN, hex);
+    snprintf(out, LAYOUT_KEY_MAX, "%s/%.2s/%s", CKS_KEY_CHUNKS, hex, hex);
+}
+
+int layout_snapshot(const char *run, const char *id, char *out)
+{
+    return layout_key(LAYOUT_SNAPSHOT, run, id, out);
+}
+
+int layout_prefix(enum layout_kind kind, const char *dir, char *out)
+{
+    const struct layout_row *w = (unsigned)kind < LAYOUT_NKINDS ? &rows[kind] : NULL;
+    out[0] = 0;
+    if (!w || kind == LAYOUT_REPO || (dir && !w->dir) ||
+        (dir && !field_ok(dir, strlen(dir), LAYOUT_DIR_MAX)))
+        return -EINVAL;
+    if (!dir)
+        snprintf(out, LAYOUT_KEY_MAX, "%s/", w->top);
+    else
+        snprintf(out, LAYOUT_KEY_MAX, "%s/%s%s", w->top, dir, w->name ? "/" : "");
+    return 0;
+}
+
+/* The kind whose folder key starts with ("<top>/"), -1 for none; the
+ * longest top wins, so that no top can shadow another. */
+static int kind_of(const char *key, size_t *ret_top)
+{
+    int best = -1;
+    size_t best_len = 0;
+    for (int k = 0; k < LAYOUT_NKINDS; k++) {
+        size_t n = strlen(rows[k].top);
+        if (k != LAYOUT_REPO && n > best_len && !strncmp(key, rows[k].top, n) && key[n] == '/') {
+            best = k;
+            best_len = n;
+        }
+    }
+    *ret_top = best_len + 1;
+    return best;
+}
+
+/* The next component of *p, of at most max bytes, into out; advances past
+ * it and its '/'.  last: it must end the key. */
+static bool take(const char **p, bool last, size_t max, char *out)
+{
+    const char *s = *p, *slash = strchr(s, '/');
+    size_t n = slash ? (size_t)(slash - s) : strlen(s);
+    if ((last ? slash != NULL : slash == NULL) || !field_ok(s, n, max))
+        return false;
+    memcpy(out, s, n);
+    out[n] = 0;
+    *p = s + n + (slash ? 1 : 0);
+    return true;
+}
+
+int layout_parse(const char *key, struct layout_key *ret)
+{
+    struct layout_key k;
+    size_t top;
+    memset(&k, 0, sizeof(k));
+    if (!strcmp(key, CKS_KEY_REPO)) {
+        k.kind = LAYOUT_REPO;
+        *ret = k;
+        return 0;
+    }
+    int kind = kind_of(key, &top);
+    if (kind < 0)
+        return CKS_E_FORMAT;
+    k.kind = (enum layout_kind)kind;
+    const struct layout_row *w = &rows[kind];
+    const char *p = key + top;
+    char two[3];
+    if (w->dir && !take(&p, !w->name, LAYOUT_DIR_MAX, k.dir))
+        return CKS_E_FORMAT;
+    if (kind == LAYOUT_CHUNK && (!take(&p, false, 2, two) || strlen(two) != 2))
+        return CKS_E_FORMAT;
+    if (w->name && !take(&p, true, LAYOUT_NAME_MAX, k.name))
+        return CKS_E_FORMAT;
+    if (!fields_ok(k.kind, k.dir, k.name))
+        return CKS_E_FORMAT;
+    if (kind == LAYOUT_CHUNK) { /* canonical: lower case, folder = first two */
+        char canon[LAYOUT_KEY_MAX];
+        hex_decode(k.name, HASH_LEN, k.id);
+        layout_chunk(k.id, canon);
+        if (strcmp(canon, key))
+            return CKS_E_FORMAT;
+    }
+    *ret = k;
+    return 0;
+}
+
+static enum layout_kind record_folder(enum lineage_kind kind)
+{
+    return kind == LINEAGE_COMMIT   ? LAYOUT_COMMIT
+           : kind == LINEAGE_FORGET ? LAYOUT_FORGET
+                                    : LAYOUT_LINEAGE;
+}
+
+int layout_record(const struct lineage_rec *r, char *out, size_t cap)
+{
+    char name[LAYOUT_KEY_MAX], key[LAYOUT_KEY_MAX];
+    if ((unsigned)r->kind > LINEAGE_FORGET || lineage_name(r, name, sizeof(name)) < 0 ||
+        layout_key(record_folder(r->kind), r->run, name, key) < 0)
+        return -EINVAL;
+    int n = snprintf(out, cap, "%s", key);
+    return n > 0 && (size_t)n < cap ? 0 : -EINVAL;
+}
+
+int layout_record_parse(const char *key, struct lineage_rec *ret)
+{
+    struct layout_key k;
+    struct lineage_rec r;
+    if (layout_parse(key, &k) < 0 ||
+        (k.kind != LAYOUT_COMMIT && k.kind != LAYOUT_FORGET && k.kind != LAYOUT_LINEAGE))
+        return CKS_E_FORMAT;
+    memset(&r, 0, sizeof(r));
+    r.step = -1;
+    r.kind = k.kind == LAYOUT_COMMIT   ? LINEAGE_COMMIT
+             : k.kind == LAYOUT_FORGET ? LINEAGE_FORGET
+                                       : LINEAGE_HANDOFF; /* refined by the name */
+    memcpy(r.run, k.dir, sizeof(r.run));
+    int e = lineage_name_parse(k.name, &r);
+    if (e < 0)
+        return e;
+    *ret = r;
+    return 0;
+}
+
+int layout_record_read(const char *key, const uint8_t *data, size_t len, struct lineage_rec *ret)
+{
+    struct lineage_rec k;
+    int e = layout_record_parse(key, &k);
+    return e < 0 ? e : lineage_parse_for(&k, data, len, ret);
+}
+
+int layout_run_top(const char *key, size_t *ret_top)
+{
+    size_t top;
+    int kind = kind_of(key, &top);
+    if (kind < 0 || rows[kind].dir != DIR_RUN)
+        return -1;
+    *ret_top = top;
+    return kind;
+}
+
+bool layout_prefix_has_runs(const char *prefix)
+{
+    size_t n = strlen(prefix);
+    for (int k = 0; k < LAYOUT_NKINDS; k++) {
+        char top[32];
+        if (rows[k].dir != DIR_RUN)
+            continue;
+        size_t t = (size_t)snprintf(top, sizeof(top), "%s/", rows[k].top);
+        if (!strncmp(prefix, top, n < t ? n : t))
+            return true;
+    }
+    return false;
+}
+
+bool layout_sealed(const char *key)
+{
+    size_t top;
+    int kind = kind_of(key, &top);
+    return strcmp(key, CKS_KEY_REPO) != 0 && !(kind >= 0 && rows[kind].plain);
+}

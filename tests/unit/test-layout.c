@@ -1,0 +1,300 @@
+/*
+ * test-layout.c — the repository's key layout (store/layout.h): every
+ * kind builds the key format.h documents and parses back to the same
+ * fields; listing prefixes; hostile keys a bucket may list ("..", slashes
+ * in a field, overlong fields, foreign folders, non-canonical chunk names)
+ * are refused, and so are fields that cannot form a key; the encryption
+ * helpers (which keys name a run, which are sealed).
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "base/err.h"
+#include "engine/hash.h"
+#include "store/layout.h"
+
+#define ID "20261201T000701Z-3f2a9c1b7d0e"
+#define HEX64 "ab00000000000000000000000000000000000000000000000000000000000001"
+
+struct kcase {
+    enum layout_kind kind;
+    const char *dir, *name, *key;
+};
+
+static const struct kcase good[] = {
+    {LAYOUT_REPO, NULL, NULL, "repo"},
+    {LAYOUT_REPO_CAND, NULL, "0123456789abcdef0123456789abcdef",
+     "repo.d/0123456789abcdef0123456789abcdef"},
+    {LAYOUT_PROBE, NULL, "00000000deadbeef", "probe/00000000deadbeef"},
+    {LAYOUT_KEYSLOT, NULL, "0123456789abcdef", "keys/0123456789abcdef"},
+    {LAYOUT_RUNNAME, NULL, "k-0123456789abcdef0123456789abcdef",
+     "runs/k-0123456789abcdef0123456789abcdef"},
+    {LAYOUT_CHUNK, NULL, HEX64, "chunks/ab/" HEX64},
+    {LAYOUT_SNAPSHOT, "run-1", ID, "snapshots/run-1/" ID},
+    {LAYOUT_COMMIT, "r1", "g3.s500." ID, "commits/r1/g3.s500." ID},
+    {LAYOUT_LINEAGE, "r1", "g1.claim.0123456789abcdef", "lineage/r1/g1.claim.0123456789abcdef"},
+    {LAYOUT_FORGET, "r.x_y", "g0.s-1." ID, "forget/r.x_y/g0.s-1." ID},
+    {LAYOUT_HANDOFF_V1, "r1", NULL, "handoff/r1"},
+    {LAYOUT_REF_V1, "r1", "latest", "refs/r1/latest"},
+    {LAYOUT_INTENT, NULL, "20261201T000701Z.600.0123456789abcdef",
+     "intents/20261201T000701Z.600.0123456789abcdef"},
+    {LAYOUT_GC, "20261201T000701Z-0123456789abcdef", "sweep.1796083621.0123456789abcdef",
+     "gc/20261201T000701Z-0123456789abcdef/sweep.1796083621.0123456789abcdef"},
+    {LAYOUT_LEASE, NULL, "000000000042", "locks/prune/000000000042"},
+};
+
+static void test_round_trip(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+        const struct kcase *c = &good[i];
+        char key[LAYOUT_KEY_MAX];
+        struct layout_key k;
+        if (layout_key(c->kind, c->dir, c->name, key) != 0 || strcmp(key, c->key))
+            fail_msg("case %zu: built \"%s\", want \"%s\"", i, key, c->key);
+        memset(&k, 0x5a, sizeof(k));
+        if (layout_parse(c->key, &k) != 0)
+            fail_msg("case %zu: \"%s\" does not parse", i, c->key);
+        assert_int_equal(k.kind, c->kind);
+        assert_string_equal(k.dir, c->dir ? c->dir : "");
+        assert_string_equal(k.name, c->name ? c->name : "");
+    }
+}
+
+static void test_chunk_and_snapshot(void **state)
+{
+    (void)state;
+    uint8_t id[HASH_LEN];
+    char key[LAYOUT_KEY_MAX];
+    struct layout_key k;
+    assert_int_equal(hex_decode(HEX64, HASH_LEN, id), 0);
+    layout_chunk(id, key);
+    assert_string_equal(key, "chunks/ab/" HEX64);
+    assert_int_equal(layout_parse(key, &k), 0);
+    assert_memory_equal(k.id, id, HASH_LEN);
+    assert_int_equal(layout_snapshot("r1", ID, key), 0);
+    assert_string_equal(key, "snapshots/r1/" ID);
+    assert_string_equal(layout_repo(), "repo");
+}
+
+static void test_prefixes(void **state)
+{
+    (void)state;
+    static const struct {
+        enum layout_kind kind;
+        const char *dir, *want;
+    } cases[] = {
+        {LAYOUT_SNAPSHOT, NULL, "snapshots/"},
+        {LAYOUT_SNAPSHOT, "r1", "snapshots/r1/"},
+        {LAYOUT_FORGET, "r1", "forget/r1/"},
+        {LAYOUT_HANDOFF_V1, "r1", "handoff/r1"},
+        {LAYOUT_GC, "m", "gc/m/"},
+        {LAYOUT_GC, NULL, "gc/"},
+        {LAYOUT_LEASE, NULL, "locks/prune/"},
+        {LAYOUT_CHUNK, NULL, "chunks/"},
+        {LAYOUT_KEYSLOT, NULL, "keys/"},
+        {LAYOUT_REPO_CAND, NULL, "repo.d/"},
+    };
+    char out[LAYOUT_KEY_MAX];
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        assert_int_equal(layout_prefix(cases[i].kind, cases[i].dir, out), 0);
+        assert_string_equal(out, cases[i].want);
+    }
+    assert_int_equal(layout_prefix(LAYOUT_SNAPSHOT, "a/b", out), -EINVAL);
+    assert_int_equal(layout_prefix(LAYOUT_SNAPSHOT, "..", out), -EINVAL);
+    assert_int_equal(layout_prefix(LAYOUT_SNAPSHOT, "", out), -EINVAL);
+    assert_int_equal(layout_prefix(LAYOUT_INTENT, "r1", out), -EINVAL); /* has no dir */
+    assert_int_equal(layout_prefix(LAYOUT_REPO, NULL, out), -EINVAL);
+    assert_int_equal(layout_prefix(LAYOUT_NKINDS, NULL, out), -EINVAL);
+}
+
+/* What a bucket may list that is not ours, or is an attack on the layout. */
+static const char *const hostile[] = {
+    "",
+    "/",
+    "repo/",
+    "repox",
+    "snapshots",
+    "snapshots/",
+    "snapshots/r1",
+    "snapshots/r1/",
+    "snapshots//" ID,
+    "snapshots/../" ID,
+    "snapshots/./" ID,
+    "snapshots/r1/..",
+    "snapshots/r1/.",
+    "snapshots/r1/.hidden",
+    "snapshots/r1/a/b",
+    "snapshots/r1/" ID "/",
+    "snapshots/r 1/" ID,
+    "snapshots/r1/id%2F",
+    "snapshots/r1/0123456789012345678901234567890123456789012345678901234567890123456789",
+    "Snapshots/r1/" ID,
+    "snapshotsx/r1/" ID,
+    "chunks/ab/" HEX64 "0",
+    "chunks/ab/" HEX64 "/",
+    "chunks/AB/AB00000000000000000000000000000000000000000000000000000000000001",
+    "chunks/cd/" HEX64,
+    "chunks/" HEX64,
+    "chunks/a/" HEX64,
+    "chunks/ab/ab0000000000000000000000000000000000000000000000000000000000000g",
+    "handoff/",
+    "handoff/r1/x",
+    "handoff/..",
+    "gc/m",
+    "gc/m/",
+    "gc/../mark",
+    "gc/m/a/b",
+    "intents/",
+    "intents/a/b",
+    "intents/..",
+    "locks/prune",
+    "locks/prune/",
+    "locks/x/000000000001",
+    "keys/",
+    "keys/../repo",
+    "repo.d/a/b",
+    "probe/.",
+    "elsewhere/x",
+    "commits/r1/../x",
+    "lineage/../g1.claim.0123456789abcdef",
+};
+
+static void test_hostile_keys(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof(hostile) / sizeof(hostile[0]); i++) {
+        struct layout_key k;
+        memset(&k, 0x5a, sizeof(k));
+        k.kind = LAYOUT_NKINDS;
+        if (layout_parse(hostile[i], &k) != CKS_E_FORMAT)
+            fail_msg("\"%s\" parsed (kind %d)", hostile[i], (int)k.kind);
+        assert_int_equal(k.kind, LAYOUT_NKINDS); /* untouched */
+    }
+}
+
+static void test_overlong(void **state)
+{
+    (void)state;
+    char run[LAYOUT_DIR_MAX + 2], name[LAYOUT_NAME_MAX + 2], key[LAYOUT_KEY_MAX * 2];
+    struct layout_key k;
+    memset(run, 'r', sizeof(run) - 1);
+    run[sizeof(run) - 1] = 0; /* one byte too long */
+    assert_int_equal(layout_prefix(LAYOUT_SNAPSHOT, run, key), -EINVAL);
+    assert_int_equal(layout_snapshot(run, ID, key), -EINVAL);
+    assert_string_equal(key, "");
+    snprintf(key, sizeof(key), "snapshots/%s/" ID, run);
+    assert_int_equal(layout_parse(key, &k), CKS_E_FORMAT);
+    run[sizeof(run) - 2] = 0; /* the longest run */
+    assert_int_equal(layout_snapshot(run, ID, key), 0);
+    assert_int_equal(layout_parse(key, &k), 0);
+    assert_string_equal(k.dir, run);
+
+    memset(name, 'n', sizeof(name) - 1);
+    name[sizeof(name) - 1] = 0;
+    assert_int_equal(layout_key(LAYOUT_INTENT, NULL, name, key), -EINVAL);
+    snprintf(key, sizeof(key), "intents/%s", name);
+    assert_int_equal(layout_parse(key, &k), CKS_E_FORMAT);
+    name[sizeof(name) - 2] = 0;
+    assert_int_equal(layout_key(LAYOUT_INTENT, NULL, name, key), 0);
+    assert_int_equal(layout_parse(key, &k), 0);
+
+    /* a gc key whose two fields are each at the limit still fits */
+    assert_int_equal(layout_key(LAYOUT_GC, run, name, key), 0);
+    assert_int_equal(layout_parse(key, &k), 0);
+    assert_string_equal(k.name, name);
+}
+
+static void test_bad_fields(void **state)
+{
+    (void)state;
+    char key[LAYOUT_KEY_MAX];
+    assert_int_equal(layout_snapshot("a/b", ID, key), -EINVAL);
+    assert_int_equal(layout_snapshot("..", ID, key), -EINVAL);
+    assert_int_equal(layout_snapshot(".", ID, key), -EINVAL);
+    assert_int_equal(layout_snapshot("r1", "../x", key), -EINVAL);
+    assert_int_equal(layout_snapshot("r1", ".x", key), -EINVAL);
+    assert_int_equal(layout_snapshot("r1", "", key), -EINVAL);
+    assert_int_equal(layout_snapshot("r1", NULL, key), -EINVAL);
+    assert_int_equal(layout_snapshot(NULL, ID, key), -EINVAL);
+    assert_int_equal(layout_key(LAYOUT_INTENT, NULL, "a/b", key), -EINVAL);
+    assert_int_equal(layout_key(LAYOUT_INTENT, NULL, "..", key), -EINVAL);
+    assert_int_equal(layout_key(LAYOUT_GC, "..", "mark", key), -EINVAL);
+    assert_int_equal(layout_key(LAYOUT_GC, "m", NULL, key), -EINVAL);
+    assert_int_equal(layout_key(LAYOUT_CHUNK, NULL, "ab", key), -EINVAL);
+    assert_int_equal(layout_key(LAYOUT_HANDOFF_V1, "r/1", NULL, key), -EINVAL);
+    assert_int_equal(layout_key(LAYOUT_NKINDS, "r1", "x", key), -EINVAL);
+    assert_string_equal(key, "");
+}
+
+static void test_records(void **state)
+{
+    (void)state;
+    struct lineage_rec r, back;
+    char key[LAYOUT_KEY_MAX];
+    memset(&r, 0, sizeof(r));
+    r.kind = LINEAGE_HANDOFF;
+    snprintf(r.run, sizeof(r.run), "r1");
+    r.gen = 7;
+    r.step = 1000;
+    snprintf(r.id, sizeof(r.id), ID);
+    assert_int_equal(layout_record(&r, key, sizeof(key)), 0);
+    assert_string_equal(key, "lineage/r1/g7.handoff.s1000." ID);
+    assert_int_equal(layout_record_parse(key, &back), 0);
+    assert_int_equal(back.kind, LINEAGE_HANDOFF);
+    assert_int_equal(back.gen, 7);
+    assert_int_equal(back.step, 1000);
+    assert_string_equal(back.id, ID);
+    /* a record key is only one in a record folder */
+    assert_int_equal(layout_record_parse("snapshots/r1/g7.s1." ID, &back), CKS_E_FORMAT);
+    assert_int_equal(layout_record_parse("commits/../g7.s1." ID, &back), CKS_E_FORMAT);
+    assert_int_equal(layout_record(&r, key, strlen("lineage/r1/g7.handoff.s1000." ID)), -EINVAL);
+}
+
+static void test_runs_and_sealing(void **state)
+{
+    (void)state;
+    size_t top = 0;
+    assert_int_equal(layout_run_top("snapshots/r1/" ID, &top), LAYOUT_SNAPSHOT);
+    assert_int_equal(top, strlen("snapshots/"));
+    assert_int_equal(layout_run_top("handoff/r1", &top), LAYOUT_HANDOFF_V1);
+    assert_int_equal(top, strlen("handoff/"));
+    assert_int_equal(layout_run_top("refs/r1/latest", &top), LAYOUT_REF_V1);
+    assert_int_equal(layout_run_top("chunks/ab/" HEX64, &top), -1);
+    assert_int_equal(layout_run_top("gc/m/mark", &top), -1);
+    assert_int_equal(layout_run_top("snapshots", &top), -1);
+    assert_true(layout_prefix_has_runs(""));
+    assert_true(layout_prefix_has_runs("snap"));
+    assert_true(layout_prefix_has_runs("snapshots/r1/"));
+    assert_true(layout_prefix_has_runs("handoff/"));
+    assert_false(layout_prefix_has_runs("chunks/"));
+    assert_false(layout_prefix_has_runs("gc/"));
+    assert_false(layout_sealed("repo"));
+    assert_false(layout_sealed("repo.d/0123"));
+    assert_false(layout_sealed("keys/0123456789abcdef"));
+    assert_false(layout_sealed("probe/0123"));
+    assert_true(layout_sealed("repox"));
+    assert_true(layout_sealed("runs/k-0123"));
+    assert_true(layout_sealed("chunks/ab/" HEX64));
+    assert_true(layout_sealed("snapshots/r1/" ID));
+    assert_true(layout_sealed("locks/prune/000000000001"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_round_trip), cmocka_unit_test(test_chunk_and_snapshot),
+        cmocka_unit_test(test_prefixes),   cmocka_unit_test(test_hostile_keys),
+        cmocka_unit_test(test_overlong),   cmocka_unit_test(test_bad_fields),
+        cmocka_unit_test(test_records),    cmocka_unit_test(test_runs_and_sealing),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
