@@ -5,7 +5,7 @@
 #
 # Writer W (a CLI snapshot of step 3, whose content is forgotten step 1's:
 # it reuses prune's candidate chunks) is held by gdb at its first
-# snapshot_publish, after its intents and its W1 checks, with no mark yet:
+# catalog_publish, after its intents and its W1 checks, with no mark yet:
 # exactly the writer a mark's intents record must protect until its
 # intent expires.  Then:
 #  1. prune under `faketime +10m` (ahead by more than intent_ttl +
@@ -95,7 +95,7 @@ set pagination off
 set confirm off
 set print thread-events off
 handle SIGPIPE nostop noprint pass
-break snapshot_publish
+break catalog_publish
 commands 1
   silent
   shell touch "$T/held"
@@ -119,7 +119,7 @@ ASAN_OPTIONS="${ASAN_OPTIONS:-}${ASAN_OPTIONS:+:}detect_leaks=0" \
 GDB_PID=$!
 held_or_gone() { [ -e "$T/held" ] || ! kill -0 "$GDB_PID" 2>/dev/null; }
 wait_for 60 held_or_gone || true
-[ -e "$T/held" ] || { cat "$T/gdb.log" "$T/w.err" >&2; die "writer W was not held at snapshot_publish"; }
+[ -e "$T/held" ] || { cat "$T/gdb.log" "$T/w.err" >&2; die "writer W was not held at catalog_publish"; }
 BEFORE=$(chunks)
 OBJS_BEFORE=$(objects)
 # (the records a refused prune must not touch: W's intents, manifests, ...)
