@@ -27,6 +27,7 @@
  *   and writes none.  The winner is then written as `repo`.
  */
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +43,26 @@
 #include "engine/hash.h"
 #include "service/repo.h"
 #include "service/repokeys.h"
+
+struct repo {
+    struct config conf;
+    struct index *ix;
+    bool owns_ix; /* false in a repo_dup */
+    size_t nregions;
+    struct region *regions[CONFIG_MAX_REGIONS];
+    atomic_int health[CONFIG_MAX_REGIONS]; /* 0 healthy, else the error (repo.h: Threads) */
+    struct repoobj params;                 /* agreed by every healthy region */
+    struct fastcdc cdc;
+    /* An encrypted repository (params.encrypted), unlocked by repo_open:
+     * the subkeys every region seals with, the keyed gear table cdc uses.
+     * master is held from creation here or unlocking on (`key add`). */
+    bool encrypted;
+    struct crypt_keys keys;
+    uint64_t gear[256];
+    bool have_master;
+    uint8_t master[CRYPT_KEY_LEN];
+    char unlocked_by[REPOKEYS_ID_HEX + 1]; /* the key slot that opened it ("" if created here) */
+};
 
 static int repo_read_params(struct region *rg, struct repoobj *ret, struct buf *err)
 {
@@ -130,7 +151,9 @@ static int repo_agree(struct repo *r, uint32_t *ret_missing, bool *ret_have, str
     *ret_have = have;
     if (!have) {
         int e = repo_new_params(&r->conf, &r->params);
-        return e == 0 && r->conf.encryption ? repokeys_new_master(r) : e;
+        if (e == 0 && r->conf.encryption && (e = repokeys_new_master(&r->params, r->master)) == 0)
+            r->have_master = true;
+        return e;
     }
     return 0;
 }
@@ -483,10 +506,10 @@ static int repo_create_keyed(struct repo *r, struct buf *err)
 
 /* Unlocks an encrypted repository; refuses to write plaintext into an
  * existing repository when the configuration asks for encryption. */
-static int repo_keys(struct repo *r, struct buf *err)
+static int repo_unlock(struct repo *r, struct buf *err)
 {
     if (r->params.encrypted)
-        return repokeys_unlock(r, r->unlocked_by, err);
+        return repokeys_unlock(r, err);
     if (!r->conf.encryption)
         return 0;
     buf_printf(err,
@@ -507,6 +530,7 @@ int repo_open(const struct config *conf, unsigned flags, struct repo **ret, stru
     if (!r)
         return -ENOMEM;
     r->conf = *conf;
+    r->owns_ix = true;
     e = repo_open_regions(r, err);
     if (e < 0)
         goto fail;
@@ -538,7 +562,7 @@ int repo_open(const struct config *conf, unsigned flags, struct repo **ret, stru
         if (e < 0)
             goto fail;
     }
-    if ((have || (flags & REPO_CREATE)) && (e = repo_keys(r, err)) < 0)
+    if ((have || (flags & REPO_CREATE)) && (e = repo_unlock(r, err)) < 0)
         goto fail;
     e = fastcdc_init_gear(&r->cdc, (size_t)r->params.chunk_min, (size_t)r->params.chunk_avg,
                           (size_t)r->params.chunk_max, r->params.normalization,
@@ -566,7 +590,8 @@ void repo_free(struct repo *r)
     OPENSSL_cleanse(r->master, sizeof(r->master));
     for (size_t i = 0; i < r->nregions; i++)
         region_free(r->regions[i]);
-    index_free(r->ix);
+    if (r->owns_ix)
+        index_free(r->ix);
     free(r);
 }
 
@@ -598,8 +623,14 @@ size_t repo_healthy(const struct repo *r)
 
 void repo_region_fail(struct repo *r, size_t i, int err)
 {
-    if (r->health[i] == 0)
-        r->health[i] = err ? err : -EIO;
+    int healthy = 0;
+    atomic_compare_exchange_strong(&r->health[i], &healthy, err ? err : -EIO);
+}
+
+void repo_regions_retry(struct repo *r)
+{
+    for (size_t i = 0; i < r->nregions; i++)
+        atomic_store(&r->health[i], 0);
 }
 
 int repo_region_params(struct repo *r, size_t i, struct repoobj *ret, struct buf *err)
@@ -664,4 +695,138 @@ struct chunkobj_ctx repo_chunkobj_ctx(const struct repo *r)
     struct chunkobj_ctx z = CHUNKOBJ_CTX_INIT;
     z.keys = r->encrypted ? &r->keys : NULL;
     return z;
+}
+
+/* ---- another thread's copy ------------------------------------------------ */
+
+int repo_dup(const struct repo *r, struct repo **ret, struct buf *err)
+{
+    struct repo *d = malloc(sizeof(*d));
+    if (!d)
+        return -ENOMEM;
+    memcpy(d, r, sizeof(*d)); /* its health is set again below, atomically */
+    d->owns_ix = false;
+    d->nregions = 0;
+    for (size_t i = 0; i < r->nregions; i++) {
+        struct buf cerr = BUF_INIT;
+        int e = repo_region_clone(r, i, &d->regions[i], &cerr);
+        if (e < 0) {
+            buf_printf(err, "region '%s': %s", r->conf.regions[i].name, buf_str(&cerr));
+            buf_free(&cerr);
+            repo_free(d);
+            return e;
+        }
+        buf_free(&cerr);
+        d->nregions++;
+        region_set_seal(d->regions[i], d->encrypted ? &d->keys : NULL);
+        region_set_preconditions(d->regions[i], region_preconditions(r->regions[i]));
+        atomic_init(&d->health[i], atomic_load(&r->health[i]));
+    }
+    *ret = d;
+    return 0;
+}
+
+/* ---- reading ---------------------------------------------------------------- */
+
+const struct config *repo_conf(const struct repo *r)
+{
+    return &r->conf;
+}
+
+unsigned repo_quorum(const struct repo *r)
+{
+    return r->conf.quorum;
+}
+
+struct index *repo_index(const struct repo *r)
+{
+    return r->ix;
+}
+
+const struct repoobj *repo_params(const struct repo *r)
+{
+    return &r->params;
+}
+
+const struct fastcdc *repo_chunker(const struct repo *r)
+{
+    return &r->cdc;
+}
+
+size_t repo_nregions(const struct repo *r)
+{
+    return r->nregions;
+}
+
+struct region *repo_region(const struct repo *r, size_t i)
+{
+    return r->regions[i];
+}
+
+struct region *const *repo_regions(const struct repo *r)
+{
+    return r->regions;
+}
+
+int repo_region_error(const struct repo *r, size_t i)
+{
+    return atomic_load_explicit(&r->health[i], memory_order_relaxed);
+}
+
+bool repo_region_ok(const struct repo *r, size_t i)
+{
+    return repo_region_error(r, i) == 0;
+}
+
+uint32_t repo_healthy_mask(const struct repo *r)
+{
+    uint32_t m = 0;
+    for (size_t i = 0; i < r->nregions; i++)
+        m |= (uint32_t)repo_region_ok(r, i) << i;
+    return m;
+}
+
+/* ---- keys ------------------------------------------------------------------- */
+
+bool repo_encrypted(const struct repo *r)
+{
+    return r->encrypted;
+}
+
+const struct crypt_keys *repo_keys(const struct repo *r)
+{
+    return r->encrypted ? &r->keys : NULL;
+}
+
+const char *repo_unlocked_by(const struct repo *r)
+{
+    return r->unlocked_by;
+}
+
+const uint8_t *repo_master(const struct repo *r)
+{
+    return r->have_master ? r->master : NULL;
+}
+
+int repo_set_master(struct repo *r, const uint8_t master[CRYPT_KEY_LEN], const char *slot)
+{
+    uint8_t id[REPOOBJ_ID_HEX / 2];
+    int e = hex_decode(r->params.id, sizeof(id), id) < 0 ? CKS_E_FORMAT : 0;
+    if (e == 0)
+        e = crypt_derive(master, id, sizeof(id), &r->keys);
+    if (e == 0)
+        e = crypt_gear(&r->keys, r->gear);
+    if (master != r->master)
+        memcpy(r->master, master, sizeof(r->master));
+    r->have_master = e == 0;
+    if (e < 0) {
+        crypt_keys_wipe(&r->keys);
+        OPENSSL_cleanse(r->master, sizeof(r->master));
+        return e;
+    }
+    snprintf(r->unlocked_by, sizeof(r->unlocked_by), "%s", slot);
+    r->encrypted = true;
+    for (size_t i = 0; i < r->nregions; i++)
+        region_set_seal(r->regions[i], &r->keys);
+    return 0;
 }

@@ -1,55 +1,63 @@
 /*
  * repo.h — an open repository: the configuration, the local index, the
  * regions, and the repository parameters they agree on.  Every service
- * (snapshot, restore, verify, retention, gc) and the daemon work on one.
+ * (snapshot, restore, verify, retention, gc, the daemon) works on one.
  *
- *   repo_open(&conf, REPO_CREATE, &r, &err);  // opens the index, checks
- *                                             // each region, agrees (or
- *                                             // creates) the parameters
+ *   repo_open(&conf, REPO_CREATE, &r, &err);   // opens the index, checks each region
  *   ... snapshot_take(r, ...) / restore_run(r, ...) ...
- *   repo_free(r);                             // frees its regions and index
+ *   repo_free(r);
  *
  * A region that fails its check (missing directory, read-only, unreachable)
  * does not stop repo_open: it is marked unhealthy with its error and the
  * services skip it and report it.  repo_open fails only when the index
  * cannot be opened, when no region is healthy, or when regions disagree on
- * the repository parameters (REPO_NO_AGREE opens it anyway, for repair).
- * The repo owns its regions and its index; repo_free releases both.
+ * the repository parameters.
+ *
+ * Callers use the functions below, never the fields (struct repo is
+ * opaque): the configuration, the index, the agreed parameters, the
+ * regions and their health, the keys of an encrypted repository.
  *
  * Threads.  A repo may be shared by several threads (the daemon shares
  * one between its loop, ingest, pool and region worker threads), on these
  * terms:
- * - Read-only once repo_open returns, for any thread: conf, params, cdc,
- *   keys, encrypted, nregions, and each region handle's ops, conf, slot
- *   and preconditions setting.  repo_chunk_id, repo_chunk_opts,
- *   repo_chunkobj_ctx, repo_workers and repo_region_clone read only these.
- * - The index (r->ix) is thread-safe by itself (store/index.h): each
+ * - Everything repo_open sets up is read-only afterwards, for any thread,
+ *   except each region's health: the configuration, the parameters, the
+ *   chunker, the keys, repo_nregions, and each region handle's ops,
+ *   configuration, slot and preconditions setting.  repo_chunk_id,
+ *   repo_chunk_opts, repo_chunkobj_ctx, repo_workers, repo_region_clone and
+ *   repo_dup read only these.
+ * - The index (repo_index) is thread-safe by itself (store/index.h): each
  *   thread begins its own transactions on it.
+ * - Health is an atomic int: any thread may read it (repo_region_ok,
+ *   REPO_FOR_HEALTHY, ...) while another marks a region failed
+ *   (repo_region_fail: the first error wins), without a data race.
  * - A region handle does I/O for one thread at a time (store/region.h).
- *   The repo's own handles, r->regions[i], belong to one thread: the
- *   CLI's, or in the daemon region worker i (daemon/replicator.c), the
- *   only thread that talks to region i through them.  Any other thread
- *   that talks to a region makes its own handle with repo_region_clone()
- *   (same configuration, slot and seal) and frees it: the daemon's ingest
- *   thread (for its run's lineage) and retention thread (daemon/gcd.c, on
- *   a shallow copy of the struct whose regions are clones); inside a
- *   service, a snapshot's extra upload workers and a restore's extra
- *   fetch threads (the calling thread keeps the repo's own).  A function
- *   that takes the repo and does I/O through r->regions (repo_adopt,
- *   repo_region_params, runlineage_scan given r->regions, ...) is called
- *   only by the thread that owns those handles.
- * - health[] is written by repo_open and by repo_region_fail, which only
- *   the owner of the handles calls; any thread may read it.  In the
- *   daemon nothing marks the shared repo after repo_open (ingest reads
- *   through its clones, which mark nothing; the retention thread marks
- *   its own copy), so the workers' reads of health[] never race a write.
- * - master and have_master are used only while repo_open creates the
- *   repository.
+ *   The repo's own handles, repo_region(r, i), belong to one thread: the
+ *   CLI's, or in the daemon region worker i (daemon/replicator.c).  Any
+ *   other thread that talks to a region makes its own handle with
+ *   repo_region_clone (same configuration, slot and seal) and frees it:
+ *   the daemon's ingest thread (for its run's lineage); inside a service,
+ *   a snapshot's extra upload workers and a restore's extra fetch threads
+ *   (the calling thread keeps the repo's own).  The retention thread
+ *   (daemon/gcd.c) works on a repo_dup: region handles and health of its
+ *   own, which it resets before each pass (repo_regions_retry).  A
+ *   function that takes the repo and does I/O through its own handles
+ *   (repo_adopt, repo_region_params, runlineage_scan given repo_regions(r),
+ *   ...) is called only by the thread that owns them.
+ * - In the daemon nothing marks the shared repo's regions failed after
+ *   repo_open (the workers keep their own state, replicator.h; the ingest
+ *   thread reads through its clones, and runlineage_scan marks only regions
+ *   whose handles are r's own), so the workers' reads of health, for
+ *   durable-first, see what repo_open found.
+ * - The master key (repo_master) is set by repo_open (creation, or
+ *   unlocking through repo_set_master) and read by `key add`; both run on
+ *   the thread that opened the repo.
  */
 #ifndef CKS_REPO_H
 #define CKS_REPO_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "base/buf.h"
 #include "base/config.h"
@@ -60,24 +68,7 @@
 #include "store/index.h"
 #include "store/region.h"
 
-struct repo {
-    struct config conf;
-    struct index *ix;
-    size_t nregions;
-    struct region *regions[CONFIG_MAX_REGIONS];
-    int health[CONFIG_MAX_REGIONS]; /* 0 healthy, else the check's error */
-    struct repoobj params;          /* agreed by every healthy region */
-    struct fastcdc cdc;
-    /* An encrypted repository (params.encrypted), unlocked by repo_open:
-     * the subkeys every region seals with, the keyed gear table cdc uses.
-     * master is held only while this instance creates the repository. */
-    bool encrypted;
-    struct crypt_keys keys;
-    uint64_t gear[256];
-    bool have_master;
-    uint8_t master[CRYPT_KEY_LEN];
-    char unlocked_by[24]; /* the key slot that opened it ("" if created here) */
-};
+struct repo;
 
 enum repo_flags {
     REPO_CREATE = 1 << 0,   /* write the repo object where it is missing */
@@ -86,7 +77,56 @@ enum repo_flags {
 
 int repo_open(const struct config *conf, unsigned flags, struct repo **ret, struct buf *err);
 void repo_free(struct repo *r);
+/* Another repo on the same repository, for another thread: the same
+ * configuration, parameters, keys and index (shared: the copy never closes
+ * it, so r must outlive it), its own region handles (repo_region_clone)
+ * and its own health, copied from r.  Free it with repo_free.  err names
+ * the region whose handle could not be made. */
+int repo_dup(const struct repo *r, struct repo **ret, struct buf *err);
+
+/* ---- reading a repo ------------------------------------------------------
+ * Each returns what repo_open set up; pointers stay valid until repo_free. */
+
+/* The configuration it was opened with, and its most used fields. */
+const struct config *repo_conf(const struct repo *r);
+unsigned repo_quorum(const struct repo *r);
+/* The local index. */
+struct index *repo_index(const struct repo *r);
+/* The repository parameters every healthy region agreed on. */
+const struct repoobj *repo_params(const struct repo *r);
+/* The chunker those parameters (and an encrypted repository's gear) make. */
+const struct fastcdc *repo_chunker(const struct repo *r);
+
+/* The regions, in configured order: i < repo_nregions(r) <= 32.  A handle
+ * is single-threaded (see Threads above). */
+size_t repo_nregions(const struct repo *r);
+struct region *repo_region(const struct repo *r, size_t i);
+/* All of them, as an array of repo_nregions(r) handles. */
+struct region *const *repo_regions(const struct repo *r);
+
+/* Region health: 0 while region i is usable, else the error that took it
+ * out (its check at repo_open, or repo_region_fail since). */
+int repo_region_error(const struct repo *r, size_t i);
+bool repo_region_ok(const struct repo *r, size_t i);
+/* Bit i set for each healthy region i. */
+uint32_t repo_healthy_mask(const struct repo *r);
+/* Number of healthy regions. */
 size_t repo_healthy(const struct repo *r);
+/* Runs the statement after it for each healthy region i, in order
+ * (break and continue work as in a for loop):
+ *
+ *   REPO_FOR_HEALTHY(r, i) {
+ *       if (region_put(repo_region(r, i), key, data, len) < 0)
+ *           repo_region_fail(r, i, -EIO);
+ *   }
+ *
+ * A macro rather than an iterator function: it reads as the loop it is,
+ * declares i in the loop's scope, and needs no cursor state. */
+#define REPO_FOR_HEALTHY(r, i)                                                                     \
+    for (size_t i = 0; i < repo_nregions(r); i++)                                                  \
+        if (!repo_region_ok(r, i)) {                                                               \
+        } else
+
 /* Threads a pipeline may use: config `workers`, or one per online CPU
  * (at most REPO_MAX_WORKERS). */
 #define REPO_MAX_WORKERS 256
@@ -99,9 +139,7 @@ struct chunkobj_ctx repo_chunkobj_ctx(const struct repo *r);
 /* How this repository's chunks are encoded ([compress] level and tensor). */
 struct chunkobj_opts repo_chunk_opts(const struct repo *r);
 /* Another handle on region i, for another thread (a struct region is
- * single-threaded): same configuration, same index slot, same seal.  The
- * caller owns *ret (region_free).  Reads only what is read-only after
- * repo_open, so any thread may call it. */
+ * single-threaded): same configuration, same index slot. */
 int repo_region_clone(const struct repo *r, size_t i, struct region **ret, struct buf *err);
 
 /* Writes params as rg's repo object: a create-only put where rg enforces
@@ -115,8 +153,29 @@ int repo_region_params(struct repo *r, size_t i, struct repoobj *ret, struct buf
  * their own chunker, so nothing stored becomes unreadable; what changes is
  * which parameters new snapshots cut with.  Returns regions rewritten. */
 int repo_adopt(struct repo *r, size_t i, struct buf *err);
-/* Marks region i unhealthy for the rest of this run (first error kept).
- * Only the thread that owns the repo's region handles calls it. */
+/* Marks region i unhealthy for the rest of this run (first error kept;
+ * err 0 counts as -EIO).  Any thread (health is atomic). */
 void repo_region_fail(struct repo *r, size_t i, int err);
+/* Makes every region healthy again, so that the next pass tries each one
+ * (the retention thread, on its own repo_dup, before each pass). */
+void repo_regions_retry(struct repo *r);
+
+/* ---- an encrypted repository ---------------------------------------------- */
+
+/* Whether repo_open unlocked it (repo_params(r)->encrypted, and a key). */
+bool repo_encrypted(const struct repo *r);
+/* Its subkeys (what regions seal with), NULL when it is not encrypted. */
+const struct crypt_keys *repo_keys(const struct repo *r);
+/* The key slot that opened it, "" when this instance created it or it is
+ * not encrypted. */
+const char *repo_unlocked_by(const struct repo *r);
+/* The master key, held since this instance created the repository or
+ * unlocked it (`key add` wraps it under another secret); NULL otherwise. */
+const uint8_t *repo_master(const struct repo *r);
+/* Installs the master key that repokeys_unlock found: keeps it, derives
+ * the subkeys and the keyed gear table from it and the repository id,
+ * and seals every region with them.  slot: the key slot that opened it
+ * ("" when created here).  For repokeys.c, before r is shared. */
+int repo_set_master(struct repo *r, const uint8_t master[CRYPT_KEY_LEN], const char *slot);
 
 #endif

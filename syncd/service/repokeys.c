@@ -67,32 +67,27 @@ void repokeys_secret_free(struct repo_secret *s)
     keys_secret_free(&s->bytes);
 }
 
-static int repo_id_bytes(const struct repo *r, uint8_t out[REPOOBJ_ID_HEX / 2])
-{
-    return hex_decode(r->params.id, REPOOBJ_ID_HEX / 2, out) < 0 ? CKS_E_FORMAT : 0;
-}
-
-static int key_check_of(const struct repo *r, const uint8_t master[CRYPT_KEY_LEN], uint8_t out[32])
+/* The key check of master for the repository whose id is repo_id. */
+static int key_check_of(const char *repo_id, const uint8_t master[CRYPT_KEY_LEN], uint8_t out[32])
 {
     uint8_t id[REPOOBJ_ID_HEX / 2];
-    int e = repo_id_bytes(r, id);
+    int e = hex_decode(repo_id, REPOOBJ_ID_HEX / 2, id) < 0 ? CKS_E_FORMAT : 0;
     if (e == 0)
         e = crypt_hkdf(master, CRYPT_KEY_LEN, id, sizeof(id), (const uint8_t *)KEY_CHECK_INFO,
                        strlen(KEY_CHECK_INFO), out, 32);
     return e;
 }
 
-int repokeys_new_master(struct repo *r)
+int repokeys_new_master(struct repoobj *params, uint8_t ret_master[CRYPT_KEY_LEN])
 {
-    int e = keys_new_master(r->master);
+    int e = keys_new_master(ret_master);
     if (e == 0)
-        e = key_check_of(r, r->master, r->params.key_check);
+        e = key_check_of(params->id, ret_master, params->key_check);
     if (e < 0) {
-        OPENSSL_cleanse(r->master, sizeof(r->master));
+        OPENSSL_cleanse(ret_master, CRYPT_KEY_LEN);
         return e;
     }
-    r->params.encrypted = true;
-    r->have_master = true;
+    params->encrypted = true;
     return 0;
 }
 
@@ -105,14 +100,17 @@ static void slot_key(const char *id, char *key)
 int repokeys_put_slot(struct repo *r, const struct repo_secret *s, char ret_id[REPOKEYS_ID_HEX + 1],
                       struct buf *err)
 {
+    const uint8_t *master = repo_master(r); /* held since repo_open */
     struct buf obj = BUF_INIT;
     uint8_t rnd[REPOKEYS_ID_HEX / 2];
     char key[REGION_KEY_MAX];
     int e = crypt_random(rnd, sizeof(rnd));
+    if (e == 0 && !master)
+        e = -EINVAL;
     if (e == 0)
         e = s->kind == KEYSLOT_KEYFILE
-                ? keyslot_wrap_keyfile(r->master, s->bytes.data, &obj)
-                : keyslot_wrap_passphrase(r->master, s->bytes.data, s->bytes.len, KEYSLOT_SCRYPT_N,
+                ? keyslot_wrap_keyfile(master, s->bytes.data, &obj)
+                : keyslot_wrap_passphrase(master, s->bytes.data, s->bytes.len, KEYSLOT_SCRYPT_N,
                                           KEYSLOT_SCRYPT_R, KEYSLOT_SCRYPT_P, &obj);
     if (e < 0) {
         buf_printf(err, "wrapping the master key under the %s: %s", s->where, err_str(e));
@@ -358,8 +356,8 @@ static int unlock_from_slots(struct repo *r, const struct repo_secret *s, uint8_
             buf_printf(err, "key slot \"%s\": %s", v[k].id, err_str(u));
             break;
         }
-        if (key_check_of(r, master, check) < 0 ||
-            CRYPTO_memcmp(check, r->params.key_check, sizeof(check)) != 0) {
+        if (key_check_of(repo_params(r)->id, master, check) < 0 ||
+            CRYPTO_memcmp(check, repo_params(r)->key_check, sizeof(check)) != 0) {
             stale++; /* opens, but not this repository's master key */
             memset(master, 0, 32);
             continue;
@@ -372,51 +370,39 @@ static int unlock_from_slots(struct repo *r, const struct repo_secret *s, uint8_
         buf_printf(err,
                    "repository %s is encrypted and none of its %zu key slot(s) opens with the "
                    "%s (%zu of that kind tried%s); `ckptsync key list` shows the slots",
-                   r->params.id, n, s->where, tried,
+                   repo_params(r)->id, n, s->where, tried,
                    stale ? ", some open to another repository's key" : "");
     free(v);
     return e;
 }
 
-int repokeys_unlock(struct repo *r, char ret_slot[REPOKEYS_ID_HEX + 1], struct buf *err)
+int repokeys_unlock(struct repo *r, struct buf *err)
 {
-    uint8_t master[CRYPT_KEY_LEN], check[32], id[REPOOBJ_ID_HEX / 2];
+    const struct repoobj *p = repo_params(r);
+    const uint8_t *held = repo_master(r);
+    uint8_t master[CRYPT_KEY_LEN], check[32];
+    char slot[REPOKEYS_ID_HEX + 1] = "";
     int e = 0;
-    if (ret_slot)
-        ret_slot[0] = 0;
-    if (r->have_master && key_check_of(r, r->master, check) == 0 &&
-        CRYPTO_memcmp(check, r->params.key_check, sizeof(check)) == 0) {
-        memcpy(master, r->master, sizeof(master));
+    if (held && key_check_of(p->id, held, check) == 0 &&
+        CRYPTO_memcmp(check, p->key_check, sizeof(check)) == 0) {
+        memcpy(master, held, sizeof(master));
     } else {
         struct repo_secret s;
         struct buf why = BUF_INIT;
-        if ((e = repokeys_secret(&r->conf, &s, &why)) < 0) {
-            buf_printf(err, "repository %s is encrypted: %s", r->params.id, buf_str(&why));
+        if ((e = repokeys_secret(repo_conf(r), &s, &why)) < 0) {
+            buf_printf(err, "repository %s is encrypted: %s", p->id, buf_str(&why));
             buf_free(&why);
             return e;
         }
         buf_free(&why);
-        e = unlock_from_slots(r, &s, master, ret_slot, err);
+        e = unlock_from_slots(r, &s, master, slot, err);
         repokeys_secret_free(&s);
         if (e < 0)
             return e;
     }
-    e = repo_id_bytes(r, id);
-    if (e == 0)
-        e = crypt_derive(master, id, sizeof(id), &r->keys);
-    if (e == 0)
-        e = crypt_gear(&r->keys, r->gear);
-    /* kept for `key add`, which wraps it under another secret */
-    memcpy(r->master, master, sizeof(master));
-    r->have_master = e == 0;
+    e = repo_set_master(r, master, slot);
     OPENSSL_cleanse(master, sizeof(master));
-    if (e < 0) {
-        crypt_keys_wipe(&r->keys);
+    if (e < 0)
         buf_printf(err, "deriving the repository's keys: %s", err_str(e));
-        return e;
-    }
-    r->encrypted = true;
-    for (size_t i = 0; i < r->nregions; i++)
-        region_set_seal(r->regions[i], &r->keys);
-    return 0;
+    return e;
 }

@@ -47,10 +47,10 @@ int repokeys_secret_file(enum keyslot_kind kind, const char *path, struct repo_s
                          struct buf *err);
 void repokeys_secret_free(struct repo_secret *s);
 
-/* A new repository's master key and key check (r->params.id is set):
- * r->master, r->have_master, r->params.encrypted and key_check. */
-int repokeys_new_master(struct repo *r);
-/* Writes a slot for r->master under s into every healthy region (a
+/* A new repository's master key (into ret_master) and key check: params
+ * (its id set) gets encrypted and key_check.  For repo.c, at creation. */
+int repokeys_new_master(struct repoobj *params, uint8_t ret_master[CRYPT_KEY_LEN]);
+/* Writes a slot for the master key (repo_master) under s into every healthy region (a
  * create-only put where the region enforces it); its name in ret_id.
  * 0 when at least one region took it. */
 int repokeys_put_slot(struct repo *r, const struct repo_secret *s, char ret_id[REPOKEYS_ID_HEX + 1],
@@ -59,14 +59,15 @@ int repokeys_put_slot(struct repo *r, const struct repo_secret *s, char ret_id[R
  * cleans up its own slot this way). */
 void repokeys_del_slot(struct repo *r, const char *id);
 
-/* Unlocks r (r->params.encrypted): the master key from r->master when this
- * instance just created the repository, else from the first slot that the
- * configured secret opens and that passes the key check; then derives the
- * subkeys and the gear table and seals every region.  ret_slot (may be
- * NULL) gets the slot's id ("" when created here).  CKS_E_CONFIG (no
- * secret configured), CKS_E_AUTH (no slot opens: the message names the
- * secret and the number of slots tried). */
-int repokeys_unlock(struct repo *r, char ret_slot[REPOKEYS_ID_HEX + 1], struct buf *err);
+/* Unlocks r (repo_params(r)->encrypted): the master key that repo_master
+ * holds when this instance just created the repository, else the one in
+ * the first slot that the configured secret opens and that passes the key
+ * check; repo_set_master then derives the subkeys and the gear table,
+ * seals every region and records the slot (repo_unlocked_by; "" when
+ * created here).  CKS_E_CONFIG (no secret configured), CKS_E_AUTH (no
+ * slot opens: the message names the secret and the number of slots
+ * tried).  For repo_open. */
+int repokeys_unlock(struct repo *r, struct buf *err);
 
 /* One slot as `key list` shows it. */
 struct repokey_info {
