@@ -202,7 +202,7 @@ int cli_open_repo(struct cli *c, unsigned flags, struct repo **ret)
 int cli_close_repo(struct repo *r, int rc)
 {
     char why[INDEX_FATAL_WHY];
-    if (r && index_fatal(r->ix, why, sizeof(why), NULL)) {
+    if (r && index_fatal(repo_index(r), why, sizeof(why), NULL)) {
         log_error("%s; nothing more was written to it: fix the disk, then run the command again",
                   why);
         if (rc == 0)

@@ -77,10 +77,10 @@ static void snapshot_human(const struct repo *r, const struct snapshot_result *s
     for (size_t i = 0; i < s->nregions; i++) {
         cli_human(s->region[i].bytes_put, b1, sizeof(b1));
         if (s->region[i].err)
-            printf("  region %-12s FAILED: %s\n", r->regions[i]->conf.name, s->region[i].msg);
+            printf("  region %-12s FAILED: %s\n", repo_region(r, i)->conf.name, s->region[i].msg);
         else
             printf("  region %-12s committed (%llu objects, %s written)\n",
-                   r->regions[i]->conf.name, (unsigned long long)s->region[i].objects_put, b1);
+                   repo_region(r, i)->conf.name, (unsigned long long)s->region[i].objects_put, b1);
     }
     printf("  %s: committed in %u of %zu regions\n",
            s->committed == s->nregions ? "replicated"
@@ -191,8 +191,8 @@ static void restore_print(struct cli *c, const struct repo *r, const struct rest
         json_double(&j, secs);
         json_key(&j, "regions");
         json_obj_begin(&j);
-        for (size_t i = 0; i < r->nregions; i++) {
-            json_key(&j, r->regions[i]->conf.name);
+        for (size_t i = 0; i < repo_nregions(r); i++) {
+            json_key(&j, repo_region(r, i)->conf.name);
             json_u64(&j, s->region_chunks[i]);
         }
         json_obj_end(&j);
@@ -382,7 +382,7 @@ static void verify_print(struct cli *c, const struct repo *r, const struct verif
     json_arr_begin(&j);
     for (size_t i = 0; i < v->nregions; i++) {
         const struct verify_region_result *g = &v->region[i];
-        const char *name = r->regions[i]->conf.name;
+        const char *name = repo_region(r, i)->conf.name;
         const char *state = g->err                ? "unreachable"
                             : verify_region_ok(g) ? "complete"
                                                   : "INCOMPLETE";
@@ -397,7 +397,7 @@ static void verify_print(struct cli *c, const struct repo *r, const struct verif
                 (unsigned long long)g->repaired, (unsigned long long)g->chunks_ok,
                 (unsigned long long)g->chunks_missing, (unsigned long long)g->chunks_corrupt,
                 g->slots_missing ? ", lacks key slots" : "", g->err ? ": " : "",
-                g->err ? region_last_error(r->regions[i]) : "");
+                g->err ? region_last_error(repo_region(r, i)) : "");
         json_obj_begin(&j);
         json_key(&j, "name");
         json_str(&j, name);
@@ -427,7 +427,7 @@ static void verify_print(struct cli *c, const struct repo *r, const struct verif
         json_u64(&j, g->slots_missing);
         json_key(&j, "error");
         if (g->err)
-            json_str(&j, region_last_error(r->regions[i]));
+            json_str(&j, region_last_error(repo_region(r, i)));
         else
             json_null(&j);
         json_obj_end(&j);

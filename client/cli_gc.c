@@ -206,7 +206,7 @@ static int forget_parse(int argc, char **argv, struct forget_args *a)
 static int forget_one(struct cli *c, struct json *j, struct repo *r, const struct forget_args *a,
                       const char *run, size_t *total)
 {
-    const struct retention_policy *pol = a->own ? &a->pol : config_policy(&r->conf, run);
+    const struct retention_policy *pol = a->own ? &a->pol : config_policy(repo_conf(r), run);
     struct retention_plan plan;
     struct buf err = BUF_INIT;
     int rc = 0, e = retention_run(r, run, pol, a->dry, &plan, &err);
@@ -326,7 +326,7 @@ static void prune_json(struct json *j, struct repo *r, const struct gc_result *r
         const struct gc_region_result *g = &res->region[i];
         json_obj_begin(j);
         json_key(j, "name");
-        json_str(j, r->regions[i]->conf.name);
+        json_str(j, repo_region(r, i)->conf.name);
         json_key(j, "state");
         json_str(j, g->state ? g->state : "skipped");
         json_key(j, "mark");
@@ -417,7 +417,7 @@ int cmd_prune(struct cli *c, int argc, char **argv)
             cli_human(g->deleted_bytes, b, sizeof(b));
             printf("  region %-12s %-10s %llu chunks; %s %llu (%s); deleted %llu (%s), kept %llu; "
                    "%llu manifests and %llu records removed; %llu requests%s%s%s%s\n",
-                   r->regions[i]->conf.name, g->state ? g->state : "skipped",
+                   repo_region(r, i)->conf.name, g->state ? g->state : "skipped",
                    (unsigned long long)g->chunks, o.dry_run ? "unused" : "marked",
                    (unsigned long long)g->marked, a, (unsigned long long)g->deleted, b,
                    (unsigned long long)g->kept, (unsigned long long)g->snapshots_deleted,

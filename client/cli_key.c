@@ -59,11 +59,11 @@ static int key_list(struct cli *c, struct repo *r)
     for (size_t k = 0; k < n; k++) {
         char regions[CONFIG_MAX_REGIONS * (CONFIG_NAME_MAX + 1) + 1] = "";
         size_t at = 0;
-        for (size_t i = 0; i < r->nregions; i++)
+        for (size_t i = 0; i < repo_nregions(r); i++)
             if (v[k].regions & (1u << i))
                 at += (size_t)snprintf(regions + at, sizeof(regions) - at, "%s%s", at ? "," : "",
-                                       r->regions[i]->conf.name);
-        bool mine = !strcmp(v[k].id, r->unlocked_by);
+                                       repo_region(r, i)->conf.name);
+        bool mine = !strcmp(v[k].id, repo_unlocked_by(r));
         json_obj_begin(&j);
         json_key(&j, "id");
         json_str(&j, v[k].id);
@@ -162,7 +162,7 @@ static int key_remove(struct cli *c, struct repo *r, const char *id, bool force)
         log_error("key remove: '%s' is the last key slot; removing it would lock everyone out "
                   "(add another first: `ckptsync key add`)",
                   id);
-    else if (!strcmp(id, r->unlocked_by) && !force)
+    else if (!strcmp(id, repo_unlocked_by(r)) && !force)
         log_error("key remove: '%s' is the slot the configured secret opens; this instance "
                   "could not unlock the repository afterwards (--force to remove it anyway)",
                   id);
@@ -170,11 +170,11 @@ static int key_remove(struct cli *c, struct repo *r, const char *id, bool force)
         rc = 0;
     if (rc == 0) {
         repokeys_del_slot(r, id);
-        for (size_t i = 0; i < r->nregions; i++)
-            if (r->health[i])
+        for (size_t i = 0; i < repo_nregions(r); i++)
+            if (repo_region_error(r, i))
                 log_warn("region '%s' is unreachable: if it holds slot '%s', remove it again "
                          "when it is back",
-                         r->regions[i]->conf.name, id);
+                         repo_region(r, i)->conf.name, id);
         if (!c->quiet && !c->json)
             printf("removed key slot %s\n", id);
         if (c->json)
@@ -246,8 +246,9 @@ int cmd_key(struct cli *c, int argc, char **argv)
     if (cli_open_repo(c, 0, &r) < 0)
         return 1;
     int rc;
-    if (!r->encrypted) {
-        log_error("key %s: repository %s is not encrypted (it has no keys)", sub, r->params.id);
+    if (!repo_encrypted(r)) {
+        log_error("key %s: repository %s is not encrypted (it has no keys)", sub,
+                  repo_params(r)->id);
         rc = 1;
     } else if (opt) {
         rc = key_add(c, r, opt, arg);

@@ -79,7 +79,7 @@ static void ls_print(struct cli *c, const struct repo *r, const struct catalog_r
         else
             snprintf(step, sizeof(step), "-");
         char regions[16];
-        snprintf(regions, sizeof(regions), "%u/%zu", w->regions, r->nregions);
+        snprintf(regions, sizeof(regions), "%u/%zu", w->regions, repo_nregions(r));
         if (remote)
             printf("%-16s %-34s %10s %-20s %7llu %10s %-7s %3lld%s\n", w->run, w->id, step, t,
                    (unsigned long long)w->files, sz, regions, (long long)w->gen,

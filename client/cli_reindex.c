@@ -44,7 +44,7 @@ static void reindex_json(const struct repo *r, const struct reindex_stats *s)
     json_init(&j, &b);
     json_obj_begin(&j);
     json_key(&j, "source");
-    json_str(&j, r->regions[s->source]->conf.name);
+    json_str(&j, repo_region(r, s->source)->conf.name);
     json_key(&j, "chunks");
     json_u64(&j, s->chunks);
     json_key(&j, "bytes");
@@ -73,11 +73,11 @@ static void reindex_json(const struct repo *r, const struct reindex_stats *s)
     json_double(&j, s->seconds);
     json_key(&j, "regions");
     json_arr_begin(&j);
-    for (size_t i = 0; i < r->nregions; i++) {
+    for (size_t i = 0; i < repo_nregions(r); i++) {
         const struct reindex_region_stats *g = &s->region[i];
         json_obj_begin(&j);
         json_key(&j, "name");
-        json_str(&j, r->regions[i]->conf.name);
+        json_str(&j, repo_region(r, i)->conf.name);
         json_key(&j, "listed");
         json_bool(&j, g->listed);
         json_key(&j, "chunks");
@@ -105,17 +105,17 @@ static void reindex_human(const struct repo *r, const struct reindex_stats *s)
     cli_human(s->bytes, sz, sizeof(sz));
     printf("reindex from region '%s': %llu chunks (%s stored), %llu snapshots in %llu runs, "
            "%.1f s\n",
-           r->regions[s->source]->conf.name, (unsigned long long)s->chunks, sz,
+           repo_region(r, s->source)->conf.name, (unsigned long long)s->chunks, sz,
            (unsigned long long)s->snapshots, (unsigned long long)s->runs, s->seconds);
-    for (size_t i = 0; i < r->nregions; i++) {
+    for (size_t i = 0; i < repo_nregions(r); i++) {
         const struct reindex_region_stats *g = &s->region[i];
         cli_human(g->bytes, sz, sizeof(sz));
         if (g->listed)
             printf("  region %-12s %10llu chunks %12s  %llu snapshots committed\n",
-                   r->regions[i]->conf.name, (unsigned long long)g->chunks, sz,
+                   repo_region(r, i)->conf.name, (unsigned long long)g->chunks, sz,
                    (unsigned long long)g->snapshots);
         else
-            printf("  region %-12s not listed: %s\n", r->regions[i]->conf.name,
+            printf("  region %-12s not listed: %s\n", repo_region(r, i)->conf.name,
                    g->error[0] ? g->error : "unknown error");
     }
     printf("  references %llu to %llu chunks; %llu chunks unreferenced, %llu referenced but in no "

@@ -29,15 +29,16 @@ static int repo_show(struct cli *c, struct repo *r)
     bool split = false;
     json_init(&j, &out);
     json_arr_begin(&j);
-    for (size_t i = 0; i < r->nregions; i++) {
+    for (size_t i = 0; i < repo_nregions(r); i++) {
         struct repoobj o;
         struct buf err = BUF_INIT;
-        const char *name = r->regions[i]->conf.name;
-        int e = r->health[i] ? r->health[i] : repo_region_params(r, i, &o, &err);
-        const char *state = r->health[i]   ? "unreachable"
-                            : e == -ENOENT ? "none"
-                            : e < 0        ? "damaged"
-                                           : "ok";
+        const char *name = repo_region(r, i)->conf.name;
+        int e =
+            repo_region_error(r, i) ? repo_region_error(r, i) : repo_region_params(r, i, &o, &err);
+        const char *state = repo_region_error(r, i) ? "unreachable"
+                            : e == -ENOENT          ? "none"
+                            : e < 0                 ? "damaged"
+                                                    : "ok";
         if (e == 0 && first[0] && strcmp(first, o.id))
             split = true;
         if (e == 0 && !first[0])
@@ -82,8 +83,8 @@ static int repo_show(struct cli *c, struct repo *r)
 static int repo_adopt_cmd(struct cli *c, struct repo *r, const char *name)
 {
     struct buf err = BUF_INIT;
-    for (size_t i = 0; i < r->nregions; i++) {
-        if (strcmp(r->regions[i]->conf.name, name))
+    for (size_t i = 0; i < repo_nregions(r); i++) {
+        if (strcmp(repo_region(r, i)->conf.name, name))
             continue;
         int n = repo_adopt(r, i, &err);
         if (n < 0)

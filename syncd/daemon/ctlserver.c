@@ -297,7 +297,7 @@ static size_t conn_limit(void)
 
 static unsigned need_regions(const struct ctlserver *s, enum ctl_wait w)
 {
-    return w == CTL_WAIT_REPLICATED ? (unsigned)s->p->r->nregions
+    return w == CTL_WAIT_REPLICATED ? (unsigned)repo_nregions(s->p->r)
            : w == CTL_WAIT_DURABLE  ? s->p->conf->quorum
                                     : 0;
 }
@@ -308,7 +308,7 @@ static unsigned need_regions(const struct ctlserver *s, enum ctl_wait w)
 static bool reply_if_fatal(struct ctlserver *s, struct conn *c)
 {
     char why[INDEX_FATAL_WHY];
-    if (!index_fatal(s->p->r->ix, why, sizeof(why), NULL))
+    if (!index_fatal(repo_index(s->p->r), why, sizeof(why), NULL))
         return false;
     conn_reply_errf(s, c, CTL_ERR_DEGRADED,
                     "the daemon is degraded (%s) and takes no new work; "
@@ -323,7 +323,7 @@ static void reply_snap(struct ctlserver *s, struct conn *c, unsigned k)
                         .run = c->run,
                         .committed = k,
                         .durable = k >= s->p->conf->quorum,
-                        .replicated = k == s->p->r->nregions};
+                        .replicated = k == repo_nregions(s->p->r)};
     struct buf b = BUF_INIT;
     struct json j;
     json_init(&j, &b);
@@ -337,7 +337,7 @@ static int snap_committed(struct ctlserver *s, const char *run, const char *id)
 {
     struct index_txn *t;
     struct index_snap snap;
-    int e = index_txn_begin(s->p->r->ix, false, &t);
+    int e = index_txn_begin(repo_index(s->p->r), false, &t);
     if (e < 0)
         return e;
     e = index_snap_get(t, run, id, &snap);
@@ -358,7 +358,7 @@ static void check_snap_waiter(struct ctlserver *s, struct conn *c, int64_t now)
         return;
     else if (c->deadline_ms && now >= c->deadline_ms)
         conn_reply_errf(s, c, CTL_ERR_TIMEOUT, "snapshot %s is committed in %d of %zu regions: %s",
-                        c->id, k, s->p->r->nregions,
+                        c->id, k, repo_nregions(s->p->r),
                         (unsigned)k >= s->p->conf->quorum ? "durable, not replicated"
                                                           : "NOT durable yet");
 }
@@ -387,7 +387,7 @@ static void check_flush_waiter(struct ctlserver *s, struct conn *c, int64_t now)
     struct flush_acc a = {s, need_regions(s, c->req.wait), true, ""};
     struct index_txn *t;
     bool idle = ingester_busy(s->p->ig) == 0 && detector_pending(s->p->det) == 0;
-    if (idle && a.need > 0 && index_txn_begin(s->p->r->ix, false, &t) == 0) {
+    if (idle && a.need > 0 && index_txn_begin(repo_index(s->p->r), false, &t) == 0) {
         queue_pending_foreach(t, flush_cb, &a);
         index_txn_abort(t);
     }

@@ -256,7 +256,7 @@ static int keep_pin(void *ud, const char *path)
     struct dmn *d = ud;
     struct index_txn *t;
     struct keep_acc k = {path, false};
-    if (index_txn_begin(d->p.r->ix, false, &t) < 0)
+    if (index_txn_begin(repo_index(d->p.r), false, &t) < 0)
         return 1;
     int e = queue_pending_foreach(t, keep_cb, &k);
     index_txn_abort(t);
@@ -267,7 +267,7 @@ static void dmn_log_pending(struct dmn *d)
 {
     struct index_txn *t;
     size_t n = 0;
-    if (index_txn_begin(d->p.r->ix, false, &t) < 0)
+    if (index_txn_begin(repo_index(d->p.r), false, &t) < 0)
         return;
     n = statusview_pending_snapshots(t);
     index_txn_abort(t);
@@ -328,7 +328,7 @@ static int dmn_fds(struct dmn *d)
 static int dmn_metrics_start(struct dmn *d)
 {
     struct buf err = BUF_INIT;
-    int e = metrics_new(d->p.r, &d->p.m);
+    int e = metrics_new(repo_conf(d->p.r), &d->p.m);
     if (e == 0 && d->conf.metrics[0])
         e = metrics_server_new(d->conf.metrics, d->ep, dmn_metrics, &d->p, &d->ms, &err);
     if (e < 0)
@@ -418,7 +418,7 @@ static void dmn_check_fatal(struct dmn *d)
 {
     char why[INDEX_FATAL_WHY], f[INDEX_FATAL_WHY + 128], q[INDEX_FATAL_WHY + 64],
         st[INDEX_FATAL_WHY + 32];
-    if (d->degraded_told || !index_fatal(d->p.r->ix, why, sizeof(why), NULL))
+    if (d->degraded_told || !index_fatal(repo_index(d->p.r), why, sizeof(why), NULL))
         return;
     d->degraded_told = true;
     snprintf(f, sizeof(f), "event=degraded reason=%s", log_quote(q, sizeof(q), why));
@@ -495,9 +495,9 @@ int daemon_run(const struct config *conf, const char *config_path, char **argv)
     if (e == 0) {
         char f[256];
         snprintf(f, sizeof(f), "event=started version=%s regions=%zu quorum=%u", CKS_VERSION,
-                 d->p.r->nregions, d->conf.quorum);
+                 repo_nregions(d->p.r), d->conf.quorum);
         log_event(LOG_LVL_INFO, f, "watching \"%s\"; %zu regions, quorum %u; control socket \"%s\"",
-                  d->root, d->p.r->nregions, d->conf.quorum, d->conf.socket);
+                  d->root, repo_nregions(d->p.r), d->conf.quorum, d->conf.socket);
         notify_systemd("READY=1\nSTATUS=watching");
         loop_run(d);
         notify_systemd(d->reexec ? "RELOADING=1" : "STOPPING=1");

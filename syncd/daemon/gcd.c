@@ -33,7 +33,7 @@ struct gcd_run {
 };
 
 struct gcd {
-    struct repo r; /* shallow copy; regions are ours */
+    struct repo *r; /* a repo_dup of the daemon's: regions and health of its own */
     pthread_t th;
     bool started, stop;
     pthread_mutex_t mu;
@@ -83,14 +83,14 @@ static void gcd_retention(struct gcd *g)
     struct index_txn *t;
     if (!a)
         return;
-    a->conf = &g->r.conf;
-    if (index_txn_begin(g->r.ix, false, &t) == 0) {
+    a->conf = repo_conf(g->r);
+    if (index_txn_begin(repo_index(g->r), false, &t) == 0) {
         index_snap_foreach(t, NULL, newest_cb, a);
         index_txn_abort(t);
     }
     for (size_t k = 0; k < a->n; k++) {
         const struct gcd_run *f = &a->found[k];
-        const struct retention_policy *pol = config_policy(&g->r.conf, f->run);
+        const struct retention_policy *pol = config_policy(repo_conf(g->r), f->run);
         struct gcd_run *mine = NULL;
         for (size_t i = 0; i < g->nruns && !mine; i++)
             if (!strcmp(g->runs[i].run, f->run))
@@ -105,9 +105,8 @@ static void gcd_retention(struct gcd *g)
         struct retention_plan plan;
         struct buf err = BUF_INIT;
         double t0 = mono();
-        for (size_t i = 0; i < g->r.nregions; i++)
-            g->r.health[i] = 0; /* every pass tries every region again */
-        int e = retention_run(&g->r, f->run, pol, false, &plan, &err);
+        repo_regions_retry(g->r); /* every pass tries every region again */
+        int e = retention_run(g->r, f->run, pol, false, &plan, &err);
         if (e < 0) {
             log_warn("retention of run '%s': %s; trying again after the next snapshot", f->run,
                      buf_str(&err)[0] ? buf_str(&err) : err_str(e));
@@ -130,9 +129,8 @@ static void gcd_prune(struct gcd *g)
     struct buf err = BUF_INIT;
     if (!res)
         return;
-    for (size_t i = 0; i < g->r.nregions; i++)
-        g->r.health[i] = 0;
-    int e = gc_prune(&g->r, &o, res, &err);
+    repo_regions_retry(g->r);
+    int e = gc_prune(g->r, &o, res, &err);
     uint64_t deleted = 0, bytes = 0;
     for (size_t i = 0; i < res->nregions; i++) {
         deleted += res->region[i].deleted;
@@ -169,13 +167,13 @@ static void *gcd_main(void *arg)
         /* Degraded (the index failed a durable write, store/index.h):
          * deleting from the regions what the index can no longer record
          * would only widen the gap; the daemon reports it. */
-        if (index_fatal(g->r.ix, NULL, 0, NULL))
+        if (index_fatal(repo_index(g->r), NULL, 0, NULL))
             continue;
         if (g->retention)
             gcd_retention(g);
-        if (g->r.conf.prune_interval && mono() >= g->next_prune) {
+        if (repo_conf(g->r)->prune_interval && mono() >= g->next_prune) {
             gcd_prune(g);
-            g->next_prune = mono() + (double)g->r.conf.prune_interval;
+            g->next_prune = mono() + (double)repo_conf(g->r)->prune_interval;
         }
     }
     return NULL;
@@ -183,41 +181,36 @@ static void *gcd_main(void *arg)
 
 int gcd_start(struct repo *r, struct gcd **ret)
 {
-    bool retention = retention_policy_active(&r->conf.retention);
-    for (size_t i = 0; i < r->conf.npolicies; i++)
-        retention |= retention_policy_active(&r->conf.policies[i]);
+    bool retention = retention_policy_active(&repo_conf(r)->retention);
+    for (size_t i = 0; i < repo_conf(r)->npolicies; i++)
+        retention |= retention_policy_active(&repo_conf(r)->policies[i]);
     *ret = NULL;
-    if (!retention && !r->conf.prune_interval)
+    if (!retention && !repo_conf(r)->prune_interval)
         return 0;
     struct gcd *g = calloc(1, sizeof(*g));
     if (!g)
         return -ENOMEM;
-    g->r = *r;
     g->retention = retention;
-    memset(g->r.regions, 0, sizeof(g->r.regions));
     pthread_mutex_init(&g->mu, NULL);
     pthread_cond_init(&g->cv, NULL);
-    for (size_t i = 0; i < r->nregions; i++) {
-        struct buf err = BUF_INIT;
-        int e = repo_region_clone(r, i, &g->r.regions[i], &err);
-        if (e < 0) {
-            log_error("region '%s': %s", r->conf.regions[i].name, buf_str(&err));
-            buf_free(&err);
-            gcd_free(g);
-            return e;
-        }
-        region_set_preconditions(g->r.regions[i], region_preconditions(r->regions[i]));
+    struct buf err = BUF_INIT;
+    int e = repo_dup(r, &g->r, &err); /* regions of its own */
+    if (e < 0) {
+        log_error("%s", buf_str(&err));
         buf_free(&err);
+        gcd_free(g);
+        return e;
     }
-    g->next_prune = mono() + (double)r->conf.prune_interval;
-    int e = pthread_create(&g->th, NULL, gcd_main, g);
+    buf_free(&err);
+    g->next_prune = mono() + (double)repo_conf(r)->prune_interval;
+    e = pthread_create(&g->th, NULL, gcd_main, g);
     if (e) {
         gcd_free(g);
         return -e;
     }
     g->started = true;
     log_info("retention %s; prune %s", retention ? "applied after each durable snapshot" : "off",
-             r->conf.prune_interval ? "scheduled" : "not scheduled");
+             repo_conf(r)->prune_interval ? "scheduled" : "not scheduled");
     *ret = g;
     return 0;
 }
@@ -232,8 +225,7 @@ void gcd_free(struct gcd *g)
     pthread_mutex_unlock(&g->mu);
     if (g->started)
         pthread_join(g->th, NULL);
-    for (size_t i = 0; i < g->r.nregions; i++)
-        region_free(g->r.regions[i]);
+    repo_free(g->r);
     pthread_mutex_destroy(&g->mu);
     pthread_cond_destroy(&g->cv);
     free(g);

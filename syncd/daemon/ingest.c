@@ -154,7 +154,7 @@ static int ing_feed(struct ing *g, size_t thread, const uint8_t id[HASH_LEN], co
     struct index_chunk c = {0};
     struct index_txn *t;
     enum chunkobj_codec codec;
-    int e = index_txn_begin(r->ix, false, &t);
+    int e = index_txn_begin(repo_index(r), false, &t);
     if (e < 0)
         return e;
     e = index_chunk_get(t, id, &c);
@@ -298,7 +298,7 @@ static void ing_content(struct ing *g)
 static int ing_unchanged(struct ing *g)
 {
     struct index_txn *t;
-    if (index_txn_begin(g->ig->r->ix, false, &t) < 0)
+    if (index_txn_begin(repo_index(g->ig->r), false, &t) < 0)
         return 0;
     int same = unitmark_same(t, g->job->run, g->job->unit, g->content, g->res->id);
     index_txn_abort(t);
@@ -371,8 +371,8 @@ static int ing_enqueue(struct ing *g, struct index_txn *t, uint64_t seq)
         /* new: no region had it when it was read (the buffer may have
          * stored it since) */
         fresh = c.presence == 0 || refs[k].fresh;
-        for (size_t i = 0; i < r->nregions && e == 0; i++) {
-            struct qentry q = {.slot = r->regions[i]->slot,
+        for (size_t i = 0; i < repo_nregions(r) && e == 0; i++) {
+            struct qentry q = {.slot = repo_region(r, i)->slot,
                                .seq = seq,
                                .kind = QUEUE_CHUNK,
                                .file = refs[k].file,
@@ -389,8 +389,8 @@ static int ing_enqueue(struct ing *g, struct index_txn *t, uint64_t seq)
         g->res->new_chunks += fresh;
         g->new_bytes += fresh ? refs[k].len : 0;
     }
-    for (size_t i = 0; i < r->nregions && e == 0; i++) {
-        struct qentry q = {.slot = r->regions[i]->slot, .seq = seq, .kind = QUEUE_PUBLISH};
+    for (size_t i = 0; i < repo_nregions(r) && e == 0; i++) {
+        struct qentry q = {.slot = repo_region(r, i)->slot, .seq = seq, .kind = QUEUE_PUBLISH};
         e = queue_put(t, &q);
     }
     free(refs);
@@ -419,7 +419,7 @@ static int ing_commit(struct ing *g)
     uint64_t seq = 0;
     int e = p ? manifest_encode(&g->core.m, &man) : -ENOMEM;
     if (e == 0)
-        e = index_txn_begin(g->ig->r->ix, true, &t);
+        e = index_txn_begin(repo_index(g->ig->r), true, &t);
     if (e < 0)
         goto out;
     /* taken while no region answered: a generation decided since counts */
@@ -582,7 +582,7 @@ static int ing_once(struct ing *g)
 static int ing_refused(struct ingester *ig, struct ingest_done *res)
 {
     char why[sizeof(res->msg) - 80]; /* room for the text around it */
-    if (!index_fatal(ig->r->ix, why, sizeof(why), NULL))
+    if (!index_fatal(repo_index(ig->r), why, sizeof(why), NULL))
         return 0;
     snprintf(res->msg, sizeof(res->msg),
              "the daemon is degraded (%s): no unit is taken until "
@@ -721,7 +721,7 @@ int ingester_new(struct repo *r, struct replicator *rp, struct metrics *m, const
     if (pe == 0) {
         /* two jobs a thread, each holding a chunk, within a quarter of the budget */
         size_t threads = pool_size(ig->pool);
-        uint64_t cap = r->conf.memory / (4 * (uint64_t)r->params.chunk_max + 1);
+        uint64_t cap = repo_conf(r)->memory / (4 * (uint64_t)repo_params(r)->chunk_max + 1);
         ig->nijobs = 2 * threads < cap ? 2 * threads : cap > 1 ? (size_t)cap : 1;
         ig->z = calloc(threads, sizeof(*ig->z));
         ig->objs = calloc(threads, sizeof(*ig->objs));
@@ -733,11 +733,11 @@ int ingester_new(struct repo *r, struct replicator *rp, struct metrics *m, const
         ingester_free(ig);
         return pe;
     }
-    for (size_t i = 0; i < r->nregions; i++) {
+    for (size_t i = 0; i < repo_nregions(r); i++) {
         struct buf err = BUF_INIT;
         int e = repo_region_clone(r, i, &ig->regions[i], &err);
         if (e < 0) {
-            log_error("region '%s': %s", r->conf.regions[i].name, buf_str(&err));
+            log_error("region '%s': %s", repo_conf(r)->regions[i].name, buf_str(&err));
             buf_free(&err);
             ingester_free(ig);
             return e;

@@ -69,14 +69,14 @@ static uint64_t get(const uint64_t *c)
     return __atomic_load_n(c, __ATOMIC_RELAXED);
 }
 
-int metrics_new(const struct repo *r, struct metrics **ret)
+int metrics_new(const struct config *conf, struct metrics **ret)
 {
     struct metrics *m = calloc(1, sizeof(*m));
     if (!m)
         return -ENOMEM;
-    m->nregions = r->nregions;
-    for (size_t i = 0; i < r->nregions; i++)
-        snprintf(m->rg[i].name, sizeof(m->rg[i].name), "%s", r->conf.regions[i].name);
+    m->nregions = conf->nregions;
+    for (size_t i = 0; i < conf->nregions; i++)
+        snprintf(m->rg[i].name, sizeof(m->rg[i].name), "%s", conf->regions[i].name);
     *ret = m;
     return 0;
 }

@@ -3,7 +3,7 @@
  * (format 0.0.4), and the GET /metrics endpoint served from the daemon's
  * event loop.
  *
- *   metrics_new(repo, &m);                          // before the worker threads
+ *   metrics_new(repo_conf(repo), &m);               // before the worker threads
  *   metrics_ingested(m, &done); metrics_request(m, i, op, ok, bytes); ...
  *                                                   // ingest and region threads
  *   metrics_restore(m, ok, bytes, files, usec);     // a restore the CLI reported
@@ -67,7 +67,7 @@ enum metrics_snap {
 
 struct metrics;
 
-int metrics_new(const struct repo *r, struct metrics **ret);
+int metrics_new(const struct config *conf, struct metrics **ret);
 void metrics_free(struct metrics *m);
 
 /* The ingest thread: one unit's outcome.  bytes/chunks are the snapshot's

@@ -172,7 +172,7 @@ static unsigned rp_nslots(const struct replicator *rp)
  * stop, whichever thread's commit failed. */
 static bool rp_fatal(const struct replicator *rp)
 {
-    return index_fatal(rp->r->ix, NULL, 0, NULL);
+    return index_fatal(repo_index(rp->r), NULL, 0, NULL);
 }
 
 /* A failed commit made the index fatal: the other workers stop waiting,
@@ -214,7 +214,7 @@ static int rw_intent_ensure(struct rworker *w)
     if (w->intent.name[0] && gc_intent_fresh(&w->intent))
         return 0;
     rw_intent_end(w);
-    return gc_intent_begin(w->rg, &w->rp->r->conf, &w->intent);
+    return gc_intent_begin(w->rg, repo_conf(w->rp->r), &w->intent);
 }
 
 /* Loads the pending snapshot of seq (and its parsed manifest) into the
@@ -233,7 +233,7 @@ static int rw_load(struct rworker *w, uint64_t seq)
     /* taken while no region answered: its generation first (rungen.h) */
     if ((e = rungen_settle(w->rp->r, w->rg, seq)) < 0)
         return e;
-    if ((e = index_txn_begin(w->rp->r->ix, false, &t)) < 0)
+    if ((e = index_txn_begin(repo_index(w->rp->r), false, &t)) < 0)
         return e;
     e = queue_pending_get(t, seq, w->pend);
     if (e == 0)
@@ -295,7 +295,7 @@ static int rw_read_chunk(struct rworker *w, struct slot *sl)
 static int rw_chunk_known(struct rworker *w, const struct qentry *q, struct index_chunk *ret)
 {
     struct index_txn *t;
-    int e = index_txn_begin(w->rp->r->ix, false, &t);
+    int e = index_txn_begin(repo_index(w->rp->r), false, &t);
     if (e < 0)
         return e;
     e = index_chunk_get(t, q->id, ret);
@@ -331,7 +331,7 @@ static int rw_chunk_done(struct rworker *w, const struct slot *sl)
         rw_confirmed(w, q->id);
     struct index_txn *t;
     struct index_chunk c;
-    int e = index_txn_begin(w->rp->r->ix, true, &t);
+    int e = index_txn_begin(repo_index(w->rp->r), true, &t);
     if (e < 0)
         return e;
     e = index_chunk_get(t, q->id, &c);
@@ -366,7 +366,7 @@ static int rw_unconfirmed(struct rworker *w, struct presence_item **ret, size_t 
 {
     size_t n = 0, k = 0, all;
     char waiting[GC_MARK_LEN + 1] = "";
-    int e = presence_items(w->rp->r->ix, &w->man, ret, &all, ret_estimate);
+    int e = presence_items(repo_index(w->rp->r), &w->man, ret, &all, ret_estimate);
     if (e < 0)
         return e;
     /* W1 of service/gc.h: chunks prune's marks name are confirmed again */
@@ -376,8 +376,8 @@ static int rw_unconfirmed(struct rworker *w, struct presence_item **ret, size_t 
     if (e == 0)
         e = rw_intent_ensure(w); /* one too old to publish under starts over */
     if (e == 0)
-        e = gc_writer_check(w->rg, &w->gcc, &w->rp->r->conf, *ret, all, w->pend->run, w->pend->id,
-                            recheck, waiting);
+        e = gc_writer_check(w->rg, &w->gcc, repo_conf(w->rp->r), *ret, all, w->pend->run,
+                            w->pend->id, recheck, waiting);
     if (e == -EAGAIN)
         region_set_error(w->rg,
                          "region '%s': a prune is deleting chunks snapshot %s uses (mark %s); "
@@ -432,11 +432,11 @@ static int rw_repo_present(struct rworker *w)
     int e = region_has(w->rg, layout_repo());
     if (e != 0)
         return e < 0 ? e : 0;
-    e = repo_put_params(w->rg, &w->rp->r->params);
+    e = repo_put_params(w->rg, repo_params(w->rp->r));
     if (e == 0)
         log_warn("region '%s' had lost its repo object (wiped, or replaced by an empty bucket); "
                  "wrote repository %s there again",
-                 w->rg->conf.name, w->rp->r->params.id);
+                 w->rg->conf.name, repo_params(w->rp->r)->id);
     return e == -EEXIST ? 0 : e;
 }
 
@@ -455,7 +455,7 @@ static int rw_confirm(struct rworker *w, uint64_t seq)
     if (e == 0)
         e = presence_confirm(w->rg, v, n, estimate, &st);
     if (e == 0 && st.missing)
-        e = index_txn_begin(w->rp->r->ix, true, &t);
+        e = index_txn_begin(repo_index(w->rp->r), true, &t);
     for (size_t i = 0; e == 0 && i < n; i++) {
         if (!v[i].missing) {
             rw_confirmed(w, v[i].id);
@@ -524,7 +524,7 @@ static void rw_unpin(struct rworker *w)
             size_t n = 0;
             index_file_key_of(&a, &ka);
             index_file_key_of(&b, &kb);
-            if (!t && (e = index_txn_begin(w->rp->r->ix, true, &t)) < 0)
+            if (!t && (e = index_txn_begin(repo_index(w->rp->r), true, &t)) < 0)
                 t = NULL;
             if (t && index_file_get(t, &ka, digest, &v, &n) == 0 &&
                 memcmp(digest, f->digest, HASH_LEN) == 0)
@@ -544,7 +544,7 @@ static void rw_unpin(struct rworker *w)
 static void rw_published(struct rworker *w, unsigned k, bool release)
 {
     const struct pending *p = w->pend;
-    unsigned quorum = w->rp->r->conf.quorum;
+    unsigned quorum = repo_quorum(w->rp->r);
     char f[512];
     log_debug("snapshot %s of run '%s' is committed in region '%s' (%u of %zu)", p->id, p->run,
               w->rg->conf.name, k, w->rp->n);
@@ -585,7 +585,7 @@ static int rw_confirm_fresh(struct rworker *w, uint64_t seq)
                      "intent_ttl/2 (%llu s) %d times; publishing it later (raise [prune] "
                      "intent_ttl)",
                      w->rg->conf.name, w->pend->id,
-                     (unsigned long long)w->rp->r->conf.intent_ttl / 2, GC_RECONFIRM_MAX);
+                     (unsigned long long)repo_conf(w->rp->r)->intent_ttl / 2, GC_RECONFIRM_MAX);
     return -ETIMEDOUT;
 }
 
@@ -597,7 +597,7 @@ static int rw_publish(struct rworker *w, const struct qentry *q)
     bool release = false;
     int e;
 
-    if ((e = index_txn_begin(w->rp->r->ix, false, &t)) < 0)
+    if ((e = index_txn_begin(repo_index(w->rp->r), false, &t)) < 0)
         return e;
     struct pending p;
     e = queue_pending_get(t, q->seq, &p);
@@ -612,7 +612,7 @@ static int rw_publish(struct rworker *w, const struct qentry *q)
     if (e != 0)
         return e < 0 ? e : 0; /* chunks went missing: queued again, publish after them */
     rw_intent_end(w);         /* published: prune need not wait for it */
-    if ((e = index_txn_begin(w->rp->r->ix, true, &t)) < 0)
+    if ((e = index_txn_begin(repo_index(w->rp->r), true, &t)) < 0)
         return e;
     e = index_snap_get(t, w->pend->run, w->pend->id, &snap);
     if (e == 0) {
@@ -652,7 +652,7 @@ static int rw_drop(struct rworker *w, uint64_t seq)
     struct index_txn *t;
     struct index_snap snap;
     bool published = false;
-    int e = index_txn_begin(w->rp->r->ix, true, &t);
+    int e = index_txn_begin(repo_index(w->rp->r), true, &t);
     if (e < 0)
         return e;
     e = queue_drop_seq(t, seq, rp_nslots(w->rp));
@@ -789,7 +789,7 @@ static void rw_fail_round(struct rworker *w, int e, const char *msg)
 static int rw_skip(struct rworker *w, const struct qentry *q)
 {
     struct index_txn *t;
-    int e = index_txn_begin(w->rp->r->ix, true, &t);
+    int e = index_txn_begin(repo_index(w->rp->r), true, &t);
     return e < 0 ? e : rw_commit(w, t, queue_del(t, q));
 }
 
@@ -953,7 +953,7 @@ static int undurable_cb(void *ud, const struct pending *p)
     if (index_snap_get(t, p->run, p->id, &snap) < 0)
         return 0;
     unsigned k = (unsigned)__builtin_popcount(snap.committed & replicator_all_slots(w->rp));
-    return k < w->rp->r->conf.quorum;
+    return k < repo_quorum(w->rp->r);
 }
 
 /* Durable first (#10 item 4): when the regions share the instance's
@@ -971,10 +971,10 @@ static bool rw_deferred(struct rworker *w, struct index_txn *t)
         return false;
     pthread_mutex_lock(&rp->mu);
     for (size_t i = 0; i < w->i; i++)
-        ahead += rp->w[i].st.state == REGION_OK && !rp->r->health[i];
+        ahead += rp->w[i].st.state == REGION_OK && repo_region_ok(rp->r, i);
     bool hold = rp->ingesting; /* the newest snapshot, still being read */
     pthread_mutex_unlock(&rp->mu);
-    if (ahead < rp->r->conf.quorum)
+    if (ahead < repo_quorum(rp->r))
         return false;
     w->fill_txn = t;
     hold = hold || queue_pending_foreach(t, undurable_cb, w) > 0;
@@ -997,7 +997,7 @@ static int rw_fill(struct rworker *w, struct fill *f)
     f->n = 0;
     f->publish_first = false;
     if (w->rp->durable_first) {
-        int e = index_txn_begin(w->rp->r->ix, false, &t);
+        int e = index_txn_begin(repo_index(w->rp->r), false, &t);
         if (e < 0)
             return e;
         bool hold = rw_deferred(w, t);
@@ -1018,7 +1018,7 @@ static int rw_fill(struct rworker *w, struct fill *f)
         f->want = sizeof(f->found) / sizeof(f->found[0]);
     if (f->want == 0)
         return 0;
-    int e = index_txn_begin(w->rp->r->ix, false, &t);
+    int e = index_txn_begin(repo_index(w->rp->r), false, &t);
     if (e < 0)
         return e;
     e = queue_walk(t, w->rg->slot, fill_cb, f);
@@ -1177,8 +1177,8 @@ static void *rw_main(void *arg)
  * maximal chunk each) fit in the memory budget. */
 static size_t rp_window(const struct repo *r, const struct region *rg)
 {
-    uint64_t per = 2 * r->params.chunk_max * (r->nregions ? r->nregions : 1);
-    uint64_t cap = per ? r->conf.memory / per : 1;
+    uint64_t per = 2 * repo_params(r)->chunk_max * (repo_nregions(r) ? repo_nregions(r) : 1);
+    uint64_t cap = per ? repo_conf(r)->memory / per : 1;
     size_t n = region_parallelism(rg);
     if (n > cap)
         n = (size_t)cap;
@@ -1201,18 +1201,18 @@ int replicator_new(struct repo *r, int notify_fd, struct metrics *m, struct repl
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&rp->cv, &ca);
     pthread_condattr_destroy(&ca);
-    rp->n = r->nregions;
+    rp->n = repo_nregions(r);
     bool all_s3 = true;
     for (size_t i = 0; i < rp->n; i++)
-        all_s3 &= r->conf.regions[i].kind == REGION_KIND_S3;
+        all_s3 &= repo_conf(r)->regions[i].kind == REGION_KIND_S3;
     rp->durable_first =
-        rp->n > r->conf.quorum && (r->conf.durable_first == DURABLE_FIRST_ON ||
-                                   (r->conf.durable_first == DURABLE_FIRST_AUTO && all_s3));
+        rp->n > repo_quorum(r) && (repo_conf(r)->durable_first == DURABLE_FIRST_ON ||
+                                   (repo_conf(r)->durable_first == DURABLE_FIRST_AUTO && all_s3));
     for (size_t i = 0; i < rp->n; i++) {
         struct rworker *w = &rp->w[i];
         w->rp = rp;
         w->i = i;
-        w->rg = r->regions[i];
+        w->rg = repo_region(r, i);
         w->pend = calloc(1, sizeof(*w->pend));
         manifest_init(&w->man);
         w->nslots = rp_window(r, w->rg);
@@ -1223,8 +1223,8 @@ int replicator_new(struct repo *r, int notify_fd, struct metrics *m, struct repl
         }
     }
     /* an eighth of the memory budget: the windows and ingest hold the rest */
-    int oe =
-        objbuf_new((size_t)(r->conf.memory / 8), r->conf.quorum, replicator_all_slots(rp), &rp->ob);
+    int oe = objbuf_new((size_t)(repo_conf(r)->memory / 8), repo_quorum(r),
+                        replicator_all_slots(rp), &rp->ob);
     if (oe < 0) {
         replicator_free(rp);
         return oe;

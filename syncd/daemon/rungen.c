@@ -19,7 +19,7 @@ static int rungen_undecided(struct repo *r, uint64_t seq, char run[MANIFEST_MAX_
     struct index_txn *t;
     struct pending *p = malloc(sizeof(*p)); /* large */
     int64_t gen;
-    int e = p ? index_txn_begin(r->ix, false, &t) : -ENOMEM;
+    int e = p ? index_txn_begin(repo_index(r), false, &t) : -ENOMEM;
     if (e < 0) {
         free(p);
         return e;
@@ -52,7 +52,7 @@ int rungen_settle(struct repo *r, struct region *rg, uint64_t seq)
     buf_free(&why);
     if (e < 0)
         return e;
-    if ((e = index_txn_begin(r->ix, true, &t)) < 0)
+    if ((e = index_txn_begin(repo_index(r), true, &t)) < 0)
         return e;
     if ((e = runlineage_gen_record(t, run, gen, &n)) < 0) {
         index_txn_abort(t);

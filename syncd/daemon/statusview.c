@@ -63,7 +63,7 @@ static const char *snap_state(const struct daemon_parts *p, uint32_t committed, 
 {
     unsigned k = snap_regions(p, committed);
     *ret_k = k;
-    if (k == p->r->nregions)
+    if (k == repo_nregions(p->r))
         return "replicated";
     if (k >= p->conf->quorum)
         return "durable";
@@ -133,7 +133,7 @@ static void region_view(const struct daemon_parts *p, struct index_txn *t, size_
     struct pending pd;
     memset(v, 0, sizeof(*v));
     replicator_status(p->rp, i, &v->st);
-    queue_stats(t, p->r->regions[i]->slot, &v->chunks, &v->bytes, &oldest);
+    queue_stats(t, repo_region(p->r, i)->slot, &v->chunks, &v->bytes, &oldest);
     if (oldest && queue_pending_get(t, oldest, &pd) == 0)
         v->lag = (double)(mstime_wall() - pd.created_ms) / 1000.0;
 }
@@ -179,9 +179,9 @@ static double upload_percent(const struct daemon_parts *p, struct index_txn *t,
                              const struct run_view *v)
 {
     struct pct_acc pa = {v->run, v->id, 0, t, 100.0};
-    for (size_t i = 0; i < p->r->nregions; i++)
-        if (p->r->regions[i]->slot + 1 > pa.nslots)
-            pa.nslots = p->r->regions[i]->slot + 1;
+    for (size_t i = 0; i < repo_nregions(p->r); i++)
+        if (repo_region(p->r, i)->slot + 1 > pa.nslots)
+            pa.nslots = repo_region(p->r, i)->slot + 1;
     queue_pending_foreach(t, pct_cb, &pa);
     return pa.pct;
 }
@@ -227,16 +227,16 @@ static void status_emit_run(struct run_scan *a, const struct run_view *v)
     json_key(j, "regions_committed");
     json_u64(j, k);
     json_key(j, "regions");
-    json_u64(j, p->r->nregions);
+    json_u64(j, repo_nregions(p->r));
     json_key(j, "durable");
     json_bool(j, k >= p->conf->quorum);
     json_key(j, "uploaded_percent");
-    json_double(j, k == p->r->nregions ? 100.0 : upload_percent(p, sa->t, v));
+    json_double(j, k == repo_nregions(p->r) ? 100.0 : upload_percent(p, sa->t, v));
     json_key(j, "region_states");
     json_obj_begin(j);
-    for (size_t i = 0; i < p->r->nregions; i++) {
-        json_key(j, p->r->regions[i]->conf.name);
-        json_str(j, (v->s.committed >> p->r->regions[i]->slot) & 1 ? "committed" : "pending");
+    for (size_t i = 0; i < repo_nregions(p->r); i++) {
+        json_key(j, repo_region(p->r, i)->conf.name);
+        json_str(j, (v->s.committed >> repo_region(p->r, i)->slot) & 1 ? "committed" : "pending");
     }
     json_obj_end(j);
     json_obj_end(j);
@@ -319,10 +319,10 @@ static void status_regions(const struct daemon_parts *p, struct index_txn *t, st
     double lag = 0;
     json_key(j, "regions");
     json_arr_begin(j);
-    for (size_t i = 0; i < p->r->nregions; i++) {
+    for (size_t i = 0; i < repo_nregions(p->r); i++) {
         struct region_view v;
         region_view(p, t, i, &v);
-        status_region(j, p->r->regions[i], &v, mstime_mono());
+        status_region(j, repo_region(p->r, i), &v, mstime_mono());
         chunks += v.chunks;
         bytes += v.bytes;
         lag = v.lag > lag ? v.lag : lag;
@@ -478,7 +478,7 @@ static void status_degraded(const struct daemon_parts *p, struct json *j)
 {
     char why[INDEX_FATAL_WHY];
     int64_t since = 0;
-    bool deg = index_fatal(p->r->ix, why, sizeof(why), &since);
+    bool deg = index_fatal(repo_index(p->r), why, sizeof(why), &since);
     json_key(j, "degraded");
     json_bool(j, deg);
     json_key(j, "degraded_reason");
@@ -494,7 +494,7 @@ int statusview_json(const struct daemon_parts *p, struct buf *out)
 {
     struct index_txn *t;
     struct json j;
-    int e = index_txn_begin(p->r->ix, false, &t);
+    int e = index_txn_begin(repo_index(p->r), false, &t);
     if (e < 0)
         return e;
     json_init(&j, out);
@@ -594,12 +594,12 @@ static void gauges_regions(const struct daemon_parts *p, struct index_txn *t, st
         {"ckptsync_region_consecutive_failures", "Failed rounds since the region's last success."},
     };
     struct region_view v[CONFIG_MAX_REGIONS];
-    for (size_t i = 0; i < p->r->nregions; i++)
+    for (size_t i = 0; i < repo_nregions(p->r); i++)
         region_view(p, t, i, &v[i]);
     for (size_t f = 0; f < sizeof(fam) / sizeof(fam[0]); f++) {
         metrics_family(out, fam[f].name, "gauge", fam[f].help);
-        for (size_t i = 0; i < p->r->nregions; i++) {
-            struct metrics_label l = {"region", p->r->regions[i]->conf.name};
+        for (size_t i = 0; i < repo_nregions(p->r); i++) {
+            struct metrics_label l = {"region", repo_region(p->r, i)->conf.name};
             double val = f == 0   ? (double)v[i].chunks
                          : f == 1 ? (double)v[i].bytes
                          : f == 2 ? v[i].lag
@@ -616,7 +616,8 @@ static void gauges_daemon(const struct daemon_parts *p, struct index_txn *t, str
     metrics_sample(out, "ckptsync_start_time_seconds", NULL, 0, (double)p->started_wall_ms / 1000);
     metrics_family(out, "ckptsync_degraded", "gauge",
                    "1 after a durability failure: the daemon takes no new work.");
-    metrics_sample(out, "ckptsync_degraded", NULL, 0, index_fatal(p->r->ix, NULL, 0, NULL) ? 1 : 0);
+    metrics_sample(out, "ckptsync_degraded", NULL, 0,
+                   index_fatal(repo_index(p->r), NULL, 0, NULL) ? 1 : 0);
     metrics_family(out, "ckptsync_units_pending", "gauge",
                    "Units waiting to settle or being read.");
     metrics_sample_u64(out, "ckptsync_units_pending", NULL, 0,
@@ -630,7 +631,7 @@ int statusview_metrics(const struct daemon_parts *p, struct buf *out)
 {
     struct index_txn *t;
     struct run_gauges g = {0};
-    int e = index_txn_begin(p->r->ix, false, &t);
+    int e = index_txn_begin(repo_index(p->r), false, &t);
     if (e < 0)
         return e;
     e = runs_foreach(p, t, gauges_emit_run, &g);

@@ -88,9 +88,9 @@ static void catalog_drop_forgotten(struct repo *r, const char *run, struct snaps
     size_t out = 0;
     if (layout_prefix(LAYOUT_FORGET, run, prefix) < 0)
         return; /* no key names such a run: nothing to drop */
-    for (size_t i = 0; i < r->nregions; i++)
-        if (!r->health[i] && region_list(r->regions[i], prefix, forgets_cb, l) < 0)
-            log_warn("%s", region_last_error(r->regions[i]));
+    REPO_FOR_HEALTHY(r, i)
+        if (region_list(repo_region(r, i), prefix, forgets_cb, l) < 0)
+            log_warn("%s", region_last_error(repo_region(r, i)));
     for (size_t k = 0; k < l->n; k++)
         if (l->v[k].regions)
             l->v[out++] = l->v[k];
@@ -104,16 +104,14 @@ int catalog_snapshots(struct repo *r, const char *run, struct catalog_snap **ret
     size_t out = 0;
     if (layout_prefix(LAYOUT_SNAPSHOT, run, prefix) < 0)
         return -ENOENT; /* no key names such a run */
-    for (size_t i = 0; i < r->nregions; i++) {
-        if (r->health[i])
-            continue;
-        int e = region_list(r->regions[i], prefix, snaps_cb, &l);
+    REPO_FOR_HEALTHY(r, i) {
+        int e = region_list(repo_region(r, i), prefix, snaps_cb, &l);
         if (e == -ENOMEM) {
             free(l.v);
             return e;
         }
         if (e < 0 && e != -ENOENT) { /* a region that cannot list is left out of this run */
-            log_error("%s", region_last_error(r->regions[i]));
+            log_error("%s", region_last_error(repo_region(r, i)));
             repo_region_fail(r, i, e);
         }
     }
@@ -265,10 +263,10 @@ static int list_local_cb(void *ud, const char *run, const char *id, const struct
 static int list_local(struct repo *r, const char *run, struct catalog_rows *l)
 {
     struct index_txn *t;
-    struct list_local lc = {l, 0, r->conf.quorum};
-    for (size_t i = 0; i < r->nregions; i++)
-        lc.mask |= 1u << r->regions[i]->slot;
-    int e = index_txn_begin(r->ix, false, &t);
+    struct list_local lc = {l, 0, repo_quorum(r)};
+    for (size_t i = 0; i < repo_nregions(r); i++)
+        lc.mask |= 1u << repo_region(r, i)->slot;
+    int e = index_txn_begin(repo_index(r), false, &t);
     if (e < 0)
         return e;
     e = index_snap_foreach(t, run, list_local_cb, &lc);
@@ -318,7 +316,7 @@ static int list_remote(struct repo *r, const char *run, const char *id, struct c
         snprintf(w->run, sizeof(w->run), "%s", snaps[k].run);
         snprintf(w->id, sizeof(w->id), "%s", snaps[k].id);
         w->regions = snaps[k].regions;
-        w->durable = w->regions >= r->conf.quorum;
+        w->durable = w->regions >= repo_quorum(r);
         list_details(r, w);
     }
     free(snaps);
@@ -335,7 +333,7 @@ static void list_mark_resume(struct repo *r, struct catalog_rows *l)
         const char *ids[1], *why[1];
         if (k && !strcmp(l->v[k - 1].run, l->v[k].run))
             continue; /* one scan per run */
-        if (runlineage_scan(r, r->regions, l->v[k].run, &v, &err) == 0) {
+        if (runlineage_scan(r, repo_regions(r), l->v[k].run, &v, &err) == 0) {
             if (runlineage_candidates(r, &v, ids, why, 1) == 1)
                 for (size_t i = k; i < l->n && !strcmp(l->v[i].run, l->v[k].run); i++)
                     l->v[i].resume = !strcmp(l->v[i].id, ids[0]);
@@ -412,7 +410,7 @@ static int catalog_find_latest(struct repo *r, const char *run, struct manifest 
 {
     struct runlineage_view v;
     const char *ids[64], *why[64];
-    int e = runlineage_scan(r, r->regions, run, &v, err);
+    int e = runlineage_scan(r, repo_regions(r), run, &v, err);
     if (e < 0)
         return e;
     size_t n = runlineage_candidates(r, &v, ids, why, 64);
@@ -485,7 +483,7 @@ void catalog_parent(struct repo *r, const char *run, char **ret_parent)
 {
     struct parent_acc a = {0};
     struct index_txn *t;
-    if (index_txn_begin(r->ix, false, &t) < 0)
+    if (index_txn_begin(repo_index(r), false, &t) < 0)
         return;
     index_snap_foreach(t, run, parent_cb, &a);
     index_txn_abort(t);

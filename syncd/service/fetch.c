@@ -69,8 +69,9 @@ struct fetcher {
 static size_t f_window(const struct fetcher *f, size_t i)
 {
     const struct repo *r = f->r;
-    uint64_t per = 2 * r->params.chunk_max * (r->nregions ? r->nregions : 1) * f->parts;
-    uint64_t cap = per ? r->conf.memory / per : 1;
+    uint64_t per =
+        2 * repo_params(r)->chunk_max * (repo_nregions(r) ? repo_nregions(r) : 1) * f->parts;
+    uint64_t cap = per ? repo_conf(r)->memory / per : 1;
     size_t w = region_parallelism(f->rg[i]);
     if (w > cap)
         w = (size_t)cap;
@@ -112,9 +113,9 @@ static bool f_submit(struct fetcher *f, struct fetch_job *job, size_t i)
 static int f_place(struct fetcher *f, struct fetch_job *job, size_t home)
 {
     bool untried = false;
-    for (size_t k = 0; k < f->r->nregions; k++) {
-        size_t i = (home + k) % f->r->nregions;
-        if (f->r->health[i] || (job->tried & (1u << i)))
+    for (size_t k = 0; k < repo_nregions(f->r); k++) {
+        size_t i = (home + k) % repo_nregions(f->r);
+        if (repo_region_error(f->r, i) || (job->tried & (1u << i)))
             continue;
         untried = true;
         if (f_submit(f, job, i))
@@ -200,9 +201,9 @@ static int f_loop(struct fetcher *f,
         if ((e = f_fill(f)) < 0)
             break;
         size_t busy_regions = 0;
-        for (size_t i = 0; i < f->r->nregions; i++)
+        for (size_t i = 0; i < repo_nregions(f->r); i++)
             busy_regions += f->busy[i] > 0;
-        for (size_t i = 0; i < f->r->nregions && e == 0; i++) {
+        for (size_t i = 0; i < repo_nregions(f->r) && e == 0; i++) {
             if (!f->busy[i])
                 continue;
             struct region_req *done = region_poll(f->rg[i], busy_regions > 1 ? 5 : 1000);
@@ -229,7 +230,7 @@ static void f_part(struct fetcher *f)
     int e = -ENOMEM;
     if (!(f->retry = calloc(f->n ? f->n : 1, sizeof(*f->retry))))
         goto out;
-    for (size_t i = 0; i < r->nregions; i++) {
+    for (size_t i = 0; i < repo_nregions(r); i++) {
         f->window[i] = f_window(f, i);
         if (!(f->slots[i] = calloc(f->window[i], sizeof(struct fslot))))
             goto out;
@@ -237,7 +238,7 @@ static void f_part(struct fetcher *f)
     e = f_loop(f, f->sh->on_chunk, f->sh->ud);
     /* On failure, let requests still in flight finish before their buffers go. */
     while (e < 0 && f->inflight) {
-        for (size_t i = 0; i < r->nregions; i++) {
+        for (size_t i = 0; i < repo_nregions(r); i++) {
             struct region_req *done = f->busy[i] ? region_poll(f->rg[i], 100) : NULL;
             for (; done; done = done->next) {
                 f->busy[i]--;
@@ -246,7 +247,7 @@ static void f_part(struct fetcher *f)
         }
     }
 out:
-    for (size_t i = 0; i < r->nregions; i++) {
+    for (size_t i = 0; i < repo_nregions(r); i++) {
         for (size_t k = 0; f->slots[i] && k < f->window[i]; k++)
             buf_free(&f->slots[i][k].req.out);
         free(f->slots[i]);
@@ -272,7 +273,7 @@ static void *f_part_main(void *arg)
 static size_t f_parts(const struct repo *r, size_t n)
 {
     size_t parts = repo_workers(r);
-    size_t min_jobs = 4 * (r->nregions ? r->nregions : 1);
+    size_t min_jobs = 4 * (repo_nregions(r) ? repo_nregions(r) : 1);
     if (parts > n / min_jobs)
         parts = n / min_jobs;
     return parts ? parts : 1;
@@ -300,9 +301,9 @@ static int f_part_init(struct fetcher *f, size_t p, size_t parts, struct fetch_j
     fp->n = p < n ? (n - p + parts - 1) / parts : 0;
     fp->st = p ? &fp->stbuf : stats;
     fp->err = p ? &fp->errbuf : err;
-    for (size_t i = 0; i < r->nregions; i++) {
-        fp->rg[i] = r->regions[i];
-        if (p == 0 || r->health[i])
+    for (size_t i = 0; i < repo_nregions(r); i++) {
+        fp->rg[i] = repo_region(r, i);
+        if (p == 0 || repo_region_error(r, i))
             continue;
         struct buf rerr = BUF_INIT;
         int e = repo_region_clone(r, i, &fp->own[i], &rerr);

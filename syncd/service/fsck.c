@@ -122,7 +122,7 @@ int fsck_run(struct repo *r, struct fsck_result *ret)
 {
     struct fsck f = {.r = r, .res = ret};
     memset(ret, 0, sizeof(*ret));
-    int e = index_txn_begin(r->ix, false, &f.t);
+    int e = index_txn_begin(repo_index(r), false, &f.t);
     if (e < 0)
         return e;
     e = index_snap_foreach(f.t, NULL, fsck_snap_cb, &f);

@@ -432,10 +432,10 @@ static int pr_committed(struct repo *r, const char *run, const char *id)
     struct committed_ctx c = {.id = id};
     if (layout_prefix(LAYOUT_COMMIT, run, prefix) < 0)
         return 0; /* no key names such a run */
-    for (size_t i = 0; i < r->nregions && !c.found; i++) {
-        if (r->health[i])
+    for (size_t i = 0; i < repo_nregions(r) && !c.found; i++) {
+        if (repo_region_error(r, i))
             continue;
-        int e = region_list(r->regions[i], prefix, committed_cb, &c);
+        int e = region_list(repo_region(r, i), prefix, committed_cb, &c);
         if (e < 0 && e != -ENOENT)
             return e;
     }
@@ -525,17 +525,17 @@ static int pr_collect(struct pr *p)
     int e = 0;
     layout_prefix(LAYOUT_SNAPSHOT, NULL, snaps);
     layout_prefix(LAYOUT_FORGET, NULL, forgets);
-    for (size_t i = 0; i < p->r->nregions && e == 0; i++) {
-        if (p->r->health[i])
+    for (size_t i = 0; i < repo_nregions(p->r) && e == 0; i++) {
+        if (repo_region_error(p->r, i))
             continue;
-        e = region_list(p->r->regions[i], snaps, manifests_cb, &all);
+        e = region_list(repo_region(p->r, i), snaps, manifests_cb, &all);
         if (e == 0 || e == -ENOENT)
-            e = region_list(p->r->regions[i], forgets, forgets_cb, &forgot);
+            e = region_list(repo_region(p->r, i), forgets, forgets_cb, &forgot);
         if (e == -ENOENT)
             e = 0;
         if (e < 0 && e != -ENOMEM) {
             buf_printf(p->err, "%s; prune needs every healthy region's listing",
-                       region_last_error(p->r->regions[i]));
+                       region_last_error(repo_region(p->r, i)));
         }
     }
     snaplist_sort(&all);
@@ -614,10 +614,10 @@ static void utc_text(double t, char out[32])
  * result. */
 static int pr_clock_region(struct pr *p, size_t i)
 {
-    struct region *rg = p->r->regions[i];
+    struct region *rg = repo_region(p->r, i);
     struct gc_region_result *rr = &p->res->region[i];
     struct region_clock c;
-    uint64_t skew = p->r->conf.clock_skew;
+    uint64_t skew = repo_conf(p->r)->clock_skew;
     char mine[32], theirs[32];
     int e = region_clock(rg, &c);
     if (e == 0) {
@@ -651,9 +651,7 @@ static int pr_clocks(struct pr *p)
 {
     int first = 0;
     bool skewed = false;
-    for (size_t i = 0; i < p->r->nregions; i++) {
-        if (p->r->health[i])
-            continue;
+    REPO_FOR_HEALTHY(p->r, i) {
         int e = pr_clock_region(p, i);
         if (e < 0 && !first)
             first = e;
@@ -701,12 +699,12 @@ static int lease_cb(void *ud, const char *key, uint64_t size)
 /* Writes lease number n (create-only where the store enforces it). */
 static int lease_write(struct pr *p, int64_t n, bool release)
 {
-    struct region *rg = p->r->regions[0];
+    struct region *rg = repo_region(p->r, 0);
     char key[REGION_KEY_MAX];
     struct gcrec g, back;
     rec_fill(&g, GC_LEASE, NULL);
     g.seq = (int64_t)getpid();
-    g.expires = release ? -1 : g.time + (int64_t)p->r->conf.prune_lease;
+    g.expires = release ? -1 : g.time + (int64_t)repo_conf(p->r)->prune_lease;
     lease_key(n, key);
     bool strict = region_preconditions(rg) == 1;
     int e = put_rec(rg, key, &g, strict);
@@ -728,13 +726,13 @@ static int lease_write(struct pr *p, int64_t n, bool release)
 
 static int lease_acquire(struct pr *p)
 {
-    struct region *rg = p->r->regions[0];
+    struct region *rg = repo_region(p->r, 0);
     struct lease_scan s = {.top = -1};
     struct gcrec cur;
-    if (p->r->health[0]) {
+    if (repo_region_error(p->r, 0)) {
         buf_printf(p->err, "region '%s' holds the prune lease and is unreachable: %s",
-                   rg->conf.name, err_str(p->r->health[0]));
-        return p->r->health[0];
+                   rg->conf.name, err_str(repo_region_error(p->r, 0)));
+        return repo_region_error(p->r, 0);
     }
     char prefix[REGION_KEY_MAX];
     layout_prefix(LAYOUT_LEASE, NULL, prefix);
@@ -750,7 +748,8 @@ static int lease_acquire(struct pr *p)
             return e;
         }
         bool held = e == 0 && cur.expires >= 0 &&
-                    now() <= cur.expires + (int64_t)p->r->conf.clock_skew && !gc_owner_dead(&cur);
+                    now() <= cur.expires + (int64_t)repo_conf(p->r)->clock_skew &&
+                    !gc_owner_dead(&cur);
         if (held) {
             snprintf(p->res->lease_holder, sizeof(p->res->lease_holder),
                      "host %s (pid %lld) since %lld, lease until %lld", cur.host,
@@ -788,7 +787,7 @@ static int lease_acquire(struct pr *p)
 /* Renews the lease when half of it is used; CKS_E_BUSY when it was lost. */
 static int lease_renew(struct pr *p)
 {
-    if (!p->leased || now() < p->lease_expires - (int64_t)p->r->conf.prune_lease / 2)
+    if (!p->leased || now() < p->lease_expires - (int64_t)repo_conf(p->r)->prune_lease / 2)
         return 0;
     int e = lease_write(p, p->lease_n + 1, false);
     if (e == -EEXIST) {
@@ -803,7 +802,7 @@ static void lease_release(struct pr *p)
 {
     if (p->leased && lease_write(p, p->lease_n + 1, true) < 0)
         log_warn("releasing the prune lease: %s (it expires by itself)",
-                 region_last_error(p->r->regions[0]));
+                 region_last_error(repo_region(p->r, 0)));
     p->leased = false;
 }
 
@@ -854,7 +853,7 @@ static bool intent_alive(struct pr *p, struct region *rg, const struct intents *
         there = !strcmp(listed->v[i], name);
     if (!there || gc_intent_parse(name, &t, &ttl) < 0)
         return false;
-    if (now() > t + (int64_t)ttl + (int64_t)p->r->conf.clock_skew)
+    if (now() > t + (int64_t)ttl + (int64_t)repo_conf(p->r)->clock_skew)
         return false;
     char key[REGION_KEY_MAX];
     struct gcrec g;
@@ -897,7 +896,7 @@ static void intents_reap(struct pr *p, struct region *rg)
         char key[REGION_KEY_MAX];
         intent_key(l.v[k], key);
         if (gc_intent_parse(l.v[k], &t, &ttl) == 0 &&
-            now() > t + (int64_t)ttl + (int64_t)p->r->conf.clock_skew)
+            now() > t + (int64_t)ttl + (int64_t)repo_conf(p->r)->clock_skew)
             region_del(rg, key);
         else
             (void)intent_alive(p, rg, &l, l.v[k]); /* deletes a dead process's */
@@ -928,7 +927,7 @@ static int del_counted(struct pr *p, size_t i, const char *key, uint64_t *counte
         (*counter)++;
         return 0;
     }
-    int e = region_del(p->r->regions[i], key);
+    int e = region_del(repo_region(p->r, i), key);
     if (e == 0)
         (*counter)++;
     return e == -ENOENT ? 0 : e;
@@ -958,8 +957,8 @@ static int mark_cleanup(struct pr *p, size_t i, const struct gc_mk *mk)
 static int index_forget(struct pr *p, size_t i, uint8_t (*ids)[HASH_LEN], size_t n)
 {
     struct index_txn *t = NULL;
-    uint32_t bit = 1u << p->r->regions[i]->slot;
-    int e = n ? index_txn_begin(p->r->ix, true, &t) : 0;
+    uint32_t bit = 1u << repo_region(p->r, i)->slot;
+    int e = n ? index_txn_begin(repo_index(p->r), true, &t) : 0;
     for (size_t k = 0; n && e == 0 && k < n; k++) {
         struct index_chunk c;
         int g = index_chunk_get(t, ids[k], &c);
@@ -982,7 +981,7 @@ static int sweep_record(struct pr *p, struct region *rg, const char *mark, int64
     char key[REGION_KEY_MAX], hex[17], name[64];
     struct gcrec g;
     rec_fill(&g, GC_SWEEP, mark);
-    g.expires = g.time + (int64_t)p->r->conf.prune_lease;
+    g.expires = g.time + (int64_t)repo_conf(p->r)->prune_lease;
     int e = gc_random_hex(hex);
     snprintf(name, sizeof(name), "sweep.%lld.%s", (long long)g.expires, hex);
     gc_key(mark, name, key);
@@ -1024,7 +1023,7 @@ static int sweep_kept(struct region *rg, const char *mark, struct gcrec *kept)
 /* S1-S3 of one mark (gc.h). */
 static int mark_sweep(struct pr *p, size_t i, const struct gc_mk *mk)
 {
-    struct region *rg = p->r->regions[i];
+    struct region *rg = repo_region(p->r, i);
     struct gc_region_result *rr = &p->res->region[i];
     char key[REGION_KEY_MAX];
     struct gcrec m, kept;
@@ -1054,7 +1053,7 @@ static int mark_sweep(struct pr *p, size_t i, const struct gc_mk *mk)
             continue;
         }
         /* stop deleting well before writers may think the sweep dead */
-        if (now() >= expires - (int64_t)p->r->conf.prune_lease / 2 &&
+        if (now() >= expires - (int64_t)repo_conf(p->r)->prune_lease / 2 &&
             ((e = sweep_record(p, rg, mk->mark, &expires)) < 0 || (e = lease_renew(p)) < 0))
             break;
         layout_chunk(ch->id, key);
@@ -1088,7 +1087,7 @@ static int mark_sweep(struct pr *p, size_t i, const struct gc_mk *mk)
 /* S0: may mark mk be swept now?  Fills rr->waiting when not. */
 static bool mark_ready(struct pr *p, size_t i, const struct gc_mk *mk)
 {
-    struct region *rg = p->r->regions[i];
+    struct region *rg = repo_region(p->r, i);
     struct gc_region_result *rr = &p->res->region[i];
     char key[REGION_KEY_MAX];
     struct gcrec g;
@@ -1117,7 +1116,7 @@ static bool mark_ready(struct pr *p, size_t i, const struct gc_mk *mk)
 
 static int mark_done_cleanup(struct pr *p, size_t i, const struct gc_mk *mk)
 {
-    struct region *rg = p->r->regions[i];
+    struct region *rg = repo_region(p->r, i);
     char key[REGION_KEY_MAX], what[160];
     struct gcrec g;
     gc_key(mk->mark, "done", key);
@@ -1156,7 +1155,7 @@ static int chunks_cb(void *ud, const char *key, uint64_t size)
 /* P1-P2: a new mark; swept at once when it is ready (grace 0, no writer). */
 static int mark_new(struct pr *p, size_t i)
 {
-    struct region *rg = p->r->regions[i];
+    struct region *rg = repo_region(p->r, i);
     struct gc_region_result *rr = &p->res->region[i];
     char key[REGION_KEY_MAX];
     struct gcrec m;
@@ -1215,7 +1214,7 @@ static int commits_cb(void *ud, const char *key, uint64_t size)
 
 static int region_forgotten(struct pr *p, size_t i)
 {
-    struct region *rg = p->r->regions[i];
+    struct region *rg = repo_region(p->r, i);
     struct gc_region_result *rr = &p->res->region[i];
     char key[REGION_KEY_MAX], run[MANIFEST_MAX_FIELD + 1] = "";
     struct keys commits = {0};
@@ -1249,11 +1248,11 @@ static int region_forgotten(struct pr *p, size_t i)
  * are older than any writer that may still publish the snapshot. */
 static int forget_records_done(struct pr *p)
 {
-    for (size_t i = 0; i < p->r->nregions; i++)
-        if (p->r->health[i])
+    for (size_t i = 0; i < repo_nregions(p->r); i++)
+        if (repo_region_error(p->r, i))
             return 0; /* a region we cannot see may still hold the manifest */
-    for (size_t i = 0; i < p->r->nregions; i++) {
-        struct region *rg = p->r->regions[i];
+    for (size_t i = 0; i < repo_nregions(p->r); i++) {
+        struct region *rg = repo_region(p->r, i);
         struct keys fk = {0};
         char prefix[REGION_KEY_MAX];
         layout_prefix(LAYOUT_FORGET, NULL, prefix);
@@ -1266,11 +1265,12 @@ static int forget_records_done(struct pr *p)
                 continue;
             layout_snapshot(rec.run, rec.id, mkey); /* rec: a parsed record's key, valid */
             bool listed = false;
-            for (size_t j = 0; j < p->r->nregions && !listed; j++)
-                listed = region_has(p->r->regions[j], mkey) != 0;
+            for (size_t j = 0; j < repo_nregions(p->r) && !listed; j++)
+                listed = region_has(repo_region(p->r, j), mkey) != 0;
             if (!listed && region_get(rg, fk.v[k], LINEAGE_MAX_BYTES, &b) == 0 &&
                 layout_record_read(fk.v[k], b.data, b.len, &rec) == 0 &&
-                now() - rec.time > (int64_t)(p->r->conf.intent_ttl + p->r->conf.clock_skew))
+                now() - rec.time >
+                    (int64_t)(repo_conf(p->r)->intent_ttl + repo_conf(p->r)->clock_skew))
                 e = del_counted(p, i, fk.v[k], &p->res->region[i].records_deleted);
             buf_free(&b);
         }
@@ -1283,7 +1283,7 @@ static int forget_records_done(struct pr *p)
 
 static int region_prune(struct pr *p, size_t i)
 {
-    struct region *rg = p->r->regions[i];
+    struct region *rg = repo_region(p->r, i);
     struct gc_region_result *rr = &p->res->region[i];
     struct gc_list l = {0};
     bool live = false;
@@ -1339,25 +1339,23 @@ static int pr_run(struct repo *r, const struct gc_opts *o, struct gc_result *res
     uint64_t req0[CONFIG_MAX_REGIONS];
     int e = 0, first = 0;
     memset(res, 0, sizeof(*res));
-    res->nregions = r->nregions;
-    p.grace = o->grace >= 0 ? o->grace : (int64_t)r->conf.prune_grace;
-    for (size_t i = 0; i < r->nregions; i++) {
-        req0[i] = r->regions[i]->requests;
-        res->region[i].state = r->health[i] ? "skipped" : "clean";
-        if (r->health[i]) {
-            res->region[i].err = r->health[i];
+    res->nregions = repo_nregions(r);
+    p.grace = o->grace >= 0 ? o->grace : (int64_t)repo_conf(r)->prune_grace;
+    for (size_t i = 0; i < repo_nregions(r); i++) {
+        req0[i] = repo_region(r, i)->requests;
+        res->region[i].state = repo_region_error(r, i) ? "skipped" : "clean";
+        if (repo_region_error(r, i)) {
+            res->region[i].err = repo_region_error(r, i);
             snprintf(res->region[i].msg, sizeof(res->region[i].msg), "%s",
-                     region_last_error(r->regions[i])[0] ? region_last_error(r->regions[i])
-                                                         : err_str(r->health[i]));
+                     region_last_error(repo_region(r, i))[0] ? region_last_error(repo_region(r, i))
+                                                             : err_str(repo_region_error(r, i)));
         }
     }
     if ((e = pr_clocks(&p)) < 0 || (lease && (e = lease_acquire(&p)) < 0))
         goto out;
     if ((e = pr_collect(&p)) < 0)
         goto out;
-    for (size_t i = 0; i < r->nregions; i++) {
-        if (r->health[i])
-            continue;
+    REPO_FOR_HEALTHY(r, i) {
         int re = region_prune(&p, i);
         if (re == CKS_E_BUSY || re == CKS_E_FATAL) {
             /* fatal: deleting what the index can no longer record would
@@ -1372,15 +1370,15 @@ static int pr_run(struct repo *r, const struct gc_opts *o, struct gc_result *res
         e = forget_records_done(&p);
     if (e == 0 && first) {
         e = first;
-        for (size_t i = 0; i < r->nregions; i++)
-            if (res->region[i].err && !r->health[i])
+        for (size_t i = 0; i < repo_nregions(r); i++)
+            if (res->region[i].err && repo_region_ok(r, i))
                 buf_printf(err, "%sregion '%s': %s", buf_str(err)[0] ? "; " : "",
-                           r->regions[i]->conf.name, res->region[i].msg);
+                           repo_region(r, i)->conf.name, res->region[i].msg);
     }
 out:
     lease_release(&p);
-    for (size_t i = 0; i < r->nregions; i++)
-        res->region[i].requests = r->regions[i]->requests - req0[i];
+    for (size_t i = 0; i < repo_nregions(r); i++)
+        res->region[i].requests = repo_region(r, i)->requests - req0[i];
     res->seconds = mono() - t0;
     free(p.refs);
     free(p.seen.v);

@@ -161,7 +161,7 @@ int ingcore_init(struct ingcore *c, struct repo *r, const struct ingcore_ops *op
     if (c->o.retries < 1)
         c->o.retries = 1;
     manifest_init(&c->m);
-    int e = scan_init(&c->scan, &r->cdc);
+    int e = scan_init(&c->scan, repo_chunker(r));
     if (e < 0 || (e = hash_init(&c->fh)) < 0)
         return e;
     c->fh_ok = true;
@@ -239,10 +239,10 @@ int ingcore_begin(struct ingcore *c, const char *path)
     gethostname(host, sizeof(host) - 1);
     m->step = c->o.step;
     m->time = (int64_t)time(NULL);
-    m->chunk_min = r->params.chunk_min;
-    m->chunk_avg = r->params.chunk_avg;
-    m->chunk_max = r->params.chunk_max;
-    m->normalization = r->params.normalization;
+    m->chunk_min = repo_params(r)->chunk_min;
+    m->chunk_avg = repo_params(r)->chunk_avg;
+    m->chunk_max = repo_params(r)->chunk_max;
+    m->normalization = repo_params(r)->normalization;
     if ((e = manifest_set_str(&m->run, c->o.run)) < 0 ||
         (e = manifest_set_str(&m->host, host)) < 0 ||
         (e = manifest_set_str(&m->root, c->w.v[0].path)) < 0)
@@ -339,7 +339,7 @@ int ingcore_known(struct repo *r, const struct index_file_key *k, uint32_t need,
     struct index_txn *t;
     struct mchunk *v = NULL;
     size_t n = 0;
-    int e = index_txn_begin(r->ix, false, &t);
+    int e = index_txn_begin(repo_index(r), false, &t);
     if (e < 0)
         return e;
     e = index_file_get(t, k, digest, &v, &n);

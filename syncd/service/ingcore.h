@@ -78,9 +78,9 @@ struct ingcore_ops {
 
 struct ingcore_opts {
     const char *run;
-    int64_t step;            /* -1: unknown */
-    const char *instance;    /* instance type, NULL: unknown */
-    struct region **regions; /* handles for reading the run's lineage (its generation) */
+    int64_t step;                  /* -1: unknown */
+    const char *instance;          /* instance type, NULL: unknown */
+    struct region *const *regions; /* handles for reading the run's lineage (its generation) */
     /* No region can be listed to decide the run's generation: true, the
      * front end decides it later, before anything is published (the
      * daemon: c.gen_undecided, daemon/rungen.h); false, ingcore_begin

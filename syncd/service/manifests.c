@@ -19,7 +19,7 @@ int manifests_read_in(struct repo *r, size_t i, const char *run, const char *id,
 {
     char key[REGION_KEY_MAX];
     struct buf data = BUF_INIT, perr = BUF_INIT;
-    struct region *rg = r->regions[i];
+    struct region *rg = repo_region(r, i);
     int e = layout_snapshot(run, id, key);
     if (e < 0) {
         log_warn("region '%s': no manifest can be named by run \"%s\" and snapshot \"%s\"",
@@ -54,9 +54,7 @@ static int manifests_find(struct repo *r, const char *run, const char *id, struc
                           size_t *ret_region)
 {
     int e = -ENOENT;
-    for (size_t i = 0; i < r->nregions; i++) {
-        if (r->health[i])
-            continue;
+    REPO_FOR_HEALTHY(r, i) {
         e = manifests_read_in(r, i, run, id, ret);
         if (e == 0) {
             if (ret_region)

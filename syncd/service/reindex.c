@@ -179,15 +179,16 @@ static int rx_count_manifest(struct rx *x, const struct manifest *m, struct inde
 static int rx_pick_source(struct rx *x, size_t *ret)
 {
     struct repo *r = x->r;
-    for (size_t i = 0; i < r->nregions; i++) {
-        const char *name = r->regions[i]->conf.name;
-        if (x->o->region ? strcmp(name, x->o->region) : r->health[i] != 0)
+    for (size_t i = 0; i < repo_nregions(r); i++) {
+        const char *name = repo_region(r, i)->conf.name;
+        if (x->o->region ? strcmp(name, x->o->region) : repo_region_error(r, i) != 0)
             continue;
-        if (r->health[i]) {
+        if (repo_region_error(r, i)) {
             buf_printf(x->err, "region '%s' is not usable: %s", name,
-                       region_last_error(r->regions[i])[0] ? region_last_error(r->regions[i])
-                                                           : err_str(r->health[i]));
-            return r->health[i];
+                       region_last_error(repo_region(r, i))[0]
+                           ? region_last_error(repo_region(r, i))
+                           : err_str(repo_region_error(r, i)));
+            return repo_region_error(r, i);
         }
         *ret = i;
         return 0;
@@ -197,8 +198,8 @@ static int rx_pick_source(struct rx *x, size_t *ret)
         return CKS_E_QUORUM;
     }
     buf_printf(x->err, "no region named '%s' in the configuration (regions:", x->o->region);
-    for (size_t i = 0; i < r->nregions; i++)
-        buf_printf(x->err, "%s %s", i ? "," : "", r->regions[i]->conf.name);
+    for (size_t i = 0; i < repo_nregions(r); i++)
+        buf_printf(x->err, "%s %s", i ? "," : "", repo_region(r, i)->conf.name);
     buf_printf(x->err, ")");
     return -ENOENT;
 }
@@ -225,7 +226,7 @@ static int rx_list_cb(void *ud, const char *key, uint64_t size)
         return -ENOMEM;
     if (!c->stored_len)
         c->stored_len = (uint32_t)size;
-    c->presence |= 1u << x->r->regions[x->cur]->slot;
+    c->presence |= 1u << repo_region(x->r, x->cur)->slot;
     rs->chunks++;
     rs->bytes += size;
     if (rs->chunks % RX_PROGRESS_EVERY == 0)
@@ -235,7 +236,7 @@ static int rx_list_cb(void *ud, const char *key, uint64_t size)
 
 static int rx_list_region(struct rx *x, size_t i)
 {
-    struct region *rg = x->r->regions[i];
+    struct region *rg = repo_region(x->r, i);
     struct reindex_region_stats *rs = &x->st->region[i];
     char prefix[REGION_KEY_MAX];
     x->cur = i;
@@ -267,17 +268,17 @@ static int rx_list_all(struct rx *x)
     int e = rx_list_region(x, src);
     if (e < 0) {
         if (e != -ENOMEM)
-            buf_printf(x->err, "listing the chunks of region '%s': %s", r->regions[src]->conf.name,
-                       x->st->region[src].error);
+            buf_printf(x->err, "listing the chunks of region '%s': %s",
+                       repo_region(r, src)->conf.name, x->st->region[src].error);
         return e;
     }
-    for (size_t i = 0; i < r->nregions; i++) {
+    for (size_t i = 0; i < repo_nregions(r); i++) {
         if (i == src)
             continue;
-        if (r->health[i]) {
+        if (repo_region_error(r, i)) {
             snprintf(x->st->region[i].error, sizeof(x->st->region[i].error), "%s",
-                     region_last_error(r->regions[i])[0] ? region_last_error(r->regions[i])
-                                                         : err_str(r->health[i]));
+                     region_last_error(repo_region(r, i))[0] ? region_last_error(repo_region(r, i))
+                                                             : err_str(repo_region_error(r, i)));
             continue;
         }
         if ((e = rx_list_region(x, i)) == -ENOMEM)
@@ -297,7 +298,7 @@ static int rx_manifest(struct rx *x, const struct runlineage_snap *ls, const cha
                        const char *id, struct manifest *m, struct buf *ferr)
 {
     size_t src = x->st->source;
-    if (!x->r->health[src] && (ls->manifests >> src & 1) &&
+    if (repo_region_ok(x->r, src) && (ls->manifests >> src & 1) &&
         manifests_read_in(x->r, src, run, id, m) == 0)
         return 0;
     return catalog_find(x->r, run, id, m, NULL, ferr);
@@ -339,9 +340,9 @@ static int rx_snapshot(struct rx *x, struct runlineage_view *v, const char *run,
     manifest_free(&m);
     if (e < 0)
         return e;
-    for (size_t i = 0; i < x->r->nregions; i++)
+    for (size_t i = 0; i < repo_nregions(x->r); i++)
         if (where >> i & 1) {
-            s->rec.committed |= 1u << x->r->regions[i]->slot;
+            s->rec.committed |= 1u << repo_region(x->r, i)->slot;
             x->st->region[i].snapshots++;
         }
     return 0;
@@ -351,7 +352,7 @@ static int rx_snapshot(struct rx *x, struct runlineage_view *v, const char *run,
 static int rx_run(struct rx *x, const struct catalog_snap *cs, size_t n)
 {
     struct runlineage_view v;
-    int e = runlineage_scan(x->r, x->r->regions, cs[0].run, &v, x->err);
+    int e = runlineage_scan(x->r, repo_regions(x->r), cs[0].run, &v, x->err);
     if (e < 0)
         return e;
     for (size_t k = 0; k < n && e == 0; k++) {
@@ -569,7 +570,7 @@ static int rx_apply(struct rx *x)
 {
     struct index_txn *t;
     struct rx_old o = {.x = x};
-    int e = index_txn_begin(x->r->ix, true, &t);
+    int e = index_txn_begin(repo_index(x->r), true, &t);
     if (e < 0) {
         buf_printf(x->err, "opening an index transaction: %s", err_str(e));
         return e;

@@ -120,9 +120,9 @@ int repokeys_put_slot(struct repo *r, const struct repo_secret *s, char ret_id[R
     hex_encode(rnd, sizeof(rnd), ret_id);
     slot_key(ret_id, key);
     unsigned n = 0;
-    for (size_t i = 0; i < r->nregions; i++) {
-        struct region *rg = r->regions[i];
-        if (r->health[i])
+    for (size_t i = 0; i < repo_nregions(r); i++) {
+        struct region *rg = repo_region(r, i);
+        if (repo_region_error(r, i))
             continue;
         e = region_preconditions(rg) == 1 ? region_put_new(rg, key, obj.data, obj.len)
                                           : region_put(rg, key, obj.data, obj.len);
@@ -143,9 +143,9 @@ void repokeys_del_slot(struct repo *r, const char *id)
 {
     char key[REGION_KEY_MAX];
     slot_key(id, key);
-    for (size_t i = 0; i < r->nregions; i++)
-        if (!r->health[i] && region_del(r->regions[i], key) < 0)
-            log_error("%s", region_last_error(r->regions[i]));
+    REPO_FOR_HEALTHY(r, i)
+        if (region_del(repo_region(r, i), key) < 0)
+            log_error("%s", region_last_error(repo_region(r, i)));
 }
 
 /* ---- listing --------------------------------------------------------------- */
@@ -195,14 +195,15 @@ static int slot_fetch(struct repo *r, const struct repokey_info *in, struct buf 
     char key[REGION_KEY_MAX];
     slot_key(in->id, key);
     int e = -ENOENT;
-    for (size_t i = 0; i < r->nregions; i++) {
-        if (r->health[i] || !(in->regions & (1u << i)))
+    REPO_FOR_HEALTHY(r, i) {
+        if (!(in->regions & (1u << i)))
             continue;
         buf_reset(out);
-        e = region_get(r->regions[i], key, KEYSLOT_MAX_BYTES, out);
+        e = region_get(repo_region(r, i), key, KEYSLOT_MAX_BYTES, out);
         if (e == 0 && (e = keyslot_parse(out->data, out->len, ret)) == 0)
             return 0;
-        log_error("region '%s': key slot \"%s\": %s", r->regions[i]->conf.name, key, err_str(e));
+        log_error("region '%s': key slot \"%s\": %s", repo_region(r, i)->conf.name, key,
+                  err_str(e));
     }
     return e;
 }
@@ -217,13 +218,13 @@ static int slot_names_in(struct repo *r, uint32_t mask, struct slot_names *l, st
     unsigned listed = 0;
     char prefix[REGION_KEY_MAX];
     layout_prefix(LAYOUT_KEYSLOT, NULL, prefix);
-    for (size_t i = 0; i < r->nregions; i++) {
-        if (r->health[i] || !(mask & (1u << i)))
+    REPO_FOR_HEALTHY(r, i) {
+        if (!(mask & (1u << i)))
             continue;
         l->bit = 1u << i;
-        int e = region_list(r->regions[i], prefix, slot_name_cb, l);
+        int e = region_list(repo_region(r, i), prefix, slot_name_cb, l);
         if (e < 0 && e != -ENOENT)
-            log_error("%s", region_last_error(r->regions[i]));
+            log_error("%s", region_last_error(repo_region(r, i)));
         else
             listed++;
     }
@@ -285,14 +286,14 @@ int repokeys_copy(struct repo *r, uint32_t from, uint32_t to, struct buf *err)
         uint32_t lack = to & ~(have ? have->regions : 0);
         struct keyslot ks; /* only checked: the bytes are copied */
         char key[REGION_KEY_MAX];
-        for (size_t i = 0; i < r->nregions; i++)
-            if (r->health[i])
+        for (size_t i = 0; i < repo_nregions(r); i++)
+            if (repo_region_error(r, i))
                 lack &= ~(1u << i);
         if (!lack || slot_fetch(r, &src.v[k], &obj, &ks) < 0)
             continue; /* held everywhere, or no copy that parses: not spread */
         slot_key(src.v[k].id, key);
-        for (size_t i = 0; i < r->nregions; i++) {
-            struct region *rg = r->regions[i];
+        for (size_t i = 0; i < repo_nregions(r); i++) {
+            struct region *rg = repo_region(r, i);
             if (!(lack & (1u << i)))
                 continue;
             int p = region_preconditions(rg) == 1 ? region_put_new(rg, key, obj.data, obj.len)
@@ -315,8 +316,8 @@ int repokeys_copy(struct repo *r, uint32_t from, uint32_t to, struct buf *err)
                 continue;
             char key[REGION_KEY_MAX];
             slot_key(src.v[k].id, key);
-            for (size_t i = 0; i < r->nregions; i++)
-                if ((put[k] & (1u << i)) && region_del(r->regions[i], key) == 0)
+            for (size_t i = 0; i < repo_nregions(r); i++)
+                if ((put[k] & (1u << i)) && region_del(repo_region(r, i), key) == 0)
                     n--;
             log_info("key slot \"%s\" was removed meanwhile; not copied", key);
         }

@@ -560,7 +560,7 @@ static int seed_file(struct rst *s, struct seed *sd, struct scan *sc, int fd)
         return -errno;
     struct index_file_key k;
     index_file_key_of(&st, &k);
-    int e = index_txn_begin(s->r->ix, false, &t);
+    int e = index_txn_begin(repo_index(s->r), false, &t);
     if (e == 0) {
         e = index_file_get(t, &k, digest, &v, &n);
         index_txn_abort(t);
@@ -596,7 +596,7 @@ static int seed_build(struct rst *s, struct seed *sd)
         buf_free(&err);
         return 0;
     }
-    if ((e = scan_init(&sc, &s->r->cdc)) < 0)
+    if ((e = scan_init(&sc, repo_chunker(s->r))) < 0)
         return e;
     for (size_t k = 0; k < sd->w.n && e == 0; k++) {
         if (sd->w.v[k].type != MFILE_REG || strstr(sd->w.v[k].path, "/.ckptsync-restore."))
@@ -1136,10 +1136,10 @@ static int rst_index(struct rst *s, int target)
     uint32_t holders = 0;
     char key[REGION_KEY_MAX];
     int e = layout_snapshot(s->m.run, s->m.id, key); /* a parsed manifest's: valid */
-    for (size_t i = 0; e == 0 && i < s->r->nregions; i++)
-        if (!s->r->health[i] && region_has(s->r->regions[i], key) == 1)
-            holders |= 1u << s->r->regions[i]->slot;
-    if ((e = index_txn_begin(s->r->ix, true, &t)) < 0)
+    for (size_t i = 0; e == 0 && i < repo_nregions(s->r); i++)
+        if (repo_region_ok(s->r, i) && region_has(repo_region(s->r, i), key) == 1)
+            holders |= 1u << repo_region(s->r, i)->slot;
+    if ((e = index_txn_begin(repo_index(s->r), true, &t)) < 0)
         return e;
     for (size_t k = 0; k < s->m.nfiles && e == 0; k++) {
         const struct mfile *f = &s->m.files[k];
@@ -1252,7 +1252,7 @@ int restore_run(struct repo *r, const struct restore_opts *o, struct restore_res
     s.direct = repo_workers(r) > 1;
     /* with the digest thread, early chunks are read back, never kept: a
      * marked chunk means "written" to it (seeded ones included) */
-    s.stash_budget = s.direct ? 0 : r->conf.memory / 16;
+    s.stash_budget = s.direct ? 0 : repo_conf(r)->memory / 16;
     if ((e = catalog_find(r, o->run, o->id, &s.m, NULL, err)) < 0)
         goto out;
     if ((e = fileio_mkdir_p(o->target, 0755)) < 0 ||

@@ -24,7 +24,7 @@
  * rename the restored files' identities and the chunks' presence go into
  * the index (one write transaction), so the next snapshot reads nothing.
  *
- * Threads: each function does region I/O through r->regions on the
+ * Threads: each function does region I/O through repo_region(r, i) on the
  * calling thread, which must own them (service/repo.h); catalog_find can
  * mark a region that fails its listing unhealthy.  restore_run starts
  * threads of its own (fetch parts with cloned region handles, a digest

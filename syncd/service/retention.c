@@ -370,7 +370,7 @@ static void plan_protect(struct repo *r, struct retention_plan *ret, struct runl
         keep(it, "the run's resume point (%s)", whys[0]);
     for (size_t i = 0; i < ret->n; i++) { /* newest committed in quorum regions */
         const struct runlineage_snap *s = runlineage_find(v, ret->v[i].id);
-        if (s && (unsigned)__builtin_popcount(s->commits) >= r->conf.quorum &&
+        if (s && (unsigned)__builtin_popcount(s->commits) >= repo_quorum(r) &&
             ret->v[i].step >= 0) {
             keep(&ret->v[i], "the newest durable snapshot");
             break;
@@ -390,7 +390,7 @@ static void plan_protect(struct repo *r, struct retention_plan *ret, struct runl
 static int plan_snapshots(struct repo *r, struct retention_plan *ret, struct buf *err)
 {
     struct runlineage_view v;
-    int e = runlineage_scan(r, r->regions, ret->run, &v, err);
+    int e = runlineage_scan(r, repo_regions(r), ret->run, &v, err);
     if (e < 0)
         return e;
     ret->v = calloc(v.nsnaps ? v.nsnaps : 1, sizeof(*ret->v));

@@ -204,14 +204,14 @@ static int snap_id_cmp(const void *a, const void *b)
 /* "region 'a': why" for a region that did not answer, into why. */
 static void scan_why(struct buf *why, const struct repo *r, struct region *const *regions, size_t i)
 {
-    const char *msg = r->health[i] ? NULL : region_last_error(regions[i]);
+    const char *msg = repo_region_error(r, i) ? NULL : region_last_error(regions[i]);
     if (why->len)
         buf_puts(why, "; ");
     if (msg && msg[0])
         buf_puts(why, msg);
     else
-        buf_printf(why, "region '%s': %s", r->conf.regions[i].name,
-                   err_str(r->health[i] ? r->health[i] : -EIO));
+        buf_printf(why, "region '%s': %s", repo_conf(r)->regions[i].name,
+                   err_str(repo_region_error(r, i) ? repo_region_error(r, i) : -EIO));
 }
 
 int runlineage_scan(struct repo *r, struct region *const *regions, const char *run,
@@ -227,8 +227,8 @@ int runlineage_scan(struct repo *r, struct region *const *regions, const char *r
         return -EINVAL;
     }
     snprintf(ret->run, sizeof(ret->run), "%s", run);
-    for (size_t i = 0; i < r->nregions; i++) {
-        if (r->health[i]) {
+    for (size_t i = 0; i < repo_nregions(r); i++) {
+        if (repo_region_error(r, i)) {
             scan_why(&why, r, regions, i);
             continue;
         }
@@ -242,7 +242,7 @@ int runlineage_scan(struct repo *r, struct region *const *regions, const char *r
         if (e < 0) {
             log_error("%s", region_last_error(regions[i]));
             scan_why(&why, r, regions, i);
-            if (regions == r->regions) /* another thread's handles: r is not ours to mark */
+            if (regions == repo_regions(r)) /* another thread's handles: r is not ours to mark */
                 repo_region_fail(r, i, e);
             continue;
         }
@@ -257,7 +257,7 @@ int runlineage_scan(struct repo *r, struct region *const *regions, const char *r
     buf_free(&why);
     if (ret->nsnaps > 1)
         qsort(ret->snaps, ret->nsnaps, sizeof(*ret->snaps), snap_id_cmp);
-    if (regions == r->regions)
+    if (regions == repo_regions(r))
         scan_fill_unknown(r, ret);
     return 0;
 }
@@ -342,10 +342,12 @@ static void cand_claims(struct repo *r, struct cands *c, struct runlineage_view 
         char key[REGION_KEY_MAX];
         if (cl->kind != LINEAGE_CLAIM || cl->gen != g || layout_record(cl, key, sizeof(key)) < 0)
             continue;
-        for (size_t k = 0; k < r->nregions; k++) {
+        for (size_t k = 0; k < repo_nregions(r); k++) {
             struct buf data = BUF_INIT;
             struct lineage_rec body;
-            int e = r->health[k] ? -EIO : region_get(r->regions[k], key, LINEAGE_MAX_BYTES, &data);
+            int e = repo_region_error(r, k)
+                        ? -EIO
+                        : region_get(repo_region(r, k), key, LINEAGE_MAX_BYTES, &data);
             if (e == 0 && layout_record_read(key, data.data, data.len, &body) == 0) {
                 buf_free(&data);
                 if (body.id[0]) {
@@ -355,7 +357,7 @@ static void cand_claims(struct repo *r, struct cands *c, struct runlineage_view 
                 break;
             }
             if (e == 0)
-                log_warn("region '%s': claim \"%s\" is damaged", r->regions[k]->conf.name, key);
+                log_warn("region '%s': claim \"%s\" is damaged", repo_region(r, k)->conf.name, key);
             buf_free(&data);
         }
     }
@@ -406,12 +408,10 @@ unsigned runlineage_put(struct repo *r, const struct lineage_rec *rec)
         buf_free(&body);
         return 0;
     }
-    for (size_t i = 0; i < r->nregions; i++) {
-        if (r->health[i])
-            continue;
-        int e = region_put(r->regions[i], key, body.data, body.len);
+    REPO_FOR_HEALTHY(r, i) {
+        int e = region_put(repo_region(r, i), key, body.data, body.len);
         if (e < 0)
-            log_error("%s", region_last_error(r->regions[i]));
+            log_error("%s", region_last_error(repo_region(r, i)));
         else
             n++;
     }
@@ -474,7 +474,7 @@ static int gen_put(struct index_txn *t, const char *run, int64_t gen)
 static int gen_local(struct repo *r, const char *run, int64_t *ret)
 {
     struct index_txn *t;
-    int e = index_txn_begin(r->ix, false, &t);
+    int e = index_txn_begin(repo_index(r), false, &t);
     if (e < 0)
         return e;
     e = runlineage_gen_get(t, run, ret);
@@ -565,7 +565,7 @@ static int gen_record_first(struct repo *r, const char *run, int64_t gen, int64_
 {
     struct index_txn *t;
     size_t n;
-    int e = index_txn_begin(r->ix, true, &t);
+    int e = index_txn_begin(repo_index(r), true, &t);
     if (e < 0)
         return e;
     if ((e = runlineage_gen_record(t, run, gen, &n)) == 0)
@@ -620,7 +620,7 @@ unsigned runlineage_handoff(struct repo *r, const char *run, const char *id, int
     struct lineage_rec rec;
     struct buf err = BUF_INIT;
     int64_t gen;
-    int e = runlineage_run_gen(r, r->regions, run, &gen, &err);
+    int e = runlineage_run_gen(r, repo_regions(r), run, &gen, &err);
     if (e < 0) {
         log_error("handoff of run '%s': %s", run, buf_str(&err)[0] ? buf_str(&err) : err_str(e));
         buf_free(&err);
@@ -640,7 +640,7 @@ static int gen_claimed(struct repo *r, const char *run, int64_t gen)
 {
     struct index_txn *t;
     size_t n;
-    int e = index_txn_begin(r->ix, true, &t);
+    int e = index_txn_begin(repo_index(r), true, &t);
     if (e < 0)
         return e;
     if ((e = runlineage_gen_record(t, run, gen - 1, &n)) == 0)
@@ -658,7 +658,7 @@ int runlineage_adopt(struct repo *r, const char *run, const char *base, int64_t 
     struct runlineage_view v;
     struct lineage_rec rec;
     struct buf err = BUF_INIT;
-    int e = runlineage_scan(r, r->regions, run, &v, &err);
+    int e = runlineage_scan(r, repo_regions(r), run, &v, &err);
     if (e < 0) {
         log_error("%s", buf_str(&err));
         buf_free(&err);
@@ -714,12 +714,10 @@ int runlineage_runs(struct repo *r, char (*ret)[MANIFEST_MAX_FIELD + 1], size_t 
     struct runs_ctx c = {.names = ret, .cap = cap};
     char prefix[REGION_KEY_MAX];
     layout_prefix(LAYOUT_SNAPSHOT, NULL, prefix);
-    for (size_t i = 0; i < r->nregions; i++) {
-        if (r->health[i])
-            continue;
-        int e = region_list(r->regions[i], prefix, runs_cb, &c);
+    REPO_FOR_HEALTHY(r, i) {
+        int e = region_list(repo_region(r, i), prefix, runs_cb, &c);
         if (e < 0 && e != -ENOENT) {
-            log_error("%s", region_last_error(r->regions[i]));
+            log_error("%s", region_last_error(repo_region(r, i)));
             repo_region_fail(r, i, e);
         }
     }

@@ -58,7 +58,7 @@ static void put_regions(struct json *j, const struct snapout *o)
         const struct snapshot_region_result *g = &s->region[i];
         json_obj_begin(j);
         json_key(j, "name");
-        json_str(j, o->repo->regions[i]->conf.name);
+        json_str(j, repo_region(o->repo, i)->conf.name);
         json_key(j, "committed");
         json_bool(j, g->err == 0 && o->id[0]);
         json_key(j, "objects_put");

@@ -109,7 +109,7 @@ static void snap_region_fail_msg(struct snap *s, size_t i, int e, const char *ms
 
 static void snap_region_fail(struct snap *s, size_t i, int e)
 {
-    snap_region_fail_msg(s, i, e, region_last_error(s->r->regions[i]));
+    snap_region_fail_msg(s, i, e, region_last_error(repo_region(s->r, i)));
 }
 
 /* The slots of the regions still in the snapshot: an unchanged file's
@@ -118,9 +118,8 @@ static uint32_t snap_healthy_mask(void *ud)
 {
     const struct snap *s = ud;
     uint32_t mask = 0;
-    for (size_t i = 0; i < s->r->nregions; i++)
-        if (!s->r->health[i])
-            mask |= 1u << s->r->regions[i]->slot;
+    REPO_FOR_HEALTHY(s->r, i)
+        mask |= 1u << repo_region(s->r, i)->slot;
     return mask;
 }
 
@@ -182,7 +181,7 @@ static int snap_chunk_upload(struct sjob *j, struct sworker *w, struct index_chu
     struct region_op ops[CONFIG_MAX_REGIONS];
     size_t which[CONFIG_MAX_REGIONS], n = 0;
     char key[REGION_KEY_MAX];
-    size_t nregions = snap_of(j)->r->nregions;
+    size_t nregions = repo_nregions(snap_of(j)->r);
     int e;
 
     layout_chunk(j->h.id, key);
@@ -229,7 +228,7 @@ static int snap_chunk_upload(struct sjob *j, struct sworker *w, struct index_chu
 static int snap_chunk_record(struct sjob *j, const struct index_chunk *c)
 {
     struct index_txn *t;
-    int e = index_txn_begin(snap_of(j)->r->ix, true, &t);
+    int e = index_txn_begin(repo_index(snap_of(j)->r), true, &t);
     if (e == 0 && (e = index_chunk_put(t, j->h.id, c)) < 0)
         index_txn_abort(t);
     else if (e == 0)
@@ -245,10 +244,10 @@ static void snap_job_prepare(struct ingcore_job *hj)
     struct sjob *j = (struct sjob *)hj;
     struct snap *s = snap_of(j);
     j->healthy = 0;
-    for (size_t i = 0; i < s->r->nregions; i++) {
+    for (size_t i = 0; i < repo_nregions(s->r); i++) {
         j->rerr[i] = 0;
         j->objects_put[i] = j->bytes_put[i] = 0;
-        if (!s->r->health[i])
+        if (repo_region_ok(s->r, i))
             j->healthy |= 1u << i;
     }
 }
@@ -263,7 +262,7 @@ static int snap_job_run(struct ingcore_job *hj, size_t t)
     struct index_txn *t_;
     int e;
 
-    if ((e = index_txn_begin(s->r->ix, false, &t_)) < 0)
+    if ((e = index_txn_begin(repo_index(s->r), false, &t_)) < 0)
         return e;
     e = index_chunk_get(t_, j->h.id, &c);
     index_txn_abort(t_);
@@ -305,7 +304,7 @@ static int snap_chunk_apply(struct ingcore_job *hj, size_t index)
     struct snap *s = snap_of(j);
     int e;
     (void)index;
-    for (size_t i = 0; i < s->r->nregions; i++) {
+    for (size_t i = 0; i < repo_nregions(s->r); i++) {
         s->res->region[i].objects_put += j->objects_put[i];
         s->res->region[i].bytes_put += j->bytes_put[i];
         if (j->rerr[i])
@@ -334,7 +333,7 @@ static int snap_file_read(struct ingcore *c, const struct index_file_key *k,
                           const uint8_t digest[HASH_LEN], const struct mchunk *v, size_t n)
 {
     struct index_txn *t;
-    int e = index_txn_begin(c->r->ix, true, &t);
+    int e = index_txn_begin(repo_index(c->r), true, &t);
     if (e == 0 && (e = index_file_put(t, k, digest, v, n)) < 0)
         index_txn_abort(t);
     else if (e == 0)
@@ -386,7 +385,7 @@ static int snap_distinct(struct snap *s, struct presence_item **ret, uint32_t **
                          size_t *ret_n, uint64_t *ret_estimate)
 {
     size_t k = 0;
-    int e = presence_items(s->r->ix, &s->core.m, ret, ret_n, ret_estimate);
+    int e = presence_items(repo_index(s->r), &s->core.m, ret, ret_n, ret_estimate);
     if (e < 0)
         return e;
     uint32_t *masks = calloc(*ret_n ? *ret_n : 1, sizeof(*masks));
@@ -442,7 +441,7 @@ static int snap_reupload(struct snap *s, size_t i, const uint8_t id[HASH_LEN])
         buf_printf(s->err, "compressing a chunk: %s", err_str(e));
     free(data);
     layout_chunk(id, key);
-    if (e == 0 && (e = region_put(s->r->regions[i], key, s->obj.data, s->obj.len)) < 0)
+    if (e == 0 && (e = region_put(repo_region(s->r, i), key, s->obj.data, s->obj.len)) < 0)
         snap_region_fail(s, i, e);
     if (e == 0) {
         s->res->region[i].objects_put++;
@@ -456,8 +455,8 @@ static int snap_presence_bit(struct snap *s, size_t i, const uint8_t id[HASH_LEN
 {
     struct index_txn *t;
     struct index_chunk c;
-    uint32_t bit = 1u << s->r->regions[i]->slot;
-    int e = index_txn_begin(s->r->ix, true, &t);
+    uint32_t bit = 1u << repo_region(s->r, i)->slot;
+    int e = index_txn_begin(repo_index(s->r), true, &t);
     if (e < 0)
         return e;
     if ((e = index_chunk_get(t, id, &c)) == 0) {
@@ -481,20 +480,20 @@ static int snap_presence_bit(struct snap *s, size_t i, const uint8_t id[HASH_LEN
 static int snap_gc_check(struct snap *s, size_t i, const struct presence_item *all, size_t n,
                          uint8_t *recheck, bool *ret_all)
 {
-    struct region *rg = s->r->regions[i];
+    struct region *rg = repo_region(s->r, i);
     char waiting[GC_MARK_LEN + 1] = "";
     bool told = false;
     *ret_all = false;
     if (!gc_intent_fresh(&s->intent[i])) {
         gc_intent_end(rg, &s->intent[i]);
-        int e = gc_intent_begin(rg, &s->r->conf, &s->intent[i]);
+        int e = gc_intent_begin(rg, repo_conf(s->r), &s->intent[i]);
         if (e < 0)
             return e;
         *ret_all = true;
     }
     for (;;) {
-        int e = gc_writer_check(rg, &s->gcc[i], &s->r->conf, all, n, s->core.m.run, s->core.m.id,
-                                recheck, waiting);
+        int e = gc_writer_check(rg, &s->gcc[i], repo_conf(s->r), all, n, s->core.m.run,
+                                s->core.m.id, recheck, waiting);
         if (e != -EAGAIN)
             return e;
         if (!told)
@@ -509,7 +508,7 @@ static int snap_gc_check(struct snap *s, size_t i, const struct presence_item *a
 static int snap_confirm_region(struct snap *s, size_t i, struct presence_item *all,
                                const uint32_t *masks, size_t n, uint64_t estimate)
 {
-    uint32_t bit = 1u << s->r->regions[i]->slot;
+    uint32_t bit = 1u << repo_region(s->r, i)->slot;
     struct presence_stats st = {0};
     size_t m = 0;
     bool everything;
@@ -531,7 +530,7 @@ static int snap_confirm_region(struct snap *s, size_t i, struct presence_item *a
         if (everything || recheck[k] || !(masks[k] & bit))
             ask[m++] = all[k];
     free(recheck);
-    e = presence_confirm(s->r->regions[i], ask, m, estimate, &st);
+    e = presence_confirm(repo_region(s->r, i), ask, m, estimate, &st);
     if (e < 0) {
         snap_region_fail(s, i, e);
         e = 0;
@@ -540,14 +539,15 @@ static int snap_confirm_region(struct snap *s, size_t i, struct presence_item *a
     if (e == 0 && st.missing)
         log_warn("region '%s': %llu chunk(s) of this snapshot are gone although the index recorded "
                  "them there; uploading them again",
-                 s->r->regions[i]->conf.name, (unsigned long long)st.missing);
-    for (size_t k = 0; e == 0 && k < m && !s->r->health[i]; k++) {
+                 repo_region(s->r, i)->conf.name, (unsigned long long)st.missing);
+    for (size_t k = 0; e == 0 && k < m && repo_region_ok(s->r, i); k++) {
         if (!ask[k].missing)
             continue;
         if ((e = snap_presence_bit(s, i, ask[k].id, false)) == 0 &&
             (e = snap_reupload(s, i, ask[k].id)) == 0)
             e = snap_presence_bit(s, i, ask[k].id, true);
-        if (e < 0 && e != CKS_E_CHANGED && s->r->health[i]) /* the region failed: leave it out */
+        if (e < 0 && e != CKS_E_CHANGED &&
+            repo_region_error(s->r, i)) /* the region failed: leave it out */
             e = 0;
     }
     s->res->confirm_asked += st.asked;
@@ -569,8 +569,8 @@ static int snap_confirm(struct snap *s)
     int e = snap_distinct(s, &all, &masks, &n, &estimate);
     if (e < 0)
         return e;
-    for (size_t i = 0; e == 0 && i < s->r->nregions; i++)
-        if (!s->r->health[i])
+    for (size_t i = 0; e == 0 && i < repo_nregions(s->r); i++)
+        if (repo_region_ok(s->r, i))
             e = snap_confirm_region(s, i, all, masks, n, estimate);
     free(all);
     free(masks);
@@ -587,7 +587,7 @@ static int snap_record(struct snap *s, uint32_t committed, bool create)
 {
     struct index_txn *t;
     struct index_snap rec = {0};
-    int e = index_txn_begin(s->r->ix, true, &t);
+    int e = index_txn_begin(repo_index(s->r), true, &t);
     if (e < 0)
         return e;
     if (!create) {
@@ -632,8 +632,8 @@ static int snap_reconfirm(struct snap *s, size_t i)
  * fails the snapshot (a source that changed). */
 static int snap_ready(struct snap *s, size_t i)
 {
-    struct region *rg = s->r->regions[i];
-    for (int k = 0; !s->r->health[i]; k++) {
+    struct region *rg = repo_region(s->r, i);
+    for (int k = 0; repo_region_ok(s->r, i); k++) {
         if (gc_intent_publishable(&s->intent[i]))
             return 0;
         if (k == GC_RECONFIRM_MAX) {
@@ -641,7 +641,7 @@ static int snap_ready(struct snap *s, size_t i)
                              "region '%s': confirming this snapshot's chunks took longer than "
                              "intent_ttl/2 (%llu s) %d times; not publishing there (raise [prune] "
                              "intent_ttl)",
-                             rg->conf.name, (unsigned long long)s->r->conf.intent_ttl / 2, k);
+                             rg->conf.name, (unsigned long long)repo_conf(s->r)->intent_ttl / 2, k);
             snap_region_fail(s, i, -ETIMEDOUT);
             return 0;
         }
@@ -670,15 +670,16 @@ static int snap_commit(struct snap *s)
         buf_printf(s->err, "recording the snapshot in the index: %s", err_str(e));
         goto out;
     }
-    for (size_t i = 0; i < s->r->nregions && ready == 0; i++) {
-        if (s->r->health[i] || (ready = snap_ready(s, i)) < 0 || s->r->health[i])
+    for (size_t i = 0; i < repo_nregions(s->r) && ready == 0; i++) {
+        if (repo_region_error(s->r, i) || (ready = snap_ready(s, i)) < 0 ||
+            repo_region_error(s->r, i))
             continue;
-        e = catalog_publish(s->r->regions[i], &s->core.m, man.data, man.len);
+        e = catalog_publish(repo_region(s->r, i), &s->core.m, man.data, man.len);
         if (e < 0) {
             snap_region_fail(s, i, e);
             continue;
         }
-        committed |= 1u << s->r->regions[i]->slot;
+        committed |= 1u << repo_region(s->r, i)->slot;
         s->res->committed++;
     }
     if ((e = snap_record(s, committed, false)) < 0)
@@ -701,14 +702,14 @@ static int snap_setup(struct snap *s)
     if (e < 0)
         return e;
     s->nwk = pool_size(s->pool);
-    uint64_t cap = r->conf.memory / (2 * (uint64_t)r->params.chunk_max + 1);
+    uint64_t cap = repo_conf(r)->memory / (2 * (uint64_t)repo_params(r)->chunk_max + 1);
     size_t njobs = 2 * s->nwk;
     if (njobs > cap)
         njobs = cap > 1 ? (size_t)cap : 1;
     struct ingcore_opts co = {.run = s->o->run,
                               .step = s->o->step,
                               .instance = s->o->instance,
-                              .regions = r->regions,
+                              .regions = repo_regions(r),
                               .retries = SNAPSHOT_RETRIES,
                               .reuse_need = snap_healthy_mask,
                               .progress = snap_progress,
@@ -723,9 +724,9 @@ static int snap_workers(struct snap *s)
     if (!(s->wk = calloc(s->nwk, sizeof(*s->wk))))
         return -ENOMEM;
     for (size_t t = 0; t < s->nwk; t++)
-        for (size_t i = 0; i < r->nregions; i++) {
-            s->wk[t].rg[i] = r->regions[i];
-            if (t == 0 || r->health[i])
+        for (size_t i = 0; i < repo_nregions(r); i++) {
+            s->wk[t].rg[i] = repo_region(r, i);
+            if (t == 0 || repo_region_error(r, i))
                 continue;
             int e = repo_region_clone(r, i, &s->wk[t].own[i], s->err);
             if (e < 0)
@@ -739,10 +740,8 @@ static int snap_workers(struct snap *s)
  * chunk is looked up there.  A region that cannot take one leaves. */
 static int snap_intents(struct snap *s)
 {
-    for (size_t i = 0; i < s->r->nregions; i++) {
-        if (s->r->health[i])
-            continue;
-        int e = gc_intent_begin(s->r->regions[i], &s->r->conf, &s->intent[i]);
+    REPO_FOR_HEALTHY(s->r, i) {
+        int e = gc_intent_begin(repo_region(s->r, i), repo_conf(s->r), &s->intent[i]);
         if (e < 0)
             snap_region_fail(s, i, e);
     }
@@ -756,8 +755,8 @@ static int snap_intents(struct snap *s)
 static void snap_teardown(struct snap *s)
 {
     ingcore_free(&s->core); /* first: jobs in flight use what follows */
-    for (size_t i = 0; i < s->r->nregions; i++) {
-        gc_intent_end(s->r->regions[i], &s->intent[i]); /* published, or never will be */
+    for (size_t i = 0; i < repo_nregions(s->r); i++) {
+        gc_intent_end(repo_region(s->r, i), &s->intent[i]); /* published, or never will be */
         gc_cache_free(&s->gcc[i]);
     }
     chunkobj_ctx_free(&s->z);
@@ -778,11 +777,11 @@ static void snap_teardown(struct snap *s)
  * error was logged there, so it is recorded here, not logged again. */
 static void snap_note_unhealthy(struct snap *s)
 {
-    for (size_t i = 0; i < s->r->nregions; i++) {
+    for (size_t i = 0; i < repo_nregions(s->r); i++) {
         struct snapshot_region_result *rr = &s->res->region[i];
-        if (s->r->health[i] && rr->err == 0) {
-            rr->err = s->r->health[i];
-            snprintf(rr->msg, sizeof(rr->msg), "%s", region_last_error(s->r->regions[i]));
+        if (repo_region_error(s->r, i) && rr->err == 0) {
+            rr->err = repo_region_error(s->r, i);
+            snprintf(rr->msg, sizeof(rr->msg), "%s", region_last_error(repo_region(s->r, i)));
         }
     }
 }
@@ -794,7 +793,7 @@ int snapshot_take(struct repo *r, const struct snapshot_opts *o, struct snapshot
     int e;
 
     memset(ret, 0, sizeof(*ret));
-    ret->nregions = r->nregions;
+    ret->nregions = repo_nregions(r);
     if (manifest_run_check(o->run) < 0) {
         buf_printf(err, "run name \"%s\": use 1-256 characters from [A-Za-z0-9._-], not . or ..",
                    o->run);
@@ -807,8 +806,8 @@ int snapshot_take(struct repo *r, const struct snapshot_opts *o, struct snapshot
         goto out;
     memcpy(ret->id, s.core.m.id, sizeof(ret->id));
     snprintf(ret->root, sizeof(ret->root), "%s", s.core.m.root);
-    ret->durable = ret->committed >= r->conf.quorum;
-    e = ret->committed == r->nregions ? 0 : ret->durable ? 1 : CKS_E_QUORUM;
+    ret->durable = ret->committed >= repo_quorum(r);
+    e = ret->committed == repo_nregions(r) ? 0 : ret->durable ? 1 : CKS_E_QUORUM;
 out:
     if (e < 0 && e != CKS_E_QUORUM && !buf_str(err)[0])
         buf_printf(err, "%s", err_str(e));

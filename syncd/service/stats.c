@@ -85,12 +85,10 @@ static void st_list_regions(struct st *s)
     struct repo *r = s->r;
     char prefix[REGION_KEY_MAX];
     layout_prefix(LAYOUT_CHUNK, NULL, prefix);
-    for (size_t i = 0; i < r->nregions; i++) {
-        if (r->health[i])
-            continue;
-        int le = region_list(r->regions[i], prefix, sized_cb, &s->regions[i]);
+    REPO_FOR_HEALTHY(r, i) {
+        int le = region_list(repo_region(r, i), prefix, sized_cb, &s->regions[i]);
         if (le < 0 && le != -ENOENT) {
-            log_error("%s", region_last_error(r->regions[i]));
+            log_error("%s", region_last_error(repo_region(r, i)));
             repo_region_fail(r, i, le);
         }
         if (s->regions[i].n > 1)
@@ -162,7 +160,7 @@ static void st_count_uses(struct st *s)
             b++;
         /* the stored size of a chunk: from the first region listing it */
         uint64_t size = 0;
-        for (size_t i = 0; i < s->r->nregions; i++) {
+        for (size_t i = 0; i < repo_nregions(s->r); i++) {
             const struct sized *hit = sized_find(&s->regions[i], s->uses[a].id);
             if (hit) {
                 referenced[i]++;
@@ -182,19 +180,19 @@ static void st_count_uses(struct st *s)
             res->snaps[s->uses[a].snap].unique += size;
         a = b;
     }
-    for (size_t i = 0; i < s->r->nregions; i++) {
+    for (size_t i = 0; i < repo_nregions(s->r); i++) {
         struct stats_region *rs = &res->region[i];
         uint64_t bytes = 0;
         for (size_t k = 0; k < s->regions[i].n; k++)
             bytes += s->regions[i].v[k].size;
-        rs->name = s->r->regions[i]->conf.name;
-        rs->healthy = !s->r->health[i];
+        rs->name = repo_region(s->r, i)->conf.name;
+        rs->healthy = repo_region_ok(s->r, i);
         rs->chunks = s->regions[i].n;
         rs->stored_bytes = bytes;
         rs->garbage_chunks = s->regions[i].n - referenced[i];
         rs->garbage_bytes = bytes - referenced_bytes[i];
     }
-    res->nregions = s->r->nregions;
+    res->nregions = repo_nregions(s->r);
 }
 
 /* The runs reported: their snapshots' logical bytes and their distinct
@@ -225,7 +223,7 @@ static int st_runs(struct st *s, const char *run)
                 mine |= s->uses[v].snap >= a && s->uses[v].snap < b;
                 v++;
             }
-            for (size_t i = 0; mine && i < s->r->nregions; i++) {
+            for (size_t i = 0; mine && i < repo_nregions(s->r); i++) {
                 const struct sized *hit = sized_find(&s->regions[i], s->uses[u].id);
                 if (hit) {
                     rr->stored += hit->size;

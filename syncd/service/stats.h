@@ -54,7 +54,7 @@ struct stats_run {
 };
 
 struct stats_result {
-    size_t nregions; /* r->nregions */
+    size_t nregions; /* repo_nregions(r) */
     struct stats_region region[CONFIG_MAX_REGIONS];
     struct stats_snap *snaps; /* every retained snapshot, sorted by run then id */
     size_t nsnaps;

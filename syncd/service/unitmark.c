@@ -118,7 +118,7 @@ int unitmark_restored(struct repo *r, const char *run, const char *target, const
     struct index_txn *t;
     if (!m->root)
         return 0; /* a whole run, not one unit */
-    int e = mark_unit_path(r->conf.watch, target, m->root, unit, sizeof(unit));
+    int e = mark_unit_path(repo_conf(r)->watch, target, m->root, unit, sizeof(unit));
     if (e < 0)
         return e == -ENOENT ? 0 : e;
     unitmark_content(m, content);
@@ -126,7 +126,7 @@ int unitmark_restored(struct repo *r, const char *run, const char *target, const
     if (snprintf(val, sizeof(val), "%s %s %s", hex, run, m->id) >= (int)sizeof(val))
         return -ENAMETOOLONG;
     mark_key("restored", unit, key);
-    if ((e = index_txn_begin(r->ix, true, &t)) < 0)
+    if ((e = index_txn_begin(repo_index(r), true, &t)) < 0)
         return e;
     if ((e = index_meta_put(t, key, val)) < 0) {
         index_txn_abort(t);

@@ -75,15 +75,15 @@ static int verify_repair_manifest(struct vctx *v, size_t good, size_t i, const s
     struct buf data = BUF_INIT;
     int e = layout_snapshot(m->run, m->id, key);
     if (e == 0)
-        e = region_get(v->r->regions[good], key, MANIFEST_MAX_BYTES, &data);
+        e = region_get(repo_region(v->r, good), key, MANIFEST_MAX_BYTES, &data);
     if (e == 0)
-        e = catalog_publish(v->r->regions[i], m, data.data, data.len);
+        e = catalog_publish(repo_region(v->r, i), m, data.data, data.len);
     if (e == 0)
         log_info("region '%s': manifest \"%s\" repaired from region '%s'",
-                 v->r->regions[i]->conf.name, key, v->r->regions[good]->conf.name);
+                 repo_region(v->r, i)->conf.name, key, repo_region(v->r, good)->conf.name);
     else
-        log_error("region '%s': repairing manifest \"%s\": %s", v->r->regions[i]->conf.name, key,
-                  region_last_error(v->r->regions[i]));
+        log_error("region '%s': repairing manifest \"%s\": %s", repo_region(v->r, i)->conf.name,
+                  key, region_last_error(repo_region(v->r, i)));
     buf_free(&data);
     return e;
 }
@@ -96,9 +96,9 @@ static int verify_manifest(struct vctx *v, const char *run, const char *id)
     size_t good = SIZE_MAX;
     int state[CONFIG_MAX_REGIONS] = {0}; /* 0 ok, 1 missing, 2 damaged */
     int e = 0;
-    for (size_t i = 0; i < v->r->nregions; i++) {
+    for (size_t i = 0; i < repo_nregions(v->r); i++) {
         struct manifest one;
-        if (v->r->health[i])
+        if (repo_region_error(v->r, i))
             continue;
         int g = manifests_read_in(v->r, i, run, id, good == SIZE_MAX ? &m : &one);
         if (g == -ENOENT) {
@@ -106,7 +106,8 @@ static int verify_manifest(struct vctx *v, const char *run, const char *id)
             state[i] = 1;
             v->res->region[i].manifests_missing++;
             layout_snapshot(run, id, key);
-            log_error("region '%s': manifest \"%s\" is missing", v->r->regions[i]->conf.name, key);
+            log_error("region '%s': manifest \"%s\" is missing", repo_region(v->r, i)->conf.name,
+                      key);
         } else if (g < 0) { /* manifests_read_in said what is wrong */
             state[i] = 2;
             v->res->region[i].manifests_bad++;
@@ -123,8 +124,8 @@ static int verify_manifest(struct vctx *v, const char *run, const char *id)
         return 0;
     }
     v->res->snapshots++;
-    for (size_t i = 0; v->repair && i < v->r->nregions; i++) {
-        if (!state[i] || v->r->health[i] || verify_repair_manifest(v, good, i, &m) < 0)
+    for (size_t i = 0; v->repair && i < repo_nregions(v->r); i++) {
+        if (!state[i] || repo_region_error(v->r, i) || verify_repair_manifest(v, good, i, &m) < 0)
             continue;
         if (state[i] == 1)
             v->res->region[i].manifests_missing--;
@@ -201,9 +202,9 @@ static void verify_record(struct vctx *v, const struct rec_key *k, struct buf *g
     struct buf data = BUF_INIT;
     *ret_bad = 0;
     buf_reset(good);
-    for (size_t i = 0; i < v->r->nregions; i++) {
-        struct region *rg = v->r->regions[i];
-        if (v->r->health[i] || !(k->mask & (1u << i)))
+    for (size_t i = 0; i < repo_nregions(v->r); i++) {
+        struct region *rg = repo_region(v->r, i);
+        if (repo_region_error(v->r, i) || !(k->mask & (1u << i)))
             continue;
         buf_reset(&data);
         int e = region_get(rg, k->key, LINEAGE_MAX_BYTES, &data);
@@ -229,10 +230,10 @@ static void verify_record(struct vctx *v, const struct rec_key *k, struct buf *g
 static void verify_record_gaps(struct vctx *v, const struct rec_key *k, const struct buf *good,
                                uint32_t bad)
 {
-    for (size_t i = 0; i < v->r->nregions; i++) {
-        struct region *rg = v->r->regions[i];
+    for (size_t i = 0; i < repo_nregions(v->r); i++) {
+        struct region *rg = repo_region(v->r, i);
         bool missing = !(k->mask & (1u << i)), damaged = bad & (1u << i);
-        if (v->r->health[i] || (!missing && !damaged))
+        if (repo_region_error(v->r, i) || (!missing && !damaged))
             continue;
         if (missing) {
             v->res->region[i].records_missing++;
@@ -261,17 +262,17 @@ static int verify_records(struct vctx *v, const char *run)
     struct rec_list l = {0};
     struct buf good = BUF_INIT;
     int e = 0;
-    for (size_t i = 0; i < v->r->nregions && e != -ENOMEM; i++) {
+    for (size_t i = 0; i < repo_nregions(v->r) && e != -ENOMEM; i++) {
         l.bit = 1u << i;
-        for (size_t k = 0; !v->r->health[i] && k < sizeof(tops) / sizeof(tops[0]); k++) {
+        for (size_t k = 0; repo_region_ok(v->r, i) && k < sizeof(tops) / sizeof(tops[0]); k++) {
             char prefix[REGION_KEY_MAX];
             if (layout_prefix(tops[k], run, prefix) < 0)
                 continue; /* a run no key can name holds no record */
-            e = region_list(v->r->regions[i], prefix, rec_list_cb, &l);
+            e = region_list(repo_region(v->r, i), prefix, rec_list_cb, &l);
             if (e == -ENOMEM)
                 break;
             if (e < 0 && e != -ENOENT) {
-                log_error("%s", region_last_error(v->r->regions[i]));
+                log_error("%s", region_last_error(repo_region(v->r, i)));
                 repo_region_fail(v->r, i, e);
             }
             e = 0;
@@ -292,7 +293,7 @@ static int verify_chunk_in(struct vctx *v, size_t i, const struct mchunk *c, str
                            struct buf *obj, struct buf *raw)
 {
     char key[REGION_KEY_MAX];
-    struct region *rg = v->r->regions[i];
+    struct region *rg = repo_region(v->r, i);
     layout_chunk(c->id, key);
     buf_reset(obj);
     int e;
@@ -332,12 +333,12 @@ static void verify_repair_chunk(struct vctx *v, const struct mchunk *c, const st
 {
     char key[REGION_KEY_MAX];
     layout_chunk(c->id, key);
-    for (size_t i = 0; i < v->r->nregions; i++) {
+    for (size_t i = 0; i < repo_nregions(v->r); i++) {
         struct verify_region_result *res = &v->res->region[i];
-        if (!state[i] || v->r->health[i])
+        if (!state[i] || repo_region_error(v->r, i))
             continue;
-        if (region_put(v->r->regions[i], key, good->data, good->len) < 0) {
-            log_error("%s", region_last_error(v->r->regions[i]));
+        if (region_put(repo_region(v->r, i), key, good->data, good->len) < 0) {
+            log_error("%s", region_last_error(repo_region(v->r, i)));
             continue;
         }
         if (state[i] == 1)
@@ -368,9 +369,7 @@ static int verify_chunks(struct vctx *v, void (*progress)(void *, uint64_t, uint
         int state[CONFIG_MAX_REGIONS] = {0};
         bool bad = false;
         buf_reset(&good);
-        for (size_t i = 0; i < v->r->nregions; i++) {
-            if (v->r->health[i])
-                continue;
+        REPO_FOR_HEALTHY(v->r, i) {
             state[i] = verify_chunk_in(v, i, &v->chunks[k], &z, &obj, &raw);
             bad |= state[i] != 0;
             if (!state[i] && !good.len && v->repair)
@@ -399,8 +398,8 @@ static int slots_lacking(struct vctx *v, uint64_t *lack, struct buf *err)
         return e;
     memset(lack, 0, sizeof(uint64_t) * CONFIG_MAX_REGIONS);
     for (size_t k = 0; k < n; k++)
-        for (size_t i = 0; s[k].valid && i < v->r->nregions; i++)
-            lack[i] += !v->r->health[i] && !(s[k].regions & (1u << i));
+        for (size_t i = 0; s[k].valid && i < repo_nregions(v->r); i++)
+            lack[i] += repo_region_ok(v->r, i) && !(s[k].regions & (1u << i));
     free(s);
     return 0;
 }
@@ -412,21 +411,21 @@ static int verify_keys(struct vctx *v)
     uint64_t lack[CONFIG_MAX_REGIONS], after[CONFIG_MAX_REGIONS];
     struct buf err = BUF_INIT;
     bool any = false;
-    int e = v->r->encrypted ? slots_lacking(v, lack, &err) : 0;
-    if (e < 0 || !v->r->encrypted)
+    int e = repo_encrypted(v->r) ? slots_lacking(v, lack, &err) : 0;
+    if (e < 0 || !repo_encrypted(v->r))
         goto out;
-    for (size_t i = 0; i < v->r->nregions; i++) {
+    for (size_t i = 0; i < repo_nregions(v->r); i++) {
         v->res->region[i].slots_missing = lack[i];
         if (lack[i])
             log_error("region '%s' lacks %llu key slot(s) that other regions hold",
-                      v->r->regions[i]->conf.name, (unsigned long long)lack[i]);
+                      repo_region(v->r, i)->conf.name, (unsigned long long)lack[i]);
         any |= lack[i] != 0;
     }
     if (!any || !v->repair)
         goto out;
     if ((e = repokeys_copy(v->r, UINT32_MAX, UINT32_MAX, &err)) >= 0 &&
         (e = slots_lacking(v, after, &err)) == 0)
-        for (size_t i = 0; i < v->r->nregions; i++)
+        for (size_t i = 0; i < repo_nregions(v->r); i++)
             v->res->region[i].repaired += lack[i] > after[i] ? lack[i] - after[i] : 0;
 out:
     if (e < 0 && e != -ENOMEM) {
@@ -474,7 +473,7 @@ int verify_run(struct repo *r, const char *run, const char *id, unsigned flags,
     int e;
 
     memset(ret, 0, sizeof(*ret));
-    ret->nregions = r->nregions;
+    ret->nregions = repo_nregions(r);
     if ((run && manifest_run_check(run) < 0) || (id && (!run || manifest_id_check(id) < 0))) {
         buf_printf(err, "invalid run name or snapshot id (a snapshot id needs --run)");
         return -EINVAL;
@@ -489,8 +488,8 @@ int verify_run(struct repo *r, const char *run, const char *id, unsigned flags,
         e = verify_chunks(&v, progress, ud);
     if (e == 0)
         e = verify_keys(&v);
-    for (size_t i = 0; i < r->nregions; i++) {
-        ret->region[i].err = r->health[i];
+    for (size_t i = 0; i < repo_nregions(r); i++) {
+        ret->region[i].err = repo_region_error(r, i);
         if (e == 0 && !verify_region_ok(&ret->region[i]))
             e = CKS_E_DIGEST;
     }

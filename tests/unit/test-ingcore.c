@@ -124,7 +124,7 @@ static int fe_file_read(struct ingcore *c, const struct index_file_key *k,
     f->file_reads++;
     if (!f->record_files)
         return 0;
-    assert_int_equal(index_txn_begin(c->r->ix, true, &t), 0);
+    assert_int_equal(index_txn_begin(repo_index(c->r), true, &t), 0);
     assert_int_equal(index_file_put(t, k, digest, v, n), 0);
     return index_txn_commit(t);
 }
@@ -191,7 +191,7 @@ static int fx_pass(struct fx *x, const char *run, int64_t step, int retries,
     fe_reset(&x->fe);
     struct ingcore_opts o = {.run = run,
                              .step = step,
-                             .regions = x->tr.r->regions,
+                             .regions = repo_regions(x->tr.r),
                              .retries = retries,
                              .reuse_need = fe_need,
                              .ud = &x->fe};
@@ -274,9 +274,9 @@ static void walk_and_entries(size_t threads)
     assert_null(m->parent);
     assert_int_equal(m->gen, 0);
     assert_true(m->id[0] != 0);
-    assert_int_equal(m->chunk_min, r->params.chunk_min);
-    assert_int_equal(m->chunk_avg, r->params.chunk_avg);
-    assert_int_equal(m->chunk_max, r->params.chunk_max);
+    assert_int_equal(m->chunk_min, repo_params(r)->chunk_min);
+    assert_int_equal(m->chunk_avg, repo_params(r)->chunk_avg);
+    assert_int_equal(m->chunk_max, repo_params(r)->chunk_max);
     /* manifest file k is walk entry k */
     static const char *order[] = {"ck",     "ck/a.bin",     "ck/empty",    "ck/link",
                                   "ck/sub", "ck/sub/b.bin", "ck/sub/hard", "ck/sub/same-as-a"};
@@ -334,7 +334,7 @@ static void test_walk_and_entries_threads(void **state)
 static void mark_present(struct fx *x, unsigned slot)
 {
     struct index_txn *t;
-    assert_int_equal(index_txn_begin(x->tr.r->ix, true, &t), 0);
+    assert_int_equal(index_txn_begin(repo_index(x->tr.r), true, &t), 0);
     for (size_t i = 0; i < x->c.m.nchunks; i++) {
         struct index_chunk ch = {0};
         int e = index_chunk_get(t, x->c.m.chunks[i].id, &ch);
@@ -489,7 +489,7 @@ static void test_record_and_parent(void **state)
     char id1[MANIFEST_ID_MAX + 1];
     snprintf(id1, sizeof(id1), "%s", x->c.m.id);
     struct index_txn *t;
-    assert_int_equal(index_txn_begin(x->tr.r->ix, true, &t), 0);
+    assert_int_equal(index_txn_begin(repo_index(x->tr.r), true, &t), 0);
     assert_int_equal(ingcore_record(&x->c, t), 0);
     assert_int_equal(index_txn_commit(t), 0);
 
@@ -499,7 +499,7 @@ static void test_record_and_parent(void **state)
     memcpy(a0, m->chunks[a->first_chunk].id, HASH_LEN);
     struct index_snap s;
     struct index_chunk ch;
-    assert_int_equal(index_txn_begin(x->tr.r->ix, false, &t), 0);
+    assert_int_equal(index_txn_begin(repo_index(x->tr.r), false, &t), 0);
     assert_int_equal(index_snap_get(t, "r1", id1, &s), 0);
     assert_int_equal(s.step, 7);
     assert_int_equal(s.bytes, x->c.bytes);
@@ -519,7 +519,7 @@ static void test_record_and_parent(void **state)
     assert_non_null(x->c.m.parent);
     assert_string_equal(x->c.m.parent, id1);
     assert_string_not_equal(x->c.m.id, id1);
-    assert_int_equal(index_txn_begin(x->tr.r->ix, true, &t), 0);
+    assert_int_equal(index_txn_begin(repo_index(x->tr.r), true, &t), 0);
     assert_int_equal(ingcore_record(&x->c, t), 0);
     assert_int_equal(index_chunk_get(t, a0, &ch), 0);
     assert_int_equal(ch.refcount, 4);

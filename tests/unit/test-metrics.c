@@ -105,15 +105,15 @@ static void test_family(void **state)
     buf_free(&b);
 }
 
-static struct repo *fake_repo(void)
+static struct config *fake_conf(void)
 {
     static const char *const names[] = {"a", "b\"q", "c"};
-    struct repo *r = calloc(1, sizeof(*r));
-    assert_non_null(r);
-    r->nregions = 3;
+    struct config *c = calloc(1, sizeof(*c));
+    assert_non_null(c);
+    c->nregions = 3;
     for (size_t i = 0; i < 3; i++)
-        snprintf(r->conf.regions[i].name, sizeof(r->conf.regions[i].name), "%s", names[i]);
-    return r;
+        snprintf(c->regions[i].name, sizeof(c->regions[i].name), "%s", names[i]);
+    return c;
 }
 
 #define THREADS 4
@@ -138,10 +138,10 @@ static void expect_line(const char *text, const char *line)
 static void test_counters(void **state)
 {
     (void)state;
-    struct repo *r = fake_repo();
+    struct config *conf = fake_conf();
     struct metrics *m;
     pthread_t th[THREADS];
-    assert_int_equal(metrics_new(r, &m), 0);
+    assert_int_equal(metrics_new(conf, &m), 0);
     for (int i = 0; i < THREADS; i++)
         assert_int_equal(pthread_create(&th[i], NULL, hammer, m), 0);
     for (int i = 0; i < THREADS; i++)
@@ -186,7 +186,7 @@ static void test_counters(void **state)
     buf_free(&b);
     metrics_free(m);
     metrics_free(NULL);
-    free(r);
+    free(conf);
 }
 
 /* ---- the endpoint ----------------------------------------------------- */
