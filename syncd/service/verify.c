@@ -392,8 +392,9 @@ static int verify_chunks(struct vctx *v, void (*progress)(void *, uint64_t, uint
 static int slots_lacking(struct vctx *v, uint64_t *lack, struct buf *err)
 {
     struct repokey_info *s = NULL;
+    struct repokeys_view kv;
     size_t n = 0;
-    int e = repokeys_list(v->r, &s, &n, err);
+    int e = repokeys_list(repo_keys_view(v->r, &kv), &s, &n, err);
     if (e < 0)
         return e;
     memset(lack, 0, sizeof(uint64_t) * CONFIG_MAX_REGIONS);
@@ -423,7 +424,8 @@ static int verify_keys(struct vctx *v)
     }
     if (!any || !v->repair)
         goto out;
-    if ((e = repokeys_copy(v->r, UINT32_MAX, UINT32_MAX, &err)) >= 0 &&
+    struct repokeys_view kv;
+    if ((e = repokeys_copy(repo_keys_view(v->r, &kv), UINT32_MAX, UINT32_MAX, &err)) >= 0 &&
         (e = slots_lacking(v, after, &err)) == 0)
         for (size_t i = 0; i < repo_nregions(v->r); i++)
             v->res->region[i].repaired += lack[i] > after[i] ? lack[i] - after[i] : 0;
