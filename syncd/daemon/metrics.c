@@ -45,14 +45,14 @@
 /* Bucket bounds of the histograms, in microseconds, ascending (+Inf is
  * implied).  Changing them is safe across a reload: a carried histogram
  * whose bounds differ is dropped (carry_token). */
-static const uint64_t durable_le[] = {1000000,   2500000,    5000000,    10000000,
-                                      30000000,  60000000,   120000000,  300000000,
-                                      600000000, 1800000000, 3600000000, 7200000000};
+static const uint64_t durable_le[] = {500000,     1000000,    2500000,   5000000,   10000000,
+                                      30000000,   60000000,   120000000, 300000000, 600000000,
+                                      1800000000, 3600000000, 7200000000};
 static const uint64_t request_le[] = {5000,     10000,    25000,   50000,   100000,
                                       250000,   500000,   1000000, 2500000, 5000000,
                                       10000000, 30000000, 60000000};
-static const uint64_t restore_le[] = {1000000,    5000000,    10000000,  30000000,
-                                      60000000,   120000000,  300000000, 600000000,
+static const uint64_t restore_le[] = {500000,     1000000,    2500000,   5000000,   10000000,
+                                      30000000,   60000000,   120000000, 300000000, 600000000,
                                       1800000000, 3600000000, 7200000000};
 #define NLE(a) (sizeof(a) / sizeof((a)[0]))
 

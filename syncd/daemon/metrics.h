@@ -28,10 +28,10 @@
  * event loop only (metrics_carry_in before the threads start).
  *
  * Histograms (bucket bounds in seconds; +Inf always follows):
- *   ckptsync_commit_to_durable_seconds           1 2.5 5 10 30 60 120 300 600 1800 3600 7200
+ *   ckptsync_commit_to_durable_seconds  0.5 1 2.5 5 10 30 60 120 300 600 1800 3600 7200
  *   ckptsync_region_request_duration_seconds{region,operation}
  *                                 0.005 0.01 0.025 0.05 0.1 0.25 0.5 1 2.5 5 10 30 60
- *   ckptsync_restore_duration_seconds            1 5 10 30 60 120 300 600 1800 3600 7200
+ *   ckptsync_restore_duration_seconds   0.5 1 2.5 5 10 30 60 120 300 600 1800 3600 7200
  * Observations are kept in microseconds and counted per bucket; the
  * render cumulates them, so the buckets of one scrape never decrease and
  * _count always equals the +Inf bucket.
