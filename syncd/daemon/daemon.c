@@ -337,7 +337,7 @@ static void dmn_metrics_carried(struct dmn *d)
                  "from zero",
                  err_str(n));
     else
-        log_info("metrics: %d counter families carried over the reload", n);
+        log_info("metrics: %d counters carried over the reload", n);
     unsetenv(METRICS_CARRY_ENV);
 }
 

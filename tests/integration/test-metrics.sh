@@ -251,7 +251,7 @@ step "SIGHUP reloads the configuration: the counters and histograms carry on fro
 grep -v '^process_\|^#' "$T/m2.txt" | grep '_total\|_bucket\|_count \|_count{\|_sum' > "$T/before.txt"
 start_before=$(sample "$T/m2.txt" process_start_time_seconds)
 kill -HUP "$DAEMON_PID"
-wait_for 20 grep -q "counter families carried over the reload" "$T/daemon.log" ||
+wait_for 20 grep -q "counters carried over the reload" "$T/daemon.log" ||
   { tail "$T/daemon.log"; die "the reload carried no counters"; }
 wait_for 20 curl -sf "$URL/metrics" -o "$T/m3.txt" || die "no /metrics after the reload"
 kill -0 "$DAEMON_PID" || die "the reload changed the pid"
