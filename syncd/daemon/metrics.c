@@ -7,6 +7,19 @@
  *   the event loop: no lock is taken on the hot path, and nothing else is
  *   shared.  Region names are copied at creation, so rendering never
  *   touches a worker's region.
+ * - A histogram is the same: one counter per bucket (not cumulative, so
+ *   an observation is one add, not one per bucket above it) and the sum
+ *   in whole microseconds (an integer add; no float atomics).  The render
+ *   cumulates a single read of each bucket and writes that total as
+ *   _count, so a scrape is always self-consistent.
+ * - The counts live in two structs of uint64_t words only (the daemon's,
+ *   each region's), described field by field by the carry tables: one
+ *   description serves the reload's text both ways, and metrics_new()
+ *   checks that the tables cover every word.  The text names fields,
+ *   never offsets, so a build with other fields or a configuration with
+ *   other regions takes what it knows and leaves the rest.
+ * - process_* is read from /proc at scrape time (the event loop, a few
+ *   small reads), as the Prometheus client libraries do.
  * - The HTTP side is one listening socket and a fixed table of
  *   connections, all non-blocking and driven by the daemon's epoll loop:
  *   a scrape is one short request and one response, so a thread of its
@@ -21,7 +34,8 @@
  *   does.  A scrape sends its request at once and is answered on the spot,
  *   so only connections that hold a slot without talking are closed.
  * - Series follow Prometheus naming: ckptsync_ prefix, base units,
- *   _total for counters, labels only region, run, operation and result.
+ *   _total for counters, labels only region, run, operation and result
+ *   (and le); process_* as the client libraries name them.
  */
 #include <arpa/inet.h>
 #include <dirent.h>
