@@ -612,7 +612,8 @@ static void gauges_regions(const struct daemon_parts *p, struct index_txn *t, st
 
 static void gauges_daemon(const struct daemon_parts *p, struct index_txn *t, struct buf *out)
 {
-    metrics_family(out, "ckptsync_start_time_seconds", "gauge", "Time the daemon started.");
+    metrics_family(out, "ckptsync_start_time_seconds", "gauge",
+                   "Time the daemon started or last reloaded its configuration.");
     metrics_sample(out, "ckptsync_start_time_seconds", NULL, 0, (double)p->started_wall_ms / 1000);
     metrics_family(out, "ckptsync_degraded", "gauge",
                    "1 after a durability failure: the daemon takes no new work.");
