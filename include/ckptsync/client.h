@@ -51,6 +51,7 @@
 #ifndef CKPTSYNC_CLIENT_H
 #define CKPTSYNC_CLIENT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
