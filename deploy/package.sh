@@ -33,7 +33,7 @@
 #            ckptsync-migrate-in (the hooks; also as
 #            /usr/share/ckptsync/hooks/migrate-{out,in}.sh),
 #            /lib/systemd/system/ckptsyncd.service, ckptsync-preempt.service
-#            (installed, not enabled; restarted on upgrade when running),
+#            (installed, not enabled; restarted on upgrade when enabled),
 #            /etc/ckptsync/ckptsync.conf.example (a conffile),
 #            /usr/share/ckptsync/examples/*.conf, the man pages, the README
 # libckptsync-client0:    /usr/lib/<multiarch>/libckptsync-client.so.0*
@@ -87,14 +87,13 @@ build_tree() {
     || { tail -30 "$build/package-build.log" >&2; die "the build failed (log: $build/package-build.log)"; }
 }
 
-# $version (the project's), $debversion (the changelog's), $arch, $multi.
+# $version (the project's), $debversion (the changelog's), $multi.
 read_versions() {
   version=$(sed -n 's/^CMAKE_PROJECT_VERSION:STATIC=//p' "$build/CMakeCache.txt")
   [ -n "$version" ] || die "no project version in $build/CMakeCache.txt"
   debversion=$(dpkg-parsechangelog -l "$meta/changelog" -S Version)
   [ "${debversion%-*}" = "$version" ] \
     || die "$meta/changelog's newest entry is $debversion, the project is $version: add an entry ($version-1)"
-  arch=$(dpkg --print-architecture)
   multi=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
 }
 
@@ -128,7 +127,9 @@ strip_stage() {
       *.a) strip --strip-debug --remove-section=.comment --remove-section=.note \
                  --enable-deterministic-archives "$f";;
       *.so.*) strip --remove-section=.comment --remove-section=.note --strip-unneeded "$f";;
-      *) head -c 4 "$f" | grep -q ELF && strip --remove-section=.comment --remove-section=.note "$f";;
+      *) if head -c 4 "$f" | grep ELF > /dev/null; then
+           strip --remove-section=.comment --remove-section=.note "$f"
+         fi;;
     esac
   done < <(find "$work/stage" -type f \( -perm -0100 -o -name '*.so.*' -o -name '*.a' \) -print0)
 }
@@ -232,7 +233,7 @@ check_stage_empty() {
 # fails on a symbol added or removed without it) and shlibs files.
 library_control() {
   local r=$work/libckptsync-client0
-  (cd "$work" && dpkg-gensymbols -plibckptsync-client0 -P"$r" -c2 -q \
+  (cd "$work" && dpkg-gensymbols -plibckptsync-client0 -P"$r" -c2 \
      -I"$meta/libckptsync-client0.symbols" -O"$r/DEBIAN/symbols") \
     || die "libckptsync-client.so.0 exports other symbols than $meta/libckptsync-client0.symbols lists (client/libclient.map): update it"
   echo "libckptsync-client 0 libckptsync-client0 (>= $version)" > "$r/DEBIAN/shlibs"

@@ -73,8 +73,8 @@ check_control() {
     [ "$(field "$p" Version)" = "$debversion" ] || die "$p: Version: $(field "$p" Version)"
     [ "$(field "$p" Priority)" = optional ] || die "$p: Priority: $(field "$p" Priority)"
     [ -n "$(field "$p" Description)" ] || die "$p: no Description"
-    field "$p" Maintainer | grep -Eq '^[^<]+ <[^@ ]+@[^> ]+\.[a-z]+>$' || die "$p: Maintainer: $(field "$p" Maintainer)"
-    field "$p" Maintainer | grep -Eq '@(localhost|[^>]*\.(invalid|localdomain))>' && die "$p: a bogus Maintainer"
+    field "$p" Maintainer | grep -E '^[^<]+ <[^@ ]+@[^> ]+\.[a-z]+>$' > /dev/null || die "$p: Maintainer: $(field "$p" Maintainer)"
+    field "$p" Maintainer | grep -E '@(localhost|[^>]*\.(invalid|localdomain))>' > /dev/null && die "$p: a bogus Maintainer"
   done
   [ "$(field ckptsync Architecture)" = "$arch" ] && [ "$(field python3-ckptsync Architecture)" = all ] \
     || die "architectures: $(field ckptsync Architecture), $(field python3-ckptsync Architecture)"
@@ -87,10 +87,10 @@ check_control() {
   for lib in libc6 libzstd1 libssl3 libcurl4 liburing2 liblmdb0 libinih1 libexpat1; do
     grep -Eq "(^|, )$lib( \(>= [^)]*\))?(,|$)" <<< "$depends" || die "ckptsync: Depends lacks $lib: $depends"
   done
-  field libckptsync-client0 Depends | grep -Eq '(^|, )libssl3 \(>= ' || die "libckptsync-client0: Depends: $(field libckptsync-client0 Depends)"
-  field libckptsync-client-dev Depends | grep -q "libckptsync-client0 (= $debversion)" \
+  field libckptsync-client0 Depends | grep -E '(^|, )libssl3 \(>= ' > /dev/null || die "libckptsync-client0: Depends: $(field libckptsync-client0 Depends)"
+  field libckptsync-client-dev Depends | grep "libckptsync-client0 (= $debversion)" > /dev/null \
     || die "libckptsync-client-dev: Depends: $(field libckptsync-client-dev Depends)"
-  field python3-ckptsync Depends | grep -q python3 || die "python3-ckptsync: Depends: $(field python3-ckptsync Depends)"
+  field python3-ckptsync Depends | grep python3 > /dev/null || die "python3-ckptsync: Depends: $(field python3-ckptsync Depends)"
 }
 
 # contents PKG: the paths PKG holds, one a line, without ./
@@ -120,7 +120,7 @@ check_contents() {
   expect_files python3-ckptsync usr/lib/python3/dist-packages/ckptsync/__init__.py
   grep -v '^usr/share/\(doc\|lintian\)/' "$T"/*.files | cut -d: -f2 | sort | uniq -d | grep . && die "files in two packages"
   cat "$T"/*.files | grep -E '^usr/local/|wants/' && die "a file in /usr/local, or a unit enabled by a link"
-  dpkg-deb --ctrl-tarfile "${DEB[ckptsync]}" | tar -xO ./conffiles | grep -qx /etc/ckptsync/ckptsync.conf.example \
+  dpkg-deb --ctrl-tarfile "${DEB[ckptsync]}" | tar -xO ./conffiles | grep -x /etc/ckptsync/ckptsync.conf.example > /dev/null \
     || die "the example configuration is not a conffile"
 }
 
@@ -135,7 +135,7 @@ check_library() {
   step "libckptsync-client0: SONAME, symbols file = the exported symbols, shlibs, ldconfig trigger"
   local x=$T/x-lib
   dpkg-deb -R "${DEB[libckptsync-client0]}" "$x"
-  readelf -d "$x/usr/lib/$multi/libckptsync-client.so.$version" | grep -q 'SONAME.*\[libckptsync-client\.so\.0\]' \
+  readelf -d "$x/usr/lib/$multi/libckptsync-client.so.$version" | grep 'SONAME.*\[libckptsync-client\.so\.0\]' > /dev/null \
     || die "the library's SONAME is not libckptsync-client.so.0"
   nm -D --defined-only "$x/usr/lib/$multi/libckptsync-client.so.$version" | awk '$2 == "T" {print $3}' | sort \
     > "$T/exported"
@@ -143,13 +143,13 @@ check_library() {
   grep -v '^cks_' "$T/exported" && die "the library exports more than the cks_ API"
   sed -n 's/^ \(cks_[a-z_]*\)@\([A-Z0-9_.]*\) .*/\1@@\2/p' "$x/DEBIAN/symbols" | sort > "$T/listed"
   sed 's/@@.*@@/@@/' "$T/exported" | diff "$T/listed" - || die "DEBIAN/symbols is not what the library exports"
-  head -1 "$x/DEBIAN/symbols" | grep -q '^libckptsync-client\.so\.0 libckptsync-client0 ' || die "symbols: $(head -1 "$x/DEBIAN/symbols")"
+  head -1 "$x/DEBIAN/symbols" | grep '^libckptsync-client\.so\.0 libckptsync-client0 ' > /dev/null || die "symbols: $(head -1 "$x/DEBIAN/symbols")"
   grep -qx "libckptsync-client 0 libckptsync-client0 (>= $version)" "$x/DEBIAN/shlibs" || die "shlibs: $(cat "$x/DEBIAN/shlibs")"
   grep -qx 'activate-noawait ldconfig' "$x/DEBIAN/triggers" || die "no ldconfig trigger"
   # The programs link the engine statically, not the client library.
   dpkg-deb -x "${DEB[ckptsync]}" "$T/x-ckptsync"
   readelf -d "$T/x-ckptsync/usr/sbin/ckptsyncd" | grep libckptsync > /dev/null && die "ckptsyncd needs libckptsync-client"
-  readelf -d "$T/x-ckptsync/usr/sbin/ckptsyncd" | grep -q 'FLAGS.*BIND_NOW' || die "ckptsyncd is not linked -z now"
+  readelf -d "$T/x-ckptsync/usr/sbin/ckptsyncd" | grep 'FLAGS.*BIND_NOW' > /dev/null || die "ckptsyncd is not linked -z now"
 }
 
 # help_options PROGRAM: the long options its --help names.
@@ -219,7 +219,7 @@ check_install() {
   host_state > "$T/host.before"
   root_dpkg -i "${DEB[@]}" || die "dpkg --root -i failed"
   for p in "${PKGS[@]}"; do
-    dpkg --root="$R" -s "$p" | grep -qx 'Status: install ok installed' || die "$p is not installed in the root"
+    dpkg --root="$R" -s "$p" | grep -x 'Status: install ok installed' > /dev/null || die "$p is not installed in the root"
   done
   [ "$(stat -c %a "$R/var/lib/ckptsync")" = 700 ] || die "postinst did not make \$DPKG_ROOT/var/lib/ckptsync 0700"
   for unit in ckptsyncd.service ckptsync-preempt.service; do
@@ -250,10 +250,10 @@ check_upgrade() {
 
 check_use() {
   step "used from the root: the programs, the hooks, ckptsyncd --check on the packaged examples"
-  "$R/usr/bin/ckptsync" --version | grep -q "$version" || die "ckptsync --version is not $version"
-  "$R/usr/sbin/ckptsyncd" --version | grep -q "$version" || die "ckptsyncd --version is not $version"
-  "$R/usr/share/ckptsync/hooks/migrate-out.sh" --help | grep -q '^usage: migrate-out.sh' || die "the migrate-out hook"
-  "$R/usr/sbin/ckptsync-migrate-in" --help | grep -q '^usage: migrate-in.sh' || die "the migrate-in hook"
+  "$R/usr/bin/ckptsync" --version | grep "$version" > /dev/null || die "ckptsync --version is not $version"
+  "$R/usr/sbin/ckptsyncd" --version | grep "$version" > /dev/null || die "ckptsyncd --version is not $version"
+  "$R/usr/share/ckptsync/hooks/migrate-out.sh" --help | grep '^usage: migrate-out.sh' > /dev/null || die "the migrate-out hook"
+  "$R/usr/sbin/ckptsync-migrate-in" --help | grep '^usage: migrate-in.sh' > /dev/null || die "the migrate-in hook"
   local unit exe
   for unit in "$R"/lib/systemd/system/*.service; do
     grep -q /usr/local "$unit" && die "$(basename "$unit") names /usr/local"
@@ -313,7 +313,7 @@ EOF
   ${CC:-cc} -Wall -Werror -o "$T/open" "$T/open.c" $(PKG_CONFIG_PATH="$R/usr/lib/$multi/pkgconfig" \
     pkg-config --define-variable=prefix="$R/usr" --cflags --libs ckptsync-client)
   LD_LIBRARY_PATH="$R/usr/lib/$multi" "$T/open" "$T/no-daemon.sock" || die "the program on the installed library"
-  LD_LIBRARY_PATH="$R/usr/lib/$multi" ldd "$T/open" | grep -q "$R/usr/lib/$multi/libckptsync-client.so.0" \
+  LD_LIBRARY_PATH="$R/usr/lib/$multi" ldd "$T/open" | grep "$R/usr/lib/$multi/libckptsync-client.so.0" > /dev/null \
     || die "the program did not load the packaged library"
 }
 
