@@ -104,6 +104,16 @@ int catalog_find_run(struct repo *r, const char *id, char *ret_run, size_t cap);
  * from the listing. */
 int catalog_only_run(struct repo *r, char *ret_run, size_t cap, struct buf *err);
 void catalog_rows_free(struct catalog_rows *l);
+/* A snapshot as a user names it: its whole id, a prefix that only one
+ * snapshot's id starts with, or "latest" (the run's resume point, what
+ * restore --latest takes).  run may be NULL: any run (for "latest": the
+ * repository's one run).  The index and the regions' listings are both
+ * asked; a whole id the index knows needs no region.  ret gets the run and
+ * the whole id.  -ENOENT: err "no such snapshot: X"; -EEXIST: err
+ * "ambiguous: X matches A, B" (or, for "latest", names the runs); other
+ * codes from the listings, err saying what failed. */
+int catalog_resolve_id(struct repo *r, const char *run, const char *name, struct catalog_snap *ret,
+                       struct buf *err);
 
 /* ---- one snapshot ---------------------------------------------------------- */
 

@@ -878,7 +878,7 @@ unsigned region_parallelism(const struct region *r)
 
 int region_err_permanent(int err)
 {
-    return err == CKS_E_REJECTED;
+    return err == CKS_E_REJECTED || err == CKS_E_DENIED;
 }
 
 bool region_list_cheap(const struct region *r)

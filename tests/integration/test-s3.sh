@@ -89,6 +89,22 @@ expect_fail 1 cks snapshot "$T/data/ck-bad" --run r1
 grep -q "HTTP 403 SignatureDoesNotMatch" "$T/err" || { cat "$T/err"; die "no 403 SignatureDoesNotMatch"; }
 grep -q "region 'c'.*s3://ckpt/" "$T/err" || { cat "$T/err"; die "message does not name region and bucket"; }
 
+step "one region refusing the credentials: access denied with the store's whole message; ls --remote exits 5, restore warns"
+cp "$T/good.conf" "$CONF"
+in_region c credentials "$T/bad-credentials"
+expect_fail 5 cks ls --remote
+grep -q "warning: .*region 'c'.*access denied (HTTP 403 SignatureDoesNotMatch): The request signature we calculated does not match the signature you provided. Check your key and signing method.$" "$T/err" \
+  || { cat "$T/err"; die "ls --remote: no access denied warning with the whole message"; }
+grep -q "error:" "$T/err" && { cat "$T/err"; die "ls --remote: an error line though the listing succeeded"; }
+grep -q "unreachable" "$T/err" && { cat "$T/err"; die "ls --remote: a 403 called unreachable"; }
+grep -q "^r1 " "$T/out" || { cat "$T/out"; die "ls --remote lists nothing from the other regions"; }
+cks repo > "$T/repo.txt" 2> /dev/null || true
+grep -q "^region c .*access denied" "$T/repo.txt" || { cat "$T/repo.txt"; die "repo: region c not access denied"; }
+rm -rf "$T/restored"
+cks restore --run r1 --latest --to "$T/restored" > /dev/null 2> "$T/err" || { cat "$T/err"; die "restore with one region refusing"; }
+grep -q "warning: .*region 'c'.*access denied" "$T/err" && ! grep -q "error:" "$T/err" \
+  || { cat "$T/err"; die "restore with a region down: not a warning"; }
+
 step "a bucket that does not exist: NoSuchBucket said once on stderr, and in the region's line"
 cp "$T/good.conf" "$CONF"
 in_region c bucket no-such-bucket
@@ -108,11 +124,17 @@ head -c $((2 << 20)) /dev/urandom > "$T/watch/r2/step_10.pt"
 cks commit "$T/watch/r2/step_10.pt" --wait durable --timeout 60 -q || die "durable with two good regions"
 wait_for 20 sh -c "'$CKPTSYNC' --config '$CONF' status --json | grep -q SignatureDoesNotMatch" \
   || { cks status; die "403 not in status"; }
-cks status --json > "$T/st.json"
+rc=0; cks status --json > "$T/st.json" || rc=$?
+[ "$rc" = 5 ] || die "status exited $rc with region c refusing the credentials, not 5"
 [ "$(json "$T/st.json" '[r["state"] for r in d["regions"] if r["name"]=="c"][0]')" = failed ] || die "c not failed"
+[ "$(json "$T/st.json" '[r["access_denied"] for r in d["regions"]]')" = "[False, False, True]" ] || die "access_denied"
+json "$T/st.json" '[r["last_error"] for r in d["regions"] if r["name"]=="c"][0]' | grep -q "access denied (HTTP 403 SignatureDoesNotMatch): .*Check your key and signing method.$" \
+  || { cat "$T/st.json"; die "status: the 403 is not access denied with the whole message"; }
+cks status > "$T/st.txt" || [ $? = 5 ]
+grep -q "^c  *denied " "$T/st.txt" || { cat "$T/st.txt"; die "human status: region c not denied"; }
 n1=$(json "$T/st.json" '[r["failures"] for r in d["regions"] if r["name"]=="c"][0]')
 sleep 3
-cks status --json > "$T/st2.json"
+cks status --json > "$T/st2.json" || [ $? = 5 ]
 n2=$(json "$T/st2.json" '[r["failures"] for r in d["regions"] if r["name"]=="c"][0]')
 [ "$n1" = "$n2" ] || die "a 403 was retried silently ($n1 -> $n2 failures)"
 stop_daemon

@@ -46,8 +46,9 @@ cks commit "$T/watch/r1/step_200.pt" --wait durable --timeout 60 --json > "$T/c2
 id2=$(json "$T/c2.json" 'd["id"]')
 wait_for 30 sh -c "'$CKPTSYNC' --config '$CONF' status --json | python3 -c 'import json,sys; d=json.load(sys.stdin); sys.exit(0 if d[\"regions\"][2][\"last_error\"] else 1)'" \
   || { cks status; die "region c shows no error"; }
-cks status --json > "$T/st2.json"
-cks status > "$T/st2.txt"
+rc=0; cks status --json > "$T/st2.json" || rc=$?
+[ "$rc" = 4 ] || die "status --json exited $rc with region c failing, not 4"
+cks status > "$T/st2.txt" || [ $? = 4 ]
 python3 - "$T/st2.json" "$id1" "$id2" "$t0" <<'EOF2' || { cat "$T/st2.txt"; die "status --json (region c broken)"; }
 import json, sys, time
 d = json.load(open(sys.argv[1])); id1, id2, t0 = sys.argv[2], sys.argv[3], float(sys.argv[4])
