@@ -54,6 +54,33 @@ expect_fail 1 cks status
 [ "$(wc -l < "$T/err")" = 1 ] && grep -q "no daemon is running" "$T/err" || { cat "$T/err"; die "no-daemon message"; }
 expect_fail 1 cks commit "$T/watch"
 
+step "a first start waiting create_settle: status says starting (exit 6), then answers (#26 item 8)"
+mkdir -p "$T/rs/a" "$T/rs/b"
+cat > "$T/settle.conf" <<EOF2
+[daemon]
+watch = $T/watch
+state = $T/state-settle
+create_settle = 4
+[region.a]
+path = $T/rs/a
+preconditions = none
+[region.b]
+path = $T/rs/b
+preconditions = none
+EOF2
+"$CKPTSYNCD" --config "$T/settle.conf" 2> "$T/settle.log" &
+spid=$!
+starting() { local rc=0; "$CKPTSYNC" --config "$T/settle.conf" status > "$T/out" 2> "$T/err" || rc=$?; [ $rc = 6 ]; }
+wait_for 10 starting || { cat "$T/err" "$T/settle.log"; die "status during create_settle: not 'starting' (exit 6)"; }
+grep -q "ckptsyncd (pid $spid) is starting" "$T/err" || { cat "$T/err"; die "status during create_settle: no pid, no 'starting'"; }
+grep -q "no daemon is running" "$T/err" && die "status during create_settle says no daemon"
+expect_fail 1 "$CKPTSYNC" --config "$T/settle.conf" flush
+grep -q "is starting" "$T/err" || { cat "$T/err"; die "flush during create_settle: not 'starting'"; }
+wait_for 20 "$CKPTSYNC" --config "$T/settle.conf" status --json || { cat "$T/settle.log"; die "no answer after create_settle"; }
+kill -TERM "$spid"; wait "$spid" || true
+expect_fail 1 "$CKPTSYNC" --config "$T/settle.conf" status
+grep -q "no daemon is running" "$T/err" || { cat "$T/err"; die "a stopped daemon still 'starting'"; }
+
 step "a second daemon on the same state is refused"
 start_daemon
 set +e; "$CKPTSYNCD" --config "$CONF" 2> "$T/err"; rc=$?; set -e
@@ -63,6 +90,9 @@ step "commit outside the watch root, or of something missing"
 mkdir -p "$T/elsewhere/r1/checkpoint-1"
 expect_fail 1 cks commit "$T/elsewhere/r1/checkpoint-1"
 grep -q "not under the watch root" "$T/err" || { cat "$T/err"; die "outside root"; }
+grep -q "Protocol error" "$T/err" && { cat "$T/err"; die "outside root: Protocol error"; }
+expect_fail 1 cks commit "$T/watch"
+grep -q "is the watch root itself" "$T/err" || { cat "$T/err"; die "the watch root itself: unclear"; }
 expect_fail 1 cks commit "$T/watch/r1/missing"
 grep -q "missing" "$T/err" || die "missing path not named"
 # a run directory whose name cannot be a key: refused at once, with the reason
