@@ -290,6 +290,14 @@ static int restore_which_run(struct repo *r, struct restore_opts *o, char *run, 
     return e;
 }
 
+/* The whole id and run of --snapshot, or the one run without --run. */
+static int restore_which(struct repo *r, struct restore_opts *o, struct catalog_snap *s)
+{
+    if (o->id)
+        return restore_which_snapshot(r, o, s);
+    return o->run ? 0 : restore_which_run(r, o, s->run, sizeof(s->run));
+}
+
 int cmd_restore(struct cli *c, int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -342,11 +350,8 @@ int cmd_restore(struct cli *c, int argc, char **argv)
         return usage(restore_usage, EXIT_USAGE);
     if (cli_open_repo(c, 0, &r) < 0)
         return 1;
-    char run[MANIFEST_MAX_FIELD + 1];
-    struct catalog_snap snap;
-    if (o.id && restore_which_snapshot(r, &o, &snap) < 0)
-        return cli_close_repo(r, 1);
-    if (!o.run && restore_which_run(r, &o, run, sizeof(run)) < 0)
+    struct catalog_snap snap; /* --snapshot's, or (run only) the one run */
+    if (restore_which(r, &o, &snap) < 0)
         return cli_close_repo(r, 1);
     struct unitrestore_opts u = {
         .run = o.run, .target = o.target, .force = o.force, .keep_setid = o.keep_setid, .all = all};

@@ -48,6 +48,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "base/err.h"
 #include "base/log.h"
@@ -151,10 +152,15 @@ static int s3_credentials(struct s3region *s, struct buf *err)
                        s->base.conf.name, path, (unsigned)(st.st_mode & 07777), path);
             return -EACCES;
         }
+        if (access(path, R_OK) < 0) {
+            buf_printf(err, "region '%s': credentials file \"%s\": cannot read it: %s",
+                       s->base.conf.name, path, strerror(errno));
+            return -errno;
+        }
         int line = ini_parse(path, cred_line, s);
         if (line != 0) {
             buf_printf(err, "region '%s': credentials file \"%s\": %s%d", s->base.conf.name, path,
-                       line < 0 ? "cannot read it " : "syntax error on line ", line < 0 ? 0 : line);
+                       line < 0 ? "cannot read it: error " : "syntax error on line ", line);
             return CKS_E_CONFIG;
         }
     } else {

@@ -31,6 +31,15 @@ fi
 step "--check validates without starting"
 "$CKPTSYNCD" --config "$CONF" --check | grep valid > /dev/null
 [ ! -e "$STATE" ] || die "--check created state"
+"$CKPTSYNCD" --config "$CONF" --check --connect > "$T/out" || { cat "$T/out"; die "--check --connect"; }
+grep -q "^region a: repository: no repository yet (the first start creates it)$" "$T/out" || { cat "$T/out"; die "--check --connect: repo object"; }
+[ -z "$(ls -A "$T/regions/a")" ] && [ ! -e "$STATE" ] || die "--check --connect changed something"
+mv "$T/regions/b" "$T/regions/b.away"
+expect_fail 1 "$CKPTSYNCD" --config "$CONF" --check --connect
+grep -q "^region b: connection: FAILED: region 'b': directory \"$T/regions/b\" does not exist$" "$T/out" && grep -q "^region a: connection: reachable$" "$T/out" \
+  || { cat "$T/out" "$T/err"; die "--check --connect: a missing region directory is not named"; }
+mv "$T/regions/b.away" "$T/regions/b"
+expect_fail 2 "$CKPTSYNCD" --config "$CONF" --connect
 
 step "a file that names no region is refused by --check, the daemon and the CLI (not the embedded three)"
 printf '[daemon]\nwatch = %s\nstate = %s\n' "$T/watch" "$T/state-nr" > "$T/noregion.conf"
