@@ -361,26 +361,6 @@ int catalog_list(struct repo *r, const char *run, unsigned flags, struct catalog
     return 0;
 }
 
-int catalog_find_run(struct repo *r, const char *id, char *ret_run, size_t cap)
-{
-    struct catalog_rows l = {0};
-    int e = list_local(r, NULL, &l);
-    for (size_t k = 0; e == 0 && k < l.n; k++)
-        if (!strcmp(l.v[k].id, id)) {
-            snprintf(ret_run, cap, "%s", l.v[k].run);
-            catalog_rows_free(&l);
-            return 0;
-        }
-    l.n = 0;
-    e = list_remote(r, NULL, id, &l);
-    if (e == 0 && l.n > 0)
-        snprintf(ret_run, cap, "%s", l.v[0].run);
-    else if (e == 0)
-        e = -ENOENT;
-    catalog_rows_free(&l);
-    return e;
-}
-
 int catalog_only_run(struct repo *r, char *ret_run, size_t cap, struct buf *err)
 {
     struct catalog_rows l = {0};

@@ -95,9 +95,6 @@ enum catalog_list_flags { CATALOG_REMOTE = 1 << 0 };
 /* The snapshots of run (of every run when NULL), sorted; rows are appended
  * to *l.  0 or a negative code (index, memory). */
 int catalog_list(struct repo *r, const char *run, unsigned flags, struct catalog_rows *l);
-/* Which run holds snapshot id?  The index first, then the regions.
- * -ENOENT when none does. */
-int catalog_find_run(struct repo *r, const char *id, char *ret_run, size_t cap);
 /* The repository's one run, from the regions (restore --latest without
  * --run).  -ENOENT when it holds no snapshot; -EEXIST when it holds
  * several runs, err then naming them ("\"r1\", \"r2\""); other codes

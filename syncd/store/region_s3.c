@@ -995,7 +995,8 @@ static void s3_req_complete(struct s3region *s, struct s3x *x)
         if (buf_append(&req->out, x->resp.data, x->resp.len) < 0)
             req->ret = -ENOMEM;
     }
-    snprintf(req->errmsg, sizeof(req->errmsg), "%s", req->ret < 0 ? x->errmsg : "");
+    snprintf(req->errmsg, sizeof(req->errmsg), "%.*s", (int)sizeof(req->errmsg) - 1,
+             req->ret < 0 ? x->errmsg : "");
     req->priv = NULL;
     req->next = s->parked;
     s->parked = req;
@@ -1010,7 +1011,8 @@ static int s3_submit(struct region *r, struct region_req *req)
     if (req->kind == RREQ_PUT && req->len >= s->multipart_min) {
         /* Rare (a chunk above 64 MiB): done in place, step by step. */
         req->ret = s3_multipart(r, req->key, req->data, req->len);
-        snprintf(req->errmsg, sizeof(req->errmsg), "%s", req->ret < 0 ? r->errmsg : "");
+        snprintf(req->errmsg, sizeof(req->errmsg), "%.*s", (int)sizeof(req->errmsg) - 1,
+                 req->ret < 0 ? r->errmsg : "");
         req->next = s->parked;
         s->parked = req;
         return 0;
