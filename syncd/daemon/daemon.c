@@ -279,6 +279,18 @@ static void dmn_log_pending(struct dmn *d)
     }
 }
 
+/* The lock file says "PID starting" until the control socket listens,
+ * then "PID running", and is emptied at exit: `ckptsync status` tells a
+ * daemon that is still opening the repository (a first start waits
+ * [daemon] create_settle) from none (client/cli_daemon.c). */
+static void dmn_phase(struct dmn *d, const char *phase)
+{
+    char line[64];
+    int n = phase ? snprintf(line, sizeof(line), "%ld %s\n", (long)getpid(), phase) : 0;
+    if (ftruncate(d->lockfd, 0) < 0 || (n > 0 && pwrite(d->lockfd, line, (size_t)n, 0) != n))
+        log_debug("lock file: %s", strerror(errno)); /* advisory only */
+}
+
 static int dmn_lock(struct dmn *d)
 {
     struct buf p = BUF_INIT;
@@ -287,6 +299,8 @@ static int dmn_lock(struct dmn *d)
     int e = d->lockfd < 0 ? -errno : 0;
     if (e == 0 && flock(d->lockfd, LOCK_EX | LOCK_NB) < 0)
         e = errno == EWOULDBLOCK ? -EBUSY : -errno;
+    if (e == 0)
+        dmn_phase(d, "starting");
     if (e == -EBUSY)
         log_error("another ckptsyncd already runs on state directory \"%s\"", d->conf.state);
     else if (e < 0)
@@ -403,6 +417,7 @@ static int dmn_start(struct dmn *d)
     buf_free(&err);
     if ((e = dmn_fds(d)) < 0 || (e = ctlserver_new(&d->p, d->ep, &d->cs)) < 0)
         return e;
+    dmn_phase(d, "running");
     if ((e = dmn_metrics_start(d)) < 0)
         return e;
     if ((e = replicator_new(d->p.r, d->evfd, d->p.m, &d->p.rp)) < 0 ||
@@ -438,8 +453,10 @@ static void dmn_stop(struct dmn *d)
         close(d->sigfd);
     if (d->evfd >= 0)
         close(d->evfd);
-    if (d->lockfd >= 0)
+    if (d->lockfd >= 0) {
+        dmn_phase(d, NULL);
         close(d->lockfd);
+    }
 }
 
 /* ---- the loop ---------------------------------------------------------- */

@@ -715,6 +715,7 @@ static void rw_failed(struct rworker *w, int e)
     w->st.state = region_err_permanent(e) ? REGION_FAILED : REGION_BACKOFF;
     w->st.retry_at_ms = now_ms(CLOCK_MONOTONIC) + delay;
     w->st.last_error_ms = now_ms(CLOCK_REALTIME);
+    w->st.last_code = e;
     snprintf(w->st.last_error, sizeof(w->st.last_error), "%s",
              region_last_error(w->rg)[0] ? region_last_error(w->rg) : err_str(e));
     unsigned n = w->st.failures;

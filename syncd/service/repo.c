@@ -276,7 +276,7 @@ static int repo_candidates(struct repo *r, struct cand_ctx *c)
             continue;
         int e = region_list(r->regions[i], prefix, cand_cb, c);
         if (e < 0 && e != -ENOENT) {
-            log_error("%s", region_last_error(r->regions[i]));
+            log_warn("%s", region_last_error(r->regions[i]));
             repo_region_fail(r, i, e);
         }
     }
@@ -427,8 +427,8 @@ static int repo_open_regions(struct repo *r, struct buf *err)
             return e;
         r->regions[r->nregions++] = rg;
         e = region_check(rg);
-        if (e < 0) {
-            log_error("%s", region_last_error(rg));
+        if (e < 0) { /* the others carry on: a warning; the command fails if it needs it */
+            log_warn("%s", region_last_error(rg));
             r->health[i] = e;
         }
     }
