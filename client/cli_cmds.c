@@ -144,7 +144,7 @@ int cmd_snapshot(struct cli *c, int argc, char **argv)
 
 static const char restore_usage[] =
     "usage: ckptsync restore [--run NAME] (--latest | --snapshot ID | --all) --to DIR\n"
-    "                        [--seed DIR] [--force] [--keep-setid] [--json]\n"
+    "                        [--seed DIR] [--force] [--keep-setid] [--progressive] [--json]\n"
     "--run may be left out when the repository holds one run (checkpoints written\n"
     "directly under the watch root are the run _root); with several, the error names them.\n"
     "--latest: the newest checkpoint, plus the run's newest files outside checkpoints\n"
@@ -154,7 +154,35 @@ static const char restore_usage[] =
     "is missing or corrupt in one region is fetched from another.  Chunks found in\n"
     "--seed DIR (e.g. an older checkpoint of the run) are copied, not downloaded.\n"
     "Setuid and setgid bits are cleared (a warning counts the files) unless\n"
-    "--keep-setid is given.\n";
+    "--keep-setid is given.\n"
+    "--progressive: DIR/<root> is made at once and each file appears at its final\n"
+    "path as soon as it is whole and verified, by priority: metadata, model weights,\n"
+    "fp32 master weights, optimizer state (README); with --json one line per file\n"
+    "placed.  A progressive restore that does not finish leaves whole verified files\n"
+    "only; the next restore into DIR removes them.\n";
+
+/* --progressive --json: one line per file as it is placed, flushed at
+ * once (a job waiting for its weights reads them). */
+static void restore_placed(void *ud, const char *path, uint64_t bytes, const char *group)
+{
+    struct cli *c = ud;
+    struct buf b = BUF_INIT;
+    struct json j;
+    if (!c->json)
+        return;
+    json_init(&j, &b);
+    json_obj_begin(&j);
+    json_key(&j, "placed");
+    json_str(&j, path);
+    json_key(&j, "bytes");
+    json_u64(&j, bytes);
+    json_key(&j, "group");
+    json_str(&j, group);
+    json_obj_end(&j);
+    cli_print_json(&b);
+    fflush(stdout);
+    buf_free(&b);
+}
 
 static void restore_print(struct cli *c, const struct repo *r, const struct restore_result *s,
                           double secs)
@@ -277,13 +305,19 @@ static int restore_which_run(struct repo *r, struct restore_opts *o, char *run, 
 
 int cmd_restore(struct cli *c, int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"run", required_argument, NULL, 'r'}, {"snapshot", required_argument, NULL, 's'},
-        {"latest", no_argument, NULL, 'l'},    {"to", required_argument, NULL, 't'},
-        {"force", no_argument, NULL, 'f'},     {"seed", required_argument, NULL, 'S'},
-        {"all", no_argument, NULL, 'a'},       {"keep-setid", no_argument, NULL, 'k'},
-        {"help", no_argument, NULL, 'h'},      {0}};
-    struct restore_opts o = {.progress = cli_progress, .progress_ud = c};
+    static const struct option opts[] = {{"run", required_argument, NULL, 'r'},
+                                         {"snapshot", required_argument, NULL, 's'},
+                                         {"latest", no_argument, NULL, 'l'},
+                                         {"to", required_argument, NULL, 't'},
+                                         {"force", no_argument, NULL, 'f'},
+                                         {"seed", required_argument, NULL, 'S'},
+                                         {"all", no_argument, NULL, 'a'},
+                                         {"keep-setid", no_argument, NULL, 'k'},
+                                         {"progressive", no_argument, NULL, 'P'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {0}};
+    struct restore_opts o = {
+        .progress = cli_progress, .progress_ud = c, .placed = restore_placed, .placed_ud = c};
     struct restore_result res;
     struct repo *r = NULL;
     struct buf err = BUF_INIT;
@@ -317,13 +351,17 @@ int cmd_restore(struct cli *c, int argc, char **argv)
         case 'k':
             o.keep_setid = true;
             break;
+        case 'P':
+            o.progressive = true;
+            break;
         case 'h':
             return usage(restore_usage, 0);
         default:
             return usage(restore_usage, EXIT_USAGE);
         }
     }
-    if (optind != argc || !o.target || (int)latest + (o.id != NULL) + (int)all != 1)
+    if (optind != argc || !o.target || (int)latest + (o.id != NULL) + (int)all != 1 ||
+        (all && o.progressive))
         return usage(restore_usage, EXIT_USAGE);
     if (cli_open_repo(c, 0, &r) < 0)
         return 1;

@@ -133,6 +133,8 @@ static int f_fill(struct fetcher *f)
             char hex[HASH_HEX_LEN + 1];
             hex_encode(job->id, HASH_LEN, hex);
             buf_printf(f->err, "chunk %s is not available intact in any region", hex);
+            f->st->lost = true;
+            f->st->lost_tag = job->tag;
             return CKS_E_DIGEST;
         }
         if (p == 0)
@@ -330,6 +332,8 @@ static int f_join(struct fetcher *f, size_t parts, size_t started, int e, struct
             pthread_join(f[p].th, NULL);
         if ((e == 0 || e == -ECANCELED) && f[p].ret < 0 && f[p].ret != -ECANCELED) {
             e = f[p].ret;
+            stats->lost = f[p].stbuf.lost;
+            stats->lost_tag = f[p].stbuf.lost_tag;
             if (buf_str(&f[p].errbuf)[0]) { /* else on_chunk wrote err itself */
                 buf_reset(err);
                 buf_printf(err, "%s", buf_str(&f[p].errbuf));

@@ -22,6 +22,7 @@
 #ifndef CKS_FETCH_H
 #define CKS_FETCH_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -38,6 +39,8 @@ struct fetch_stats {
     uint64_t fetched_bytes; /* object bytes downloaded */
     uint64_t failovers;
     uint64_t region_chunks[CONFIG_MAX_REGIONS];
+    bool lost;       /* the run failed for lost_tag's chunk: intact in no region */
+    size_t lost_tag; /* that job's tag */
 };
 
 enum fetch_flags { FETCH_CONCURRENT = 1 << 0 };

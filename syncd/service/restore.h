@@ -52,6 +52,13 @@ struct restore_opts {
                          * NULL: files already in the target that the index knows */
     void (*progress)(void *ud, uint64_t done, uint64_t total);
     void *progress_ud;
+    /* DIR/<root> made at the start, each regular file renamed to its final
+     * path once whole, verified and fsynced, group by group; see above */
+    bool progressive;
+    /* called as each file is placed (--progressive), one call at a time,
+     * from the restore's threads; group: restore_group_name() */
+    void (*placed)(void *ud, const char *path, uint64_t bytes, const char *group);
+    void *placed_ud;
 };
 
 struct restore_result {
@@ -66,6 +73,27 @@ struct restore_result {
     uint64_t setid_cleared; /* entries whose setuid/setgid bits were cleared */
     uint64_t region_chunks[CONFIG_MAX_REGIONS];
 };
+
+/* Priority groups, fetched, verified and placed in this order. */
+enum restore_group_id {
+    RESTORE_META,    /* configs, run state, RNG, scheduler, "latest", small files */
+    RESTORE_WEIGHTS, /* model weights: every large file not named below */
+    RESTORE_MASTER,  /* fp32 master weights: "fp32" or "master" in the path */
+    RESTORE_OPTIM,   /* optimizer state: "optim" in the path */
+    RESTORE_NGROUPS
+};
+#define RESTORE_SMALL (1u << 20) /* a file this small counts as metadata */
+/* The group of a regular file by its manifest path (the root's name, the
+ * first component, is not looked at) and size; the rules, in order:
+ * metadata by name (.json .yaml .yml .txt .md .toml .ini .cfg .csv .py .log
+ * .metadata; names starting latest, rng, random_states, scheduler,
+ * lr_scheduler, trainer_state, training_args, config, generation_config,
+ * tokenizer, special_tokens, vocab, merges), Megatron's model_optim_rng
+ * as weights, "optim" anywhere as optimizer state, "fp32" or "master" as
+ * master weights, then by size: at most RESTORE_SMALL metadata, else
+ * weights.  Case does not matter. */
+int restore_group(const char *path, uint64_t size);
+const char *restore_group_name(int g);
 
 int restore_run(struct repo *r, const struct restore_opts *o, struct restore_result *ret,
                 struct buf *err);
