@@ -303,7 +303,9 @@ static int restore_which_run(struct repo *r, struct restore_opts *o, char *run, 
     return e;
 }
 
-int cmd_restore(struct cli *c, int argc, char **argv)
+/* restore's options into o, latest and all: -1 to go on, else the exit
+ * code (usage, help). */
+static int restore_args(int argc, char **argv, struct restore_opts *o, bool *latest, bool *all)
 {
     static const struct option opts[] = {{"run", required_argument, NULL, 'r'},
                                          {"snapshot", required_argument, NULL, 's'},
@@ -316,43 +318,37 @@ int cmd_restore(struct cli *c, int argc, char **argv)
                                          {"progressive", no_argument, NULL, 'P'},
                                          {"help", no_argument, NULL, 'h'},
                                          {0}};
-    struct restore_opts o = {
-        .progress = cli_progress, .progress_ud = c, .placed = restore_placed, .placed_ud = c};
-    struct restore_result res;
-    struct repo *r = NULL;
-    struct buf err = BUF_INIT;
-    bool latest = false, all = false;
-    int opt, e;
+    int opt;
 
     optind = 1;
     while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (opt) {
         case 'r':
-            o.run = optarg;
+            o->run = optarg;
             break;
         case 's':
-            o.id = optarg;
+            o->id = optarg;
             break;
         case 'l':
-            latest = true;
+            *latest = true;
             break;
         case 't':
-            o.target = optarg;
+            o->target = optarg;
             break;
         case 'f':
-            o.force = true;
+            o->force = true;
             break;
         case 'S':
-            o.seed = optarg;
+            o->seed = optarg;
             break;
         case 'a':
-            all = true;
+            *all = true;
             break;
         case 'k':
-            o.keep_setid = true;
+            o->keep_setid = true;
             break;
         case 'P':
-            o.progressive = true;
+            o->progressive = true;
             break;
         case 'h':
             return usage(restore_usage, 0);
@@ -360,9 +356,24 @@ int cmd_restore(struct cli *c, int argc, char **argv)
             return usage(restore_usage, EXIT_USAGE);
         }
     }
-    if (optind != argc || !o.target || (int)latest + (o.id != NULL) + (int)all != 1 ||
-        (all && o.progressive))
+    if (optind != argc || !o->target || (int)*latest + (o->id != NULL) + (int)*all != 1 ||
+        (*all && o->progressive))
         return usage(restore_usage, EXIT_USAGE);
+    return -1;
+}
+
+int cmd_restore(struct cli *c, int argc, char **argv)
+{
+    struct restore_opts o = {
+        .progress = cli_progress, .progress_ud = c, .placed = restore_placed, .placed_ud = c};
+    struct restore_result res;
+    struct repo *r = NULL;
+    struct buf err = BUF_INIT;
+    bool latest = false, all = false;
+    int e = restore_args(argc, argv, &o, &latest, &all);
+
+    if (e >= 0)
+        return e;
     if (cli_open_repo(c, 0, &r) < 0)
         return 1;
     char run[MANIFEST_MAX_FIELD + 1];

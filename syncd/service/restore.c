@@ -38,6 +38,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -625,6 +626,16 @@ static int rst_place_one(struct rst *s, size_t k)
     return 0;
 }
 
+/* Tests: CKPTSYNC_TEST_RESTORE_HOLD_AFTER=GROUP stops the process
+ * (SIGSTOP) once every file of GROUP is placed, so a test can look at a
+ * half-placed tree, or kill the restore there, at a known point. */
+static void rst_test_hold(int g)
+{
+    const char *h = getenv("CKPTSYNC_TEST_RESTORE_HOLD_AFTER");
+    if (h && !strcmp(h, restore_group_name(g)))
+        raise(SIGSTOP);
+}
+
 /* --progressive: finished file k is placed when its group's turn has
  * come, else it waits; the last placement of a group lets the waiting
  * files of the next go. */
@@ -646,7 +657,7 @@ static int rst_place_ready(struct rst *s, size_t k)
         }
         if (e < 0 || s->gleft[s->cur_group])
             break;
-        s->cur_group++;
+        rst_test_hold(s->cur_group++);
     }
     pthread_mutex_unlock(&s->pmu);
     return e;
@@ -795,7 +806,10 @@ static int rst_files(struct rst *s)
         e = seed_serve(s, jobs, &njobs);
     }
     if (e == 0) {
-        e = fetch_run(s->r, jobs, njobs, FETCH_CONCURRENT, rst_chunk, s, &st, s->err);
+        /* progressive: a lost chunk fails the restore at its end, the files
+         * it does not touch placed meanwhile */
+        unsigned fl = FETCH_CONCURRENT | (s->o->progressive ? FETCH_KEEP_GOING : 0);
+        e = fetch_run(s->r, jobs, njobs, fl, rst_chunk, s, &st, s->err);
         if (e < 0 && st.lost)
             rst_lost(s, st.lost_tag);
         s->res->fetched_bytes = st.fetched_bytes;
