@@ -144,7 +144,8 @@ int cmd_snapshot(struct cli *c, int argc, char **argv)
 
 static const char restore_usage[] =
     "usage: ckptsync restore [--run NAME] (--latest | --snapshot ID | --all) --to DIR\n"
-    "                        [--seed DIR] [--force] [--keep-setid] [--progressive] [--json]\n"
+    "                        [--seed DIR] [--force] [--keep-setid] [--progressive]\n"
+    "                        [--exclude PATTERN]... [--exclude-optimizer] [--json]\n"
     "--run may be left out when the repository holds one run (checkpoints written\n"
     "directly under the watch root are the run _root); with several, the error names them.\n"
     "--latest: the newest checkpoint, plus the run's newest files outside checkpoints\n"
@@ -159,7 +160,10 @@ static const char restore_usage[] =
     "path as soon as it is whole and verified, by priority: metadata, model weights,\n"
     "fp32 master weights, optimizer state (README); with --json one line per file\n"
     "placed.  A progressive restore that does not finish leaves whole verified files\n"
-    "only; the next restore into DIR removes them.\n";
+    "only; the next restore into DIR removes them.\n"
+    "--exclude PATTERN leaves out the files whose path below the root, or name,\n"
+    "matches the glob (a pattern that matches nothing is an error); --exclude-optimizer\n"
+    "leaves out the optimizer state (for evaluation, or a fine-tune from the weights).\n";
 
 /* --progressive --json: one line per file as it is placed, flushed at
  * once (a job waiting for its weights reads them). */
@@ -215,6 +219,8 @@ static void restore_print(struct cli *c, const struct repo *r, const struct rest
         json_u64(&j, s->local_bytes);
         json_key(&j, "setid_cleared");
         json_u64(&j, s->setid_cleared);
+        json_key(&j, "excluded");
+        json_u64(&j, s->excluded);
         json_key(&j, "seconds");
         json_double(&j, secs);
         json_key(&j, "regions");
@@ -243,6 +249,8 @@ static void restore_print(struct cli *c, const struct repo *r, const struct rest
         printf(", %llu copied from the seed", (unsigned long long)s->local_chunks);
     if (s->setid_cleared)
         printf(", setuid/setgid cleared on %llu", (unsigned long long)s->setid_cleared);
+    if (s->excluded)
+        printf(", %llu left out (--exclude)", (unsigned long long)s->excluded);
     printf("\n");
 }
 
@@ -316,8 +324,11 @@ static int restore_args(int argc, char **argv, struct restore_opts *o, bool *lat
                                          {"all", no_argument, NULL, 'a'},
                                          {"keep-setid", no_argument, NULL, 'k'},
                                          {"progressive", no_argument, NULL, 'P'},
+                                         {"exclude", required_argument, NULL, 'x'},
+                                         {"exclude-optimizer", no_argument, NULL, 'X'},
                                          {"help", no_argument, NULL, 'h'},
                                          {0}};
+    static const char *excl[64]; /* --exclude patterns (argv's) */
     int opt;
 
     optind = 1;
@@ -350,6 +361,17 @@ static int restore_args(int argc, char **argv, struct restore_opts *o, bool *lat
         case 'P':
             o->progressive = true;
             break;
+        case 'x':
+            if (o->nexclude == sizeof(excl) / sizeof(*excl)) {
+                log_error("restore: at most %zu --exclude patterns", o->nexclude);
+                return EXIT_USAGE;
+            }
+            excl[o->nexclude++] = optarg;
+            o->exclude = excl;
+            break;
+        case 'X':
+            o->exclude_optimizer = true;
+            break;
         case 'h':
             return usage(restore_usage, 0);
         default:
@@ -357,7 +379,7 @@ static int restore_args(int argc, char **argv, struct restore_opts *o, bool *lat
         }
     }
     if (optind != argc || !o->target || (int)*latest + (o->id != NULL) + (int)*all != 1 ||
-        (*all && o->progressive))
+        (*all && (o->progressive || o->nexclude || o->exclude_optimizer)))
         return usage(restore_usage, EXIT_USAGE);
     return -1;
 }

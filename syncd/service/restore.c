@@ -19,16 +19,24 @@
  *   the regions' bandwidth adds up; a failing region costs one retry per
  *   chunk, never the restore.  Chunks land out of order (pwrite at their
  *   offsets) through io_uring, so disk writes overlap the downloads.
- * - Every core: fetch's parts decode and verify chunks on their own
- *   threads and call rst_chunk concurrently; each part pwrites its
- *   chunks itself.  The whole-file digests, serial by nature, are a
- *   thread of their own (rst_hasher) that reads each file back in chunk
- *   order as its chunks land (from the page cache), so they overlap the
- *   decoding instead of loading whichever part holds the next chunk.
- *   With one part (workers = 1) everything runs on the calling thread:
- *   writes go through io_uring, the digest is computed from the chunk in
- *   hand when it is next, and a chunk that arrives early is kept in
- *   memory (a sixteenth of the budget) or read back when its turn comes.
+ * - Every core, no serial stage: fetch's parts decode and verify chunks
+ *   on their own threads and call rst_chunk concurrently; each part
+ *   pwrites its chunks itself (with one part, through io_uring).  Each
+ *   file's whole-file digest is computed in chunk order by the thread that
+ *   holds the file's next chunk, from the chunk in hand, then from the
+ *   chunks that arrived early (kept in memory within a sixteenth of the
+ *   budget, else read back from the page cache); so the digests of
+ *   different files run on different threads at once, and no thread reads
+ *   every byte back.  One file's digest is serial by nature (SHA-256):
+ *   one huge file is hashed at one core's rate, spread over the parts
+ *   that deliver its next chunks.  A file whose digest matched goes to the
+ *   finishing threads (one per worker), which set its mode and times,
+ *   fsync and close it, off the fetching threads.
+ * - Priority: the chunks are asked for in the order of restore_group()
+ *   (metadata, weights, master weights, optimizer state); with
+ *   --progressive each finished file is renamed to its final path, group
+ *   by group (rst_place_ready), and a chunk that no region has intact
+ *   fails the restore only after every other file is placed.
  * - After the rename, the restored files enter the index, and every
  *   region holding the manifest is recorded as holding its chunks (the
  *   manifest is published only after all its chunks are), so the next
@@ -37,6 +45,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <fnmatch.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -143,6 +152,7 @@ struct rst {
      * placed. */
     pthread_mutex_t pmu;
     uint8_t *group;                /* per manifest file */
+    bool *skip;                    /* per manifest file: excluded (--exclude) */
     size_t gleft[RESTORE_NGROUPS]; /* regular files not placed, per group */
     int cur_group;                 /* the group being placed */
     size_t *waiting;               /* finished files of later groups */
@@ -768,7 +778,7 @@ static size_t rst_jobs(struct rst *s, struct fetch_job *jobs)
     for (int g = 0; g < RESTORE_NGROUPS; g++)
         for (size_t k = 0; k < s->m.nfiles; k++) {
             const struct mfile *f = &s->m.files[k];
-            if (f->type != MFILE_REG || s->group[k] != g)
+            if (f->type != MFILE_REG || s->group[k] != g || s->skip[k])
                 continue;
             for (uint64_t c = 0; c < f->nchunks && n < s->m.nchunks; c++) {
                 size_t i = (size_t)(f->first_chunk + c);
@@ -799,7 +809,7 @@ static int rst_files(struct rst *s)
     size_t njobs = 0;
     rst_fin_start(s);
     for (size_t k = 0; k < s->m.nfiles && e == 0; k++)
-        if (s->m.files[k].type == MFILE_REG)
+        if (s->m.files[k].type == MFILE_REG && !s->skip[k])
             e = rst_file_create(s, k);
     if (e == 0) {
         njobs = rst_jobs(s, jobs);
@@ -819,7 +829,7 @@ static int rst_files(struct rst *s)
     int fe = rst_fin_stop(s);
     e = e < 0 ? e : fe;
     for (size_t k = 0; e == 0 && k < s->m.nfiles; k++)
-        if (s->m.files[k].type == MFILE_REG && !s->rfiles[k].finished) {
+        if (s->m.files[k].type == MFILE_REG && !s->skip[k] && !s->rfiles[k].finished) {
             buf_printf(s->err, "internal error: \"%s\" was not completed", s->m.files[k].path);
             e = -EIO; /* every file's digest is checked, or the restore fails */
         }
@@ -950,7 +960,7 @@ static int rst_finish_files(struct rst *s)
             e = rst_entry(s, f);
         if (e == 0 && f->type == MFILE_LINK)
             e = rst_file_times(s, f);
-        else if (e == 0 && f->type == MFILE_HARDLINK)
+        else if (e == 0 && f->type == MFILE_HARDLINK && !s->skip[k])
             e = rst_hardlink(s, f);
         if (e < 0)
             return e;
@@ -1276,7 +1286,8 @@ static int rst_index(struct rst *s, int target)
     for (size_t k = 0; k < s->m.nfiles && e == 0; k++) {
         const struct mfile *f = &s->m.files[k];
         struct stat st;
-        if (f->type != MFILE_REG || fstatat(target, f->path, &st, AT_SYMLINK_NOFOLLOW) < 0)
+        if (f->type != MFILE_REG || s->skip[k] ||
+            fstatat(target, f->path, &st, AT_SYMLINK_NOFOLLOW) < 0)
             continue;
         struct index_file_key fk;
         index_file_key_of(&st, &fk);
@@ -1471,6 +1482,78 @@ int restore_group(const char *path, uint64_t size)
     return size <= RESTORE_SMALL ? RESTORE_META : RESTORE_WEIGHTS;
 }
 
+/* ---- selecting --------------------------------------------------------- */
+
+/* true when pattern p (fnmatch, no FNM_PATHNAME) matches the path below the
+ * snapshot's root or its base name. */
+static bool rst_matches(const char *p, const char *path)
+{
+    const char *rel = strchr(path, '/'), *base = strrchr(path, '/');
+    rel = rel ? rel + 1 : path;
+    base = base ? base + 1 : path;
+    return fnmatch(p, rel, 0) == 0 || fnmatch(p, base, 0) == 0;
+}
+
+/* true when regular file k is excluded by the options; counts, per
+ * pattern, the files it matched into hits. */
+static bool rst_excluded(struct rst *s, size_t k, size_t *hits)
+{
+    const struct mfile *f = &s->m.files[k];
+    bool out = s->o->exclude_optimizer && s->group[k] == RESTORE_OPTIM;
+    for (size_t i = 0; i < s->o->nexclude; i++)
+        if (rst_matches(s->o->exclude[i], f->path)) {
+            hits[i]++;
+            out = true;
+        }
+    return out;
+}
+
+/* A hard link to an excluded file is left out with it. */
+static bool rst_link_skipped(const struct rst *s, const struct mfile *f)
+{
+    for (size_t k = 0; k < s->m.nfiles; k++)
+        if (s->m.files[k].type == MFILE_REG && !strcmp(s->m.files[k].path, f->link))
+            return s->skip[k];
+    return false;
+}
+
+/* Each regular file's group, what the options exclude, what is left to
+ * restore (total, gleft).  A pattern that matches no file is an error. */
+static int rst_select(struct rst *s)
+{
+    size_t nf = s->m.nfiles ? s->m.nfiles : 1, none = SIZE_MAX;
+    size_t *hits = calloc(s->o->nexclude ? s->o->nexclude : 1, sizeof(*hits));
+    s->group = calloc(nf, sizeof(*s->group));
+    s->skip = calloc(nf, sizeof(*s->skip));
+    if (!hits || !s->group || !s->skip) {
+        free(hits);
+        return -ENOMEM;
+    }
+    for (size_t k = 0; k < s->m.nfiles; k++) {
+        const struct mfile *f = &s->m.files[k];
+        if (f->type == MFILE_HARDLINK)
+            s->skip[k] = rst_link_skipped(s, f);
+        if (f->type != MFILE_REG)
+            continue;
+        s->group[k] = (uint8_t)restore_group(f->path, f->size);
+        if ((s->skip[k] = rst_excluded(s, k, hits))) {
+            s->res->excluded++;
+            continue;
+        }
+        s->gleft[s->group[k]]++;
+        s->total += f->size;
+    }
+    for (size_t i = 0; i < s->o->nexclude && none == SIZE_MAX; i++)
+        if (!hits[i])
+            none = i;
+    free(hits);
+    if (none == SIZE_MAX)
+        return 0;
+    buf_printf(s->err, "--exclude '%s' matches no file of snapshot %s", s->o->exclude[none],
+               s->m.id);
+    return -ENOENT;
+}
+
 static int rst_alloc(struct rst *s)
 {
     size_t nc = s->m.nchunks ? s->m.nchunks : 1;
@@ -1478,17 +1561,11 @@ static int rst_alloc(struct rst *s)
     s->chunk_file = calloc(nc, sizeof(*s->chunk_file));
     s->chunk_off = calloc(nc, sizeof(*s->chunk_off));
     size_t nf = s->m.nfiles ? s->m.nfiles : 1;
-    s->group = calloc(nf, sizeof(*s->group));
     s->fq = calloc(nf, sizeof(*s->fq));
     s->waiting = calloc(nf, sizeof(*s->waiting));
-    if (!s->rfiles || !s->chunk_file || !s->chunk_off || !s->group || !s->fq || !s->waiting)
+    if (!s->rfiles || !s->chunk_file || !s->chunk_off || !s->fq || !s->waiting)
         return -ENOMEM;
     for (size_t k = 0; k < s->m.nfiles; k++) {
-        const struct mfile *f = &s->m.files[k];
-        if (f->type == MFILE_REG) {
-            s->group[k] = (uint8_t)restore_group(f->path, f->size);
-            s->gleft[s->group[k]]++;
-        }
         s->rfiles[k].fd = -1;
         if (pthread_mutex_init(&s->rfiles[k].mu, NULL) != 0)
             return -ENOMEM;
@@ -1500,9 +1577,8 @@ static int rst_alloc(struct rst *s)
 static int rst_all(struct rst *s, int target)
 {
     int e;
-    for (size_t k = 0; k < s->m.nfiles; k++)
-        if (s->m.files[k].type == MFILE_REG)
-            s->total += s->m.files[k].size;
+    if ((e = rst_select(s)) < 0)
+        return e;
     rst_strip_setid(s);
     s->target = target;
     if ((e = rst_stage(s, target)) < 0)
@@ -1587,6 +1663,7 @@ out:
     free(s.chunk_off);
     manifest_free(&s.m);
     free(s.group);
+    free(s.skip);
     free(s.fq);
     free(s.waiting);
     pthread_cond_destroy(&s.fcv);

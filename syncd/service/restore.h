@@ -24,12 +24,18 @@
  * rename the restored files' identities and the chunks' presence go into
  * the index (one write transaction), so the next snapshot reads nothing.
  *
+ * With opts.progressive, DIR/<root> is made at the start and each regular
+ * file renamed into it from the staging directory once whole, verified
+ * and fsynced, group by group (restore_group()); a restore that does not
+ * finish leaves whole verified files and its marked staging directory,
+ * and the next restore into the target removes both (README).
+ *
  * Threads: each function does region I/O through repo_region(r, i) on the
  * calling thread, which must own them (service/repo.h); catalog_find can
  * mark a region that fails its listing unhealthy.  restore_run starts
- * threads of its own (fetch parts with cloned region handles, a digest
- * thread) and joins them before it returns; with workers = 1 it runs on
- * the calling thread alone.  Two restores may not share a repo at once
+ * threads of its own (fetch parts with cloned region handles, finishing
+ * threads that fsync and place files; opts.placed is called from those)
+ * and joins them before it returns.  Two restores may not share a repo at once
  * (the region handles), but each may run while other threads use the
  * index.
  */
@@ -59,6 +65,13 @@ struct restore_opts {
      * from the restore's threads; group: restore_group_name() */
     void (*placed)(void *ud, const char *path, uint64_t bytes, const char *group);
     void *placed_ud;
+    /* regular files left out: those a pattern matches (fnmatch, against the
+     * path below the root or the base name; a pattern that matches nothing
+     * fails the restore), and with exclude_optimizer the optimizer group;
+     * a hard link to a file left out is left out too */
+    const char *const *exclude;
+    size_t nexclude;
+    bool exclude_optimizer;
 };
 
 struct restore_result {
@@ -71,6 +84,7 @@ struct restore_result {
     uint64_t local_chunks;  /* copied from the seed instead of downloaded */
     uint64_t local_bytes;
     uint64_t setid_cleared; /* entries whose setuid/setgid bits were cleared */
+    uint64_t excluded;      /* regular files left out (restore_opts.exclude) */
     uint64_t region_chunks[CONFIG_MAX_REGIONS];
 };
 

@@ -65,21 +65,23 @@ conf "$S/snap.conf" 2
 say "snapshot of $SCALE_MIB MiB in $FILES files"
 "$NEW" --config "$S/snap.conf" snapshot "$S/ck/checkpoint-100" --run bench --step 100 > /dev/null
 
-# one BIN WORKERS: wall seconds of one restore (fresh state, fresh target)
+# one BIN WORKERS: "wall_s cpu_s" of one restore (fresh state and target)
 one() {
   conf "$S/r.conf" "$2"
   rm -rf "$S/state" "$S/out"
-  local t0 t1
+  local t0 t1 u s
   t0=$(date +%s.%N)
-  "$1" --config "$S/r.conf" --quiet restore --run bench --latest --to "$S/out" > /dev/null
+  /usr/bin/time -f "%U %S" -o "$S/time" \
+    "$1" --config "$S/r.conf" --quiet restore --run bench --latest --to "$S/out" > /dev/null
   t1=$(date +%s.%N)
   cmp -s "$S/ck/checkpoint-100/shard-1.bin" "$S/out/checkpoint-100/shard-1.bin" ||
     { echo "restore-scaling.sh: $1 restored a different tree" >&2; exit 1; }
-  awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.3f\n", b - a}'
+  read -r u s < <(tail -1 "$S/time")
+  awk -v a="$t0" -v b="$t1" -v u="$u" -v s="$s" 'BEGIN {printf "%.3f/%.3f\n", b - a, u + s}'
 }
 median() { sort -n | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
 
-declare -A T=()
+declare -A T=() C=()
 builds="new"
 [ -n "$BASE" ] && builds="base new"
 for w in $WORKERS; do
@@ -87,19 +89,23 @@ for w in $WORKERS; do
     for b in $builds; do
       bin=$NEW
       [ "$b" = base ] && bin=$BASE
-      T[$b.$w]="${T[$b.$w]:-} $(one "$bin" "$w")"
+      r=$(one "$bin" "$w")
+      T[$b.$w]="${T[$b.$w]:-} ${r%/*}"
+      C[$b.$w]="${C[$b.$w]:-} ${r#*/}"
     done
   done
 done
 
-printf '\n%-6s %8s %10s %10s %12s\n' build workers "wall s" "MB/s" "vs 1 worker"
+printf '\n%-6s %8s %10s %10s %12s %10s\n' build workers "wall s" "MB/s" "vs 1 worker" "CPU s/GB"
 for b in $builds; do
   w1=
   for w in $WORKERS; do
     m=$(printf '%s\n' ${T[$b.$w]} | median)
+    c=$(printf '%s\n' ${C[$b.$w]} | median)
     [ -n "$w1" ] || w1=$m
-    awk -v b="$b" -v w="$w" -v m="$m" -v mib="$SCALE_MIB" -v w1="$w1" \
-      'BEGIN {printf "%-6s %8s %10.2f %10.0f %11.2fx\n", b, w, m, mib * 1.048576 / m, w1 / m}'
+    awk -v b="$b" -v w="$w" -v m="$m" -v mib="$SCALE_MIB" -v w1="$w1" -v c="$c" \
+      'BEGIN {printf "%-6s %8s %10.2f %10.0f %11.2fx %10.2f\n", b, w, m, mib * 1.048576 / m, w1 / m,
+              c / (mib / 1024)}'
   done
 done
 echo "(median of $REPS; each run: $SCALE_MIB MiB in $FILES files + 1, three dir regions, tmpfs)"
@@ -118,10 +124,10 @@ for b in $builds; do
   t1=$(date +%s.%N)
   wall=$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.3f", b - a}')
   echo
-  echo "== $b, workers = $wmax: wall ${wall}s; CPU seconds per thread (perf samples / 999 Hz)"
-  perf report -i "$S/perf.$b" --no-children --sort tid --stdio 2> /dev/null |
-    awk '/^# Samples/ {n = $3; if (n ~ /K$/) n = substr(n, 1, length(n) - 1) * 1000}
-         /^ *[0-9.]+%/ {pct = $1; sub("%", "", pct); printf "  %-28s %6.2fs\n", $2 " " $3, pct / 100 * n / 999}' |
+  echo "== $b, workers = $wmax: wall ${wall}s; CPU seconds per thread (perf task-clock)"
+  perf report -i "$S/perf.$b" --no-children --sort pid -g none --stdio 2> /dev/null |
+    awk '/^# Event count/ {ns = $NF}
+         /^ *[0-9.]+%/ {pct = $1; sub("%", "", pct); printf "  thread %-22s %6.2fs\n", $2, pct / 100 * ns / 1e9}' |
     head -8
   echo "  top symbols:"
   perf report -i "$S/perf.$b" --no-children --sort sym --stdio 2> /dev/null |

@@ -16,6 +16,8 @@
 #      right, the optimizer file never appears (not in the -enc variant: the chunk
 #      objects' names are keyed there)
 #   4. bad input: an existing target without --force; --force replaces it
+#   5. --exclude-optimizer, --exclude PATTERN; a pattern matching nothing
+#      is an error
 . "$(dirname "$0")/lib.sh"
 write_config 64K 256K 1M
 . "$CKS_SOURCE_DIR/tests/integration/multilib.sh"
@@ -51,6 +53,8 @@ stopped() {
 }
 # fresh: a new instance's state (no index: nothing found locally).
 fresh() { rm -rf "$STATE"; }
+# json_last FILE EXPR: EXPR of the last JSON line of FILE (the result).
+json_last() { tail -1 "$1" > "$1.last" && json "$1.last" "$2"; }
 
 step "progressive: a watcher reads each file as it appears; held after the weights"
 fresh
@@ -178,4 +182,22 @@ cks restore --run run1 --latest --to "$T/out1" --progressive --force > /dev/null
 same_tree "$src" "$T/out1/checkpoint-10"
 [ ! -e "$T/out1/checkpoint-10/extra" ] || die "--force kept a file of the old tree"
 expect_fail 2 cks restore --run run1 --all --to "$T/out4" --progressive
+
+step "--exclude-optimizer, --exclude PATTERN; a pattern that matches nothing fails"
+fresh
+cks restore --run run1 --latest --to "$T/out5" --progressive --exclude-optimizer --json > "$T/p5.out"
+[ ! -e "$T/out5/checkpoint-10/optimizer.pt" ] || die "--exclude-optimizer restored optimizer.pt"
+for f in trainer_state.json model.safetensors fp32_master.pt sub/config.json; do
+  sha_ok "$T/out5/checkpoint-10" "$f" || die "--exclude-optimizer: $f missing or wrong"
+done
+[ "$(json_last "$T/p5.out" 'd["excluded"]')" = 1 ] || { cat "$T/p5.out"; die "excluded is not 1"; }
+fresh
+cks restore --run run1 --latest --to "$T/out6" --exclude 'fp32*' --exclude 'sub/*.json' > /dev/null
+[ ! -e "$T/out6/checkpoint-10/fp32_master.pt" ] || die "--exclude 'fp32*' restored fp32_master.pt"
+[ ! -e "$T/out6/checkpoint-10/sub/config.json" ] || die "--exclude 'sub/*.json' restored it"
+sha_ok "$T/out6/checkpoint-10" optimizer.pt || die "--exclude: optimizer.pt missing or wrong"
+fresh
+expect_fail 1 cks restore --run run1 --latest --to "$T/out7" --exclude 'nothing-*' --exclude 'fp32*'
+grep -q "exclude 'nothing-\*' matches no file" "$T/err" || { cat "$T/err"; die "no clear error for a pattern matching nothing"; }
+[ ! -e "$T/out7/checkpoint-10" ] || die "a failed --exclude left a tree"
 echo "ok"
