@@ -22,16 +22,18 @@
  * - Every core, no serial stage: fetch's parts decode and verify chunks
  *   on their own threads and call rst_chunk concurrently; each part
  *   pwrites its chunks itself (with one part, through io_uring).  Each
- *   file's whole-file digest is computed in chunk order by the thread that
- *   holds the file's next chunk, from the chunk in hand, then from the
- *   chunks that arrived early (kept in memory within a sixteenth of the
- *   budget, else read back from the page cache); so the digests of
- *   different files run on different threads at once, and no thread reads
- *   every byte back.  One file's digest is serial by nature (SHA-256):
- *   one huge file is hashed at one core's rate, spread over the parts
- *   that deliver its next chunks.  A file whose digest matched goes to the
- *   finishing threads (one per worker), which set its mode and times,
- *   fsync and close it, off the fetching threads.
+ *   file's whole-file digest is computed in chunk order: a part hashes the
+ *   chunk in hand when it is its file's next, and no more; a chunk that
+ *   arrives early is kept in memory (a sixteenth of the budget) or marked
+ *   for reading back, and a file whose next chunk is waiting is queued for
+ *   the finishing threads (one per worker), which catch its digest up.  So
+ *   the digests of different files run on several threads at once, no
+ *   thread reads every byte back, and no part inherits the hashing of
+ *   the chunks the others delivered early.  One file's digest is serial by
+ *   nature (SHA-256): one huge file is hashed at one core's rate.  With one
+ *   part (workers = 1) the part catches up itself.  The same threads
+ *   finish each verified file (mode, times, fsync, close), off the
+ *   fetching threads.
  * - Priority: the chunks are asked for in the order of restore_group()
  *   (metadata, weights, master weights, optimizer state); with
  *   --progressive each finished file is renamed to its final path, group
@@ -146,6 +148,16 @@ struct rst {
     size_t *fq;
     size_t fhead, ftail;
     int ferr;
+    /* With several parts (handoff), a part hashes the chunk in hand when it
+     * is its file's next, and no more: a file whose next chunk was kept or
+     * marked is queued (hq, a ring of nfiles, each file once at a time) for
+     * the same threads, which catch its digest up.  Hashing chunks that
+     * wait for an earlier one is thus spread over those threads instead of
+     * falling on whichever part lags (which would then lag more). */
+    bool handoff;
+    size_t *hq;
+    size_t hhead, htail;
+    bool *hqueued; /* per file: in hq; apart from struct rfile's own state */
     /* Progressive placing, under pmu: files are renamed from the staging
      * tree to the target in group order (restore_group()); a finished file
      * of a later group waits until every file of the earlier ones is
@@ -380,6 +392,57 @@ static int rst_write(struct rst *s, int fd, const uint8_t *data, size_t len, uin
     return e;
 }
 
+/* true when file k's next chunk to hash has arrived (kept or marked);
+ * rf->mu held. */
+static bool rst_next_here(const struct rst *s, size_t k)
+{
+    const struct rfile *rf = &s->rfiles[k];
+    if (rf->next >= s->m.files[k].nchunks)
+        return false;
+    if (rf->early[rf->next / 8] >> (rf->next % 8) & 1)
+        return true;
+    for (const struct stashed *x = rf->stash; x; x = x->next)
+        if (x->c == rf->next)
+            return true;
+    return false;
+}
+
+/* Queues file k for its digest's catching up (rst_hash_queued); rf->mu
+ * held, takes mu. */
+static void rst_hash_push(struct rst *s, size_t k)
+{
+    pthread_mutex_lock(&s->mu);
+    if (!s->hqueued[k]) {
+        s->hqueued[k] = true;
+        s->hq[s->htail++ % s->m.nfiles] = k; /* each file once: room for all */
+        pthread_cond_signal(&s->fcv);
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* Catches file k's digest up (on a finishing thread); a file someone else
+ * hashes is left to them: they queue it again when they stop and its next
+ * chunk is there. */
+static int rst_hash_queued(struct rst *s, size_t k)
+{
+    const struct mfile *f = &s->m.files[k];
+    struct rfile *rf = &s->rfiles[k];
+    pthread_mutex_lock(&rf->mu);
+    if (rf->busy || rf->closing) {
+        pthread_mutex_unlock(&rf->mu);
+        return 0;
+    }
+    rf->busy = true;
+    int e = rst_hash_catchup(s, k);
+    rf->busy = false;
+    bool done = e == 0 && !rf->remaining && rf->next == f->nchunks && !rf->closing;
+    rf->closing |= done;
+    pthread_mutex_unlock(&rf->mu);
+    if (e < 0)
+        return rst_fail(s, f, "reading back", e);
+    return done ? rst_file_done(s, k) : 0;
+}
+
 static int rst_chunk(void *ud, const struct fetch_job *j, const uint8_t *data, size_t len)
 {
     struct rst *s = ud;
@@ -407,12 +470,15 @@ static int rst_chunk(void *ud, const struct fetch_job *j, const uint8_t *data, s
         hash_update(&rf->h, data, len);
         pthread_mutex_lock(&rf->mu);
         rf->next++;
-        e = rst_hash_catchup(s, k);
+        if (!s->handoff)
+            e = rst_hash_catchup(s, k);
         rf->busy = false;
     } else {
         rst_keep(s, rf, c, data, len);
     }
     rf->remaining--;
+    if (s->handoff && !rf->busy && rst_next_here(s, k))
+        rst_hash_push(s, k);
     /* The last to finish (the last arrival, or the hasher of the last
      * chunk) closes the file. */
     bool done = e == 0 && !rf->remaining && rf->next == f->nchunks && !rf->busy && !rf->closing;
@@ -630,7 +696,9 @@ static int rst_place_one(struct rst *s, size_t k)
     close(sd);
     if (e < 0)
         return rst_fail(s, f, "placing", e);
+    pthread_mutex_lock(&s->rfiles[k].mu);
     s->rfiles[k].placed = true;
+    pthread_mutex_unlock(&s->rfiles[k].mu);
     if (s->o->placed)
         s->o->placed(s->o->placed_ud, f->path, f->size, restore_group_name(s->group[k]));
     return 0;
@@ -685,10 +753,12 @@ static int rst_finish_file(struct rst *s, size_t k)
         fsync(rf->fd) < 0)
         e = -errno;
     close(rf->fd);
+    pthread_mutex_lock(&rf->mu); /* beside the flags a stale queue entry reads */
     rf->fd = -1;
+    rf->finished = e == 0;
+    pthread_mutex_unlock(&rf->mu);
     if (e < 0)
         return rst_fail(s, f, "writing", e);
-    rf->finished = true;
     pthread_mutex_lock(&s->mu);
     s->res->files++;
     s->res->bytes += f->size;
@@ -696,18 +766,27 @@ static int rst_finish_file(struct rst *s, size_t k)
     return s->o->progressive ? rst_place_ready(s, k) : 0;
 }
 
+/* A finishing thread: files to finish first, then digests to catch up. */
 static void *rst_finisher(void *arg)
 {
     struct rst *s = arg;
     pthread_mutex_lock(&s->mu);
     for (;;) {
-        while (s->fhead == s->ftail && !s->fstop)
+        while (s->fhead == s->ftail && s->hhead == s->htail && !s->fstop)
             pthread_cond_wait(&s->fcv, &s->mu);
-        if (s->fhead == s->ftail)
+        int e;
+        if (s->fhead != s->ftail) {
+            size_t k = s->fq[s->fhead++];
+            pthread_mutex_unlock(&s->mu);
+            e = rst_finish_file(s, k);
+        } else if (s->hhead != s->htail) {
+            size_t k = s->hq[s->hhead++ % s->m.nfiles];
+            s->hqueued[k] = false;
+            pthread_mutex_unlock(&s->mu);
+            e = rst_hash_queued(s, k);
+        } else {
             break; /* stopped, and nothing left */
-        size_t k = s->fq[s->fhead++];
-        pthread_mutex_unlock(&s->mu);
-        int e = rst_finish_file(s, k);
+        }
         pthread_mutex_lock(&s->mu);
         if (e < 0 && !s->ferr)
             s->ferr = e;
@@ -725,6 +804,7 @@ static void rst_fin_start(struct rst *s)
     for (s->nfin = 0; s->nfin < n; s->nfin++)
         if (pthread_create(&s->fin[s->nfin], NULL, rst_finisher, s) != 0)
             break;
+    s->handoff = s->direct && s->nfin > 0;
 }
 
 /* The finishing threads empty the queue and end; what is left (none
@@ -1562,8 +1642,11 @@ static int rst_alloc(struct rst *s)
     s->chunk_off = calloc(nc, sizeof(*s->chunk_off));
     size_t nf = s->m.nfiles ? s->m.nfiles : 1;
     s->fq = calloc(nf, sizeof(*s->fq));
+    s->hq = calloc(nf, sizeof(*s->hq));
+    s->hqueued = calloc(nf, sizeof(*s->hqueued));
     s->waiting = calloc(nf, sizeof(*s->waiting));
-    if (!s->rfiles || !s->chunk_file || !s->chunk_off || !s->fq || !s->waiting)
+    if (!s->rfiles || !s->chunk_file || !s->chunk_off || !s->fq || !s->hq || !s->hqueued ||
+        !s->waiting)
         return -ENOMEM;
     for (size_t k = 0; k < s->m.nfiles; k++) {
         s->rfiles[k].fd = -1;
@@ -1665,6 +1748,8 @@ out:
     free(s.group);
     free(s.skip);
     free(s.fq);
+    free(s.hq);
+    free(s.hqueued);
     free(s.waiting);
     pthread_cond_destroy(&s.fcv);
     pthread_mutex_destroy(&s.pmu);
