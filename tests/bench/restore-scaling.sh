@@ -128,8 +128,8 @@ for b in $builds; do
   perf report -i "$S/perf.$b" --no-children --sort pid -g none --stdio 2> /dev/null |
     awk '/^# Event count/ {ns = $NF}
          /^ *[0-9.]+%/ {pct = $1; sub("%", "", pct); printf "  thread %-22s %6.2fs\n", $2, pct / 100 * ns / 1e9}' |
-    head -8
+    sed -n 1,8p
   echo "  top symbols:"
   perf report -i "$S/perf.$b" --no-children --sort sym --stdio 2> /dev/null |
-    grep -E '^ +[0-9.]+%' | head -8 | sed 's/^/  /'
+    grep -E '^ +[0-9.]+%' | sed -n 1,8p | sed "s/^/  /"
 done

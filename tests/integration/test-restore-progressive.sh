@@ -8,7 +8,8 @@
 #   1. a watcher reads every file the moment it appears and compares its
 #      SHA-256 with the source; the restore is held (test hook, SIGSTOP)
 #      once the weights are placed: they are there and right, the master
-#      weights and the optimizer state are not; it then finishes
+#      weights and the optimizer state are not (though optimizer.pt, found
+#      in --seed, was complete first); it then finishes
 #   2. killed (-9) at that point: only whole verified files are left, and
 #      the next restore into DIR removes them and restores the whole tree
 #   3. a chunk of optimizer.pt damaged in every region: the restore places
@@ -84,8 +85,12 @@ while len(seen) < len(want) and time.time() < end:
 json.dump({"order": order, "bad": bad, "complete": len(seen) == len(want)}, open(out, "w"))
 PY
 wpid=$!
+# optimizer.pt is in the seed: it is complete before any chunk is
+# downloaded, and still waits for the weights and master weights
+mkdir -p "$T/seed"
+cp "$src/optimizer.pt" "$T/seed/"
 CKPTSYNC_TEST_RESTORE_HOLD_AFTER=weights "$CKPTSYNC" --config "$CONF" restore --run run1 --latest --to "$T/out1" \
-  --progressive --json > "$T/p1.out" 2> "$T/p1.err" &
+  --progressive --json --seed "$T/seed" > "$T/p1.out" 2> "$T/p1.err" &
 rpid=$!
 stopped "$rpid" || { cat "$T/p1.err"; die "the restore did not reach the hold after the weights"; }
 for f in trainer_state.json latest rng_state.pth scheduler.pt sub/config.json model.safetensors; do
@@ -94,7 +99,7 @@ done
 for f in fp32_master.pt optimizer.pt weights; do
   [ ! -e "$T/out1/checkpoint-10/$f" ] || die "held after the weights: $f is already there"
 done
-grep -c '"placed"' "$T/p1.out" | grep -qx 6 || { cat "$T/p1.out"; die "not one line per placed file"; }
+[ "$(grep -c '"placed"' "$T/p1.out")" = 6 ] || { cat "$T/p1.out"; die "not one line per placed file"; }
 kill -CONT "$rpid"
 wait "$rpid" || { cat "$T/p1.err"; die "the progressive restore failed"; }
 wait "$wpid" || die "the watcher failed"
@@ -112,7 +117,8 @@ assert groups == sorted(groups), names
 assert names.index("checkpoint-10/model.safetensors") < names.index("checkpoint-10/optimizer.pt"), names
 assert {l["group"] for l in lines} == set(rank), lines
 PY
-ls -a "$T/out1" | grep -q ckptsync-restore && die "the staging directory was left behind"
+[ "$(json_last "$T/p1.out" 'd["local_chunks"]')" -gt 0 ] || die "the seed was not used"
+ls -a "$T/out1" | grep ckptsync-restore > /dev/null && die "the staging directory was left behind"
 
 step "kill -9 after the weights, then the next restore into DIR finishes"
 fresh
@@ -128,13 +134,13 @@ while IFS= read -r -d '' f; do
   n=$((n + 1))
 done < <(cd "$T/out2/checkpoint-10" && find . -type f -print0)
 [ "$n" = 6 ] || die "killed after the weights: $n files placed, expected 6"
-ls -a "$T/out2" | grep -q '^.ckptsync-restore\.' || die "killed: no staging directory left"
+ls -a "$T/out2" | grep '^.ckptsync-restore\.' > /dev/null || die "killed: no staging directory left"
 fresh
 cks restore --run run1 --latest --to "$T/out2" --progressive > /dev/null 2> "$T/p2b.err" ||
   { cat "$T/p2b.err"; die "the restore after a killed one failed"; }
 same_tree "$src" "$T/out2/checkpoint-10"
 grep -q "did not finish" "$T/p2b.err" || { cat "$T/p2b.err"; die "the cleanup was not reported"; }
-ls -a "$T/out2" | grep -q ckptsync-restore && die "the staging directories were left behind"
+ls -a "$T/out2" | grep ckptsync-restore > /dev/null && die "the staging directories were left behind"
 
 if [ "${CKS_TEST_ENCRYPT:-0}" != 1 ]; then
   step "a chunk of optimizer.pt damaged in every region: fails naming it, weights stay"
