@@ -17,7 +17,8 @@
 #      right, the optimizer file never appears (not in the -enc variant: the chunk
 #      objects' names are keyed there)
 #   4. bad input: an existing target without --force; --force replaces it
-#   5. --exclude-optimizer, --exclude PATTERN; a pattern matching nothing
+#   5. the Python module: ckptsync.restore(progressive=True), wait(), wait_all()
+#   6. --exclude-optimizer, --exclude PATTERN; a pattern matching nothing
 #      is an error
 . "$(dirname "$0")/lib.sh"
 write_config 64K 256K 1M
@@ -188,6 +189,37 @@ cks restore --run run1 --latest --to "$T/out1" --progressive --force > /dev/null
 same_tree "$src" "$T/out1/checkpoint-10"
 [ ! -e "$T/out1/checkpoint-10/extra" ] || die "--force kept a file of the old tree"
 expect_fail 2 cks restore --run run1 --all --to "$T/out4" --progressive
+
+step "Python: ckptsync.restore(progressive=True), wait() for the weights, then wait_all()"
+fresh
+PYTHONPATH="$CKS_SOURCE_DIR/client/python" python3 - "$CKPTSYNC" "$CONF" "$T/out8" "$src" <<'PY' ||
+import hashlib, os, sys
+import ckptsync
+binary, conf, to, src = sys.argv[1:5]
+def sha(p):
+    return hashlib.sha256(open(p, "rb").read()).hexdigest()
+h = ckptsync.restore("run1", to, progressive=True, config=conf, binary=binary)
+w = h.wait("model.safetensors", timeout=120)
+assert sha(w) == sha(os.path.join(src, "model.safetensors")), "weights differ"
+o = h.wait("checkpoint-10/optimizer.pt", timeout=120)
+assert sha(o) == sha(os.path.join(src, "optimizer.pt")), "optimizer differs"
+res = h.wait_all(timeout=120)
+assert res["files"] == 8, res
+try:
+    h.wait("no-such-file", timeout=5)
+    raise AssertionError("a file not in the snapshot was waited for")
+except ckptsync.Error as e:
+    assert e.code == "notfound", e
+# a failing restore raises from wait_all
+bad = ckptsync.restore("no-such-run", to + "-bad", config=conf, binary=binary)
+try:
+    bad.wait_all(timeout=60)
+    raise AssertionError("a failed restore did not raise")
+except ckptsync.Error as e:
+    assert e.code == "restore", e
+PY
+  die "the Python progressive restore failed"
+same_tree "$src" "$T/out8/checkpoint-10"
 
 step "--exclude-optimizer, --exclude PATTERN; a pattern that matches nothing fails"
 fresh
