@@ -216,7 +216,7 @@ try:
     bad.wait_all(timeout=60)
     raise AssertionError("a failed restore did not raise")
 except ckptsync.Error as e:
-    assert e.code == "restore", e
+    assert e.code == "restore" and "no-such-run" in e.message, e
 PY
   die "the Python progressive restore failed"
 same_tree "$src" "$T/out8/checkpoint-10"

@@ -441,7 +441,8 @@ class Restore:
         self._proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                       stderr=subprocess.PIPE, text=True)
         self._err = []
-        threading.Thread(target=self._drain_err, daemon=True).start()
+        self._errt = threading.Thread(target=self._drain_err, daemon=True)
+        self._errt.start()
         threading.Thread(target=self._read, daemon=True).start()
 
     def _drain_err(self):
@@ -462,6 +463,7 @@ class Restore:
                     self._result = d
                 self._cond.notify_all()
         rc = self._proc.wait()
+        self._errt.join()  # its last line is the message
         with self._cond:
             if rc != 0:
                 msg = self._err[-1] if self._err else "exit status %d" % rc
