@@ -247,8 +247,6 @@ static void f_part(struct fetcher *f)
             goto out;
     }
     e = f_loop(f, f->sh->on_chunk, f->sh->ud);
-    if (e == 0)
-        e = f->lost_e;
     /* On failure, let requests still in flight finish before their buffers go. */
     while (e < 0 && f->inflight) {
         for (size_t i = 0; i < repo_nregions(r); i++) {
@@ -272,7 +270,8 @@ out:
     buf_free(&f->raw);
     if (e < 0 && e != -ECANCELED)
         atomic_store(&f->sh->failed, 1);
-    f->ret = e;
+    /* a lost chunk (FETCH_KEEP_GOING) fails the run, and stops no part */
+    f->ret = e == 0 ? f->lost_e : e;
 }
 
 static void *f_part_main(void *arg)

@@ -1215,8 +1215,12 @@ static void rst_partial_remove(int target, const char *tpath, const char *stage)
     if (sscanf(txt, "%llu %llu%n", &dev, &ino, &off) != 2 || txt[off] != '\n')
         return;
     const char *root = txt + off + 1;
-    if (!ino || !root[0] || strchr(root, '/') || !strcmp(root, ".") || !strcmp(root, ".."))
+    if (!root[0] || strchr(root, '/') || !strcmp(root, ".") || !strcmp(root, ".."))
         return;
+    if (!ino) { /* killed before DIR/<root> was marked: at most an empty one */
+        unlinkat(target, root, AT_REMOVEDIR);
+        return;
+    }
     if (fstatat(target, root, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode) ||
         (unsigned long long)st.st_dev != dev || (unsigned long long)st.st_ino != ino)
         return;
@@ -1423,22 +1427,31 @@ static int rst_stage(struct rst *s, int target)
 
 /* ---- progressive ------------------------------------------------------ */
 
-/* Marks the staging directory (RST_MARK) with DIR/<root>'s identity; st
- * NULL when the root is a single file (placed whole, nothing to undo). */
+/* Marks the staging directory (RST_MARK) with DIR/<root>'s identity,
+ * replacing the mark atomically (written aside, renamed, the directory
+ * fsynced); st NULL: not made yet, or a single file (nothing to undo). */
 static int rst_mark(struct rst *s, int target, const struct stat *st)
 {
-    char mk[RST_STAGE_PATH_MAX];
+    char mk[RST_STAGE_PATH_MAX], tmp[RST_STAGE_PATH_MAX + 8];
     snprintf(mk, sizeof(mk), "%s/" RST_MARK, s->stage_name);
-    int fd = openat(target, mk, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    snprintf(tmp, sizeof(tmp), "%s.new", mk);
+    unlinkat(target, tmp, 0);
+    int fd = openat(target, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0)
         return -errno;
     int n = dprintf(fd, "%llu %llu\n%s", st ? (unsigned long long)st->st_dev : 0ULL,
                     st ? (unsigned long long)st->st_ino : 0ULL, s->m.root);
     int e = n < 0 || fsync(fd) < 0 ? -errno : 0;
     close(fd);
-    if (e == 0)
-        s->marked = true;
-    return e == 0 && fsync(target) < 0 ? -errno : e;
+    if (e == 0 && renameat(target, tmp, target, mk) < 0)
+        e = -errno;
+    int dfd = openat(target, s->stage_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (e == 0 && (dfd < 0 || fsync(dfd) < 0))
+        e = -errno;
+    if (dfd >= 0)
+        close(dfd);
+    s->marked |= e == 0;
+    return e;
 }
 
 static bool rst_root_is_dir(const struct rst *s)
@@ -1478,6 +1491,13 @@ static int rst_prog_begin(struct rst *s, int target)
             return e;
         }
     }
+    /* marked before DIR/<root> is made: a crash in between leaves an empty
+     * DIR/<root> that the next restore removes */
+    if ((e = rst_mark(s, target, NULL)) < 0) {
+        buf_printf(s->err, "marking the staging directory in \"%s\": %s", s->o->target,
+                   strerror(-e));
+        return e;
+    }
     bool dir = rst_root_is_dir(s);
     if (dir &&
         (mkdirat(target, root, 0700) < 0 || fstatat(target, root, &st, AT_SYMLINK_NOFOLLOW) < 0)) {
@@ -1485,7 +1505,7 @@ static int rst_prog_begin(struct rst *s, int target)
         buf_printf(s->err, "creating \"%s/%s\": %s", s->o->target, root, strerror(-e));
         return e;
     }
-    if ((e = rst_mark(s, target, dir ? &st : NULL)) < 0)
+    if (dir && (e = rst_mark(s, target, &st)) < 0)
         buf_printf(s->err, "marking the staging directory in \"%s\": %s", s->o->target,
                    strerror(-e));
     s->tree = target;
