@@ -80,6 +80,12 @@ void metrics_reread(struct metrics *m);
  * the bytes it sent. */
 void metrics_request(struct metrics *m, size_t i, enum metrics_op op, bool ok, uint64_t bytes);
 void metrics_retry(struct metrics *m, size_t i, enum metrics_retry cause, uint64_t n);
+/* Server-side copies into region i (issue 25, daemon/fanout.h): one
+ * confirmed (bytes: the object's size, copied without leaving the
+ * stores), failed (the copy request, or its confirmation), or fallen back
+ * (the chunk then went up from the instance). */
+enum metrics_copy { METRICS_COPY_OK, METRICS_COPY_FAILED, METRICS_COPY_FALLBACK, METRICS_NCOPIES };
+void metrics_copy(struct metrics *m, size_t i, enum metrics_copy what, uint64_t bytes);
 /* The event loop: a restore another process reported (the control
  * protocol's restored).  Bytes, files and time count only when ok, so
  * bytes / seconds is the rate of the restores that succeeded. */

@@ -42,6 +42,9 @@ struct region_status {
     unsigned failures;       /* consecutive */
     int64_t retry_at_ms;     /* for BACKOFF */
     uint64_t objects_put, bytes_put;
+    /* server-side copies into this region (daemon/fanout.h): confirmed,
+     * and those that failed (each then went up from the instance) */
+    uint64_t objects_copied, bytes_copied, copies_failed;
 };
 
 struct metrics;

@@ -282,6 +282,12 @@ static void status_region(struct json *j, const struct region *rg, const struct 
     json_u64(j, st->objects_put);
     json_key(j, "bytes_put");
     json_u64(j, st->bytes_put);
+    json_key(j, "objects_copied");
+    json_u64(j, st->objects_copied);
+    json_key(j, "bytes_copied");
+    json_u64(j, st->bytes_copied);
+    json_key(j, "copies_failed");
+    json_u64(j, st->copies_failed);
     json_key(j, "failures");
     json_u64(j, st->failures);
     json_key(j, "retry_in_seconds");

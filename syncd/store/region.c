@@ -874,8 +874,8 @@ int region_submit(struct region *r, struct region_req *req)
     if (region_key_check(req->key, 0) < 0)
         return region_bad_key(r, req->key);
     r->inflight++;
-    bool copy_bad = req->kind == RREQ_COPY && (!r->ops->copy || !req->src ||
-                                                strcmp(r->ops->kind, req->src->ops->kind));
+    bool copy_bad = req->kind == RREQ_COPY &&
+                    (!r->ops->copy || !req->src || strcmp(r->ops->kind, req->src->ops->kind));
     if (r->ops->submit && !copy_bad) {
         /* The backend sees the sealed request; region_poll() restores the
          * caller's view. */

@@ -116,18 +116,18 @@ struct region {
 struct region_req {
     enum region_req_kind { RREQ_HAS, RREQ_PUT, RREQ_GET, RREQ_COPY } kind;
     char key[REGION_KEY_MAX];
-    const void *data; /* PUT */
-    size_t len;       /* PUT */
-    bool sealed;      /* PUT: data is region_seal()'s envelope for key */
-    size_t max;       /* GET: largest object accepted */
-    uint64_t size;    /* HAS: expected object size, 0 = any */
-    struct buf out;   /* GET: the object */
+    const void *data;         /* PUT */
+    size_t len;               /* PUT */
+    bool sealed;              /* PUT: data is region_seal()'s envelope for key */
+    size_t max;               /* GET: largest object accepted */
+    uint64_t size;            /* HAS: expected object size, 0 = any */
+    struct buf out;           /* GET: the object */
     const struct region *src; /* COPY: the region the object is copied from
                                * (only its ops and conf are read) */
-    int ret;          /* as region_has/put/get would return */
-    char errmsg[512]; /* on failure */
-    void *ud;         /* the caller's */
-    void *priv;       /* the backend's */
+    int ret;                  /* as region_has/put/get would return */
+    char errmsg[512];         /* on failure */
+    void *ud;                 /* the caller's */
+    void *priv;               /* the backend's */
     struct region_req *next;
     /* region.c's, while a sealed PUT is in flight: the caller's data */
     struct buf sealbuf;

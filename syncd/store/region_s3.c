@@ -517,8 +517,9 @@ static void s3x_finish(struct s3x *x)
         s3xml_error((const char *)x->resp.data, x->resp.len, &se) == 0) {
         /* CopyObject may fail after its 200 OK: the body says so */
         x->ret = s3_transient_status(0, se.code) ? CKS_E_REMOTE : CKS_E_REJECTED;
-        snprintf(x->errmsg, sizeof(x->errmsg), "region '%s': %.220s: HTTP %ld with error %.60s%s%.100s",
-                 name, x->what, x->status, se.code, se.message[0] ? ": " : "", se.message);
+        snprintf(x->errmsg, sizeof(x->errmsg),
+                 "region '%s': %.220s: HTTP %ld with error %.60s%s%.100s", name, x->what, x->status,
+                 se.code, se.message[0] ? ": " : "", se.message);
         return;
     }
     if (x->status >= 200 && x->status < 300) {
@@ -1053,12 +1054,12 @@ static int s3_submit(struct region *r, struct region_req *req)
     }
     struct buf obj = BUF_INIT;
     s3_object(s, req->key, &obj);
-    struct s3x *x =
-        req->kind == RREQ_COPY
-            ? s3x_copy_new(r, req->src, req->key)
-            : s3x_new(s, methods[req->kind], buf_str(&obj), "",
-                      req->kind == RREQ_PUT ? req->data : NULL, req->kind == RREQ_PUT ? req->len : 0,
-                      req->kind == RREQ_GET ? req->max : 64 << 10, NULL);
+    struct s3x *x = req->kind == RREQ_COPY
+                        ? s3x_copy_new(r, req->src, req->key)
+                        : s3x_new(s, methods[req->kind], buf_str(&obj), "",
+                                  req->kind == RREQ_PUT ? req->data : NULL,
+                                  req->kind == RREQ_PUT ? req->len : 0,
+                                  req->kind == RREQ_GET ? req->max : 64 << 10, NULL);
     buf_free(&obj);
     if (!x)
         return -ENOMEM;

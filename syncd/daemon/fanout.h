@@ -1,0 +1,62 @@
+/*
+ * fanout.h — upload once, then copy (issue 25): which way a region worker
+ * gets a chunk object its region lacks.
+ *
+ *   fanout_new(repo, &f);            // before the workers: builds the copy map
+ *   way = fanout_choose(f, i, present, working, &src);
+ *   fanout_copy_failed(f, i, src, e, msg);   // a copy that failed: maybe stop the pair
+ *   fanout_is_source(f, i);          // may some region copy from region i?
+ *   fanout_free(f);
+ *
+ * The upload region is the first region, in the configured order, whose
+ * worker is working (not in backoff or failed) — the configured order,
+ * because the operator lists the nearest (or cheapest) region first and
+ * it is the one durable first puts ahead anyway.  It uploads every new
+ * chunk from the instance as today.  Another region that can copy from
+ * it (service/copymap.h) waits until some region it can copy from
+ * confirmed the chunk (its presence bit in the index) and then copies it
+ * server-side; one that cannot copy, or whose upload region is not
+ * working, uploads from the instance as today.  A copy is confirmed by
+ * the destination's own HEAD of the object's size before the chunk counts
+ * as present there; a failed or unconfirmed copy falls back to an upload
+ * from the instance (a source deleted by prune answers 404 and lands
+ * here).  A copy refused for good (CKS_E_REJECTED: AccessDenied,
+ * NoSuchBucket, InvalidRegion, NotImplemented ...) stops copying over that
+ * pair until the daemon restarts, logged naming both regions.
+ *
+ * Region indexes are the repo's (repo_region(r, i)); masks have bit i per
+ * region.  Thread-safe: the map is read-only after fanout_new, the
+ * stopped pairs are atomic bits.
+ */
+#ifndef CKS_FANOUT_H
+#define CKS_FANOUT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "service/copymap.h"
+
+struct repo;
+struct fanout;
+
+enum fanout_way {
+    FANOUT_PUT,  /* upload from the instance */
+    FANOUT_COPY, /* copy server-side from *src */
+    FANOUT_WAIT, /* the upload region has not confirmed it yet: ask again later */
+};
+
+int fanout_new(struct repo *r, struct fanout **ret);
+void fanout_free(struct fanout *f);
+/* For region i, a chunk present (confirmed) in the regions of `present`,
+ * while the regions of `working` work. */
+enum fanout_way fanout_choose(struct fanout *f, size_t i, uint32_t present, uint32_t working,
+                              size_t *ret_src);
+/* A copy into i from src failed with e (msg: the region's message). */
+void fanout_copy_failed(struct fanout *f, size_t i, size_t src, int e, const char *msg);
+/* Can any region copy from region i (so its confirmations matter to them)? */
+bool fanout_is_source(const struct fanout *f, size_t i);
+/* The copy map as built. */
+const struct copymap *fanout_map(const struct fanout *f);
+
+#endif
