@@ -545,8 +545,9 @@ static void s3x_finish(struct s3x *x)
     x->ret = s3_transient_status(x->status, se.code) ? CKS_E_REMOTE : CKS_E_REJECTED;
     if (x->create_only && x->status == 412)
         x->ret = -EEXIST;
-    else if (x->create_only && (x->status == 501 || !strcmp(se.code, "NotImplemented")))
-        x->ret = -ENOTSUP;
+    else if ((x->create_only || x->copy_source) &&
+             (x->status == 501 || !strcmp(se.code, "NotImplemented")))
+        x->ret = -ENOTSUP; /* the store cannot: not worth a retry */
     snprintf(x->errmsg, sizeof(x->errmsg), "region '%s': %.220s: HTTP %ld%s%.60s%s%.100s", name,
              x->what, x->status, se.code[0] ? " " : "", se.code, se.message[0] ? ": " : "",
              se.message);
