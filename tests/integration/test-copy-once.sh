@@ -152,7 +152,8 @@ start_daemon
 cks flush --wait replicated --deadline 120 || { tail -30 "$T/daemon.log"; die "b and c did not catch up"; }
 for r in b c; do
   chunks one "${BUCKET[$r]}" "$T/chunks2.$r"
-  comm -23 "$T/chunks.a2" "$T/chunks2.$r" | grep -q . && die "region $r lacks chunks"
+  comm -23 "$T/chunks.a2" "$T/chunks2.$r" > "$T/lacking.$r"
+  [ ! -s "$T/lacking.$r" ] || { cat "$T/lacking.$r"; die "region $r lacks chunks"; }
   [ "$(copies "$r" failed)" -ge 1 ] && [ "$(copies "$r" fallback)" -ge 1 ] ||
     die "region $r: the failed copy was not counted (failed=$(copies "$r" failed) fallback=$(copies "$r" fallback))"
   [ "$(put_bytes "$r")" -gt 0 ] || die "region $r: nothing uploaded from the instance"
