@@ -10,6 +10,7 @@
 # region before its copy is detected (404 on the copy) and uploaded from
 # the instance.  A kill -9 of the daemon during the fan-out loses nothing.
 # (tests/integration/test-copy-ceph.sh runs the first case on Ceph RGW.)
+# encrypted: yes
 . "$(dirname "$0")/lib.sh"
 . "$CKS_SOURCE_DIR/tests/integration/s3lib.sh"
 command -v curl > /dev/null || skip "curl is not installed"
@@ -37,6 +38,7 @@ EOF2
   } > "$CONF"
   sed -i "/^\[daemon\]/a metrics = 127.0.0.1:$MP\nsettle = 1" "$CONF"
   mkdir -p "$T/watch"
+  encrypt_if_asked
 }
 
 # in_region NAME KEY VALUE: sets KEY in [region.NAME] of $CONF.
@@ -183,6 +185,7 @@ stop_daemon
 step "three servers: no region can copy from another; each gets the chunks from the instance"
 rm -rf "$STATE" "$T/watch"   # a new repository: only r4 to replicate
 write_config_s3 256K 1M 4M
+encrypt_if_asked
 sed -i "/^\[daemon\]/a metrics = 127.0.0.1:$MP\nsettle = 1" "$CONF"
 start_daemon
 grep -q "server-side copies: none (0 pairs)" "$T/daemon.log" || { grep -i cop "$T/daemon.log"; die "a copy pair across servers"; }
