@@ -36,6 +36,11 @@ void fanout_free(struct fanout *f)
     free(f);
 }
 
+uint32_t fanout_sources(struct fanout *f, size_t i)
+{
+    return f && i < CONFIG_MAX_REGIONS ? f->map.from[i] & ~atomic_load(&f->stopped[i]) : 0;
+}
+
 const struct copymap *fanout_map(const struct fanout *f)
 {
     return &f->map;

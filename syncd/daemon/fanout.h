@@ -56,6 +56,9 @@ enum fanout_way fanout_choose(struct fanout *f, size_t i, uint32_t present, uint
 void fanout_copy_failed(struct fanout *f, size_t i, size_t src, int e, const char *msg);
 /* Can any region copy from region i (so its confirmations matter to them)? */
 bool fanout_is_source(const struct fanout *f, size_t i);
+/* The regions (bit per index) region i copies from now: the map, less
+ * the pairs stopped since start. */
+uint32_t fanout_sources(struct fanout *f, size_t i);
 /* The copy map as built. */
 const struct copymap *fanout_map(const struct fanout *f);
 

@@ -120,9 +120,10 @@ struct slot {
     struct objbuf_ent *ent;
     struct index_chunk rec;
     /* upload once, then copy (daemon/fanout.h) */
-    bool parked; /* busy, nothing in flight: waits for the upload region */
-    bool copied; /* a copy succeeded: the HAS in flight confirms it */
-    size_t src;  /* COPY: the source region's index */
+    bool parked;       /* busy, nothing in flight: waits for the upload region */
+    bool copied;       /* a copy succeeded: the HAS in flight confirms it */
+    size_t src;        /* COPY: the source region's index */
+    int64_t parked_ms; /* CLOCK_MONOTONIC when it was parked */
 };
 
 struct replicator {
@@ -1056,7 +1057,8 @@ static void rw_put(struct rworker *w, struct slot *sl)
 
 /* ---- upload once, then copy (issue 25, daemon/fanout.h) ----------------- */
 
-#define PARK_WAIT_MS 250 /* a parked slot looks again at least this often */
+#define PARK_WAIT_MS 250   /* a parked slot looks again at least this often */
+#define PARK_MAX_MS 300000 /* ... and goes up from the instance after this long */
 
 /* Bit j for each region whose worker works now. */
 static uint32_t rp_working(struct replicator *rp)
@@ -1114,6 +1116,7 @@ static void rw_absent(struct rworker *w, struct slot *sl)
         rw_copy(w, sl);
         break;
     case FANOUT_WAIT:
+        sl->parked_ms = now_ms(CLOCK_MONOTONIC);
         sl->used = sl->parked = true;
         w->busy++;
         w->nparked++;
@@ -1177,8 +1180,15 @@ static void rw_parked(struct rworker *w)
             continue;
         }
         enum fanout_way way = rw_way(w, sl);
-        if (way == FANOUT_WAIT)
+        if (way == FANOUT_WAIT && now_ms(CLOCK_MONOTONIC) - sl->parked_ms < PARK_MAX_MS)
             continue;
+        if (way == FANOUT_WAIT) { /* the upload region never confirmed it */
+            log_warn("region '%s': waited %d s for the upload region to confirm a chunk; "
+                     "uploading it from this instance",
+                     w->rg->conf.name, PARK_MAX_MS / 1000);
+            metrics_copy(w->rp->m, w->i, METRICS_COPY_FALLBACK, 0);
+            way = FANOUT_PUT;
+        }
         sl->parked = sl->used = false;
         w->nparked--;
         w->busy--;
@@ -1496,6 +1506,7 @@ void replicator_status(struct replicator *rp, size_t i, struct region_status *re
     pthread_mutex_lock(&rp->mu);
     *ret = rp->w[i].st;
     pthread_mutex_unlock(&rp->mu);
+    ret->copies_from = fanout_sources(rp->fan, i);
 }
 
 size_t replicator_take_retakes(struct replicator *rp, char (*ret)[4096], size_t cap)

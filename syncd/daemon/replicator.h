@@ -45,6 +45,7 @@ struct region_status {
     /* server-side copies into this region (daemon/fanout.h): confirmed,
      * and those that failed (each then went up from the instance) */
     uint64_t objects_copied, bytes_copied, copies_failed;
+    uint32_t copies_from; /* bit j: it copies from region j now (replicator_status) */
 };
 
 struct metrics;

@@ -100,6 +100,10 @@ for mode in error200 denied notimpl invalidregion storm drop lie; do
     lie) want="region 'b': a copy from region 'a' was answered as done, but the region does not hold the chunk" ;;
   esac
   grep -q "$want" "$T/daemon.log" || { grep -i cop "$T/daemon.log" | tail -5; die "mode $mode: not logged as expected"; }
+  cks status --json > "$T/st.json"
+  stopped=$(json "$T/st.json" '[r["copies_from"] for r in d["regions"] if r["name"] == "b"][0]')
+  case $mode in denied|notimpl|invalidregion) [ "$stopped" = "[]" ] || die "mode $mode: b still copies from $stopped" ;;
+    *) [ "$stopped" = "['a']" ] || die "mode $mode: b no longer copies from a ($stopped)" ;; esac
   chunks "${BUCKET[a]}" "$T/chunks.a"
   chunks "${BUCKET[b]}" "$T/chunks.b"
   cmp -s "$T/chunks.a" "$T/chunks.b" || { diff "$T/chunks.a" "$T/chunks.b"; die "mode $mode: b lacks chunks"; }

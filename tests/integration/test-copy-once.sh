@@ -130,6 +130,8 @@ cmp -s "$T/chunks.a" "$T/chunks.c" || die "region c's chunks differ from a's"
 cks status --json > "$T/st.json"
 [ "$(json "$T/st.json" '[r["bytes_copied"] for r in d["regions"]]')" = "[0, $stored, $stored]" ] ||
   { cat "$T/st.json"; die "status --json does not show the copies"; }
+[ "$(json "$T/st.json" '[r["copies_from"] for r in d["regions"]]')" = "[['b', 'c'], ['a', 'c'], ['a', 'b']]" ] ||
+  { cat "$T/st.json"; die "status --json does not show the copy matrix"; }
 
 step "a fresh instance restores from any single region"
 for r in a b c; do restore_from "$r" r1 10; done
