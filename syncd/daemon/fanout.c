@@ -59,23 +59,8 @@ enum fanout_way fanout_choose(struct fanout *f, size_t i, uint32_t present, uint
 {
     if (!f || i >= CONFIG_MAX_REGIONS)
         return FANOUT_PUT;
-    uint32_t from = f->map.from[i] & ~atomic_load(&f->stopped[i]);
-    uint32_t have = from & present;
-    if (have) {
-        /* the upload region first (it has it for sure), else the lowest */
-        size_t s = (size_t)__builtin_ctz(have);
-        uint32_t up = working ? working & -working : 0;
-        if (up & have)
-            s = (size_t)__builtin_ctz(up);
-        *ret_src = s;
-        return FANOUT_COPY;
-    }
-    if (!working)
-        return FANOUT_PUT;
-    size_t up = (size_t)__builtin_ctz(working);
-    if (up != i && (from >> up) & 1)
-        return FANOUT_WAIT;
-    return FANOUT_PUT;
+    return (enum fanout_way)copymap_choose(&f->map, atomic_load(&f->stopped[i]), i, present,
+                                           working, ret_src);
 }
 
 void fanout_copy_failed(struct fanout *f, size_t i, size_t src, int e, const char *msg)

@@ -8,15 +8,16 @@
  *   fanout_is_source(f, i);          // may some region copy from region i?
  *   fanout_free(f);
  *
- * The upload region is the first region, in the configured order, whose
- * worker is working (not in backoff or failed) — the configured order,
- * because the operator lists the nearest (or cheapest) region first and
- * it is the one durable first puts ahead anyway.  It uploads every new
- * chunk from the instance as today.  Another region that can copy from
- * it (service/copymap.h) waits until some region it can copy from
- * confirmed the chunk (its presence bit in the index) and then copies it
- * server-side; one that cannot copy, or whose upload region is not
- * working, uploads from the instance as today.  A copy is confirmed by
+ * A region's upload region is the first, in the configured order, of
+ * itself and the working regions (not in backoff or failed) it can copy
+ * from (service/copymap.h) — the configured order, because the operator
+ * lists the nearest (or cheapest) region first and it is the one durable
+ * first puts ahead anyway.  A region that is its own upload region
+ * uploads every new chunk from the instance as today; the others wait
+ * until some region they can copy from has confirmed the chunk (its
+ * presence bit in the index) and then copy it server-side.  A region
+ * only ever waits on a region listed before it, so the waits end at one
+ * that uploads; with no working source it uploads itself.  A copy is confirmed by
  * the destination's own HEAD of the object's size before the chunk counts
  * as present there; a failed or unconfirmed copy falls back to an upload
  * from the instance (a source deleted by prune answers 404 and lands
@@ -41,9 +42,9 @@ struct repo;
 struct fanout;
 
 enum fanout_way {
-    FANOUT_PUT,  /* upload from the instance */
-    FANOUT_COPY, /* copy server-side from *src */
-    FANOUT_WAIT, /* the upload region has not confirmed it yet: ask again later */
+    FANOUT_PUT = COPYMAP_PUT,   /* upload from the instance */
+    FANOUT_COPY = COPYMAP_COPY, /* copy server-side from *src */
+    FANOUT_WAIT = COPYMAP_WAIT, /* the upload region has not confirmed it yet: ask again later */
 };
 
 int fanout_new(struct repo *r, struct fanout **ret);

@@ -115,6 +115,23 @@ bool copymap_can(const struct copymap *m, size_t dst, size_t src)
     return dst < CONFIG_MAX_REGIONS && src < 32 && (m->from[dst] >> src) & 1;
 }
 
+enum copymap_way copymap_choose(const struct copymap *m, uint32_t stopped, size_t i,
+                                uint32_t present, uint32_t working, size_t *ret_src)
+{
+    if (i >= CONFIG_MAX_REGIONS)
+        return COPYMAP_PUT;
+    uint32_t from = m->from[i] & ~stopped, have = from & present;
+    if (have) {
+        uint32_t pref = have & working ? have & working : have;
+        *ret_src = (size_t)__builtin_ctz(pref);
+        return COPYMAP_COPY;
+    }
+    /* The first working region among those i copies from, and i itself:
+     * i waits on a lower index only, so the waits end at one that uploads. */
+    uint32_t group = (from & working) | (1u << i);
+    return (size_t)__builtin_ctz(group) == i ? COPYMAP_PUT : COPYMAP_WAIT;
+}
+
 void copymap_describe(const struct repo *r, const struct copymap *m, struct buf *out)
 {
     const struct config *c = repo_conf(r);

@@ -40,6 +40,17 @@ struct copymap {
  * logged.  Returns the number of pairs that can copy. */
 unsigned copymap_build(struct repo *r, struct copymap *m);
 bool copymap_can(const struct copymap *m, size_t dst, size_t src);
+
+/* How region i gets a chunk it lacks (the daemon's fan-out, daemon/fanout.h):
+ * present: the regions that confirmed it; working: the regions whose
+ * workers work; stopped: sources i no longer copies from.  COPY from
+ * *ret_src when a source has it (the first working one by preference);
+ * else i's upload region is the first of i and its working sources: i
+ * itself -> PUT (from the instance), another (always listed before i) ->
+ * WAIT for it.  Pure: no I/O. */
+enum copymap_way { COPYMAP_PUT, COPYMAP_COPY, COPYMAP_WAIT };
+enum copymap_way copymap_choose(const struct copymap *m, uint32_t stopped, size_t i,
+                                uint32_t present, uint32_t working, size_t *ret_src);
 /* "b<-a,c; c<-a,b" style summary of m for a log line (names of r). */
 void copymap_describe(const struct repo *r, const struct copymap *m, struct buf *out);
 
