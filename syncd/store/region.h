@@ -271,7 +271,8 @@ int region_put_sealed(struct region *r, const char *key, const void *env, size_t
  * for a source in another store; CKS_E_REMOTE: transient).  Callers
  * confirm with region_has_size before they count the object present.
  * Objects up to 5 GiB (S3's CopyObject limit; UploadPartCopy is not
- * implemented: chunk objects are at most [chunker] max, <= 64 MiB).
+ * implemented: a chunk object is at most [chunker] max, <= 256 MiB, plus
+ * its encoding).
  * Asynchronously: a region_req of kind RREQ_COPY with key and src. */
 int region_copy(struct region *dst, const struct region *src, const char *key);
 /* Can dst copy from src, by a real copy?  Puts a small probe object
