@@ -3,7 +3,7 @@
 # packages, a release build, the binaries in /usr/local, the C client
 # library (static and shared, headers, pkg-config file ckptsync-client.pc),
 # an example configuration in /etc/ckptsync, and the state directory.
-# (deploy/package.sh builds a Debian package of the same files instead.)
+# (deploy/package.sh builds Debian packages of the same files instead.)
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 "$top/deploy/deps.sh"

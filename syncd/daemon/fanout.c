@@ -66,7 +66,7 @@ enum fanout_way fanout_choose(struct fanout *f, size_t i, uint32_t present, uint
 void fanout_copy_failed(struct fanout *f, size_t i, size_t src, int e, const char *msg)
 {
     const struct config *c = repo_conf(f->r);
-    bool stop = e == CKS_E_REJECTED || e == -ENOTSUP;
+    bool stop = region_err_permanent(e) || e == -ENOTSUP;
     if (stop && !(atomic_fetch_or(&f->stopped[i], 1u << src) & (1u << src)))
         log_error("region '%s' cannot copy from region '%s' (%s); its chunks go up from this "
                   "instance from now on, until the daemon restarts",

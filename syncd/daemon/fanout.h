@@ -21,7 +21,7 @@
  * the destination's own HEAD of the object's size before the chunk counts
  * as present there; a failed or unconfirmed copy falls back to an upload
  * from the instance (a source deleted by prune answers 404 and lands
- * here).  A copy refused for good (CKS_E_REJECTED: AccessDenied,
+ * here).  A copy refused for good (region_err_permanent: AccessDenied,
  * NoSuchBucket, InvalidRegion, NotImplemented ...) stops copying over that
  * pair until the daemon restarts, logged naming both regions.
  *
