@@ -144,7 +144,8 @@ int cmd_snapshot(struct cli *c, int argc, char **argv)
 
 static const char restore_usage[] =
     "usage: ckptsync restore [--run NAME] (--latest | --snapshot ID | --all) --to DIR\n"
-    "                        [--seed DIR] [--force] [--keep-setid] [--json]\n"
+    "                        [--seed DIR] [--force] [--keep-setid] [--progressive]\n"
+    "                        [--exclude PATTERN]... [--exclude-optimizer] [--json]\n"
     "--run may be left out when the repository holds one run (checkpoints written\n"
     "directly under the watch root are the run _root); with several, the error names them.\n"
     "--latest: the newest checkpoint, plus the run's newest files outside checkpoints\n"
@@ -155,7 +156,38 @@ static const char restore_usage[] =
     "--seed DIR (e.g. an older checkpoint of the run) are copied, not downloaded.\n"
     "Setuid and setgid bits are cleared (a warning counts the files) unless\n"
     "--keep-setid is given.  ID: a snapshot id, a prefix only one id starts\n"
-    "with, or `latest`.\n";
+    "with, or `latest`.\n"
+    "--progressive: DIR/<root> is made at once and each file appears at its final\n"
+    "path as soon as it is whole and verified, by priority: metadata, model weights,\n"
+    "fp32 master weights, optimizer state (README); with --json one line per file\n"
+    "placed.  A progressive restore that does not finish leaves whole verified files\n"
+    "only; the next restore into DIR removes them.\n"
+    "--exclude PATTERN leaves out the files whose path below the root, or name,\n"
+    "matches the glob (a pattern that matches nothing is an error); --exclude-optimizer\n"
+    "leaves out the optimizer state (for evaluation, or a fine-tune from the weights).\n";
+
+/* --progressive --json: one line per file as it is placed, flushed at
+ * once (a job waiting for its weights reads them). */
+static void restore_placed(void *ud, const char *path, uint64_t bytes, const char *group)
+{
+    struct cli *c = ud;
+    struct buf b = BUF_INIT;
+    struct json j;
+    if (!c->json)
+        return;
+    json_init(&j, &b);
+    json_obj_begin(&j);
+    json_key(&j, "placed");
+    json_str(&j, path);
+    json_key(&j, "bytes");
+    json_u64(&j, bytes);
+    json_key(&j, "group");
+    json_str(&j, group);
+    json_obj_end(&j);
+    cli_print_json(&b);
+    fflush(stdout);
+    buf_free(&b);
+}
 
 static void restore_print(struct cli *c, const struct repo *r, const struct restore_result *s,
                           double secs)
@@ -188,6 +220,8 @@ static void restore_print(struct cli *c, const struct repo *r, const struct rest
         json_u64(&j, s->local_bytes);
         json_key(&j, "setid_cleared");
         json_u64(&j, s->setid_cleared);
+        json_key(&j, "excluded");
+        json_u64(&j, s->excluded);
         json_key(&j, "seconds");
         json_double(&j, secs);
         json_key(&j, "regions");
@@ -216,6 +250,8 @@ static void restore_print(struct cli *c, const struct repo *r, const struct rest
         printf(", %llu copied from the seed", (unsigned long long)s->local_chunks);
     if (s->setid_cleared)
         printf(", setuid/setgid cleared on %llu", (unsigned long long)s->setid_cleared);
+    if (s->excluded)
+        printf(", %llu left out (--exclude)", (unsigned long long)s->excluded);
     printf("\n");
 }
 
@@ -298,47 +334,66 @@ static int restore_which(struct repo *r, struct restore_opts *o, struct catalog_
     return o->run ? 0 : restore_which_run(r, o, s->run, sizeof(s->run));
 }
 
-int cmd_restore(struct cli *c, int argc, char **argv)
+/* restore's options into o, latest and all: -1 to go on, else the exit
+ * code (usage, help). */
+static int restore_args(int argc, char **argv, struct restore_opts *o, bool *latest, bool *all)
 {
-    static const struct option opts[] = {
-        {"run", required_argument, NULL, 'r'}, {"snapshot", required_argument, NULL, 's'},
-        {"latest", no_argument, NULL, 'l'},    {"to", required_argument, NULL, 't'},
-        {"force", no_argument, NULL, 'f'},     {"seed", required_argument, NULL, 'S'},
-        {"all", no_argument, NULL, 'a'},       {"keep-setid", no_argument, NULL, 'k'},
-        {"help", no_argument, NULL, 'h'},      {0}};
-    struct restore_opts o = {.progress = cli_progress, .progress_ud = c};
-    struct restore_result res;
-    struct repo *r = NULL;
-    struct buf err = BUF_INIT;
-    bool latest = false, all = false;
-    int opt, e;
+    static const struct option opts[] = {{"run", required_argument, NULL, 'r'},
+                                         {"snapshot", required_argument, NULL, 's'},
+                                         {"latest", no_argument, NULL, 'l'},
+                                         {"to", required_argument, NULL, 't'},
+                                         {"force", no_argument, NULL, 'f'},
+                                         {"seed", required_argument, NULL, 'S'},
+                                         {"all", no_argument, NULL, 'a'},
+                                         {"keep-setid", no_argument, NULL, 'k'},
+                                         {"progressive", no_argument, NULL, 'P'},
+                                         {"exclude", required_argument, NULL, 'x'},
+                                         {"exclude-optimizer", no_argument, NULL, 'X'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {0}};
+    static const char *excl[64]; /* --exclude patterns (argv's) */
+    int opt;
 
     optind = 1;
     while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (opt) {
         case 'r':
-            o.run = optarg;
+            o->run = optarg;
             break;
         case 's':
-            o.id = optarg;
+            o->id = optarg;
             break;
         case 'l':
-            latest = true;
+            *latest = true;
             break;
         case 't':
-            o.target = optarg;
+            o->target = optarg;
             break;
         case 'f':
-            o.force = true;
+            o->force = true;
             break;
         case 'S':
-            o.seed = optarg;
+            o->seed = optarg;
             break;
         case 'a':
-            all = true;
+            *all = true;
             break;
         case 'k':
-            o.keep_setid = true;
+            o->keep_setid = true;
+            break;
+        case 'P':
+            o->progressive = true;
+            break;
+        case 'x':
+            if (o->nexclude == sizeof(excl) / sizeof(*excl)) {
+                log_error("restore: at most %zu --exclude patterns", o->nexclude);
+                return EXIT_USAGE;
+            }
+            excl[o->nexclude++] = optarg;
+            o->exclude = excl;
+            break;
+        case 'X':
+            o->exclude_optimizer = true;
             break;
         case 'h':
             return usage(restore_usage, 0);
@@ -346,8 +401,24 @@ int cmd_restore(struct cli *c, int argc, char **argv)
             return usage(restore_usage, EXIT_USAGE);
         }
     }
-    if (optind != argc || !o.target || (int)latest + (o.id != NULL) + (int)all != 1)
+    if (optind != argc || !o->target || (int)*latest + (o->id != NULL) + (int)*all != 1 ||
+        (*all && (o->progressive || o->nexclude || o->exclude_optimizer)))
         return usage(restore_usage, EXIT_USAGE);
+    return -1;
+}
+
+int cmd_restore(struct cli *c, int argc, char **argv)
+{
+    struct restore_opts o = {
+        .progress = cli_progress, .progress_ud = c, .placed = restore_placed, .placed_ud = c};
+    struct restore_result res;
+    struct repo *r = NULL;
+    struct buf err = BUF_INIT;
+    bool latest = false, all = false;
+    int e = restore_args(argc, argv, &o, &latest, &all);
+
+    if (e >= 0)
+        return e;
     if (cli_open_repo(c, 0, &r) < 0)
         return 1;
     struct catalog_snap snap; /* --snapshot's, or (run only) the one run */

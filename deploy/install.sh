@@ -16,6 +16,8 @@ install -m 0644 "$top/deploy/ckptsync.conf.example" /etc/ckptsync/ckptsync.conf.
 install -d -m 0700 /var/lib/ckptsync
 install -d -m 0755 /usr/local/share/doc/ckptsync
 install -m 0644 "$top/README.md" /usr/local/share/doc/ckptsync/README.md
+install -d -m 0755 /usr/local/share/doc/ckptsync/docs
+install -m 0644 "$top"/docs/*.md /usr/local/share/doc/ckptsync/docs/
 install -d -m 0755 /usr/local/share/ckptsync/examples /usr/local/share/ckptsync/hooks
 install -m 0644 "$top"/deploy/examples/*.conf /usr/local/share/ckptsync/examples/
 install -m 0755 "$top"/deploy/hooks/*.sh /usr/local/share/ckptsync/hooks/

@@ -194,6 +194,11 @@ fill_ckptsync() {
   install -D -m 0644 "$top/deploy/ckptsync.conf.example" "$r/etc/ckptsync/ckptsync.conf.example"
   gzip -9n < "$top/README.md" > "$r/usr/share/doc/ckptsync/README.md.gz"
   chmod 0644 "$r/usr/share/doc/ckptsync/README.md.gz"
+  install -d -m 0755 "$r/usr/share/doc/ckptsync/docs"
+  for page in "$top"/docs/*.md; do # the reference the README links to
+    gzip -9n < "$page" > "$r/usr/share/doc/ckptsync/docs/$(basename "$page").gz"
+    chmod 0644 "$r/usr/share/doc/ckptsync/docs/$(basename "$page").gz"
+  done
   man_pages ckptsync ckptsync.1 ckptsyncd.8 ckptsync-preempt-watch.8 \
             ckptsync-migrate-out.8 ckptsync-migrate-in.8
   install_units

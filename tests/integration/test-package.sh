@@ -271,8 +271,12 @@ check_use() {
   grep -q "is valid" "$T/check.out" || { cat "$T/check.out"; die "--check said nothing"; }
   [ ! -e "$T/state" ] || die "--check created the state directory"
   local ex
+  # --check reads the credentials files the examples name: one here, 0600
+  (umask 077; printf '[default]\naws_access_key_id = AKEXAMPLE\naws_secret_access_key = example\n' \
+    > "$T/credentials")
   for ex in "$R"/usr/share/ckptsync/examples/*.conf; do
-    sed -e "s|^watch = .*|watch = $T/watch|" -e "s|^state = .*|state = $T/state|" "$ex" > "$T/ex.conf"
+    sed -e "s|^watch = .*|watch = $T/watch|" -e "s|^state = .*|state = $T/state|" \
+        -e "s|^credentials = .*|credentials = $T/credentials|" "$ex" > "$T/ex.conf"
     "$R/usr/sbin/ckptsyncd" --config "$T/ex.conf" --check > "$T/check.out" 2>&1 \
       || { cat "$T/check.out"; die "--check refused $(basename "$ex")"; }
   done
