@@ -138,6 +138,7 @@ static int check_metric(const struct key_def *d, const void *field, char *why);
 static int parse_listen(const struct key_def *d, const char *value, void *field, char *why);
 static int check_listen(const struct key_def *d, const void *field, char *why);
 static int check_textfile(const struct key_def *d, const void *field, char *why);
+static int check_copy_from(const struct key_def *d, const void *field, char *why);
 
 #define CFG(f) offsetof(struct config, f), sizeof(((struct config *)0)->f)
 #define REG(f) offsetof(struct region_conf, f), sizeof(((struct region_conf *)0)->f)
@@ -194,6 +195,7 @@ static const struct key_def config_keys[] = {
      KIND_ANY},
     {SEC_REGION, "bandwidth", parse_size, check_size, REG(bandwidth), 0, UINT64_MAX, KIND_ANY},
     {SEC_REGION, "preconditions", parse_preconditions, NULL, REG(no_preconditions), 0, 0, KIND_ANY},
+    {SEC_REGION, "copy_from", parse_text, check_copy_from, REG(copy_from), 0, 0, KIND_ANY},
 };
 
 #define NKEYS ARRAY_SIZE(config_keys)
@@ -379,6 +381,49 @@ static int check_word(const struct key_def *d, const void *field, char *why)
         return 0;
     snprintf(why, WHY_MAX, "'%.*s' must not contain spaces or '/'", WHY_MAX / 2, s);
     return -1;
+}
+
+/* copy_from: auto, none, or "name, name, ...": region names, checked
+ * against the regions in validate_copy_from once all are read. */
+static int check_copy_from(const struct key_def *d, const void *field, char *why)
+{
+    (void)d;
+    const char *s = field;
+    if (!strcmp(s, "auto") || !strcmp(s, "none") || !s[0])
+        return 0;
+    for (const char *p = s; *p; p++)
+        if (!((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') ||
+              *p == '_' || *p == '-' || *p == ',' || *p == ' ')) {
+            snprintf(why, WHY_MAX, "'%.*s' is not auto, none or a list of region names",
+                     WHY_MAX / 2, s);
+            return -1;
+        }
+    return 0;
+}
+
+/* Is name (len bytes) in the comma-separated list? */
+static bool copy_from_names(const char *list, const char *name)
+{
+    size_t nl = strlen(name);
+    for (const char *p = list; *p;) {
+        while (*p == ' ' || *p == ',')
+            p++;
+        size_t n = strcspn(p, ", ");
+        if (n && n == nl && !memcmp(p, name, n))
+            return true;
+        p += n;
+    }
+    return false;
+}
+
+int config_copy_from(const struct config *c, size_t dst, size_t src)
+{
+    const char *v = c->regions[dst].copy_from;
+    if (dst == src || !strcmp(v, "none"))
+        return 0;
+    if (!v[0] || !strcmp(v, "auto"))
+        return -1;
+    return copy_from_names(v, c->regions[src].name) ? 1 : 0;
 }
 
 /* Strict unsigned decimal: digits only, no sign, no space, no overflow. */
@@ -858,6 +903,7 @@ static void region_default(struct region_conf *r, const char *name)
     r->connections = 16;
     r->bandwidth = 0;
     r->no_preconditions = false;
+    r->copy_from[0] = 0;
 }
 
 /* dir + "/" + a + b, without doubling a trailing '/' of dir; -1 if it does
@@ -1275,10 +1321,33 @@ static int validate_region_keys(const struct config *c, size_t i, const struct w
     return 0;
 }
 
+/* Every name in copy_from is another configured region. */
+static int validate_copy_from(const struct config *c, size_t i, const struct where *w)
+{
+    const char *v = c->regions[i].copy_from;
+    if (!v[0] || !strcmp(v, "auto") || !strcmp(v, "none"))
+        return 0;
+    for (const char *p = v; *p;) {
+        while (*p == ' ' || *p == ',')
+            p++;
+        size_t n = strcspn(p, ", "), k = 0;
+        while (n && k < c->nregions &&
+               (strlen(c->regions[k].name) != n || memcmp(c->regions[k].name, p, n)))
+            k++;
+        if (n && (k == c->nregions || k == i))
+            return fail_region(w, c, i, "copy_from", "'%.*s' is %s", (int)n, p,
+                               k == i ? "this region itself" : "not a configured region");
+        p += n;
+    }
+    return 0;
+}
+
 static int validate_region(const struct config *c, size_t i, const struct where *w)
 {
     const struct region_conf *r = &c->regions[i];
     int ret = validate_region_keys(c, i, w);
+    if (ret == 0)
+        ret = validate_copy_from(c, i, w);
     if (ret < 0)
         return ret;
     if (r->kind == REGION_KIND_S3) {

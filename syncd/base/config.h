@@ -17,7 +17,8 @@
  *                 keep_best, best_metric, best_mode  (the default policy,
  *                 and one run's: a run's section replaces the default whole)
  *   [prune]   grace, interval, intent_ttl, clock_skew, lease
- *   [region.NAME] kind = dir|s3, path (dir), preconditions = auto|none
+ *   [region.NAME] kind = dir|s3, path (dir), preconditions = auto|none,
+ *                 copy_from = auto|none|REGION, ... (server-side copies)
  *                 endpoint, bucket, prefix, region, addressing, payload,
  *                 credentials, tls_verify, ca_file, connections, bandwidth (s3)
  *
@@ -80,6 +81,11 @@ struct region_conf {
     bool no_preconditions; /* preconditions = none|auto (default auto):
                             * none = never ask for create-only puts
                             * (see region_set_preconditions) */
+    /* copy_from: the regions this one may get chunks from by server-side
+     * copy (issue 25; daemon/fanout.h): "" = auto (whichever a probe says
+     * can), "none", or names of other regions separated by ','
+     * (config_copy_from) */
+    char copy_from[CONFIG_MAX_REGIONS * (CONFIG_NAME_MAX + 2)];
 };
 
 /* A retention policy (service/retention.h).  A snapshot is kept when any
@@ -173,6 +179,10 @@ int config_parse_duration(const char *s, uint64_t *ret);
 int config_parse_listen(const char *s, struct config_listen *ret);
 /* The policy for run: its [retention.RUN] section, else [retention]. */
 const struct retention_policy *config_policy(const struct config *c, const char *run);
+/* What [region.DST] copy_from says of copying from region src (indexes
+ * into c->regions): -1 auto (probe), 0 never (none, a list without src,
+ * or src == dst), 1 configured to copy. */
+int config_copy_from(const struct config *c, size_t dst, size_t src);
 /* Does the policy remove anything (some keep_* rule set)? */
 bool retention_policy_active(const struct retention_policy *p);
 

@@ -84,6 +84,7 @@ struct region_counts {
     uint64_t requests[METRICS_NOPS][2]; /* [op][ok] */
     uint64_t bytes[2];                  /* PUT bytes by [ok] */
     uint64_t retries[METRICS_NRETRIES];
+    uint64_t copies[METRICS_NCOPIES], bytes_copied;
     struct metrics_hist request_seconds[METRICS_NOPS];
 };
 
@@ -136,6 +137,8 @@ static const struct carried carry_region[] = {
     {CARRY(region_counts, requests), NULL, 0},
     {CARRY(region_counts, bytes), NULL, 0},
     {CARRY(region_counts, retries), NULL, 0},
+    {CARRY(region_counts, copies), NULL, 0},
+    {CARRY(region_counts, bytes_copied), NULL, 0},
     {CARRY(region_counts, request_seconds), request_le, NLE(request_le)},
 };
 #define NCARRY(a) (sizeof(a) / sizeof((a)[0]))
@@ -227,6 +230,15 @@ void metrics_request(struct metrics *m, size_t i, enum metrics_op op, bool ok, u
     if (op == METRICS_OP_PUT)
         add(&c->bytes[ok], bytes);
     observe(&c->request_seconds[op], request_le, NLE(request_le), usec);
+}
+
+void metrics_copy(struct metrics *m, size_t i, enum metrics_copy what, uint64_t bytes)
+{
+    if (!m || i >= m->nregions)
+        return;
+    add(&m->rg[i].c.copies[what], 1);
+    if (what == METRICS_COPY_OK)
+        add(&m->rg[i].c.bytes_copied, bytes);
 }
 
 void metrics_retry(struct metrics *m, size_t i, enum metrics_retry cause, uint64_t n)
@@ -531,6 +543,27 @@ static void counters_regions(const struct metrics *m, struct buf *out)
                        get(&m->c.rereads));
 }
 
+static void counters_copies(const struct metrics *m, struct buf *out)
+{
+    static const char *const res[METRICS_NCOPIES] = {"ok", "failed", "fallback"};
+    metrics_family(out, "ckptsync_region_copied_bytes_total", "counter",
+                   "Bytes of chunk objects each region got by server-side copy from another "
+                   "region (not sent by this instance).");
+    for (size_t i = 0; i < m->nregions; i++)
+        metrics_sample_u64(out, "ckptsync_region_copied_bytes_total",
+                           (struct metrics_label[]){{"region", m->rg[i].name}}, 1,
+                           get(&m->rg[i].c.bytes_copied));
+    metrics_family(out, "ckptsync_region_copies_total", "counter",
+                   "Server-side copies into each region by result: ok (confirmed), failed, "
+                   "fallback (the chunk went up from this instance instead).");
+    for (size_t i = 0; i < m->nregions; i++)
+        for (size_t k = 0; k < METRICS_NCOPIES; k++)
+            metrics_sample_u64(
+                out, "ckptsync_region_copies_total",
+                (struct metrics_label[]){{"region", m->rg[i].name}, {"result", res[k]}}, 2,
+                get(&m->rg[i].c.copies[k]));
+}
+
 static void counters_restore(const struct metrics *m, struct buf *out)
 {
     metrics_family(out, "ckptsync_restores_total", "counter",
@@ -647,6 +680,7 @@ void metrics_counters(const struct metrics *m, struct buf *out)
         return;
     counters_ingest(m, out);
     counters_regions(m, out);
+    counters_copies(m, out);
     counters_restore(m, out);
     hists(m, out);
 }

@@ -118,6 +118,12 @@ void metrics_reread(struct metrics *m);
 void metrics_request(struct metrics *m, size_t i, enum metrics_op op, bool ok, uint64_t bytes,
                      uint64_t usec);
 void metrics_retry(struct metrics *m, size_t i, enum metrics_retry cause, uint64_t n);
+/* Server-side copies into region i (issue 25, daemon/fanout.h): one
+ * confirmed (bytes: the object's size, copied without leaving the
+ * stores), failed (the copy request, or its confirmation), or fallen back
+ * (the chunk then went up from the instance). */
+enum metrics_copy { METRICS_COPY_OK, METRICS_COPY_FAILED, METRICS_COPY_FALLBACK, METRICS_NCOPIES };
+void metrics_copy(struct metrics *m, size_t i, enum metrics_copy what, uint64_t bytes);
 /* A region worker: a snapshot was committed in the quorum-th region, usec
  * after it was created (wall clock: a restart in between counts). */
 void metrics_durable(struct metrics *m, uint64_t usec);

@@ -58,6 +58,7 @@
 #include "engine/chunkobj.h"
 #include "service/catalog.h"
 #include "service/gc.h"
+#include "daemon/fanout.h"
 #include "daemon/metrics.h"
 #include "daemon/objbuf.h"
 #include "daemon/pin.h"
@@ -87,7 +88,8 @@ struct rworker {
     struct chunkobj_ctx z;
     struct slot *slots; /* the window of chunks in flight */
     size_t nslots, busy;
-    int failure; /* first error of this round; 0 = none */
+    size_t nparked; /* of busy: slots parked (fanout) */
+    int failure;    /* first error of this round; 0 = none */
     /* Chunks of cache_seq this region confirmed (a PUT, a HEAD, or the
      * confirmation before publish): they need no second look. */
     uint8_t (*confirmed)[HASH_LEN];
@@ -118,6 +120,11 @@ struct slot {
     struct buf obj;
     struct objbuf_ent *ent;
     struct index_chunk rec;
+    /* upload once, then copy (daemon/fanout.h) */
+    bool parked;          /* busy, nothing in flight: waits for the upload region */
+    bool copied;          /* a copy succeeded: the HAS in flight confirms it */
+    size_t src;           /* COPY: the source region's index */
+    int64_t parked_ms;    /* CLOCK_MONOTONIC when it was parked */
     int64_t submitted_us; /* mstime_mono_us() at submit: the request's time */
 };
 
@@ -134,6 +141,7 @@ struct replicator {
     size_t n;
     struct rworker w[CONFIG_MAX_REGIONS];
     struct objbuf *ob;      /* encoded objects from ingest */
+    struct fanout *fan;     /* who copies from whom (issue 25) */
     struct retakes retakes; /* units to take again (rw_drop); guarded by mu */
 };
 
@@ -812,6 +820,11 @@ static void rw_slot_end(struct rworker *w, struct slot *sl, bool stored)
         objbuf_release(w->rp->ob, sl->ent, w->rg->slot, stored);
     sl->ent = NULL;
     sl->feed = false;
+    sl->copied = false;
+    if (sl->parked) {
+        sl->parked = false;
+        w->nparked--;
+    }
     if (sl->used) {
         sl->used = false;
         w->busy--;
@@ -1048,6 +1061,160 @@ static void rw_put(struct rworker *w, struct slot *sl)
     rw_submit(w, sl);
 }
 
+/* ---- upload once, then copy (issue 25, daemon/fanout.h) ----------------- */
+
+#define PARK_WAIT_MS 250   /* a parked slot looks again at least this often */
+#define PARK_MAX_MS 300000 /* ... and goes up from the instance after this long */
+
+/* Bit j for each region whose worker works now. */
+static uint32_t rp_working(struct replicator *rp)
+{
+    uint32_t m = 0;
+    pthread_mutex_lock(&rp->mu);
+    for (size_t j = 0; j < rp->n; j++)
+        if (rp->w[j].st.state == REGION_OK && repo_region_ok(rp->r, j))
+            m |= 1u << j;
+    pthread_mutex_unlock(&rp->mu);
+    return m;
+}
+
+/* Which way the slot's chunk reaches this region, from what the index
+ * says the regions confirmed. */
+static enum fanout_way rw_way(struct rworker *w, struct slot *sl)
+{
+    struct index_txn *t;
+    struct index_chunk c;
+    uint32_t present = 0;
+    if (!w->rp->fan || index_txn_begin(repo_index(w->rp->r), false, &t) < 0)
+        return FANOUT_PUT;
+    int e = index_chunk_get(t, sl->q.id, &c);
+    index_txn_abort(t);
+    for (size_t j = 0; e == 0 && j < w->rp->n; j++)
+        if ((c.presence >> repo_region(w->rp->r, j)->slot) & 1)
+            present |= 1u << j;
+    return fanout_choose(w->rp->fan, w->i, present, rp_working(w->rp), &sl->src);
+}
+
+static void rw_copy(struct rworker *w, struct slot *sl)
+{
+    sl->req.kind = RREQ_COPY;
+    sl->req.src = repo_region(w->rp->r, sl->src);
+    rw_submit(w, sl);
+}
+
+/* The region lacks the slot's chunk (its HAS said so): copy it, wait for
+ * the upload region, or upload it.  After a copy, the HAS was its
+ * confirmation: absent means the copy did not take, so upload. */
+static void rw_absent(struct rworker *w, struct slot *sl)
+{
+    if (sl->copied) {
+        sl->copied = false;
+        metrics_copy(w->rp->m, w->i, METRICS_COPY_FAILED, 0);
+        metrics_copy(w->rp->m, w->i, METRICS_COPY_FALLBACK, 0);
+        log_warn("region '%s': a copy from region '%s' was answered as done, but the region "
+                 "does not hold the chunk; uploading it from this instance",
+                 w->rg->conf.name, repo_conf(w->rp->r)->regions[sl->src].name);
+        rw_put(w, sl);
+        return;
+    }
+    switch (rw_way(w, sl)) {
+    case FANOUT_COPY:
+        rw_copy(w, sl);
+        break;
+    case FANOUT_WAIT:
+        sl->parked_ms = now_ms(CLOCK_MONOTONIC);
+        sl->used = sl->parked = true;
+        w->busy++;
+        w->nparked++;
+        break;
+    case FANOUT_PUT:
+        rw_put(w, sl);
+        break;
+    }
+}
+
+/* A copy's answer: confirm it with a HAS of the object's size, or fall
+ * back to an upload from the instance. */
+static void rw_copy_done(struct rworker *w, struct slot *sl, struct region_req *req)
+{
+    if (req->ret == 0 && !w->failure) {
+        sl->copied = true;
+        rw_ask(w, sl);
+        return;
+    }
+    if (req->ret < 0) {
+        pthread_mutex_lock(&w->rp->mu);
+        w->st.copies_failed++;
+        pthread_mutex_unlock(&w->rp->mu);
+        metrics_copy(w->rp->m, w->i, METRICS_COPY_FAILED, 0);
+        fanout_copy_failed(w->rp->fan, w->i, sl->src, req->ret, req->errmsg);
+    }
+    if (w->failure) {
+        rw_slot_end(w, sl, false);
+        return;
+    }
+    metrics_copy(w->rp->m, w->i, METRICS_COPY_FALLBACK, 0);
+    rw_put(w, sl);
+}
+
+/* The region confirmed the slot's chunk: count a copy, and wake the
+ * regions that copy from this one. */
+static void rw_fan_stored(struct rworker *w, struct slot *sl, size_t len)
+{
+    if (sl->copied) {
+        pthread_mutex_lock(&w->rp->mu);
+        w->st.objects_copied++;
+        w->st.bytes_copied += len;
+        pthread_mutex_unlock(&w->rp->mu);
+        metrics_copy(w->rp->m, w->i, METRICS_COPY_OK, len);
+    }
+    if (fanout_is_source(w->rp->fan, w->i))
+        replicator_kick(w->rp);
+}
+
+/* Parked slots look again: copy now, keep waiting, or upload (the
+ * upload region stopped working).  A failing or dropping round lets
+ * them go (their entries stay queued, the buffer's are taken again). */
+static void rw_parked(struct rworker *w)
+{
+    for (size_t i = 0; i < w->nslots && w->nparked; i++) {
+        struct slot *sl = &w->slots[i];
+        if (!sl->parked)
+            continue;
+        if (w->failure || w->drop) {
+            rw_slot_end(w, sl, false);
+            continue;
+        }
+        enum fanout_way way = rw_way(w, sl);
+        if (way == FANOUT_WAIT && now_ms(CLOCK_MONOTONIC) - sl->parked_ms < PARK_MAX_MS)
+            continue;
+        if (way == FANOUT_WAIT) { /* the upload region never confirmed it */
+            log_warn("region '%s': waited %d s for the upload region to confirm a chunk; "
+                     "uploading it from this instance",
+                     w->rg->conf.name, PARK_MAX_MS / 1000);
+            metrics_copy(w->rp->m, w->i, METRICS_COPY_FALLBACK, 0);
+            way = FANOUT_PUT;
+        }
+        sl->parked = sl->used = false;
+        w->nparked--;
+        w->busy--;
+        if (way == FANOUT_COPY)
+            rw_copy(w, sl);
+        else
+            rw_put(w, sl);
+    }
+}
+
+/* Every busy slot is parked: wait for a kick (a source confirmed a chunk)
+ * or PARK_WAIT_MS. */
+static void rw_park_wait(struct rworker *w)
+{
+    pthread_mutex_lock(&w->rp->mu);
+    uint64_t kicks = w->rp->kicks;
+    pthread_mutex_unlock(&w->rp->mu);
+    rw_wait(w, kicks, now_ms(CLOCK_MONOTONIC) + PARK_WAIT_MS);
+}
+
 /* One completed request. */
 static void rw_complete(struct rworker *w, struct region_req *req)
 {
@@ -1056,6 +1223,10 @@ static void rw_complete(struct rworker *w, struct region_req *req)
     sl_obj(sl, &len);
     sl->used = false;
     w->busy--;
+    if (req->kind == RREQ_COPY) {
+        rw_copy_done(w, sl, req);
+        return;
+    }
     int64_t took = mstime_mono_us() - sl->submitted_us;
     metrics_request(w->rp->m, w->i, req->kind == RREQ_PUT ? METRICS_OP_PUT : METRICS_OP_HAS,
                     req->ret >= 0, req->kind == RREQ_PUT ? len : 0, took > 0 ? (uint64_t)took : 0);
@@ -1065,7 +1236,7 @@ static void rw_complete(struct rworker *w, struct region_req *req)
         return;
     }
     if (req->kind == RREQ_HAS && req->ret == 0 && !w->failure) {
-        rw_put(w, sl);
+        rw_absent(w, sl);
         return;
     }
     if (req->kind == RREQ_PUT) {
@@ -1079,6 +1250,8 @@ static void rw_complete(struct rworker *w, struct region_req *req)
         int e = rw_chunk_done(w, sl);
         if (e < 0)
             rw_fail_round(w, e, NULL);
+        else
+            rw_fan_stored(w, sl, len);
     }
     rw_slot_end(w, sl, stored);
 }
@@ -1101,11 +1274,14 @@ static int rw_round(struct rworker *w)
     int idle = 0, e = 0;
     if (!f)
         return -ENOMEM;
+    rw_parked(w);
     if (!w->failure && !w->drop)
         e = rw_fill(w, f);
     if (e < 0)
         rw_fail_round(w, e, NULL);
-    if (w->busy) {
+    if (w->busy && w->busy == w->nparked) {
+        rw_park_wait(w);
+    } else if (w->busy) {
         rw_drain(w, 1000);
     } else if (w->drop) {
         w->drop = false;
@@ -1231,6 +1407,11 @@ int replicator_new(struct repo *r, int notify_fd, struct metrics *m, struct repl
             return -ENOMEM;
         }
     }
+    int fe = fanout_new(r, &rp->fan);
+    if (fe < 0) {
+        replicator_free(rp);
+        return fe;
+    }
     /* an eighth of the memory budget: the windows and ingest hold the rest */
     int oe = objbuf_new((size_t)(repo_conf(r)->memory / 8), repo_quorum(r),
                         replicator_all_slots(rp), &rp->ob);
@@ -1279,6 +1460,7 @@ void replicator_free(struct replicator *rp)
         free(w->slots);
     }
     objbuf_free(rp->ob);
+    fanout_free(rp->fan);
     retakes_free(&rp->retakes);
     pthread_cond_destroy(&rp->cv);
     pthread_mutex_destroy(&rp->mu);
@@ -1333,6 +1515,7 @@ void replicator_status(struct replicator *rp, size_t i, struct region_status *re
     pthread_mutex_lock(&rp->mu);
     *ret = rp->w[i].st;
     pthread_mutex_unlock(&rp->mu);
+    ret->copies_from = fanout_sources(rp->fan, i);
 }
 
 size_t replicator_take_retakes(struct replicator *rp, char (*ret)[4096], size_t cap)

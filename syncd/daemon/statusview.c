@@ -257,9 +257,21 @@ static void status_emit_run(struct run_scan *a, const struct run_view *v)
     json_obj_end(j);
 }
 
-static void status_region(struct json *j, const struct region *rg, const struct region_view *v,
-                          int64_t now_mono)
+/* The regions it copies chunks from (daemon/fanout.h), by name. */
+static void status_copies_from(struct json *j, const struct repo *r, uint32_t from)
 {
+    json_key(j, "copies_from");
+    json_arr_begin(j);
+    for (size_t k = 0; k < repo_nregions(r); k++)
+        if ((from >> k) & 1)
+            json_str(j, repo_region(r, k)->conf.name);
+    json_arr_end(j);
+}
+
+static void status_region(struct json *j, const struct repo *r, size_t i,
+                          const struct region_view *v, int64_t now_mono)
+{
+    const struct region *rg = repo_region(r, i);
     const struct region_status *st = &v->st;
     bool current = st->last_error[0] && st->state != REGION_OK;
     json_obj_begin(j);
@@ -285,6 +297,13 @@ static void status_region(struct json *j, const struct region *rg, const struct 
     json_u64(j, st->objects_put);
     json_key(j, "bytes_put");
     json_u64(j, st->bytes_put);
+    json_key(j, "objects_copied");
+    json_u64(j, st->objects_copied);
+    json_key(j, "bytes_copied");
+    json_u64(j, st->bytes_copied);
+    json_key(j, "copies_failed");
+    json_u64(j, st->copies_failed);
+    status_copies_from(j, r, st->copies_from);
     json_key(j, "failures");
     json_u64(j, st->failures);
     json_key(j, "retry_in_seconds");
@@ -325,7 +344,7 @@ static void status_regions(const struct daemon_parts *p, struct index_txn *t, st
     for (size_t i = 0; i < repo_nregions(p->r); i++) {
         struct region_view v;
         region_view(p, t, i, &v);
-        status_region(j, repo_region(p->r, i), &v, mstime_mono());
+        status_region(j, p->r, i, &v, mstime_mono());
         chunks += v.chunks;
         bytes += v.bytes;
         lag = v.lag > lag ? v.lag : lag;

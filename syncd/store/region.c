@@ -708,6 +708,70 @@ int region_probe_preconditions(struct region *r)
     return ans;
 }
 
+/* ---- server-side copy ------------------------------------------------------ */
+
+#define REGION_COPY_PROBE_BODY "ckptsync copy probe\n"
+
+int region_copy(struct region *dst, const struct region *src, const char *key)
+{
+    char mkey[REGION_KEY_MAX];
+    dst->errmsg[0] = 0;
+    if (!dst->ops->copy || strcmp(dst->ops->kind, src->ops->kind)) {
+        region_set_error(dst, "region '%s': cannot copy \"%s\" from region '%s' (%s to %s)",
+                         dst->conf.name, key, src->conf.name, src->ops->kind, dst->ops->kind);
+        return -ENOTSUP;
+    }
+    int e = region_begin(dst, "copying", key, mkey);
+    if (e < 0)
+        return e;
+    return region_done(dst, "copying", key, dst->ops->copy(dst, src, mkey));
+}
+
+/* dst holds the probe object, with the probe's bytes? */
+static int region_copy_check(struct region *dst, const char *key)
+{
+    struct buf got = BUF_INIT;
+    const size_t len = sizeof(REGION_COPY_PROBE_BODY) - 1;
+    int e = dst->ops->has(dst, key, len);
+    if (e == 1)
+        e = dst->ops->get(dst, key, 4096, &got);
+    if (e == 0)
+        e = got.len == len && !memcmp(got.data, REGION_COPY_PROBE_BODY, len) ? 1 : 0;
+    else if (e != 1)
+        e = e == -ENOENT ? 0 : e;
+    else
+        e = 0; /* has said absent */
+    if (e == 0)
+        log_debug("region '%s': the copy of probe \"%s\" is missing or differs", dst->conf.name,
+                  key);
+    buf_free(&got);
+    return e;
+}
+
+int region_probe_copy(struct region *dst, struct region *src)
+{
+    char key[LAYOUT_KEY_MAX];
+    const size_t len = sizeof(REGION_COPY_PROBE_BODY) - 1;
+    dst->errmsg[0] = src->errmsg[0] = 0;
+    if (!dst->ops->copy || strcmp(dst->ops->kind, src->ops->kind))
+        return 0;
+    region_probe_key(key);
+    int e = src->ops->put(src, key, REGION_COPY_PROBE_BODY, len);
+    if (e < 0)
+        return region_done(src, "writing the copy probe", key, e);
+    e = dst->ops->copy(dst, src, key);
+    if (e == 0) {
+        e = region_copy_check(dst, key);
+    } else if (e != -ENOMEM && e != CKS_E_REMOTE) { /* an answer: no */
+        log_debug("region '%s' cannot copy from region '%s': %s", dst->conf.name, src->conf.name,
+                  dst->errmsg[0] ? dst->errmsg : err_str(e));
+        e = 0;
+    }
+    region_probe_cleanup(src, key);
+    region_probe_cleanup(dst, key);
+    return e < 0 ? region_done(dst, "checking the copy probe", key, e) : e;
+}
+
 void region_set_preconditions(struct region *r, int on)
 {
     r->preconditions = on && !r->conf.no_preconditions && r->ops->put_new ? 1 : 0;
@@ -795,6 +859,9 @@ static void region_req_run(struct region *r, struct region_req *req)
     case RREQ_GET:
         req->ret = region_get(r, req->key, req->max, &req->out);
         break;
+    case RREQ_COPY:
+        req->ret = req->src ? region_copy(r, req->src, req->key) : -EINVAL;
+        break;
     }
     snprintf(req->errmsg, sizeof(req->errmsg), "%.*s", (int)sizeof(req->errmsg) - 1,
              req->ret < 0 ? r->errmsg : "");
@@ -808,7 +875,9 @@ int region_submit(struct region *r, struct region_req *req)
     if (region_key_check(req->key, 0) < 0)
         return region_bad_key(r, req->key);
     r->inflight++;
-    if (r->ops->submit) {
+    bool copy_bad = req->kind == RREQ_COPY &&
+                    (!r->ops->copy || !req->src || strcmp(r->ops->kind, req->src->ops->kind));
+    if (r->ops->submit && !copy_bad) {
         /* The backend sees the sealed request; region_poll() restores the
          * caller's view. */
         req->plain = NULL;

@@ -80,6 +80,9 @@ struct region_ops {
     /* Optional (see region_clock): one request that reads the store's time. */
     int (*clock)(struct region *r, struct region_clock *ret);
     void (*free)(struct region *r);
+    /* Optional (see region_copy): a server-side copy of key from src, a
+     * region of the same kind; NULL: the kind cannot copy. */
+    int (*copy)(struct region *r, const struct region *src, const char *key);
     /* Optional native asynchronous interface (see region_submit). */
     int (*submit)(struct region *r, struct region_req *req);
     struct region_req *(*poll)(struct region *r, int timeout_ms);
@@ -111,18 +114,20 @@ struct region {
 /* An asynchronous request.  The caller owns it (and the data of a PUT)
  * until region_poll() hands it back. */
 struct region_req {
-    enum region_req_kind { RREQ_HAS, RREQ_PUT, RREQ_GET } kind;
+    enum region_req_kind { RREQ_HAS, RREQ_PUT, RREQ_GET, RREQ_COPY } kind;
     char key[REGION_KEY_MAX];
-    const void *data; /* PUT */
-    size_t len;       /* PUT */
-    bool sealed;      /* PUT: data is region_seal()'s envelope for key */
-    size_t max;       /* GET: largest object accepted */
-    uint64_t size;    /* HAS: expected object size, 0 = any */
-    struct buf out;   /* GET: the object */
-    int ret;          /* as region_has/put/get would return */
-    char errmsg[512]; /* on failure */
-    void *ud;         /* the caller's */
-    void *priv;       /* the backend's */
+    const void *data;         /* PUT */
+    size_t len;               /* PUT */
+    bool sealed;              /* PUT: data is region_seal()'s envelope for key */
+    size_t max;               /* GET: largest object accepted */
+    uint64_t size;            /* HAS: expected object size, 0 = any */
+    struct buf out;           /* GET: the object */
+    const struct region *src; /* COPY: the region the object is copied from
+                               * (only its ops and conf are read) */
+    int ret;                  /* as region_has/put/get would return */
+    char errmsg[512];         /* on failure */
+    void *ud;                 /* the caller's */
+    void *priv;               /* the backend's */
     struct region_req *next;
     /* region.c's, while a sealed PUT is in flight: the caller's data */
     struct buf sealbuf;
@@ -250,6 +255,35 @@ int region_seal(struct region *r, const char *key, const void *data, size_t len,
  * another thread uses.) */
 /* region_put of an envelope region_seal() made for key. */
 int region_put_sealed(struct region *r, const char *key, const void *env, size_t len);
+
+/* Server-side copy (issue 25): dst copies the object key from src, a
+ * region of the same kind that dst's store can read (s3: CopyObject with
+ * x-amz-copy-source naming src's bucket and prefix, sent to dst's
+ * endpoint with dst's credentials).  The bytes never pass through this
+ * host; an encrypted repository's sealed envelope is the same in every
+ * region, so it is copied as is.  A plain copy, not create-only: it is
+ * for content-addressed chunk objects, which a plain PUT writes too.
+ * Returns 0 once dst's store answered the copy as done (s3: a 200 whose
+ * body is not an <Error>: CopyObject may fail after its 200 OK);
+ * -ENOENT when src lacks the object (a prune deleted it); -ENOTSUP when
+ * the kinds cannot copy (dir, or src of another kind); another error
+ * (CKS_E_REJECTED: the request itself, e.g. AccessDenied, NoSuchBucket
+ * for a source in another store; CKS_E_REMOTE: transient).  Callers
+ * confirm with region_has_size before they count the object present.
+ * Objects up to 5 GiB (S3's CopyObject limit; UploadPartCopy is not
+ * implemented: a chunk object is at most [chunker] max, <= 256 MiB, plus
+ * its encoding).
+ * Asynchronously: a region_req of kind RREQ_COPY with key and src. */
+int region_copy(struct region *dst, const struct region *src, const char *key);
+/* Can dst copy from src, by a real copy?  Puts a small probe object
+ * "probe/<random hex>" into src, has dst copy it, checks that dst holds
+ * it with the right size and bytes, and deletes both.  1 yes; 0 no (the
+ * copy was refused or produced something else: a region of another
+ * store or endpoint simply answers no, and the reason is logged at
+ * debug); a negative error when src or dst could not be asked at all
+ * (region_last_error of dst, or of src, says which).  Costs about 6
+ * requests. */
+int region_probe_copy(struct region *dst, struct region *src);
 
 /* Backends. */
 int region_dir_new(const struct region_conf *conf, struct region **ret, struct buf *err);

@@ -103,6 +103,7 @@ struct s3x {
     char *object;           /* object name, NULL for bucket-level requests */
     char range[64];         /* "bytes=a-b" for a ranged GET, else "" */
     bool create_only;       /* PUT with If-None-Match: * */
+    char *copy_source;      /* CopyObject: x-amz-copy-source ("/bucket/object", encoded) */
     struct s3x *later;      /* completed, waiting to be handed over */
     struct s3x *next;
 };
@@ -298,14 +299,20 @@ static void s3_payload_hash(const struct s3x *x, char payload[HASH_HEX_LEN + 1])
 }
 
 /* The headers the signature covers besides host and x-amz-*: Range,
- * If-None-Match (create-only puts) and Content-MD5 (every body: a store
+ * If-None-Match (create-only puts), Content-MD5 (every body: a store
  * that checks it, as S3 does, refuses a body damaged or cut short on the
- * way instead of storing it).  Fills hdr (room for 3; values point into x
- * or md5b64) and adds the last two to x's header list. */
-static int s3_signed_headers(struct s3x *x, struct sigv4_header hdr[3], size_t *ret_n,
+ * way instead of storing it) and a copy's x-amz-copy-source.  Fills hdr
+ * (room for 4; values point into x or md5b64) and adds the last three to
+ * x's header list. */
+static int s3_signed_headers(struct s3x *x, struct sigv4_header hdr[4], size_t *ret_n,
                              char md5b64[32])
 {
     size_t n = 0;
+    if (x->copy_source) {
+        hdr[n++] = (struct sigv4_header){"x-amz-copy-source", x->copy_source};
+        if (s3_header(x, "x-amz-copy-source", x->copy_source) < 0)
+            return -ENOMEM;
+    }
     if (x->range[0])
         hdr[n++] = (struct sigv4_header){"Range", x->range};
     if (x->create_only) {
@@ -354,7 +361,7 @@ static int s3_sign(struct s3x *x, const char *object, const char *query)
     struct buf path = BUF_INIT, enc = BUF_INIT, host = BUF_INIT, auth = BUF_INIT, url = BUF_INIT;
     struct buf cq = BUF_INIT;
     char date[SIGV4_DATE_LEN + 1], payload[HASH_HEX_LEN + 1], md5b64[32] = "";
-    struct sigv4_header hdr[3];
+    struct sigv4_header hdr[4];
     size_t nhdr = 0;
     int e;
 
@@ -406,11 +413,12 @@ static void s3x_free(struct s3x *x)
     curl_slist_free_all(x->headers);
     buf_free(&x->resp);
     free(x->object);
+    free(x->copy_source);
     free(x);
 }
 
-/* A transfer, signed and ready to start; create_only adds If-None-Match. */
-static struct s3x *s3x_make(struct s3region *s, const char *method, const char *object,
+/* A transfer, not yet signed (s3_sign). */
+static struct s3x *s3x_init(struct s3region *s, const char *method, const char *object,
                             const char *query, const void *body, size_t len, size_t max,
                             const char *range, bool create_only)
 {
@@ -461,7 +469,16 @@ static struct s3x *s3x_make(struct s3region *s, const char *method, const char *
     } else if (strcmp(method, "GET")) {
         curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
     }
-    if (s3_sign(x, object, query) < 0) {
+    return x;
+}
+
+/* A transfer, signed and ready to start; create_only adds If-None-Match. */
+static struct s3x *s3x_make(struct s3region *s, const char *method, const char *object,
+                            const char *query, const void *body, size_t len, size_t max,
+                            const char *range, bool create_only)
+{
+    struct s3x *x = s3x_init(s, method, object, query, body, len, max, range, create_only);
+    if (x && s3_sign(x, object, query) < 0) {
         s3x_free(x);
         return NULL;
     }
@@ -526,6 +543,15 @@ static void s3x_finish(struct s3x *x)
                                   : curl_easy_strerror(x->cc));
         return;
     }
+    if (x->status >= 200 && x->status < 300 && x->copy_source && x->resp.len &&
+        s3xml_error((const char *)x->resp.data, x->resp.len, &se) == 0) {
+        /* CopyObject may fail after its 200 OK: the body says so */
+        x->ret = s3_transient_status(0, se.code) ? CKS_E_REMOTE : CKS_E_REJECTED;
+        snprintf(x->errmsg, sizeof(x->errmsg),
+                 "region '%s': %.220s: HTTP %ld with error %.60s%s%.100s", name, x->what, x->status,
+                 se.code, se.message[0] ? ": " : "", se.message);
+        return;
+    }
     if (x->status >= 200 && x->status < 300) {
         curl_off_t got = -1;
         x->ret = 0;
@@ -549,8 +575,9 @@ static void s3x_finish(struct s3x *x)
     x->ret = s3_refusal(x->status, se.code);
     if (x->create_only && x->status == 412)
         x->ret = -EEXIST;
-    else if (x->create_only && (x->status == 501 || !strcmp(se.code, "NotImplemented")))
-        x->ret = -ENOTSUP;
+    else if ((x->create_only || x->copy_source) &&
+             (x->status == 501 || !strcmp(se.code, "NotImplemented")))
+        x->ret = -ENOTSUP; /* the store cannot: not worth a retry */
     s3x_refusal_text(x, &se);
 }
 
@@ -740,6 +767,46 @@ static int s3_put_new(struct region *r, const char *key, const void *data, size_
     if (!x)
         return -ENOMEM;
     int e = s3_run(s, x);
+    s3x_free(x);
+    return e;
+}
+
+/* A CopyObject of key from src's bucket and prefix into r's: a PUT with
+ * no body and a signed x-amz-copy-source. */
+static struct s3x *s3x_copy_new(struct region *r, const struct region *src, const char *key)
+{
+    struct s3region *s = (struct s3region *)r;
+    struct buf obj = BUF_INIT, from = BUF_INIT, enc = BUF_INIT;
+    struct s3x *x = NULL;
+    s3_object(s, key, &obj);
+    buf_printf(&from, "/%s/", src->conf.bucket);
+    s3_object((const struct s3region *)src, key, &from);
+    if (sigv4_uri_encode(buf_str(&from), false, &enc) == 0)
+        x = s3x_init(s, "PUT", buf_str(&obj), "", NULL, 0, 64 << 10, NULL, false);
+    if (x && !(x->copy_source = strdup(buf_str(&enc)))) {
+        s3x_free(x);
+        x = NULL;
+    }
+    if (x) {
+        snprintf(x->what, sizeof(x->what), "copy s3://%s/%s from region '%s' (s3://%s)",
+                 r->conf.bucket, buf_str(&obj), src->conf.name, buf_str(&from) + 1);
+        if (s3_sign(x, buf_str(&obj), "") < 0) {
+            s3x_free(x);
+            x = NULL;
+        }
+    }
+    buf_free(&obj);
+    buf_free(&from);
+    buf_free(&enc);
+    return x;
+}
+
+static int s3_copy(struct region *r, const struct region *src, const char *key)
+{
+    struct s3x *x = s3x_copy_new(r, src, key);
+    if (!x)
+        return -ENOMEM;
+    int e = s3_run((struct s3region *)r, x);
     s3x_free(x);
     return e;
 }
@@ -1007,7 +1074,7 @@ static int s3_submit(struct region *r, struct region_req *req)
 {
     struct s3region *s = (struct s3region *)r;
     static const char *const methods[] = {
-        [RREQ_HAS] = "HEAD", [RREQ_PUT] = "PUT", [RREQ_GET] = "GET"};
+        [RREQ_HAS] = "HEAD", [RREQ_PUT] = "PUT", [RREQ_GET] = "GET", [RREQ_COPY] = "PUT"};
     if (req->kind == RREQ_PUT && req->len >= s->multipart_min) {
         /* Rare (a chunk above 64 MiB): done in place, step by step. */
         req->ret = s3_multipart(r, req->key, req->data, req->len);
@@ -1019,9 +1086,12 @@ static int s3_submit(struct region *r, struct region_req *req)
     }
     struct buf obj = BUF_INIT;
     s3_object(s, req->key, &obj);
-    struct s3x *x = s3x_new(
-        s, methods[req->kind], buf_str(&obj), "", req->kind == RREQ_PUT ? req->data : NULL,
-        req->kind == RREQ_PUT ? req->len : 0, req->kind == RREQ_GET ? req->max : 64 << 10, NULL);
+    struct s3x *x = req->kind == RREQ_COPY
+                        ? s3x_copy_new(r, req->src, req->key)
+                        : s3x_new(s, methods[req->kind], buf_str(&obj), "",
+                                  req->kind == RREQ_PUT ? req->data : NULL,
+                                  req->kind == RREQ_PUT ? req->len : 0,
+                                  req->kind == RREQ_GET ? req->max : 64 << 10, NULL);
     buf_free(&obj);
     if (!x)
         return -ENOMEM;
@@ -1072,6 +1142,7 @@ static const struct region_ops s3_ops = {
     .list = s3_list,
     .del = s3_del,
     .check = s3_check,
+    .copy = s3_copy,
     .clock = s3_clock,
     .free = s3_free,
     .submit = s3_submit,

@@ -550,6 +550,10 @@ static const struct err_case err_cases[] = {
     {"[daemon]\nfoo = 1\n", 2, "[daemon] foo", "unknown key"},
     {"[daemon]\nQuorum = 1\n", 2, "Quorum", "unknown key"},
     {"[region.a]\npath = /r\nendpont = x\n", 3, "[region.a] endpont", "unknown key"},
+    {"[region.a]\npath = /r\ncopy_from = b;c\n", 3, "copy_from", "not auto, none or a list"},
+    {"[region.a]\npath = /r\ncopy_from = b\n[region.b]\npath = /s\ncopy_from = zz\n", 6,
+     "copy_from", "'zz' is not a configured region"},
+    {"[region.a]\npath = /r\ncopy_from = a\n", 3, "copy_from", "this region itself"},
     {"[daemon]\nquorum = 1\nquorum = 1\n", 3, "[daemon] quorum",
      "duplicate key (first set on line 2)"},
     {"[daemon]\nsettle = 1\n[chunker]\n[daemon]\nsettle = 2\n", 5, "settle", "duplicate key"},
@@ -811,6 +815,32 @@ static void check_message(size_t i, const struct err_case *tc, const char *msg)
         fail_msg("case %zu: message \"%s\" does not say \"%s\"", i, msg, tc->what);
     if (strchr(msg, '\n') || strstr(msg + 1, NAME))
         fail_msg("case %zu: more than one message: \"%s\"", i, msg);
+}
+
+/* [region.X] copy_from: auto (default), none, or a list of names. */
+static void test_copy_from(void **state)
+{
+    struct config *c = cfg_new();
+    struct buf err = BUF_INIT;
+    (void)state;
+    assert_int_equal(parse("[region.a]\npath = /a\n[region.b]\npath = /b\ncopy_from = none\n"
+                           "[region.c]\npath = /c\ncopy_from = a, b\n",
+                           c, &err),
+                     0);
+    assert_int_equal(config_copy_from(c, 0, 1), -1); /* a: auto */
+    assert_int_equal(config_copy_from(c, 0, 0), 0);  /* never from itself */
+    assert_int_equal(config_copy_from(c, 1, 0), 0);  /* b: none */
+    assert_int_equal(config_copy_from(c, 2, 0), 1);  /* c: a, b */
+    assert_int_equal(config_copy_from(c, 2, 1), 1);
+    assert_int_equal(parse("[region.a]\npath = /a\n[region.ab]\npath = /b\ncopy_from = a\n"
+                           "[region.c]\npath = /c\ncopy_from = auto\n",
+                           c, &err),
+                     0);
+    assert_int_equal(config_copy_from(c, 1, 0), 1);
+    assert_int_equal(config_copy_from(c, 1, 2), 0); /* not listed */
+    assert_int_equal(config_copy_from(c, 2, 1), -1);
+    buf_free(&err);
+    free(c);
 }
 
 static void test_errors(void **state)
@@ -1095,6 +1125,7 @@ int main(void)
         cmocka_unit_test(test_retention),
         cmocka_unit_test(test_too_many_policies),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_copy_from),
         cmocka_unit_test(test_parse_duration),
         cmocka_unit_test(test_nul_and_too_many),
         cmocka_unit_test(test_parse_size),

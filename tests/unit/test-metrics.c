@@ -321,6 +321,8 @@ static void test_carry(void **state)
         pthread_join(th[i], NULL);
     metrics_request(m, 2, METRICS_OP_PUBLISH, false, 0, 123456);
     metrics_retry(m, 0, METRICS_RETRY_ERROR, 3);
+    metrics_copy(m, 2, METRICS_COPY_OK, 777);
+    metrics_copy(m, 2, METRICS_COPY_FALLBACK, 0);
     metrics_reread(m);
     metrics_durable(m, 42000000);
     metrics_restore(m, true, 5, 2, 1500000);
@@ -330,7 +332,7 @@ static void test_carry(void **state)
     without_process(m, &before);
 
     assert_int_equal(metrics_new(conf, &m2), 0); /* the same configuration: all of it */
-    assert_int_equal(metrics_carry_in(m2, buf_str(&text)), 12 + 3 * 4);
+    assert_int_equal(metrics_carry_in(m2, buf_str(&text)), 12 + 3 * 6);
     without_process(m2, &after);
     assert_string_equal(buf_str(&after), buf_str(&before));
 
@@ -339,12 +341,15 @@ static void test_carry(void **state)
     snprintf(conf2->regions[1].name, sizeof(conf2->regions[1].name), "a");
     snprintf(conf2->regions[2].name, sizeof(conf2->regions[2].name), "new");
     assert_int_equal(metrics_new(conf2, &m3), 0);
-    assert_int_equal(metrics_carry_in(m3, buf_str(&text)), 12 + 2 * 4);
+    assert_int_equal(metrics_carry_in(m3, buf_str(&text)), 12 + 2 * 6);
     without_process(m3, &after);
     expect_line(buf_str(&after), "ckptsync_region_requests_total{region=\"c\",operation="
                                  "\"publish\",result=\"error\"} 1\n");
     expect_line(buf_str(&after), "ckptsync_retries_total{region=\"a\",operation=\"upload\","
                                  "result=\"error\"} 3\n");
+    expect_line(buf_str(&after), "ckptsync_region_copied_bytes_total{region=\"c\"} 777\n");
+    expect_line(buf_str(&after),
+                "ckptsync_region_copies_total{region=\"c\",result=\"fallback\"} 1\n");
     expect_line(buf_str(&after), "ckptsync_region_request_duration_seconds_count{region=\"new\","
                                  "operation=\"put\"} 0\n");
     assert_null(strstr(buf_str(&after), "b\\\"q"));

@@ -1,0 +1,113 @@
+#!/usr/bin/env python3
+"""copyfault.py — a small fault-injecting HTTP proxy in front of one S3
+server, for the server-side copy tests (test-copy-faults.sh).
+
+    python3 copyfault.py UPSTREAM_PORT MODE_FILE
+
+Listens on a kernel-picked loopback port and prints "ready <port>" once it
+does.  Every request is passed to 127.0.0.1:UPSTREAM_PORT unchanged (Host
+header included, so SigV4 signatures still verify), except a CopyObject (a
+PUT carrying x-amz-copy-source), which is answered according to the first
+word of MODE_FILE, read at each copy:
+
+    pass           passed through
+    error200       200 OK whose body is an <Error> (InternalError)
+    denied         403 AccessDenied
+    notimpl        501 NotImplemented
+    invalidregion  400 InvalidRegion
+    storm          503 SlowDown
+    drop           the connection is closed without an answer
+    lie            200 OK with a <CopyObjectResult>, and nothing copied
+
+Each copy it sees appends "<mode> <path>" to MODE_FILE.log.
+"""
+import http.client
+import http.server
+import socketserver
+import sys
+
+UPSTREAM = int(sys.argv[1])
+MODE_FILE = sys.argv[2]
+
+ERRORS = {
+    "error200": (200, "InternalError", "We encountered an internal error. Please try again."),
+    "denied": (403, "AccessDenied", "Access Denied"),
+    "notimpl": (501, "NotImplemented", "A header you provided implies functionality that is not implemented"),
+    "invalidregion": (400, "InvalidRegion", "The source bucket is in another region"),
+    "storm": (503, "SlowDown", "Please reduce your request rate."),
+}
+
+
+def mode():
+    try:
+        with open(MODE_FILE) as f:
+            return (f.read().split() or ["pass"])[0]
+    except FileNotFoundError:
+        return "pass"
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def answer(self, status, body, ctype="application/xml"):
+        data = body.encode()
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def copy_fault(self):
+        m = mode()
+        with open(MODE_FILE + ".log", "a") as f:
+            f.write(f"{m} {self.path}\n")
+        if m == "pass":
+            return False
+        if m == "drop":
+            self.close_connection = True
+            self.connection.close()
+            return True
+        if m == "lie":
+            self.answer(200, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<CopyObjectResult>"
+                        "<LastModified>2026-01-01T00:00:00.000Z</LastModified>"
+                        "<ETag>\"0123456789abcdef0123456789abcdef\"</ETag></CopyObjectResult>")
+            return True
+        status, code, msg = ERRORS[m]
+        self.answer(status, f"<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>{code}</Code>"
+                    f"<Message>{msg}</Message><RequestId>fault</RequestId></Error>")
+        return True
+
+    def forward(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(n) if n else None
+        if self.command == "PUT" and self.headers.get("x-amz-copy-source") and self.copy_fault():
+            return
+        up = http.client.HTTPConnection("127.0.0.1", UPSTREAM, timeout=60)
+        hdrs = {k: v for k, v in self.headers.items() if k.lower() not in ("connection",)}
+        up.request(self.command, self.path, body=body, headers=hdrs)
+        r = up.getresponse()
+        data = r.read()
+        self.send_response(r.status, r.reason)
+        for k, v in r.getheaders():
+            if k.lower() not in ("connection", "transfer-encoding", "content-length"):
+                self.send_header(k, v)
+        self.send_header("Content-Length", str(r.getheader("Content-Length", len(data))
+                                               if self.command == "HEAD" else len(data)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(data)
+        up.close()
+
+    do_GET = do_PUT = do_HEAD = do_DELETE = do_POST = forward
+
+
+class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    daemon_threads = True
+
+
+srv = Server(("127.0.0.1", 0), Handler)
+print("ready", srv.server_address[1], flush=True)
+srv.serve_forever()

@@ -1,0 +1,203 @@
+#!/usr/bin/env bash
+# Upload once, then copy (issue 25), on s3rver: three regions in three
+# buckets of one server can copy from each other, so the daemon sends each
+# new chunk to the first region only and the others copy it server-side
+# (the metrics say: bytes put = the new stored bytes, once; b and c copied
+# them), every region holds every chunk (the AWS CLI lists them), and a
+# fresh instance restores from any single region.  Three regions on three
+# servers cannot copy (a server cannot read another's bucket): each gets
+# the chunks from the instance as before.  A chunk deleted from the source
+# region before its copy is detected (404 on the copy) and uploaded from
+# the instance.  A kill -9 of the daemon during the fan-out loses nothing.
+# (tests/integration/test-copy-ceph.sh runs the first case on Ceph RGW.)
+# encrypted: yes
+. "$(dirname "$0")/lib.sh"
+. "$CKS_SOURCE_DIR/tests/integration/s3lib.sh"
+command -v curl > /dev/null || skip "curl is not installed"
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+MP=$(free_port)
+declare -A BUCKET=([a]=ckpt [b]=ckpt-b [c]=ckpt-c)
+
+# conf_one_server [quorum]: regions a b c in three buckets of server "one".
+conf_one_server() {
+  write_s3_credentials
+  {
+    config_head 256K 1M 4M | sed "s/^quorum = .*/quorum = ${1:-2}/"
+    for r in a b c; do
+      cat <<EOF2
+[region.$r]
+kind = s3
+endpoint = $(s3_url one)
+bucket = ${BUCKET[$r]}
+prefix = $S3_PREFIX
+region = $S3_REGION
+credentials = $S3_CREDENTIALS
+EOF2
+    done
+  } > "$CONF"
+  sed -i "/^\[daemon\]/a metrics = 127.0.0.1:$MP\nsettle = 1" "$CONF"
+  mkdir -p "$T/watch"
+  encrypt_if_asked
+}
+
+# in_region NAME KEY VALUE: sets KEY in [region.NAME] of $CONF.
+in_region() {
+  python3 - "$CONF" "$1" "$2" "$3" <<'PY'
+import sys
+conf, name, key, value = sys.argv[1:]
+out, sec = [], None
+for line in open(conf).read().splitlines():
+    if line.startswith("["):
+        sec = line.strip("[]")
+    if sec == "region." + name and line.split("=")[0].strip() == key:
+        line = f"{key} = {value}"
+    out.append(line)
+open(conf, "w").write("\n".join(out) + "\n")
+PY
+}
+
+# metric NAME LABELS: the sample's value (0 when absent).
+metric() {
+  curl -sf "http://127.0.0.1:$MP/metrics" > "$T/m.txt" || die "GET /metrics"
+  awk -v k="$1{$2}" '$1 == k { v = $2 } END { print v + 0 }' "$T/m.txt"
+}
+put_bytes() { metric ckptsync_region_bytes_total "region=\"$1\",operation=\"put\",result=\"ok\""; }
+copied_bytes() { metric ckptsync_region_copied_bytes_total "region=\"$1\""; }
+copies() { metric ckptsync_region_copies_total "region=\"$1\",result=\"$2\""; }
+
+# chunks SERVER BUCKET OUT: "key size" of every chunk object, sorted (the AWS CLI).
+chunks() {
+  aws_s3 "$1" s3api list-objects-v2 --bucket "$2" --prefix "$S3_PREFIX/chunks/" > "$T/list.json"
+  if [ -s "$T/list.json" ]; then
+    json "$T/list.json" '"\n".join(o["Key"].split("/", 1)[1] + " " + str(o["Size"]) for o in d.get("Contents", []))'
+  fi | sed '/^$/d' | sort > "${3/#-//dev/stdout}"
+}
+sum_sizes() { awk '{ s += $2 } END { print s + 0 }' "$1"; }
+
+# checkpoint RUN STEP MIB: a new checkpoint file in the watched folder.
+checkpoint() {
+  mkdir -p "$T/watch/$1"
+  head -c $(($3 << 20)) /dev/urandom > "$T/watch/$1/step_$2.pt"
+  cp "$T/watch/$1/step_$2.pt" "$T/orig-$1-$2.pt"
+}
+
+# restore_from R RUN STEP: a fresh instance (new state) whose other
+# regions point at a missing bucket (unhealthy) restores RUN from R alone.
+restore_from() {
+  local keep=$CONF keepstate=$STATE
+  CONF="$T/restore-$1.conf" STATE="$T/state-restore-$1"
+  cp "$keep" "$CONF"
+  sed -i "s|^state = .*|state = $STATE|; /^metrics = /d" "$CONF"
+  for o in a b c; do [ "$o" = "$1" ] || in_region "$o" bucket no-such-bucket; done
+  rm -rf "$T/restored"
+  cks restore --run "$2" --latest --to "$T/restored" -q 2> "$T/restore.err" ||
+    { cat "$T/restore.err"; CONF=$keep STATE=$keepstate; die "restore from region $1 alone"; }
+  cmp -s "$T/restored/step_$3.pt" "$T/orig-$2-$3.pt" || die "restored from region $1: content differs"
+  CONF=$keep STATE=$keepstate
+}
+
+# ---------------------------------------------------------------------------
+step "three buckets of one server: the probe finds that every pair can copy"
+start_s3 one --bucket "${BUCKET[b]}" --bucket "${BUCKET[c]}"
+conf_one_server
+start_daemon
+grep -q "server-side copies: a<-b,c; b<-a,c; c<-a,b (6 pairs)" "$T/daemon.log" ||
+  { grep -i cop "$T/daemon.log"; die "the copy map is not the full one"; }
+
+step "a snapshot: the instance sends the new chunks once (to a); b and c copy them"
+checkpoint r1 10 12
+cks commit "$T/watch/r1/step_10.pt" --wait replicated --timeout 120 --json > "$T/c1.json" ||
+  { tail -30 "$T/daemon.log"; die "not replicated"; }
+for r in a b c; do chunks one "${BUCKET[$r]}" "$T/chunks.$r"; done
+stored=$(sum_sizes "$T/chunks.a")
+n=$(wc -l < "$T/chunks.a")
+[ "$n" -ge 3 ] || die "only $n chunks in region a"
+pa=$(put_bytes a) pb=$(put_bytes b) pc=$(put_bytes c)
+echo "    stored $stored bytes in $n chunks; put a=$pa b=$pb c=$pc; copied b=$(copied_bytes b) c=$(copied_bytes c)"
+[ "$pa" = "$stored" ] || die "region a got $pa bytes from the instance, its chunks hold $stored"
+[ "$pb" = 0 ] && [ "$pc" = 0 ] || die "b or c got chunk bytes from the instance (b=$pb c=$pc)"
+sent=$((pa + pb + pc))
+python3 -c "import sys; r = $sent / $stored; print('    sent / new stored = %.3f' % r); sys.exit(0 if r <= 1.05 else 1)" ||
+  die "the instance sent more than 1.05x the new stored bytes"
+[ "$(copied_bytes b)" = "$stored" ] && [ "$(copied_bytes c)" = "$stored" ] ||
+  die "b and c did not copy every chunk (b=$(copied_bytes b) c=$(copied_bytes c) of $stored)"
+[ "$(copies b fallback)" = 0 ] && [ "$(copies c fallback)" = 0 ] || die "a copy fell back"
+
+step "every region holds every chunk, by the AWS CLI's listing"
+cmp -s "$T/chunks.a" "$T/chunks.b" || die "region b's chunks differ from a's"
+cmp -s "$T/chunks.a" "$T/chunks.c" || die "region c's chunks differ from a's"
+cks status --json > "$T/st.json"
+[ "$(json "$T/st.json" '[r["bytes_copied"] for r in d["regions"]]')" = "[0, $stored, $stored]" ] ||
+  { cat "$T/st.json"; die "status --json does not show the copies"; }
+[ "$(json "$T/st.json" '[r["copies_from"] for r in d["regions"]]')" = "[['b', 'c'], ['a', 'c'], ['a', 'b']]" ] ||
+  { cat "$T/st.json"; die "status --json does not show the copy matrix"; }
+
+step "a fresh instance restores from any single region"
+for r in a b c; do restore_from "$r" r1 10; done
+
+step "a chunk deleted from the source before its copy: 404, uploaded from the instance"
+stop_daemon
+# b and c unreachable (a missing bucket) while a takes a snapshot alone
+conf_one_server 1
+in_region b bucket no-such-b
+in_region c bucket no-such-c
+start_daemon
+checkpoint r2 20 6
+cks commit "$T/watch/r2/step_20.pt" --wait durable --timeout 60 -q || die "r2 not durable in a"
+stop_daemon
+chunks one "${BUCKET[a]}" "$T/chunks.a2"
+comm -13 "$T/chunks.a" "$T/chunks.a2" > "$T/new.a2"
+[ -s "$T/new.a2" ] || die "r2 brought no new chunk"
+gone=$(head -1 "$T/new.a2" | cut -d' ' -f1)
+aws_s3 one s3api delete-object --bucket "${BUCKET[a]}" --key "$S3_PREFIX/$gone" > /dev/null
+conf_one_server 1
+start_daemon
+cks flush --wait replicated --deadline 120 || { tail -30 "$T/daemon.log"; die "b and c did not catch up"; }
+for r in b c; do
+  chunks one "${BUCKET[$r]}" "$T/chunks2.$r"
+  comm -23 "$T/chunks.a2" "$T/chunks2.$r" > "$T/lacking.$r"
+  [ ! -s "$T/lacking.$r" ] || { cat "$T/lacking.$r"; die "region $r lacks chunks"; }
+  [ "$(copies "$r" failed)" -ge 1 ] && [ "$(copies "$r" fallback)" -ge 1 ] ||
+    die "region $r: the failed copy was not counted (failed=$(copies "$r" failed) fallback=$(copies "$r" fallback))"
+  [ "$(put_bytes "$r")" -gt 0 ] || die "region $r: nothing uploaded from the instance"
+  [ "$(copied_bytes "$r")" -gt 0 ] || die "region $r: nothing copied"
+done
+grep -q "copying into region 'b' from region 'a' failed (.*not found" "$T/daemon.log" ||
+  { grep -i copy "$T/daemon.log"; die "the missing source is not logged"; }
+restore_from b r2 20
+
+step "kill -9 during the fan-out: restarted, every region gets every chunk"
+# quorum 1 and durable first: b and c start copying once a has committed
+checkpoint r3 30 24
+cks commit "$T/watch/r3/step_30.pt" --wait durable --timeout 120 -q || die "r3 not durable"
+kill9_daemon
+start_daemon
+cks flush --wait replicated --deadline 120 || { tail -30 "$T/daemon.log"; die "not replicated after kill -9"; }
+after=$(( $(copies b ok) + $(copies c ok) ))
+echo "    copies made after the restart: $after"
+[ "$after" -gt 0 ] || die "nothing left to copy after the kill: it did not land during the fan-out"
+# a lacks only the chunk deleted above (its index still says present there)
+for r in a b c; do chunks one "${BUCKET[$r]}" - | grep -v "^$gone " > "$T/chunks3.$r"; done
+cmp -s "$T/chunks3.a" "$T/chunks3.b" && cmp -s "$T/chunks3.a" "$T/chunks3.c" ||
+  die "after kill -9 the regions' chunks differ"
+restore_from c r3 30
+stop_daemon
+
+step "three servers: no region can copy from another; each gets the chunks from the instance"
+rm -rf "$STATE" "$T/watch"   # a new repository: only r4 to replicate
+write_config_s3 256K 1M 4M
+encrypt_if_asked
+sed -i "/^\[daemon\]/a metrics = 127.0.0.1:$MP\nsettle = 1" "$CONF"
+start_daemon
+grep -q "server-side copies: none (0 pairs)" "$T/daemon.log" || { grep -i cop "$T/daemon.log"; die "a copy pair across servers"; }
+checkpoint r4 40 6
+cks commit "$T/watch/r4/step_40.pt" --wait replicated --timeout 120 -q || die "r4 not replicated"
+chunks a "$S3_BUCKET" "$T/chunks4.a"
+stored=$(sum_sizes "$T/chunks4.a")
+for r in a b c; do
+  [ "$(put_bytes "$r")" = "$stored" ] || die "region $r: put $(put_bytes "$r") bytes, expected $stored"
+  [ "$(copied_bytes "$r")" = 0 ] || die "region $r copied across servers"
+done
+stop_daemon
+echo "PASS"
