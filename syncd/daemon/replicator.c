@@ -57,6 +57,7 @@
 #include "engine/chunkobj.h"
 #include "service/catalog.h"
 #include "service/gc.h"
+#include "service/parts.h"
 #include "daemon/metrics.h"
 #include "daemon/objbuf.h"
 #include "daemon/pin.h"
@@ -589,6 +590,16 @@ static int rw_confirm_fresh(struct rworker *w, uint64_t seq)
     return -ETIMEDOUT;
 }
 
+/* The snapshot in hand, into the region: a snapshot of its own, or on a
+ * job of several nodes this node's part of the step (service/parts.h). */
+static int rw_publish_one(struct rworker *w, const struct buf *man)
+{
+    const struct config *c = repo_conf(w->rp->r);
+    if (parts_wanted(c, &w->man))
+        return parts_publish(w->rg, c, &w->man, man->data, man->len);
+    return catalog_publish(w->rg, &w->man, man->data, man->len);
+}
+
 static int rw_publish(struct rworker *w, const struct qentry *q)
 {
     struct index_txn *t;
@@ -607,7 +618,7 @@ static int rw_publish(struct rworker *w, const struct qentry *q)
     if (e == 0)
         e = rw_confirm_fresh(w, q->seq);
     if (e == 0)
-        e = catalog_publish(w->rg, &w->man, man.data, man.len);
+        e = rw_publish_one(w, &man);
     buf_free(&man);
     if (e != 0)
         return e < 0 ? e : 0; /* chunks went missing: queued again, publish after them */
