@@ -289,8 +289,8 @@ int parts_merge(const struct manifest *parts, size_t n, struct manifest *ret, st
 /* ---- publishing ----------------------------------------------------------- */
 
 struct part_list {
-    const char *run;
-    int64_t step; /* -1: every step */
+    const char *run; /* NULL: every run */
+    int64_t step;    /* -1: every step */
     struct layout_part *v;
     size_t n, cap;
 };
@@ -300,7 +300,7 @@ static int part_list_cb(void *ud, const char *key, uint64_t size)
     struct part_list *l = ud;
     struct layout_part p;
     (void)size;
-    if (layout_part_parse(key, &p) < 0 || strcmp(p.run, l->run) != 0 ||
+    if (layout_part_parse(key, &p) < 0 || (l->run && strcmp(p.run, l->run) != 0) ||
         (l->step >= 0 && p.step != l->step))
         return 0; /* not ours, or another step */
     if (l->n == l->cap) {
@@ -319,7 +319,9 @@ static int part_list(struct region *rg, struct part_list *l)
 {
     char prefix[LAYOUT_KEY_MAX];
     int e = layout_prefix(LAYOUT_PART, l->run, prefix);
-    return e < 0 ? e : region_list(rg, prefix, part_list_cb, l);
+    if (e == 0)
+        e = region_list(rg, prefix, part_list_cb, l);
+    return e == -ENOENT ? 0 : e;
 }
 
 /* Of the listed parts of a step on `nodes` nodes, each rank's (the
@@ -470,8 +472,11 @@ int parts_publish(struct region *rg, const struct config *c, const struct manife
 /* ---- incomplete steps ----------------------------------------------------- */
 
 struct committed {
-    const char *run;
-    int64_t *steps;
+    const char *run; /* NULL: every run */
+    struct committed_step {
+        char run[MANIFEST_MAX_FIELD + 1];
+        int64_t step;
+    } * v;
     size_t n, cap;
 };
 
@@ -480,26 +485,42 @@ static int committed_cb(void *ud, const char *key, uint64_t size)
     struct committed *c = ud;
     struct lineage_rec r;
     (void)size;
-    if (layout_record_parse(key, &r) < 0 || r.kind != LINEAGE_COMMIT || strcmp(r.run, c->run))
+    if (layout_record_parse(key, &r) < 0 ||
+        (r.kind != LINEAGE_COMMIT && r.kind != LINEAGE_FORGET) || (c->run && strcmp(r.run, c->run)))
         return 0;
     if (c->n == c->cap) {
         size_t cap = c->cap ? 2 * c->cap : 16;
-        int64_t *v = realloc(c->steps, cap * sizeof(*v));
+        struct committed_step *v = realloc(c->v, cap * sizeof(*v));
         if (!v)
             return -ENOMEM;
-        c->steps = v;
+        c->v = v;
         c->cap = cap;
     }
-    c->steps[c->n++] = r.step;
+    snprintf(c->v[c->n].run, sizeof(c->v[c->n].run), "%s", r.run);
+    c->v[c->n++].step = r.step;
     return 0;
 }
 
-static bool committed_has(const struct committed *c, int64_t step)
+static bool committed_has(const struct committed *c, const char *run, int64_t step)
 {
     for (size_t i = 0; i < c->n; i++)
-        if (c->steps[i] == step)
+        if (c->v[i].step == step && !strcmp(c->v[i].run, run))
             return true;
     return false;
+}
+
+/* Lists region rg's commit (and forget) records of c->run, or of every run, into c. */
+static int committed_list(struct region *rg, struct committed *c)
+{
+    char prefix[LAYOUT_KEY_MAX];
+    int e = layout_prefix(LAYOUT_COMMIT, c->run, prefix);
+    if (e == 0)
+        e = region_list(rg, prefix, committed_cb, c);
+    if (e == 0 || e == -ENOENT)
+        e = layout_prefix(LAYOUT_FORGET, c->run, prefix);
+    if (e == 0)
+        e = region_list(rg, prefix, committed_cb, c);
+    return e == -ENOENT ? 0 : e;
 }
 
 bool parts_step_missing(const struct parts_step *s, unsigned k)
@@ -541,7 +562,7 @@ static int steps_fold(const struct part_list *l, const struct committed *c, int6
 {
     for (size_t i = 0; i < l->n; i++) {
         const struct layout_part *p = &l->v[i];
-        if (committed_has(c, p->step))
+        if (committed_has(c, p->run, p->step))
             continue;
         struct parts_step *st = steps_get(ret, p);
         if (!st)
@@ -567,16 +588,15 @@ int parts_incomplete(struct repo *r, const char *run, int64_t now, uint64_t part
 {
     struct part_list l = {.run = run, .step = -1};
     struct committed c = {.run = run};
-    char prefix[LAYOUT_KEY_MAX];
-    int e = layout_prefix(LAYOUT_COMMIT, run, prefix);
+    int e = 0;
     REPO_FOR_HEALTHY(r, i) {
-        if (e < 0)
-            break;
         struct region *rg = repo_region(r, i);
-        e = part_list(rg, &l);
-        if (e == 0 || e == -ENOENT)
-            e = region_list(rg, prefix, committed_cb, &c);
-        if (e < 0 && e != -ENOMEM) { /* a region that cannot list is left out */
+        e = committed_list(rg, &c); /* before the parts: a step committed in between is */
+        if (e == 0)                 /* then shown incomplete, never the reverse */
+            e = part_list(rg, &l);
+        if (e == -ENOMEM)
+            break;
+        if (e < 0) { /* a region that cannot list is left out */
             log_error("%s", region_last_error(rg));
             repo_region_fail(r, i, e);
             e = 0;
@@ -585,8 +605,8 @@ int parts_incomplete(struct repo *r, const char *run, int64_t now, uint64_t part
     if (e == 0)
         e = steps_fold(&l, &c, now, part_timeout, ret);
     free(l.v);
-    free(c.steps);
-    return e == -ENOENT ? 0 : e;
+    free(c.v);
+    return e;
 }
 
 void parts_steps_free(struct parts_steps *s)
@@ -594,4 +614,75 @@ void parts_steps_free(struct parts_steps *s)
     free(s->v);
     s->v = NULL;
     s->n = s->cap = 0;
+}
+
+/* ---- prune's roots -------------------------------------------------------- */
+
+int parts_roots_begin(struct repo *r, struct parts_roots *ret)
+{
+    struct committed *c = calloc(1, sizeof(*c));
+    int e = c ? 0 : -ENOMEM;
+    for (size_t i = 0; e == 0 && i < repo_nregions(r); i++)
+        if (!repo_region_error(r, i))
+            e = committed_list(repo_region(r, i), c);
+    ret->committed = c;
+    return e;
+}
+
+/* Reads the part l->v[k] from region i and hands its manifest to cb. */
+static int roots_one(struct region *rg, const struct layout_part *p,
+                     int (*cb)(void *ud, const struct manifest *m), void *ud, struct buf *err)
+{
+    char key[LAYOUT_KEY_MAX];
+    struct buf body = BUF_INIT;
+    struct manifest m;
+    int e = layout_part(p, key);
+    if (e == 0 && (e = region_get(rg, key, PART_MAX, &body)) < 0)
+        buf_printf(err, "part \"%s\": %s", key, region_last_error(rg));
+    if (e == 0 && (e = parts_decode(key, body.data, body.len, &m, err)) == 0) {
+        e = cb(ud, &m);
+        manifest_free(&m);
+    }
+    buf_free(&body);
+    return e;
+}
+
+static int part_key_cmp(const void *a, const void *b)
+{
+    const struct layout_part *x = a, *y = b;
+    int c = strcmp(x->run, y->run);
+    if (!c)
+        c = (x->step > y->step) - (x->step < y->step);
+    if (!c)
+        c = strcmp(x->id, y->id);
+    return c ? c : (x->rank > y->rank) - (x->rank < y->rank);
+}
+
+int parts_roots_read(struct repo *r, struct parts_roots *pr,
+                     int (*cb)(void *ud, const struct manifest *m), void *ud, struct buf *err)
+{
+    int e = 0;
+    for (size_t i = 0; e == 0 && i < repo_nregions(r); i++) {
+        struct part_list l = {.run = NULL, .step = -1};
+        if (repo_region_error(r, i))
+            continue;
+        struct region *rg = repo_region(r, i);
+        if ((e = part_list(rg, &l)) < 0)
+            buf_printf(err, "%s", region_last_error(rg));
+        if (l.n > 1)
+            qsort(l.v, l.n, sizeof(*l.v), part_key_cmp);
+        for (size_t k = 0; e == 0 && k < l.n; k++)
+            if (!committed_has(pr->committed, l.v[k].run, l.v[k].step))
+                e = roots_one(rg, &l.v[k], cb, ud, err);
+        free(l.v);
+    }
+    return e;
+}
+
+void parts_roots_free(struct parts_roots *pr)
+{
+    if (pr->committed)
+        free(pr->committed->v);
+    free(pr->committed);
+    pr->committed = NULL;
 }

@@ -95,4 +95,29 @@ void parts_steps_free(struct parts_steps *s);
 /* Whether rank k is missing from s. */
 bool parts_step_missing(const struct parts_step *s, unsigned k);
 
+/* Prune's roots (service/gc.c): the parts of every step no region has
+ * committed (or forgotten) are references, as manifests are.  Commit
+ * records are listed first, then prune lists manifests, then parts:
+ * a step whose commit record the first listing sees has its merged
+ * manifest in the manifest listing, and a step committed later still
+ * has its parts counted.
+ *
+ *   struct parts_roots pr = {0};
+ *   e = parts_roots_begin(repo, &pr);          commit and forget records
+ *   ... list and read the manifests ...
+ *   e = parts_roots_read(repo, &pr, cb, ud, err);   cb(ud, part's manifest)
+ *   parts_roots_free(&pr);
+ *
+ * Every healthy region's parts are read (a part in one region only still
+ * names chunks of that region).  A part that cannot be read stops it
+ * (err says which), as an unreadable manifest stops prune. */
+struct committed;
+struct parts_roots {
+    struct committed *committed;
+};
+int parts_roots_begin(struct repo *r, struct parts_roots *ret);
+int parts_roots_read(struct repo *r, struct parts_roots *pr,
+                     int (*cb)(void *ud, const struct manifest *m), void *ud, struct buf *err);
+void parts_roots_free(struct parts_roots *pr);
+
 #endif
