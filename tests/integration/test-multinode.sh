@@ -52,6 +52,11 @@ latest() {
 }
 
 for k in 0 1 2 3; do start_node "$k"; done
+for k in 1 3; do   # node 1 from its file, node 3 from $CKPTSYNC_NODES / $CKPTSYNC_NODE_RANK
+  icks "n$k" status --json > "$T/st.json"
+  [ "$(json "$T/st.json" '(d["config"]["nodes"], d["config"]["node_rank"])')" = "(4, $k)" ] ||
+    die "node $k: status says node $(json "$T/st.json" 'd["config"]["node_rank"]') of $(json "$T/st.json" 'd["config"]["nodes"]')"
+done
 
 # ============================================================================
 step "1. DCP: nodes 0-2 publish their parts; node 3 held before its publish, then killed -9"
