@@ -318,7 +318,8 @@ static int part_list_cb(void *ud, const char *key, uint64_t size)
 static int part_list(struct region *rg, struct part_list *l)
 {
     char prefix[LAYOUT_KEY_MAX];
-    int e = layout_prefix(LAYOUT_PART, l->run, prefix);
+    int e = l->step >= 0 ? layout_part_prefix(l->run, l->step, prefix)
+                         : layout_prefix(LAYOUT_PART, l->run, prefix);
     if (e == 0)
         e = region_list(rg, prefix, part_list_cb, l);
     return e == -ENOENT ? 0 : e;

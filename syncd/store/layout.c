@@ -279,6 +279,15 @@ int layout_part(const struct layout_part *p, char *out)
     return layout_key(LAYOUT_PART, p->run, name, out);
 }
 
+int layout_part_prefix(const char *run, int64_t step, char *out)
+{
+    char dir[LAYOUT_KEY_MAX];
+    if (step < 0 || manifest_run_check(run) < 0 || layout_prefix(LAYOUT_PART, run, dir) < 0)
+        return -EINVAL;
+    int n = snprintf(out, LAYOUT_KEY_MAX, "%ss%lld.", dir, (long long)step);
+    return n > 0 && n < LAYOUT_KEY_MAX ? 0 : -EINVAL;
+}
+
 /* A canonical decimal ("0" or no leading zero) of at most max, advancing *s. */
 static bool take_dec(const char **s, unsigned long long max, unsigned long long *ret)
 {

@@ -115,6 +115,9 @@ struct layout_part {
 /* parts/<run>/s<step>.<K>-of-<N>.<id> into out (LAYOUT_KEY_MAX bytes);
  * -EINVAL for a field out of range. */
 int layout_part(const struct layout_part *p, char *out);
+/* What to list for one step's parts: "parts/<run>/s<step>." (a prefix
+ * no other step's keys share); -EINVAL for a bad run or a step < 0. */
+int layout_part_prefix(const char *run, int64_t step, char *out);
 /* Parses such a key (outside input): 0, or CKS_E_FORMAT. */
 int layout_part_parse(const char *key, struct layout_part *ret);
 

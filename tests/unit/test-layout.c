@@ -336,6 +336,10 @@ static void test_parts(void **state)
         if (layout_part_parse(hostile_parts[i], &q) != CKS_E_FORMAT)
             fail_msg("\"%s\" parsed as a part", hostile_parts[i]);
     assert_int_equal(layout_run_top("parts/job/x", &(size_t){0}), LAYOUT_PART);
+    assert_int_equal(layout_part_prefix("job", 1000, key), 0);
+    assert_string_equal(key, "parts/job/s1000.");
+    assert_int_equal(layout_part_prefix("job", -1, key), -EINVAL);
+    assert_int_equal(layout_part_prefix("..", 1, key), -EINVAL);
 }
 
 int main(void)
