@@ -401,6 +401,15 @@ static void part_committed(struct region *rg, const struct manifest *m, unsigned
               rg->conf.name);
 }
 
+/* Whether e says the parts themselves are bad (damaged, hostile, or not
+ * one tree): retrying cannot help.  Anything else (a region that did not
+ * answer, a part not readable yet, memory) is tried again. */
+static bool part_bad(int e)
+{
+    return e == CKS_E_FORMAT || e == CKS_E_VERSION || e == CKS_E_DIGEST || e == CKS_E_LIMIT ||
+           e == CKS_E_UNSAFE_PATH || e == CKS_E_MISMATCH || e == CKS_E_AUTH;
+}
+
 /* Merges the picked parts and publishes the step.  0 also when the parts
  * cannot be merged (logged: retrying cannot help). */
 static int part_commit(struct region *rg, const struct layout_part **pick, unsigned nodes)
@@ -420,7 +429,7 @@ static int part_commit(struct region *rg, const struct layout_part **pick, unsig
             part_committed(rg, &m, nodes, e);
         manifest_free(&m);
     }
-    if (e < 0 && e != -ENOMEM && e != CKS_E_REMOTE && e != -EIO) {
+    if (part_bad(e)) {
         log_error("run '%s' step %lld: the parts of %u nodes in region '%s' cannot be one "
                   "snapshot: %s; the step is not committed",
                   pick[0]->run, (long long)pick[0]->step, nodes, rg->conf.name,
