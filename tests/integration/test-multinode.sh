@@ -14,7 +14,9 @@
 #      incomplete step 2000 never hides step 1000 (resume point, restore
 #      --latest); when node 2's part lands, 2000 commits and is the latest;
 #   4. two nodes whose parts name one path with different bytes: the step
-#      is refused at commit (logged, naming the path), nothing committed.
+#      is refused at commit (logged, naming the path), nothing committed;
+#   5. all four nodes finish a step at once (several may merge it): one
+#      snapshot and one commit record per region.
 # regions: dir s3 ceph
 # encrypted: yes
 . "$(dirname "$0")/lib.sh"
@@ -155,6 +157,21 @@ cat "$T"/i-n*/daemon.log | grep -q '"checkpoint-3000/.metadata" is held by node 
 remote_ls
 [ "$(incomplete)" = "[(3000, [])]" ] || die "ls --remote: incomplete $(incomplete), expected [(3000, [])]"
 [ "$(resume_step)" = "[2000]" ] || die "resume point after the refused step 3000: step $(resume_step)"
+
+# ============================================================================
+step "5. all four nodes finish step 4000 at once: one snapshot, one commit record per region"
+for k in 0 1 2 3; do make_file "$T/i-n$k/watch/job/checkpoint-4000/__${k}_0.distcp" 1; done
+pids=()
+for k in 0 1 2 3; do commit "$k" checkpoint-4000 4000 & pids+=($!); done
+for p in "${pids[@]}"; do wait "$p" || die "a node's commit of step 4000 failed"; done
+[ "$(commits 4000)" = "1 1 1" ] || die "step 4000: commit records per region $(commits 4000), expected 1 1 1"
+for r in a b c; do
+  n=$(rg_keys "$r" snapshots/ | wc -l)
+  [ "$n" = 3 ] || die "region $r: $n snapshots after step 4000, expected 3 (steps 1000, 2000, 4000)"
+done
+echo "nodes that merged step 4000: $(cat "$T"/i-n*/daemon.log | grep -c 'event=step_committed run=job step=4000') (region commits)"
+remote_ls
+[ "$(resume_step)" = "[4000]" ] || die "resume point after step 4000: step $(resume_step)"
 
 for k in 0 1 2 3; do istop "n$k"; done
 cks verify -q > "$T/verify.out" 2>&1 || { cat "$T/verify.out" >&2; die "verify"; }
