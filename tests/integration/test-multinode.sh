@@ -16,7 +16,8 @@
 #   4. two nodes whose parts name one path with different bytes: the step
 #      is refused at commit (logged, naming the path), nothing committed;
 #   5. all four nodes finish a step at once (several may merge it): one
-#      snapshot and one commit record per region.
+#      snapshot and one commit record per region;
+#   6. a garbage part under node 3's key: the step is refused at commit.
 # regions: dir s3 ceph
 # encrypted: yes
 . "$(dirname "$0")/lib.sh"
@@ -152,7 +153,7 @@ echo "node 0's" > "$T/i-n0/watch/job/checkpoint-3000/.metadata"
 echo "node 1's" > "$T/i-n1/watch/job/checkpoint-3000/.metadata"
 for k in 0 1 2 3; do commit "$k" checkpoint-3000 3000; done
 [ "$(commits 3000)" = "0 0 0" ] || die "step 3000 committed with two different .metadata: $(commits 3000)"
-cat "$T"/i-n*/daemon.log | grep -q '"checkpoint-3000/.metadata" is held by node 0 and node 1 with different contents' ||
+grep '"checkpoint-3000/.metadata" is held by node 0 and node 1 with different contents' "$T"/i-n*/daemon.log > /dev/null ||
   die "no node reported the conflicting .metadata"
 remote_ls
 [ "$(incomplete)" = "[(3000, [])]" ] || die "ls --remote: incomplete $(incomplete), expected [(3000, [])]"
@@ -172,6 +173,20 @@ done
 echo "nodes that merged step 4000: $(cat "$T"/i-n*/daemon.log | grep -c 'event=step_committed run=job step=4000') (region commits)"
 remote_ls
 [ "$(resume_step)" = "[4000]" ] || die "resume point after step 4000: step $(resume_step)"
+
+# ============================================================================
+if [ "${CKS_TEST_ENCRYPT:-0}" != 1 ]; then   # (the part is planted by its plain key)
+  step "6. a hostile part (garbage under node 3's key): refused at commit, naming it"
+  printf 'ckptsync-part 1\nnode 3 4\nnot a manifest\n' > "$T/bad.part"
+  for r in a b c; do rg_put "$r" "$T/bad.part" "parts/job/s5000.3-of-4.20261204T000000.000000Z-deadbeef"; done
+  for k in 0 1 2; do make_file "$T/i-n$k/watch/job/checkpoint-5000/__${k}_0.distcp" 1; done
+  for k in 0 1 2; do commit "$k" checkpoint-5000 5000; done
+  [ "$(commits 5000)" = "0 0 0" ] || die "step 5000 committed with a garbage part: $(commits 5000)"
+  grep "step 5000: the parts of 4 nodes in region '.' cannot be one snapshot" "$T"/i-n*/daemon.log > /dev/null ||
+    die "no node reported the garbage part of step 5000"
+  remote_ls
+  [ "$(resume_step)" = "[4000]" ] || die "resume point with a garbage part of step 5000: step $(resume_step)"
+fi
 
 for k in 0 1 2 3; do istop "n$k"; done
 cks verify -q > "$T/verify.out" 2>&1 || { cat "$T/verify.out" >&2; die "verify"; }
