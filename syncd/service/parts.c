@@ -86,7 +86,12 @@ int parts_decode(const char *key, const uint8_t *data, size_t len, struct manife
         buf_printf(err, "part \"%s\": not a part object", key);
         return CKS_E_FORMAT;
     }
-    int e = manifest_parse(data + off, len - off, ret, err);
+    struct buf perr = BUF_INIT;
+    int e = manifest_parse(data + off, len - off, ret, &perr);
+    if (e < 0)
+        buf_printf(err, "part \"%s\" (node %u of %u): manifest %s", key, rank, nodes,
+                   buf_str(&perr));
+    buf_free(&perr);
     if (e < 0)
         return e;
     if (rank != p.rank || nodes != p.nodes || strcmp(ret->id, p.id) != 0 ||

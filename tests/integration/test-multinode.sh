@@ -182,7 +182,8 @@ if [ "${CKS_TEST_ENCRYPT:-0}" != 1 ]; then   # (the part is planted by its plain
   for k in 0 1 2; do make_file "$T/i-n$k/watch/job/checkpoint-5000/__${k}_0.distcp" 1; done
   for k in 0 1 2; do commit "$k" checkpoint-5000 5000; done
   [ "$(commits 5000)" = "0 0 0" ] || die "step 5000 committed with a garbage part: $(commits 5000)"
-  grep "step 5000: the parts of 4 nodes in region '.' cannot be one snapshot" "$T"/i-n*/daemon.log > /dev/null ||
+  grep "step 5000: the parts of 4 nodes in region '.' cannot be one snapshot: part \"parts/job/s5000.3-of-4.20261204T000000.000000Z-deadbeef\" (node 3 of 4): manifest line 1" \
+    "$T"/i-n*/daemon.log > /dev/null ||
     die "no node reported the garbage part of step 5000"
   remote_ls
   [ "$(resume_step)" = "[4000]" ] || die "resume point with a garbage part of step 5000: step $(resume_step)"
