@@ -190,5 +190,8 @@ if [ "${CKS_TEST_ENCRYPT:-0}" != 1 ]; then   # (the part is planted by its plain
 fi
 
 for k in 0 1 2 3; do istop "n$k"; done
+if grep -E 'AddressSanitizer|LeakSanitizer|runtime error' "$T"/i-n*/daemon.log > "$T/san.txt"; then
+  cat "$T/san.txt" >&2; die "a daemon reported a sanitizer error"
+fi
 cks verify -q > "$T/verify.out" 2>&1 || { cat "$T/verify.out" >&2; die "verify"; }
 echo "ok"
