@@ -631,6 +631,35 @@ void parts_steps_free(struct parts_steps *s)
     s->n = s->cap = 0;
 }
 
+/* ---- one node's part, by id ------------------------------------------------ */
+
+int parts_find(struct repo *r, const char *run, int64_t step, const char *id, struct manifest *ret,
+               struct buf *err)
+{
+    int e = -ENOENT;
+    REPO_FOR_HEALTHY(r, i) {
+        struct part_list l = {.run = run, .step = step};
+        struct region *rg = repo_region(r, i);
+        int le = step >= 0 ? part_list(rg, &l) : 0;
+        for (size_t k = 0; le == 0 && k < l.n; k++) {
+            char key[LAYOUT_KEY_MAX];
+            struct buf body = BUF_INIT;
+            if (strcmp(l.v[k].id, id) != 0 || layout_part(&l.v[k], key) < 0)
+                continue;
+            if ((e = region_get(rg, key, PART_MAX, &body)) == 0)
+                e = parts_decode(key, body.data, body.len, ret, err);
+            buf_free(&body);
+            break;
+        }
+        free(l.v);
+        if (e == 0)
+            return 0;
+    }
+    if (e == -ENOENT)
+        buf_printf(err, "; no part of step %lld of run '%s' has id %s", (long long)step, run, id);
+    return e;
+}
+
 /* ---- prune's roots -------------------------------------------------------- */
 
 int parts_roots_begin(struct repo *r, struct parts_roots *ret)

@@ -71,6 +71,12 @@ int parts_encode(unsigned rank, unsigned nodes, const uint8_t *man, size_t len, 
 int parts_decode(const char *key, const uint8_t *data, size_t len, struct manifest *ret,
                  struct buf *err);
 
+/* A node's own part, by the id its index knows (fsck of a node's state:
+ * its parts are the snapshots it took): the manifest into ret
+ * (initialized by the call).  -ENOENT when no healthy region lists it. */
+int parts_find(struct repo *r, const char *run, int64_t step, const char *id, struct manifest *ret,
+               struct buf *err);
+
 /* A step of a run that has parts but no commit (in any healthy region). */
 struct parts_step {
     int64_t step;
