@@ -189,6 +189,14 @@ if [ "${CKS_TEST_ENCRYPT:-0}" != 1 ]; then   # (the part is planted by its plain
   [ "$(resume_step)" = "[4000]" ] || die "resume point with a garbage part of step 5000: step $(resume_step)"
 fi
 
+step "7. migrate-out on a node: its part durable, but no handoff naming a part"
+expect_fail 1 icks n1 migrate-out --run job
+grep "handing off a multi-node job is not supported yet" "$T/err" > /dev/null || { cat "$T/err" >&2; die "migrate-out on node 1"; }
+for r in a b c; do
+  n=$(rg_keys "$r" lineage/ | grep -c handoff || true)
+  [ "$n" = 0 ] || die "region $r: migrate-out on node 1 wrote $n handoff records"
+done
+
 for k in 0 1 2 3; do istop "n$k"; done
 if grep -E 'AddressSanitizer|LeakSanitizer|runtime error' "$T"/i-n*/daemon.log > "$T/san.txt"; then
   cat "$T/san.txt" >&2; die "a daemon reported a sanitizer error"
