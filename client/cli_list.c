@@ -18,7 +18,7 @@
 #include "base/log.h"
 #include "cli.h"
 #include "service/catalog.h"
-#include "service/parts.h"
+#include "service/multinode.h"
 
 static void fmt_time(int64_t t, char *out, size_t cap)
 {
@@ -28,18 +28,18 @@ static void fmt_time(int64_t t, char *out, size_t cap)
     strftime(out, cap, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
-/* A multi-node run's steps whose parts are not all in (service/parts.h),
+/* A multi-node run's steps whose parts are not all in (service/multinode.h),
  * per run listed: ls --remote shows them after the snapshots. */
 struct ls_parts {
     char run[MANIFEST_MAX_FIELD + 1];
-    struct parts_steps steps;
+    struct multinode_steps steps;
 };
 
 static void ls_json_incomplete(struct json *j, const struct ls_parts *p, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         for (size_t k = 0; k < p[i].steps.n; k++) {
-            const struct parts_step *s = &p[i].steps.v[k];
+            const struct multinode_step *s = &p[i].steps.v[k];
             json_obj_begin(j);
             json_key(j, "run");
             json_str(j, p[i].run);
@@ -56,7 +56,7 @@ static void ls_json_incomplete(struct json *j, const struct ls_parts *p, size_t 
             json_key(j, "missing");
             json_arr_begin(j);
             for (unsigned r = 0; r < s->nodes; r++)
-                if (parts_step_missing(s, r))
+                if (multinode_step_missing(s, r))
                     json_u64(j, r);
             json_arr_end(j);
             json_key(j, "timed_out");
@@ -69,12 +69,12 @@ static void ls_text_incomplete(const struct ls_parts *p, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         for (size_t k = 0; k < p[i].steps.n; k++) {
-            const struct parts_step *s = &p[i].steps.v[k];
+            const struct multinode_step *s = &p[i].steps.v[k];
             printf("%-16s %-34s %10lld  %u of %u nodes' parts in%s; missing:", p[i].run,
                    "(incomplete)", (long long)s->step, s->have, s->nodes,
                    s->timed_out ? " (past part_timeout)" : "");
             for (unsigned r = 0; r < s->nodes; r++)
-                if (parts_step_missing(s, r))
+                if (multinode_step_missing(s, r))
                     printf(" node %u", r);
             printf("%s\n", s->have == s->nodes ? " none (the parts cannot merge: see the "
                                                  "daemons' logs)"
@@ -94,7 +94,7 @@ static int ls_incomplete(struct cli *c, struct repo *r, const char *run,
         if (n && !strcmp(v[n - 1].run, name))
             continue;
         snprintf(v[n].run, sizeof(v[n].run), "%s", name);
-        e = parts_incomplete(r, name, (int64_t)time(NULL), c->conf.part_timeout, &v[n].steps);
+        e = multinode_incomplete(r, name, (int64_t)time(NULL), c->conf.part_timeout, &v[n].steps);
         n++;
     }
     *ret = v;
@@ -216,7 +216,7 @@ int cmd_ls(struct cli *c, int argc, char **argv)
     if (e == 0)
         ls_print(c, r, &rows, remote, parts, nparts);
     for (size_t k = 0; k < nparts; k++)
-        parts_steps_free(&parts[k].steps);
+        multinode_steps_free(&parts[k].steps);
     free(parts);
     catalog_rows_free(&rows);
     return cli_close_repo(r, e < 0 ? 1 : 0);

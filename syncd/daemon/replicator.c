@@ -57,7 +57,7 @@
 #include "engine/chunkobj.h"
 #include "service/catalog.h"
 #include "service/gc.h"
-#include "service/parts.h"
+#include "service/multinode.h"
 #include "daemon/metrics.h"
 #include "daemon/objbuf.h"
 #include "daemon/pin.h"
@@ -591,12 +591,12 @@ static int rw_confirm_fresh(struct rworker *w, uint64_t seq)
 }
 
 /* The snapshot in hand, into the region: a snapshot of its own, or on a
- * job of several nodes this node's part of the step (service/parts.h). */
+ * job of several nodes this node's part of the step (service/multinode.h). */
 static int rw_publish_one(struct rworker *w, const struct buf *man)
 {
     const struct config *c = repo_conf(w->rp->r);
-    if (parts_wanted(c, &w->man))
-        return parts_publish(w->rg, c, &w->man, man->data, man->len);
+    if (multinode_wanted(c, &w->man))
+        return multinode_publish(w->rg, c, &w->man, man->data, man->len);
     return catalog_publish(w->rg, &w->man, man->data, man->len);
 }
 

@@ -27,7 +27,7 @@
 #include "engine/lineage.h"
 #include "service/gc.h"
 #include "service/catalog.h"
-#include "service/parts.h"
+#include "service/multinode.h"
 #include "store/layout.h"
 
 #define NAME_MAX_LEN 64
@@ -603,25 +603,25 @@ static int pr_part_cb(void *ud, const struct manifest *m)
 }
 
 /* Every retained manifest's chunks, and the chunks of every part of a
- * multi-node step no region has committed yet (service/parts.h: the
+ * multi-node step no region has committed yet (service/multinode.h: the
  * commit records are listed before the manifests). */
 static int pr_collect(struct pr *p)
 {
-    struct parts_roots roots = {0};
-    int e = parts_roots_begin(p->r, &roots);
+    struct multinode_roots roots = {0};
+    int e = multinode_roots_begin(p->r, &roots);
     if (e < 0)
         buf_printf(p->err, "listing commit records: %s; prune needs every healthy region's listing",
                    err_str(e));
     if (e == 0)
         e = pr_collect_manifests(p);
-    if (e == 0 && (e = parts_roots_read(p->r, &roots, pr_part_cb, p, p->err)) < 0)
+    if (e == 0 && (e = multinode_roots_read(p->r, &roots, pr_part_cb, p, p->err)) < 0)
         buf_printf(p->err, "; prune stops, as it cannot tell which chunks that multi-node step's "
                            "part needs");
     if (e == 0) {
         pr_sort_refs(p);
         p->res->referenced = p->nrefs;
     }
-    parts_roots_free(&roots);
+    multinode_roots_free(&roots);
     return e;
 }
 

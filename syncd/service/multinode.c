@@ -1,5 +1,5 @@
 /*
- * parts.c — parts of a multi-node step, and the one commit.
+ * multinode.c — parts of a multi-node step, and the one commit.
  *
  * Design notes.
  * - A part is written like a manifest (after its chunks are confirmed in
@@ -17,7 +17,7 @@
  *   store without preconditions its plain put writes the same bytes.  The
  *   commit record is written by both: same key, same body.
  */
-#include "service/parts.h"
+#include "service/multinode.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -33,25 +33,25 @@
 
 #define PART_MAX (MANIFEST_MAX_BYTES + 64u)
 
-bool parts_wanted(const struct config *c, const struct manifest *m)
+bool multinode_wanted(const struct config *c, const struct manifest *m)
 {
     return config_nodes(c) > 1 && m->step >= 0;
 }
 
 /* ---- the part object ------------------------------------------------------ */
 
-int parts_encode(unsigned rank, unsigned nodes, const uint8_t *man, size_t len, struct buf *out)
+int multinode_encode(unsigned rank, unsigned nodes, const uint8_t *man, size_t len, struct buf *out)
 {
     char head[96];
-    int n = snprintf(head, sizeof(head), "%s %d\nnode %u %u\n", PARTS_MAGIC, PARTS_VERSION, rank,
-                     nodes);
+    int n = snprintf(head, sizeof(head), "%s %d\nnode %u %u\n", MULTINODE_PART_MAGIC,
+                     MULTINODE_PART_VERSION, rank, nodes);
     int e = buf_append(out, head, (size_t)n);
     return e < 0 ? e : buf_append(out, man, len);
 }
 
 /* The header's two lines: rank and node count into ret_*, the offset of
  * the manifest into *ret_off.  CKS_E_FORMAT when they are not exactly
- * those of parts_encode. */
+ * those of multinode_encode. */
 static int part_header(const uint8_t *data, size_t len, unsigned *ret_rank, unsigned *ret_nodes,
                        size_t *ret_off)
 {
@@ -65,9 +65,10 @@ static int part_header(const uint8_t *data, size_t len, unsigned *ret_rank, unsi
     size_t n = (size_t)(nl + 1 - data);
     memcpy(head, data, n);
     head[n] = 0;
-    if (sscanf(head, PARTS_MAGIC " 1\nnode %u %u\n", &rank, &nodes) != 2)
+    if (sscanf(head, MULTINODE_PART_MAGIC " 1\nnode %u %u\n", &rank, &nodes) != 2)
         return CKS_E_FORMAT;
-    snprintf(want, sizeof(want), "%s %d\nnode %u %u\n", PARTS_MAGIC, PARTS_VERSION, rank, nodes);
+    snprintf(want, sizeof(want), "%s %d\nnode %u %u\n", MULTINODE_PART_MAGIC,
+             MULTINODE_PART_VERSION, rank, nodes);
     if (strcmp(head, want) != 0) /* canonical only: no sign, no leading zero */
         return CKS_E_FORMAT;
     *ret_rank = rank;
@@ -76,8 +77,8 @@ static int part_header(const uint8_t *data, size_t len, unsigned *ret_rank, unsi
     return 0;
 }
 
-int parts_decode(const char *key, const uint8_t *data, size_t len, struct manifest *ret,
-                 struct buf *err)
+int multinode_decode(const char *key, const uint8_t *data, size_t len, struct manifest *ret,
+                     struct buf *err)
 {
     struct layout_part p;
     unsigned rank, nodes;
@@ -265,7 +266,7 @@ static int merge_entries(struct manifest *m, const struct manifest *p, const boo
     return e;
 }
 
-int parts_merge(const struct manifest *parts, size_t n, struct manifest *ret, struct buf *err)
+int multinode_merge(const struct manifest *parts, size_t n, struct manifest *ret, struct buf *err)
 {
     size_t *base = calloc(n + 1, sizeof(*base));
     bool *skip = NULL;
@@ -366,7 +367,7 @@ static int part_read_all(struct region *rg, const struct layout_part **pick, uns
         if ((e = layout_part(pick[k], key)) == 0 && (e = region_get(rg, key, PART_MAX, &body)) < 0)
             buf_printf(err, "part \"%s\": %s", key, region_last_error(rg));
         if (e == 0)
-            e = parts_decode(key, body.data, body.len, &parts[k], err);
+            e = multinode_decode(key, body.data, body.len, &parts[k], err);
     }
     if (e < 0)
         for (unsigned j = 0; j + 1 < k; j++)
@@ -425,7 +426,7 @@ static int part_commit(struct region *rg, const struct layout_part **pick, unsig
         return -ENOMEM;
     int e = part_read_all(rg, pick, nodes, parts, &err);
     if (e == 0) {
-        e = parts_merge(parts, nodes, &m, &err);
+        e = multinode_merge(parts, nodes, &m, &err);
         for (unsigned k = 0; k < nodes; k++)
             manifest_free(&parts[k]);
     }
@@ -467,8 +468,8 @@ static int part_try_commit(struct region *rg, const struct layout_part *self)
     return e;
 }
 
-int parts_publish(struct region *rg, const struct config *c, const struct manifest *m,
-                  const uint8_t *man, size_t len)
+int multinode_publish(struct region *rg, const struct config *c, const struct manifest *m,
+                      const uint8_t *man, size_t len)
 {
     struct layout_part self = {.step = m->step, .rank = c->node_rank, .nodes = config_nodes(c)};
     struct buf body = BUF_INIT;
@@ -477,7 +478,7 @@ int parts_publish(struct region *rg, const struct config *c, const struct manife
     snprintf(self.id, sizeof(self.id), "%s", m->id);
     int e = layout_part(&self, key);
     if (e == 0)
-        e = parts_encode(self.rank, self.nodes, man, len, &body);
+        e = multinode_encode(self.rank, self.nodes, man, len, &body);
     if (e == 0)
         e = region_put(rg, key, body.data, body.len);
     buf_free(&body);
@@ -486,7 +487,7 @@ int parts_publish(struct region *rg, const struct config *c, const struct manife
 
 /* ---- incomplete steps ----------------------------------------------------- */
 
-struct committed {
+struct multinode_committed {
     const char *run; /* NULL: every run */
     struct committed_step {
         char run[MANIFEST_MAX_FIELD + 1];
@@ -497,7 +498,7 @@ struct committed {
 
 static int committed_cb(void *ud, const char *key, uint64_t size)
 {
-    struct committed *c = ud;
+    struct multinode_committed *c = ud;
     struct lineage_rec r;
     (void)size;
     if (layout_record_parse(key, &r) < 0 ||
@@ -516,7 +517,7 @@ static int committed_cb(void *ud, const char *key, uint64_t size)
     return 0;
 }
 
-static bool committed_has(const struct committed *c, const char *run, int64_t step)
+static bool committed_has(const struct multinode_committed *c, const char *run, int64_t step)
 {
     for (size_t i = 0; i < c->n; i++)
         if (c->v[i].step == step && !strcmp(c->v[i].run, run))
@@ -525,7 +526,7 @@ static bool committed_has(const struct committed *c, const char *run, int64_t st
 }
 
 /* Lists region rg's commit (and forget) records of c->run, or of every run, into c. */
-static int committed_list(struct region *rg, struct committed *c)
+static int committed_list(struct region *rg, struct multinode_committed *c)
 {
     char prefix[LAYOUT_KEY_MAX];
     int e = layout_prefix(LAYOUT_COMMIT, c->run, prefix);
@@ -538,25 +539,25 @@ static int committed_list(struct region *rg, struct committed *c)
     return e == -ENOENT ? 0 : e;
 }
 
-bool parts_step_missing(const struct parts_step *s, unsigned k)
+bool multinode_step_missing(const struct multinode_step *s, unsigned k)
 {
     return k < s->nodes && k < 8 * sizeof(s->missing) && (s->missing[k / 8] >> (k % 8) & 1);
 }
 
-static struct parts_step *steps_get(struct parts_steps *s, const struct layout_part *p)
+static struct multinode_step *steps_get(struct multinode_steps *s, const struct layout_part *p)
 {
     for (size_t i = 0; i < s->n; i++)
         if (s->v[i].step == p->step)
             return &s->v[i];
     if (s->n == s->cap) {
         size_t cap = s->cap ? 2 * s->cap : 8;
-        struct parts_step *v = realloc(s->v, cap * sizeof(*v));
+        struct multinode_step *v = realloc(s->v, cap * sizeof(*v));
         if (!v)
             return NULL;
         s->v = v;
         s->cap = cap;
     }
-    struct parts_step *st = &s->v[s->n++];
+    struct multinode_step *st = &s->v[s->n++];
     memset(st, 0, sizeof(*st));
     st->step = p->step;
     st->nodes = p->nodes;
@@ -567,22 +568,22 @@ static struct parts_step *steps_get(struct parts_steps *s, const struct layout_p
 
 static int step_cmp(const void *a, const void *b)
 {
-    const struct parts_step *x = a, *y = b;
+    const struct multinode_step *x = a, *y = b;
     return (x->step > y->step) - (x->step < y->step);
 }
 
 /* Folds the listed parts of steps no region committed into ret. */
-static int steps_fold(const struct part_list *l, const struct committed *c, int64_t now,
-                      uint64_t timeout, struct parts_steps *ret)
+static int steps_fold(const struct part_list *l, const struct multinode_committed *c, int64_t now,
+                      uint64_t timeout, struct multinode_steps *ret)
 {
     for (size_t i = 0; i < l->n; i++) {
         const struct layout_part *p = &l->v[i];
         if (committed_has(c, p->run, p->step))
             continue;
-        struct parts_step *st = steps_get(ret, p);
+        struct multinode_step *st = steps_get(ret, p);
         if (!st)
             return -ENOMEM;
-        if (p->nodes != st->nodes || !parts_step_missing(st, p->rank))
+        if (p->nodes != st->nodes || !multinode_step_missing(st, p->rank))
             continue; /* another node count (logged at commit), or a rank seen already */
         st->missing[p->rank / 8] &= (uint8_t) ~(1u << (p->rank % 8));
         st->have++;
@@ -598,11 +599,11 @@ static int steps_fold(const struct part_list *l, const struct committed *c, int6
     return 0;
 }
 
-int parts_incomplete(struct repo *r, const char *run, int64_t now, uint64_t part_timeout,
-                     struct parts_steps *ret)
+int multinode_incomplete(struct repo *r, const char *run, int64_t now, uint64_t part_timeout,
+                         struct multinode_steps *ret)
 {
     struct part_list l = {.run = run, .step = -1};
-    struct committed c = {.run = run};
+    struct multinode_committed c = {.run = run};
     int e = 0;
     REPO_FOR_HEALTHY(r, i) {
         struct region *rg = repo_region(r, i);
@@ -624,7 +625,7 @@ int parts_incomplete(struct repo *r, const char *run, int64_t now, uint64_t part
     return e;
 }
 
-void parts_steps_free(struct parts_steps *s)
+void multinode_steps_free(struct multinode_steps *s)
 {
     free(s->v);
     s->v = NULL;
@@ -633,8 +634,8 @@ void parts_steps_free(struct parts_steps *s)
 
 /* ---- one node's part, by id ------------------------------------------------ */
 
-int parts_find(struct repo *r, const char *run, int64_t step, const char *id, struct manifest *ret,
-               struct buf *err)
+int multinode_find(struct repo *r, const char *run, int64_t step, const char *id,
+                   struct manifest *ret, struct buf *err)
 {
     int e = -ENOENT;
     REPO_FOR_HEALTHY(r, i) {
@@ -647,7 +648,7 @@ int parts_find(struct repo *r, const char *run, int64_t step, const char *id, st
             if (strcmp(l.v[k].id, id) != 0 || layout_part(&l.v[k], key) < 0)
                 continue;
             if ((e = region_get(rg, key, PART_MAX, &body)) == 0)
-                e = parts_decode(key, body.data, body.len, ret, err);
+                e = multinode_decode(key, body.data, body.len, ret, err);
             buf_free(&body);
             break;
         }
@@ -662,9 +663,9 @@ int parts_find(struct repo *r, const char *run, int64_t step, const char *id, st
 
 /* ---- prune's roots -------------------------------------------------------- */
 
-int parts_roots_begin(struct repo *r, struct parts_roots *ret)
+int multinode_roots_begin(struct repo *r, struct multinode_roots *ret)
 {
-    struct committed *c = calloc(1, sizeof(*c));
+    struct multinode_committed *c = calloc(1, sizeof(*c));
     int e = c ? 0 : -ENOMEM;
     for (size_t i = 0; e == 0 && i < repo_nregions(r); i++)
         if (!repo_region_error(r, i))
@@ -683,7 +684,7 @@ static int roots_one(struct region *rg, const struct layout_part *p,
     int e = layout_part(p, key);
     if (e == 0 && (e = region_get(rg, key, PART_MAX, &body)) < 0)
         buf_printf(err, "part \"%s\": %s", key, region_last_error(rg));
-    if (e == 0 && (e = parts_decode(key, body.data, body.len, &m, err)) == 0) {
+    if (e == 0 && (e = multinode_decode(key, body.data, body.len, &m, err)) == 0) {
         e = cb(ud, &m);
         manifest_free(&m);
     }
@@ -702,8 +703,8 @@ static int part_key_cmp(const void *a, const void *b)
     return c ? c : (x->rank > y->rank) - (x->rank < y->rank);
 }
 
-int parts_roots_read(struct repo *r, struct parts_roots *pr,
-                     int (*cb)(void *ud, const struct manifest *m), void *ud, struct buf *err)
+int multinode_roots_read(struct repo *r, struct multinode_roots *pr,
+                         int (*cb)(void *ud, const struct manifest *m), void *ud, struct buf *err)
 {
     int e = 0;
     for (size_t i = 0; e == 0 && i < repo_nregions(r); i++) {
@@ -723,7 +724,7 @@ int parts_roots_read(struct repo *r, struct parts_roots *pr,
     return e;
 }
 
-void parts_roots_free(struct parts_roots *pr)
+void multinode_roots_free(struct multinode_roots *pr)
 {
     if (pr->committed)
         free(pr->committed->v);

@@ -1,5 +1,5 @@
 /*
- * test-parts.c — parts of a multi-node step (service/parts.h): the part
+ * test-multinode.c — parts of a multi-node step (service/multinode.h): the part
  * object round-trips and is checked against its key; merging N nodes'
  * manifests gives one tree whose id and bytes depend on the parts alone;
  * an entry two nodes share must be identical, and a path one node holds
@@ -18,7 +18,7 @@
 #include <cmocka.h>
 
 #include "base/err.h"
-#include "service/parts.h"
+#include "service/multinode.h"
 #include "store/layout.h"
 
 /* Node k's part of step 1000: checkpoint-1000/__k_0.distcp (one chunk of
@@ -80,7 +80,7 @@ static void test_merge(void **state)
     struct manifest p[4], m, again;
     struct buf err = BUF_INIT, a = BUF_INIT, b = BUF_INIT;
     parts_make(p, 4);
-    assert_int_equal(parts_merge(p, 4, &m, &err), 0);
+    assert_int_equal(multinode_merge(p, 4, &m, &err), 0);
     /* one tree: the shared directory once, every node's file, .metadata */
     assert_int_equal(m.nfiles, 6);
     assert_int_equal(m.nchunks, 5);
@@ -98,7 +98,7 @@ static void test_merge(void **state)
     assert_int_equal(strncmp(m.id, "20261201T000709.000001Z-m", 25), 0);
     assert_int_equal(strlen(m.id), 25 + 12);
     /* deterministic: a second merger writes the same bytes */
-    assert_int_equal(parts_merge(p, 4, &again, &err), 0);
+    assert_int_equal(multinode_merge(p, 4, &again, &err), 0);
     assert_int_equal(manifest_encode(&m, &a), 0);
     assert_int_equal(manifest_encode(&again, &b), 0);
     assert_int_equal(a.len, b.len);
@@ -106,7 +106,7 @@ static void test_merge(void **state)
     manifest_free(&again);
     /* another part id (a retake of one node) is another snapshot */
     snprintf(p[1].id, sizeof(p[1].id), "%s", "20261201T000702.000001Z-00000009");
-    assert_int_equal(parts_merge(p, 4, &again, &err), 0);
+    assert_int_equal(multinode_merge(p, 4, &again, &err), 0);
     assert_string_not_equal(again.id, m.id);
     manifest_free(&again);
     manifest_free(&m);
@@ -129,11 +129,11 @@ static void test_conflict(void **state)
                      0);
     assert_int_equal(manifest_add_chunk(&p[1], c, 7), 0);
     manifest_set_digest(&p[1], c);
-    assert_int_equal(parts_merge(p, 2, &m, &err), 0);
+    assert_int_equal(multinode_merge(p, 2, &m, &err), 0);
     assert_int_equal(m.nfiles, 4);
     manifest_free(&m);
     p[1].files[p[1].nfiles - 1].digest[0] ^= 1;
-    assert_int_equal(parts_merge(p, 2, &m, &err), CKS_E_MISMATCH);
+    assert_int_equal(multinode_merge(p, 2, &m, &err), CKS_E_MISMATCH);
     assert_non_null(strstr(buf_str(&err),
                            "\"checkpoint-1000/.metadata\" is held by node 0 and node 1 with "
                            "different contents"));
@@ -151,16 +151,16 @@ static void test_refused(void **state)
     parts_make(p, 2);
     assert_int_equal(manifest_add_file(&p[1], MFILE_DIR, "checkpoint-1000/.metadata/x", 0755, NULL),
                      0);
-    assert_int_equal(parts_merge(p, 2, &m, &err), CKS_E_MISMATCH);
+    assert_int_equal(multinode_merge(p, 2, &m, &err), CKS_E_MISMATCH);
     parts_free(p, 2);
     buf_reset(&err);
     parts_make(p, 2);
     p[1].step = 999;
-    assert_int_equal(parts_merge(p, 2, &m, &err), CKS_E_MISMATCH);
+    assert_int_equal(multinode_merge(p, 2, &m, &err), CKS_E_MISMATCH);
     assert_non_null(strstr(buf_str(&err), "node 1's part"));
     p[1].step = 1000;
     assert_int_equal(manifest_set_str(&p[1].root, "checkpoint-2000"), 0);
-    assert_int_equal(parts_merge(p, 2, &m, &err), CKS_E_MISMATCH);
+    assert_int_equal(multinode_merge(p, 2, &m, &err), CKS_E_MISMATCH);
     parts_free(p, 2);
     buf_free(&err);
 }
@@ -176,9 +176,9 @@ static void test_object(void **state)
     part_make(&p, 2, ids[2], 1796083600);
     snprintf(lp.id, sizeof(lp.id), "%s", ids[2]);
     assert_int_equal(manifest_encode(&p, &man), 0);
-    assert_int_equal(parts_encode(2, 4, man.data, man.len, &body), 0);
+    assert_int_equal(multinode_encode(2, 4, man.data, man.len, &body), 0);
     assert_int_equal(layout_part(&lp, key), 0);
-    assert_int_equal(parts_decode(key, body.data, body.len, &back, &err), 0);
+    assert_int_equal(multinode_decode(key, body.data, body.len, &back, &err), 0);
     assert_true(manifest_equal(&p, &back));
     manifest_free(&back);
     /* the key says another rank, node count, step or id */
@@ -192,10 +192,10 @@ static void test_object(void **state)
         struct layout_part o = other[i];
         snprintf(o.id, sizeof(o.id), "%s", ids[2]);
         assert_int_equal(layout_part(&o, key), 0);
-        if (parts_decode(key, body.data, body.len, &back, &err) != CKS_E_MISMATCH)
+        if (multinode_decode(key, body.data, body.len, &back, &err) != CKS_E_MISMATCH)
             fail_msg("case %zu: \"%s\" accepted", i, key);
     }
-    /* headers that are not exactly parts_encode's */
+    /* headers that are not exactly multinode_encode's */
     static const char *const heads[] = {"",
                                         "ckptsync-part 1\n",
                                         "ckptsync-part 2\nnode 2 4\n",
@@ -207,12 +207,12 @@ static void test_object(void **state)
         struct buf bad = BUF_INIT;
         assert_int_equal(buf_puts(&bad, heads[i]), 0);
         assert_int_equal(buf_append(&bad, man.data, man.len), 0);
-        if (parts_decode(key, bad.data, bad.len, &back, &err) >= 0)
+        if (multinode_decode(key, bad.data, bad.len, &back, &err) >= 0)
             fail_msg("header %zu accepted", i);
         buf_free(&bad);
     }
     /* a truncated body */
-    assert_true(parts_decode(key, body.data, body.len - 5, &back, &err) < 0);
+    assert_true(multinode_decode(key, body.data, body.len - 5, &back, &err) < 0);
     manifest_free(&p);
     buf_free(&man);
     buf_free(&body);
