@@ -66,7 +66,9 @@ static const char usage_text[] =
     "The daemon's socket: $CKPTSYNC_SOCKET, else the configuration's [daemon] socket,\n"
     "else STATE/ckptsyncd.sock (the same order as the C library and the Python module).\n"
     "\n"
-    "Exit status: 0 success, 1 failure, 2 usage error.\n";
+    "Exit status: 0 success, 1 failure, 2 usage error; `status` and `ls --remote`\n"
+    "also 3 daemon degraded, 5 a region refused the credentials, 4 a region is\n"
+    "failing, 6 daemon starting (see their --help).\n";
 
 double cli_now(void)
 {

@@ -2,7 +2,8 @@
  * cli.h — shared pieces of the `ckptsync` command line: options common to
  * every command, output helpers (human and --json), progress display.
  *
- * Exit codes: 0 success, 1 failure, 2 usage error.
+ * Exit codes: 0 success, 1 failure, 2 usage error; status and ls --remote
+ * also 3-6 (below).
  */
 #ifndef CKS_CLI_H
 #define CKS_CLI_H
@@ -15,6 +16,11 @@
 #include "service/repo.h"
 
 #define EXIT_USAGE 2
+/* `status` and `ls --remote` (README, "Exit status"): 3, else 5, else 4 */
+#define EXIT_DEGRADED 3 /* the daemon's index failed a write: it takes no new work */
+#define EXIT_REGION 4   /* a region is failing (backing off, stopped, unreachable) */
+#define EXIT_DENIED 5   /* a region refused the credentials (access denied) */
+#define EXIT_STARTING 6 /* the daemon is starting: not answering yet */
 
 struct cli {
     const char *config_path; /* --config */

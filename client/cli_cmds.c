@@ -144,7 +144,8 @@ int cmd_snapshot(struct cli *c, int argc, char **argv)
 
 static const char restore_usage[] =
     "usage: ckptsync restore [--run NAME] (--latest | --snapshot ID | --all) --to DIR\n"
-    "                        [--seed DIR] [--force] [--keep-setid] [--json]\n"
+    "                        [--seed DIR] [--force] [--keep-setid] [--progressive]\n"
+    "                        [--exclude PATTERN]... [--exclude-optimizer] [--json]\n"
     "--run may be left out when the repository holds one run (checkpoints written\n"
     "directly under the watch root are the run _root); with several, the error names them.\n"
     "--latest: the newest checkpoint, plus the run's newest files outside checkpoints\n"
@@ -154,7 +155,39 @@ static const char restore_usage[] =
     "is missing or corrupt in one region is fetched from another.  Chunks found in\n"
     "--seed DIR (e.g. an older checkpoint of the run) are copied, not downloaded.\n"
     "Setuid and setgid bits are cleared (a warning counts the files) unless\n"
-    "--keep-setid is given.\n";
+    "--keep-setid is given.  ID: a snapshot id, a prefix only one id starts\n"
+    "with, or `latest`.\n"
+    "--progressive: DIR/<root> is made at once and each file appears at its final\n"
+    "path as soon as it is whole and verified, by priority: metadata, model weights,\n"
+    "fp32 master weights, optimizer state (README); with --json one line per file\n"
+    "placed.  A progressive restore that does not finish leaves whole verified files\n"
+    "only; the next restore into DIR removes them.\n"
+    "--exclude PATTERN leaves out the files whose path below the root, or name,\n"
+    "matches the glob (a pattern that matches nothing is an error); --exclude-optimizer\n"
+    "leaves out the optimizer state (for evaluation, or a fine-tune from the weights).\n";
+
+/* --progressive --json: one line per file as it is placed, flushed at
+ * once (a job waiting for its weights reads them). */
+static void restore_placed(void *ud, const char *path, uint64_t bytes, const char *group)
+{
+    struct cli *c = ud;
+    struct buf b = BUF_INIT;
+    struct json j;
+    if (!c->json)
+        return;
+    json_init(&j, &b);
+    json_obj_begin(&j);
+    json_key(&j, "placed");
+    json_str(&j, path);
+    json_key(&j, "bytes");
+    json_u64(&j, bytes);
+    json_key(&j, "group");
+    json_str(&j, group);
+    json_obj_end(&j);
+    cli_print_json(&b);
+    fflush(stdout);
+    buf_free(&b);
+}
 
 static void restore_print(struct cli *c, const struct repo *r, const struct restore_result *s,
                           double secs)
@@ -187,6 +220,8 @@ static void restore_print(struct cli *c, const struct repo *r, const struct rest
         json_u64(&j, s->local_bytes);
         json_key(&j, "setid_cleared");
         json_u64(&j, s->setid_cleared);
+        json_key(&j, "excluded");
+        json_u64(&j, s->excluded);
         json_key(&j, "seconds");
         json_double(&j, secs);
         json_key(&j, "regions");
@@ -215,6 +250,8 @@ static void restore_print(struct cli *c, const struct repo *r, const struct rest
         printf(", %llu copied from the seed", (unsigned long long)s->local_chunks);
     if (s->setid_cleared)
         printf(", setuid/setgid cleared on %llu", (unsigned long long)s->setid_cleared);
+    if (s->excluded)
+        printf(", %llu left out (--exclude)", (unsigned long long)s->excluded);
     printf("\n");
 }
 
@@ -257,16 +294,30 @@ static int restore_units(struct cli *c, struct repo *r, struct unitrestore_opts 
     return e < 0 ? 1 : (int)res.failed;
 }
 
-/* restore without --run: the snapshot's run, or the repository's one run. */
+/* --snapshot: the whole id and its run (service/catalog.h: a prefix or
+ * `latest` names one). */
+static int restore_which_snapshot(struct repo *r, struct restore_opts *o, struct catalog_snap *s)
+{
+    struct buf err = BUF_INIT;
+    int e = catalog_resolve_id(r, o->run, o->id, s, &err);
+    if (e < 0) {
+        log_error("restore: %s", buf_str(&err));
+    } else {
+        o->run = s->run;
+        o->id = s->id;
+    }
+    buf_free(&err);
+    return e;
+}
+
+/* restore --latest or --all without --run: the repository's one run. */
 static int restore_which_run(struct repo *r, struct restore_opts *o, char *run, size_t cap)
 {
     struct buf err = BUF_INIT;
-    int e = o->id ? catalog_find_run(r, o->id, run, cap) : catalog_only_run(r, run, cap, &err);
+    int e = catalog_only_run(r, run, cap, &err);
     if (e == -EEXIST)
         log_error("restore: the repository holds several runs (%s): say which with --run",
                   buf_str(&err));
-    else if (e == -ENOENT && o->id)
-        log_error("restore: no snapshot \"%s\" in the index or the regions", o->id);
     else if (e < 0)
         log_error("restore: which run: %s", err.len ? buf_str(&err) : strerror(-e));
     else
@@ -275,47 +326,74 @@ static int restore_which_run(struct repo *r, struct restore_opts *o, char *run, 
     return e;
 }
 
-int cmd_restore(struct cli *c, int argc, char **argv)
+/* The whole id and run of --snapshot, or the one run without --run. */
+static int restore_which(struct repo *r, struct restore_opts *o, struct catalog_snap *s)
 {
-    static const struct option opts[] = {
-        {"run", required_argument, NULL, 'r'}, {"snapshot", required_argument, NULL, 's'},
-        {"latest", no_argument, NULL, 'l'},    {"to", required_argument, NULL, 't'},
-        {"force", no_argument, NULL, 'f'},     {"seed", required_argument, NULL, 'S'},
-        {"all", no_argument, NULL, 'a'},       {"keep-setid", no_argument, NULL, 'k'},
-        {"help", no_argument, NULL, 'h'},      {0}};
-    struct restore_opts o = {.progress = cli_progress, .progress_ud = c};
-    struct restore_result res;
-    struct repo *r = NULL;
-    struct buf err = BUF_INIT;
-    bool latest = false, all = false;
-    int opt, e;
+    if (o->id)
+        return restore_which_snapshot(r, o, s);
+    return o->run ? 0 : restore_which_run(r, o, s->run, sizeof(s->run));
+}
+
+/* restore's options into o, latest and all: -1 to go on, else the exit
+ * code (usage, help). */
+static int restore_args(int argc, char **argv, struct restore_opts *o, bool *latest, bool *all)
+{
+    static const struct option opts[] = {{"run", required_argument, NULL, 'r'},
+                                         {"snapshot", required_argument, NULL, 's'},
+                                         {"latest", no_argument, NULL, 'l'},
+                                         {"to", required_argument, NULL, 't'},
+                                         {"force", no_argument, NULL, 'f'},
+                                         {"seed", required_argument, NULL, 'S'},
+                                         {"all", no_argument, NULL, 'a'},
+                                         {"keep-setid", no_argument, NULL, 'k'},
+                                         {"progressive", no_argument, NULL, 'P'},
+                                         {"exclude", required_argument, NULL, 'x'},
+                                         {"exclude-optimizer", no_argument, NULL, 'X'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {0}};
+    static const char *excl[64]; /* --exclude patterns (argv's) */
+    int opt;
 
     optind = 1;
     while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (opt) {
         case 'r':
-            o.run = optarg;
+            o->run = optarg;
             break;
         case 's':
-            o.id = optarg;
+            o->id = optarg;
             break;
         case 'l':
-            latest = true;
+            *latest = true;
             break;
         case 't':
-            o.target = optarg;
+            o->target = optarg;
             break;
         case 'f':
-            o.force = true;
+            o->force = true;
             break;
         case 'S':
-            o.seed = optarg;
+            o->seed = optarg;
             break;
         case 'a':
-            all = true;
+            *all = true;
             break;
         case 'k':
-            o.keep_setid = true;
+            o->keep_setid = true;
+            break;
+        case 'P':
+            o->progressive = true;
+            break;
+        case 'x':
+            if (o->nexclude == sizeof(excl) / sizeof(*excl)) {
+                log_error("restore: at most %zu --exclude patterns", o->nexclude);
+                return EXIT_USAGE;
+            }
+            excl[o->nexclude++] = optarg;
+            o->exclude = excl;
+            break;
+        case 'X':
+            o->exclude_optimizer = true;
             break;
         case 'h':
             return usage(restore_usage, 0);
@@ -323,12 +401,28 @@ int cmd_restore(struct cli *c, int argc, char **argv)
             return usage(restore_usage, EXIT_USAGE);
         }
     }
-    if (optind != argc || !o.target || (int)latest + (o.id != NULL) + (int)all != 1)
+    if (optind != argc || !o->target || (int)*latest + (o->id != NULL) + (int)*all != 1 ||
+        (*all && (o->progressive || o->nexclude || o->exclude_optimizer)))
         return usage(restore_usage, EXIT_USAGE);
+    return -1;
+}
+
+int cmd_restore(struct cli *c, int argc, char **argv)
+{
+    struct restore_opts o = {
+        .progress = cli_progress, .progress_ud = c, .placed = restore_placed, .placed_ud = c};
+    struct restore_result res;
+    struct repo *r = NULL;
+    struct buf err = BUF_INIT;
+    bool latest = false, all = false;
+    int e = restore_args(argc, argv, &o, &latest, &all);
+
+    if (e >= 0)
+        return e;
     if (cli_open_repo(c, 0, &r) < 0)
         return 1;
-    char run[MANIFEST_MAX_FIELD + 1];
-    if (!o.run && restore_which_run(r, &o, run, sizeof(run)) < 0)
+    struct catalog_snap snap; /* --snapshot's, or (run only) the one run */
+    if (restore_which(r, &o, &snap) < 0)
         return cli_close_repo(r, 1);
     struct unitrestore_opts u = {
         .run = o.run, .target = o.target, .force = o.force, .keep_setid = o.keep_setid, .all = all};
@@ -359,7 +453,8 @@ int cmd_restore(struct cli *c, int argc, char **argv)
 static const char verify_usage[] =
     "usage: ckptsync verify [--run NAME] [--snapshot ID] [--quick | --repair] [--json]\n"
     "Reads back every manifest copy, every commit, claim and handoff record, and\n"
-    "every chunk of the selected snapshots (default: all) from every region, and\n"
+    "every chunk of the selected snapshots (default: all; ID as restore takes it)\n"
+    "from every region, and\n"
     "checks each against its digest.  One line per region; exit 0 only when every\n"
     "region is complete and intact.  --quick reads only each chunk's 12-byte\n"
     "header (a ranged GET) and checks presence and length.  --repair copies what\n"
@@ -374,6 +469,8 @@ static void verify_print(struct cli *c, const struct repo *r, const struct verif
     json_obj_begin(&j);
     json_key(&j, "snapshots");
     json_u64(&j, v->snapshots);
+    json_key(&j, "uncommitted");
+    json_u64(&j, v->uncommitted);
     json_key(&j, "chunks");
     json_u64(&j, v->chunks);
     json_key(&j, "bytes");
@@ -383,9 +480,10 @@ static void verify_print(struct cli *c, const struct repo *r, const struct verif
     for (size_t i = 0; i < v->nregions; i++) {
         const struct verify_region_result *g = &v->region[i];
         const char *name = repo_region(r, i)->conf.name;
-        const char *state = g->err                ? "unreachable"
-                            : verify_region_ok(g) ? "complete"
-                                                  : "INCOMPLETE";
+        const char *state = g->err == CKS_E_DENIED ? "access denied"
+                            : g->err               ? "unreachable"
+                            : verify_region_ok(g)  ? "complete"
+                                                   : "INCOMPLETE";
         if (!c->json && !c->quiet)
             printf(
                 "region %-12s %s: %llu/%llu manifests (%llu damaged), %llu records (%llu damaged, "
@@ -436,6 +534,10 @@ static void verify_print(struct cli *c, const struct repo *r, const struct verif
     json_obj_end(&j);
     if (c->json)
         cli_print_json(&b);
+    else if (!c->quiet && v->uncommitted)
+        printf("%llu snapshot(s) uncommitted (a writer in progress or one that died): not "
+               "checked, not counted as damage\n",
+               (unsigned long long)v->uncommitted);
     buf_free(&b);
 }
 
@@ -467,11 +569,21 @@ int cmd_verify(struct cli *c, int argc, char **argv)
         else
             return usage(verify_usage, EXIT_USAGE);
     }
-    if (optind != argc || (id && !run) || flags == (VERIFY_QUICK | VERIFY_REPAIR))
+    if (optind != argc || flags == (VERIFY_QUICK | VERIFY_REPAIR))
         return usage(verify_usage, EXIT_USAGE);
     /* repair: a region that lost its repo object gets the agreed one */
     if (cli_open_repo(c, (flags & VERIFY_REPAIR) ? REPO_CREATE : 0, &r) < 0)
         return 1;
+    struct catalog_snap snap;
+    if (id && (e = catalog_resolve_id(r, run, id, &snap, &err)) < 0) {
+        log_error("verify: %s", buf_str(&err));
+        buf_free(&err);
+        return cli_close_repo(r, 1);
+    }
+    if (id) {
+        run = snap.run;
+        id = snap.id;
+    }
     e = verify_run(r, run, id, flags, cli_progress, c, &v, &err);
     cli_progress_end(c);
     if (e < 0 && e != CKS_E_DIGEST)
@@ -487,7 +599,10 @@ int cmd_verify(struct cli *c, int argc, char **argv)
 static const char chunks_usage[] =
     "usage: ckptsync chunks FILE [--min N --avg N --max N] [--nc N]\n"
     "Prints one line per FastCDC chunk of FILE: offset length sha256.  Sizes\n"
-    "default to the configuration's [chunker] and accept K/M/G suffixes.\n";
+    "default to the configuration's [chunker] and accept K/M/G suffixes.\n"
+    "It cuts with the standard gear table and names chunks by their SHA-256: an\n"
+    "encrypted repository keys both (its chunks are cut elsewhere and named by a\n"
+    "keyed hash), so for one these are not the repository's chunks; it says so.\n";
 
 static int chunks_line(void *ud, const uint8_t *data, size_t len, uint64_t off)
 {
@@ -575,6 +690,10 @@ int cmd_chunks(struct cli *c, int argc, char **argv)
         log_error("opening \"%s\": %s", argv[optind], strerror(errno));
         return 1;
     }
+    if (c->conf.encryption)
+        log_warn("the repository is encrypted: its chunker and chunk names are keyed, so these "
+                 "cut points and digests (the standard gear table, plain SHA-256) are not its "
+                 "chunks");
     e = chunks_print(&cdc, fd, argv[optind]);
     close(fd);
     return e < 0 ? 1 : 0;

@@ -11,17 +11,49 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 
 #include "base/jsonread.h"
 #include "base/log.h"
 #include "ckptsync/client.h"
 #include "cli.h"
 
+/* A daemon that holds the state directory but does not listen yet: its
+ * lock file says "PID starting" (daemon/daemon.c writes it; a first start
+ * waits [daemon] create_settle there).  Its pid, or 0. */
+static long daemon_starting(const struct cli *c)
+{
+    char phase[16] = "";
+    long pid = 0;
+    struct buf path = BUF_INIT;
+    buf_printf(&path, "%s/ckptsyncd.lock", c->conf.state);
+    FILE *f = fopen(buf_str(&path), "re");
+    buf_free(&path);
+    if (!f)
+        return 0;
+    if (fscanf(f, "%ld %15s", &pid, phase) != 2 || strcmp(phase, "starting") || pid <= 0)
+        pid = 0;
+    fclose(f);
+    if (pid > 0 && kill((pid_t)pid, 0) < 0 && errno != EPERM)
+        pid = 0; /* it died while starting */
+    return pid;
+}
+
+/* 0, or -1 after saying why (-EXIT_STARTING when the daemon is starting). */
 static int open_client(struct cli *c, struct cks_client **ret)
 {
     if (cli_load_config(c) < 0)
         return -1;
     int e = cks_client_open(c->conf.socket, ret);
+    long pid = e == -ENOENT || e == -ECONNREFUSED ? daemon_starting(c) : 0;
+    if (pid > 0) {
+        fprintf(stderr,
+                "ckptsync: ckptsyncd (pid %ld) is starting: opening the repository (a first "
+                "start waits [daemon] create_settle for the regions to agree); not answering "
+                "on \"%s\" yet\n",
+                pid, c->conf.socket);
+        return -EXIT_STARTING;
+    }
     if (e == -ENOENT || e == -ECONNREFUSED) {
         fprintf(stderr, "ckptsync: no daemon is running (nothing listens on \"%s\")\n",
                 c->conf.socket);
@@ -120,8 +152,12 @@ int cmd_commit(struct cli *c, int argc, char **argv)
 static const char status_usage[] =
     "usage: ckptsync status [--json]\n"
     "Per run: the latest snapshot, its step and state, and the newest durable one;\n"
-    "per region: pending chunks and bytes, lag, and the last error.  --json prints\n"
-    "the whole document (README, \"ckptsync status --json\"), configuration included.\n";
+    "per region: the chunks and bytes it still has to upload, lag, and the last\n"
+    "error.  --json prints the whole document (README, \"ckptsync status --json\"),\n"
+    "configuration included.  Exit status: 0 all is well; 1 no daemon answered;\n"
+    "3 the daemon is degraded (takes no new work); 5 a region refused the\n"
+    "credentials (access denied); 4 a region is failing; 6 the daemon is\n"
+    "starting (not answering yet).  The first that applies, in that order.\n";
 
 /* The regions the daemon runs with tls_verify = false (config.regions[]). */
 static void status_print_insecure(const struct jnode *regions)
@@ -134,18 +170,20 @@ static void status_print_insecure(const struct jnode *regions)
     }
 }
 
-static void status_print(const struct jnode *root)
+/* A step for a column: "-" for a snapshot without one (step -1). */
+static const char *status_step(const struct jnode *snap, char *out, size_t cap)
 {
-    const struct jnode *runs = jnode_get(root, "runs"), *regions = jnode_get(root, "regions");
-    printf("ckptsyncd %s, watching %s%s\n", jnode_str(jnode_get(root, "version"), "?"),
-           jnode_str(jnode_get(root, "watch"), "?"),
-           jnode_bool(jnode_get(root, "degraded"), false) ? "  ** DEGRADED **" : "");
-    if (jnode_bool(jnode_get(root, "degraded"), false))
-        printf("degraded: %s; taking no new work\n",
-               jnode_str(jnode_get(root, "degraded_reason"), "?"));
-    printf("units waiting to settle: %.0f, being read: %.0f\n",
-           jnode_num(jnode_get(root, "units_pending"), 0),
-           jnode_num(jnode_get(root, "ingest_busy"), 0));
+    double step = jnode_num(jnode_get(snap, "step"), -1);
+    if (step < 0)
+        snprintf(out, cap, "-");
+    else
+        snprintf(out, cap, "%.0f", step);
+    return out;
+}
+
+static void status_print_runs(const struct jnode *runs)
+{
+    char step[32];
     printf("\n%-20s %-34s %10s %-11s\n", "RUN", "LATEST", "STEP", "STATE");
     for (size_t i = 0; i < jnode_len(runs); i++) {
         const struct jnode *r = jnode_at(runs, i), *l = jnode_get(r, "latest");
@@ -158,56 +196,102 @@ static void status_print(const struct jnode *root)
             snprintf(detail, sizeof(detail), "%.0f/%.0f",
                      jnode_num(jnode_get(l, "regions_committed"), 0),
                      jnode_num(jnode_get(l, "regions"), 0));
-        printf("%-20s %-34s %10.0f %s %s\n", jnode_str(jnode_get(r, "run"), "?"),
-               jnode_str(jnode_get(l, "id"), "?"), jnode_num(jnode_get(l, "step"), -1), state,
+        printf("%-20s %-34s %10s %s %s\n", jnode_str(jnode_get(r, "run"), "?"),
+               jnode_str(jnode_get(l, "id"), "?"), status_step(l, step, sizeof(step)), state,
                detail);
         const struct jnode *dl = jnode_get(r, "durable_latest");
         if (strcmp(state, "replicated") && strcmp(state, "durable") && jnode_get(dl, "id"))
-            printf("%-20s %-34s %10.0f durable (newest safe)\n", "",
-                   jnode_str(jnode_get(dl, "id"), "?"), jnode_num(jnode_get(dl, "step"), -1));
+            printf("%-20s %-34s %10s durable (newest safe)\n", "",
+                   jnode_str(jnode_get(dl, "id"), "?"), status_step(dl, step, sizeof(step)));
     }
-    printf("\n%-12s %-8s %9s %12s %9s  %s\n", "REGION", "STATE", "CHUNKS", "BYTES", "LAG",
-           "LAST ERROR");
+}
+
+/* The regions: what each still has to upload (pending work), its lag and
+ * its current error. */
+static void status_print_regions(const struct jnode *regions)
+{
+    printf("\n%-12s %-8s %14s %13s %9s  %s\n", "REGION", "STATE", "PENDING CHUNKS", "PENDING BYTES",
+           "LAG", "LAST ERROR");
     for (size_t i = 0; i < jnode_len(regions); i++) {
         const struct jnode *g = jnode_at(regions, i);
         char bytes[32];
         cli_human((uint64_t)jnode_num(jnode_get(g, "pending_bytes"), 0), bytes, sizeof(bytes));
-        printf("%-12s %-8s %9.0f %12s %8.0fs  %s\n", jnode_str(jnode_get(g, "name"), "?"),
-               jnode_str(jnode_get(g, "state"), "?"), jnode_num(jnode_get(g, "pending_chunks"), 0),
-               bytes, jnode_num(jnode_get(g, "lag_seconds"), 0),
+        printf("%-12s %-8s %14.0f %13s %8.0fs  %s\n", jnode_str(jnode_get(g, "name"), "?"),
+               jnode_bool(jnode_get(g, "access_denied"), false)
+                   ? "denied"
+                   : jnode_str(jnode_get(g, "state"), "?"),
+               jnode_num(jnode_get(g, "pending_chunks"), 0), bytes,
+               jnode_num(jnode_get(g, "lag_seconds"), 0),
                jnode_str(jnode_get(g, "last_error"), "-"));
     }
+}
+
+static void status_print(const struct jnode *root)
+{
+    bool degraded = jnode_bool(jnode_get(root, "degraded"), false);
+    printf("ckptsyncd %s, watching %s, repository %s%s\n",
+           jnode_str(jnode_get(root, "version"), "?"), jnode_str(jnode_get(root, "watch"), "?"),
+           jnode_bool(jnode_get(root, "encrypted"), false) ? "encrypted" : "not encrypted",
+           degraded ? "  ** DEGRADED **" : "");
+    if (degraded)
+        printf("degraded: %s; taking no new work\n",
+               jnode_str(jnode_get(root, "degraded_reason"), "?"));
+    printf("units waiting to settle: %.0f, being read: %.0f\n",
+           jnode_num(jnode_get(root, "units_pending"), 0),
+           jnode_num(jnode_get(root, "ingest_busy"), 0));
+    status_print_runs(jnode_get(root, "runs"));
+    status_print_regions(jnode_get(root, "regions"));
     status_print_insecure(jnode_get(jnode_get(root, "config"), "regions"));
+}
+
+/* The exit status a status document calls for (cli.h): degraded, then a
+ * region that refused the credentials, then one failing; 0 when all is well. */
+static int status_exit(const struct jnode *root)
+{
+    const struct jnode *regions = jnode_get(root, "regions");
+    int rc = 0;
+    if (jnode_bool(jnode_get(root, "degraded"), false))
+        return EXIT_DEGRADED;
+    for (size_t i = 0; i < jnode_len(regions); i++) {
+        const struct jnode *g = jnode_at(regions, i);
+        if (jnode_bool(jnode_get(g, "access_denied"), false))
+            return EXIT_DENIED;
+        if (strcmp(jnode_str(jnode_get(g, "state"), "ok"), "ok"))
+            rc = EXIT_REGION;
+    }
+    return rc;
 }
 
 int cmd_status(struct cli *c, int argc, char **argv)
 {
     struct cks_client *cl;
     char *json = NULL;
+    int rc = 1;
     if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")))
         return fputs(status_usage, stdout), 0;
     if (argc != 1)
         return fputs(status_usage, stderr), EXIT_USAGE;
-    if (open_client(c, &cl) < 0)
-        return 1;
+    int o = open_client(c, &cl);
+    if (o < 0)
+        return o == -EXIT_STARTING ? EXIT_STARTING : 1;
     int e = cks_status(cl, &json);
-    if (e < 0) {
+    struct jnode *root = NULL;
+    struct buf err = BUF_INIT;
+    if (e < 0)
         request_failed(cl, "status", e);
-    } else if (c->json) {
+    else if (jsonread_parse(json, strlen(json), &root, &err) < 0)
+        fprintf(stderr, "ckptsync: status: malformed answer: %s\n", buf_str(&err));
+    else
+        rc = status_exit(root);
+    if (e == 0 && c->json)
         printf("%s\n", json);
-    } else {
-        struct jnode *root = NULL;
-        struct buf err = BUF_INIT;
-        if (jsonread_parse(json, strlen(json), &root, &err) == 0)
-            status_print(root);
-        else
-            fprintf(stderr, "ckptsync: status: malformed answer: %s\n", buf_str(&err));
-        jsonread_free(root);
-        buf_free(&err);
-    }
+    else if (root)
+        status_print(root);
+    jsonread_free(root);
+    buf_free(&err);
     free(json);
     cks_client_close(cl);
-    return e < 0 ? 1 : 0;
+    return rc;
 }
 
 /* ---- flush and retry --------------------------------------------------- */

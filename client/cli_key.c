@@ -44,10 +44,11 @@ static const char *kind_name(enum keyslot_kind k)
 
 static int key_list(struct cli *c, struct repo *r)
 {
+    struct repokeys_view kv;
     struct repokey_info *v = NULL;
     size_t n = 0;
     struct buf err = BUF_INIT, out = BUF_INIT;
-    int e = repokeys_list(r, &v, &n, &err);
+    int e = repokeys_list(repo_keys_view(r, &kv), &v, &n, &err);
     if (e < 0) {
         log_error("key list: %s", buf_str(&err)[0] ? buf_str(&err) : err_str(e));
         buf_free(&err);
@@ -119,12 +120,13 @@ static int new_secret(const char *opt, const char *arg, struct repo_secret *s, s
 
 static int key_add(struct cli *c, struct repo *r, const char *opt, const char *arg)
 {
+    struct repokeys_view kv;
     struct repo_secret s;
     struct buf err = BUF_INIT;
     char id[REPOKEYS_ID_HEX + 1];
     int e = new_secret(opt, arg, &s, &err);
     if (e == 0) {
-        e = repokeys_put_slot(r, &s, id, &err);
+        e = repokeys_put_slot(repo_keys_view(r, &kv), &s, id, &err);
         repokeys_secret_free(&s);
     }
     if (e < 0) {
@@ -141,10 +143,11 @@ static int key_add(struct cli *c, struct repo *r, const char *opt, const char *a
 
 static int key_remove(struct cli *c, struct repo *r, const char *id, bool force)
 {
+    struct repokeys_view kv;
     struct repokey_info *v = NULL;
     size_t n = 0, valid = 0;
     struct buf err = BUF_INIT;
-    int e = repokeys_list(r, &v, &n, &err), rc = 1;
+    int e = repokeys_list(repo_keys_view(r, &kv), &v, &n, &err), rc = 1;
     if (e < 0) {
         log_error("key remove: %s", buf_str(&err)[0] ? buf_str(&err) : err_str(e));
         buf_free(&err);
@@ -169,7 +172,7 @@ static int key_remove(struct cli *c, struct repo *r, const char *id, bool force)
     else
         rc = 0;
     if (rc == 0) {
-        repokeys_del_slot(r, id);
+        repokeys_del_slot(repo_keys_view(r, &kv), id);
         for (size_t i = 0; i < repo_nregions(r); i++)
             if (repo_region_error(r, i))
                 log_warn("region '%s' is unreachable: if it holds slot '%s', remove it again "

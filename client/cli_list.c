@@ -170,10 +170,33 @@ static void ls_print(struct cli *c, const struct repo *r, const struct catalog_r
 static const char ls_usage[] =
     "usage: ckptsync ls [--run NAME] [--remote] [--json]\n"
     "Lists snapshots known to the local index, or (--remote) stored in the regions,\n"
-    "with the number of regions that committed each; --remote also shows each\n"
-    "snapshot's lineage generation and marks the run's resume point (what\n"
-    "restore --latest and migrate-in take), and a multi-node job's steps whose\n"
-    "parts are not all in (\"incomplete\", with the nodes missing).\n";
+    "with the number of regions that committed each and their regular files;\n"
+    "--remote also shows each snapshot's lineage generation and marks the run's\n"
+    "resume point (what restore --latest and migrate-in take), and a multi-node\n"
+    "job's steps whose parts are not all in (\"incomplete\", the nodes missing).\n"
+    "Exit status of --remote: 0 every region answered; 5 a region refused the\n"
+    "credentials (access denied); 4 a region could not be read (the listing holds\n"
+    "what the others hold); 1 no listing.\n";
+
+/* ls --remote: 0 when every region answered, else EXIT_DENIED or
+ * EXIT_REGION (cli.h), with a warning per region left out. */
+static int ls_regions_rc(const struct repo *r)
+{
+    int rc = 0;
+    for (size_t i = 0; i < repo_nregions(r); i++) {
+        int e = repo_region_error(r, i);
+        if (!e)
+            continue;
+        log_warn("region '%s' was left out of the listing: %s", repo_region(r, i)->conf.name,
+                 e == CKS_E_DENIED ? "access denied (the region refused the credentials)"
+                                   : err_str(e));
+        if (e == CKS_E_DENIED)
+            rc = EXIT_DENIED;
+        else if (!rc)
+            rc = EXIT_REGION;
+    }
+    return rc;
+}
 
 int cmd_ls(struct cli *c, int argc, char **argv)
 {
@@ -219,13 +242,15 @@ int cmd_ls(struct cli *c, int argc, char **argv)
         multinode_steps_free(&parts[k].steps);
     free(parts);
     catalog_rows_free(&rows);
-    return cli_close_repo(r, e < 0 ? 1 : 0);
+    return cli_close_repo(r, e < 0 ? 1 : remote ? ls_regions_rc(r) : 0);
 }
 
 /* ---- show -------------------------------------------------------------- */
 
-static const char show_usage[] = "usage: ckptsync show SNAPSHOT [--run NAME] [--json]\n"
-                                 "Prints one snapshot's metadata and files (from the regions).\n";
+static const char show_usage[] =
+    "usage: ckptsync show SNAPSHOT [--run NAME] [--json]\n"
+    "Prints one snapshot's metadata and files (from the regions).  SNAPSHOT is an\n"
+    "id, a prefix only one id starts with, or `latest` (the run's resume point).\n";
 
 static void show_print(struct cli *c, const struct manifest *m)
 {
@@ -326,18 +351,12 @@ int cmd_show(struct cli *c, int argc, char **argv)
     }
     if (optind != argc - 1)
         return fputs(show_usage, stderr), EXIT_USAGE;
-    const char *id = argv[optind];
-    if (manifest_id_check(id) < 0) {
-        fprintf(stderr, "ckptsync: '%s' is not a snapshot id\n", id);
-        return EXIT_USAGE;
-    }
     if (cli_open_repo(c, 0, &r) < 0)
         return 1;
-    e = run[0] ? 0 : catalog_find_run(r, id, run, sizeof(run));
-    if (e < 0)
-        buf_printf(&err, "no snapshot %s in the index or any reachable region", id);
-    else
-        e = catalog_find(r, run, id, &m, NULL, &err);
+    struct catalog_snap s;
+    e = catalog_resolve_id(r, run[0] ? run : NULL, argv[optind], &s, &err);
+    if (e == 0)
+        e = catalog_find(r, s.run, s.id, &m, NULL, &err);
     if (e < 0) {
         log_error("%s", buf_str(&err));
     } else {

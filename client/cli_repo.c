@@ -14,11 +14,11 @@
 static const char repo_usage[] =
     "usage: ckptsync repo [--json]\n"
     "       ckptsync repo adopt REGION\n"
-    "Shows the repository object (id, chunker) each region holds.  A split\n"
-    "repository (regions holding different ones) is refused by every other\n"
-    "command; `repo adopt REGION` repairs it by writing REGION's object into\n"
-    "every other region.  Chunks are named by their content and each manifest\n"
-    "names its own chunker, so every snapshot stays restorable; new snapshots\n"
+    "Shows the repository object (id, chunker, encrypted or not) each region\n"
+    "holds.  A split repository (regions holding different ones) is refused by\n"
+    "every other command; `repo adopt REGION` repairs it by writing REGION's\n"
+    "object into every other region.  Chunks are named by their content and each\n"
+    "manifest names its own chunker, so every snapshot stays restorable; new snapshots\n"
     "cut with the adopted parameters.\n";
 
 static int repo_show(struct cli *c, struct repo *r)
@@ -35,10 +35,11 @@ static int repo_show(struct cli *c, struct repo *r)
         const char *name = repo_region(r, i)->conf.name;
         int e =
             repo_region_error(r, i) ? repo_region_error(r, i) : repo_region_params(r, i, &o, &err);
-        const char *state = repo_region_error(r, i) ? "unreachable"
-                            : e == -ENOENT          ? "none"
-                            : e < 0                 ? "damaged"
-                                                    : "ok";
+        const char *state = repo_region_error(r, i) == CKS_E_DENIED ? "access denied"
+                            : repo_region_error(r, i)               ? "unreachable"
+                            : e == -ENOENT                          ? "none"
+                            : e < 0                                 ? "damaged"
+                                                                    : "ok";
         if (e == 0 && first[0] && strcmp(first, o.id))
             split = true;
         if (e == 0 && !first[0])
@@ -50,6 +51,8 @@ static int repo_show(struct cli *c, struct repo *r)
         json_str(&j, state);
         json_key(&j, "id");
         e == 0 ? json_str(&j, o.id) : json_null(&j);
+        json_key(&j, "encrypted");
+        e == 0 ? json_bool(&j, o.encrypted) : json_null(&j);
         json_key(&j, "chunker");
         if (e == 0) {
             json_arr_begin(&j);
@@ -62,9 +65,9 @@ static int repo_show(struct cli *c, struct repo *r)
         }
         json_obj_end(&j);
         if (!c->json && e == 0)
-            printf("region %-12s repository %s chunker %llu/%llu/%llu\n", name, o.id,
+            printf("region %-12s repository %s chunker %llu/%llu/%llu %s\n", name, o.id,
                    (unsigned long long)o.chunk_min, (unsigned long long)o.chunk_avg,
-                   (unsigned long long)o.chunk_max);
+                   (unsigned long long)o.chunk_max, o.encrypted ? "encrypted" : "not encrypted");
         else if (!c->json)
             printf("region %-12s %s%s%s\n", name, state, buf_str(&err)[0] ? ": " : "",
                    buf_str(&err));

@@ -9,7 +9,9 @@
 #                           (mon, osd, radosgw) for the "-ceph" tests on a real
 #                           S3 implementation: tests/ceph/; dpkg-dev, venv,
 #                           setuptools and wheel for the package tests:
-#                           test-package.sh, test-python-pip.sh; Prometheus and
+#                           test-package.sh, test-python-pip.sh; lintian and
+#                           man-db for test-package.sh (the packages linted,
+#                           the man pages rendered); Prometheus and
 #                           curl for test-metrics.sh, where a real Prometheus
 #                           scrapes the daemon; faketime and gdb for
 #                           test-prune-skew.sh: a pruner with a wrong clock,
@@ -22,7 +24,7 @@ pkgs=(build-essential cmake pkg-config libzstd-dev libssl-dev libcurl4-openssl-d
 if [ "${1:-}" = "--test" ]; then
   pkgs+=(libcmocka-dev clang clang-format libclang-rt-14-dev python3 lmdb-utils zstd util-linux awscli
         python3-torch ceph-mon ceph-osd radosgw ceph-common
-        dpkg-dev python3-venv python3-setuptools python3-wheel prometheus curl faketime gdb)
+        dpkg-dev lintian man-db python3-venv python3-setuptools python3-wheel prometheus curl faketime gdb)
   # Node.js runs the S3 test servers; these machines come with Node 20, so
   # Debian's nodejs (18) and npm only where there is no node at all.
   command -v node > /dev/null 2>&1 || pkgs+=(nodejs npm)

@@ -3,7 +3,7 @@
 # packages, a release build, the binaries in /usr/local, the C client
 # library (static and shared, headers, pkg-config file ckptsync-client.pc),
 # an example configuration in /etc/ckptsync, and the state directory.
-# (deploy/package.sh builds a Debian package of the same files instead.)
+# (deploy/package.sh builds Debian packages of the same files instead.)
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 "$top/deploy/deps.sh"
@@ -16,6 +16,8 @@ install -m 0644 "$top/deploy/ckptsync.conf.example" /etc/ckptsync/ckptsync.conf.
 install -d -m 0700 /var/lib/ckptsync
 install -d -m 0755 /usr/local/share/doc/ckptsync
 install -m 0644 "$top/README.md" /usr/local/share/doc/ckptsync/README.md
+install -d -m 0755 /usr/local/share/doc/ckptsync/docs
+install -m 0644 "$top"/docs/*.md /usr/local/share/doc/ckptsync/docs/
 install -d -m 0755 /usr/local/share/ckptsync/examples /usr/local/share/ckptsync/hooks
 install -m 0644 "$top"/deploy/examples/*.conf /usr/local/share/ckptsync/examples/
 install -m 0755 "$top"/deploy/hooks/*.sh /usr/local/share/ckptsync/hooks/

@@ -21,6 +21,7 @@
 #include "base/log.h"
 #include "ckptsync/protocol.h"
 #include "daemon/daemon.h"
+#include "service/preflight.h"
 #include "service/repokeys.h"
 
 #define DEFAULT_CONFIG "/etc/ckptsync/ckptsync.conf"
@@ -37,9 +38,15 @@ static const char usage_text[] =
     "  --watch DIR     watch root (overrides [daemon] watch)\n"
     "  --state DIR     state directory (overrides [daemon] state; also $CKPTSYNC_STATE)\n"
     "  --foreground    stay in the foreground (the default; kept for scripts)\n"
-    "  --check         validate the configuration and exit\n"
+    "  --check         validate the configuration and exit: the file, the watch\n"
+    "                  root, the repository's secret and each region's credentials\n"
+    "                  (files missing, unreadable or readable by others are named)\n"
+    "  --connect       with --check: also contact each region (bucket or directory,\n"
+    "                  the repo object, a key slot the secret opens) and say per\n"
+    "                  region what works; changes nothing\n"
     "  --json          with --check: print the configuration's file, watch root,\n"
-    "                  state directory, socket and regions as one JSON object\n"
+    "                  state directory, socket and regions, and each region's\n"
+    "                  checks (\"preflight\"), as one JSON object\n"
     "  -v, --verbose   debug logging\n"
     "  -h, --help      this text\n"
     "\n"
@@ -47,17 +54,22 @@ static const char usage_text[] =
 
 struct opts {
     const char *config, *watch, *state;
-    int check, verbose, json;
+    int check, verbose, json, connect;
 };
 
 static int parse_args(int argc, char **argv, struct opts *o)
 {
-    static const struct option lo[] = {
-        {"config", required_argument, NULL, 'c'}, {"watch", required_argument, NULL, 'w'},
-        {"state", required_argument, NULL, 's'},  {"foreground", no_argument, NULL, 'f'},
-        {"check", no_argument, NULL, 'k'},        {"json", no_argument, NULL, 'j'},
-        {"verbose", no_argument, NULL, 'v'},      {"help", no_argument, NULL, 'h'},
-        {"version", no_argument, NULL, 'V'},      {0}};
+    static const struct option lo[] = {{"config", required_argument, NULL, 'c'},
+                                       {"watch", required_argument, NULL, 'w'},
+                                       {"state", required_argument, NULL, 's'},
+                                       {"foreground", no_argument, NULL, 'f'},
+                                       {"check", no_argument, NULL, 'k'},
+                                       {"json", no_argument, NULL, 'j'},
+                                       {"verbose", no_argument, NULL, 'v'},
+                                       {"help", no_argument, NULL, 'h'},
+                                       {"version", no_argument, NULL, 'V'},
+                                       {"connect", no_argument, NULL, 'C'},
+                                       {0}};
     int opt;
     while ((opt = getopt_long(argc, argv, "c:fhv", lo, NULL)) != -1) {
         switch (opt) {
@@ -78,6 +90,9 @@ static int parse_args(int argc, char **argv, struct opts *o)
         case 'j':
             o->json = 1;
             break;
+        case 'C':
+            o->connect = 1;
+            break;
         case 'v':
             o->verbose = 1;
             break;
@@ -92,8 +107,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
             return -1;
         }
     }
-    if (o->json && !o->check) {
-        fprintf(stderr, "ckptsyncd: --json is for --check\n");
+    if ((o->json || o->connect) && !o->check) {
+        fprintf(stderr, "ckptsyncd: --%s is for --check\n", o->json ? "json" : "connect");
         return -1;
     }
     if (optind != argc) {
@@ -193,7 +208,8 @@ static int check_start(const struct config *c, const char *path, struct buf *why
 
 /* --check --json: what scripts (deploy/hooks/migrate-in.sh) need to know
  * of the configuration without a running daemon. */
-static int print_check_json(const struct config *c, const char *path, const char *error)
+static int print_check_json(const struct config *c, const char *path, const char *error,
+                            const struct preflight *pf)
 {
     struct buf b = BUF_INIT;
     struct json j;
@@ -221,10 +237,39 @@ static int print_check_json(const struct config *c, const char *path, const char
     for (size_t i = 0; i < c->nregions; i++)
         json_str(&j, c->regions[i].name);
     json_arr_end(&j);
+    json_key(&j, "preflight");
+    preflight_json(pf, &j);
     json_obj_end(&j);
     int ok = !j.err && printf("%s\n", buf_str(&b)) > 0;
     buf_free(&b);
     return ok ? 0 : 1;
+}
+
+/* --check [--connect] [--json]: the file's and the regions' checks
+ * (service/preflight.h), said on stdout (JSON) or stdout and stderr; the
+ * exit status of main.  error: check_start's, or NULL.  Frees why. */
+static int check_report(const struct opts *o, const struct config *c, const char *path,
+                        const char *error, struct buf *why)
+{
+    static struct preflight pf; /* large: not on the stack */
+    const char *name = path ? path : "(embedded default)";
+    unsigned bad = preflight_run(c, o->connect ? PREFLIGHT_CONNECT : 0, &pf);
+    int rc = error || bad ? 1 : 0;
+    if (o->json) {
+        rc |= print_check_json(c, path, error, &pf);
+    } else {
+        if (error)
+            log_error("%s", error);
+        config_warn_insecure(c);
+        preflight_print(&pf, stdout);
+        if (bad)
+            log_error("configuration %s: %u region(s) failed their check (above)", name, bad);
+        else if (!error)
+            printf("configuration %s is valid%s\n", name,
+                   o->connect ? "; every region answered" : "");
+    }
+    buf_free(why);
+    return rc;
 }
 
 int main(int argc, char **argv)
@@ -245,11 +290,8 @@ int main(int argc, char **argv)
         return 1;
     struct buf why = BUF_INIT;
     int bad = check_start(c, path, &why);
-    if (o.check && o.json) {
-        int e = print_check_json(c, path, bad ? buf_str(&why) : NULL);
-        buf_free(&why);
-        return bad || e ? 1 : 0;
-    }
+    if (o.check)
+        return check_report(&o, c, path, bad ? buf_str(&why) : NULL, &why);
     if (bad) {
         log_error("%s", buf_str(&why));
         buf_free(&why);
@@ -257,10 +299,6 @@ int main(int argc, char **argv)
     }
     buf_free(&why);
     config_warn_insecure(c);
-    if (o.check) {
-        printf("configuration %s is valid\n", path ? path : "(embedded default)");
-        return 0;
-    }
     if (c->default_regions) /* only without a file: config_load() refuses one naming none */
         log_warn("no configuration file: using the embedded default regions (three dir regions "
                  "under \"%s\"): fine for trying, but they do NOT survive the instance",

@@ -33,7 +33,8 @@
  *
  * Errors: every function returns 0 or a negative errno.  An ERR answer
  * from the daemon maps to: timeout -ETIMEDOUT, badrequest -EINVAL,
- * notfound -ENOENT, degraded -EIO, any other code -EPROTO; a malformed or
+ * notwatched (a path outside the watch root) -EINVAL too, notfound
+ * -ENOENT, degraded -EIO, busy -EBUSY, any other code -EPROTO; a malformed or
  * missing answer is -EPROTO, one longer than 4 MiB -EMSGSIZE.  After a
  * failure, cks_client_error() says what went wrong (the daemon's message,
  * or the local reason) and cks_client_error_code() gives the daemon's code
@@ -51,6 +52,7 @@
 #ifndef CKPTSYNC_CLIENT_H
 #define CKPTSYNC_CLIENT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus

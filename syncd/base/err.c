@@ -42,6 +42,8 @@ const char *err_str(int err)
         return "authentication failed: wrong key or altered object";
     case CKS_E_CLOCK:
         return "this host's clock and a region's disagree";
+    case CKS_E_DENIED:
+        return "access denied: the region refused the credentials";
     }
     if (err < 0 && err > CKS_E_BASE)
         return strerror(-err);

@@ -31,6 +31,7 @@ enum {
     CKS_E_BUSY = -1014,        /* another instance holds the lease (prune) */
     CKS_E_AUTH = -1015,        /* AEAD tag mismatch: wrong key or altered object */
     CKS_E_CLOCK = -1016,       /* this host's clock and a region's disagree (prune) */
+    CKS_E_DENIED = -1017,      /* region refused the credentials (S3 403): fix, then retry */
     CKS_E_LAST = -1099,
 };
 

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "base/json.h"
+#include "base/numfmt.h"
 
 static void json_put(struct json *j, const void *data, size_t len)
 {
@@ -239,30 +240,15 @@ void json_i64(struct json *j, int64_t v)
     json_raw(j, tmp);
 }
 
-/* The shortest of %.15g..%.17g that reads back as v; "." whatever the
- * locale says. */
-static void format_double(double v, char *out, size_t size)
-{
-    for (int prec = 15; prec <= 17; prec++) {
-        snprintf(out, size, "%.*g", prec, v);
-        for (char *p = out; *p; p++)
-            if (*p == ',')
-                *p = '.';
-        if (prec == 17 || strtod(out, NULL) == v)
-            return;
-    }
-}
-
 void json_double(struct json *j, double v)
 {
-    char tmp[40];
+    char tmp[NUMFMT_DOUBLE_MAX];
 
     if (!isfinite(v)) {
         json_null(j);
         return;
     }
-    format_double(v, tmp, sizeof(tmp));
-    json_raw(j, tmp);
+    json_raw(j, numfmt_double(v, tmp));
 }
 
 void json_bool(struct json *j, bool v)

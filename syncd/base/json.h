@@ -35,6 +35,7 @@ void json_str(struct json *j, const char *s);
 void json_strn(struct json *j, const char *s, size_t n);
 void json_u64(struct json *j, uint64_t v);
 void json_i64(struct json *j, int64_t v);
+/* The shortest decimal that reads back (base/numfmt.h); null when not finite. */
 void json_double(struct json *j, double v);
 void json_bool(struct json *j, bool v);
 void json_null(struct json *j);

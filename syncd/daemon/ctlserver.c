@@ -462,8 +462,17 @@ static void req_commit(struct ctlserver *s, struct conn *c)
         conn_reply_errf(s, c, CTL_ERR_NOTFOUND, "\"%s\": %s", c->req.path, strerror(errno));
         return;
     }
+    if (!strcmp(real, s->p->root)) {
+        conn_reply_errf(s, c, CTL_ERR_NOTWATCHED,
+                        "\"%s\" is the watch root itself: commit a checkpoint under it "
+                        "(ROOT/RUN/checkpoint-N, or ROOT/checkpoint-N)",
+                        c->req.path);
+        return;
+    }
     if (strncmp(real, s->p->root, rl) != 0 || real[rl] != '/') {
-        conn_reply_errf(s, c, CTL_ERR_NOTWATCHED, "\"%s\" is not under the watch root \"%s\"",
+        conn_reply_errf(s, c, CTL_ERR_NOTWATCHED,
+                        "\"%s\" is not under the watch root \"%s\": the daemon snapshots only "
+                        "what is there",
                         c->req.path, s->p->root);
         return;
     }

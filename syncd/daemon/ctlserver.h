@@ -15,7 +15,7 @@
  *
  * The server registers its sockets in the caller's epoll set (epfd), with
  * data.ptr tags of its own; ctlserver_event() says whether a tag was one.
- * It borrows parts (daemon/daemon.h) for its whole life; the members it
+ * It borrows parts (daemon/parts.h) for its whole life; the members it
  * uses (repo, replicator, ingester, detector, metrics) need only be set by
  * the time the loop runs.  ctlserver_new() logs why it failed and returns
  * a negative errno; ctlserver_free(NULL) does nothing, and every other
@@ -35,7 +35,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "daemon/daemon.h"
+#include "daemon/parts.h"
 #include "daemon/ingest.h"
 
 struct ctlserver;

@@ -279,6 +279,18 @@ static void dmn_log_pending(struct dmn *d)
     }
 }
 
+/* The lock file says "PID starting" until the control socket listens,
+ * then "PID running", and is emptied at exit: `ckptsync status` tells a
+ * daemon that is still opening the repository (a first start waits
+ * [daemon] create_settle) from none (client/cli_daemon.c). */
+static void dmn_phase(struct dmn *d, const char *phase)
+{
+    char line[64];
+    int n = phase ? snprintf(line, sizeof(line), "%ld %s\n", (long)getpid(), phase) : 0;
+    if (ftruncate(d->lockfd, 0) < 0 || (n > 0 && pwrite(d->lockfd, line, (size_t)n, 0) != n))
+        log_debug("lock file: %s", strerror(errno)); /* advisory only */
+}
+
 static int dmn_lock(struct dmn *d)
 {
     struct buf p = BUF_INIT;
@@ -287,6 +299,8 @@ static int dmn_lock(struct dmn *d)
     int e = d->lockfd < 0 ? -errno : 0;
     if (e == 0 && flock(d->lockfd, LOCK_EX | LOCK_NB) < 0)
         e = errno == EWOULDBLOCK ? -EBUSY : -errno;
+    if (e == 0)
+        dmn_phase(d, "starting");
     if (e == -EBUSY)
         log_error("another ckptsyncd already runs on state directory \"%s\"", d->conf.state);
     else if (e < 0)
@@ -324,11 +338,43 @@ static int dmn_fds(struct dmn *d)
     return e;
 }
 
+/* The counters a reload carried through the exec (metrics.h); the
+ * variable is removed at once, so nothing the daemon starts inherits it. */
+static void dmn_metrics_carried(struct dmn *d)
+{
+    const char *text = getenv(METRICS_CARRY_ENV);
+    if (!text)
+        return;
+    int n = metrics_carry_in(d->p.m, text);
+    if (n < 0)
+        log_warn("metrics: the counters carried over the reload are unreadable (%s); counting "
+                 "from zero",
+                 err_str(n));
+    else
+        log_info("metrics: %d counters carried over the reload", n);
+    unsetenv(METRICS_CARRY_ENV);
+}
+
+/* Before the exec of a reload, the threads stopped: the counters go into
+ * the environment the new image reads (dmn_metrics_carried). */
+static void dmn_metrics_carry(struct dmn *d)
+{
+    struct buf b = BUF_INIT;
+    metrics_carry_out(d->p.m, &b);
+    if (b.len && setenv(METRICS_CARRY_ENV, buf_str(&b), 1) < 0)
+        log_warn("metrics: the counters cannot be carried over the reload (%s); they restart "
+                 "from zero",
+                 strerror(errno));
+    buf_free(&b);
+}
+
 /* The counters, and the /metrics endpoint when [daemon] metrics is set. */
 static int dmn_metrics_start(struct dmn *d)
 {
     struct buf err = BUF_INIT;
     int e = metrics_new(repo_conf(d->p.r), &d->p.m);
+    if (e == 0)
+        dmn_metrics_carried(d);
     if (e == 0 && d->conf.metrics[0])
         e = metrics_server_new(d->conf.metrics, d->ep, dmn_metrics, &d->p, &d->ms, &err);
     if (e < 0)
@@ -371,6 +417,7 @@ static int dmn_start(struct dmn *d)
     buf_free(&err);
     if ((e = dmn_fds(d)) < 0 || (e = ctlserver_new(&d->p, d->ep, &d->cs)) < 0)
         return e;
+    dmn_phase(d, "running");
     if ((e = dmn_metrics_start(d)) < 0)
         return e;
     if ((e = replicator_new(d->p.r, d->evfd, d->p.m, &d->p.rp)) < 0 ||
@@ -393,8 +440,10 @@ static void dmn_stop(struct dmn *d)
     ingester_free(d->p.ig);   /* finishes or abandons the unit in hand */
     replicator_free(d->p.rp); /* workers stop after their current object */
     metrics_server_free(d->ms);
-    metrics_free(d->p.m);  /* after every thread that counts */
-    ctlserver_free(d->cs); /* closes the connections and the socket */
+    if (d->reexec && d->p.m)
+        dmn_metrics_carry(d); /* every thread that counts has stopped */
+    metrics_free(d->p.m);     /* after every thread that counts */
+    ctlserver_free(d->cs);    /* closes the connections and the socket */
     watcher_free(d->w);
     detector_free(d->p.det);
     repo_free(d->p.r);
@@ -404,8 +453,10 @@ static void dmn_stop(struct dmn *d)
         close(d->sigfd);
     if (d->evfd >= 0)
         close(d->evfd);
-    if (d->lockfd >= 0)
+    if (d->lockfd >= 0) {
+        dmn_phase(d, NULL);
         close(d->lockfd);
+    }
 }
 
 /* ---- the loop ---------------------------------------------------------- */

@@ -36,31 +36,9 @@
 #ifndef CKS_DAEMON_H
 #define CKS_DAEMON_H
 
-#include <stdint.h>
-
 #include "base/config.h"
 
-struct repo;
-struct replicator;
-struct ingester;
-struct detector;
-struct metrics;
-
-/* What the daemon runs, as the control server and the status rendering
- * see it.  daemon_run() owns every part and fills each in as start-up
- * creates it (before the loop runs, so the helpers, which only use them
- * from the loop, always find them all); the helpers borrow the struct for
- * as long as they live. */
-struct daemon_parts {
-    const struct config *conf;
-    const char *root; /* the watch root, resolved */
-    struct repo *r;
-    struct replicator *rp;
-    struct ingester *ig;
-    struct detector *det;
-    struct metrics *m;                   /* counters the threads update */
-    int64_t started_ms, started_wall_ms; /* monotonic and wall clock */
-};
+#include "daemon/parts.h"
 
 /* Returns 0 after a clean shutdown, or a negative code when start-up
  * failed or a reload could not re-execute (the message was logged).

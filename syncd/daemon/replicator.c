@@ -54,6 +54,7 @@
 #include "base/err.h"
 #include "base/fileio.h"
 #include "base/log.h"
+#include "base/mstime.h"
 #include "engine/chunkobj.h"
 #include "service/catalog.h"
 #include "service/gc.h"
@@ -118,6 +119,7 @@ struct slot {
     struct buf obj;
     struct objbuf_ent *ent;
     struct index_chunk rec;
+    int64_t submitted_us; /* mstime_mono_us() at submit: the request's time */
 };
 
 struct replicator {
@@ -550,6 +552,8 @@ static void rw_published(struct rworker *w, unsigned k, bool release)
     log_debug("snapshot %s of run '%s' is committed in region '%s' (%u of %zu)", p->id, p->run,
               w->rg->conf.name, k, w->rp->n);
     if (k == quorum) {
+        int64_t age_ms = mstime_wall() - p->created_ms;
+        metrics_durable(w->rp->m, age_ms > 0 ? (uint64_t)age_ms * 1000 : 0);
         snprintf(f, sizeof(f), "event=durable run=%s snapshot=%s step=%lld regions=%u region=%s",
                  p->run, p->id, (long long)p->step, k, w->rg->conf.name);
         log_event(LOG_LVL_INFO, f, "snapshot %s of run '%s' is durable (%u of %zu regions)", p->id,
@@ -722,6 +726,7 @@ static void rw_failed(struct rworker *w, int e)
     w->st.state = region_err_permanent(e) ? REGION_FAILED : REGION_BACKOFF;
     w->st.retry_at_ms = now_ms(CLOCK_MONOTONIC) + delay;
     w->st.last_error_ms = now_ms(CLOCK_REALTIME);
+    w->st.last_code = e;
     snprintf(w->st.last_error, sizeof(w->st.last_error), "%s",
              region_last_error(w->rg)[0] ? region_last_error(w->rg) : err_str(e));
     unsigned n = w->st.failures;
@@ -828,6 +833,7 @@ static void rw_slot_end(struct rworker *w, struct slot *sl, bool stored)
  * completes. */
 static void rw_submit(struct rworker *w, struct slot *sl)
 {
+    sl->submitted_us = mstime_mono_us();
     int e = region_submit(w->rg, &sl->req);
     if (e < 0) {
         rw_slot_end(w, sl, false);
@@ -1061,8 +1067,9 @@ static void rw_complete(struct rworker *w, struct region_req *req)
     sl_obj(sl, &len);
     sl->used = false;
     w->busy--;
+    int64_t took = mstime_mono_us() - sl->submitted_us;
     metrics_request(w->rp->m, w->i, req->kind == RREQ_PUT ? METRICS_OP_PUT : METRICS_OP_HAS,
-                    req->ret >= 0, req->kind == RREQ_PUT ? len : 0);
+                    req->ret >= 0, req->kind == RREQ_PUT ? len : 0, took > 0 ? (uint64_t)took : 0);
     if (req->ret < 0) {
         rw_slot_end(w, sl, false);
         rw_fail_round(w, req->ret, req->errmsg);
@@ -1117,8 +1124,10 @@ static int rw_round(struct rworker *w)
             rw_fail_round(w, e, NULL);
     } else if (!w->failure && f->publish_first) {
         if ((e = rw_load(w, f->publish.seq)) == 0) {
+            int64_t t0 = mstime_mono_us();
             e = rw_publish(w, &f->publish);
-            metrics_request(w->rp->m, w->i, METRICS_OP_PUBLISH, e == 0, 0);
+            metrics_request(w->rp->m, w->i, METRICS_OP_PUBLISH, e == 0, 0,
+                            (uint64_t)(mstime_mono_us() - t0));
             if (e == 0) {
                 pthread_mutex_lock(&w->rp->mu);
                 w->st.last_success_ms = now_ms(CLOCK_REALTIME);

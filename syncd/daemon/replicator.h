@@ -35,11 +35,12 @@ enum region_state { REGION_OK, REGION_BACKOFF, REGION_FAILED };
 
 struct region_status {
     enum region_state state;
-    char last_error[512];
+    char last_error[1024];
     int64_t last_error_ms;   /* wall clock, 0 = never */
     int64_t last_success_ms; /* wall clock: the last commit of a snapshot, or the
                               * round that ended a run of failures */
     unsigned failures;       /* consecutive */
+    int last_code;           /* the last failure's code (CKS_E_DENIED: credentials) */
     int64_t retry_at_ms;     /* for BACKOFF */
     uint64_t objects_put, bytes_put;
 };

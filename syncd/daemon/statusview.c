@@ -19,6 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/err.h"
 #include "base/json.h"
 #include "base/mstime.h"
 #include "engine/ref.h"
@@ -272,6 +273,8 @@ static void status_region(struct json *j, const struct region *rg, const struct 
     }
     json_key(j, "state");
     json_str(j, region_states[st->state]);
+    json_key(j, "access_denied"); /* the region refused the credentials */
+    json_bool(j, st->state != REGION_OK && st->last_code == CKS_E_DENIED);
     json_key(j, "pending_chunks");
     json_u64(j, v->chunks);
     json_key(j, "pending_bytes");
@@ -518,6 +521,8 @@ int statusview_json(const struct daemon_parts *p, struct buf *out)
     json_key(&j, "uptime_seconds");
     json_double(&j, (double)(mstime_mono() - p->started_ms) / 1000);
     status_degraded(p, &j);
+    json_key(&j, "encrypted");
+    json_bool(&j, repo_encrypted(p->r));
     json_key(&j, "quorum");
     json_u64(&j, p->conf->quorum);
     json_key(&j, "units_pending");
@@ -618,7 +623,8 @@ static void gauges_regions(const struct daemon_parts *p, struct index_txn *t, st
 
 static void gauges_daemon(const struct daemon_parts *p, struct index_txn *t, struct buf *out)
 {
-    metrics_family(out, "ckptsync_start_time_seconds", "gauge", "Time the daemon started.");
+    metrics_family(out, "ckptsync_start_time_seconds", "gauge",
+                   "Time the daemon started or last reloaded its configuration.");
     metrics_sample(out, "ckptsync_start_time_seconds", NULL, 0, (double)p->started_wall_ms / 1000);
     metrics_family(out, "ckptsync_degraded", "gauge",
                    "1 after a durability failure: the daemon takes no new work.");

@@ -8,7 +8,7 @@
  *   statusview_json(&parts, &b);       // one line, no newline
  *   statusview_metrics(&parts, &b);    // text format 0.0.4
  *
- * parts (daemon/daemon.h) must have every member set.  Both functions
+ * parts (daemon/parts.h) must have every member set.  Both functions
  * read the index in one read transaction and append to out (they never
  * reset it); out is the caller's.  They return 0, or a negative code when
  * the index could not be read or memory ran out (out then holds part of
@@ -24,7 +24,7 @@
 #include <stddef.h>
 
 #include "base/buf.h"
-#include "daemon/daemon.h"
+#include "daemon/parts.h"
 #include "store/index.h"
 
 int statusview_json(const struct daemon_parts *parts, struct buf *out);

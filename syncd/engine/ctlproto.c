@@ -596,8 +596,13 @@ int ctl_err_errno(const char *code)
         const char *code;
         int err;
     } map[] = {
-        {CTL_ERR_TIMEOUT, -ETIMEDOUT}, {CTL_ERR_BADREQUEST, -EINVAL}, {CTL_ERR_NOTFOUND, -ENOENT},
-        {CTL_ERR_DEGRADED, -EIO},      {CTL_ERR_BUSY, -EBUSY},
+        {CTL_ERR_TIMEOUT, -ETIMEDOUT},
+        {CTL_ERR_BADREQUEST, -EINVAL},
+        {CTL_ERR_NOTFOUND, -ENOENT},
+        {CTL_ERR_DEGRADED, -EIO},
+        {CTL_ERR_BUSY, -EBUSY},
+        /* a path outside the watch root is a wrong argument, not a protocol failure */
+        {CTL_ERR_NOTWATCHED, -EINVAL},
     };
     for (size_t i = 0; code && i < sizeof(map) / sizeof(map[0]); i++)
         if (strcmp(code, map[i].code) == 0)

@@ -71,6 +71,14 @@ static bool id_chars(const char *s, size_t max)
     return true;
 }
 
+uint64_t manifest_regular_files(const struct manifest *m)
+{
+    uint64_t n = 0;
+    for (size_t f = 0; f < m->nfiles; f++)
+        n += m->files[f].type == MFILE_REG;
+    return n;
+}
+
 int manifest_id_check(const char *id)
 {
     if (!id || !id_chars(id, MANIFEST_ID_MAX) || id[0] == '.')

@@ -125,6 +125,9 @@ int manifest_encode(const struct manifest *m, struct buf *out);
  * on error m is freed and err (may be NULL) gets "line N: what". */
 int manifest_parse(const uint8_t *data, size_t len, struct manifest *m, struct buf *err);
 void manifest_free(struct manifest *m);
+/* How many regular files m holds (directories and links are not files):
+ * the count `ls` and `ls --remote` show. */
+uint64_t manifest_regular_files(const struct manifest *m);
 /* Every check manifest_parse() applies, on a struct: returns 0 or the code
  * the parser would return for its encoding; err (may be NULL) gets
  * "line N: what", N being the line the encoder would write. */

@@ -18,6 +18,7 @@
 #include <sys/random.h>
 #include <time.h>
 
+#include "base/err.h"
 #include "base/log.h"
 #include "engine/ckptname.h"
 #include "engine/lineage.h"
@@ -32,15 +33,8 @@ struct snaps {
     size_t n, cap;
 };
 
-/* Manifests' keys (store/layout.h); anything else under the prefix is
- * not ours and is ignored. */
-static int snaps_cb(void *ud, const char *key, uint64_t size)
+static int snaps_push(struct snaps *l, const char *run, const char *id)
 {
-    struct snaps *l = ud;
-    struct layout_key k;
-    (void)size;
-    if (layout_parse(key, &k) < 0 || k.kind != LAYOUT_SNAPSHOT)
-        return 0;
     if (l->n == l->cap) {
         size_t cap = l->cap ? l->cap * 2 : 64;
         struct catalog_snap *v = realloc(l->v, cap * sizeof(*v));
@@ -50,11 +44,23 @@ static int snaps_cb(void *ud, const char *key, uint64_t size)
         l->cap = cap;
     }
     struct catalog_snap *c = &l->v[l->n];
-    snprintf(c->run, sizeof(c->run), "%s", k.dir);
-    snprintf(c->id, sizeof(c->id), "%.*s", MANIFEST_ID_MAX, k.name); /* checked: fits */
+    snprintf(c->run, sizeof(c->run), "%s", run);
+    snprintf(c->id, sizeof(c->id), "%.*s", MANIFEST_ID_MAX, id); /* checked: fits */
     c->regions = 1;
     l->n++;
     return 0;
+}
+
+/* Manifests' keys (store/layout.h); anything else under the prefix is
+ * not ours and is ignored. */
+static int snaps_cb(void *ud, const char *key, uint64_t size)
+{
+    struct snaps *l = ud;
+    struct layout_key k;
+    (void)size;
+    if (layout_parse(key, &k) < 0 || k.kind != LAYOUT_SNAPSHOT)
+        return 0;
+    return snaps_push(l, k.dir, k.name);
 }
 
 static int snap_cmp(const void *a, const void *b)
@@ -111,7 +117,7 @@ int catalog_snapshots(struct repo *r, const char *run, struct catalog_snap **ret
             return e;
         }
         if (e < 0 && e != -ENOENT) { /* a region that cannot list is left out of this run */
-            log_error("%s", region_last_error(repo_region(r, i)));
+            log_warn("%s", region_last_error(repo_region(r, i)));
             repo_region_fail(r, i, e);
         }
     }
@@ -285,10 +291,9 @@ static void list_details(struct repo *r, struct catalog_row *w)
         w->step = m.step;
         w->time = m.time;
         w->gen = m.gen;
-        for (size_t f = 0; f < m.nfiles; f++) {
-            w->files += m.files[f].type == MFILE_REG;
+        w->files = manifest_regular_files(&m);
+        for (size_t f = 0; f < m.nfiles; f++)
             w->bytes += m.files[f].size;
-        }
         manifest_free(&m);
     } else {
         log_warn("%s", buf_str(&err));
@@ -354,26 +359,6 @@ int catalog_list(struct repo *r, const char *run, unsigned flags, struct catalog
     if (remote)
         list_mark_resume(r, l);
     return 0;
-}
-
-int catalog_find_run(struct repo *r, const char *id, char *ret_run, size_t cap)
-{
-    struct catalog_rows l = {0};
-    int e = list_local(r, NULL, &l);
-    for (size_t k = 0; e == 0 && k < l.n; k++)
-        if (!strcmp(l.v[k].id, id)) {
-            snprintf(ret_run, cap, "%s", l.v[k].run);
-            catalog_rows_free(&l);
-            return 0;
-        }
-    l.n = 0;
-    e = list_remote(r, NULL, id, &l);
-    if (e == 0 && l.n > 0)
-        snprintf(ret_run, cap, "%s", l.v[0].run);
-    else if (e == 0)
-        e = -ENOENT;
-    catalog_rows_free(&l);
-    return e;
 }
 
 int catalog_only_run(struct repo *r, char *ret_run, size_t cap, struct buf *err)
@@ -500,4 +485,112 @@ int catalog_publish(struct region *rg, const struct manifest *m, const uint8_t *
     if (e == 0)
         e = runlineage_put_commit(rg, m, man, len);
     return e;
+}
+
+/* ---- a snapshot as a user names it ------------------------------------------ */
+
+/* "latest": the run's resume point; the repository's one run when none
+ * is named. */
+static int resolve_latest(struct repo *r, const char *run, struct catalog_snap *ret,
+                          struct buf *err)
+{
+    char only[MANIFEST_MAX_FIELD + 1];
+    struct buf why = BUF_INIT;
+    struct manifest m;
+    int e = 0;
+    if (!run) {
+        e = catalog_only_run(r, only, sizeof(only), &why);
+        if (e == -EEXIST)
+            buf_printf(err, "latest: the repository holds several runs (%s): say which run",
+                       buf_str(&why));
+        else if (e == -ENOENT)
+            buf_printf(err, "no such snapshot: latest (the repository holds none)");
+        else if (e < 0)
+            buf_printf(err, "latest: listing the snapshots: %s", err_str(e));
+        run = only;
+    }
+    buf_free(&why);
+    if (e == 0)
+        e = catalog_find_latest(r, run, &m, NULL, err);
+    if (e == 0) {
+        snprintf(ret->run, sizeof(ret->run), "%s", m.run);
+        snprintf(ret->id, sizeof(ret->id), "%s", m.id);
+        ret->regions = 0;
+        manifest_free(&m);
+    }
+    return e;
+}
+
+/* Sorts l and keeps each (run, id) once. */
+static void snaps_unique(struct snaps *l)
+{
+    size_t out = 0;
+    if (l->n > 1)
+        qsort(l->v, l->n, sizeof(*l->v), snap_cmp);
+    for (size_t k = 0; k < l->n; k++)
+        if (!out || snap_cmp(&l->v[out - 1], &l->v[k]))
+            l->v[out++] = l->v[k];
+    l->n = out;
+}
+
+/* The snapshots whose id starts with name: the index's, then (unless the
+ * index knows name as a whole id) the regions'. */
+static int resolve_collect(struct repo *r, const char *run, const char *name, struct snaps *l)
+{
+    struct catalog_rows rows = {0};
+    struct catalog_snap *v = NULL;
+    size_t n = 0, len = strlen(name);
+    int e = list_local(r, run, &rows);
+    for (size_t k = 0; e == 0 && k < rows.n; k++)
+        if (!strncmp(rows.v[k].id, name, len))
+            e = snaps_push(l, rows.v[k].run, rows.v[k].id);
+    catalog_rows_free(&rows);
+    for (size_t k = 0; e == 0 && k < l->n; k++)
+        if (!strcmp(l->v[k].id, name)) {
+            l->v[0] = l->v[k];
+            l->n = 1;
+            return 0;
+        }
+    if (e == 0)
+        e = catalog_snapshots(r, run, &v, &n);
+    if (e == -ENOENT)
+        e = 0;
+    for (size_t k = 0; e == 0 && k < n; k++)
+        if (!strncmp(v[k].id, name, len))
+            e = snaps_push(l, v[k].run, v[k].id);
+    free(v);
+    snaps_unique(l);
+    return e;
+}
+
+int catalog_resolve_id(struct repo *r, const char *run, const char *name, struct catalog_snap *ret,
+                       struct buf *err)
+{
+    struct snaps l = {0};
+    if (run && manifest_run_check(run) < 0) {
+        buf_printf(err, "invalid run name '%s'", run);
+        return -EINVAL;
+    }
+    if (!strcmp(name, "latest"))
+        return resolve_latest(r, run, ret, err);
+    if (manifest_id_check(name) < 0) {
+        buf_printf(err, "no such snapshot: %s (not a snapshot id)", name);
+        return -EINVAL;
+    }
+    int e = resolve_collect(r, run, name, &l);
+    if (e < 0)
+        buf_printf(err, "finding snapshot %s: %s", name, err_str(e));
+    else if (l.n == 0)
+        buf_printf(err, "no such snapshot: %s%s%s%s", name, run ? " in run '" : "", run ? run : "",
+                   run ? "'" : "");
+    else if (l.n > 1)
+        buf_printf(err, "ambiguous: %s matches ", name);
+    for (size_t k = 0; e == 0 && l.n > 1 && k < l.n && k < 8; k++)
+        buf_printf(err, "%s%s", k ? ", " : "", l.v[k].id);
+    if (e == 0 && l.n > 8)
+        buf_printf(err, " and %zu more", l.n - 8);
+    if (e == 0 && l.n == 1)
+        *ret = l.v[0];
+    free(l.v);
+    return e < 0 ? e : l.n == 0 ? -ENOENT : l.n > 1 ? -EEXIST : 0;
 }

@@ -95,15 +95,22 @@ enum catalog_list_flags { CATALOG_REMOTE = 1 << 0 };
 /* The snapshots of run (of every run when NULL), sorted; rows are appended
  * to *l.  0 or a negative code (index, memory). */
 int catalog_list(struct repo *r, const char *run, unsigned flags, struct catalog_rows *l);
-/* Which run holds snapshot id?  The index first, then the regions.
- * -ENOENT when none does. */
-int catalog_find_run(struct repo *r, const char *id, char *ret_run, size_t cap);
 /* The repository's one run, from the regions (restore --latest without
  * --run).  -ENOENT when it holds no snapshot; -EEXIST when it holds
  * several runs, err then naming them ("\"r1\", \"r2\""); other codes
  * from the listing. */
 int catalog_only_run(struct repo *r, char *ret_run, size_t cap, struct buf *err);
 void catalog_rows_free(struct catalog_rows *l);
+/* A snapshot as a user names it: its whole id, a prefix that only one
+ * snapshot's id starts with, or "latest" (the run's resume point, what
+ * restore --latest takes).  run may be NULL: any run (for "latest": the
+ * repository's one run).  The index and the regions' listings are both
+ * asked; a whole id the index knows needs no region.  ret gets the run and
+ * the whole id.  -ENOENT: err "no such snapshot: X"; -EEXIST: err
+ * "ambiguous: X matches A, B" (or, for "latest", names the runs); other
+ * codes from the listings, err saying what failed. */
+int catalog_resolve_id(struct repo *r, const char *run, const char *name, struct catalog_snap *ret,
+                       struct buf *err);
 
 /* ---- one snapshot ---------------------------------------------------------- */
 

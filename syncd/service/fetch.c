@@ -36,6 +36,7 @@ struct fslot {
 struct fetch_shared {
     pthread_mutex_t mu; /* serialises on_chunk, unless FETCH_CONCURRENT */
     bool concurrent;
+    bool keep_going; /* FETCH_KEEP_GOING */
     int (*on_chunk)(void *, const struct fetch_job *, const uint8_t *, size_t);
     void *ud;
     atomic_int failed; /* a part failed: the others stop */
@@ -60,6 +61,7 @@ struct fetcher {
     struct fslot *slots[CONFIG_MAX_REGIONS];
     size_t window[CONFIG_MAX_REGIONS], busy[CONFIG_MAX_REGIONS];
     size_t inflight;
+    int lost_e; /* FETCH_KEEP_GOING: a job was lost; returned at the end */
     struct chunkobj_ctx z;
     struct buf raw;
     struct fetch_stats *st;
@@ -132,8 +134,17 @@ static int f_fill(struct fetcher *f)
         if (p < 0) {
             char hex[HASH_HEX_LEN + 1];
             hex_encode(job->id, HASH_LEN, hex);
-            buf_printf(f->err, "chunk %s is not available intact in any region", hex);
-            return CKS_E_DIGEST;
+            if (!f->st->lost) { /* the first one lost is the one named */
+                buf_printf(f->err, "chunk %s is not available intact in any region", hex);
+                f->st->lost = true;
+                f->st->lost_tag = job->tag;
+            }
+            if (!f->sh->keep_going)
+                return CKS_E_DIGEST;
+            log_error("chunk %s is not available intact in any region", hex);
+            f->lost_e = CKS_E_DIGEST;
+            f->nretry--;
+            continue;
         }
         if (p == 0)
             return 0;
@@ -259,7 +270,8 @@ out:
     buf_free(&f->raw);
     if (e < 0 && e != -ECANCELED)
         atomic_store(&f->sh->failed, 1);
-    f->ret = e;
+    /* a lost chunk (FETCH_KEEP_GOING) fails the run, and stops no part */
+    f->ret = e == 0 ? f->lost_e : e;
 }
 
 static void *f_part_main(void *arg)
@@ -330,6 +342,8 @@ static int f_join(struct fetcher *f, size_t parts, size_t started, int e, struct
             pthread_join(f[p].th, NULL);
         if ((e == 0 || e == -ECANCELED) && f[p].ret < 0 && f[p].ret != -ECANCELED) {
             e = f[p].ret;
+            stats->lost = f[p].stbuf.lost;
+            stats->lost_tag = f[p].stbuf.lost_tag;
             if (buf_str(&f[p].errbuf)[0]) { /* else on_chunk wrote err itself */
                 buf_reset(err);
                 buf_printf(err, "%s", buf_str(&f[p].errbuf));
@@ -350,8 +364,10 @@ int fetch_run(struct repo *r, struct fetch_job *jobs, size_t n, unsigned flags,
               int (*on_chunk)(void *ud, const struct fetch_job *j, const uint8_t *data, size_t len),
               void *ud, struct fetch_stats *stats, struct buf *err)
 {
-    struct fetch_shared sh = {
-        .on_chunk = on_chunk, .ud = ud, .concurrent = (flags & FETCH_CONCURRENT) != 0};
+    struct fetch_shared sh = {.on_chunk = on_chunk,
+                              .ud = ud,
+                              .concurrent = (flags & FETCH_CONCURRENT) != 0,
+                              .keep_going = (flags & FETCH_KEEP_GOING) != 0};
     size_t parts = f_parts(r, n);
     struct fetcher *f = calloc(parts, sizeof(*f));
     int e = 0;

@@ -7,7 +7,8 @@
  *
  * Job i is first asked of healthy region i mod n; every region keeps up to
  * its parallelism (libcurl multi for s3) of requests in flight, bounded by
- * the memory budget, so the regions' bandwidth adds up.  A chunk that is
+ * the memory budget, so the regions' bandwidth adds up, in job order as
+ * far as the windows go (restore orders its jobs by priority).  A chunk that is
  * missing, damaged (undecodable, wrong digest) or whose region fails is
  * asked of the next region that has not been tried, and counted; the run
  * fails only when no region has it intact.  on_chunk receives the verified
@@ -22,6 +23,7 @@
 #ifndef CKS_FETCH_H
 #define CKS_FETCH_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -38,9 +40,14 @@ struct fetch_stats {
     uint64_t fetched_bytes; /* object bytes downloaded */
     uint64_t failovers;
     uint64_t region_chunks[CONFIG_MAX_REGIONS];
+    bool lost;       /* the run failed for lost_tag's chunk: intact in no region */
+    size_t lost_tag; /* that job's tag */
 };
 
-enum fetch_flags { FETCH_CONCURRENT = 1 << 0 };
+/* FETCH_KEEP_GOING: a chunk intact in no region does not stop the
+ * others; the run fetches the rest and then fails (stats.lost names the
+ * first one lost, err says it). */
+enum fetch_flags { FETCH_CONCURRENT = 1 << 0, FETCH_KEEP_GOING = 1 << 1 };
 int fetch_run(struct repo *r, struct fetch_job *jobs, size_t n, unsigned flags,
               int (*on_chunk)(void *ud, const struct fetch_job *j, const uint8_t *data, size_t len),
               void *ud, struct fetch_stats *stats, struct buf *err);

@@ -148,7 +148,7 @@ struct gc_opts {
 
 struct gc_region_result {
     int err; /* 0, or why this region was skipped */
-    char msg[512];
+    char msg[1024];
     char mark[GC_MARK_LEN + 1];      /* the mark worked on ("" none) */
     const char *state;               /* "clean", "marked", "waiting", "swept", "skipped" */
     char waiting[256];               /* what the sweep waits for */

@@ -538,7 +538,7 @@ int ingcore_record(const struct ingcore *c, struct index_txn *t)
 {
     const struct manifest *m = &c->m;
     struct index_snap rec = {
-        .step = m->step, .time = m->time, .bytes = c->bytes, .nfiles = m->nfiles};
+        .step = m->step, .time = m->time, .bytes = c->bytes, .nfiles = manifest_regular_files(m)};
     int e = 0;
     for (size_t i = 0; i < m->nchunks && e == 0; i++) {
         struct index_chunk ch = {0};

@@ -159,7 +159,7 @@ static int rx_count_manifest(struct rx *x, const struct manifest *m, struct inde
 {
     rec->step = m->step;
     rec->time = m->time;
-    rec->nfiles = m->nfiles;
+    rec->nfiles = manifest_regular_files(m);
     rec->bytes = 0;
     for (size_t f = 0; f < m->nfiles; f++)
         if (m->files[f].type == MFILE_REG)

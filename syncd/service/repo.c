@@ -276,7 +276,7 @@ static int repo_candidates(struct repo *r, struct cand_ctx *c)
             continue;
         int e = region_list(r->regions[i], prefix, cand_cb, c);
         if (e < 0 && e != -ENOENT) {
-            log_error("%s", region_last_error(r->regions[i]));
+            log_warn("%s", region_last_error(r->regions[i]));
             repo_region_fail(r, i, e);
         }
     }
@@ -427,8 +427,8 @@ static int repo_open_regions(struct repo *r, struct buf *err)
             return e;
         r->regions[r->nregions++] = rg;
         e = region_check(rg);
-        if (e < 0) {
-            log_error("%s", region_last_error(rg));
+        if (e < 0) { /* the others carry on: a warning; the command fails if it needs it */
+            log_warn("%s", region_last_error(rg));
             r->health[i] = e;
         }
     }
@@ -485,11 +485,12 @@ static int repo_open_index(struct repo *r, struct buf *err)
 static int repo_create_keyed(struct repo *r, struct buf *err)
 {
     char slot[REPOKEYS_ID_HEX + 1] = "", mine[REPOOBJ_ID_HEX + 1];
+    struct repokeys_view kv;
     if (r->params.encrypted) {
         struct repo_secret s;
         int e = repokeys_secret(&r->conf, &s, err);
         if (e == 0)
-            e = repokeys_put_slot(r, &s, slot, err);
+            e = repokeys_put_slot(repo_keys_view(r, &kv), &s, slot, err);
         repokeys_secret_free(&s);
         if (e < 0)
             return e;
@@ -497,7 +498,7 @@ static int repo_create_keyed(struct repo *r, struct buf *err)
     memcpy(mine, r->params.id, sizeof(mine));
     int e = repo_create(r, err);
     if (slot[0] && strcmp(mine, r->params.id) != 0) {
-        repokeys_del_slot(r, slot);
+        repokeys_del_slot(repo_keys_view(r, &kv), slot);
         OPENSSL_cleanse(r->master, sizeof(r->master));
         r->have_master = false;
     }
@@ -508,8 +509,16 @@ static int repo_create_keyed(struct repo *r, struct buf *err)
  * existing repository when the configuration asks for encryption. */
 static int repo_unlock(struct repo *r, struct buf *err)
 {
-    if (r->params.encrypted)
-        return repokeys_unlock(r, err);
+    if (r->params.encrypted) {
+        struct repokeys_view kv;
+        uint8_t master[CRYPT_KEY_LEN];
+        char slot[REPOKEYS_ID_HEX + 1];
+        int e = repokeys_unlock(repo_keys_view(r, &kv), master, slot, err);
+        if (e == 0 && (e = repo_set_master(r, master, slot)) < 0)
+            buf_printf(err, "deriving the repository's keys: %s", err_str(e));
+        OPENSSL_cleanse(master, sizeof(master));
+        return e;
+    }
     if (!r->conf.encryption)
         return 0;
     buf_printf(err,
@@ -554,7 +563,9 @@ int repo_open(const struct config *conf, unsigned flags, struct repo **ret, stru
     if ((missing || !have) && (flags & REPO_CREATE)) {
         /* An encrypted repository's key slots reach a region before its
          * repo object does (see repo_create_keyed). */
-        if (have && r->params.encrypted && repokeys_copy(r, ~missing, missing, err) < 0) {
+        struct repokeys_view kv;
+        if (have && r->params.encrypted &&
+            repokeys_copy(repo_keys_view(r, &kv), ~missing, missing, err) < 0) {
             log_error("copying key slots into the regions lacking them: %s", buf_str(err));
             buf_reset(err);
         }
@@ -661,7 +672,8 @@ int repo_adopt(struct repo *r, size_t i, struct buf *err)
         buf_free(&perr);
         /* its key slots first, as at creation (another repository's slots
          * there stay, and open to no key that passes the check) */
-        if (want.encrypted && repokeys_copy(r, 1u << i, 1u << k, &perr) < 0)
+        struct repokeys_view kv;
+        if (want.encrypted && repokeys_copy(repo_keys_view(r, &kv), 1u << i, 1u << k, &perr) < 0)
             log_error("region '%s': copying key slots: %s", r->regions[k]->conf.name,
                       buf_str(&perr));
         buf_free(&perr);
@@ -801,6 +813,17 @@ const struct crypt_keys *repo_keys(const struct repo *r)
 const char *repo_unlocked_by(const struct repo *r)
 {
     return r->unlocked_by;
+}
+
+const struct repokeys_view *repo_keys_view(const struct repo *r, struct repokeys_view *v)
+{
+    *v = (struct repokeys_view){.regions = r->regions,
+                                .nregions = r->nregions,
+                                .healthy = repo_healthy_mask(r),
+                                .params = &r->params,
+                                .conf = &r->conf,
+                                .master = repo_master(r)};
+    return v;
 }
 
 const uint8_t *repo_master(const struct repo *r)

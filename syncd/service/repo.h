@@ -65,6 +65,7 @@
 #include "engine/crypt.h"
 #include "engine/fastcdc.h"
 #include "engine/repoobj.h"
+#include "service/repokeys.h"
 #include "store/index.h"
 #include "store/region.h"
 
@@ -172,6 +173,10 @@ const char *repo_unlocked_by(const struct repo *r);
 /* The master key, held since this instance created the repository or
  * unlocked it (`key add` wraps it under another secret); NULL otherwise. */
 const uint8_t *repo_master(const struct repo *r);
+/* What the key slot functions (service/repokeys.h) need of r, into *v
+ * (returned): r's own region handles and health, parameters,
+ * configuration and master key.  Valid while r is, on r's thread. */
+const struct repokeys_view *repo_keys_view(const struct repo *r, struct repokeys_view *v);
 /* Installs the master key that repokeys_unlock found: keeps it, derives
  * the subkeys and the keyed gear table from it and the repository id,
  * and seals every region with them.  slot: the key slot that opened it

@@ -97,10 +97,10 @@ static void slot_key(const char *id, char *key)
     layout_key(LAYOUT_KEYSLOT, NULL, id, key);
 }
 
-int repokeys_put_slot(struct repo *r, const struct repo_secret *s, char ret_id[REPOKEYS_ID_HEX + 1],
-                      struct buf *err)
+int repokeys_put_slot(const struct repokeys_view *v, const struct repo_secret *s,
+                      char ret_id[REPOKEYS_ID_HEX + 1], struct buf *err)
 {
-    const uint8_t *master = repo_master(r); /* held since repo_open */
+    const uint8_t *master = v->master; /* held since repo_open */
     struct buf obj = BUF_INIT;
     uint8_t rnd[REPOKEYS_ID_HEX / 2];
     char key[REGION_KEY_MAX];
@@ -120,9 +120,9 @@ int repokeys_put_slot(struct repo *r, const struct repo_secret *s, char ret_id[R
     hex_encode(rnd, sizeof(rnd), ret_id);
     slot_key(ret_id, key);
     unsigned n = 0;
-    for (size_t i = 0; i < repo_nregions(r); i++) {
-        struct region *rg = repo_region(r, i);
-        if (repo_region_error(r, i))
+    for (size_t i = 0; i < v->nregions; i++) {
+        struct region *rg = v->regions[i];
+        if (!(v->healthy & (1u << i)))
             continue;
         e = region_preconditions(rg) == 1 ? region_put_new(rg, key, obj.data, obj.len)
                                           : region_put(rg, key, obj.data, obj.len);
@@ -139,13 +139,18 @@ int repokeys_put_slot(struct repo *r, const struct repo_secret *s, char ret_id[R
     return 0;
 }
 
-void repokeys_del_slot(struct repo *r, const char *id)
+/* Visits the healthy regions of v, i in order. */
+#define VIEW_FOR_HEALTHY(v, i)                                                                     \
+    for (size_t i = 0; i < (v)->nregions; i++)                                                     \
+        if ((v)->healthy & (1u << i))
+
+void repokeys_del_slot(const struct repokeys_view *v, const char *id)
 {
     char key[REGION_KEY_MAX];
     slot_key(id, key);
-    REPO_FOR_HEALTHY(r, i)
-        if (region_del(repo_region(r, i), key) < 0)
-            log_error("%s", region_last_error(repo_region(r, i)));
+    VIEW_FOR_HEALTHY(v, i)
+    if (region_del(v->regions[i], key) < 0)
+        log_error("%s", region_last_error(v->regions[i]));
 }
 
 /* ---- listing --------------------------------------------------------------- */
@@ -189,28 +194,29 @@ static int info_cmp(const void *a, const void *b)
 
 /* Slot in's bytes into out and parsed into *ret, from the first region of
  * its that holds a copy that parses; each copy that does not is logged. */
-static int slot_fetch(struct repo *r, const struct repokey_info *in, struct buf *out,
+static int slot_fetch(const struct repokeys_view *v, const struct repokey_info *in, struct buf *out,
                       struct keyslot *ret)
 {
     char key[REGION_KEY_MAX];
     slot_key(in->id, key);
     int e = -ENOENT;
-    REPO_FOR_HEALTHY(r, i) {
+    VIEW_FOR_HEALTHY(v, i)
+    {
         if (!(in->regions & (1u << i)))
             continue;
         buf_reset(out);
-        e = region_get(repo_region(r, i), key, KEYSLOT_MAX_BYTES, out);
+        e = region_get(v->regions[i], key, KEYSLOT_MAX_BYTES, out);
         if (e == 0 && (e = keyslot_parse(out->data, out->len, ret)) == 0)
             return 0;
-        log_error("region '%s': key slot \"%s\": %s", repo_region(r, i)->conf.name, key,
-                  err_str(e));
+        log_error("region '%s': key slot \"%s\": %s", v->regions[i]->conf.name, key, err_str(e));
     }
     return e;
 }
 
 /* The slot names in the healthy regions of mask, merged and sorted, not
  * yet read. */
-static int slot_names_in(struct repo *r, uint32_t mask, struct slot_names *l, struct buf *err)
+static int slot_names_in(const struct repokeys_view *v, uint32_t mask, struct slot_names *l,
+                         struct buf *err)
 {
     *l = (struct slot_names){calloc(REPOKEYS_MAX_SLOTS, sizeof(struct repokey_info)), 0, 0, false};
     if (!l->v)
@@ -218,13 +224,14 @@ static int slot_names_in(struct repo *r, uint32_t mask, struct slot_names *l, st
     unsigned listed = 0;
     char prefix[REGION_KEY_MAX];
     layout_prefix(LAYOUT_KEYSLOT, NULL, prefix);
-    REPO_FOR_HEALTHY(r, i) {
+    VIEW_FOR_HEALTHY(v, i)
+    {
         if (!(mask & (1u << i)))
             continue;
         l->bit = 1u << i;
-        int e = region_list(repo_region(r, i), prefix, slot_name_cb, l);
+        int e = region_list(v->regions[i], prefix, slot_name_cb, l);
         if (e < 0 && e != -ENOENT)
-            log_error("%s", region_last_error(repo_region(r, i)));
+            log_error("%s", region_last_error(v->regions[i]));
         else
             listed++;
     }
@@ -240,15 +247,16 @@ static int slot_names_in(struct repo *r, uint32_t mask, struct slot_names *l, st
     return 0;
 }
 
-int repokeys_list(struct repo *r, struct repokey_info **ret, size_t *ret_n, struct buf *err)
+int repokeys_list(const struct repokeys_view *v, struct repokey_info **ret, size_t *ret_n,
+                  struct buf *err)
 {
     struct slot_names l;
-    int e = slot_names_in(r, UINT32_MAX, &l, err);
+    int e = slot_names_in(v, UINT32_MAX, &l, err);
     if (e < 0)
         return e;
     struct buf data = BUF_INIT;
     for (size_t k = 0; k < l.n; k++)
-        l.v[k].valid = slot_fetch(r, &l.v[k], &data, &l.v[k].slot) == 0;
+        l.v[k].valid = slot_fetch(v, &l.v[k], &data, &l.v[k].slot) == 0;
     buf_free(&data);
     *ret = l.v;
     *ret_n = l.n;
@@ -265,15 +273,15 @@ static const struct repokey_info *slot_find(const struct slot_names *l, const ch
     return NULL;
 }
 
-int repokeys_copy(struct repo *r, uint32_t from, uint32_t to, struct buf *err)
+int repokeys_copy(const struct repokeys_view *v, uint32_t from, uint32_t to, struct buf *err)
 {
     struct slot_names src, dst, again;
     struct buf obj = BUF_INIT;
     uint32_t *put = NULL;
-    int n = 0, e = slot_names_in(r, from, &src, err);
+    int n = 0, e = slot_names_in(v, from, &src, err);
     if (e < 0)
         return e;
-    if ((e = slot_names_in(r, to, &dst, err)) < 0) {
+    if ((e = slot_names_in(v, to, &dst, err)) < 0) {
         free(src.v);
         return e;
     }
@@ -286,14 +294,12 @@ int repokeys_copy(struct repo *r, uint32_t from, uint32_t to, struct buf *err)
         uint32_t lack = to & ~(have ? have->regions : 0);
         struct keyslot ks; /* only checked: the bytes are copied */
         char key[REGION_KEY_MAX];
-        for (size_t i = 0; i < repo_nregions(r); i++)
-            if (repo_region_error(r, i))
-                lack &= ~(1u << i);
-        if (!lack || slot_fetch(r, &src.v[k], &obj, &ks) < 0)
+        lack &= v->healthy;
+        if (!lack || slot_fetch(v, &src.v[k], &obj, &ks) < 0)
             continue; /* held everywhere, or no copy that parses: not spread */
         slot_key(src.v[k].id, key);
-        for (size_t i = 0; i < repo_nregions(r); i++) {
-            struct region *rg = repo_region(r, i);
+        for (size_t i = 0; i < v->nregions; i++) {
+            struct region *rg = v->regions[i];
             if (!(lack & (1u << i)))
                 continue;
             int p = region_preconditions(rg) == 1 ? region_put_new(rg, key, obj.data, obj.len)
@@ -310,14 +316,14 @@ int repokeys_copy(struct repo *r, uint32_t from, uint32_t to, struct buf *err)
     /* A `key remove` elsewhere may have deleted a slot from the sources
      * between the listing and the copy: a slot copied in that no source
      * holds any more is deleted again, so that the removal stands. */
-    if (n && slot_names_in(r, from, &again, err) == 0) {
+    if (n && slot_names_in(v, from, &again, err) == 0) {
         for (size_t k = 0; k < src.n; k++) {
             if (!put[k] || slot_find(&again, src.v[k].id))
                 continue;
             char key[REGION_KEY_MAX];
             slot_key(src.v[k].id, key);
-            for (size_t i = 0; i < repo_nregions(r); i++)
-                if ((put[k] & (1u << i)) && region_del(repo_region(r, i), key) == 0)
+            for (size_t i = 0; i < v->nregions; i++)
+                if ((put[k] & (1u << i)) && region_del(v->regions[i], key) == 0)
                     n--;
             log_info("key slot \"%s\" was removed meanwhile; not copied", key);
         }
@@ -335,12 +341,13 @@ out:
 /* ---- unlocking -------------------------------------------------------------- */
 
 /* The master key from the slots the secret opens; 0 or CKS_E_AUTH. */
-static int unlock_from_slots(struct repo *r, const struct repo_secret *s, uint8_t master[32],
-                             char ret_slot[REPOKEYS_ID_HEX + 1], struct buf *err)
+static int unlock_from_slots(const struct repokeys_view *kv, const struct repo_secret *s,
+                             uint8_t master[32], char ret_slot[REPOKEYS_ID_HEX + 1],
+                             struct buf *err)
 {
     struct repokey_info *v = NULL;
     size_t n = 0, tried = 0, stale = 0;
-    int e = repokeys_list(r, &v, &n, err);
+    int e = repokeys_list(kv, &v, &n, err);
     if (e < 0)
         return e;
     e = CKS_E_AUTH;
@@ -357,8 +364,8 @@ static int unlock_from_slots(struct repo *r, const struct repo_secret *s, uint8_
             buf_printf(err, "key slot \"%s\": %s", v[k].id, err_str(u));
             break;
         }
-        if (key_check_of(repo_params(r)->id, master, check) < 0 ||
-            CRYPTO_memcmp(check, repo_params(r)->key_check, sizeof(check)) != 0) {
+        if (key_check_of(kv->params->id, master, check) < 0 ||
+            CRYPTO_memcmp(check, kv->params->key_check, sizeof(check)) != 0) {
             stale++; /* opens, but not this repository's master key */
             memset(master, 0, 32);
             continue;
@@ -371,39 +378,33 @@ static int unlock_from_slots(struct repo *r, const struct repo_secret *s, uint8_
         buf_printf(err,
                    "repository %s is encrypted and none of its %zu key slot(s) opens with the "
                    "%s (%zu of that kind tried%s); `ckptsync key list` shows the slots",
-                   repo_params(r)->id, n, s->where, tried,
+                   kv->params->id, n, s->where, tried,
                    stale ? ", some open to another repository's key" : "");
     free(v);
     return e;
 }
 
-int repokeys_unlock(struct repo *r, struct buf *err)
+int repokeys_unlock(const struct repokeys_view *v, uint8_t ret_master[CRYPT_KEY_LEN],
+                    char ret_slot[REPOKEYS_ID_HEX + 1], struct buf *err)
 {
-    const struct repoobj *p = repo_params(r);
-    const uint8_t *held = repo_master(r);
-    uint8_t master[CRYPT_KEY_LEN], check[32];
-    char slot[REPOKEYS_ID_HEX + 1] = "";
-    int e = 0;
-    if (held && key_check_of(p->id, held, check) == 0 &&
+    const struct repoobj *p = v->params;
+    uint8_t check[32];
+    ret_slot[0] = '\0';
+    if (v->master && key_check_of(p->id, v->master, check) == 0 &&
         CRYPTO_memcmp(check, p->key_check, sizeof(check)) == 0) {
-        memcpy(master, held, sizeof(master));
-    } else {
-        struct repo_secret s;
-        struct buf why = BUF_INIT;
-        if ((e = repokeys_secret(repo_conf(r), &s, &why)) < 0) {
-            buf_printf(err, "repository %s is encrypted: %s", p->id, buf_str(&why));
-            buf_free(&why);
-            return e;
-        }
-        buf_free(&why);
-        e = unlock_from_slots(r, &s, master, slot, err);
-        repokeys_secret_free(&s);
-        if (e < 0)
-            return e;
+        memcpy(ret_master, v->master, CRYPT_KEY_LEN);
+        return 0;
     }
-    e = repo_set_master(r, master, slot);
-    OPENSSL_cleanse(master, sizeof(master));
-    if (e < 0)
-        buf_printf(err, "deriving the repository's keys: %s", err_str(e));
+    struct repo_secret s;
+    struct buf why = BUF_INIT;
+    int e = repokeys_secret(v->conf, &s, &why);
+    if (e < 0) {
+        buf_printf(err, "repository %s is encrypted: %s", p->id, buf_str(&why));
+        buf_free(&why);
+        return e;
+    }
+    buf_free(&why);
+    e = unlock_from_slots(v, &s, ret_master, ret_slot, err);
+    repokeys_secret_free(&s);
     return e;
 }

@@ -25,11 +25,27 @@
 
 #include "base/buf.h"
 #include "base/config.h"
+#include "engine/crypt.h"
 #include "engine/keyslot.h"
-#include "service/repo.h"
+#include "engine/repoobj.h"
+#include "store/region.h"
 
 #define REPOKEYS_ID_HEX 16
 #define REPOKEYS_MAX_SLOTS 256
+
+/* What the key functions need of an open repository, lent by its owner
+ * (service/repo.h: repo_keys_view): the regions and which are healthy,
+ * the agreed parameters, the configuration, and the master key when this
+ * instance holds it.  This module works on the view so that it never
+ * includes the repository handle that calls it (no circle of includes). */
+struct repokeys_view {
+    struct region *const *regions;
+    size_t nregions;
+    uint32_t healthy; /* bit i: region i may be used */
+    const struct repoobj *params;
+    const struct config *conf;
+    const uint8_t *master; /* NULL unless held (created here, or unlocked) */
+};
 
 /* One secret, as a slot of its kind takes it. */
 struct repo_secret {
@@ -50,24 +66,25 @@ void repokeys_secret_free(struct repo_secret *s);
 /* A new repository's master key (into ret_master) and key check: params
  * (its id set) gets encrypted and key_check.  For repo.c, at creation. */
 int repokeys_new_master(struct repoobj *params, uint8_t ret_master[CRYPT_KEY_LEN]);
-/* Writes a slot for the master key (repo_master) under s into every healthy region (a
+/* Writes a slot for the master key (v->master) under s into every healthy region (a
  * create-only put where the region enforces it); its name in ret_id.
- * 0 when at least one region took it. */
-int repokeys_put_slot(struct repo *r, const struct repo_secret *s, char ret_id[REPOKEYS_ID_HEX + 1],
-                      struct buf *err);
+ * 0 when at least one region took it; -EINVAL when no master is held. */
+int repokeys_put_slot(const struct repokeys_view *v, const struct repo_secret *s,
+                      char ret_id[REPOKEYS_ID_HEX + 1], struct buf *err);
 /* Deletes slot id from every healthy region (a creator that lost the race
  * cleans up its own slot this way). */
-void repokeys_del_slot(struct repo *r, const char *id);
+void repokeys_del_slot(const struct repokeys_view *v, const char *id);
 
-/* Unlocks r (repo_params(r)->encrypted): the master key that repo_master
- * holds when this instance just created the repository, else the one in
- * the first slot that the configured secret opens and that passes the key
- * check; repo_set_master then derives the subkeys and the gear table,
- * seals every region and records the slot (repo_unlocked_by; "" when
- * created here).  CKS_E_CONFIG (no secret configured), CKS_E_AUTH (no
- * slot opens: the message names the secret and the number of slots
- * tried).  For repo_open. */
-int repokeys_unlock(struct repo *r, struct buf *err);
+/* The master key of an encrypted repository (v->params->encrypted) into
+ * ret_master: v->master when this instance just created it (and it passes
+ * the key check), else the one in the first slot that the configured
+ * secret opens and that passes the key check, its slot's name in ret_slot
+ * ("" when created here).  The caller (repo_open) derives the subkeys
+ * from it (repo_set_master).  CKS_E_CONFIG (no secret configured),
+ * CKS_E_AUTH (no slot opens: the message names the secret and the number
+ * of slots tried). */
+int repokeys_unlock(const struct repokeys_view *v, uint8_t ret_master[CRYPT_KEY_LEN],
+                    char ret_slot[REPOKEYS_ID_HEX + 1], struct buf *err);
 
 /* One slot as `key list` shows it. */
 struct repokey_info {
@@ -79,7 +96,8 @@ struct repokey_info {
 
 /* Every slot in the healthy regions (up to REPOKEYS_MAX_SLOTS), sorted by
  * id.  *ret is malloc'ed. */
-int repokeys_list(struct repo *r, struct repokey_info **ret, size_t *ret_n, struct buf *err);
+int repokeys_list(const struct repokeys_view *v, struct repokey_info **ret, size_t *ret_n,
+                  struct buf *err);
 
 /* Copies every key slot that a healthy region of mask from holds (and that
  * parses) into each healthy region of mask to that lacks it: a region that
@@ -88,6 +106,6 @@ int repokeys_list(struct repo *r, struct repokey_info **ret, size_t *ret_n, stru
  * way in.  A slot that no region of from holds any more once the copies
  * are made (a concurrent `key remove`) is deleted again.  Returns the
  * number of copies written (>= 0), or a listing's error. */
-int repokeys_copy(struct repo *r, uint32_t from, uint32_t to, struct buf *err);
+int repokeys_copy(const struct repokeys_view *v, uint32_t from, uint32_t to, struct buf *err);
 
 #endif

@@ -19,16 +19,26 @@
  *   the regions' bandwidth adds up; a failing region costs one retry per
  *   chunk, never the restore.  Chunks land out of order (pwrite at their
  *   offsets) through io_uring, so disk writes overlap the downloads.
- * - Every core: fetch's parts decode and verify chunks on their own
- *   threads and call rst_chunk concurrently; each part pwrites its
- *   chunks itself.  The whole-file digests, serial by nature, are a
- *   thread of their own (rst_hasher) that reads each file back in chunk
- *   order as its chunks land (from the page cache), so they overlap the
- *   decoding instead of loading whichever part holds the next chunk.
- *   With one part (workers = 1) everything runs on the calling thread:
- *   writes go through io_uring, the digest is computed from the chunk in
- *   hand when it is next, and a chunk that arrives early is kept in
- *   memory (a sixteenth of the budget) or read back when its turn comes.
+ * - Every core, no serial stage: fetch's parts decode and verify chunks
+ *   on their own threads and call rst_chunk concurrently; each part
+ *   pwrites its chunks itself (with one part, through io_uring).  Each
+ *   file's whole-file digest is computed in chunk order: a part hashes the
+ *   chunk in hand when it is its file's next, and no more; a chunk that
+ *   arrives early is kept in memory (a sixteenth of the budget) or marked
+ *   for reading back, and a file whose next chunk is waiting is queued for
+ *   the finishing threads (one per worker), which catch its digest up.  So
+ *   the digests of different files run on several threads at once, no
+ *   thread reads every byte back, and no part inherits the hashing of
+ *   the chunks the others delivered early.  One file's digest is serial by
+ *   nature (SHA-256): one huge file is hashed at one core's rate.  With one
+ *   part (workers = 1) the part catches up itself.  The same threads
+ *   finish each verified file (mode, times, fsync, close), off the
+ *   fetching threads.
+ * - Priority: the chunks are asked for in the order of restore_group()
+ *   (metadata, weights, master weights, optimizer state); with
+ *   --progressive each finished file is renamed to its final path, group
+ *   by group (rst_place_ready), and a chunk that no region has intact
+ *   fails the restore only after every other file is placed.
  * - After the rename, the restored files enter the index, and every
  *   region holding the manifest is recorded as holding its chunks (the
  *   manifest is published only after all its chunks are), so the next
@@ -37,7 +47,9 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <fnmatch.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,18 +111,25 @@ static int restore_parent(int root, const char *rel, int *ret_fd, const char **r
 
 struct rfile;
 
+#define RST_FIN_MAX 8 /* finishing threads at most */
+
 struct rst {
     struct repo *r;
     const struct restore_opts *o;
     struct restore_result *res;
     struct buf *err;
     struct manifest m;
-    int stage; /* staging directory fd */
+    int stage;  /* staging directory fd: regular files are written here */
+    int tree;   /* where directories and links are made: stage, or target (progressive) */
+    int target; /* the target directory */
     char stage_name[MANIFEST_ID_MAX + 32];
+    bool marked; /* --progressive: the staging directory says what was placed */
+    bool late;   /* rst_finish_files() runs */
     /* Chunks arrive on several threads at once (fetch.h, FETCH_CONCURRENT):
-     * mu guards the ring, err, res, done and stash_bytes; each file's own
-     * state has its own lock (struct rfile).  Lock order: a file's, then
-     * mu; nothing slow (hashing, reading back) runs under mu. */
+     * mu guards the ring, err, res, done, stash_bytes and the finishing
+     * queue; each file's own state has its own lock (struct rfile).  Lock
+     * order: a file's, then mu; pmu (placing) before mu; nothing slow
+     * (hashing, reading back, fsync) runs under mu. */
     pthread_mutex_t mu;
     /* One part: writes go through io_uring, so the disk overlaps the
      * downloads.  Several: each part's thread writes its chunks itself
@@ -118,18 +137,38 @@ struct rst {
      * would run every part's writes through one lock (io_uring performs a
      * buffered write inline at submit). */
     bool direct;
-    /* With several parts, the whole-file digests are a thread of their own
-     * (rst_hasher): it reads each file back in chunk order as its chunks
-     * are written (from the page cache, just written), so the serial
-     * digest runs beside the parts' decoding instead of on whichever part
-     * happens to hold the next chunk.  ready: files whose next chunk is
-     * written (each once, rfile.queued); all under mu. */
-    pthread_t hasher;
-    bool hasher_on, hstop;
-    pthread_cond_t hcv;
-    size_t *ready;
-    size_t nready;
-    int herr;
+    /* Finishing: a file whose digest matched is queued (fq, FIFO, each file
+     * once) for the finishing threads, which set its mode and times, fsync
+     * and close it, and with --progressive place it; so no fetch part waits
+     * for a disk flush, and several flushes run at once. */
+    pthread_t fin[RST_FIN_MAX];
+    size_t nfin;
+    bool fstop;
+    pthread_cond_t fcv;
+    size_t *fq;
+    size_t fhead, ftail;
+    int ferr;
+    /* With several parts (handoff), a part hashes the chunk in hand when it
+     * is its file's next, and no more: a file whose next chunk was kept or
+     * marked is queued (hq, a ring of nfiles, each file once at a time) for
+     * the same threads, which catch its digest up.  Hashing chunks that
+     * wait for an earlier one is thus spread over those threads instead of
+     * falling on whichever part lags (which would then lag more). */
+    bool handoff;
+    size_t *hq;
+    size_t hhead, htail;
+    bool *hqueued; /* per file: in hq; apart from struct rfile's own state */
+    /* Progressive placing, under pmu: files are renamed from the staging
+     * tree to the target in group order (restore_group()); a finished file
+     * of a later group waits until every file of the earlier ones is
+     * placed. */
+    pthread_mutex_t pmu;
+    uint8_t *group;                /* per manifest file */
+    bool *skip;                    /* per manifest file: excluded (--exclude) */
+    size_t gleft[RESTORE_NGROUPS]; /* regular files not placed, per group */
+    int cur_group;                 /* the group being placed */
+    size_t *waiting;               /* finished files of later groups */
+    size_t nwaiting;
     struct wring wr; /* io_uring writes */
     uint64_t done, total;
     uint64_t stash_bytes, stash_budget;
@@ -160,8 +199,8 @@ struct rfile {
     bool hashing;
     bool busy; /* a thread is hashing this file's chunks */
     bool closing;
-    bool finished; /* digest matched, closed */
-    bool queued;   /* in rst.ready */
+    bool finished; /* digest matched, mode and times set, fsynced, closed */
+    bool placed;   /* --progressive: at its final path */
     uint64_t next; /* next chunk (within the file) to hash */
     struct stashed *stash;
     uint8_t *early; /* bitmap: arrived, not kept, not hashed yet */
@@ -245,8 +284,11 @@ static int rst_hash_catchup(struct rst *s, size_t k)
     return e;
 }
 
+static void rst_fin_push(struct rst *s, size_t k);
+
 /* All chunks are written and hashed: the digest must match the manifest's;
- * then mode, fsync, close.  One caller per file (rf->closing). */
+ * then the file goes to the finishing threads (rst_finish_file).  One
+ * caller per file (rf->closing). */
 static int rst_file_done(struct rst *s, size_t k)
 {
     const struct mfile *f = &s->m.files[k];
@@ -257,24 +299,17 @@ static int rst_file_done(struct rst *s, size_t k)
         hash_sha256("", 0, digest);
     else
         hash_final(&rf->h, digest);
-    if ((e = rst_drain(s)) == 0 && memcmp(digest, f->digest, HASH_LEN) != 0) {
+    /* the ring's writes of this file complete before its fsync */
+    if ((e = rst_drain(s)) < 0)
+        return rst_fail(s, f, "writing", e);
+    if (memcmp(digest, f->digest, HASH_LEN) != 0) {
         pthread_mutex_lock(&s->mu);
         buf_reset(s->err);
         buf_printf(s->err, "\"%s\": whole-file digest does not match the manifest", f->path);
         pthread_mutex_unlock(&s->mu);
-        e = CKS_E_DIGEST;
+        return CKS_E_DIGEST;
     }
-    if (e == 0 && (fchmod(rf->fd, f->mode) < 0 || fsync(rf->fd) < 0))
-        e = -errno;
-    close(rf->fd);
-    rf->fd = -1;
-    if (e < 0)
-        return e == CKS_E_DIGEST ? e : rst_fail(s, f, "writing", e);
-    rf->finished = true;
-    pthread_mutex_lock(&s->mu);
-    s->res->files++;
-    s->res->bytes += f->size;
-    pthread_mutex_unlock(&s->mu);
+    rst_fin_push(s, k);
     return 0;
 }
 
@@ -302,21 +337,16 @@ static int rst_open(struct rst *s, size_t k, int flags)
 }
 
 /* Keeps chunk c (early) in memory when the budget allows; else marks it
- * for reading back.  rf->mu held.  With several parts (s->direct) it only
- * marks: the digest thread reads every early chunk back, a mark meaning
- * "written" to it, so nothing may be kept (stash_budget is 0 there too);
- * it is reached there only while seeding, before that thread starts. */
+ * for reading back (its write was submitted: rst_hash_catchup drains the
+ * ring first, pwrite has returned).  rf->mu held. */
 static void rst_keep(struct rst *s, struct rfile *rf, uint64_t c, const uint8_t *data, size_t len)
 {
     struct stashed *kept = NULL;
-    bool fits = false;
-    if (!s->direct) {
-        pthread_mutex_lock(&s->mu);
-        fits = s->stash_bytes + len <= s->stash_budget;
-        if (fits)
-            s->stash_bytes += len;
-        pthread_mutex_unlock(&s->mu);
-    }
+    pthread_mutex_lock(&s->mu);
+    bool fits = s->stash_bytes + len <= s->stash_budget;
+    if (fits)
+        s->stash_bytes += len;
+    pthread_mutex_unlock(&s->mu);
     if (fits && (kept = malloc(sizeof(*kept) + len))) {
         kept->c = c;
         kept->len = len;
@@ -362,98 +392,55 @@ static int rst_write(struct rst *s, int fd, const uint8_t *data, size_t len, uin
     return e;
 }
 
-/* ---- the digest thread (several parts) -------------------------------- */
-
-/* Queues file k for the digest thread; s->mu held. */
-static void rst_ready(struct rst *s, size_t k)
+/* true when file k's next chunk to hash has arrived (kept or marked);
+ * rf->mu held. */
+static bool rst_next_here(const struct rst *s, size_t k)
 {
-    if (s->rfiles[k].queued)
-        return;
-    s->rfiles[k].queued = true;
-    s->ready[s->nready++] = k; /* room for every file: each is queued once at a time */
-    pthread_cond_signal(&s->hcv);
+    const struct rfile *rf = &s->rfiles[k];
+    if (rf->next >= s->m.files[k].nchunks)
+        return false;
+    if (rf->early[rf->next / 8] >> (rf->next % 8) & 1)
+        return true;
+    for (const struct stashed *x = rf->stash; x; x = x->next)
+        if (x->c == rf->next)
+            return true;
+    return false;
 }
 
-/* Hashes file k's written chunks that are next, reading them back; closes
- * the file after its last one. */
-static int rst_hash_file(struct rst *s, size_t k, struct buf *back)
+/* Queues file k for its digest's catching up (rst_hash_queued); rf->mu
+ * held, takes mu. */
+static void rst_hash_push(struct rst *s, size_t k)
+{
+    pthread_mutex_lock(&s->mu);
+    if (!s->hqueued[k]) {
+        s->hqueued[k] = true;
+        s->hq[s->htail++ % s->m.nfiles] = k; /* each file once: room for all */
+        pthread_cond_signal(&s->fcv);
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* Catches file k's digest up (on a finishing thread); a file someone else
+ * hashes is left to them: they queue it again when they stop and its next
+ * chunk is there. */
+static int rst_hash_queued(struct rst *s, size_t k)
 {
     const struct mfile *f = &s->m.files[k];
     struct rfile *rf = &s->rfiles[k];
-    int e = 0;
     pthread_mutex_lock(&rf->mu);
-    while (e == 0 && rf->next < f->nchunks && (rf->early[rf->next / 8] >> (rf->next % 8) & 1)) {
-        size_t g = (size_t)(f->first_chunk + rf->next);
-        int fd = rf->fd;
+    if (rf->busy || rf->closing) {
         pthread_mutex_unlock(&rf->mu);
-        e = rst_hash_back(s, g, fd, back, &rf->h);
-        pthread_mutex_lock(&rf->mu);
-        if (e == 0)
-            rf->next++;
+        return 0;
     }
-    bool done = e == 0 && rf->next == f->nchunks && !rf->closing;
+    rf->busy = true;
+    int e = rst_hash_catchup(s, k);
+    rf->busy = false;
+    bool done = e == 0 && !rf->remaining && rf->next == f->nchunks && !rf->closing;
     rf->closing |= done;
     pthread_mutex_unlock(&rf->mu);
     if (e < 0)
         return rst_fail(s, f, "reading back", e);
     return done ? rst_file_done(s, k) : 0;
-}
-
-static void *rst_hasher(void *arg)
-{
-    struct rst *s = arg;
-    struct buf back = BUF_INIT;
-    pthread_mutex_lock(&s->mu);
-    for (;;) {
-        while (!s->nready && !s->hstop)
-            pthread_cond_wait(&s->hcv, &s->mu);
-        if (!s->nready)
-            break; /* stopped, and nothing left */
-        size_t k = s->ready[--s->nready];
-        s->rfiles[k].queued = false;
-        bool failed = s->herr < 0;
-        pthread_mutex_unlock(&s->mu);
-        int e = failed ? 0 : rst_hash_file(s, k, &back);
-        pthread_mutex_lock(&s->mu);
-        if (e < 0 && !s->herr)
-            s->herr = e;
-    }
-    pthread_mutex_unlock(&s->mu);
-    buf_free(&back);
-    return NULL;
-}
-
-/* A chunk with the digest thread: written, marked, its file queued when
- * the chunk is next in line. */
-static int rst_chunk_direct(struct rst *s, size_t k, uint64_t c, size_t g, const uint8_t *data,
-                            size_t len)
-{
-    struct rfile *rf = &s->rfiles[k];
-    const struct mfile *f = &s->m.files[k];
-    int e = 0;
-    pthread_mutex_lock(&s->mu);
-    e = s->herr;
-    pthread_mutex_unlock(&s->mu);
-    if (e < 0)
-        return e; /* the digest thread failed: stop fetching */
-    int fd;
-    if ((e = rst_prepare(s, k, &fd)) < 0)
-        return e;
-    if ((e = rst_write(s, fd, data, len, s->chunk_off[g])) < 0)
-        return rst_fail(s, f, "writing", e);
-    pthread_mutex_lock(&rf->mu);
-    rf->early[c / 8] |= (uint8_t)(1u << (c % 8)); /* written, readable */
-    rf->remaining--;
-    bool next = c == rf->next;
-    pthread_mutex_unlock(&rf->mu);
-    pthread_mutex_lock(&s->mu);
-    if (next)
-        rst_ready(s, k);
-    s->done += len;
-    if (s->o->progress)
-        s->o->progress(s->o->progress_ud, s->done, s->total);
-    pthread_mutex_unlock(&s->mu);
-    return 0;
 }
 
 static int rst_chunk(void *ud, const struct fetch_job *j, const uint8_t *data, size_t len)
@@ -465,8 +452,11 @@ static int rst_chunk(void *ud, const struct fetch_job *j, const uint8_t *data, s
     uint64_t c = j->tag - f->first_chunk;
     int e = 0;
 
-    if (s->hasher_on)
-        return rst_chunk_direct(s, k, c, j->tag, data, len);
+    pthread_mutex_lock(&s->mu);
+    e = s->ferr;
+    pthread_mutex_unlock(&s->mu);
+    if (e < 0)
+        return e; /* finishing a file failed: stop fetching */
     int fd;
     if ((e = rst_prepare(s, k, &fd)) < 0)
         return e;
@@ -480,12 +470,15 @@ static int rst_chunk(void *ud, const struct fetch_job *j, const uint8_t *data, s
         hash_update(&rf->h, data, len);
         pthread_mutex_lock(&rf->mu);
         rf->next++;
-        e = rst_hash_catchup(s, k);
+        if (!s->handoff)
+            e = rst_hash_catchup(s, k);
         rf->busy = false;
     } else {
         rst_keep(s, rf, c, data, len);
     }
     rf->remaining--;
+    if (s->handoff && !rf->busy && rst_next_here(s, k))
+        rst_hash_push(s, k);
     /* The last to finish (the last arrival, or the hasher of the last
      * chunk) closes the file. */
     bool done = e == 0 && !rf->remaining && rf->next == f->nchunks && !rf->busy && !rf->closing;
@@ -673,69 +666,253 @@ static int seed_serve(struct rst *s, struct fetch_job *jobs, size_t *n)
     return e;
 }
 
-/* Creates every regular file empty, then fetches all chunks at once. */
+/* ---- finishing and placing -------------------------------------------- */
+
+static bool rst_times(const struct mfile *f, struct timespec ts[2]);
+
+/* Queues file k (its digest matched) for the finishing threads. */
+static void rst_fin_push(struct rst *s, size_t k)
+{
+    pthread_mutex_lock(&s->mu);
+    s->fq[s->ftail++] = k; /* room for every file: each is pushed once */
+    pthread_cond_signal(&s->fcv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* Renames finished file k from the staging tree to its final path and
+ * says so (restore_opts.placed); pmu held. */
+static int rst_place_one(struct rst *s, size_t k)
+{
+    const struct mfile *f = &s->m.files[k];
+    int sd, td, e;
+    const char *sn, *tn;
+    if ((e = restore_parent(s->stage, f->path, &sd, &sn)) < 0)
+        return rst_fail(s, f, "placing", e);
+    if ((e = restore_parent(s->target, f->path, &td, &tn)) == 0) {
+        if (renameat(sd, sn, td, tn) < 0)
+            e = -errno;
+        close(td);
+    }
+    close(sd);
+    if (e < 0)
+        return rst_fail(s, f, "placing", e);
+    pthread_mutex_lock(&s->rfiles[k].mu);
+    s->rfiles[k].placed = true;
+    pthread_mutex_unlock(&s->rfiles[k].mu);
+    if (s->o->placed)
+        s->o->placed(s->o->placed_ud, f->path, f->size, restore_group_name(s->group[k]));
+    return 0;
+}
+
+/* Tests: CKPTSYNC_TEST_RESTORE_HOLD_AFTER=GROUP stops the process
+ * (SIGSTOP) once every file of GROUP is placed, so a test can look at a
+ * half-placed tree, or kill the restore there, at a known point. */
+static void rst_test_hold(int g)
+{
+    const char *h = getenv("CKPTSYNC_TEST_RESTORE_HOLD_AFTER");
+    if (h && !strcmp(h, restore_group_name(g)))
+        raise(SIGSTOP);
+}
+
+/* --progressive: finished file k is placed when its group's turn has
+ * come, else it waits; the last placement of a group lets the waiting
+ * files of the next go. */
+static int rst_place_ready(struct rst *s, size_t k)
+{
+    int e = 0;
+    pthread_mutex_lock(&s->pmu);
+    s->waiting[s->nwaiting++] = k; /* room for every file: each comes once */
+    while (e == 0 && s->cur_group < RESTORE_NGROUPS) {
+        for (size_t i = 0; e == 0 && i < s->nwaiting;) {
+            size_t w = s->waiting[i];
+            if (s->group[w] != s->cur_group) {
+                i++;
+                continue;
+            }
+            s->waiting[i] = s->waiting[--s->nwaiting];
+            if ((e = rst_place_one(s, w)) == 0)
+                s->gleft[s->cur_group]--;
+        }
+        if (e < 0 || s->gleft[s->cur_group])
+            break;
+        rst_test_hold(s->cur_group++);
+    }
+    pthread_mutex_unlock(&s->pmu);
+    return e;
+}
+
+/* A verified file: its mode and times, fsync, close; counted; placed
+ * (--progressive).  On a finishing thread. */
+static int rst_finish_file(struct rst *s, size_t k)
+{
+    const struct mfile *f = &s->m.files[k];
+    struct rfile *rf = &s->rfiles[k];
+    struct timespec ts[2];
+    int e = 0;
+    if (fchmod(rf->fd, f->mode) < 0 || (rst_times(f, ts) && futimens(rf->fd, ts) < 0) ||
+        fsync(rf->fd) < 0)
+        e = -errno;
+    close(rf->fd);
+    pthread_mutex_lock(&rf->mu); /* beside the flags a stale queue entry reads */
+    rf->fd = -1;
+    rf->finished = e == 0;
+    pthread_mutex_unlock(&rf->mu);
+    if (e < 0)
+        return rst_fail(s, f, "writing", e);
+    pthread_mutex_lock(&s->mu);
+    s->res->files++;
+    s->res->bytes += f->size;
+    pthread_mutex_unlock(&s->mu);
+    return s->o->progressive ? rst_place_ready(s, k) : 0;
+}
+
+/* A finishing thread: files to finish first, then digests to catch up. */
+static void *rst_finisher(void *arg)
+{
+    struct rst *s = arg;
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        while (s->fhead == s->ftail && s->hhead == s->htail && !s->fstop)
+            pthread_cond_wait(&s->fcv, &s->mu);
+        int e;
+        if (s->fhead != s->ftail) {
+            size_t k = s->fq[s->fhead++];
+            pthread_mutex_unlock(&s->mu);
+            e = rst_finish_file(s, k);
+        } else if (s->hhead != s->htail) {
+            size_t k = s->hq[s->hhead++ % s->m.nfiles];
+            s->hqueued[k] = false;
+            pthread_mutex_unlock(&s->mu);
+            e = rst_hash_queued(s, k);
+        } else {
+            break; /* stopped, and nothing left */
+        }
+        pthread_mutex_lock(&s->mu);
+        if (e < 0 && !s->ferr)
+            s->ferr = e;
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+/* One finishing thread per worker (fsyncs run side by side), at most
+ * RST_FIN_MAX; none started is no error (rst_fin_stop finishes). */
+static void rst_fin_start(struct rst *s)
+{
+    size_t n = repo_workers(s->r);
+    n = n < 1 ? 1 : n > RST_FIN_MAX ? RST_FIN_MAX : n;
+    for (s->nfin = 0; s->nfin < n; s->nfin++)
+        if (pthread_create(&s->fin[s->nfin], NULL, rst_finisher, s) != 0)
+            break;
+    s->handoff = s->direct && s->nfin > 0;
+}
+
+/* The finishing threads empty the queue and end; what is left (none
+ * started) is finished here.  Returns the first failure. */
+static int rst_fin_stop(struct rst *s)
+{
+    pthread_mutex_lock(&s->mu);
+    s->fstop = true;
+    pthread_cond_broadcast(&s->fcv);
+    pthread_mutex_unlock(&s->mu);
+    for (size_t i = 0; i < s->nfin; i++)
+        pthread_join(s->fin[i], NULL);
+    s->nfin = 0;
+    rst_finisher(s);
+    return s->ferr;
+}
+
+/* ---- fetching ---------------------------------------------------------- */
+
+/* Creates regular file k empty at its full size and records its chunks'
+ * files and offsets; an empty file is finished at once. */
+static int rst_file_create(struct rst *s, size_t k)
+{
+    const struct mfile *f = &s->m.files[k];
+    uint64_t off = 0;
+    int e;
+    if ((e = rst_open(s, k, O_RDWR | O_CREAT | O_EXCL)) < 0)
+        return e;
+    s->rfiles[k].remaining = f->nchunks;
+    if (!(s->rfiles[k].early = calloc((size_t)(f->nchunks / 8 + 1), 1)))
+        return -ENOMEM;
+    for (uint64_t c = 0; c < f->nchunks; c++) {
+        size_t g = (size_t)(f->first_chunk + c);
+        s->chunk_file[g] = k;
+        s->chunk_off[g] = off;
+        off += s->m.chunks[g].len;
+    }
+    if (f->nchunks == 0)
+        return rst_file_done(s, k);
+    close(s->rfiles[k].fd); /* reopened when its first chunk arrives */
+    s->rfiles[k].fd = -1;
+    return 0;
+}
+
+/* The chunks to fetch in priority order: every chunk of group 0's files
+ * in manifest order, then group 1's, ...; fetch asks for them in that
+ * order (fetch.h).  Returns how many. */
+static size_t rst_jobs(struct rst *s, struct fetch_job *jobs)
+{
+    size_t n = 0;
+    for (int g = 0; g < RESTORE_NGROUPS; g++)
+        for (size_t k = 0; k < s->m.nfiles; k++) {
+            const struct mfile *f = &s->m.files[k];
+            if (f->type != MFILE_REG || s->group[k] != g || s->skip[k])
+                continue;
+            for (uint64_t c = 0; c < f->nchunks && n < s->m.nchunks; c++) {
+                size_t i = (size_t)(f->first_chunk + c);
+                jobs[n++] = (struct fetch_job){
+                    .id = s->m.chunks[i].id, .len = s->m.chunks[i].len, .tag = i};
+            }
+        }
+    return n;
+}
+
+/* Names the file of the chunk that no region had intact. */
+static void rst_lost(struct rst *s, size_t g)
+{
+    const struct mfile *f = &s->m.files[s->chunk_file[g]];
+    pthread_mutex_lock(&s->mu);
+    buf_printf(s->err, "; it belongs to \"%s\" (offset %llu)", f->path,
+               (unsigned long long)s->chunk_off[g]);
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* Creates every regular file empty, then fetches all chunks at once;
+ * files are finished (and placed) while the others arrive. */
 static int rst_files(struct rst *s)
 {
     struct fetch_job *jobs = calloc(s->m.nchunks ? s->m.nchunks : 1, sizeof(*jobs));
-    struct fetch_stats st;
+    struct fetch_stats st = {0};
     int e = jobs ? 0 : -ENOMEM;
-    for (size_t k = 0; k < s->m.nfiles && e == 0; k++) {
-        const struct mfile *f = &s->m.files[k];
-        uint64_t off = 0;
-        if (f->type != MFILE_REG)
-            continue;
-        if ((e = rst_open(s, k, O_RDWR | O_CREAT | O_EXCL)) < 0)
-            break;
-        s->rfiles[k].remaining = f->nchunks;
-        if (!(s->rfiles[k].early = calloc((size_t)(f->nchunks / 8 + 1), 1))) {
-            e = -ENOMEM;
-            break;
-        }
-        for (uint64_t c = 0; c < f->nchunks; c++) {
-            size_t g = (size_t)(f->first_chunk + c);
-            jobs[g] =
-                (struct fetch_job){.id = s->m.chunks[g].id, .len = s->m.chunks[g].len, .tag = g};
-            s->chunk_file[g] = k;
-            s->chunk_off[g] = off;
-            off += s->m.chunks[g].len;
-        }
-        if (f->nchunks == 0)
-            e = rst_file_done(s, k);
-        else {
-            close(s->rfiles[k].fd); /* reopened when its first chunk arrives */
-            s->rfiles[k].fd = -1;
-        }
-    }
-    size_t njobs = s->m.nchunks;
-    if (e == 0)
-        e = seed_serve(s, jobs, &njobs);
+    size_t njobs = 0;
+    rst_fin_start(s);
+    for (size_t k = 0; k < s->m.nfiles && e == 0; k++)
+        if (s->m.files[k].type == MFILE_REG && !s->skip[k])
+            e = rst_file_create(s, k);
     if (e == 0) {
-        if (s->direct && njobs) {
-            s->ready = calloc(s->m.nfiles ? s->m.nfiles : 1, sizeof(*s->ready));
-            e = !s->ready ? -ENOMEM : -pthread_create(&s->hasher, NULL, rst_hasher, s);
-            s->hasher_on = e == 0;
-        }
-        if (e == 0)
-            e = fetch_run(s->r, jobs, njobs, FETCH_CONCURRENT, rst_chunk, s, &st, s->err);
-        if (s->hasher_on) { /* it finishes the files still queued, then stops */
-            pthread_mutex_lock(&s->mu);
-            s->hstop = true;
-            pthread_cond_signal(&s->hcv);
-            pthread_mutex_unlock(&s->mu);
-            pthread_join(s->hasher, NULL);
-            s->hasher_on = false;
-            if (e == 0)
-                e = s->herr;
-        }
-        for (size_t k = 0; e == 0 && k < s->m.nfiles; k++)
-            if (s->m.files[k].type == MFILE_REG && !s->rfiles[k].finished) {
-                buf_printf(s->err, "internal error: \"%s\" was not completed", s->m.files[k].path);
-                e = -EIO; /* every file's digest is checked, or the restore fails */
-            }
+        njobs = rst_jobs(s, jobs);
+        e = seed_serve(s, jobs, &njobs);
+    }
+    if (e == 0) {
+        /* progressive: a lost chunk fails the restore at its end, the files
+         * it does not touch placed meanwhile */
+        unsigned fl = FETCH_CONCURRENT | (s->o->progressive ? FETCH_KEEP_GOING : 0);
+        e = fetch_run(s->r, jobs, njobs, fl, rst_chunk, s, &st, s->err);
+        if (e < 0 && st.lost)
+            rst_lost(s, st.lost_tag);
         s->res->fetched_bytes = st.fetched_bytes;
         s->res->failovers = st.failovers;
         memcpy(s->res->region_chunks, st.region_chunks, sizeof(st.region_chunks));
     }
+    int fe = rst_fin_stop(s);
+    e = e < 0 ? e : fe;
+    for (size_t k = 0; e == 0 && k < s->m.nfiles; k++)
+        if (s->m.files[k].type == MFILE_REG && !s->skip[k] && !s->rfiles[k].finished) {
+            buf_printf(s->err, "internal error: \"%s\" was not completed", s->m.files[k].path);
+            e = -EIO; /* every file's digest is checked, or the restore fails */
+        }
     free(jobs);
     return e;
 }
@@ -788,7 +965,7 @@ static int rst_entry(struct rst *s, const struct mfile *f)
 {
     int dirfd, e;
     const char *name;
-    if ((e = restore_parent(s->stage, f->path, &dirfd, &name)) < 0) {
+    if ((e = restore_parent(s->tree, f->path, &dirfd, &name)) < 0) {
         buf_printf(s->err, "\"%s\": cannot create its directory: %s", f->path, err_str(e));
         return e;
     }
@@ -803,6 +980,8 @@ static int rst_entry(struct rst *s, const struct mfile *f)
         s->res->dirs++;
         break;
     case MFILE_LINK: /* its time is set by rst_finish_files() */
+        if (s->o->progressive && !s->late)
+            break; /* made there too: it appears with the files */
         if (symlinkat(f->link, dirfd, name) < 0)
             e = -errno;
         s->res->links++;
@@ -820,9 +999,9 @@ static int rst_hardlink(struct rst *s, const struct mfile *f)
 {
     int tdir, ldir, e;
     const char *tname, *lname;
-    if ((e = restore_parent(s->stage, f->link, &tdir, &tname)) < 0)
+    if ((e = restore_parent(s->tree, f->link, &tdir, &tname)) < 0)
         return rst_fail(s, f, "opening the directory of the target of", e);
-    if ((e = restore_parent(s->stage, f->path, &ldir, &lname)) == 0) {
+    if ((e = restore_parent(s->tree, f->path, &ldir, &lname)) == 0) {
         if (linkat(tdir, tname, ldir, lname, 0) < 0)
             e = -errno;
         close(ldir);
@@ -831,8 +1010,8 @@ static int rst_hardlink(struct rst *s, const struct mfile *f)
     return e < 0 ? rst_fail(s, f, "linking", e) : 0;
 }
 
-/* A regular file's or a symlink's recorded modification (and access)
- * time. */
+/* A symlink's recorded modification (and access) time (a regular
+ * file's is set by rst_finish_file). */
 static int rst_file_times(struct rst *s, const struct mfile *f)
 {
     struct timespec ts[2];
@@ -840,25 +1019,28 @@ static int rst_file_times(struct rst *s, const struct mfile *f)
     const char *name;
     if (!rst_times(f, ts))
         return 0;
-    if ((e = restore_parent(s->stage, f->path, &dirfd, &name)) < 0)
+    if ((e = restore_parent(s->tree, f->path, &dirfd, &name)) < 0)
         return rst_fail(s, f, "opening the directory of", e);
     e = utimensat(dirfd, name, ts, AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
     close(dirfd);
     return e < 0 ? rst_fail(s, f, "setting the times of", e) : 0;
 }
 
-/* Once every regular file is complete: their times and the symlinks'
- * (late: the seed's walk of the target reads the staged symlinks, which
- * sets their access time), and the hard links (linking does not change a
- * file's times). */
+/* Once every regular file is complete: the symlinks' times (late: the
+ * seed's walk of the target reads the staged symlinks, which sets their
+ * access time; with --progressive the symlinks are made only now), and
+ * the hard links (linking does not change a file's times). */
 static int rst_finish_files(struct rst *s)
 {
+    s->late = true;
     for (size_t k = 0; k < s->m.nfiles; k++) {
         const struct mfile *f = &s->m.files[k];
         int e = 0;
-        if (f->type == MFILE_REG || f->type == MFILE_LINK)
+        if (f->type == MFILE_LINK && s->o->progressive)
+            e = rst_entry(s, f);
+        if (e == 0 && f->type == MFILE_LINK)
             e = rst_file_times(s, f);
-        else if (f->type == MFILE_HARDLINK)
+        else if (e == 0 && f->type == MFILE_HARDLINK && !s->skip[k])
             e = rst_hardlink(s, f);
         if (e < 0)
             return e;
@@ -877,7 +1059,7 @@ static int rst_finish_dirs(struct rst *s)
         const char *name;
         if (f->type != MFILE_DIR)
             continue;
-        if ((e = restore_parent(s->stage, f->path, &dirfd, &name)) < 0)
+        if ((e = restore_parent(s->tree, f->path, &dirfd, &name)) < 0)
             return e;
         int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         e = fd < 0 ? -errno : 0;
@@ -892,7 +1074,7 @@ static int rst_finish_dirs(struct rst *s)
             return e;
         }
     }
-    return fsync(s->stage) < 0 ? -errno : 0;
+    return fsync(s->tree) < 0 ? -errno : 0;
 }
 
 /* Removes name under dirfd recursively without following symlinks. */
@@ -1011,6 +1193,48 @@ static bool rst_stage_busy(int target, const char *stage, const char *mine)
     return busy;
 }
 
+/* A progressive restore's staging directory holds RST_MARK: the device
+ * and inode of the DIR/<root> it made, and the root's name.  One that
+ * did not finish (killed, or failed) left a partial DIR/<root>, of whole
+ * verified files only: removed here, when it is still that directory. */
+#define RST_MARK "progressive"
+
+static void rst_partial_remove(int target, const char *tpath, const char *stage)
+{
+    char mk[RST_STAGE_PATH_MAX], txt[MANIFEST_MAX_COMPONENT + 64];
+    unsigned long long dev, ino;
+    int off = 0;
+    struct stat st;
+    snprintf(mk, sizeof(mk), "%s/" RST_MARK, stage);
+    int fd = openat(target, mk, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    ssize_t n = read(fd, txt, sizeof(txt) - 1);
+    close(fd);
+    txt[n > 0 ? n : 0] = 0;
+    if (sscanf(txt, "%llu %llu%n", &dev, &ino, &off) != 2 || txt[off] != '\n')
+        return;
+    const char *root = txt + off + 1;
+    if (!root[0] || strchr(root, '/') || !strcmp(root, ".") || !strcmp(root, ".."))
+        return;
+    if (!ino) { /* killed before DIR/<root> was marked: at most an empty one */
+        unlinkat(target, root, AT_REMOVEDIR);
+        return;
+    }
+    if (fstatat(target, root, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode) ||
+        (unsigned long long)st.st_dev != dev || (unsigned long long)st.st_ino != ino)
+        return;
+    int e = rst_remove_tree(target, root);
+    if (e < 0)
+        log_warn("removing \"%s/%s\", placed in part by a progressive restore that did not "
+                 "finish: %s",
+                 tpath, root, strerror(-e));
+    else
+        log_warn("removed \"%s/%s\": a progressive restore that did not finish had placed part "
+                 "of it",
+                 tpath, root);
+}
+
 /* Removes the staging directories that restores killed before their end
  * left in the target (no running restore holds them), putting back any
  * old tree one of them had moved aside. */
@@ -1042,8 +1266,10 @@ static void rst_sweep(struct rst *s, int target)
     }
     closedir(d);
     for (size_t i = 0; i < n; i++) {
-        if (!rst_stage_busy(target, names[i], s->stage_name))
+        if (!rst_stage_busy(target, names[i], s->stage_name)) {
+            rst_partial_remove(target, s->o->target, names[i]);
             rst_stage_remove(target, s->o->target, names[i]);
+        }
         free(names[i]);
     }
     free(names);
@@ -1144,7 +1370,8 @@ static int rst_index(struct rst *s, int target)
     for (size_t k = 0; k < s->m.nfiles && e == 0; k++) {
         const struct mfile *f = &s->m.files[k];
         struct stat st;
-        if (f->type != MFILE_REG || fstatat(target, f->path, &st, AT_SYMLINK_NOFOLLOW) < 0)
+        if (f->type != MFILE_REG || s->skip[k] ||
+            fstatat(target, f->path, &st, AT_SYMLINK_NOFOLLOW) < 0)
             continue;
         struct index_file_key fk;
         index_file_key_of(&st, &fk);
@@ -1198,13 +1425,248 @@ static int rst_stage(struct rst *s, int target)
     return 0;
 }
 
+/* ---- progressive ------------------------------------------------------ */
+
+/* Marks the staging directory (RST_MARK) with DIR/<root>'s identity,
+ * replacing the mark atomically (written aside, renamed, the directory
+ * fsynced); st NULL: not made yet, or a single file (nothing to undo). */
+static int rst_mark(struct rst *s, int target, const struct stat *st)
+{
+    char mk[RST_STAGE_PATH_MAX], tmp[RST_STAGE_PATH_MAX + 8];
+    snprintf(mk, sizeof(mk), "%s/" RST_MARK, s->stage_name);
+    snprintf(tmp, sizeof(tmp), "%s.new", mk);
+    unlinkat(target, tmp, 0);
+    int fd = openat(target, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return -errno;
+    int n = dprintf(fd, "%llu %llu\n%s", st ? (unsigned long long)st->st_dev : 0ULL,
+                    st ? (unsigned long long)st->st_ino : 0ULL, s->m.root);
+    int e = n < 0 || fsync(fd) < 0 ? -errno : 0;
+    close(fd);
+    if (e == 0 && renameat(target, tmp, target, mk) < 0)
+        e = -errno;
+    int dfd = openat(target, s->stage_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (e == 0 && (dfd < 0 || fsync(dfd) < 0))
+        e = -errno;
+    if (dfd >= 0)
+        close(dfd);
+    s->marked |= e == 0;
+    return e;
+}
+
+static bool rst_root_is_dir(const struct rst *s)
+{
+    for (size_t k = 0; k < s->m.nfiles; k++)
+        if (!strcmp(s->m.files[k].path, s->m.root))
+            return s->m.files[k].type == MFILE_DIR;
+    return false;
+}
+
+/* --progressive: DIR/<root> is made at the start (an existing one, with
+ * --force, is first moved into the staging directory as old/<root>, which
+ * a later restore puts back if this one does not finish), and the staging
+ * directory marked.  Files are then placed into it one by one. */
+static int rst_prog_begin(struct rst *s, int target)
+{
+    const char *root = s->m.root;
+    struct stat st;
+    struct buf aside = BUF_INIT;
+    int e = 0;
+    if (fstatat(target, root, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+        if (!s->o->force) {
+            buf_printf(s->err, "\"%s/%s\" already exists (use --force to replace it)", s->o->target,
+                       root);
+            return -EEXIST;
+        }
+        buf_printf(&aside, "%s/old", s->stage_name);
+        if (mkdirat(target, buf_str(&aside), 0700) < 0 && errno != EEXIST)
+            e = -errno;
+        buf_printf(&aside, "/%s", root);
+        if (e == 0 && renameat(target, root, target, buf_str(&aside)) < 0)
+            e = -errno;
+        buf_free(&aside);
+        if (e < 0) {
+            buf_printf(s->err, "moving the old \"%s/%s\" aside: %s", s->o->target, root,
+                       strerror(-e));
+            return e;
+        }
+    }
+    /* marked before DIR/<root> is made: a crash in between leaves an empty
+     * DIR/<root> that the next restore removes */
+    if ((e = rst_mark(s, target, NULL)) < 0) {
+        buf_printf(s->err, "marking the staging directory in \"%s\": %s", s->o->target,
+                   strerror(-e));
+        return e;
+    }
+    bool dir = rst_root_is_dir(s);
+    if (dir &&
+        (mkdirat(target, root, 0700) < 0 || fstatat(target, root, &st, AT_SYMLINK_NOFOLLOW) < 0)) {
+        e = -errno;
+        buf_printf(s->err, "creating \"%s/%s\": %s", s->o->target, root, strerror(-e));
+        return e;
+    }
+    if (dir && (e = rst_mark(s, target, &st)) < 0)
+        buf_printf(s->err, "marking the staging directory in \"%s\": %s", s->o->target,
+                   strerror(-e));
+    s->tree = target;
+    return e;
+}
+
+/* A progressive restore that failed keeps what it placed (whole, verified)
+ * and its marked staging directory, less the staged data: the next
+ * restore into DIR removes both (rst_partial_remove). */
+static void rst_prog_failed(struct rst *s, int target)
+{
+    char tree[RST_STAGE_PATH_MAX];
+    snprintf(tree, sizeof(tree), "%s/tree", s->stage_name);
+    rst_remove_tree(target, tree);
+    fsync(target);
+    log_warn("\"%s/%s\" holds the files placed so far, each whole and verified; the next "
+             "restore into \"%s\" removes them",
+             s->o->target, s->m.root, s->o->target);
+}
+
+/* ---- priority groups ---------------------------------------------------- */
+
+static const char *const rst_group_names[RESTORE_NGROUPS] = {"metadata", "weights", "master",
+                                                             "optimizer"};
+
+const char *restore_group_name(int g)
+{
+    return g >= 0 && g < RESTORE_NGROUPS ? rst_group_names[g] : "?";
+}
+
+static bool rst_ends(const char *s, const char *tail)
+{
+    size_t n = strlen(s), t = strlen(tail);
+    return n >= t && !strcmp(s + n - t, tail);
+}
+
+/* Metadata by name: configs, run state, RNG and scheduler state. */
+static bool rst_meta_name(const char *base)
+{
+    static const char *const ext[] = {".json", ".yaml", ".yml", ".txt", ".md",  ".toml",
+                                      ".ini",  ".cfg",  ".csv", ".py",  ".log", ".metadata"};
+    static const char *const pre[] = {
+        "latest",         "rng",           "random_states", "scheduler",         "lr_scheduler",
+        "trainer_state",  "training_args", "config",        "generation_config", "tokenizer",
+        "special_tokens", "vocab",         "merges"};
+    for (size_t i = 0; i < sizeof(ext) / sizeof(*ext); i++)
+        if (rst_ends(base, ext[i]))
+            return true;
+    for (size_t i = 0; i < sizeof(pre) / sizeof(*pre); i++)
+        if (!strncmp(base, pre[i], strlen(pre[i])))
+            return true;
+    return false;
+}
+
+int restore_group(const char *path, uint64_t size)
+{
+    char low[MANIFEST_MAX_PATH + 1];
+    const char *rel = strchr(path, '/'); /* below the snapshot's root */
+    rel = rel ? rel + 1 : path;
+    size_t n = 0;
+    for (; rel[n] && n < sizeof(low) - 1; n++)
+        low[n] = (char)(rel[n] >= 'A' && rel[n] <= 'Z' ? rel[n] - 'A' + 'a' : rel[n]);
+    low[n] = 0;
+    const char *base = strrchr(low, '/');
+    base = base ? base + 1 : low;
+    if (rst_meta_name(base))
+        return RESTORE_META;
+    if (strstr(low, "model_optim_rng")) /* Megatron: the model's file, optimizer inside */
+        return RESTORE_WEIGHTS;
+    if (strstr(low, "optim"))
+        return RESTORE_OPTIM;
+    if (strstr(low, "fp32") || strstr(low, "master"))
+        return RESTORE_MASTER;
+    return size <= RESTORE_SMALL ? RESTORE_META : RESTORE_WEIGHTS;
+}
+
+/* ---- selecting --------------------------------------------------------- */
+
+/* true when pattern p (fnmatch, no FNM_PATHNAME) matches the path below the
+ * snapshot's root or its base name. */
+static bool rst_matches(const char *p, const char *path)
+{
+    const char *rel = strchr(path, '/'), *base = strrchr(path, '/');
+    rel = rel ? rel + 1 : path;
+    base = base ? base + 1 : path;
+    return fnmatch(p, rel, 0) == 0 || fnmatch(p, base, 0) == 0;
+}
+
+/* true when regular file k is excluded by the options; counts, per
+ * pattern, the files it matched into hits. */
+static bool rst_excluded(struct rst *s, size_t k, size_t *hits)
+{
+    const struct mfile *f = &s->m.files[k];
+    bool out = s->o->exclude_optimizer && s->group[k] == RESTORE_OPTIM;
+    for (size_t i = 0; i < s->o->nexclude; i++)
+        if (rst_matches(s->o->exclude[i], f->path)) {
+            hits[i]++;
+            out = true;
+        }
+    return out;
+}
+
+/* A hard link to an excluded file is left out with it. */
+static bool rst_link_skipped(const struct rst *s, const struct mfile *f)
+{
+    for (size_t k = 0; k < s->m.nfiles; k++)
+        if (s->m.files[k].type == MFILE_REG && !strcmp(s->m.files[k].path, f->link))
+            return s->skip[k];
+    return false;
+}
+
+/* Each regular file's group, what the options exclude, what is left to
+ * restore (total, gleft).  A pattern that matches no file is an error. */
+static int rst_select(struct rst *s)
+{
+    size_t nf = s->m.nfiles ? s->m.nfiles : 1, none = SIZE_MAX;
+    size_t *hits = calloc(s->o->nexclude ? s->o->nexclude : 1, sizeof(*hits));
+    s->group = calloc(nf, sizeof(*s->group));
+    s->skip = calloc(nf, sizeof(*s->skip));
+    if (!hits || !s->group || !s->skip) {
+        free(hits);
+        return -ENOMEM;
+    }
+    for (size_t k = 0; k < s->m.nfiles; k++) {
+        const struct mfile *f = &s->m.files[k];
+        if (f->type == MFILE_HARDLINK)
+            s->skip[k] = rst_link_skipped(s, f);
+        if (f->type != MFILE_REG)
+            continue;
+        s->group[k] = (uint8_t)restore_group(f->path, f->size);
+        if ((s->skip[k] = rst_excluded(s, k, hits))) {
+            s->res->excluded++;
+            continue;
+        }
+        s->gleft[s->group[k]]++;
+        s->total += f->size;
+    }
+    for (size_t i = 0; i < s->o->nexclude && none == SIZE_MAX; i++)
+        if (!hits[i])
+            none = i;
+    free(hits);
+    if (none == SIZE_MAX)
+        return 0;
+    buf_printf(s->err, "--exclude '%s' matches no file of snapshot %s", s->o->exclude[none],
+               s->m.id);
+    return -ENOENT;
+}
+
 static int rst_alloc(struct rst *s)
 {
     size_t nc = s->m.nchunks ? s->m.nchunks : 1;
     s->rfiles = calloc(s->m.nfiles ? s->m.nfiles : 1, sizeof(*s->rfiles));
     s->chunk_file = calloc(nc, sizeof(*s->chunk_file));
     s->chunk_off = calloc(nc, sizeof(*s->chunk_off));
-    if (!s->rfiles || !s->chunk_file || !s->chunk_off)
+    size_t nf = s->m.nfiles ? s->m.nfiles : 1;
+    s->fq = calloc(nf, sizeof(*s->fq));
+    s->hq = calloc(nf, sizeof(*s->hq));
+    s->hqueued = calloc(nf, sizeof(*s->hqueued));
+    s->waiting = calloc(nf, sizeof(*s->waiting));
+    if (!s->rfiles || !s->chunk_file || !s->chunk_off || !s->fq || !s->hq || !s->hqueued ||
+        !s->waiting)
         return -ENOMEM;
     for (size_t k = 0; k < s->m.nfiles; k++) {
         s->rfiles[k].fd = -1;
@@ -1218,18 +1680,21 @@ static int rst_alloc(struct rst *s)
 static int rst_all(struct rst *s, int target)
 {
     int e;
-    for (size_t k = 0; k < s->m.nfiles; k++)
-        if (s->m.files[k].type == MFILE_REG)
-            s->total += s->m.files[k].size;
+    if ((e = rst_select(s)) < 0)
+        return e;
     rst_strip_setid(s);
+    s->target = target;
     if ((e = rst_stage(s, target)) < 0)
+        return e;
+    s->tree = s->stage;
+    if (s->o->progressive && (e = rst_prog_begin(s, target)) < 0)
         return e;
     for (size_t k = 0; k < s->m.nfiles; k++)
         if ((e = rst_entry(s, &s->m.files[k])) < 0)
             return e;
     if ((e = rst_alloc(s)) < 0 || (e = rst_files(s)) < 0 || (e = rst_finish_files(s)) < 0)
         return e;
-    if ((e = rst_finish_dirs(s)) < 0 || (e = rst_place(s, target)) < 0)
+    if ((e = rst_finish_dirs(s)) < 0 || (!s->o->progressive && (e = rst_place(s, target)) < 0))
         return e;
     if ((e = rst_index(s, target)) < 0)
         log_warn("restored, but recording the files in the index failed: %s", err_str(e));
@@ -1245,14 +1710,13 @@ int restore_run(struct repo *r, const struct restore_opts *o, struct restore_res
     memset(ret, 0, sizeof(*ret));
     manifest_init(&s.m);
     pthread_mutex_init(&s.mu, NULL);
-    pthread_cond_init(&s.hcv, NULL);
+    pthread_mutex_init(&s.pmu, NULL);
+    pthread_cond_init(&s.fcv, NULL);
     wring_init(&s.wr, 64, 256u << 20);
     /* early chunks kept for their file's digest: a sixteenth of the budget
      * (64 MiB by default); past it they are read back from the page cache */
     s.direct = repo_workers(r) > 1;
-    /* with the digest thread, early chunks are read back, never kept: a
-     * marked chunk means "written" to it (seeded ones included) */
-    s.stash_budget = s.direct ? 0 : repo_conf(r)->memory / 16;
+    s.stash_budget = repo_conf(r)->memory / 16;
     if ((e = catalog_find(r, o->run, o->id, &s.m, NULL, err)) < 0)
         goto out;
     if ((e = fileio_mkdir_p(o->target, 0755)) < 0 ||
@@ -1274,7 +1738,9 @@ int restore_run(struct repo *r, const struct restore_opts *o, struct restore_res
                  "will take it again",
                  o->target, strerror(-me));
 out:
-    if (s.stage >= 0) { /* held (flock) until it is gone */
+    if (s.stage >= 0 && e < 0 && s.marked) {
+        rst_prog_failed(&s, target);
+    } else if (s.stage >= 0) { /* held (flock) until it is gone */
         rst_stage_remove(target, o->target, s.stage_name);
         close(s.stage);
         fsync(target);
@@ -1299,8 +1765,14 @@ out:
     free(s.chunk_file);
     free(s.chunk_off);
     manifest_free(&s.m);
-    free(s.ready);
-    pthread_cond_destroy(&s.hcv);
+    free(s.group);
+    free(s.skip);
+    free(s.fq);
+    free(s.hq);
+    free(s.hqueued);
+    free(s.waiting);
+    pthread_cond_destroy(&s.fcv);
+    pthread_mutex_destroy(&s.pmu);
     pthread_mutex_destroy(&s.mu);
     return e;
 }

@@ -24,12 +24,18 @@
  * rename the restored files' identities and the chunks' presence go into
  * the index (one write transaction), so the next snapshot reads nothing.
  *
+ * With opts.progressive, DIR/<root> is made at the start and each regular
+ * file renamed into it from the staging directory once whole, verified
+ * and fsynced, group by group (restore_group()); a restore that does not
+ * finish leaves whole verified files and its marked staging directory,
+ * and the next restore into the target removes both (README).
+ *
  * Threads: each function does region I/O through repo_region(r, i) on the
  * calling thread, which must own them (service/repo.h); catalog_find can
  * mark a region that fails its listing unhealthy.  restore_run starts
- * threads of its own (fetch parts with cloned region handles, a digest
- * thread) and joins them before it returns; with workers = 1 it runs on
- * the calling thread alone.  Two restores may not share a repo at once
+ * threads of its own (fetch parts with cloned region handles, finishing
+ * threads that fsync and place files; opts.placed is called from those)
+ * and joins them before it returns.  Two restores may not share a repo at once
  * (the region handles), but each may run while other threads use the
  * index.
  */
@@ -52,6 +58,20 @@ struct restore_opts {
                          * NULL: files already in the target that the index knows */
     void (*progress)(void *ud, uint64_t done, uint64_t total);
     void *progress_ud;
+    /* DIR/<root> made at the start, each regular file renamed to its final
+     * path once whole, verified and fsynced, group by group; see above */
+    bool progressive;
+    /* called as each file is placed (--progressive), one call at a time,
+     * from the restore's threads; group: restore_group_name() */
+    void (*placed)(void *ud, const char *path, uint64_t bytes, const char *group);
+    void *placed_ud;
+    /* regular files left out: those a pattern matches (fnmatch, against the
+     * path below the root or the base name; a pattern that matches nothing
+     * fails the restore), and with exclude_optimizer the optimizer group;
+     * a hard link to a file left out is left out too */
+    const char *const *exclude;
+    size_t nexclude;
+    bool exclude_optimizer;
 };
 
 struct restore_result {
@@ -64,8 +84,30 @@ struct restore_result {
     uint64_t local_chunks;  /* copied from the seed instead of downloaded */
     uint64_t local_bytes;
     uint64_t setid_cleared; /* entries whose setuid/setgid bits were cleared */
+    uint64_t excluded;      /* regular files left out (restore_opts.exclude) */
     uint64_t region_chunks[CONFIG_MAX_REGIONS];
 };
+
+/* Priority groups, fetched, verified and placed in this order. */
+enum restore_group_id {
+    RESTORE_META,    /* configs, run state, RNG, scheduler, "latest", small files */
+    RESTORE_WEIGHTS, /* model weights: every large file not named below */
+    RESTORE_MASTER,  /* fp32 master weights: "fp32" or "master" in the path */
+    RESTORE_OPTIM,   /* optimizer state: "optim" in the path */
+    RESTORE_NGROUPS
+};
+#define RESTORE_SMALL (1u << 20) /* a file this small counts as metadata */
+/* The group of a regular file by its manifest path (the root's name, the
+ * first component, is not looked at) and size; the rules, in order:
+ * metadata by name (.json .yaml .yml .txt .md .toml .ini .cfg .csv .py .log
+ * .metadata; names starting latest, rng, random_states, scheduler,
+ * lr_scheduler, trainer_state, training_args, config, generation_config,
+ * tokenizer, special_tokens, vocab, merges), Megatron's model_optim_rng
+ * as weights, "optim" anywhere as optimizer state, "fp32" or "master" as
+ * master weights, then by size: at most RESTORE_SMALL metadata, else
+ * weights.  Case does not matter. */
+int restore_group(const char *path, uint64_t size);
+const char *restore_group_name(int g);
 
 int restore_run(struct repo *r, const struct restore_opts *o, struct restore_result *ret,
                 struct buf *err);

@@ -88,44 +88,100 @@ static int verify_repair_manifest(struct vctx *v, size_t good, size_t i, const s
     return e;
 }
 
+static int committed_cb(void *ud, const char *key, uint64_t size)
+{
+    const char *id = ud;
+    struct lineage_rec rec;
+    (void)size;
+    return layout_record_parse(key, &rec) == 0 && rec.kind == LINEAGE_COMMIT && !strcmp(rec.id, id);
+}
+
+/* Does some healthy region hold a commit record of (run, id)?  A region
+ * whose listing fails says yes: what is not known is not excused. */
+static bool verify_committed(struct vctx *v, const char *run, const char *id)
+{
+    char prefix[REGION_KEY_MAX];
+    if (layout_prefix(LAYOUT_COMMIT, run, prefix) < 0)
+        return false;
+    REPO_FOR_HEALTHY(v->r, i) {
+        int e = region_list(repo_region(v->r, i), prefix, committed_cb, (void *)id);
+        if (e != 0 && e != -ENOENT)
+            return true; /* 1: found it; < 0: cannot tell */
+    }
+    return false;
+}
+
+/* A manifest that some region lacks or holds damaged and no region has a
+ * commit record of: a publish not finished (a writer in progress, or one
+ * that died between the manifest and its commit record; catalog_publish).
+ * Not a snapshot yet, so not damage: reported, not checked. */
+static bool verify_uncommitted(struct vctx *v, const char *run, const char *id, const int *state)
+{
+    bool partial = false;
+    for (size_t i = 0; i < repo_nregions(v->r); i++)
+        partial |= state[i] > 0;
+    if (!partial || verify_committed(v, run, id))
+        return false;
+    log_warn("snapshot %s of run '%s' is uncommitted (a writer in progress or one that died): "
+             "its manifest is not in every region and no region holds its commit record; not "
+             "counted as damage",
+             id, run);
+    v->res->uncommitted++;
+    return true;
+}
+
+/* Counts region i's copy of a manifest: 0 ok, 1 missing, 2 damaged. */
+static void verify_manifest_count(struct vctx *v, size_t i, int state, const char *run,
+                                  const char *id)
+{
+    char key[REGION_KEY_MAX];
+    if (state == 0) {
+        v->res->region[i].manifests_ok++;
+    } else if (state == 1) {
+        v->res->region[i].manifests_missing++;
+        layout_snapshot(run, id, key);
+        log_error("region '%s': manifest \"%s\" is missing", repo_region(v->r, i)->conf.name, key);
+    } else {
+        v->res->region[i].manifests_bad++; /* manifests_read_in said what is wrong */
+    }
+}
+
 /* Checks every region's copy of the manifest (present, parses, names this
  * snapshot); collects the chunks of the first good copy. */
 static int verify_manifest(struct vctx *v, const char *run, const char *id)
 {
     struct manifest m;
     size_t good = SIZE_MAX;
-    int state[CONFIG_MAX_REGIONS] = {0}; /* 0 ok, 1 missing, 2 damaged */
+    int state[CONFIG_MAX_REGIONS] = {0}; /* 0 ok, 1 missing, 2 damaged, -1 not asked */
     int e = 0;
     for (size_t i = 0; i < repo_nregions(v->r); i++) {
         struct manifest one;
+        state[i] = -1;
         if (repo_region_error(v->r, i))
             continue;
         int g = manifests_read_in(v->r, i, run, id, good == SIZE_MAX ? &m : &one);
-        if (g == -ENOENT) {
-            char key[REGION_KEY_MAX];
-            state[i] = 1;
-            v->res->region[i].manifests_missing++;
-            layout_snapshot(run, id, key);
-            log_error("region '%s': manifest \"%s\" is missing", repo_region(v->r, i)->conf.name,
-                      key);
-        } else if (g < 0) { /* manifests_read_in said what is wrong */
-            state[i] = 2;
-            v->res->region[i].manifests_bad++;
-        } else {
-            v->res->region[i].manifests_ok++;
-            if (good == SIZE_MAX)
-                good = i;
-            else
-                manifest_free(&one);
-        }
+        state[i] = g == -ENOENT ? 1 : g < 0 ? 2 : 0;
+        if (g == 0 && good == SIZE_MAX)
+            good = i;
+        else if (g == 0)
+            manifest_free(&one);
     }
+    if (verify_uncommitted(v, run, id, state)) {
+        if (good != SIZE_MAX)
+            manifest_free(&m);
+        return 0;
+    }
+    for (size_t i = 0; i < repo_nregions(v->r); i++)
+        if (state[i] >= 0)
+            verify_manifest_count(v, i, state[i], run, id);
     if (good == SIZE_MAX) {
         log_error("snapshot %s of run '%s': no region holds a valid manifest", id, run);
         return 0;
     }
     v->res->snapshots++;
     for (size_t i = 0; v->repair && i < repo_nregions(v->r); i++) {
-        if (!state[i] || repo_region_error(v->r, i) || verify_repair_manifest(v, good, i, &m) < 0)
+        if (state[i] <= 0 || repo_region_error(v->r, i) ||
+            verify_repair_manifest(v, good, i, &m) < 0)
             continue;
         if (state[i] == 1)
             v->res->region[i].manifests_missing--;
@@ -392,8 +448,9 @@ static int verify_chunks(struct vctx *v, void (*progress)(void *, uint64_t, uint
 static int slots_lacking(struct vctx *v, uint64_t *lack, struct buf *err)
 {
     struct repokey_info *s = NULL;
+    struct repokeys_view kv;
     size_t n = 0;
-    int e = repokeys_list(v->r, &s, &n, err);
+    int e = repokeys_list(repo_keys_view(v->r, &kv), &s, &n, err);
     if (e < 0)
         return e;
     memset(lack, 0, sizeof(uint64_t) * CONFIG_MAX_REGIONS);
@@ -423,7 +480,8 @@ static int verify_keys(struct vctx *v)
     }
     if (!any || !v->repair)
         goto out;
-    if ((e = repokeys_copy(v->r, UINT32_MAX, UINT32_MAX, &err)) >= 0 &&
+    struct repokeys_view kv;
+    if ((e = repokeys_copy(repo_keys_view(v->r, &kv), UINT32_MAX, UINT32_MAX, &err)) >= 0 &&
         (e = slots_lacking(v, after, &err)) == 0)
         for (size_t i = 0; i < repo_nregions(v->r); i++)
             v->res->region[i].repaired += lack[i] > after[i] ? lack[i] - after[i] : 0;

@@ -31,6 +31,10 @@ struct verify_region_result {
 
 struct verify_result {
     uint64_t snapshots;
+    /* manifests some region lacks or holds damaged, with no commit record
+     * in any region: a writer in progress or one that died; not checked,
+     * not damage */
+    uint64_t uncommitted;
     uint64_t chunks; /* distinct chunks referenced */
     uint64_t bytes;  /* their raw bytes */
     size_t nregions;

@@ -796,7 +796,8 @@ static void region_req_run(struct region *r, struct region_req *req)
         req->ret = region_get(r, req->key, req->max, &req->out);
         break;
     }
-    snprintf(req->errmsg, sizeof(req->errmsg), "%s", req->ret < 0 ? r->errmsg : "");
+    snprintf(req->errmsg, sizeof(req->errmsg), "%.*s", (int)sizeof(req->errmsg) - 1,
+             req->ret < 0 ? r->errmsg : "");
 }
 
 int region_submit(struct region *r, struct region_req *req)
@@ -878,7 +879,7 @@ unsigned region_parallelism(const struct region *r)
 
 int region_err_permanent(int err)
 {
-    return err == CKS_E_REJECTED;
+    return err == CKS_E_REJECTED || err == CKS_E_DENIED;
 }
 
 bool region_list_cheap(const struct region *r)

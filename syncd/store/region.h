@@ -90,7 +90,7 @@ struct region {
     struct region_conf conf;
     unsigned slot;     /* index slot, set by the caller */
     int preconditions; /* 1 enforce, 0 off, -1 unknown: see region_set_preconditions */
-    char errmsg[512];
+    char errmsg[1024];
     size_t inflight;         /* submitted, not yet returned by poll */
     uint64_t requests;       /* synchronous calls made (a listing counts its pages
                               * on s3), for cost reports; never reset by the region */

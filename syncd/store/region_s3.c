@@ -15,10 +15,12 @@
  *   send, which S3-compatible stores differ on.  No aws-chunked encoding.
  * - Errors are classified once, here: connection failures, timeouts, 5xx,
  *   429 and SlowDown are CKS_E_REMOTE (the scheduler backs off and
- *   retries); any other 4xx is CKS_E_REJECTED (credentials, bucket,
- *   permissions: retrying cannot help until the configuration changes).
- *   The message names region, method, bucket and key, HTTP status and the
- *   S3 error code.  Credentials never appear in a message or a URL.
+ *   retries); a 403 is CKS_E_DENIED (credentials or bucket policy: "access
+ *   denied", but a skewed clock's 403 stays CKS_E_REJECTED); any other 4xx
+ *   is CKS_E_REJECTED (bucket, request: retrying cannot help until the
+ *   configuration changes).  The message names region, method, bucket and
+ *   key, HTTP status, the S3 error code and the store's whole message.  Credentials never appear in
+ * a message or a URL.
  * - The multi handle's own return codes are checked: when
  *   curl_multi_perform or curl_multi_poll fails, every transfer in flight
  *   ends with that error (CKS_E_REMOTE, naming the region) and the region
@@ -46,6 +48,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "base/err.h"
 #include "base/log.h"
@@ -94,7 +97,7 @@ struct s3x {
     char curl_err[CURL_ERROR_SIZE];
     bool done;
     int ret;
-    char errmsg[512];
+    char errmsg[1024];
     struct region_req *req; /* async: the request it serves */
     uint64_t expect_size;   /* HEAD: the object must have this size */
     char *object;           /* object name, NULL for bucket-level requests */
@@ -149,10 +152,15 @@ static int s3_credentials(struct s3region *s, struct buf *err)
                        s->base.conf.name, path, (unsigned)(st.st_mode & 07777), path);
             return -EACCES;
         }
+        if (access(path, R_OK) < 0) {
+            buf_printf(err, "region '%s': credentials file \"%s\": cannot read it: %s",
+                       s->base.conf.name, path, strerror(errno));
+            return -errno;
+        }
         int line = ini_parse(path, cred_line, s);
         if (line != 0) {
             buf_printf(err, "region '%s': credentials file \"%s\": %s%d", s->base.conf.name, path,
-                       line < 0 ? "cannot read it " : "syntax error on line ", line < 0 ? 0 : line);
+                       line < 0 ? "cannot read it: error " : "syntax error on line ", line);
             return CKS_E_CONFIG;
         }
     } else {
@@ -476,6 +484,28 @@ static bool s3_transient_status(long st, const char *code)
            !strcmp(code, "ConditionalRequestConflict");
 }
 
+/* A refusal's class: 403 is the credentials or the bucket's policy
+ * (access denied), except a skewed clock, which the clock fixes. */
+static int s3_refusal(long status, const char *code)
+{
+    if (s3_transient_status(status, code))
+        return CKS_E_REMOTE;
+    if (status == 403 && strcmp(code, "RequestTimeTooSkewed"))
+        return CKS_E_DENIED;
+    return CKS_E_REJECTED;
+}
+
+/* The refusal in x->errmsg, with the store's whole message (s3xml.h
+ * bounds it): "access denied (HTTP 403 Code): Message" for CKS_E_DENIED. */
+static void s3x_refusal_text(struct s3x *x, const struct s3_error *se)
+{
+    bool denied = x->ret == CKS_E_DENIED;
+    snprintf(x->errmsg, sizeof(x->errmsg), "region '%s': %.220s: %sHTTP %ld%s%.60s%s%s%s",
+             x->s->base.conf.name, x->what, denied ? "access denied (" : "", x->status,
+             se->code[0] ? " " : "", se->code, denied ? ")" : "", se->message[0] ? ": " : "",
+             se->message);
+}
+
 /* Classifies a finished transfer: x->ret and x->errmsg. */
 static void s3x_finish(struct s3x *x)
 {
@@ -516,14 +546,12 @@ static void s3x_finish(struct s3x *x)
         snprintf(x->errmsg, sizeof(x->errmsg), "region '%s': %.260s: not found", name, x->what);
         return;
     }
-    x->ret = s3_transient_status(x->status, se.code) ? CKS_E_REMOTE : CKS_E_REJECTED;
+    x->ret = s3_refusal(x->status, se.code);
     if (x->create_only && x->status == 412)
         x->ret = -EEXIST;
     else if (x->create_only && (x->status == 501 || !strcmp(se.code, "NotImplemented")))
         x->ret = -ENOTSUP;
-    snprintf(x->errmsg, sizeof(x->errmsg), "region '%s': %.220s: HTTP %ld%s%.60s%s%.100s", name,
-             x->what, x->status, se.code[0] ? " " : "", se.code, se.message[0] ? ": " : "",
-             se.message);
+    s3x_refusal_text(x, &se);
 }
 
 /* ---- the multi loop ---------------------------------------------------- */
@@ -563,10 +591,10 @@ static void s3_explain(struct s3region *s, struct s3x *head)
             s3_pump(s, 1000);
     }
     if (x->status >= 400 && x->resp.len &&
-        s3xml_error((const char *)x->resp.data, x->resp.len, &se) == 0 && se.code[0])
-        snprintf(head->errmsg, sizeof(head->errmsg), "region '%s': %.220s: HTTP %ld %.60s%s%.100s",
-                 s->base.conf.name, head->what, head->status, se.code, se.message[0] ? ": " : "",
-                 se.message);
+        s3xml_error((const char *)x->resp.data, x->resp.len, &se) == 0 && se.code[0]) {
+        head->ret = s3_refusal(head->status, se.code);
+        s3x_refusal_text(head, &se);
+    }
     s3x_free(x);
 }
 
@@ -642,7 +670,8 @@ static void s3_pump(struct s3region *s, int timeout_ms)
         struct s3x *x = done;
         done = x->later;
         s3x_finish(x);
-        if (x->ret == CKS_E_REJECTED && !strcmp(x->method, "HEAD") && x->object)
+        if ((x->ret == CKS_E_REJECTED || x->ret == CKS_E_DENIED) && !strcmp(x->method, "HEAD") &&
+            x->object)
             s3_explain(s, x);
         x->done = true;
         if (x->req)
@@ -966,7 +995,8 @@ static void s3_req_complete(struct s3region *s, struct s3x *x)
         if (buf_append(&req->out, x->resp.data, x->resp.len) < 0)
             req->ret = -ENOMEM;
     }
-    snprintf(req->errmsg, sizeof(req->errmsg), "%s", req->ret < 0 ? x->errmsg : "");
+    snprintf(req->errmsg, sizeof(req->errmsg), "%.*s", (int)sizeof(req->errmsg) - 1,
+             req->ret < 0 ? x->errmsg : "");
     req->priv = NULL;
     req->next = s->parked;
     s->parked = req;
@@ -981,7 +1011,8 @@ static int s3_submit(struct region *r, struct region_req *req)
     if (req->kind == RREQ_PUT && req->len >= s->multipart_min) {
         /* Rare (a chunk above 64 MiB): done in place, step by step. */
         req->ret = s3_multipart(r, req->key, req->data, req->len);
-        snprintf(req->errmsg, sizeof(req->errmsg), "%s", req->ret < 0 ? r->errmsg : "");
+        snprintf(req->errmsg, sizeof(req->errmsg), "%.*s", (int)sizeof(req->errmsg) - 1,
+                 req->ret < 0 ? r->errmsg : "");
         req->next = s->parked;
         s->parked = req;
         return 0;

@@ -131,6 +131,15 @@ try_mount() {
 }
 
 # ---- the daemon -------------------------------------------------------------
+
+# daemon_answers CLI...: `CLI status --json` got the daemon's answer: exit
+# 0, or 3/4/5 (degraded, a region failing, a region refusing the
+# credentials: README, "Exit status"); not 1 (none) or 6 (starting).
+daemon_answers() {
+  local rc=0
+  "$@" status --json > /dev/null 2>&1 || rc=$?
+  [ "$rc" = 0 ] || [ "$rc" = 3 ] || [ "$rc" = 4 ] || [ "$rc" = 5 ]
+}
 : "${CKPTSYNCD:=$(dirname "$CKPTSYNC")/ckptsyncd}"
 DAEMON_PID=
 
@@ -140,7 +149,7 @@ start_daemon() {
   "$CKPTSYNCD" --config "$CONF" "$@" >> "$T/daemon.log" 2>&1 &
   DAEMON_PID=$!
   for _ in $(seq 1 100); do
-    cks status --json > /dev/null 2>&1 && return 0
+    daemon_answers cks && return 0
     kill -0 "$DAEMON_PID" 2>/dev/null || { tail -20 "$T/daemon.log" >&2; die "ckptsyncd exited at start"; }
     sleep 0.1
   done

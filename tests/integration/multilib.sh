@@ -37,7 +37,7 @@ idaemon() {
   "$CKPTSYNCD" --config "$T/i-$name.conf" >> "$T/i-$name/daemon.log" 2>&1 &
   IPID[$name]=$!
   for _ in $(seq 1 100); do
-    icks "$name" status --json > /dev/null 2>&1 && return 0
+    daemon_answers icks "$name" && return 0
     kill -0 "${IPID[$name]}" 2>/dev/null || { tail -20 "$T/i-$name/daemon.log" >&2; die "ckptsyncd $name exited"; }
     sleep 0.1
   done

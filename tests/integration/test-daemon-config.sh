@@ -31,6 +31,15 @@ fi
 step "--check validates without starting"
 "$CKPTSYNCD" --config "$CONF" --check | grep valid > /dev/null
 [ ! -e "$STATE" ] || die "--check created state"
+"$CKPTSYNCD" --config "$CONF" --check --connect > "$T/out" || { cat "$T/out"; die "--check --connect"; }
+grep -q "^region a: repository: no repository yet (the first start creates it)$" "$T/out" || { cat "$T/out"; die "--check --connect: repo object"; }
+[ -z "$(ls -A "$T/regions/a")" ] && [ ! -e "$STATE" ] || die "--check --connect changed something"
+mv "$T/regions/b" "$T/regions/b.away"
+expect_fail 1 "$CKPTSYNCD" --config "$CONF" --check --connect
+grep -q "^region b: connection: FAILED: region 'b': directory \"$T/regions/b\" does not exist$" "$T/out" && grep -q "^region a: connection: reachable$" "$T/out" \
+  || { cat "$T/out" "$T/err"; die "--check --connect: a missing region directory is not named"; }
+mv "$T/regions/b.away" "$T/regions/b"
+expect_fail 2 "$CKPTSYNCD" --config "$CONF" --connect
 
 step "a file that names no region is refused by --check, the daemon and the CLI (not the embedded three)"
 printf '[daemon]\nwatch = %s\nstate = %s\n' "$T/watch" "$T/state-nr" > "$T/noregion.conf"
@@ -54,6 +63,33 @@ expect_fail 1 cks status
 [ "$(wc -l < "$T/err")" = 1 ] && grep -q "no daemon is running" "$T/err" || { cat "$T/err"; die "no-daemon message"; }
 expect_fail 1 cks commit "$T/watch"
 
+step "a first start waiting create_settle: status says starting (exit 6), then answers (#26 item 8)"
+mkdir -p "$T/rs/a" "$T/rs/b"
+cat > "$T/settle.conf" <<EOF2
+[daemon]
+watch = $T/watch
+state = $T/state-settle
+create_settle = 4
+[region.a]
+path = $T/rs/a
+preconditions = none
+[region.b]
+path = $T/rs/b
+preconditions = none
+EOF2
+"$CKPTSYNCD" --config "$T/settle.conf" 2> "$T/settle.log" &
+spid=$!
+starting() { local rc=0; "$CKPTSYNC" --config "$T/settle.conf" status > "$T/out" 2> "$T/err" || rc=$?; [ $rc = 6 ]; }
+wait_for 10 starting || { cat "$T/err" "$T/settle.log"; die "status during create_settle: not 'starting' (exit 6)"; }
+grep -q "ckptsyncd (pid $spid) is starting" "$T/err" || { cat "$T/err"; die "status during create_settle: no pid, no 'starting'"; }
+grep -q "no daemon is running" "$T/err" && die "status during create_settle says no daemon"
+expect_fail 1 "$CKPTSYNC" --config "$T/settle.conf" flush
+grep -q "is starting" "$T/err" || { cat "$T/err"; die "flush during create_settle: not 'starting'"; }
+wait_for 20 "$CKPTSYNC" --config "$T/settle.conf" status --json || { cat "$T/settle.log"; die "no answer after create_settle"; }
+kill -TERM "$spid"; wait "$spid" || true
+expect_fail 1 "$CKPTSYNC" --config "$T/settle.conf" status
+grep -q "no daemon is running" "$T/err" || { cat "$T/err"; die "a stopped daemon still 'starting'"; }
+
 step "a second daemon on the same state is refused"
 start_daemon
 set +e; "$CKPTSYNCD" --config "$CONF" 2> "$T/err"; rc=$?; set -e
@@ -63,6 +99,9 @@ step "commit outside the watch root, or of something missing"
 mkdir -p "$T/elsewhere/r1/checkpoint-1"
 expect_fail 1 cks commit "$T/elsewhere/r1/checkpoint-1"
 grep -q "not under the watch root" "$T/err" || { cat "$T/err"; die "outside root"; }
+grep -q "Protocol error" "$T/err" && { cat "$T/err"; die "outside root: Protocol error"; }
+expect_fail 1 cks commit "$T/watch"
+grep -q "is the watch root itself" "$T/err" || { cat "$T/err"; die "the watch root itself: unclear"; }
 expect_fail 1 cks commit "$T/watch/r1/missing"
 grep -q "missing" "$T/err" || die "missing path not named"
 # a run directory whose name cannot be a key: refused at once, with the reason
@@ -117,12 +156,12 @@ AWS_ACCESS_KEY_ID=k AWS_SECRET_ACCESS_KEY=s "$CKPTSYNCD" --config "$T/insecure.c
 warned_once "$T/err" "--check"
 AWS_ACCESS_KEY_ID=k AWS_SECRET_ACCESS_KEY=s "$CKPTSYNCD" --config "$T/insecure.conf" 2> "$T/insecure.log" &
 ipid=$!
-wait_for 10 "$CKPTSYNC" --config "$T/insecure.conf" status --json || { cat "$T/insecure.log"; die "daemon with an insecure region"; }
+wait_for 10 daemon_answers "$CKPTSYNC" --config "$T/insecure.conf" || { cat "$T/insecure.log"; die "daemon with an insecure region"; }
 warned_once "$T/insecure.log" "the daemon"
-"$CKPTSYNC" --config "$T/insecure.conf" status > "$T/out" 2> "$T/err"
+"$CKPTSYNC" --config "$T/insecure.conf" status > "$T/out" 2> "$T/err" || [ $? = 4 ]
 warned_once "$T/err" "ckptsync status"
 grep -q "^region insecure: tls_verify = false" "$T/out" || { cat "$T/out"; die "status does not show tls_verify = false"; }
-"$CKPTSYNC" --config "$T/insecure.conf" status --json > "$T/st.json" 2> /dev/null
+"$CKPTSYNC" --config "$T/insecure.conf" status --json > "$T/st.json" 2> /dev/null || [ $? = 4 ]
 [ "$(json "$T/st.json" '[r["tls_verify"] for r in d["config"]["regions"] if r["name"] == "insecure"]')" = "[False]" ] \
   || die "status --json config.regions: tls_verify is not false"
 [ "$(json "$T/st.json" '[r.get("tls_verify") for r in d["regions"] if r["name"] == "insecure"]')" = "[False]" ] \

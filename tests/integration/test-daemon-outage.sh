@@ -32,8 +32,9 @@ cks commit "$T/watch/r1/step_200.pt" --wait durable --timeout 30 --json > "$T/c2
 
 step "status shows the failing region, its error and its pending work"
 wait_for 20 sh -c "'$CKPTSYNC' --config '$CONF' status --json | grep -q 'Read-only'" || { cks status; die "no error in status"; }
-cks status --json > "$T/st.json"
-cks status
+rc=0; cks status --json > "$T/st.json" || rc=$?
+[ "$rc" = 4 ] || die "status exited $rc with region c failing, not 4"
+cks status || [ $? = 4 ]
 [ "$(json "$T/st.json" '[r["state"] for r in d["regions"] if r["name"]=="c"][0]')" = backoff ] || die "region c not in backoff"
 [ "$(json "$T/st.json" '[r["pending_chunks"] for r in d["regions"] if r["name"]=="c"][0]')" -gt 0 ] || die "no pending chunks for c"
 [ "$(json "$T/st.json" '[r["pending_chunks"] for r in d["regions"] if r["name"]=="a"][0]')" = 0 ] || die "region a is held back"

@@ -123,6 +123,15 @@ grep -v '^encryption\|^key_file\|^\[repository\]' "$CONF" > "$T/nokey.conf"
 expect_fail 1 env -u CKPTSYNC_PASSPHRASE "$CKPTSYNC" --config "$T/nokey.conf" ls --remote
 grep "is encrypted" "$T/err" | grep "key_file" > /dev/null || { cat "$T/err"; die "no key: unclear error"; }
 
+step "ckptsyncd --check --connect: each region's key slot opens with the key, not with a wrong one (#26 item 9)"
+"$CKPTSYNCD" --config "$CONF" --check --connect > "$T/out" || { cat "$T/out"; die "--check --connect with the key"; }
+[ "$(grep -c "^region [abc]: keys: 1 key slot(s); \"keys/[0-9a-f]*\" opens with key file \"$KEY\"$" "$T/out")" = 3 ] \
+  || { cat "$T/out"; die "--check --connect: the key slots are not said to open"; }
+grep -q "^region a: repository: repository [0-9a-f]*, chunker .*, encrypted$" "$T/out" || { cat "$T/out"; die "--check --connect: not encrypted?"; }
+expect_fail 1 "$CKPTSYNCD" --config "$T/wrong.conf" --check --connect --json
+[ "$(json "$T/out" '[r["keys"]["state"] for r in d["preflight"]]')" = "['failed', 'failed', 'failed']" ] || { cat "$T/out"; die "--check --connect: a wrong key opens?"; }
+json "$T/out" 'd["preflight"][0]["keys"]["text"]' | grep "none opens with key file \"$WRONG\"" > /dev/null || { cat "$T/out"; die "--check --connect: the wrong key is not named"; }
+
 step "a flipped byte in a chunk, a manifest and a commit record of region a"
 chunk=$(grep '^chunks/' "$T/keys.a" | sed -n 1p)
 man=$(grep '^snapshots/' "$T/keys.a" | sed -n 1p)
@@ -170,6 +179,8 @@ cp -a "$ck" "$ck2"; head -c $((1 << 20)) /dev/urandom > "$ck2/weights-aardvark.b
 set_settle 1
 start_daemon
 cks commit "$ck2" --step 8 --wait replicated --timeout 60 > /dev/null || { tail -20 "$T/daemon.log"; die "commit failed"; }
+[ "$(cks status --json | json /dev/stdin 'd["encrypted"]')" = True ] || die "status --json does not say encrypted"
+cks status | grep "^ckptsyncd .*, repository encrypted" > /dev/null || die "status does not say encrypted"
 stop_daemon
 rm -rf "$STATE" "$T/r4"
 cks restore --run "$RUN" --latest --to "$T/r4" > /dev/null

@@ -43,8 +43,9 @@ rc=0; wait "$waiter" || rc=$?
 [ "$rc" = 1 ] && grep -qF "commit of index \"$IX\" failed" "$T/c2.err" && grep -q degraded "$T/c2.err" \
   || { cat "$T/c2.err"; die "the waiting commit exited $rc, not told the daemon is degraded"; }
 
-step "status says degraded, with the reason and the time"
-cks status --json > "$T/st.json"
+step "status says degraded, with the reason and the time (exit 3)"
+rc=0; cks status --json > "$T/st.json" || rc=$?
+[ "$rc" = 3 ] || die "status --json exited $rc while degraded, not 3"
 python3 - "$T/st.json" "$IX" <<'EOF2' || { cat "$T/st.json"; die "status --json (degraded)"; }
 import json, sys, time
 d = json.load(open(sys.argv[1])); ix = sys.argv[2]
@@ -53,7 +54,8 @@ assert d["degraded_reason"] == 'commit of index "%s" failed: Input/output error'
 assert 0 < d["degraded_time"] <= time.time() + 1, d["degraded_time"]
 assert d["runs"][0]["durable_latest"]["id"], d["runs"][0]
 EOF2
-cks status > "$T/st.txt" || die "status (human) failed while degraded"
+rc=0; cks status > "$T/st.txt" || rc=$?
+[ "$rc" = 3 ] || die "status (human) exited $rc while degraded, not 3"
 grep -q "DEGRADED" "$T/st.txt" && grep -qF "$IX" "$T/st.txt" || { cat "$T/st.txt"; die "human status"; }
 
 step "a new commit fails at once with a clear message"
@@ -65,7 +67,7 @@ grep -q "the daemon is degraded (commit of index \"$IX\" failed: Input/output er
 step "a CLI restore of the earlier snapshot works meanwhile"
 cks restore --run r1 --snapshot "$id1" --to "$T/restored" -q || die "restore while the daemon is degraded"
 cmp "$T/watch/r1/step_100.pt" "$T/restored/step_100.pt" || die "restored content differs"
-cks status --json > /dev/null || die "status stopped answering"
+daemon_answers cks || die "status stopped answering"
 
 step "the daemon log names the failure once"
 [ "$(grep -c 'event=degraded' "$T/daemon.log")" = 1 ] || { grep 'event=degraded' "$T/daemon.log"; die "event=degraded not logged exactly once"; }

@@ -6,12 +6,17 @@
 # reported after a restore the CLI told the daemon about (bytes, files,
 # seconds, their rate; a failed restore counted apart), while a restore
 # with no daemon, or one that never answers, is not held up.  Also: promtool lints the
-# exposition, other paths and methods are refused, 40 idle connections
+# exposition, the histograms (commit to durable, region requests, restore)
+# rise with le and end in _count, every number is the shortest that reads
+# back, the process_* families are the daemon's, / is a page linking
+# /metrics, other paths and methods are refused, counters and histograms
+# survive a SIGHUP reload (Prometheus sees no reset), 40 idle connections
 # held open do not lock scrapes out, and the node_exporter textfile is
 # written whole.
 . "$(dirname "$0")/lib.sh"
 command -v prometheus > /dev/null || skip "prometheus is not installed (deploy/deps.sh --test installs Debian's package)"
 command -v curl > /dev/null || skip "curl is not installed"
+command -v promtool > /dev/null || skip "promtool is not installed (Debian's prometheus package has it)"
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 MP=$(free_port)
@@ -31,12 +36,77 @@ step "/metrics answers in text format 0.0.4; promtool finds nothing to lint"
 curl -sf -D "$T/h" "$URL/metrics" > "$T/m1.txt" || die "GET /metrics failed"
 grep -qi '^content-type: text/plain; version=0.0.4' "$T/h" || { cat "$T/h"; die "wrong content type"; }
 grep -q '^ckptsync_info{version="' "$T/m1.txt" || die "no ckptsync_info"
-if command -v promtool > /dev/null; then
-  promtool check metrics < "$T/m1.txt" > "$T/lint" 2>&1 || { cat "$T/lint"; die "promtool check metrics"; }
-fi
-[ "$(curl -s -o /dev/null -w '%{http_code}' "$URL/")" = 404 ] || die "/ is not 404"
+curl -sf -D "$T/h" "$URL/" > "$T/index.html" || die "GET / failed"
+grep -qi '^content-type: text/html' "$T/h" || { cat "$T/h"; die "/ is not an HTML page"; }
+grep -q '<a href="metrics">' "$T/index.html" || { cat "$T/index.html"; die "/ does not link /metrics"; }
+[ "$(curl -s -o /dev/null -w '%{http_code}' "$URL/nosuch")" = 404 ] || die "/nosuch is not 404"
+for f in process_cpu_seconds_total process_resident_memory_bytes process_virtual_memory_bytes \
+  process_open_fds process_max_fds process_start_time_seconds; do
+  grep -q "^$f [0-9]" "$T/m1.txt" || die "no $f"
+done
+# process_start_time_seconds is this process's start, as ps tells it
+python3 - "$T/m1.txt" "$DAEMON_PID" <<'EOF2' || die "process_start_time_seconds is not the daemon's start"
+import os, sys
+v = [float(l.split()[1]) for l in open(sys.argv[1]) if l.startswith("process_start_time_seconds ")][0]
+ticks = int(open(f"/proc/{sys.argv[2]}/stat").read().rsplit(")", 1)[1].split()[19])
+btime = [int(l.split()[1]) for l in open("/proc/stat") if l.startswith("btime ")][0]
+want = btime + ticks / os.sysconf("SC_CLK_TCK")
+sys.exit(abs(v - want) > 0.02)
+EOF2
 [ "$(curl -s -o /dev/null -w '%{http_code}' -X POST "$URL/metrics")" = 405 ] || die "POST is not 405"
 grep -q "serving Prometheus metrics on 127.0.0.1:$MP" "$T/daemon.log" || die "the endpoint is not logged"
+
+# check_exposition FILE: promtool lints it; every histogram's buckets
+# rise with le and never decrease, the last is +Inf and equals _count;
+# every number is the shortest text that reads back (9.564, not
+# 9.5640000000000001).
+check_exposition() {
+  promtool check metrics < "$1" > "$T/lint" 2>&1 || { cat "$T/lint"; die "promtool check metrics: $1"; }
+  python3 - "$1" <<'EOF2' || die "the exposition $1 is wrong (above)"
+import re, sys
+series = {}
+bad = []
+def digits(text):  # the significant digits of a number's text
+    return text.split("e")[0].replace("-", "").replace(".", "").strip("0")
+for line in open(sys.argv[1]):
+    if line.startswith("#") or not line.strip():
+        continue
+    name_labels, value = line.rsplit(" ", 1)
+    value = value.strip()
+    if value not in ("+Inf", "-Inf", "NaN") and not re.fullmatch(r"-?[0-9]+", value) \
+            and digits(value) != digits(repr(float(value))):
+        # Python's repr is the shortest text that reads back
+        bad.append(f"not the shortest: {line.strip()} (shortest: {float(value)!r})")
+    m = re.match(r'(\w+)_bucket\{(.*)le="([^"]+)"\}$', name_labels)
+    if m:
+        series.setdefault((m.group(1), m.group(2)), []).append((float(m.group(3)), float(value)))
+    elif name_labels.endswith("_count") or "_count{" in name_labels:
+        base, _, labels = name_labels.partition("{")
+        series.setdefault((base[:-6], labels.rstrip("}") + ("," if labels else "")), []).append(("count", float(value)))
+hist = 0
+for (name, labels), pts in series.items():
+    buckets = [p for p in pts if p[0] != "count"]
+    counts = [p[1] for p in pts if p[0] == "count"]
+    if not buckets:
+        continue
+    hist += 1
+    les = [b[0] for b in buckets]
+    vals = [b[1] for b in buckets]
+    if les != sorted(les) or len(set(les)) != len(les) or les[-1] != float("inf"):
+        bad.append(f"{name}{{{labels}}}: le not ascending to +Inf: {les}")
+    if any(b < a for a, b in zip(vals, vals[1:])):
+        bad.append(f"{name}{{{labels}}}: buckets decrease: {vals}")
+    if counts != [vals[-1]]:
+        bad.append(f"{name}{{{labels}}}: _count {counts} is not the +Inf bucket {vals[-1]}")
+if hist < 3:
+    bad.append(f"only {hist} histogram series")
+print("\n".join(bad))
+sys.exit(bool(bad))
+EOF2
+}
+# sample FILE SERIES: the value of SERIES (exactly as written) in FILE.
+sample() { awk -v s="$2" '$1 == s { print $2 }' "$1"; }
+check_exposition "$T/m1.txt"
 
 step "another local user holds 40 idle connections: 5 scrapes all get through"
 python3 - "$MP" > "$T/idle.log" 2>&1 <<'EOF2' &
@@ -162,13 +232,55 @@ expect_q 'ckptsync_restore_bytes_total' "$r_bytes"
 expect_q_near 'ckptsync_restore_seconds_total' "$r_secs"
 grep -qi 'report' "$T/err" && { cat "$T/err"; die "the report to the daemon was complained about"; }
 
+step "the histograms saw the two snapshots, their requests and the restore; floats are shortest"
+curl -sf "$URL/metrics" > "$T/m2.txt" || die "GET /metrics failed"
+check_exposition "$T/m2.txt"
+[ "$(sample "$T/m2.txt" ckptsync_commit_to_durable_seconds_count)" = 2 ] ||
+  die "commit_to_durable_seconds_count is $(sample "$T/m2.txt" ckptsync_commit_to_durable_seconds_count), not 2"
+[ "$(sample "$T/m2.txt" ckptsync_restore_duration_seconds_count)" = 1 ] || die "restore_duration_seconds_count is not 1"
+near "$(sample "$T/m2.txt" ckptsync_restore_duration_seconds_sum)" "$r_secs" || die "restore_duration_seconds_sum is not $r_secs"
+puts=$(sample "$T/m2.txt" 'ckptsync_region_request_duration_seconds_count{region="a",operation="put"}')
+put_ok=$(sample "$T/m2.txt" 'ckptsync_region_requests_total{region="a",operation="put",result="ok"}')
+put_err=$(sample "$T/m2.txt" 'ckptsync_region_requests_total{region="a",operation="put",result="error"}')
+[ -n "$puts" ] && [ "$puts" -gt 0 ] && [ "$puts" = $((put_ok + put_err)) ] ||
+  die "region a: $puts timed puts, $put_ok + $put_err counted"
+expect_q 'ckptsync_commit_to_durable_seconds_count' 2
+echo "    2 snapshots durable, $puts puts to region a timed, 1 restore of ${r_secs}s"
+
+step "SIGHUP reloads the configuration: the counters and histograms carry on from where they were"
+grep -v '^process_\|^#' "$T/m2.txt" | grep '_total\|_bucket\|_count \|_count{\|_sum' > "$T/before.txt"
+start_before=$(sample "$T/m2.txt" process_start_time_seconds)
+kill -HUP "$DAEMON_PID"
+wait_for 20 grep -q "counters carried over the reload" "$T/daemon.log" ||
+  { tail "$T/daemon.log"; die "the reload carried no counters"; }
+wait_for 20 curl -sf "$URL/metrics" -o "$T/m3.txt" || die "no /metrics after the reload"
+kill -0 "$DAEMON_PID" || die "the reload changed the pid"
+check_exposition "$T/m3.txt"
+grep -v '^process_\|^#' "$T/m3.txt" | grep '_total\|_bucket\|_count \|_count{\|_sum' > "$T/after.txt"
+# the rescan after the restart may count the unchanged units (and ask the
+# regions about them) again: nothing may go down, the rest must be equal
+python3 - "$T/before.txt" "$T/after.txt" <<'EOF2' || die "counters lost on reload (above)"
+import sys
+def load(f):
+    return {l.rsplit(" ", 1)[0]: float(l.rsplit(" ", 1)[1]) for l in open(f)}
+b, a = load(sys.argv[1]), load(sys.argv[2])
+moving = ('result="unchanged"', 'operation="has"', "ckptsync_retries_total")
+bad = [f"{k}: {v} before, {a.get(k)} after" for k, v in b.items()
+       if a.get(k) is None or a[k] < v or (a[k] != v and not any(m in k for m in moving))]
+print("\n".join(bad) or f"    {len(b)} series carried over the reload")
+sys.exit(bool(bad))
+EOF2
+[ "$(sample "$T/m3.txt" process_start_time_seconds)" = "$start_before" ] ||
+  die "process_start_time_seconds changed over the reload (the same process)"
+[ "$(sample "$T/m3.txt" 'ckptsync_restores_total{result="ok"}')" = 1 ] || die "restores_total{ok} was reset"
+expect_q 'ckptsync_restores_total{result="failed"}' 1
+expect_q 'resets(ckptsync_ingest_bytes_total{result="new"}[1h])' 0
+
 step "the node_exporter textfile is written whole, and lints clean"
 wait_for 15 grep -q '^ckptsync_ingest_bytes_total{result="dedup"} '"$bytes" "$T/textfile/ckptsync.prom" \
   || die "the textfile does not show the second snapshot"
 [ "$(ls -A "$T/textfile")" = ckptsync.prom ] || die "temp files left: $(ls -A "$T/textfile")"
-if command -v promtool > /dev/null; then
-  promtool check metrics < "$T/textfile/ckptsync.prom" > "$T/lint" 2>&1 || { cat "$T/lint"; die "textfile lint"; }
-fi
+check_exposition "$T/textfile/ckptsync.prom"
 
 stop_prom
 stop_daemon

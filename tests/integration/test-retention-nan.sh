@@ -12,7 +12,7 @@
 #     at all has nothing to rank (the other rules decide);
 #  3. the daemon's own retention, after each durable snapshot, keeps the
 #     best checkpoint of a run whose files carry NaN.
-# regions: dir s3
+# regions: dir   (NaN parsing and the keep-when-unreadable rule are the same for every kind of region)
 . "$(dirname "$0")/lib.sh"
 write_config 16K 64K 256K
 cat >> "$CONF" <<'EOF'

@@ -76,7 +76,21 @@ cp "$CONF" "$T/good.conf"
 in_region b credentials "$T/open-credentials"
 expect_fail 1 cks ls --remote
 grep -q "open-credentials\" is readable by group or others" "$T/err" || { cat "$T/err"; die "open credentials accepted"; }
+# ckptsyncd --check reads the credentials files the daemon will need (#26 item 9)
+expect_fail 1 "$CKPTSYNCD" --config "$CONF" --check
+grep -q "region b: configuration: FAILED: .*open-credentials\" is readable by group or others" "$T/out" \
+  || { cat "$T/out" "$T/err"; die "--check accepted credentials readable by others"; }
+in_region b credentials "$T/no-such-credentials"
+expect_fail 1 "$CKPTSYNCD" --config "$CONF" --check --json
+[ "$(json "$T/out" '[r["credentials"]["state"] for r in d["preflight"]]')" = "['ok', 'failed', 'ok']" ] || { cat "$T/out"; die "--check --json preflight"; }
+json "$T/out" 'd["preflight"][1]["credentials"]["text"]' | grep "no-such-credentials\": No such file" > /dev/null \
+  || { cat "$T/out"; die "--check: a missing credentials file is not named"; }
 cp "$T/good.conf" "$CONF"
+"$CKPTSYNCD" --config "$CONF" --check --connect > "$T/out" || { cat "$T/out"; die "--check --connect on good regions"; }
+for r in a b c; do
+  grep -q "^region $r: connection: reachable$" "$T/out" && grep -q "^region $r: repository: repository [0-9a-f]*, chunker .*, not encrypted$" "$T/out" \
+    || { cat "$T/out"; die "--check --connect: region $r"; }
+done
 
 step "a wrong secret: a clear 403 in the CLI"
 S3_SECRET_KEY=not-the-secret write_s3_credentials "$T/bad-credentials"
@@ -88,6 +102,26 @@ mkdir -p "$T/data/ck-bad"; echo x > "$T/data/ck-bad/f"
 expect_fail 1 cks snapshot "$T/data/ck-bad" --run r1
 grep -q "HTTP 403 SignatureDoesNotMatch" "$T/err" || { cat "$T/err"; die "no 403 SignatureDoesNotMatch"; }
 grep -q "region 'c'.*s3://ckpt/" "$T/err" || { cat "$T/err"; die "message does not name region and bucket"; }
+
+step "one region refusing the credentials: access denied with the store's whole message; ls --remote exits 5, restore warns"
+cp "$T/good.conf" "$CONF"
+in_region c credentials "$T/bad-credentials"
+"$CKPTSYNCD" --config "$CONF" --check > /dev/null || die "--check contacts a region without --connect"
+expect_fail 1 "$CKPTSYNCD" --config "$CONF" --check --connect
+grep -q "^region c: connection: FAILED: .*access denied (HTTP 403 SignatureDoesNotMatch)" "$T/out" && grep -q "^region a: connection: reachable$" "$T/out" \
+  || { cat "$T/out" "$T/err"; die "--check --connect: the refusing region is not named"; }
+expect_fail 5 cks ls --remote
+grep -q "warning: .*region 'c'.*access denied (HTTP 403 SignatureDoesNotMatch): The request signature we calculated does not match the signature you provided. Check your key and signing method.$" "$T/err" \
+  || { cat "$T/err"; die "ls --remote: no access denied warning with the whole message"; }
+grep -q "error:" "$T/err" && { cat "$T/err"; die "ls --remote: an error line though the listing succeeded"; }
+grep -q "unreachable" "$T/err" && { cat "$T/err"; die "ls --remote: a 403 called unreachable"; }
+grep -q "^r1 " "$T/out" || { cat "$T/out"; die "ls --remote lists nothing from the other regions"; }
+cks repo > "$T/repo.txt" 2> /dev/null || true
+grep -q "^region c .*access denied" "$T/repo.txt" || { cat "$T/repo.txt"; die "repo: region c not access denied"; }
+rm -rf "$T/restored"
+cks restore --run r1 --latest --to "$T/restored" > /dev/null 2> "$T/err" || { cat "$T/err"; die "restore with one region refusing"; }
+grep -q "warning: .*region 'c'.*access denied" "$T/err" && ! grep -q "error:" "$T/err" \
+  || { cat "$T/err"; die "restore with a region down: not a warning"; }
 
 step "a bucket that does not exist: NoSuchBucket said once on stderr, and in the region's line"
 cp "$T/good.conf" "$CONF"
@@ -108,11 +142,17 @@ head -c $((2 << 20)) /dev/urandom > "$T/watch/r2/step_10.pt"
 cks commit "$T/watch/r2/step_10.pt" --wait durable --timeout 60 -q || die "durable with two good regions"
 wait_for 20 sh -c "'$CKPTSYNC' --config '$CONF' status --json | grep -q SignatureDoesNotMatch" \
   || { cks status; die "403 not in status"; }
-cks status --json > "$T/st.json"
+rc=0; cks status --json > "$T/st.json" || rc=$?
+[ "$rc" = 5 ] || die "status exited $rc with region c refusing the credentials, not 5"
 [ "$(json "$T/st.json" '[r["state"] for r in d["regions"] if r["name"]=="c"][0]')" = failed ] || die "c not failed"
+[ "$(json "$T/st.json" '[r["access_denied"] for r in d["regions"]]')" = "[False, False, True]" ] || die "access_denied"
+json "$T/st.json" '[r["last_error"] for r in d["regions"] if r["name"]=="c"][0]' | grep "access denied (HTTP 403 SignatureDoesNotMatch): .*Check your key and signing method.$" > /dev/null \
+  || { cat "$T/st.json"; die "status: the 403 is not access denied with the whole message"; }
+cks status > "$T/st.txt" || [ $? = 5 ]
+grep -q "^c  *denied " "$T/st.txt" || { cat "$T/st.txt"; die "human status: region c not denied"; }
 n1=$(json "$T/st.json" '[r["failures"] for r in d["regions"] if r["name"]=="c"][0]')
 sleep 3
-cks status --json > "$T/st2.json"
+cks status --json > "$T/st2.json" || [ $? = 5 ]
 n2=$(json "$T/st2.json" '[r["failures"] for r in d["regions"] if r["name"]=="c"][0]')
 [ "$n1" = "$n2" ] || die "a 403 was retried silently ($n1 -> $n2 failures)"
 stop_daemon

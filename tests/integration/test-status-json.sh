@@ -46,8 +46,9 @@ cks commit "$T/watch/r1/step_200.pt" --wait durable --timeout 60 --json > "$T/c2
 id2=$(json "$T/c2.json" 'd["id"]')
 wait_for 30 sh -c "'$CKPTSYNC' --config '$CONF' status --json | python3 -c 'import json,sys; d=json.load(sys.stdin); sys.exit(0 if d[\"regions\"][2][\"last_error\"] else 1)'" \
   || { cks status; die "region c shows no error"; }
-cks status --json > "$T/st2.json"
-cks status > "$T/st2.txt"
+rc=0; cks status --json > "$T/st2.json" || rc=$?
+[ "$rc" = 4 ] || die "status --json exited $rc with region c failing, not 4"
+cks status > "$T/st2.txt" || [ $? = 4 ]
 python3 - "$T/st2.json" "$id1" "$id2" "$t0" <<'EOF2' || { cat "$T/st2.txt"; die "status --json (region c broken)"; }
 import json, sys, time
 d = json.load(open(sys.argv[1])); id1, id2, t0 = sys.argv[2], sys.argv[3], float(sys.argv[4])
@@ -80,6 +81,17 @@ assert g["state"] == "ok" and g["last_error"] is None and g["last_error_time"] i
 assert g["last_failure"] is None or g["last_failure"]["error"], g
 assert d["queue"]["chunks"] == 0, d["queue"]
 EOF2
+
+step "what the human status shows: '-' for a step-less snapshot, pending-work columns, encryption (#26 item 10)"
+mkdir -p "$T/watch/r2"; printf 'a log line\n' > "$T/watch/r2/train.log"
+cks commit "$T/watch/r2/train.log" --wait replicated --timeout 60 -q
+cks status --json > "$T/st4.json"
+[ "$(json "$T/st4.json" 'd["encrypted"]')" = False ] || die "status --json: encrypted"
+[ "$(json "$T/st4.json" '[r["latest"]["step"] for r in d["runs"] if r["run"] == "r2"]')" = "[-1]" ] || die "a step-less snapshot"
+cks status > "$T/st4.txt"
+grep -q "^r2  *[0-9a-fT.Z-]*  *- replicated 3/3$" "$T/st4.txt" || { cat "$T/st4.txt"; die "status: a step-less snapshot is not shown as '-'"; }
+grep -q "^REGION  *STATE  *PENDING CHUNKS  *PENDING BYTES  *LAG  *LAST ERROR$" "$T/st4.txt" || { cat "$T/st4.txt"; die "status: region columns not labelled as pending work"; }
+grep -q "^ckptsyncd .*, repository not encrypted" "$T/st4.txt" || { cat "$T/st4.txt"; die "status does not say whether the repository is encrypted"; }
 stop_daemon
 
 step "the event lines parse as key=value fields"

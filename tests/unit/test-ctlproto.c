@@ -459,7 +459,7 @@ static void test_error_codes(void **state)
     assert_int_equal(ctl_err_errno("notfound"), -ENOENT);
     assert_int_equal(ctl_err_errno("degraded"), -EIO);
     assert_int_equal(ctl_err_errno("busy"), -EBUSY);
-    assert_int_equal(ctl_err_errno("notwatched"), -EPROTO);
+    assert_int_equal(ctl_err_errno("notwatched"), -EINVAL); /* not "Protocol error" (#26) */
     assert_int_equal(ctl_err_errno("internal"), -EPROTO);
     assert_int_equal(ctl_err_errno("somethingnew"), -EPROTO);
     assert_int_equal(ctl_err_errno(NULL), -EPROTO);

@@ -8,12 +8,14 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
 
 #include "base/json.h"
+#include "base/numfmt.h"
 
 struct esc_case {
     const char *in;
@@ -133,6 +135,14 @@ static void test_doubles(void **state)
         {INFINITY, "null"},
         {-INFINITY, "null"},
         {123456789.0, "123456789"},
+        {9.564, "9.564"},
+        {100.0, "100"}, /* not "1e+02" */
+        {0.1 + 0.2, "0.30000000000000004"},
+        {1e16, "10000000000000000"},
+        {1e17, "1e+17"},
+        {5e-324, "5e-324"},
+        {1.7976931348623157e308, "1.7976931348623157e+308"},
+        {0.0001, "0.0001"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         struct buf out = BUF_INIT;
@@ -145,6 +155,36 @@ static void test_doubles(void **state)
         if (isfinite(cases[i].v))
             assert_true(strtod(buf_str(&out), NULL) == cases[i].v); /* round trip */
         buf_free(&out);
+    }
+}
+
+/* numfmt_double on random finite doubles: the text reads back exactly,
+ * and one digit fewer would not (it is the shortest). */
+static void test_shortest(void **state)
+{
+    (void)state;
+    uint64_t x = 0x9e3779b97f4a7c15ull;
+    for (int i = 0; i < 20000; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        double v;
+        uint64_t bits = i % 2 ? x : (x >> 12) | 0x3ff0000000000000ull; /* any, or in [1, 2) */
+        memcpy(&v, &bits, sizeof(v));
+        if (!isfinite(v))
+            continue;
+        char s[NUMFMT_DOUBLE_MAX], fewer[64];
+        numfmt_double(v, s);
+        if (strtod(s, NULL) != v)
+            fail_msg("%a printed as %s, which reads back as %a", v, s, strtod(s, NULL));
+        char d[NUMFMT_DOUBLE_MAX];
+        size_t digits = 0;
+        for (const char *p = s; *p && *p != 'e'; p++)
+            if (*p >= '0' && *p <= '9' && (digits || *p != '0'))
+                d[digits++] = *p; /* leading zeros are not significant */
+        while (digits > 1 && d[digits - 1] == '0')
+            digits--; /* nor trailing ones */
+        snprintf(fewer, sizeof(fewer), "%.*g", (int)digits - 1, v);
+        if (digits > 1 && strtod(fewer, NULL) == v)
+            fail_msg("%a printed as %s, but %s reads back too", v, s, fewer);
     }
 }
 
@@ -183,9 +223,8 @@ static void test_misuse(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_escaping),
-        cmocka_unit_test(test_nesting),
-        cmocka_unit_test(test_doubles),
+        cmocka_unit_test(test_escaping), cmocka_unit_test(test_nesting),
+        cmocka_unit_test(test_doubles),  cmocka_unit_test(test_shortest),
         cmocka_unit_test(test_misuse),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

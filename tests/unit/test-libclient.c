@@ -314,7 +314,7 @@ static const struct err_case errs[] = {
      "step: expected a number"},
     {"ERR notfound no%20such%20file\n", -ENOENT, "notfound", "no such file"},
     {"ERR degraded fsync%20failed\n", -EIO, "degraded", "fsync failed"},
-    {"ERR notwatched /tmp/x%20is%20not%20under%20/data\n", -EPROTO, "notwatched",
+    {"ERR notwatched /tmp/x%20is%20not%20under%20/data\n", -EINVAL, "notwatched",
      "/tmp/x is not under /data"},
     {"ERR brandnew\n", -EPROTO, "brandnew", "brandnew"},
 };

@@ -1,7 +1,11 @@
 /*
  * test-metrics.c — the Prometheus text format (label and HELP escaping,
- * numbers: table-driven), the counters (exact under concurrent updates,
- * NULL-safe), and the /metrics endpoint driven through a real epoll set:
+ * numbers: table-driven, the shortest text that reads back), the counters
+ * (exact under concurrent updates, NULL-safe), the histograms (bucket
+ * edges, cumulative and monotone, _count equal to +Inf, _sum in seconds),
+ * the text a reload carries counters in (a round trip, regions matched by
+ * name, malformed lines refused), the process_* families (checked against
+ * the test process), and the /metrics endpoint driven through a real epoll set:
  * 200 with the exposition, HEAD, 404, 405, a malformed and an oversized
  * request, and an idle connection left alone until it talks; 40 idle
  * connections held open do not lock scrapes out (the ones idle longest
@@ -19,7 +23,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -70,8 +76,13 @@ static const struct value_case value_cases[] = {
     {42, "v 42\n"},
     {-7, "v -7\n"},
     {1.5, "v 1.5\n"},
-    {0.1, "v 0.10000000000000001\n"},
-    {1e300, "v 1.0000000000000001e+300\n"},
+    {0.1, "v 0.1\n"}, /* the shortest text that reads back (base/numfmt.h) */
+    {9.564, "v 9.564\n"},
+    {0.1 + 0.2, "v 0.30000000000000004\n"},
+    {1e300, "v 1e+300\n"},
+    {1.5e-7, "v 1.5e-07\n"},
+    {-2.25, "v -2.25\n"},
+    {1e20, "v 1e+20\n"},
     {9007199254740991.0, "v 9007199254740991\n"},
     {1.0 / 0.0, "v +Inf\n"},
     {-1.0 / 0.0, "v -Inf\n"},
@@ -123,7 +134,7 @@ static void *hammer(void *arg)
 {
     struct metrics *m = arg;
     for (int i = 0; i < ROUNDS; i++) {
-        metrics_request(m, 1, METRICS_OP_PUT, true, 10);
+        metrics_request(m, 1, METRICS_OP_PUT, true, 10, 3000);
         metrics_snapshot(m, METRICS_SNAP_TAKEN, 100, 30, 4, 1);
     }
     return NULL;
@@ -146,14 +157,14 @@ static void test_counters(void **state)
         assert_int_equal(pthread_create(&th[i], NULL, hammer, m), 0);
     for (int i = 0; i < THREADS; i++)
         pthread_join(th[i], NULL);
-    metrics_request(m, 0, METRICS_OP_HAS, false, 0);
-    metrics_request(m, 7, METRICS_OP_HAS, false, 0); /* no such region: ignored */
+    metrics_request(m, 0, METRICS_OP_HAS, false, 0, 70000);
+    metrics_request(m, 7, METRICS_OP_HAS, false, 0, 1); /* no such region: ignored */
     metrics_retry(m, 2, METRICS_RETRY_MISSING, 5);
     metrics_reread(m);
     metrics_snapshot(m, METRICS_SNAP_FAILED, 0, 0, 0, 0);
     metrics_snapshot(m, METRICS_SNAP_TAKEN, 10, 50, 2, 9); /* new above total is clamped */
     /* NULL is a no-op everywhere */
-    metrics_request(NULL, 0, METRICS_OP_PUT, true, 1);
+    metrics_request(NULL, 0, METRICS_OP_PUT, true, 1, 1);
     metrics_retry(NULL, 0, METRICS_RETRY_ERROR, 1);
     metrics_reread(NULL);
     metrics_snapshot(NULL, METRICS_SNAP_TAKEN, 1, 1, 1, 1);
@@ -187,6 +198,227 @@ static void test_counters(void **state)
     metrics_free(m);
     metrics_free(NULL);
     free(conf);
+}
+
+/* The value of the one sample line that starts with series ("name{...}"
+ * exactly as rendered); fails when there is none. */
+static double sample_of(const char *text, const char *series)
+{
+    size_t n = strlen(series);
+    for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+        if (!strncmp(p, series, n) && p[n] == ' ')
+            return strtod(p + n + 1, NULL);
+    fail_msg("no sample '%s' in:\n%s", series, text);
+    return -1;
+}
+
+/* Every _bucket series of name: le ascending, counts never decreasing, the
+ * last le="+Inf" and equal to _count.  Returns how many bucket lines. */
+static size_t check_buckets(const char *text, const char *name, const char *labels)
+{
+    char prefix[256], count[256];
+    double last = -1, prev_le = -1;
+    size_t n = 0;
+    snprintf(prefix, sizeof(prefix), "%s_bucket{%s%sle=\"", name, labels, labels[0] ? "," : "");
+    for (const char *p = strstr(text, prefix); p; p = strstr(p + 1, prefix)) {
+        const char *le = p + strlen(prefix);
+        double bound = !strncmp(le, "+Inf", 4) ? 1.0 / 0.0 : strtod(le, NULL);
+        double v = strtod(strchr(le, ' ') + 1, NULL);
+        if (bound <= prev_le || v < last)
+            fail_msg("%s: bucket %zu not ascending or decreasing", prefix, n);
+        prev_le = bound;
+        last = v;
+        n++;
+    }
+    assert_true(prev_le == 1.0 / 0.0);
+    snprintf(count, sizeof(count), "%s_count%s%s%s", name, labels[0] ? "{" : "", labels,
+             labels[0] ? "}" : "");
+    assert_true(sample_of(text, count) == last);
+    return n;
+}
+
+/* Observations land in the bucket whose bound is the first at or above
+ * them; the render cumulates; _sum is in seconds. */
+static void test_histograms(void **state)
+{
+    (void)state;
+    struct config *conf = fake_conf();
+    struct metrics *m;
+    assert_int_equal(metrics_new(conf, &m), 0);
+    metrics_request(m, 0, METRICS_OP_PUT, true, 1, 5000);     /* exactly 0.005 */
+    metrics_request(m, 0, METRICS_OP_PUT, true, 1, 5001);     /* just above */
+    metrics_request(m, 0, METRICS_OP_PUT, false, 0, 2000000); /* failed ones count too */
+    metrics_request(m, 0, METRICS_OP_PUT, true, 1, 90000000); /* past every bound */
+    metrics_durable(m, 7000000);
+    metrics_durable(NULL, 1);
+    metrics_restore(m, true, 10, 1, 9564000);
+    metrics_restore(m, false, 10, 1, 1000000); /* a failed restore: not timed */
+    struct buf b = BUF_INIT;
+    metrics_counters(m, &b);
+    const char *t = buf_str(&b);
+    expect_line(t, "# TYPE ckptsync_region_request_duration_seconds histogram\n");
+    const char *l = "region=\"a\",operation=\"put\"";
+    expect_line(t, "ckptsync_region_request_duration_seconds_bucket{region=\"a\",operation=\"put\","
+                   "le=\"0.005\"} 1\n");
+    expect_line(t, "ckptsync_region_request_duration_seconds_bucket{region=\"a\",operation=\"put\","
+                   "le=\"0.01\"} 2\n");
+    expect_line(t, "ckptsync_region_request_duration_seconds_bucket{region=\"a\",operation=\"put\","
+                   "le=\"2.5\"} 3\n");
+    expect_line(t, "ckptsync_region_request_duration_seconds_bucket{region=\"a\",operation=\"put\","
+                   "le=\"60\"} 3\n");
+    expect_line(t, "ckptsync_region_request_duration_seconds_bucket{region=\"a\",operation=\"put\","
+                   "le=\"+Inf\"} 4\n");
+    expect_line(t, "ckptsync_region_request_duration_seconds_sum{region=\"a\",operation=\"put\"} "
+                   "92.010001\n");
+    assert_int_equal(check_buckets(t, "ckptsync_region_request_duration_seconds", l), 14);
+    check_buckets(t, "ckptsync_region_request_duration_seconds",
+                  "region=\"c\",operation=\"publish\"");
+    expect_line(t, "ckptsync_region_request_duration_seconds_count{region=\"b\\\"q\",operation="
+                   "\"has\"} 0\n");
+    expect_line(t, "ckptsync_commit_to_durable_seconds_bucket{le=\"5\"} 0\n");
+    expect_line(t, "ckptsync_commit_to_durable_seconds_bucket{le=\"10\"} 1\n");
+    expect_line(t, "ckptsync_commit_to_durable_seconds_sum 7\n");
+    assert_int_equal(check_buckets(t, "ckptsync_commit_to_durable_seconds", ""), 14);
+    expect_line(t, "ckptsync_restore_duration_seconds_bucket{le=\"5\"} 0\n");
+    expect_line(t, "ckptsync_restore_duration_seconds_bucket{le=\"10\"} 1\n");
+    expect_line(t, "ckptsync_restore_duration_seconds_sum 9.564\n"); /* not 9.5640000000000001 */
+    expect_line(t, "ckptsync_restore_seconds_total 9.564\n");
+    assert_int_equal(check_buckets(t, "ckptsync_restore_duration_seconds", ""), 14);
+    buf_free(&b);
+    metrics_free(m);
+    free(conf);
+}
+
+/* The exposition without the process_* families (they move by themselves). */
+static void without_process(const struct metrics *m, struct buf *out)
+{
+    struct buf all = BUF_INIT;
+    metrics_counters(m, &all);
+    buf_reset(out);
+    for (char *p = (char *)all.data, *e; p && *p; p = e ? e + 1 : NULL) {
+        e = strchr(p, '\n');
+        size_t n = e ? (size_t)(e - p + 1) : strlen(p);
+        if (strncmp(p, "process_", 8) && strncmp(p, "# HELP process_", 15) &&
+            strncmp(p, "# TYPE process_", 15))
+            buf_append(out, p, n);
+    }
+    buf_free(&all);
+}
+
+/* A reload's round trip: every counter and histogram comes back, by
+ * region name (the new configuration reorders, drops and adds regions);
+ * what does not fit is left out, not misplaced. */
+static void test_carry(void **state)
+{
+    (void)state;
+    struct config *conf = fake_conf(), *conf2 = fake_conf();
+    struct metrics *m, *m2, *m3;
+    pthread_t th[THREADS];
+    assert_int_equal(metrics_new(conf, &m), 0);
+    for (int i = 0; i < THREADS; i++)
+        assert_int_equal(pthread_create(&th[i], NULL, hammer, m), 0);
+    for (int i = 0; i < THREADS; i++)
+        pthread_join(th[i], NULL);
+    metrics_request(m, 2, METRICS_OP_PUBLISH, false, 0, 123456);
+    metrics_retry(m, 0, METRICS_RETRY_ERROR, 3);
+    metrics_reread(m);
+    metrics_durable(m, 42000000);
+    metrics_restore(m, true, 5, 2, 1500000);
+    metrics_restore(m, false, 0, 0, 0);
+    struct buf text = BUF_INIT, before = BUF_INIT, after = BUF_INIT;
+    metrics_carry_out(m, &text);
+    without_process(m, &before);
+
+    assert_int_equal(metrics_new(conf, &m2), 0); /* the same configuration: all of it */
+    assert_int_equal(metrics_carry_in(m2, buf_str(&text)), 12 + 3 * 4);
+    without_process(m2, &after);
+    assert_string_equal(buf_str(&after), buf_str(&before));
+
+    /* regions c, a, new: b"q's counters are gone, c's and a's kept */
+    snprintf(conf2->regions[0].name, sizeof(conf2->regions[0].name), "c");
+    snprintf(conf2->regions[1].name, sizeof(conf2->regions[1].name), "a");
+    snprintf(conf2->regions[2].name, sizeof(conf2->regions[2].name), "new");
+    assert_int_equal(metrics_new(conf2, &m3), 0);
+    assert_int_equal(metrics_carry_in(m3, buf_str(&text)), 12 + 2 * 4);
+    without_process(m3, &after);
+    expect_line(buf_str(&after), "ckptsync_region_requests_total{region=\"c\",operation="
+                                 "\"publish\",result=\"error\"} 1\n");
+    expect_line(buf_str(&after), "ckptsync_retries_total{region=\"a\",operation=\"upload\","
+                                 "result=\"error\"} 3\n");
+    expect_line(buf_str(&after), "ckptsync_region_request_duration_seconds_count{region=\"new\","
+                                 "operation=\"put\"} 0\n");
+    assert_null(strstr(buf_str(&after), "b\\\"q"));
+    expect_line(buf_str(&after), "ckptsync_snapshots_total{result=\"taken\"} 80000\n");
+    expect_line(buf_str(&after), "ckptsync_commit_to_durable_seconds_count 1\n");
+    expect_line(buf_str(&after), "ckptsync_restores_total{result=\"failed\"} 1\n");
+    metrics_free(m3);
+
+    /* not the format, or lines that do not fit: nothing is taken from them */
+    assert_int_equal(metrics_new(conf, &m3), 0);
+    assert_int_equal(metrics_carry_in(m3, "ckptsync-counters 2\ng rereads 1\n"), -EINVAL);
+    assert_int_equal(metrics_carry_in(m3, ""), -EINVAL);
+    assert_int_equal(metrics_carry_in(m3, METRICS_CARRY_MAGIC
+                                      "\n"
+                                      "g rereads 1 2\n"         /* too many words */
+                                      "g restores 1\n"          /* too few */
+                                      "g rereads -1\n"          /* not a count */
+                                      "g rereads 1x\n"          /* nor this */
+                                      "g nosuch 1\n"            /* a counter not known */
+                                      "g durable_seconds 1 2\n" /* no bounds hash */
+                                      "g durable_seconds@0000000000000000 1 2 3 4 5 6 7 8 9 "
+                                      "10 11 12 13 14 15 16 17 18\n" /* other bounds */
+                                      "r zz requests 1 1 1 1 1 1\n"  /* no such region */
+                                      "x y z\n\n"
+                                      "g rereads 7\n"),
+                     1);
+    without_process(m3, &after);
+    expect_line(buf_str(&after),
+                "ckptsync_retries_total{operation=\"read\",result=\"changed\"} 7\n");
+    expect_line(buf_str(&after), "ckptsync_commit_to_durable_seconds_count 0\n");
+    expect_line(buf_str(&after), "ckptsync_restores_total{result=\"ok\"} 0\n");
+    metrics_free(m3);
+    buf_reset(&text);
+    metrics_carry_out(NULL, &text);
+    assert_string_equal(buf_str(&text), METRICS_CARRY_MAGIC "\n");
+    buf_free(&text);
+    buf_free(&before);
+    buf_free(&after);
+    metrics_free(m);
+    metrics_free(m2);
+    free(conf);
+    free(conf2);
+}
+
+/* process_* as the client libraries write them, checked against what the
+ * test process itself can see. */
+static void test_process(void **state)
+{
+    (void)state;
+    struct buf b = BUF_INIT;
+    struct rlimit rl;
+    metrics_counters(NULL, &b);
+    const char *t = buf_str(&b);
+    expect_line(t, "# TYPE process_cpu_seconds_total counter\n");
+    expect_line(t, "# TYPE process_start_time_seconds gauge\n");
+    double fds = sample_of(t, "process_open_fds");
+    assert_true(sample_of(t, "process_cpu_seconds_total") >= 0);
+    assert_true(sample_of(t, "process_resident_memory_bytes") > 1e5);
+    assert_true(sample_of(t, "process_virtual_memory_bytes") >=
+                sample_of(t, "process_resident_memory_bytes"));
+    double start = sample_of(t, "process_start_time_seconds");
+    double now = (double)time(NULL);
+    assert_true(start <= now + 1 && start > now - 3600);
+    assert_int_equal(getrlimit(RLIMIT_NOFILE, &rl), 0);
+    assert_true(sample_of(t, "process_max_fds") == (double)rl.rlim_cur);
+    /* one more descriptor open: one more counted */
+    int fd = dup(0);
+    assert_true(fd >= 0);
+    buf_reset(&b);
+    metrics_counters(NULL, &b);
+    assert_true(sample_of(buf_str(&b), "process_open_fds") == fds + 1);
+    assert_true(sample_of(buf_str(&b), "process_start_time_seconds") == start);
+    close(fd);
+    buf_free(&b);
 }
 
 /* ---- the endpoint ----------------------------------------------------- */
@@ -275,6 +507,19 @@ static void test_server(void **state)
     exchange(s, ep, port, query, strlen(query), &out);
     assert_non_null(strstr(buf_str(&out), "200 OK"));
 
+    /* "/": a page that links /metrics, rendered without the exposition */
+    static const char root[] = "GET / HTTP/1.1\r\n\r\n";
+    exchange(s, ep, port, root, strlen(root), &out);
+    assert_non_null(strstr(buf_str(&out), "HTTP/1.1 200 OK\r\n"));
+    assert_non_null(strstr(buf_str(&out), "Content-Type: text/html; charset=utf-8\r\n"));
+    assert_non_null(strstr(buf_str(&out), "<a href=\"metrics\">"));
+    assert_non_null(strstr(buf_str(&out), CKS_VERSION));
+    assert_int_equal(render_calls, 2);
+    static const char root_head[] = "HEAD /?x HTTP/1.1\r\n\r\n";
+    exchange(s, ep, port, root_head, strlen(root_head), &out);
+    assert_non_null(strstr(buf_str(&out), "text/html"));
+    assert_null(strstr(buf_str(&out), "<html>"));
+
     static const char head[] = "HEAD /metrics HTTP/1.1\r\n\r\n";
     exchange(s, ep, port, head, strlen(head), &out);
     assert_non_null(strstr(buf_str(&out), "200 OK"));
@@ -283,7 +528,7 @@ static void test_server(void **state)
     static const struct {
         const char *req, *status;
     } bad[] = {
-        {"GET / HTTP/1.1\r\n\r\n", "404 Not Found"},
+        {"GET /index.html HTTP/1.1\r\n\r\n", "404 Not Found"},
         {"GET /metricsx HTTP/1.1\r\n\r\n", "404 Not Found"},
         {"POST /metrics HTTP/1.1\r\nContent-Length: 0\r\n\r\n", "405 Method Not Allowed"},
         {"GET /metrics\r\n\r\n", "400 Bad Request"},
@@ -393,9 +638,11 @@ static void test_server_crowded(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_labels), cmocka_unit_test(test_values),
-        cmocka_unit_test(test_family), cmocka_unit_test(test_counters),
-        cmocka_unit_test(test_server), cmocka_unit_test(test_server_crowded),
+        cmocka_unit_test(test_labels),         cmocka_unit_test(test_values),
+        cmocka_unit_test(test_family),         cmocka_unit_test(test_counters),
+        cmocka_unit_test(test_histograms),     cmocka_unit_test(test_carry),
+        cmocka_unit_test(test_process),        cmocka_unit_test(test_server),
+        cmocka_unit_test(test_server_crowded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

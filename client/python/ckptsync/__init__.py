@@ -30,6 +30,15 @@ DaemonNotRunning; an ERR answer raises Error with the daemon's ``code``
 ``message``.  Both are subclasses of Error.  Other OSErrors (say, no
 permission on the socket) are raised as they are.
 
+Restoring while the job starts (``restore`` runs the ``ckptsync`` CLI,
+``restore --progressive --json``; no daemon is needed):
+
+    h = ckptsync.restore("run1", "/data/ckpt", progressive=True)
+    weights = h.wait("model.safetensors", timeout=600)   # whole, verified
+    model.load_state_dict(safetensors.torch.load_file(weights))
+    opt_state = torch.load(h.wait("optimizer.pt"))       # still arriving above
+    h.wait_all()
+
 Functions are thread-safe: no state is shared between calls.
 """
 
@@ -39,10 +48,13 @@ import math
 import os
 import re
 import socket
+import subprocess
+import threading
+import time
 
 __all__ = [
     "Client", "Error", "DaemonNotRunning", "CheckpointCallback",
-    "ping", "commit", "status", "flush", "retry", "latest",
+    "ping", "commit", "status", "flush", "retry", "latest", "restore", "Restore",
     "find_socket", "DEFAULT_SOCKET", "SOCKET_ENV", "CONFIG_ENV", "STATE_ENV",
 ]
 __version__ = "0.1.0"
@@ -402,3 +414,132 @@ class CheckpointCallback:
         if name.startswith("on_"):
             return _noop
         raise AttributeError("%r object has no attribute %r" % (type(self).__name__, name))
+
+
+# ---- restore -----------------------------------------------------------------
+
+
+class Restore:
+    """A restore running in a ``ckptsync`` process (see ``restore``).
+
+    ``wait(relpath, timeout)`` returns the absolute path of a file once it
+    is placed: whole, its digest verified, fsynced (relpath below the
+    snapshot's root, or with it).  ``wait_all(timeout)`` returns the
+    restore's result (the CLI's ``--json`` object).  A failed restore
+    raises Error("restore", last message) from both; a file that is not
+    placed before the timeout raises TimeoutError; a file the restore ends
+    without placing raises Error("notfound", ...).
+    """
+
+    def __init__(self, argv, target):
+        self._target = target
+        self._placed = {}
+        self._result = None
+        self._error = None
+        self._done = False
+        self._cond = threading.Condition()
+        self._proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True)
+        self._err = []
+        self._errt = threading.Thread(target=self._drain_err, daemon=True)
+        self._errt.start()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _drain_err(self):
+        for line in self._proc.stderr:
+            self._err.append(line.rstrip("\n"))
+            del self._err[:-20]
+
+    def _read(self):
+        for line in self._proc.stdout:
+            try:
+                d = json.loads(line)
+            except ValueError:
+                continue
+            with self._cond:
+                if "placed" in d:
+                    self._placed[d["placed"]] = os.path.join(self._target, d["placed"])
+                else:
+                    self._result = d
+                self._cond.notify_all()
+        rc = self._proc.wait()
+        self._errt.join()  # its last line is the message
+        with self._cond:
+            if rc != 0:
+                msg = self._err[-1] if self._err else "exit status %d" % rc
+                self._error = Error("restore", msg)
+            self._done = True
+            self._cond.notify_all()
+
+    def _find(self, relpath):
+        rel = os.path.normpath(relpath)
+        for name, path in self._placed.items():
+            if name == rel or name.split("/", 1)[-1] == rel:
+                return path
+        if self._done and self._error is None and self._result:  # not progressive
+            root = self._result.get("root", "")
+            for cand in (os.path.join(self._target, rel), os.path.join(self._target, root, rel)):
+                if os.path.isfile(cand):
+                    return cand
+        return None
+
+    def _wait_for(self, ready, timeout):
+        end = None if timeout is None else time.monotonic() + timeout
+        while True:
+            got = ready()
+            if got is not None:
+                return got
+            left = None if end is None else end - time.monotonic()
+            if left is not None and left <= 0:
+                raise TimeoutError("restore: not ready after %.1f s" % timeout)
+            self._cond.wait(left)
+
+    def wait(self, relpath, timeout=None):
+        def ready():
+            path = self._find(relpath)
+            if path is not None:
+                return path
+            if self._error is not None:
+                raise self._error
+            if self._done:
+                raise Error("notfound", "%s: not in the restored snapshot" % relpath)
+            return None
+        with self._cond:
+            return self._wait_for(ready, timeout)
+
+    def wait_all(self, timeout=None):
+        def ready():
+            if self._error is not None:
+                raise self._error
+            return self._result if self._done else None
+        with self._cond:
+            return self._wait_for(ready, timeout)
+
+    def placed(self):
+        """The files placed so far (paths as in the snapshot)."""
+        with self._cond:
+            return list(self._placed)
+
+
+def restore(run, to, progressive=True, snapshot=None, force=False, exclude=(),
+            exclude_optimizer=False, config=None, binary="ckptsync"):
+    """Starts ``ckptsync restore`` of RUN's newest snapshot (or SNAPSHOT)
+    into directory TO and returns a Restore handle at once.  With
+    progressive (the default here), files are usable as they are placed,
+    by priority (metadata, weights, master weights, optimizer state: see
+    the README); without, ``wait`` returns only after the whole tree is in
+    place.  ``config`` is the CLI's --config (default: the CLI's own)."""
+    argv = [binary]
+    if config is not None:
+        argv += ["--config", config]
+    argv += ["--json", "restore", "--run", run, "--to", to]
+    argv += ["--snapshot", snapshot] if snapshot else ["--latest"]
+    if progressive:
+        argv.append("--progressive")
+    if force:
+        argv.append("--force")
+    for pattern in exclude:
+        argv += ["--exclude", pattern]
+    if exclude_optimizer:
+        argv.append("--exclude-optimizer")
+    return Restore(argv, os.path.abspath(to))
