@@ -159,6 +159,8 @@ static int load_config(const struct opts *o, struct config *c, const char **ret_
         else
             e = config_finish(c, &err);
     }
+    if (e == 0)
+        e = config_nodes_env(c, getenv, &err);
     if (e < 0 && err.len)
         log_error("configuration: %s", buf_str(&err));
     buf_free(&err);

@@ -40,6 +40,9 @@
  *                                       k-<32 hex>)
  *   <prefix>/forget/<run>/g<gen>.s<step>.<id>
  *                                       snapshot <id> is removed (section 6)
+ *   <prefix>/parts/<run>/s<step>.<K>-of-<N>.<id>
+ *                                       node K's part of step <step> of a
+ *                                       job on N nodes (section 9)
  *   <prefix>/intents/<YYYYmmddTHHMMSSZ>.<ttl>.<16 hex>
  *   <prefix>/gc/<mark>/(mark|intents|keep.<hex>|sweep.<exp>.<hex>|done)
  *   <prefix>/locks/prune/<12 digits>    prune's protocol and lease (section 8)
@@ -316,6 +319,44 @@
  * gc/<mark>/sweep.<expires>.<16 hex>, gc/<mark>/done, locks/prune/<n>
  * (12 digits; the highest is the lease; created with a create-only put
  * where the store enforces it).
+ *
+ * ==========================================================================
+ * 9. Parts of a multi-node step (parts/)
+ * ==========================================================================
+ *
+ * A job on N nodes ([daemon] nodes) writes one checkpoint as N local
+ * directories; node K's daemon uploads its files of a step (its chunks,
+ * confirmed in the region as for a snapshot, section 7) and then, instead
+ * of a snapshot, the write-once part
+ *
+ *   parts/<run>/s<step>.<K>-of-<N>.<id>       (step >= 0, 0 <= K < N)
+ *
+ * whose body is two lines and then node K's manifest (section 3) verbatim,
+ * <id> being that manifest's id:
+ *
+ *   ckptsync-part 1
+ *   node <K> <N>
+ *   <manifest>
+ *
+ * After writing its part, a node lists parts/<run>/ in that region; the
+ * node that finds a part of every rank 0..N-1 for the step (the smallest
+ * id where a rank has several) merges them into one snapshot: one tree,
+ * every part's entries in rank order (an entry two parts share must be
+ * identical, or the step is refused, naming the path and both ranks).
+ * The merged snapshot is a function of the parts alone, so two nodes that
+ * merge at once write the same bytes under the same key:
+ *
+ *   id        <newest part's time stamp>-m<first 12 hex of SHA-256 of the
+ *             sorted part ids, each followed by LF>
+ *   time      the newest part's; host, instance: rank 0's; parent "-";
+ *   gen       the highest part's; root, step, chunker: the parts' (all
+ *             equal, or refused)
+ *
+ * It is published with a create-only put where the store enforces it
+ * (another node's -EEXIST means that node did: the commit record is then
+ * written again, same bytes), else a plain put of the same bytes, then its
+ * commit record (section 6).  A step whose parts are not all in is
+ * incomplete: no reader sees it as a snapshot.
  */
 #ifndef CKPTSYNC_FORMAT_H
 #define CKPTSYNC_FORMAT_H
@@ -327,6 +368,7 @@
 #define CKS_KEY_COMMITS "commits"        /* commits/<run>/g<gen>.s<step>.<id> */
 #define CKS_KEY_LINEAGE "lineage"        /* lineage/<run>/g<gen>.(claim|handoff)... */
 #define CKS_KEY_FORGET "forget"          /* forget/<run>/g<gen>.s<step>.<id> */
+#define CKS_KEY_PARTS "parts"            /* parts/<run>/s<step>.<K>-of-<N>.<id> */
 #define CKS_KEY_REPO_CANDIDATES "repo.d" /* repo.d/<32 hex> */
 #define CKS_KEY_PROBE "probe"            /* probe/<16 hex> */
 #define CKS_KEY_KEYSLOTS "keys"          /* keys/<16 hex>: encrypted repository's key slots */

@@ -67,6 +67,7 @@
 #define CONFIG_FILE_MAX MIB
 #define SETTLE_MAX 86400u
 #define CONTROL_IDLE_TIMEOUT_MAX 3600u
+#define NODES_MAX 4096u /* store/layout.h's LAYOUT_NODES_MAX */
 #define CONNECTIONS_MAX 256u
 #define DAY 86400u
 #define KEEP_COUNT_MAX 1000000u         /* keep_last, keep_best */
@@ -158,6 +159,9 @@ static const struct key_def config_keys[] = {
     {SEC_DAEMON, "metrics_textfile", parse_text, check_textfile, CFG(metrics_textfile), 0, 0, 0},
     {SEC_DAEMON, "control_idle_timeout", parse_uint, check_uint, CFG(control_idle_timeout), 1,
      CONTROL_IDLE_TIMEOUT_MAX, 0},
+    {SEC_DAEMON, "nodes", parse_uint, check_uint, CFG(nodes), 0, NODES_MAX, 0},
+    {SEC_DAEMON, "node_rank", parse_uint, check_uint, CFG(node_rank), 0, NODES_MAX - 1, 0},
+    {SEC_DAEMON, "part_timeout", parse_duration, check_duration, CFG(part_timeout), 1, 30 * DAY, 0},
     {SEC_CHUNKER, "min", parse_size, check_size, CFG(chunk_min), CHUNK_SIZE_MIN, CHUNK_SIZE_MAX, 0},
     {SEC_CHUNKER, "avg", parse_size, check_size, CFG(chunk_avg), CHUNK_SIZE_MIN, CHUNK_SIZE_MAX, 0},
     {SEC_CHUNKER, "max", parse_size, check_size, CFG(chunk_max), CHUNK_SIZE_MIN, CHUNK_SIZE_MAX, 0},
@@ -948,6 +952,7 @@ void config_default(struct config *c)
     c->settle = 10;
     c->create_settle = 10;
     c->control_idle_timeout = 5;
+    c->part_timeout = 3600;
     c->memory = GIB;
     c->chunk_min = MIB / 2;
     c->chunk_avg = 2 * MIB;
@@ -1197,6 +1202,11 @@ static bool blame_first(const struct where *w, const char *a, const char *b)
 
 static int validate_daemon(const struct config *c, const struct where *w)
 {
+    if (c->nodes && c->node_rank >= c->nodes) {
+        if (blame_first(w, "node_rank", "nodes"))
+            return fail_key(w, "node_rank", "%u is not below nodes (%u)", c->node_rank, c->nodes);
+        return fail_key(w, "nodes", "%u is not above node_rank (%u)", c->nodes, c->node_rank);
+    }
     if (path_inside(c->state, c->watch)) {
         if (blame_first(w, "state", "watch"))
             return fail_key(w, "state", "'%s' is inside watch '%s'", c->state, c->watch);
@@ -1750,4 +1760,60 @@ int config_finish(struct config *c, struct buf *err)
     }
     int r = config_derive(c, c->source, 0, err);
     return r < 0 ? r : config_validate(c, &w);
+}
+
+/* ---- node identity ------------------------------------------------------ */
+
+unsigned config_nodes(const struct config *c)
+{
+    return c->nodes ? c->nodes : 1;
+}
+
+/* A variable's value as a count in [min, max]: 1 taken, 0 unset, or
+ * CKS_E_CONFIG naming it. */
+static int env_uint(char *(*get)(const char *), const char *name, unsigned min, unsigned max,
+                    unsigned *ret, struct buf *err)
+{
+    const char *v = get(name);
+    uint64_t n = 0;
+    size_t i = 0;
+    if (!v || !*v)
+        return 0;
+    for (; v[i] >= '0' && v[i] <= '9' && n <= max; i++)
+        n = n * 10 + (uint64_t)(v[i] - '0');
+    if (v[i] || i > 5 || n < min || n > max) {
+        config_error(err, NULL, 0, NULL, NULL, "$%s: '%.64s' is not a number in %u..%u", name, v,
+                     min, max);
+        return CKS_E_CONFIG;
+    }
+    *ret = (unsigned)n;
+    return 1;
+}
+
+int config_nodes_env(struct config *c, char *(*get)(const char *name), struct buf *err)
+{
+    unsigned nodes = c->nodes, rank = c->node_rank;
+    int a = 0, b = 0;
+    if (!c->nodes) { /* the launcher's, where the file says nothing */
+        a = env_uint(get, "SLURM_NNODES", 1, NODES_MAX, &nodes, err);
+        b = a < 0 ? a : env_uint(get, "SLURM_NODEID", 0, NODES_MAX - 1, &rank, err);
+    }
+    if (a >= 0 && b >= 0)
+        a = env_uint(get, "CKPTSYNC_NODES", 1, NODES_MAX, &nodes, err);
+    if (a >= 0 && b >= 0)
+        b = env_uint(get, "CKPTSYNC_NODE_RANK", 0, NODES_MAX - 1, &rank, err);
+    if (a < 0 || b < 0)
+        return CKS_E_CONFIG;
+    if (!nodes)
+        nodes = 1;
+    if (rank >= nodes) {
+        config_error(err, NULL, 0, NULL, NULL,
+                     "node rank %u is not below the node count %u ([daemon] node_rank, nodes; "
+                     "$CKPTSYNC_NODE_RANK, $CKPTSYNC_NODES; $SLURM_NODEID, $SLURM_NNODES)",
+                     rank, nodes);
+        return CKS_E_CONFIG;
+    }
+    c->nodes = nodes;
+    c->node_rank = rank;
+    return 0;
 }

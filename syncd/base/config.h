@@ -10,7 +10,8 @@
  *   [daemon]  watch, state, quorum, settle, socket, memory, workers, create_settle,
  *             durable_first = auto|on|off,
  *             metrics (HOST:PORT or PORT, off by default), metrics_textfile,
- *             control_idle_timeout
+ *             control_idle_timeout, nodes, node_rank, part_timeout (a job on
+ *             several nodes: config_nodes_env)
  *   [chunker] min, avg, max, normalization
  *   [compress] level
  *   [retention], [retention.RUN]  keep_last, keep_every, keep_within,
@@ -125,6 +126,11 @@ struct config {
     enum config_durable_first durable_first; /* auto (default): on when every region is s3 */
     unsigned control_idle_timeout;           /* seconds a control client has to send its request
                                               * line (and to read its answer), default 5, 1..3600 */
+    unsigned nodes;                          /* nodes of the job; 0: not set (1 unless the
+                                              * environment says: config_nodes_env) */
+    unsigned node_rank;                      /* this node, 0..nodes-1, default 0 */
+    uint64_t part_timeout;                   /* seconds a step's parts may take to be all
+                                              * in before it is shown incomplete, default 1h */
     /* [chunker] */
     uint64_t chunk_min, chunk_avg, chunk_max; /* defaults 512K, 2M, 8M */
     unsigned normalization;                   /* default 1, 0..3 */
@@ -152,6 +158,16 @@ struct config {
     size_t nregions;
     struct region_conf regions[CONFIG_MAX_REGIONS];
 };
+
+/* The daemon's node identity (a job on several nodes, README "Multi-node
+ * jobs"): CKPTSYNC_NODES and CKPTSYNC_NODE_RANK override the file's
+ * nodes and node_rank; where the file sets no nodes, Slurm's SLURM_NNODES
+ * and SLURM_NODEID are taken.  get is getenv (a parameter so that tests
+ * can pass a table).  Afterwards nodes >= 1 and node_rank < nodes, or
+ * CKS_E_CONFIG with err naming the variable or key. */
+int config_nodes_env(struct config *c, char *(*get)(const char *name), struct buf *err);
+/* The job's node count: nodes, or 1 where it is not set. */
+unsigned config_nodes(const struct config *c);
 
 /* Fill with the embedded default (three dir regions under state). */
 void config_default(struct config *c);

@@ -59,6 +59,7 @@
 #include "service/catalog.h"
 #include "service/gc.h"
 #include "daemon/fanout.h"
+#include "service/multinode.h"
 #include "daemon/metrics.h"
 #include "daemon/objbuf.h"
 #include "daemon/pin.h"
@@ -601,6 +602,16 @@ static int rw_confirm_fresh(struct rworker *w, uint64_t seq)
     return -ETIMEDOUT;
 }
 
+/* The snapshot in hand, into the region: a snapshot of its own, or on a
+ * job of several nodes this node's part of the step (service/multinode.h). */
+static int rw_publish_one(struct rworker *w, const struct buf *man)
+{
+    const struct config *c = repo_conf(w->rp->r);
+    if (multinode_wanted(c, &w->man))
+        return multinode_publish(w->rg, c, &w->man, man->data, man->len);
+    return catalog_publish(w->rg, &w->man, man->data, man->len);
+}
+
 static int rw_publish(struct rworker *w, const struct qentry *q)
 {
     struct index_txn *t;
@@ -619,7 +630,7 @@ static int rw_publish(struct rworker *w, const struct qentry *q)
     if (e == 0)
         e = rw_confirm_fresh(w, q->seq);
     if (e == 0)
-        e = catalog_publish(w->rg, &w->man, man.data, man.len);
+        e = rw_publish_one(w, &man);
     buf_free(&man);
     if (e != 0)
         return e < 0 ? e : 0; /* chunks went missing: queued again, publish after them */

@@ -488,6 +488,12 @@ static void status_config(const struct daemon_parts *p, struct json *j)
     json_opt_str(j, c->metrics_textfile);
     json_key(j, "control_idle_timeout");
     json_u64(j, c->control_idle_timeout);
+    json_key(j, "nodes");
+    json_u64(j, config_nodes(c));
+    json_key(j, "node_rank");
+    json_u64(j, c->node_rank);
+    json_key(j, "part_timeout");
+    json_u64(j, c->part_timeout);
     json_key(j, "regions");
     json_arr_begin(j);
     for (size_t i = 0; i < c->nregions; i++)

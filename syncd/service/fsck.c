@@ -17,6 +17,7 @@
 #include "base/log.h"
 #include "engine/hash.h"
 #include "service/catalog.h"
+#include "service/multinode.h"
 #include "store/queue.h"
 
 struct fsck {
@@ -67,9 +68,9 @@ static int fsck_snap_cb(void *ud, const char *run, const char *id, const struct 
     struct manifest m;
     struct fsck_pend pf = {run, id, &m, 0};
     struct buf err = BUF_INIT;
-    (void)s;
     queue_pending_foreach(f->t, fsck_pend_cb, &pf);
-    if (pf.found != 1 && catalog_find(f->r, run, id, &m, NULL, &err) < 0) {
+    if (pf.found != 1 && catalog_find(f->r, run, id, &m, NULL, &err) < 0 &&
+        multinode_find(f->r, run, s->step, id, &m, &err) < 0) { /* a node's part of a step */
         log_error("snapshot %s of run '%s': no manifest in the index or any region: %s", id, run,
                   buf_str(&err));
         f->res->problems++;

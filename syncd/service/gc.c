@@ -27,6 +27,7 @@
 #include "engine/lineage.h"
 #include "service/gc.h"
 #include "service/catalog.h"
+#include "service/multinode.h"
 #include "store/layout.h"
 
 #define NAME_MAX_LEN 64
@@ -518,7 +519,7 @@ static void pr_sort_refs(struct pr *p)
 /* Lists every healthy region's manifests and forget records and reads the
  * manifests not read yet: after it, refs names every chunk a retained
  * manifest listed anywhere names. */
-static int pr_collect(struct pr *p)
+static int pr_collect_manifests(struct pr *p)
 {
     struct snaplist all = {0}, forgot = {0};
     char snaps[REGION_KEY_MAX], forgets[REGION_KEY_MAX];
@@ -593,6 +594,34 @@ static int pr_collect(struct pr *p)
     }
     free(all.v);
     free(forgot.v);
+    return e;
+}
+
+static int pr_part_cb(void *ud, const struct manifest *m)
+{
+    return pr_add_refs(ud, m);
+}
+
+/* Every retained manifest's chunks, and the chunks of every part of a
+ * multi-node step no region has committed yet (service/multinode.h: the
+ * commit records are listed before the manifests). */
+static int pr_collect(struct pr *p)
+{
+    struct multinode_roots roots = {0};
+    int e = multinode_roots_begin(p->r, &roots);
+    if (e < 0)
+        buf_printf(p->err, "listing commit records: %s; prune needs every healthy region's listing",
+                   err_str(e));
+    if (e == 0)
+        e = pr_collect_manifests(p);
+    if (e == 0 && (e = multinode_roots_read(p->r, &roots, pr_part_cb, p, p->err)) < 0)
+        buf_printf(p->err, "; prune stops, as it cannot tell which chunks that multi-node step's "
+                           "part needs");
+    if (e == 0) {
+        pr_sort_refs(p);
+        p->res->referenced = p->nrefs;
+    }
+    multinode_roots_free(&roots);
     return e;
 }
 

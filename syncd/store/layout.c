@@ -37,6 +37,7 @@ static const struct layout_row rows[LAYOUT_NKINDS] = {
     [LAYOUT_COMMIT] = {CKS_KEY_COMMITS, DIR_RUN, true, false},
     [LAYOUT_LINEAGE] = {CKS_KEY_LINEAGE, DIR_RUN, true, false},
     [LAYOUT_FORGET] = {CKS_KEY_FORGET, DIR_RUN, true, false},
+    [LAYOUT_PART] = {CKS_KEY_PARTS, DIR_RUN, true, false},
     [LAYOUT_HANDOFF_V1] = {CKS_KEY_HANDOFFS, DIR_RUN, false, false},
     [LAYOUT_REF_V1] = {CKS_KEY_REFS, DIR_RUN, true, false},
     [LAYOUT_INTENT] = {CKS_KEY_INTENTS, DIR_NONE, true, false},
@@ -260,4 +261,71 @@ bool layout_sealed(const char *key)
     size_t top;
     int kind = kind_of(key, &top);
     return strcmp(key, CKS_KEY_REPO) != 0 && !(kind >= 0 && rows[kind].plain);
+}
+
+/* ---- parts of a multi-node step ------------------------------------------ */
+
+int layout_part(const struct layout_part *p, char *out)
+{
+    char name[LAYOUT_NAME_MAX + 1];
+    out[0] = 0;
+    if (p->step < 0 || p->nodes == 0 || p->nodes > LAYOUT_NODES_MAX || p->rank >= p->nodes ||
+        manifest_id_check(p->id) < 0)
+        return -EINVAL;
+    int n = snprintf(name, sizeof(name), "s%lld.%u-of-%u.%s", (long long)p->step, p->rank, p->nodes,
+                     p->id);
+    if (n < 0 || (size_t)n >= sizeof(name))
+        return -EINVAL;
+    return layout_key(LAYOUT_PART, p->run, name, out);
+}
+
+int layout_part_prefix(const char *run, int64_t step, char *out)
+{
+    char dir[LAYOUT_KEY_MAX];
+    if (step < 0 || manifest_run_check(run) < 0 || layout_prefix(LAYOUT_PART, run, dir) < 0)
+        return -EINVAL;
+    int n = snprintf(out, LAYOUT_KEY_MAX, "%ss%lld.", dir, (long long)step);
+    return n > 0 && n < LAYOUT_KEY_MAX ? 0 : -EINVAL;
+}
+
+/* A canonical decimal ("0" or no leading zero) of at most max, advancing *s. */
+static bool take_dec(const char **s, unsigned long long max, unsigned long long *ret)
+{
+    const char *p = *s;
+    unsigned long long v = 0;
+    if (*p < '0' || *p > '9' || (p[0] == '0' && p[1] >= '0' && p[1] <= '9'))
+        return false;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        if (v > (max - (unsigned)(*p - '0')) / 10)
+            return false;
+        v = v * 10 + (unsigned)(*p - '0');
+    }
+    *s = p;
+    *ret = v;
+    return true;
+}
+
+int layout_part_parse(const char *key, struct layout_part *ret)
+{
+    struct layout_key k;
+    struct layout_part p;
+    unsigned long long step, rank, nodes;
+    if (layout_parse(key, &k) < 0 || k.kind != LAYOUT_PART)
+        return CKS_E_FORMAT;
+    const char *s = k.name;
+    if (*s++ != 's' || !take_dec(&s, (unsigned long long)INT64_MAX, &step) || *s++ != '.' ||
+        !take_dec(&s, LAYOUT_NODES_MAX, &rank) || strncmp(s, "-of-", 4) != 0)
+        return CKS_E_FORMAT;
+    s += 4;
+    if (!take_dec(&s, LAYOUT_NODES_MAX, &nodes) || *s++ != '.' || rank >= nodes ||
+        manifest_id_check(s) < 0 || strlen(s) > MANIFEST_ID_MAX)
+        return CKS_E_FORMAT;
+    memset(&p, 0, sizeof(p));
+    memcpy(p.run, k.dir, sizeof(p.run));
+    p.step = (int64_t)step;
+    p.rank = (unsigned)rank;
+    p.nodes = (unsigned)nodes;
+    memcpy(p.id, s, strlen(s) + 1);
+    *ret = p;
+    return 0;
 }

@@ -54,6 +54,7 @@ enum layout_kind {
     LAYOUT_COMMIT,     /* commits/<run>/<name> */
     LAYOUT_LINEAGE,    /* lineage/<run>/<name> */
     LAYOUT_FORGET,     /* forget/<run>/<name> */
+    LAYOUT_PART,       /* parts/<run>/s<step>.<K>-of-<N>.<id> */
     LAYOUT_HANDOFF_V1, /* handoff/<run> (version 1, read only) */
     LAYOUT_REF_V1,     /* refs/<run>/<name> (version 1, read only) */
     LAYOUT_INTENT,     /* intents/<name> */
@@ -103,8 +104,25 @@ int layout_record_parse(const char *key, struct lineage_rec *ret);
  * CKS_E_MISMATCH when body and key disagree. */
 int layout_record_read(const char *key, const uint8_t *data, size_t len, struct lineage_rec *ret);
 
+/* A multi-node step's part (format.h section 9): what its key names. */
+struct layout_part {
+    char run[LAYOUT_DIR_MAX + 1];
+    int64_t step;                 /* >= 0 */
+    unsigned rank, nodes;         /* rank < nodes <= LAYOUT_NODES_MAX */
+    char id[MANIFEST_ID_MAX + 1]; /* the node's manifest id */
+};
+#define LAYOUT_NODES_MAX 4096u
+/* parts/<run>/s<step>.<K>-of-<N>.<id> into out (LAYOUT_KEY_MAX bytes);
+ * -EINVAL for a field out of range. */
+int layout_part(const struct layout_part *p, char *out);
+/* What to list for one step's parts: "parts/<run>/s<step>." (a prefix
+ * no other step's keys share); -EINVAL for a bad run or a step < 0. */
+int layout_part_prefix(const char *run, int64_t step, char *out);
+/* Parses such a key (outside input): 0, or CKS_E_FORMAT. */
+int layout_part_parse(const char *key, struct layout_part *ret);
+
 /* For a key (or a listing prefix) in one of the per-run folders
- * (snapshots, commits, lineage, forget, handoff, refs): its kind, and in
+ * (snapshots, commits, lineage, forget, parts, handoff, refs): its kind, and in
  * *ret_top the length of "<top>/" before the run.  -1 for any other key. */
 int layout_run_top(const char *key, size_t *ret_top);
 /* Whether a key listed under prefix (possibly partial: "", "snap",

@@ -1113,6 +1113,83 @@ static void test_load(void **state)
     free(c);
 }
 
+/* A fake environment for config_nodes_env: "NAME=value" entries. */
+static const char *const *fake_env;
+
+static char *fake_getenv(const char *name)
+{
+    size_t n = strlen(name);
+    for (size_t i = 0; fake_env && fake_env[i]; i++)
+        if (!strncmp(fake_env[i], name, n) && fake_env[i][n] == '=')
+            return (char *)fake_env[i] + n + 1;
+    return NULL;
+}
+
+struct nodes_case {
+    const char *file;     /* [daemon] lines */
+    const char *env[5];   /* NULL-terminated */
+    int want;             /* 0 or CKS_E_CONFIG */
+    unsigned nodes, rank; /* when 0 */
+    const char *why;      /* in the error */
+};
+
+static const struct nodes_case nodes_cases[] = {
+    {"", {NULL}, 0, 1, 0, NULL},
+    {"nodes = 4\nnode_rank = 3\n", {NULL}, 0, 4, 3, NULL},
+    {"nodes = 4\nnode_rank = 3\n", {"CKPTSYNC_NODE_RANK=1", NULL}, 0, 4, 1, NULL},
+    {"nodes = 4\n", {"CKPTSYNC_NODES=8", "CKPTSYNC_NODE_RANK=7", NULL}, 0, 8, 7, NULL},
+    {"", {"SLURM_NNODES=16", "SLURM_NODEID=5", NULL}, 0, 16, 5, NULL},
+    /* the file's nodes beat the launcher's; CKPTSYNC_* beat both */
+    {"nodes = 2\nnode_rank = 1\n", {"SLURM_NNODES=16", "SLURM_NODEID=5", NULL}, 0, 2, 1, NULL},
+    {"", {"SLURM_NNODES=16", "SLURM_NODEID=5", "CKPTSYNC_NODE_RANK=9", NULL}, 0, 16, 9, NULL},
+    {"",
+     {"CKPTSYNC_NODES=4", "CKPTSYNC_NODE_RANK=4", NULL},
+     CKS_E_CONFIG,
+     0,
+     0,
+     "node rank 4 is not below the node count 4"},
+    {"", {"CKPTSYNC_NODES=0", NULL}, CKS_E_CONFIG, 0, 0, "$CKPTSYNC_NODES: '0'"},
+    {"", {"CKPTSYNC_NODES=4x", NULL}, CKS_E_CONFIG, 0, 0, "$CKPTSYNC_NODES: '4x'"},
+    {"", {"CKPTSYNC_NODES=-1", NULL}, CKS_E_CONFIG, 0, 0, "$CKPTSYNC_NODES"},
+    {"", {"CKPTSYNC_NODES=99999999999", NULL}, CKS_E_CONFIG, 0, 0, "$CKPTSYNC_NODES"},
+    {"", {"SLURM_NNODES=2", "SLURM_NODEID=abc", NULL}, CKS_E_CONFIG, 0, 0, "$SLURM_NODEID"},
+};
+
+static void test_nodes(void **state)
+{
+    struct config *c = cfg_new();
+    struct buf err = BUF_INIT, text = BUF_INIT;
+    (void)state;
+    for (size_t i = 0; i < sizeof(nodes_cases) / sizeof(nodes_cases[0]); i++) {
+        const struct nodes_case *k = &nodes_cases[i];
+        buf_reset(&text);
+        assert_int_equal(buf_printf(&text, "[daemon]\n%s", k->file), 0);
+        assert_int_equal(parse(buf_str(&text), c, &err), 0);
+        assert_int_equal(c->part_timeout, 3600);
+        fake_env = k->env;
+        buf_reset(&err);
+        int r = config_nodes_env(c, fake_getenv, &err);
+        if (r != k->want)
+            fail_msg("case %zu: %d, want %d (%s)", i, r, k->want, buf_str(&err));
+        if (r == 0 && (c->nodes != k->nodes || c->node_rank != k->rank))
+            fail_msg("case %zu: node %u of %u, want %u of %u", i, c->node_rank, c->nodes, k->rank,
+                     k->nodes);
+        if (r < 0 && !strstr(buf_str(&err), k->why))
+            fail_msg("case %zu: error '%s' lacks '%s'", i, buf_str(&err), k->why);
+    }
+    fake_env = NULL;
+    /* the file alone: node_rank must be below nodes, naming the key */
+    assert_int_equal(parse("[daemon]\nnodes = 2\nnode_rank = 2\n", c, &err), CKS_E_CONFIG);
+    assert_non_null(strstr(buf_str(&err), "node_rank"));
+    assert_int_equal(parse("[daemon]\nnodes = 4097\n", c, &err), CKS_E_CONFIG);
+    assert_int_equal(parse("[daemon]\npart_timeout = 10m\n", c, &err), 0);
+    assert_int_equal(c->part_timeout, 600);
+    assert_int_equal(config_nodes(c), 1);
+    buf_free(&text);
+    buf_free(&err);
+    free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1132,6 +1209,7 @@ int main(void)
         cmocka_unit_test(test_finish),
         cmocka_unit_test(test_load),
         cmocka_unit_test(test_metrics_keys),
+        cmocka_unit_test(test_nodes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

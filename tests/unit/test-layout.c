@@ -288,6 +288,60 @@ static void test_runs_and_sealing(void **state)
     assert_true(layout_sealed("locks/prune/000000000001"));
 }
 
+/* parts/<run>/s<step>.<K>-of-<N>.<id>: built and parsed back; keys a
+ * bucket may list that are not canonical parts are refused. */
+static void test_parts(void **state)
+{
+    (void)state;
+    struct layout_part p = {.run = "job", .step = 1000, .rank = 3, .nodes = 4, .id = ID}, q;
+    char key[LAYOUT_KEY_MAX];
+    assert_int_equal(layout_part(&p, key), 0);
+    assert_string_equal(key, "parts/job/s1000.3-of-4." ID);
+    memset(&q, 0x5a, sizeof(q));
+    assert_int_equal(layout_part_parse(key, &q), 0);
+    assert_string_equal(q.run, "job");
+    assert_int_equal(q.step, 1000);
+    assert_int_equal(q.rank, 3);
+    assert_int_equal(q.nodes, 4);
+    assert_string_equal(q.id, ID);
+    static const struct layout_part bad[] = {
+        {.run = "job", .step = -1, .rank = 0, .nodes = 2, .id = ID},
+        {.run = "job", .step = 1, .rank = 2, .nodes = 2, .id = ID},
+        {.run = "job", .step = 1, .rank = 0, .nodes = 0, .id = ID},
+        {.run = "job", .step = 1, .rank = 0, .nodes = LAYOUT_NODES_MAX + 1, .id = ID},
+        {.run = "..", .step = 1, .rank = 0, .nodes = 2, .id = ID},
+        {.run = "job", .step = 1, .rank = 0, .nodes = 2, .id = ".x"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        if (layout_part(&bad[i], key) != -EINVAL)
+            fail_msg("bad part %zu built \"%s\"", i, key);
+    static const char *const hostile_parts[] = {
+        "parts/job/s1000.4-of-4." ID,
+        "parts/job/s1000.0-of-0." ID,
+        "parts/job/s01000.0-of-4." ID,
+        "parts/job/s1000.00-of-4." ID,
+        "parts/job/s1000.0-of-04." ID,
+        "parts/job/s-1.0-of-4." ID,
+        "parts/job/s1000.0-of-4.",
+        "parts/job/s1000.0-of-4..x",
+        "parts/job/1000.0-of-4." ID,
+        "parts/job/s1000.0of4." ID,
+        "parts/job/s99999999999999999999.0-of-4." ID,
+        "parts/job/s1.0-of-4097." ID,
+        "parts/../s1.0-of-2." ID,
+        "parts/job/x/s1.0-of-2." ID,
+        "snapshots/job/s1.0-of-2." ID,
+    };
+    for (size_t i = 0; i < sizeof(hostile_parts) / sizeof(hostile_parts[0]); i++)
+        if (layout_part_parse(hostile_parts[i], &q) != CKS_E_FORMAT)
+            fail_msg("\"%s\" parsed as a part", hostile_parts[i]);
+    assert_int_equal(layout_run_top("parts/job/x", &(size_t){0}), LAYOUT_PART);
+    assert_int_equal(layout_part_prefix("job", 1000, key), 0);
+    assert_string_equal(key, "parts/job/s1000.");
+    assert_int_equal(layout_part_prefix("job", -1, key), -EINVAL);
+    assert_int_equal(layout_part_prefix("..", 1, key), -EINVAL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -295,6 +349,7 @@ int main(void)
         cmocka_unit_test(test_prefixes),   cmocka_unit_test(test_hostile_keys),
         cmocka_unit_test(test_overlong),   cmocka_unit_test(test_bad_fields),
         cmocka_unit_test(test_records),    cmocka_unit_test(test_runs_and_sealing),
+        cmocka_unit_test(test_parts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

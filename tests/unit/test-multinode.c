@@ -1,0 +1,231 @@
+/*
+ * test-multinode.c — parts of a multi-node step (service/multinode.h): the part
+ * object round-trips and is checked against its key; merging N nodes'
+ * manifests gives one tree whose id and bytes depend on the parts alone;
+ * an entry two nodes share must be identical, and a path one node holds
+ * as a file and another as a directory, a root or step that differs, are
+ * refused, naming what disagrees.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "base/err.h"
+#include "service/multinode.h"
+#include "store/layout.h"
+
+/* Node k's part of step 1000: checkpoint-1000/__k_0.distcp (one chunk of
+ * 100 + k bytes), the directory checkpoint-1000, and, on node 0, .metadata. */
+static void part_make(struct manifest *m, unsigned k, const char *id, int64_t time)
+{
+    char path[64];
+    uint8_t c[HASH_LEN];
+    manifest_init(m);
+    snprintf(m->id, sizeof(m->id), "%s", id);
+    assert_int_equal(manifest_set_str(&m->run, "job"), 0);
+    snprintf(path, sizeof(path), "gpu-%u", k);
+    assert_int_equal(manifest_set_str(&m->host, path), 0);
+    assert_int_equal(manifest_set_str(&m->root, "checkpoint-1000"), 0);
+    m->step = 1000;
+    m->time = time;
+    m->gen = k == 2 ? 1 : 0;
+    m->chunk_min = 64;
+    m->chunk_avg = 256;
+    m->chunk_max = 1024;
+    m->normalization = 1;
+    assert_int_equal(manifest_add_file(m, MFILE_DIR, "checkpoint-1000", 0755, NULL), 0);
+    snprintf(path, sizeof(path), "checkpoint-1000/__%u_0.distcp", k);
+    memset(c, (int)k + 1, sizeof(c));
+    assert_int_equal(manifest_add_file(m, MFILE_REG, path, 0644, NULL), 0);
+    assert_int_equal(manifest_add_chunk(m, c, 100 + k), 0);
+    manifest_set_digest(m, c);
+    if (k == 0) {
+        memset(c, 0xee, sizeof(c));
+        assert_int_equal(manifest_add_file(m, MFILE_REG, "checkpoint-1000/.metadata", 0644, NULL),
+                         0);
+        assert_int_equal(manifest_add_chunk(m, c, 7), 0);
+        manifest_set_digest(m, c);
+    }
+}
+
+static const char *const ids[] = {
+    "20261201T000701.000001Z-00000001",
+    "20261201T000702.000001Z-00000002",
+    "20261201T000709.000001Z-00000003",
+    "20261201T000703.000001Z-00000004",
+};
+
+static void parts_make(struct manifest *v, size_t n)
+{
+    for (size_t k = 0; k < n; k++)
+        part_make(&v[k], (unsigned)k, ids[k], 1796083600 + (int64_t)k);
+}
+
+static void parts_free(struct manifest *v, size_t n)
+{
+    for (size_t k = 0; k < n; k++)
+        manifest_free(&v[k]);
+}
+
+static void test_merge(void **state)
+{
+    (void)state;
+    struct manifest p[4], m, again;
+    struct buf err = BUF_INIT, a = BUF_INIT, b = BUF_INIT;
+    parts_make(p, 4);
+    assert_int_equal(multinode_merge(p, 4, &m, &err), 0);
+    /* one tree: the shared directory once, every node's file, .metadata */
+    assert_int_equal(m.nfiles, 6);
+    assert_int_equal(m.nchunks, 5);
+    assert_string_equal(m.files[0].path, "checkpoint-1000");
+    assert_string_equal(m.files[2].path, "checkpoint-1000/.metadata");
+    assert_string_equal(m.files[5].path, "checkpoint-1000/__3_0.distcp");
+    assert_int_equal(m.files[5].size, 103);
+    assert_int_equal(m.step, 1000);
+    assert_string_equal(m.root, "checkpoint-1000");
+    assert_string_equal(m.host, "gpu-0");
+    assert_int_equal(m.time, 1796083603);
+    assert_int_equal(m.gen, 1);
+    assert_null(m.parent);
+    /* the newest part's time stamp, then "-m" and 12 hex */
+    assert_int_equal(strncmp(m.id, "20261201T000709.000001Z-m", 25), 0);
+    assert_int_equal(strlen(m.id), 25 + 12);
+    /* deterministic: a second merger writes the same bytes */
+    assert_int_equal(multinode_merge(p, 4, &again, &err), 0);
+    assert_int_equal(manifest_encode(&m, &a), 0);
+    assert_int_equal(manifest_encode(&again, &b), 0);
+    assert_int_equal(a.len, b.len);
+    assert_memory_equal(a.data, b.data, a.len);
+    manifest_free(&again);
+    /* another part id (a retake of one node) is another snapshot */
+    snprintf(p[1].id, sizeof(p[1].id), "%s", "20261201T000702.000001Z-00000009");
+    assert_int_equal(multinode_merge(p, 4, &again, &err), 0);
+    assert_string_not_equal(again.id, m.id);
+    manifest_free(&again);
+    manifest_free(&m);
+    parts_free(p, 4);
+    buf_free(&a);
+    buf_free(&b);
+    buf_free(&err);
+}
+
+/* The same bytes at one path on two nodes: merged once; other bytes: refused. */
+static void test_conflict(void **state)
+{
+    (void)state;
+    struct manifest p[2], m;
+    struct buf err = BUF_INIT;
+    uint8_t c[HASH_LEN];
+    parts_make(p, 2);
+    memset(c, 0xee, sizeof(c));
+    assert_int_equal(manifest_add_file(&p[1], MFILE_REG, "checkpoint-1000/.metadata", 0600, NULL),
+                     0);
+    assert_int_equal(manifest_add_chunk(&p[1], c, 7), 0);
+    manifest_set_digest(&p[1], c);
+    assert_int_equal(multinode_merge(p, 2, &m, &err), 0);
+    assert_int_equal(m.nfiles, 4);
+    manifest_free(&m);
+    p[1].files[p[1].nfiles - 1].digest[0] ^= 1;
+    assert_int_equal(multinode_merge(p, 2, &m, &err), CKS_E_MISMATCH);
+    assert_non_null(strstr(buf_str(&err),
+                           "\"checkpoint-1000/.metadata\" is held by node 0 and node 1 with "
+                           "different contents"));
+    parts_free(p, 2);
+    buf_free(&err);
+}
+
+/* A file on one node where another has a directory of that name; a root
+ * or step that differs. */
+static void test_refused(void **state)
+{
+    (void)state;
+    struct manifest p[2], m;
+    struct buf err = BUF_INIT;
+    parts_make(p, 2);
+    assert_int_equal(manifest_add_file(&p[1], MFILE_DIR, "checkpoint-1000/.metadata/x", 0755, NULL),
+                     0);
+    assert_int_equal(multinode_merge(p, 2, &m, &err), CKS_E_MISMATCH);
+    parts_free(p, 2);
+    buf_reset(&err);
+    parts_make(p, 2);
+    p[1].step = 999;
+    assert_int_equal(multinode_merge(p, 2, &m, &err), CKS_E_MISMATCH);
+    assert_non_null(strstr(buf_str(&err), "node 1's part"));
+    p[1].step = 1000;
+    assert_int_equal(manifest_set_str(&p[1].root, "checkpoint-2000"), 0);
+    assert_int_equal(multinode_merge(p, 2, &m, &err), CKS_E_MISMATCH);
+    parts_free(p, 2);
+    buf_free(&err);
+}
+
+/* The part object: encoded, decoded, checked against its key. */
+static void test_object(void **state)
+{
+    (void)state;
+    struct manifest p, back;
+    struct buf man = BUF_INIT, body = BUF_INIT, err = BUF_INIT;
+    char key[LAYOUT_KEY_MAX];
+    struct layout_part lp = {.run = "job", .step = 1000, .rank = 2, .nodes = 4};
+    part_make(&p, 2, ids[2], 1796083600);
+    snprintf(lp.id, sizeof(lp.id), "%s", ids[2]);
+    assert_int_equal(manifest_encode(&p, &man), 0);
+    assert_int_equal(multinode_encode(2, 4, man.data, man.len, &body), 0);
+    assert_int_equal(layout_part(&lp, key), 0);
+    assert_int_equal(multinode_decode(key, body.data, body.len, &back, &err), 0);
+    assert_true(manifest_equal(&p, &back));
+    manifest_free(&back);
+    /* the key says another rank, node count, step or id */
+    static const struct layout_part other[] = {
+        {.run = "job", .step = 1000, .rank = 1, .nodes = 4},
+        {.run = "job", .step = 1000, .rank = 2, .nodes = 3},
+        {.run = "job", .step = 1001, .rank = 2, .nodes = 4},
+        {.run = "job2", .step = 1000, .rank = 2, .nodes = 4},
+    };
+    for (size_t i = 0; i < sizeof(other) / sizeof(other[0]); i++) {
+        struct layout_part o = other[i];
+        snprintf(o.id, sizeof(o.id), "%s", ids[2]);
+        assert_int_equal(layout_part(&o, key), 0);
+        if (multinode_decode(key, body.data, body.len, &back, &err) != CKS_E_MISMATCH)
+            fail_msg("case %zu: \"%s\" accepted", i, key);
+    }
+    /* headers that are not exactly multinode_encode's */
+    static const char *const heads[] = {"",
+                                        "ckptsync-part 1\n",
+                                        "ckptsync-part 2\nnode 2 4\n",
+                                        "ckptsync-part 1\nnode 02 4\n",
+                                        "ckptsync-part 1\nnode 2 4 \n",
+                                        "ckptsync-part 1 node 2 4\n"};
+    assert_int_equal(layout_part(&lp, key), 0);
+    for (size_t i = 0; i < sizeof(heads) / sizeof(heads[0]); i++) {
+        struct buf bad = BUF_INIT;
+        assert_int_equal(buf_puts(&bad, heads[i]), 0);
+        assert_int_equal(buf_append(&bad, man.data, man.len), 0);
+        if (multinode_decode(key, bad.data, bad.len, &back, &err) >= 0)
+            fail_msg("header %zu accepted", i);
+        buf_free(&bad);
+    }
+    /* a truncated body */
+    assert_true(multinode_decode(key, body.data, body.len - 5, &back, &err) < 0);
+    manifest_free(&p);
+    buf_free(&man);
+    buf_free(&body);
+    buf_free(&err);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_merge),
+        cmocka_unit_test(test_conflict),
+        cmocka_unit_test(test_refused),
+        cmocka_unit_test(test_object),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
