@@ -182,7 +182,8 @@ static void test_shortest(void **state)
                 d[digits++] = *p; /* leading zeros are not significant */
         while (digits > 1 && d[digits - 1] == '0')
             digits--; /* nor trailing ones */
-        snprintf(fewer, sizeof(fewer), "%.*g", (int)digits - 1, v);
+        int n = snprintf(fewer, sizeof(fewer), "%.*g", (int)digits - 1, v);
+        assert_true(n > 0 && (size_t)n < sizeof(fewer));
         if (digits > 1 && strtod(fewer, NULL) == v)
             fail_msg("%a printed as %s, but %s reads back too", v, s, fewer);
     }
