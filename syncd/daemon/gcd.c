@@ -112,9 +112,10 @@ static void gcd_retention(struct gcd *g)
                      buf_str(&err)[0] ? buf_str(&err) : err_str(e));
         } else {
             snprintf(mine->applied, sizeof(mine->applied), "%s", f->applied);
-            if (plan.nforget)
-                log_info("retention of run '%s' after %s: forgot %zu of %zu snapshot(s) (%.3fs)",
-                         f->run, f->applied, plan.nforget, plan.n, mono() - t0);
+            /* also when nothing was due: another instance's forget may
+             * have been first, and the line says the policy ran */
+            log_info("retention of run '%s' after %s: forgot %zu of %zu snapshot(s) (%.3fs)",
+                     f->run, f->applied, plan.nforget, plan.n, mono() - t0);
         }
         retention_plan_free(&plan);
         buf_free(&err);

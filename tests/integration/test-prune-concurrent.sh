@@ -162,6 +162,9 @@ done < "$T/listed"
 cks stats --json > "$T/stats.json"
 [ "$(json "$T/stats.json" 'sum(r["garbage_bytes"] for r in d["regions"])')" = 0 ] ||
   die "garbage left after the last prunes: $(cat "$T/stats.json")"
-grep -h "retention of run 'shared'" "$T"/i-[AB]/daemon.log | sed -n 1,2p | sed 's/^/    daemon: /'
-grep -q "retention of run 'shared'" "$T"/i-[AB]/daemon.log || die "the daemons never applied their retention policy"
+# (the forget of the pruner races the daemons' own retention: a pass that
+# found everything forgotten already says "forgot 0")
+grep -h "retention of run 'shared'" "$T"/i-[AB]/daemon.log > "$T/ret.log" || true
+sed -n 1,2p "$T/ret.log" | sed 's/^/    daemon: /'
+[ -s "$T/ret.log" ] || die "the daemons never applied their retention policy"
 echo "prune-concurrent: ok ($n retained snapshots restored; $((SECONDS - T0)) s)"
