@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "base/err.h"
+#include "base/fileio.h"
 #include "base/log.h"
 #include "ckptsync/protocol.h"
 #include "cli.h"
@@ -141,19 +142,12 @@ int cli_parse_i64(const char *opt, const char *s, int64_t min, int64_t max, int6
  * DIR is taken from the current directory. */
 static int cli_set_state(struct config *conf, const char *state, const char *what, struct buf *err)
 {
-    char cwd[CONFIG_PATH_MAX];
-    int n;
-    if (state[0] == '/')
-        n = snprintf(conf->state, sizeof(conf->state), "%s", state);
-    else if (!getcwd(cwd, sizeof(cwd)))
-        return buf_printf(err, "%s: the current directory: %s", what, strerror(errno)), -errno;
-    else
-        n = snprintf(conf->state, sizeof(conf->state), "%s/%s", cwd, state);
-    if (n < 0 || (size_t)n >= sizeof(conf->state)) {
+    int e = fileio_abspath(state, conf->state, sizeof(conf->state));
+    if (e == -ENAMETOOLONG)
         buf_printf(err, "%s: path too long", what);
-        return -ENAMETOOLONG;
-    }
-    return config_finish(conf, err);
+    else if (e < 0)
+        buf_printf(err, "%s: the current directory: %s", what, strerror(-e));
+    return e < 0 ? e : config_finish(conf, err);
 }
 
 int cli_load_config(struct cli *c)

@@ -17,6 +17,7 @@
 
 #include "base/buf.h"
 #include "base/config.h"
+#include "base/fileio.h"
 #include "base/json.h"
 #include "base/log.h"
 #include "ckptsync/protocol.h"
@@ -121,20 +122,12 @@ static int parse_args(int argc, char **argv, struct opts *o)
 /* --watch or --state: a relative path is taken from the current directory. */
 static int set_path(char *dst, size_t cap, const char *val, const char *what)
 {
-    char cwd[CONFIG_PATH_MAX];
-    int n;
-    if (val[0] == '/')
-        n = snprintf(dst, cap, "%s", val);
-    else if (!getcwd(cwd, sizeof(cwd))) {
-        log_error("%s: the current directory: %s", what, strerror(errno));
-        return -1;
-    } else
-        n = snprintf(dst, cap, "%s/%s", cwd, val);
-    if (n < 0 || (size_t)n >= cap) {
+    int e = fileio_abspath(val, dst, cap);
+    if (e == -ENAMETOOLONG)
         log_error("%s: path too long", what);
-        return -1;
-    }
-    return 0;
+    else if (e < 0)
+        log_error("%s: the current directory: %s", what, strerror(-e));
+    return e < 0 ? -1 : 0;
 }
 
 static int load_config(const struct opts *o, struct config *c, const char **ret_path)

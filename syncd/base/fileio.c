@@ -475,3 +475,16 @@ int fileio_mkdir_p(const char *path, mode_t mode)
     free(p);
     return r;
 }
+
+int fileio_abspath(const char *path, char *dst, size_t cap)
+{
+    char cwd[PATH_MAX];
+    int n;
+    if (path[0] == '/')
+        n = snprintf(dst, cap, "%s", path);
+    else if (!getcwd(cwd, sizeof(cwd)))
+        return errno == ERANGE ? -ENAMETOOLONG : -errno;
+    else
+        n = snprintf(dst, cap, "%s/%s", strcmp(cwd, "/") == 0 ? "" : cwd, path);
+    return n < 0 || (size_t)n >= cap ? -ENAMETOOLONG : 0;
+}

@@ -31,6 +31,10 @@ int fileio_read_all(const char *path, size_t max, uint8_t **ret_data, size_t *re
 int fileio_fsync_dir(const char *path);
 /* mkdir -p with mode for created components; fsyncs each parent it changes. */
 int fileio_mkdir_p(const char *path, mode_t mode);
+/* path made absolute (a relative one is taken from the current directory)
+ * into dst: 0, -ENAMETOOLONG when it does not fit in cap, or getcwd's
+ * -errno. */
+int fileio_abspath(const char *path, char *dst, size_t cap);
 /* write(2)/pwrite(2)/read(2) loops that handle short counts and EINTR. */
 int fileio_write_full(int fd, const void *data, size_t len);
 int fileio_pwrite_full(int fd, const void *data, size_t len, off_t off);

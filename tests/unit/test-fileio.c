@@ -516,6 +516,18 @@ static void test_direct_writes(void **state)
     free(back);
 }
 
+static void test_abspath(void **state)
+{
+    char out[PATH_MAX], cwd[PATH_MAX], want[PATH_MAX + 8];
+    assert_non_null(getcwd(cwd, sizeof(cwd)));
+    assert_int_equal(fileio_abspath("/a/b", out, sizeof(out)), 0);
+    assert_string_equal(out, "/a/b");
+    assert_int_equal(fileio_abspath("st", out, sizeof(out)), 0);
+    snprintf(want, sizeof(want), "%s/st", strcmp(cwd, "/") ? cwd : "");
+    assert_string_equal(out, want);
+    assert_int_equal(fileio_abspath("/a/b", out, 4), -ENAMETOOLONG);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -531,6 +543,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_io_loops, scratch_setup, scratch_teardown),
         cmocka_unit_test_setup_teardown(test_large_writes, scratch_setup, scratch_teardown),
         cmocka_unit_test_setup_teardown(test_direct_writes, scratch_setup, scratch_teardown),
+        cmocka_unit_test(test_abspath),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
