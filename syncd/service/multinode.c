@@ -212,10 +212,13 @@ static int merge_header(const struct manifest *parts, size_t n, struct manifest 
     return e;
 }
 
-/* Marks in skip[] (one flag per entry of every part, part by part) the
- * entries a lower rank already holds; CKS_E_MISMATCH when two hold one
- * path differently. */
-static int merge_dups(const struct manifest *parts, size_t n, const size_t *base, bool *skip,
+/* What merge_dups() says of an entry of a part. */
+enum { MERGE_KEEP, MERGE_SKIP, MERGE_SEVERAL };
+
+/* Marks in skip[] (one mark per entry of every part, part by part) the
+ * entries a lower rank already holds (MERGE_SKIP), and that lower rank's
+ * entry MERGE_SEVERAL; CKS_E_MISMATCH when two hold one path differently. */
+static int merge_dups(const struct manifest *parts, size_t n, const size_t *base, uint8_t *skip,
                       struct buf *err)
 {
     size_t total = base[n], k = 0;
@@ -240,19 +243,22 @@ static int merge_dups(const struct manifest *parts, size_t n, const size_t *base
                        a->path, v[first].rank, v[i].rank);
             e = CKS_E_MISMATCH;
         }
-        skip[base[v[i].rank] + v[i].file] = true;
+        skip[base[v[i].rank] + v[i].file] = MERGE_SKIP;
+        skip[base[v[first].rank] + v[first].file] = MERGE_SEVERAL;
     }
     free(v);
     return e;
 }
 
-/* Appends part p's entries that skip does not mark to m. */
-static int merge_entries(struct manifest *m, const struct manifest *p, const bool *skip)
+/* Appends part p's (node rank's) entries that skip does not mark to m,
+ * each with its node field (format.h section 3, version 4). */
+static int merge_entries(struct manifest *m, const struct manifest *p, unsigned rank,
+                         const uint8_t *skip)
 {
     int e = 0;
     for (size_t f = 0; e == 0 && f < p->nfiles; f++) {
         const struct mfile *x = &p->files[f];
-        if (skip[f])
+        if (skip[f] == MERGE_SKIP)
             continue;
         e = manifest_add_file(m, x->type, x->path, x->mode, x->link);
         for (uint64_t c = 0; e == 0 && x->type == MFILE_REG && c < x->nchunks; c++)
@@ -260,6 +266,8 @@ static int merge_entries(struct manifest *m, const struct manifest *p, const boo
                                    p->chunks[x->first_chunk + c].len);
         if (e == 0) {
             m->files[m->nfiles - 1].mtime_ns = x->mtime_ns;
+            m->files[m->nfiles - 1].node =
+                skip[f] == MERGE_SEVERAL ? MANIFEST_NODE_SEVERAL : (int32_t)rank;
             memcpy(m->files[m->nfiles - 1].digest, x->digest, HASH_LEN);
         }
     }
@@ -269,7 +277,7 @@ static int merge_entries(struct manifest *m, const struct manifest *p, const boo
 int multinode_merge(const struct manifest *parts, size_t n, struct manifest *ret, struct buf *err)
 {
     size_t *base = calloc(n + 1, sizeof(*base));
-    bool *skip = NULL;
+    uint8_t *skip = NULL;
     manifest_init(ret);
     if (!base || n == 0) {
         free(base);
@@ -279,10 +287,11 @@ int multinode_merge(const struct manifest *parts, size_t n, struct manifest *ret
         base[p + 1] = base[p] + parts[p].nfiles;
     skip = calloc(base[n] ? base[n] : 1, sizeof(*skip));
     int e = skip ? merge_header(parts, n, ret, err) : -ENOMEM;
+    ret->nodes = (unsigned)n; /* a version 4 manifest: each entry says whose it is */
     if (e == 0)
         e = merge_dups(parts, n, base, skip, err);
     for (size_t p = 0; e == 0 && p < n; p++)
-        e = merge_entries(ret, &parts[p], skip + base[p]);
+        e = merge_entries(ret, &parts[p], (unsigned)p, skip + base[p]);
     if (e == 0 && manifest_validate(ret, err) < 0) /* e.g. a file one node has where another */
         e = CKS_E_MISMATCH;                        /* has a directory of that name */
     free(base);
