@@ -345,6 +345,22 @@ static int restore_which(struct repo *r, struct restore_opts *o, struct catalog_
     return o->run ? 0 : restore_which_run(r, o, s->run, sizeof(s->run));
 }
 
+/* One of --node K (n), --of M (o), --allow-reshard (R) into o; -1 when
+ * its number is not one (said on stderr). */
+static int restore_node_opt(int opt, const char *arg, struct restore_opts *o, bool *node_set)
+{
+    int64_t v;
+    if (opt == 'R') {
+        o->allow_reshard = true;
+        return 0;
+    }
+    if (cli_parse_i64(opt == 'n' ? "--node" : "--of", arg, opt == 'n' ? 0 : 1, 4095, &v) < 0)
+        return -1;
+    *(opt == 'n' ? &o->node_rank : &o->node_count) = (int)v;
+    *node_set |= opt == 'n';
+    return 0;
+}
+
 /* --node K --of M [--allow-reshard]: all three or none of the first two,
  * K below M, not with --all.  -1 to go on, else EXIT_USAGE. */
 static int restore_node_args(const struct restore_opts *o, bool node_set, bool all)
@@ -386,7 +402,6 @@ static int restore_args(int argc, char **argv, struct restore_opts *o, bool *lat
                                          {0}};
     static const char *excl[64]; /* --exclude patterns (argv's) */
     int opt;
-    int64_t num;
     bool node_set = false;
 
     optind = 1;
@@ -432,14 +447,9 @@ static int restore_args(int argc, char **argv, struct restore_opts *o, bool *lat
             break;
         case 'n':
         case 'o':
-            if (cli_parse_i64(opt == 'n' ? "--node" : "--of", optarg, opt == 'n' ? 0 : 1, 4095,
-                              &num) < 0)
-                return EXIT_USAGE;
-            *(opt == 'n' ? &o->node_rank : &o->node_count) = (int)num;
-            node_set |= opt == 'n';
-            break;
         case 'R':
-            o->allow_reshard = true;
+            if (restore_node_opt(opt, optarg, o, &node_set) < 0)
+                return EXIT_USAGE;
             break;
         case 'h':
             return usage(restore_usage, 0);

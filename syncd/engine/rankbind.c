@@ -249,7 +249,7 @@ static void sel_explain(struct sel *s, bool allow, struct buf *err)
     qsort_r(s->bound, s->nbound, sizeof(*s->bound), bound_cmp, (void *)m);
     buf_printf(err,
                "snapshot %s (step %lld) was written by %u nodes; a world of %u nodes cannot "
-               "consume these %zu files bound to a rank:",
+               "consume these %zu paths bound to a rank:",
                m->id, (long long)m->step, m->nodes, s->count, s->nbound);
     for (size_t j = 0; j < s->nbound; j++) {
         const struct mfile *f = &m->files[s->bound[j]];
