@@ -72,6 +72,13 @@ struct restore_opts {
     const char *const *exclude;
     size_t nexclude;
     bool exclude_optimizer;
+    /* a job on several nodes (README "Multi-node jobs"): what node
+     * node_rank of node_count needs (node_count 0: the whole tree); a
+     * restore onto another node count than the step's refuses files bound
+     * to a rank unless allow_reshard */
+    int node_rank;
+    int node_count;
+    bool allow_reshard;
 };
 
 struct restore_result {
