@@ -194,12 +194,15 @@ static void mo_job_say(const char *run, unsigned rank, const struct jobmigrate_o
             "run %s: node %u: its part of step %lld is durable, but the step is NOT "
             "committed: ",
             run, rank, (long long)o->own_step);
-    if (o->have_missing) {
+    if (o->have_missing && o->missing.have < o->missing.nodes) {
         fprintf(stderr, "node(s)");
         for (unsigned k = 0; k < o->missing.nodes; k++)
             if (multinode_step_missing(&o->missing, k))
                 fprintf(stderr, " %u", k);
         fprintf(stderr, " of %u have no part in the regions", o->missing.nodes);
+    } else if (o->have_missing) {
+        fprintf(stderr, "every node's part is in, but no region committed it (the daemons' "
+                        "logs say why, e.g. parts that cannot be one snapshot)");
     } else {
         fprintf(stderr, "its commit is not in enough regions yet");
     }
