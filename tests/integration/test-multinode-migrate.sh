@@ -19,7 +19,12 @@
 #   5. migrate-out on both, migrate-in on four new nodes one after another
 #      through deploy/hooks/migrate-in.sh (identity from $SLURM_NODEID /
 #      $SLURM_NNODES and $CKPTSYNC_NODE_RANK / $CKPTSYNC_NODES): one claim
-#      of generation 2; the first node claims it, the other three join.
+#      of generation 2; the first node claims it, the other three join;
+#   6. that 4-node job is abandoned with step 5000 incomplete (nodes 0-2's
+#      parts in, at generation 2), and a new 4-node job takes over
+#      (generation 3) and writes step 5000 again: the abandoned parts are
+#      never merged with the new job's; the step commits once every new
+#      node's part is in, holding the new job's files only.
 # regions: dir
 . "$(dirname "$0")/lib.sh"
 write_config 16K 64K 256K
@@ -28,6 +33,7 @@ write_config 16K 64K 256K
 for k in 0 1 2 3; do inst "n$k" nodes=4 node_rank=$k settle=3600; done
 for k in 0 1; do inst "m$k" nodes=2 node_rank=$k settle=3600; done
 for k in 0 1 2 3; do inst "p$k" settle=3600; done
+for k in 0 1 2 3; do inst "q$k" nodes=4 node_rank=$k settle=3600; done
 inst x
 
 # commit NODE DIR STEP: the node's daemon commits DIR (its part), replicated.
@@ -159,6 +165,36 @@ for k in 0 1 2 3; do
 done
 [ "$(per_region '^lineage/job/g2\.claim\.')" = "1 1 1" ] || die "claims of generation 2 per region: $(per_region '^lineage/job/g2\.claim\.')"
 [ "$(per_region '^lineage/job/g3\.')" = "0 0 0" ] || die "a node claimed a generation of its own"
+
+# ============================================================================
+step "6. an abandoned 4-node job's incomplete step 5000, then a new 4-node job's step 5000"
+for k in 0 1 2; do
+  sed -i "/^\[daemon\]/a nodes = 4\nnode_rank = $k" "$T/i-p$k.conf"
+  idaemon "p$k"
+  make_file "$T/i-p$k/watch/job/checkpoint-5000/__${k}_0.distcp" 1
+  commit "p$k" checkpoint-5000 5000
+  istop "p$k"
+done
+[ "$(per_region '^parts/job/s5000\.[0-2]-of-4\.')" = "3 3 3" ] || die "the abandoned job's parts of step 5000"
+[ "$(per_region '^commits/job/g[0-9]+\.s5000\.')" = "0 0 0" ] || die "step 5000 committed without node 3"
+for k in 0 1 2 3; do
+  icks "q$k" migrate-in --run job --to "$T/i-q$k/watch/job" --job 78 -q > /dev/null || die "migrate-in on q$k"
+done
+[ "$(per_region '^lineage/job/g3\.claim\.')" = "1 1 1" ] || die "the new job's claim of generation 3"
+for k in 0 1 2 3; do idaemon "q$k"; done
+for k in 0 1 2 3; do make_file "$T/i-q$k/watch/job/checkpoint-5000/__${k}_0.distcp" 1; done
+# (node 3's is the last part: with the abandoned parts of nodes 0-2 taken,
+# its listing would find four ranks and merge the two jobs' files)
+for k in 0 1 2 3; do commit "q$k" checkpoint-5000 5000; done
+[ "$(per_region '^commits/job/g3\.s5000\.')" = "1 1 1" ] || die "step 5000 is not committed at generation 3 once per region"
+[ "$(per_region '^commits/job/g[0-9]+\.s5000\.')" = "1 1 1" ] || die "step 5000 committed more than once"
+rm -rf "$T/want5000"; mkdir -p "$T/want5000"
+for k in 0 1 2 3; do cp -a "$T/i-q$k/watch/job/checkpoint-5000/." "$T/want5000/"; done
+latest "$T/got5"
+[ "$(json "$T/latest.json" 'd["step"]')" = 5000 ] || die "restore --latest: step $(json "$T/latest.json" 'd["step"]')"
+diff <(tree_sums "$T/want5000") <(tree_sums "$T/got5/checkpoint-5000") > "$T/diff" ||
+  { cat "$T/diff" >&2; die "step 5000 holds other files than the new job's four nodes wrote"; }
+for k in 0 1 2 3; do istop "q$k"; done
 
 if grep -E 'AddressSanitizer|LeakSanitizer|runtime error' "$T"/i-*/daemon.log "$T"/*.err > "$T/san.txt" 2>/dev/null; then
   cat "$T/san.txt" >&2; die "a sanitizer error"
