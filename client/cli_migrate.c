@@ -445,7 +445,9 @@ static void mi_print(struct cli *c, const char *run, const struct migrate_in_opt
 }
 
 /* This node's identity in the new job: --node/--of, else the
- * configuration's and the environment's as the daemon reads them. */
+ * configuration's and the environment's as the daemon reads them
+ * (node_count 0 where neither names a job on several nodes: the whole
+ * tree is restored, as on one node). */
 static int mi_node(struct cli *c, struct migrate_in_opts *o, int64_t node, int64_t of)
 {
     struct buf err = BUF_INIT;
@@ -461,7 +463,7 @@ static int mi_node(struct cli *c, struct migrate_in_opts *o, int64_t node, int64
             return -1;
         }
         node = conf->node_rank;
-        of = config_nodes(conf);
+        of = config_nodes(conf) > 1 ? config_nodes(conf) : 0; /* 0: one node, as before */
     }
     o->node_rank = (int)node;
     o->node_count = (int)of;
@@ -515,7 +517,9 @@ int cmd_migrate_in(struct cli *c, int argc, char **argv)
     }
     if (optind != argc || !o.target)
         return fputs(in_usage, stderr), EXIT_USAGE;
-    if (cli_load_config(c) < 0 || mi_node(c, &o, node, of) < 0)
+    if (cli_load_config(c) < 0)
+        return 1;
+    if (mi_node(c, &o, node, of) < 0)
         return EXIT_USAGE;
     if (cli_open_repo(c, 0, &r) < 0)
         return 1;
