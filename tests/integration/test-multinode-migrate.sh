@@ -74,9 +74,33 @@ step "2. preemption notice on node 2 while node 3's part of step 3000 is missing
 for k in 0 1 2 3; do make_file "$T/i-n$k/watch/job/checkpoint-3000/__${k}_0.distcp" 1; done
 printf 'metadata 3000\n' > "$T/i-n0/watch/job/checkpoint-3000/.metadata"
 for k in 0 1; do commit "n$k" checkpoint-3000 3000; done
-# What deploy/preempt-watch.sh runs on a notice (node 2 never committed:
-# migrate-out's flush takes the checkpoint and makes the part durable).
-expect_fail 7 icks n2 migrate-out --run job --deadline 4
+# The notice comes through deploy/preempt-watch.sh from a fake metadata
+# server (generic: HTTP 200 is a notice); it runs migrate-out, whose flush
+# takes node 2's checkpoint (never committed) and makes its part durable.
+python3 - "$T/md.port" > /dev/null 2>&1 <<'PY' &
+import http.server, os, sys
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200); self.end_headers(); self.wfile.write(b"preempted\n")
+    def log_message(self, *a): pass
+s = http.server.HTTPServer(("127.0.0.1", 0), H)
+open(sys.argv[1] + ".tmp", "w").write(str(s.server_port)); os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+s.serve_forever()
+PY
+MD_PID=$!
+_md_stop() { kill "$MD_PID" 2> /dev/null || true; }
+CKS_CLEANUP_HOOKS+=(_md_stop)
+for _ in $(seq 1 100); do [ -s "$T/md.port" ] && break; sleep 0.05; done
+[ -s "$T/md.port" ] || die "the fake metadata server did not start"
+if command -v curl > /dev/null; then   # (preempt-watch.sh polls with curl)
+  expect_fail 7 env CKPTSYNC="$CKPTSYNC" "$CKS_SOURCE_DIR/deploy/preempt-watch.sh" --provider generic \
+    --url "http://127.0.0.1:$(cat "$T/md.port")/notice" --once --deadline 4 --run job --config "$T/i-n2.conf"
+  grep -F "this node's part is durable, but the job's newest step is not committed" "$T/err" > /dev/null ||
+    { cat "$T/err" >&2; die "preempt-watch.sh on node 2 did not say what exit 7 means"; }
+else
+  expect_fail 7 icks n2 migrate-out --run job --deadline 4
+fi
+_md_stop
 grep -E "node 2: its part of step 3000 is durable, but the step is NOT committed: node\(s\) 3 of 4 have no part in the regions; no handoff written: the job resumes from step 2000" "$T/err" > /dev/null ||
   { cat "$T/err" >&2; die "migrate-out on the preempted node 2 did not name node 3"; }
 [ "$(per_region '^parts/job/s3000\.2-of-4\.')" = "1 1 1" ] || die "node 2's part of step 3000 is not in every region"
