@@ -4,7 +4,8 @@
 # watch dirs, shared regions), one run "job".
 #   1. four nodes commit steps 1000 and 2000;
 #   2. preemption notice on node 2 while step 3000 is incomplete (node 3
-#      has not written its part): node 2's migrate-out makes its part
+#      has not written its part), through deploy/preempt-watch.sh and a
+#      fake metadata server: node 2's migrate-out makes its part
 #      durable in every region and exits 7 naming node 3, writing no
 #      handoff; node 2 is then killed -9; its part stays, and when node 3's
 #      part lands the step commits without node 2;
