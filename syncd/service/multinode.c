@@ -32,6 +32,7 @@
 #include "store/layout.h"
 
 #define PART_MAX (MANIFEST_MAX_BYTES + 64u)
+#define PART_NOT_YET 1 /* a rank has no part of the merging node's generation yet */
 
 bool multinode_wanted(const struct config *c, const struct manifest *m)
 {
@@ -363,25 +364,64 @@ static unsigned part_pick(const struct part_list *l, unsigned nodes,
     return have;
 }
 
-/* Reads the picked parts into parts[0 .. nodes); on failure none is left
- * to free. */
-static int part_read_all(struct region *rg, const struct layout_part **pick, unsigned nodes,
-                         struct manifest *parts, struct buf *err)
+/* The listed part of rank k on `nodes` nodes whose id follows after's
+ * (the next smallest); NULL when there is none. */
+static const struct layout_part *part_next(const struct part_list *l, unsigned nodes, unsigned k,
+                                           const char *after)
+{
+    const struct layout_part *best = NULL;
+    for (size_t i = 0; i < l->n; i++) {
+        const struct layout_part *p = &l->v[i];
+        if (p->nodes == nodes && p->rank == k && strcmp(p->id, after) > 0 &&
+            (!best || strcmp(p->id, best->id) < 0))
+            best = p;
+    }
+    return best;
+}
+
+/* Reads rank k's part of generation gen into *ret: the picked one, else
+ * the next by id (a migrated job's step may have parts of an abandoned
+ * generation too: docs/multinode.md "Migration and preemption").
+ * PART_NOT_YET when rank k has no part of gen yet. */
+static int part_read_gen(struct region *rg, const struct part_list *l, const struct layout_part *p,
+                         unsigned nodes, int64_t gen, struct manifest *ret, struct buf *err)
 {
     struct buf body = BUF_INIT;
     char key[LAYOUT_KEY_MAX];
-    unsigned k = 0;
     int e = 0;
-    for (; e == 0 && k < nodes; k++) {
-        if ((e = layout_part(pick[k], key)) == 0 && (e = region_get(rg, key, PART_MAX, &body)) < 0)
+    while (p && e == 0) {
+        if ((e = layout_part(p, key)) == 0 && (e = region_get(rg, key, PART_MAX, &body)) < 0)
             buf_printf(err, "part \"%s\": %s", key, region_last_error(rg));
         if (e == 0)
-            e = multinode_decode(key, body.data, body.len, &parts[k], err);
+            e = multinode_decode(key, body.data, body.len, ret, err);
+        if (e == 0 && ret->gen == gen)
+            break;
+        if (e == 0)
+            manifest_free(ret);
+        if (e == 0)
+            p = part_next(l, nodes, p->rank, p->id);
     }
-    if (e < 0)
+    buf_free(&body);
+    return e == 0 && !p ? PART_NOT_YET : e;
+}
+
+/* Reads the picked parts (of generation gen) into parts[0 .. nodes); on
+ * failure none is left to free. */
+static int part_read_all(struct region *rg, const struct part_list *l,
+                         const struct layout_part **pick, unsigned nodes, int64_t gen,
+                         struct manifest *parts, struct buf *err)
+{
+    unsigned k = 0;
+    int e = 0;
+    for (; e == 0 && k < nodes; k++)
+        e = part_read_gen(rg, l, pick[k], nodes, gen, &parts[k], err);
+    if (e != 0)
         for (unsigned j = 0; j + 1 < k; j++)
             manifest_free(&parts[j]);
-    buf_free(&body);
+    if (e == PART_NOT_YET)
+        log_info("run '%s' step %lld: node %u's part in region '%s' is of another generation "
+                 "than %lld (an abandoned job's); the step commits when this generation's is in",
+                 pick[0]->run, (long long)pick[0]->step, k - 1, rg->conf.name, (long long)gen);
     return e;
 }
 
@@ -427,13 +467,14 @@ static bool part_bad(int e)
 
 /* Merges the picked parts and publishes the step.  0 also when the parts
  * cannot be merged (logged: retrying cannot help). */
-static int part_commit(struct region *rg, const struct layout_part **pick, unsigned nodes)
+static int part_commit(struct region *rg, const struct part_list *l,
+                       const struct layout_part **pick, unsigned nodes, int64_t gen)
 {
     struct manifest *parts = calloc(nodes, sizeof(*parts)), m;
     struct buf err = BUF_INIT, man = BUF_INIT;
     if (!parts)
         return -ENOMEM;
-    int e = part_read_all(rg, pick, nodes, parts, &err);
+    int e = part_read_all(rg, l, pick, nodes, gen, parts, &err);
     if (e == 0) {
         e = multinode_merge(parts, nodes, &m, &err);
         for (unsigned k = 0; k < nodes; k++)
@@ -451,14 +492,14 @@ static int part_commit(struct region *rg, const struct layout_part **pick, unsig
                   err.len ? buf_str(&err) : err_str(e));
         e = 0;
     }
-    free(parts);
+    free(parts); /* PART_NOT_YET: logged; the last part of this generation commits it */
     buf_free(&err);
     buf_free(&man);
     return e < 0 ? e : 0;
 }
 
 /* Lists the step's parts in rg and commits it when every rank's is in. */
-static int part_try_commit(struct region *rg, const struct layout_part *self)
+static int part_try_commit(struct region *rg, const struct layout_part *self, int64_t gen)
 {
     struct part_list l = {.run = self->run, .step = self->step};
     const struct layout_part **pick = calloc(self->nodes, sizeof(*pick));
@@ -466,7 +507,7 @@ static int part_try_commit(struct region *rg, const struct layout_part *self)
     if (e == 0) {
         unsigned have = part_pick(&l, self->nodes, pick);
         if (have == self->nodes)
-            e = part_commit(rg, pick, self->nodes);
+            e = part_commit(rg, &l, pick, self->nodes, gen);
         else
             log_info("run '%s' step %lld: %u of %u nodes' parts are in region '%s'; the step "
                      "commits when the last one is",
@@ -491,7 +532,7 @@ int multinode_publish(struct region *rg, const struct config *c, const struct ma
     if (e == 0)
         e = region_put(rg, key, body.data, body.len);
     buf_free(&body);
-    return e < 0 ? e : part_try_commit(rg, &self);
+    return e < 0 ? e : part_try_commit(rg, &self, m->gen);
 }
 
 /* ---- incomplete steps ----------------------------------------------------- */
