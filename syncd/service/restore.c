@@ -1582,8 +1582,6 @@ int restore_group(const char *path, uint64_t size)
     return size <= RESTORE_SMALL ? RESTORE_META : RESTORE_WEIGHTS;
 }
 
-/* ---- selecting --------------------------------------------------------- */
-
 /* true when pattern p (fnmatch, no FNM_PATHNAME) matches the path below the
  * snapshot's root or its base name. */
 static bool rst_matches(const char *p, const char *path)
@@ -1592,6 +1590,36 @@ static bool rst_matches(const char *p, const char *path)
     rel = rel ? rel + 1 : path;
     base = base ? base + 1 : path;
     return fnmatch(p, rel, 0) == 0 || fnmatch(p, base, 0) == 0;
+}
+
+int restore_order_group(const char *order, const char *path)
+{
+    char item[CONFIG_ORDER_MAX];
+    const char *p = order ? order : "";
+    while (*(p += strspn(p, " \t"))) {
+        size_t n = strcspn(p, " \t"), g = strcspn(p, ":");
+        p += n;
+        if (g >= n || n >= sizeof(item))
+            continue; /* not GROUP:PATTERN: refused by the configuration's check */
+        memcpy(item, p - n, n);
+        item[n] = 0;
+        item[g] = 0;
+        if (!rst_matches(item + g + 1, path))
+            continue;
+        for (int i = 0; i < RESTORE_NGROUPS; i++)
+            if (!strcmp(item, rst_group_names[i]))
+                return i;
+    }
+    return -1;
+}
+
+/* ---- selecting --------------------------------------------------------- */
+
+/* A regular file's group: [restore] order, else the built-in rules. */
+static int rst_group(const struct rst *s, const struct mfile *f)
+{
+    int g = restore_order_group(repo_conf(s->r)->restore_order, f->path);
+    return g >= 0 ? g : restore_group(f->path, f->size);
 }
 
 /* true when regular file k is excluded by the options; counts, per
@@ -1635,7 +1663,7 @@ static int rst_select(struct rst *s)
             s->skip[k] = rst_link_skipped(s, f);
         if (f->type != MFILE_REG)
             continue;
-        s->group[k] = (uint8_t)restore_group(f->path, f->size);
+        s->group[k] = (uint8_t)rst_group(s, f);
         if ((s->skip[k] = rst_excluded(s, k, hits))) {
             s->res->excluded++;
             continue;

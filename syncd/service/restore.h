@@ -107,6 +107,12 @@ enum restore_group_id {
  * master weights, then by size: at most RESTORE_SMALL metadata, else
  * weights.  Case does not matter. */
 int restore_group(const char *path, uint64_t size);
+/* The group that [restore] order (config.h's restore_order: space-
+ * separated GROUP:PATTERN items) gives a manifest path: the first item
+ * whose fnmatch PATTERN matches the path below the root or the base name
+ * (as --exclude's do); -1 when none does.  restore_run() takes it before
+ * restore_group()'s rules. */
+int restore_order_group(const char *order, const char *path);
 const char *restore_group_name(int g);
 
 int restore_run(struct repo *r, const struct restore_opts *o, struct restore_result *ret,
