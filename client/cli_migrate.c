@@ -214,13 +214,17 @@ int cmd_migrate_out(struct cli *c, int argc, char **argv)
 /* ---- migrate-in -------------------------------------------------------- */
 
 static const char in_usage[] =
-    "usage: ckptsync migrate-in [--run NAME] --to DIR [--seed DIR] [--force] [--json]\n"
+    "usage: ckptsync migrate-in [--run NAME] --to DIR [--seed DIR] [--force] [--progressive]\n"
+    "                           [--json]\n"
     "On the new instance (no daemon needed): restore the snapshot the old\n"
     "instance handed off (or the newest of the run's current lineage) into DIR,\n"
     "verified, claim the run for this instance, and print the\n"
     "path to resume from, e.g.\n"
     "  train.py --resume_from_checkpoint \"$(ckptsync migrate-in --run r1 --to "
-    "/data/cloud_storage/r1)\"\n";
+    "/data/cloud_storage/r1)\"\n"
+    "--progressive: as restore --progressive (each file at its final path once\n"
+    "whole and verified, by priority group; with --json one line per placed file);\n"
+    "the run is claimed, and the path printed, when every file is placed.\n";
 
 /* The run to migrate when none is named: the only one there is. */
 static int mi_pick_run(struct repo *r, char *run, size_t cap)
@@ -298,15 +302,19 @@ static void mi_print(struct cli *c, const char *run, const char *target,
 
 int cmd_migrate_in(struct cli *c, int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"run", required_argument, NULL, 'r'}, {"to", required_argument, NULL, 't'},
-        {"force", no_argument, NULL, 'f'},     {"seed", required_argument, NULL, 'S'},
-        {"help", no_argument, NULL, 'h'},      {0}};
+    static const struct option opts[] = {{"run", required_argument, NULL, 'r'},
+                                         {"to", required_argument, NULL, 't'},
+                                         {"force", no_argument, NULL, 'f'},
+                                         {"seed", required_argument, NULL, 'S'},
+                                         {"progressive", no_argument, NULL, 'P'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {0}};
     char run[MANIFEST_MAX_FIELD + 1] = "";
     struct migrate_in_opts o = {.progress = cli_progress,
                                 .progress_ud = c,
                                 .restored = mi_restored,
                                 .unit_done = cli_unit_restored,
+                                .placed = cli_restore_placed,
                                 .ud = c};
     struct migrate_in_result res;
     struct repo *r;
@@ -323,6 +331,8 @@ int cmd_migrate_in(struct cli *c, int argc, char **argv)
             o.force = true;
         else if (opt == 'S')
             o.seed = optarg;
+        else if (opt == 'P')
+            o.progressive = true;
         else if (opt == 'h')
             return fputs(in_usage, stdout), 0;
         else

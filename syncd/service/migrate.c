@@ -156,7 +156,10 @@ int migrate_in_run(struct repo *r, const struct migrate_in_opts *o, struct migra
                               .seed = o->seed,
                               .force = o->force,
                               .progress = o->progress,
-                              .progress_ud = o->progress_ud};
+                              .progress_ud = o->progress_ud,
+                              .progressive = o->progressive,
+                              .placed = o->placed,
+                              .placed_ud = o->ud};
     struct restore_result *res = &ret->res;
     ret->gen = 0;
     ret->handed_off = false;

@@ -1275,6 +1275,43 @@ static void rst_sweep(struct rst *s, int target)
     free(names);
 }
 
+/* true when staging directory stage (in dir, open as dfd) carries a
+ * progressive mark naming root. */
+static bool rst_marks_root(int dfd, const char *stage, const char *root)
+{
+    char mk[RST_STAGE_PATH_MAX + 8], txt[MANIFEST_MAX_COMPONENT + 64];
+    snprintf(mk, sizeof(mk), "%s/" RST_MARK, stage);
+    int fd = openat(dfd, mk, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    ssize_t n = read(fd, txt, sizeof(txt) - 1);
+    close(fd);
+    const char *nl = n > 0 ? memchr(txt, '\n', (size_t)n) : NULL;
+    if (!nl)
+        return false;
+    txt[n] = 0;
+    return !strcmp(nl + 1, root);
+}
+
+int restore_placing(const char *dir, const char *root)
+{
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *d = dfd < 0 ? NULL : fdopendir(dfd);
+    struct dirent *de;
+    bool found = false;
+    if (!d) {
+        if (dfd >= 0)
+            close(dfd);
+        return 0;
+    }
+    while (!found && (de = readdir(d)))
+        found = !strncmp(de->d_name, RST_STAGE_PREFIX, strlen(RST_STAGE_PREFIX)) &&
+                strlen(de->d_name) < RST_STAGE_PATH_MAX - 16 &&
+                rst_marks_root(dirfd(d), de->d_name, root);
+    closedir(d);
+    return found;
+}
+
 /* renameat2(); -EINVAL where the kernel or the file system lacks it, or
  * where CKPTSYNC_RESTORE_NO_EXCHANGE is set (tests of the fallback). */
 static int rst_rename2(int from, const char *a, int to, const char *b, unsigned flags)

@@ -115,6 +115,14 @@ int restore_group(const char *path, uint64_t size);
 int restore_order_group(const char *order, const char *path);
 const char *restore_group_name(int g);
 
+/* 1 when directory dir holds the staging directory of a progressive
+ * restore of root (DIR/<root>) that runs or did not finish: DIR/<root>
+ * may then hold only part of the snapshot, so the daemon does not take it
+ * as a unit (it is the restored snapshot once the restore ends; a partial
+ * one the next restore removes).  0 otherwise, or when dir cannot be read.
+ * Thread-safe (no state). */
+int restore_placing(const char *dir, const char *root);
+
 int restore_run(struct repo *r, const struct restore_opts *o, struct restore_result *ret,
                 struct buf *err);
 /* true when the n bytes at p are all zero: such a chunk is not written,
