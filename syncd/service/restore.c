@@ -1777,9 +1777,11 @@ int restore_run(struct repo *r, const struct restore_opts *o, struct restore_res
     pthread_mutex_init(&s.mu, NULL);
     pthread_mutex_init(&s.pmu, NULL);
     pthread_cond_init(&s.fcv, NULL);
-    wring_init(&s.wr, 64, 256u << 20);
-    /* early chunks kept for their file's digest: a sixteenth of the budget
-     * (64 MiB by default); past it they are read back from the page cache */
+    /* memory: fetch's windows hold at most half of it (fetch.c, f_window),
+     * the io_uring writes in flight (one part) a quarter, early chunks
+     * kept for their file's digest a sixteenth; past that they are read
+     * back from the page cache */
+    wring_init(&s.wr, 64, repo_conf(r)->memory / 4);
     s.direct = repo_workers(r) > 1;
     s.stash_budget = repo_conf(r)->memory / 16;
     if ((e = catalog_find(r, o->run, o->id, &s.m, NULL, err)) < 0)
