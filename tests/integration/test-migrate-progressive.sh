@@ -46,7 +46,7 @@ cmp "$src/model.safetensors" "$T/watch/r1/checkpoint-20/model.safetensors" ||
   die "held after the weights: model.safetensors missing or wrong"
 [ ! -e "$T/watch/r1/checkpoint-20/optimizer.pt" ] || die "optimizer.pt placed before the hold"
 wait_for 20 taken || { tail -20 "$T/daemon.log"; kill -9 "$mpid"; die "the daemon never looked at the unit"; }
-taken | grep -q 'event=snapshot_skipped .*reason=restoring' ||
+taken | grep 'event=snapshot_skipped .*reason=restoring' > /dev/null ||
   { taken; kill -9 "$mpid"; die "the daemon took the partially restored unit as a snapshot"; }
 
 step "resumed: placed lines, the path, the whole tree; the unit is the restored snapshot"
