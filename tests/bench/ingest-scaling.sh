@@ -71,10 +71,11 @@ if [ "${PERF:-0}" = 1 ]; then
     echo
     echo "perf, $set file(s), workers $w, wall $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }') s:"
     echo "CPU share per thread (samples):"
-    perf report -i "$S/perf.data" --no-children --sort tid --stdio 2> /dev/null | grep -E '^ +[0-9]' | head -6
+    perf report -i "$S/perf.data" --no-children --sort tid --stdio -g none 2> /dev/null |
+      grep -E '^ +[0-9]' | head -6 || true
     echo "top symbols:"
     perf report -i "$S/perf.data" --no-children --sort sym --stdio -g none 2> /dev/null |
-      grep -E '^ +[0-9]' | head -8
+      grep -E '^ +[0-9]' | head -8 || true
   done
 fi
 echo "(load: $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) cores; $(uname -r))"

@@ -77,7 +77,6 @@ write_s3_credentials
 mkdir -p "$T/watch"
 {
   config_head 512K 2M 8M
-  echo "workers = $WORKERS"
   for r in a b c; do
     printf '[region.%s]\nkind = s3\nendpoint = http://%s:%s\nbucket = %s\nprefix = %s\n' \
       "$r" "$HOST_IP" "${S3_PORT[$r]}" "$S3_BUCKET" "$S3_PREFIX"
@@ -85,7 +84,6 @@ mkdir -p "$T/watch"
   done
 } > "$CONF"
 sed -i "/^\[daemon\]/a workers = $WORKERS" "$CONF"
-sed -i '0,/^workers = /!{/^workers = /d}' "$CONF"
 inns() { ip netns exec "$NS" "$@"; }
 
 src="$T/src/checkpoint-100"
