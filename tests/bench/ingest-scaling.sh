@@ -71,11 +71,11 @@ if [ "${PERF:-0}" = 1 ]; then
     echo
     echo "perf, $set file(s), workers $w, wall $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }') s:"
     echo "CPU share per thread (samples):"
-    perf report -i "$S/perf.data" --no-children --sort tid --stdio -g none 2> /dev/null |
-      grep -E '^ +[0-9]' | head -6 || true
+    perf report -i "$S/perf.data" --no-children --sort pid --stdio -g none 2> /dev/null |
+      sed -n '/^ *[0-9]/p' | sed -n 1,6p
     echo "top symbols:"
     perf report -i "$S/perf.data" --no-children --sort sym --stdio -g none 2> /dev/null |
-      grep -E '^ +[0-9]' | head -8 || true
+      sed -n '/^ *[0-9]/p' | sed -n 1,8p
   done
 fi
 echo "(load: $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) cores; $(uname -r))"
