@@ -28,6 +28,7 @@
 #include "base/log.h"
 #include "engine/hash.h"
 #include "engine/gcrec.h"
+#include "service/layoutcov.h"
 #include "service/runlineage.h"
 #include "store/layout.h"
 
@@ -294,6 +295,18 @@ int multinode_merge(const struct manifest *parts, size_t n, struct manifest *ret
 
 /* ---- publishing ----------------------------------------------------------- */
 
+struct multinode_committed {
+    const char *run; /* NULL: every run */
+    struct committed_step {
+        char run[MANIFEST_MAX_FIELD + 1];
+        int64_t step;
+    } * v;
+    size_t n, cap;
+};
+
+static int committed_list(struct region *rg, struct multinode_committed *c);
+static bool committed_has(const struct multinode_committed *c, const char *run, int64_t step);
+
 struct part_list {
     const char *run; /* NULL: every run */
     int64_t step;    /* -1: every step */
@@ -332,23 +345,25 @@ static int part_list(struct region *rg, struct part_list *l)
 }
 
 /* Of the listed parts of a step on `nodes` nodes, each rank's (the
- * smallest id where a rank has several) into pick[0 .. nodes); how many
- * ranks have one. */
-static unsigned part_pick(const struct part_list *l, unsigned nodes,
+ * smallest id where a rank has several; the largest with newest) into
+ * pick[0 .. nodes); how many ranks have one. */
+static unsigned part_pick(const struct part_list *l, unsigned nodes, bool newest,
                           const struct layout_part **pick)
 {
     unsigned have = 0;
     for (size_t i = 0; i < l->n; i++) {
         const struct layout_part *p = &l->v[i];
         if (p->nodes != nodes) {
-            log_error("run '%s' step %lld: part \"%s\" is node %u of %u, but this node's job has "
-                      "%u nodes (a node count changed mid-run?); it is not merged",
-                      p->run, (long long)p->step, p->id, p->rank, p->nodes, nodes);
+            if (!newest)
+                log_error(
+                    "run '%s' step %lld: part \"%s\" is node %u of %u, but this node's job has "
+                    "%u nodes (a node count changed mid-run?); it is not merged",
+                    p->run, (long long)p->step, p->id, p->rank, p->nodes, nodes);
             continue;
         }
         if (!pick[p->rank])
             have++;
-        if (!pick[p->rank] || strcmp(p->id, pick[p->rank]->id) < 0)
+        if (!pick[p->rank] || (strcmp(p->id, pick[p->rank]->id) < 0) != newest)
             pick[p->rank] = p;
     }
     return have;
@@ -416,17 +431,63 @@ static bool part_bad(int e)
            e == CKS_E_UNSAFE_PATH || e == CKS_E_MISMATCH || e == CKS_E_AUTH;
 }
 
-/* Merges the picked parts and publishes the step.  0 also when the parts
- * cannot be merged (logged: retrying cannot help). */
+/* The lowest rank whose part holds path (for a message). */
+static unsigned part_holder(const struct manifest *parts, unsigned nodes, const char *path)
+{
+    for (unsigned k = 0; k < nodes; k++)
+        for (size_t f = 0; f < parts[k].nfiles; f++)
+            if (!strcmp(parts[k].files[f].path, path))
+                return k;
+    return 0;
+}
+
+/* Whether merged m holds every file its layout names (service/layoutcov.h):
+ * 0 yes; 1 no, or a layout file is bad (logged: retrying cannot help until
+ * another part arrives); negative: a region error (try again). */
+static int part_covered(struct region *rg, const struct manifest *m, const struct manifest *parts,
+                        unsigned nodes)
+{
+    struct buf missing = BUF_INIT, bad = BUF_INIT, err = BUF_INIT;
+    char f[512];
+    int e = layoutcov_check(m, layoutcov_region_read, rg, &missing, &bad, &err);
+    if (e == 1) {
+        snprintf(f, sizeof(f), "event=step_uncovered run=%s step=%lld region=%s", m->run,
+                 (long long)m->step, rg->conf.name);
+        log_event(LOG_LVL_ERROR, f,
+                  "run '%s' step %lld: every node's part is in region '%s', but its layout names "
+                  "files the step lacks: %s; the step is not committed (it commits when a part "
+                  "brings them)",
+                  m->run, (long long)m->step, rg->conf.name, buf_str(&missing));
+    } else if (e < 0 && bad.len) {
+        log_error("run '%s' step %lld: node %u's %s; the step is not committed in region '%s'",
+                  m->run, (long long)m->step, part_holder(parts, nodes, buf_str(&bad)),
+                  buf_str(&err), rg->conf.name);
+        e = part_bad(e) ? 1 : e;
+    } else if (e < 0) {
+        log_warn("run '%s' step %lld: the layout's files cannot be read from region '%s': %s",
+                 m->run, (long long)m->step, rg->conf.name, buf_str(&err));
+    }
+    buf_free(&missing);
+    buf_free(&bad);
+    buf_free(&err);
+    return e;
+}
+
+/* Merges the picked parts and publishes the step when its layout is
+ * covered.  0 also when the parts cannot be merged (logged: retrying
+ * cannot help); 1 when the layout is not covered (logged). */
 static int part_commit(struct region *rg, const struct layout_part **pick, unsigned nodes)
 {
     struct manifest *parts = calloc(nodes, sizeof(*parts)), m;
     struct buf err = BUF_INIT, man = BUF_INIT;
+    int cov = 0;
     if (!parts)
         return -ENOMEM;
     int e = part_read_all(rg, pick, nodes, parts, &err);
     if (e == 0) {
-        e = multinode_merge(parts, nodes, &m, &err);
+        if ((e = multinode_merge(parts, nodes, &m, &err)) == 0 &&
+            (e = cov = part_covered(rg, &m, parts, nodes)) != 0)
+            manifest_free(&m);
         for (unsigned k = 0; k < nodes; k++)
             manifest_free(&parts[k]);
     }
@@ -445,6 +506,29 @@ static int part_commit(struct region *rg, const struct layout_part **pick, unsig
     free(parts);
     buf_free(&err);
     buf_free(&man);
+    return e < 0 ? e : cov;
+}
+
+/* The canonical pick (each rank's oldest part) does not cover the step's
+ * layout: when a rank has a newer part (its node committed the step again,
+ * e.g. with a file it lacked) and no commit of the step is in rg yet, the
+ * newest parts are tried.  0 or a region error. */
+static int part_retry_newest(struct region *rg, const struct layout_part *self,
+                             const struct part_list *l, const struct layout_part **pick)
+{
+    const struct layout_part **old = calloc(self->nodes, sizeof(*old));
+    struct multinode_committed c = {.run = self->run};
+    bool other = false;
+    int e = old ? 0 : -ENOMEM;
+    if (e == 0)
+        memcpy(old, pick, self->nodes * sizeof(*old));
+    if (e == 0 && part_pick(l, self->nodes, true, pick) == self->nodes)
+        for (unsigned k = 0; k < self->nodes; k++)
+            other |= pick[k] != old[k];
+    if (other && (e = committed_list(rg, &c)) == 0 && !committed_has(&c, self->run, self->step))
+        e = part_commit(rg, pick, self->nodes);
+    free(old);
+    free(c.v);
     return e < 0 ? e : 0;
 }
 
@@ -455,10 +539,10 @@ static int part_try_commit(struct region *rg, const struct layout_part *self)
     const struct layout_part **pick = calloc(self->nodes, sizeof(*pick));
     int e = pick ? part_list(rg, &l) : -ENOMEM;
     if (e == 0) {
-        unsigned have = part_pick(&l, self->nodes, pick);
-        if (have == self->nodes)
-            e = part_commit(rg, pick, self->nodes);
-        else
+        unsigned have = part_pick(&l, self->nodes, false, pick);
+        if (have == self->nodes && (e = part_commit(rg, pick, self->nodes)) == 1)
+            e = part_retry_newest(rg, self, &l, pick);
+        else if (have != self->nodes)
             log_info("run '%s' step %lld: %u of %u nodes' parts are in region '%s'; the step "
                      "commits when the last one is",
                      self->run, (long long)self->step, have, self->nodes, rg->conf.name);
@@ -486,15 +570,6 @@ int multinode_publish(struct region *rg, const struct config *c, const struct ma
 }
 
 /* ---- incomplete steps ----------------------------------------------------- */
-
-struct multinode_committed {
-    const char *run; /* NULL: every run */
-    struct committed_step {
-        char run[MANIFEST_MAX_FIELD + 1];
-        int64_t step;
-    } * v;
-    size_t n, cap;
-};
 
 static int committed_cb(void *ud, const char *key, uint64_t size)
 {
