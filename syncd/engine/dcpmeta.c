@@ -62,10 +62,12 @@ static int dcp_walk(const struct pickle_node *root, struct layout_needs *ret, st
 {
     const struct pickle_node *cls = pickle_class(root), *sd;
     if (!pickle_is_class(root, DCPMETA_MODULE, "Metadata")) {
-        buf_printf(err, "not a DCP Metadata: the pickle holds a %s%s%s%s", pickle_kind_name(root),
-                   cls ? " of class " : "", cls ? cls->s : "", cls ? "." : "");
         if (cls)
-            buf_puts(err, cls->name);
+            buf_printf(err, "not a DCP Metadata: the pickle's value is an object of class %s.%s",
+                       cls->s, cls->name);
+        else
+            buf_printf(err, "not a DCP Metadata: the pickle's value is a %s",
+                       pickle_kind_name(root));
         return CKS_E_FORMAT;
     }
     sd = pickle_attr(root, "storage_data");

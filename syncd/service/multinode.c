@@ -520,8 +520,10 @@ static int part_retry_newest(struct region *rg, const struct layout_part *self,
     struct multinode_committed c = {.run = self->run};
     bool other = false;
     int e = old ? 0 : -ENOMEM;
-    if (e == 0)
+    if (e == 0) {
         memcpy(old, pick, self->nodes * sizeof(*old));
+        memset(pick, 0, self->nodes * sizeof(*pick));
+    }
     if (e == 0 && part_pick(l, self->nodes, true, pick) == self->nodes)
         for (unsigned k = 0; k < self->nodes; k++)
             other |= pick[k] != old[k];

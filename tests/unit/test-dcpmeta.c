@@ -84,7 +84,7 @@ static void test_refused(void **state)
         {"negative.metadata", CKS_E_FORMAT,
          "storage_data[\"extra_state.0\"]: relative_path is not "
          "a str, or offset or length not an int"},
-        {"notmeta.metadata", CKS_E_FORMAT, "not a DCP Metadata: the pickle holds a dict"},
+        {"notmeta.metadata", CKS_E_FORMAT, "not a DCP Metadata: the pickle's value is a dict"},
         {"nostorage.metadata", CKS_E_FORMAT, "Metadata.storage_data is None, not a dict"},
         {"wrongclass.metadata", CKS_E_FORMAT,
          "storage_data[\"extra_state.0\"] is a tuple, not a _StorageInfo"},
