@@ -149,7 +149,9 @@ static void test_refused(void **state)
         BAD("\x80\x04h\x05.", CKS_E_FORMAT, "offset 2: BINGET (0x68): memo index never set"),
         BAD("\x80\x04Nr\xff\xff\xff\x00.", CKS_E_LIMIT, "LONG_BINPUT (0x72): memo index too large"),
         BAD("\x80\x04\x94.", CKS_E_FORMAT, "MEMOIZE (0x94): stack underflow"),
-        BAD("\x80\x04" "a.", CKS_E_FORMAT, "offset 2: APPEND (0x61): stack underflow"),
+        BAD("\x80\x04"
+            "a.",
+            CKS_E_FORMAT, "offset 2: APPEND (0x61): stack underflow"),
         BAD("\x80\x04}Na.", CKS_E_FORMAT, "offset 4: APPEND (0x61): target is not a list"),
         BAD("\x80\x04](Nu.", CKS_E_FORMAT, "SETITEMS (0x75): odd items"),
         BAD("\x80\x04]\x94h\x00"
