@@ -406,7 +406,7 @@ static int op_float(struct pickle *p)
 /* A container of kind from the top k values (k < 0: those above the MARK). */
 static int op_collect(struct pickle *p, enum pickle_kind kind, int k)
 {
-    size_t start;
+    size_t start = 0;
     int e = 0;
     if (k < 0)
         e = pop_mark(p, &start);
@@ -560,7 +560,7 @@ static int op_build(struct pickle *p)
 static int op_stack(struct pickle *p)
 {
     struct pickle_node *n;
-    size_t start;
+    size_t start = 0;
     int e;
     switch (p->op) {
     case '(':
