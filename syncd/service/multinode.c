@@ -16,6 +16,14 @@
  *   second merger's create-only put finds the object (-EEXIST), and on a
  *   store without preconditions its plain put writes the same bytes.  The
  *   commit record is written by both: same key, same body.
+ * - Coverage (service/layoutcov.h): the merged tree must also hold what
+ *   its own layout names (a DCP .metadata, an HF index, rank names); the
+ *   verdict is a function of the parts too.  When the oldest parts do not
+ *   cover it and a rank has a newer part (its node committed the step
+ *   again), the newest parts are merged instead, unless the region holds
+ *   a commit of the step already.  (Two nodes merging such a step at the
+ *   same moment with different listings could still commit two snapshots
+ *   of it: only on this path, where a rank's node re-committed.)
  */
 #include "service/multinode.h"
 
