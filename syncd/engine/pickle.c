@@ -170,7 +170,7 @@ static int grow(void **v, size_t *cap, size_t need, size_t size)
 {
     if (need <= *cap)
         return 0;
-    size_t c = *cap ? *cap : 16;
+    size_t c = *cap ? *cap : 4; /* most containers are small (a Size, a state) */
     while (c < need)
         c *= 2;
     void *n = realloc(*v, c * size);

@@ -15,7 +15,8 @@
 #   4. a truncated .metadata, and a hostile one (a relative_path leaving
 #      the directory; a pickle calling os.system): an error naming the
 #      node, the step and the file; nothing committed, nothing executed;
-#   5. a Hugging Face index naming a shard no node has: not committed;
+#   5. a Hugging Face index naming a shard no node has: not committed; a
+#      truncated one: an error naming the node, the step and the file;
 #   6. Megatron mp_rank_00, 01, 03 (02 missing): not committed;
 #   7. a covered DCP step commits and is the resume point.
 # regions: dir
@@ -143,7 +144,7 @@ commit_all $D 3600
 logged "run 'job' step 3600: node 0's DCP metadata \"$D/.metadata\": not a DCP Metadata: the pickle's value is an object of class os.system" 3600
 
 # ============================================================================
-step "5. a Hugging Face index names a shard no node has: not committed"
+step "5. a Hugging Face index names a shard no node has, or is truncated: not committed"
 D=checkpoint-4000
 for k in 0 1 3; do small "$(W $k $D)/model-0000$(( k + 1 ))-of-00004.safetensors" 5000; done
 small "$(W 2 $D)/trainer_state_2.json" 10
@@ -157,6 +158,13 @@ JSON
 commit_all $D 4000
 [ "$(commits 4000)" = "0 0 0" ] || die "step 4000 committed without shard 3: $(commits 4000)"
 logged "\"$D/model-00003-of-00004.safetensors\" (named by the Hugging Face index \"$D/model.safetensors.index.json\")" 4000
+
+D=checkpoint-4500
+for k in 0 1 2 3; do small "$(W $k $D)/model-0000$(( k + 1 ))-of-00004.safetensors" 500; done
+printf '{"weight_map": {"embed.weight": "model-00001-of-00004.safetensors", ' > "$(W 3 $D)/model.safetensors.index.json"
+commit_all $D 4500
+[ "$(commits 4500)" = "0 0 0" ] || die "step 4500 committed with a truncated index: $(commits 4500)"
+logged "run 'job' step 4500: node 3's Hugging Face index \"$D/model.safetensors.index.json\": not JSON: offset" 4500
 
 # ============================================================================
 step "6. Megatron: mp_rank_00, 01 and 03 in, 02 missing: not committed"
@@ -180,7 +188,7 @@ commit_all $D 6000
 [ "$(commits 6000)" = "1 1 1" ] || die "covered step 6000 not committed once per region: $(commits 6000)"
 remote_ls
 [ "$(resume_step)" = "[6000]" ] || die "resume point: step $(resume_step), expected 6000"
-[ "$(incomplete)" = "[(2000, []), (3000, []), (3500, []), (3600, []), (4000, []), (5000, [])]" ] ||
+[ "$(incomplete)" = "[(2000, []), (3000, []), (3500, []), (3600, []), (4000, []), (4500, []), (5000, [])]" ] ||
   die "ls --remote: incomplete $(incomplete)"
 
 for k in 0 1 2 3; do istop "n$k"; done
