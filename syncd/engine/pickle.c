@@ -21,6 +21,15 @@
 #include "base/err.h"
 
 #define BLOCK_NODES 4096u
+#define STR_BLOCK 65536u
+#define SMALL_INT_MAX 1024 /* ints -1 .. this are one shared node each */
+
+/* Strings are packed in blocks (one of its own for a long one). */
+struct sblock {
+    struct sblock *next;
+    size_t used, cap;
+    char data[];
+};
 
 struct nblock {
     struct nblock *next;
@@ -35,6 +44,9 @@ struct pickle {
     uint8_t op;
     struct pickle_limits lim;
     struct nblock *blocks;
+    struct sblock *strs;
+    struct pickle_node *small[SMALL_INT_MAX + 2]; /* immutable values, shared */
+    struct pickle_node *none, *truth[2];
     size_t nnodes;
     struct pickle_node **stack;
     size_t sp, scap;
@@ -170,7 +182,7 @@ static int grow(void **v, size_t *cap, size_t need, size_t size)
 {
     if (need <= *cap)
         return 0;
-    size_t c = *cap ? *cap : 4; /* most containers are small (a Size, a state) */
+    size_t c = *cap ? *cap : 16;
     while (c < need)
         c *= 2;
     void *n = realloc(*v, c * size);
@@ -223,13 +235,26 @@ static int pop_mark(struct pickle *p, size_t *ret_start)
     return 0;
 }
 
-static int add_kid(struct pickle *p, struct pickle_node *c, struct pickle_node *kid)
+/* Appends kids[0 .. k) to container c: the first batch exactly, later
+ * ones doubling (a dict filled by SETITEMS batches of 1000). */
+static int add_kids(struct pickle *p, struct pickle_node *c, struct pickle_node *const *kids,
+                    size_t k)
 {
-    (void)p;
-    int e = grow((void **)&c->kids, &c->cap, c->n + 1, sizeof(*c->kids));
-    if (e == 0)
-        c->kids[c->n++] = kid;
-    return e;
+    if (k > p->lim.max_nodes - c->n)
+        return fail(p, CKS_E_LIMIT, "too many values");
+    if (c->n + k > c->cap) {
+        size_t cap = c->cap ? 2 * (size_t)c->cap : k;
+        cap = cap < c->n + k ? c->n + k : cap;
+        struct pickle_node **v = realloc(c->kids, (cap ? cap : 1) * sizeof(*v));
+        if (!v)
+            return -ENOMEM;
+        c->kids = v;
+        c->cap = (uint32_t)cap;
+    }
+    if (k)
+        memcpy(c->kids + c->n, kids, k * sizeof(*kids));
+    c->n += (uint32_t)k;
+    return 0;
 }
 
 static int memo_put(struct pickle *p, uint64_t idx)
@@ -313,13 +338,28 @@ static int arg_decimal(struct pickle *p, uint64_t *ret)
     return e;
 }
 
-static char *dup_bytes(const uint8_t *s, size_t n)
+/* A NUL-terminated copy of s[0 .. n) in p's string blocks. */
+static char *dup_bytes(struct pickle *p, const void *s, size_t n)
 {
-    char *d = malloc(n + 1);
-    if (d) {
-        memcpy(d, s, n);
-        d[n] = 0;
+    struct sblock *b = p->strs;
+    if (!b || b->cap - b->used < n + 1) {
+        size_t cap = n + 1 > STR_BLOCK ? n + 1 : STR_BLOCK;
+        if (!(b = malloc(sizeof(*b) + cap)))
+            return NULL;
+        b->used = 0;
+        b->cap = cap;
+        if (cap > STR_BLOCK && p->strs) { /* a long one: the current block stays current */
+            b->next = p->strs->next;
+            p->strs->next = b;
+        } else {
+            b->next = p->strs;
+            p->strs = b;
+        }
     }
+    char *d = b->data + b->used;
+    b->used += n + 1;
+    memcpy(d, s, n);
+    d[n] = 0;
     return d;
 }
 
@@ -334,7 +374,7 @@ static int push_string(struct pickle *p, enum pickle_kind kind, uint64_t n)
     struct pickle_node *v = mk(p, kind, &e);
     if (!v)
         return e;
-    if (!(v->s = dup_bytes(p->data + p->pos, (size_t)n)))
+    if (!(v->s = dup_bytes(p, p->data + p->pos, (size_t)n)))
         return -ENOMEM;
     v->len = (size_t)n;
     p->pos += (size_t)n;
@@ -349,9 +389,23 @@ static int op_string(struct pickle *p, enum pickle_kind kind, unsigned lenbytes)
     return e < 0 ? e : push_string(p, kind, n);
 }
 
+/* Pushes the shared node *slot, made (kind, value v) on first use. */
+static int push_shared(struct pickle *p, struct pickle_node **slot, enum pickle_kind kind,
+                       int64_t v)
+{
+    int e = 0;
+    if (!*slot && (*slot = mk(p, kind, &e))) {
+        (*slot)->i = v;
+        (*slot)->b = v != 0;
+    }
+    return *slot ? push(p, *slot) : e;
+}
+
 static int push_int(struct pickle *p, int64_t v)
 {
     int e = 0;
+    if (v >= -1 && v <= SMALL_INT_MAX)
+        return push_shared(p, &p->small[v + 1], PICKLE_INT, v);
     struct pickle_node *n = mk(p, PICKLE_INT, &e);
     if (!n)
         return e;
@@ -415,8 +469,8 @@ static int op_collect(struct pickle *p, enum pickle_kind kind, int k)
     else
         start = p->sp - (size_t)k;
     struct pickle_node *c = e == 0 ? mk(p, kind, &e) : NULL;
-    for (size_t i = start; c && e == 0 && i < p->sp; i++)
-        e = add_kid(p, c, p->stack[i]);
+    if (c)
+        e = add_kids(p, c, p->stack + start, p->sp - start);
     if (e < 0)
         return e;
     p->sp = start;
@@ -475,8 +529,8 @@ static int op_add(struct pickle *p, bool mark, bool pairs, bool set)
         c = add_target(p, t, pairs, &e);
     if (t && set && !c)
         e = fail(p, CKS_E_FORMAT, "target is not a set");
-    for (size_t i = start; c && e == 0 && i < p->sp; i++)
-        e = add_kid(p, c, p->stack[i]);
+    if (c && e == 0)
+        e = add_kids(p, c, p->stack + start, p->sp - start);
     if (e == 0)
         p->sp = start;
     return e;
@@ -492,8 +546,8 @@ static int push_global(struct pickle *p, const char *mod, size_t mn, const char 
     struct pickle_node *g = mk(p, PICKLE_GLOBAL, &e);
     if (!g)
         return e;
-    g->s = dup_bytes((const uint8_t *)mod, mn);
-    g->name = dup_bytes((const uint8_t *)name, nn);
+    g->s = dup_bytes(p, mod, mn);
+    g->name = dup_bytes(p, name, nn);
     return g->s && g->name ? push(p, g) : -ENOMEM;
 }
 
@@ -609,16 +663,12 @@ static int op_scalar(struct pickle *p)
 {
     uint64_t v;
     int e = 0;
-    struct pickle_node *n;
     switch (p->op) {
     case 'N':
-        return empty(p, PICKLE_NONE);
+        return push_shared(p, &p->none, PICKLE_NONE, 0);
     case 0x88:
     case 0x89:
-        if (!(n = mk(p, PICKLE_BOOL, &e)))
-            return e;
-        n->b = p->op == 0x88;
-        return push(p, n);
+        return push_shared(p, &p->truth[p->op == 0x88], PICKLE_BOOL, p->op == 0x88);
     case 'J':
         return (e = arg_uint(p, 4, &v)) < 0 ? e : push_int(p, (int32_t)(uint32_t)v);
     case 'K':
@@ -847,9 +897,12 @@ void pickle_free(struct pickle *p)
         p->blocks = b->next;
         for (size_t i = 0; i < b->used; i++) {
             free(b->v[i].kids);
-            free(b->v[i].s);
-            free(b->v[i].name);
         }
+        free(b);
+    }
+    while (p->strs) {
+        struct sblock *b = p->strs;
+        p->strs = b->next;
         free(b);
     }
     free(p);

@@ -90,16 +90,18 @@ enum {
 
 struct pickle_node {
     enum pickle_kind kind;
-    bool b;     /* PICKLE_BOOL */
-    int64_t i;  /* PICKLE_INT */
-    double f;   /* PICKLE_FLOAT */
+    bool b;          /* PICKLE_BOOL */
+    uint8_t color;   /* internal */
+    uint32_t depth;  /* internal: the longest path below */
+    uint32_t n, cap; /* kids: containers; PICKLE_OBJECT: PICKLE_OBJ_NKIDS slots */
+    union {
+        int64_t i; /* PICKLE_INT */
+        double f;  /* PICKLE_FLOAT */
+    };
     char *s;    /* PICKLE_STR, PICKLE_BYTES (NUL-terminated copy); PICKLE_GLOBAL: module */
     char *name; /* PICKLE_GLOBAL: the (qualified) name */
     size_t len; /* PICKLE_STR, PICKLE_BYTES: bytes in s (s may hold NULs) */
-    struct pickle_node **kids; /* containers; PICKLE_OBJECT: PICKLE_OBJ_NKIDS slots */
-    size_t n, cap;
-    uint32_t depth; /* internal: the longest path below */
-    uint8_t color;  /* internal */
+    struct pickle_node **kids;
 };
 
 struct pickle;

@@ -195,8 +195,8 @@ static void test_limits(void **state)
     uint8_t deep[64], marks[64];
     size_t n = 0;
     (void)state;
-    assert_int_equal(pickle_parse((const uint8_t *)"\x80\x04NNNN", 6, &lim, &p, &err), CKS_E_LIMIT);
-    assert_non_null(strstr(buf_str(&err), "offset 5: NONE (0x4e): too many values"));
+    assert_int_equal(pickle_parse((const uint8_t *)"\x80\x04]]]]", 6, &lim, &p, &err), CKS_E_LIMIT);
+    assert_non_null(strstr(buf_str(&err), "offset 5: EMPTY_LIST (0x5d): too many values"));
     buf_reset(&err);
     assert_int_equal(pickle_parse((const uint8_t *)"\x80\x04\x8c\x05"
                                                    "abcde.",
@@ -245,6 +245,12 @@ static void test_shared(void **state)
     assert_int_equal(t->kind, PICKLE_TUPLE);
     assert_ptr_equal(t->kids[0], t->kids[1]);
     assert_int_equal(pickle_nnodes(p), 3);
+    pickle_free(p);
+    /* None, bools and small ints are one node each, however often they come */
+    assert_int_equal(
+        pickle_parse((const uint8_t *)"\x80\x04(NNK\x07K\x07\x88\x88t.", 13, NULL, &p, NULL), 0);
+    assert_int_equal(pickle_nnodes(p), 4);
+    assert_ptr_equal(pickle_root(p)->kids[2], pickle_root(p)->kids[3]);
     pickle_free(p);
 }
 
