@@ -23,8 +23,11 @@
  *   APPEND(S) and SETITEM(S) on an object (a list or dict subclass, an
  *   OrderedDict) collect into its items and dictitems.
  * The memo (PUT, BINPUT, LONG_BINPUT, MEMOIZE, GET, BINGET, LONG_BINGET)
- * shares nodes: the result is a DAG; a cycle (a list that contains itself)
- * is refused, so a walk of the result always ends.
+ * shares nodes, and so do None, the bools and the ints -1 .. 1024 (one
+ * node each): the result is a DAG; a cycle (a list that contains itself)
+ * is refused, so a walk of the result always ends.  Memory: about 120
+ * bytes per value (a DCP .metadata of 300,000 storage entries, 59 MB, is
+ * 8 million values and 0.95 GB), so max_nodes bounds it.
  *
  * Refused, with an error naming the offset and the opcode: a stream not
  * opening with PROTO 2..5, an unknown or unsupported opcode (the text
