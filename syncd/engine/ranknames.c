@@ -65,8 +65,8 @@ static int member_parse(const char *dir, size_t dirlen, const char *name, size_t
     const char *s = nm;
     int e = 0;
     memset(m, 0, sizeof(*m));
-    if (len >= sizeof(nm))
-        return 0;
+    if (len >= sizeof(nm) || memchr(name, HOLE, len))
+        return 0; /* (a name holding the hole byte itself is not judged) */
     memcpy(nm, name, len);
     nm[len] = 0;
     if ((e = buf_append(&key, dir, dirlen)) == 0)
@@ -148,6 +148,8 @@ static int spell(const char *key, const unsigned *r, const unsigned *w, struct b
             e = buf_append(out, s, 1);
             continue;
         }
+        if (d == RANKNAMES_MAX_DIMS)
+            return -EINVAL; /* never: the key has one hole per rank */
         e = buf_printf(out, "%0*u", (int)w[d], r[d]);
         d++;
     }
