@@ -28,7 +28,7 @@
 #include "engine/layoutneed.h"
 
 #define RANKNAMES_MAX_DIMS 4
-#define RANKNAMES_MAX_GRID (1u << 20)
+#define RANKNAMES_MAX_GRID (1u << 16)
 
 /* paths[0 .. n): every entry of a tree ('/'-separated, relative).  Appends
  * to ret (size 0) the path of every name a family implies and no entry
