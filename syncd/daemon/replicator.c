@@ -58,7 +58,7 @@
 #include "engine/chunkobj.h"
 #include "service/catalog.h"
 #include "service/gc.h"
-#include "daemon/fanout.h"
+#include "service/fanout.h"
 #include "service/multinode.h"
 #include "daemon/metrics.h"
 #include "daemon/objbuf.h"
@@ -121,7 +121,7 @@ struct slot {
     struct buf obj;
     struct objbuf_ent *ent;
     struct index_chunk rec;
-    /* upload once, then copy (daemon/fanout.h) */
+    /* upload once, then copy (service/fanout.h) */
     bool parked;          /* busy, nothing in flight: waits for the upload region */
     bool copied;          /* a copy succeeded: the HAS in flight confirms it */
     size_t src;           /* COPY: the source region's index */
@@ -1072,7 +1072,7 @@ static void rw_put(struct rworker *w, struct slot *sl)
     rw_submit(w, sl);
 }
 
-/* ---- upload once, then copy (issue 25, daemon/fanout.h) ----------------- */
+/* ---- upload once, then copy (issue 25, service/fanout.h) ----------------- */
 
 #define PARK_WAIT_MS 250   /* a parked slot looks again at least this often */
 #define PARK_MAX_MS 300000 /* ... and goes up from the instance after this long */
@@ -1418,7 +1418,7 @@ int replicator_new(struct repo *r, int notify_fd, struct metrics *m, struct repl
             return -ENOMEM;
         }
     }
-    int fe = fanout_new(r, &rp->fan);
+    int fe = fanout_new(r, FANOUT_ASYNC, &rp->fan);
     if (fe < 0) {
         replicator_free(rp);
         return fe;

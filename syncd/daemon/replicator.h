@@ -43,7 +43,7 @@ struct region_status {
     int last_code;           /* the last failure's code (CKS_E_DENIED: credentials) */
     int64_t retry_at_ms;     /* for BACKOFF */
     uint64_t objects_put, bytes_put;
-    /* server-side copies into this region (daemon/fanout.h): confirmed,
+    /* server-side copies into this region (service/fanout.h): confirmed,
      * and those that failed (each then went up from the instance) */
     uint64_t objects_copied, bytes_copied, copies_failed;
     uint32_t copies_from; /* bit j: it copies from region j now (replicator_status) */

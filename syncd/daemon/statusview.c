@@ -257,7 +257,7 @@ static void status_emit_run(struct run_scan *a, const struct run_view *v)
     json_obj_end(j);
 }
 
-/* The regions it copies chunks from (daemon/fanout.h), by name. */
+/* The regions it copies chunks from (service/fanout.h), by name. */
 static void status_copies_from(struct json *j, const struct repo *r, uint32_t from)
 {
     json_key(j, "copies_from");

@@ -795,12 +795,22 @@ void region_set_error(struct region *r, const char *fmt, ...)
     va_end(ap);
 }
 
+/* REGION_OP_COPY: the copy, then the destination's own word on it. */
+static int region_copy_confirmed(struct region *dst, const struct region *src, const char *key,
+                                 uint64_t size)
+{
+    int e = region_copy(dst, src, key);
+    return e < 0 ? e : region_has_size(dst, key, size);
+}
+
 static void *region_op_run(void *arg)
 {
     struct region_op *op = arg;
     if (op->kind == REGION_OP_PUT)
         op->ret = op->sealed ? region_put_sealed(op->rg, op->key, op->data, op->len)
                              : region_put(op->rg, op->key, op->data, op->len);
+    else if (op->kind == REGION_OP_COPY)
+        op->ret = region_copy_confirmed(op->rg, op->src, op->key, op->len);
     else
         op->ret = region_has_size(op->rg, op->key, op->len);
     return NULL;

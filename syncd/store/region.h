@@ -305,15 +305,20 @@ unsigned region_parallelism(const struct region *r);
  * permissions) so retrying cannot help until the configuration changes? */
 int region_err_permanent(int err);
 
-/* One operation for region_batch(). */
+/* One operation for region_batch().  COPY: region_copy() from src, then
+ * region_has_size(len) to confirm it: ret 1 the copy is there with its
+ * size, 0 the copy was answered as done but the region lacks the object
+ * (or holds another size), negative the copy failed (region_last_error of
+ * rg says why); a failed copy is the caller's to fall back from. */
 struct region_op {
     struct region *rg;
-    enum { REGION_OP_HAS, REGION_OP_PUT } kind;
+    enum { REGION_OP_HAS, REGION_OP_PUT, REGION_OP_COPY } kind;
     const char *key;
-    const void *data; /* PUT */
-    size_t len;       /* PUT; HAS: expected size (0 = any) */
-    bool sealed;      /* PUT: data is region_seal()'s envelope for key */
-    int ret;          /* out: what region_has()/region_put() returned */
+    const void *data;         /* PUT */
+    size_t len;               /* PUT; HAS, COPY: expected size (0 = any) */
+    bool sealed;              /* PUT: data is region_seal()'s envelope for key */
+    const struct region *src; /* COPY: only its ops and conf are read */
+    int ret;                  /* out: what region_has()/region_put() returned */
 };
 
 /* Runs ops concurrently, one thread each (the calling thread runs the

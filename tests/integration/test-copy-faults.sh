@@ -11,6 +11,17 @@
 # AWS CLI's listing — nothing is acknowledged that b lacks.
 . "$(dirname "$0")/lib.sh"
 . "$CKS_SOURCE_DIR/tests/integration/s3lib.sh"
+
+# start_daemon_map: start_daemon, then wait until the copy map is built
+# (the daemon probes on a thread of its own and serves at once; until the
+# map is built every region uploads from the instance).
+start_daemon_map() {
+  local n
+  n=$(grep -c "server-side copies:" "$T/daemon.log" 2>/dev/null || true)
+  start_daemon "$@"
+  wait_for 60 test "$(grep -c "server-side copies:" "$T/daemon.log")" -gt "${n:-0}" ||
+    { grep -i cop "$T/daemon.log"; die "the copy map was not built within 60 s"; }
+}
 command -v curl > /dev/null || skip "curl is not installed"
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
@@ -66,7 +77,7 @@ snapshot() {
 }
 
 step "copies pass: b copies from a; c (copy_from = none) gets the bytes from the instance"
-start_daemon
+start_daemon_map
 grep -q "server-side copies: a<-b,c; b<-a (3 pairs)" "$T/daemon.log" || { grep -i cop "$T/daemon.log"; die "copy map"; }
 snapshot 1 8
 chunks "${BUCKET[a]}" "$T/chunks.a"
@@ -83,7 +94,7 @@ for mode in error200 denied notimpl invalidregion storm drop lie; do
   step "copies answered '$mode': logged, counted, uploaded from the instance; b holds every chunk"
   echo "$mode" > "$MODE"
   : > "$MODE.log"
-  start_daemon
+  start_daemon_map
   snapshot "$n" 3
   grep -q "^$mode " "$MODE.log" || die "no copy reached the proxy in mode $mode"
   failed=$(copies b failed) fallback=$(copies b fallback)

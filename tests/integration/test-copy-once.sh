@@ -13,6 +13,17 @@
 # encrypted: yes
 . "$(dirname "$0")/lib.sh"
 . "$CKS_SOURCE_DIR/tests/integration/s3lib.sh"
+
+# start_daemon_map: start_daemon, then wait until the copy map is built
+# (the daemon probes on a thread of its own and serves at once; until the
+# map is built every region uploads from the instance).
+start_daemon_map() {
+  local n
+  n=$(grep -c "server-side copies:" "$T/daemon.log" 2>/dev/null || true)
+  start_daemon "$@"
+  wait_for 60 test "$(grep -c "server-side copies:" "$T/daemon.log")" -gt "${n:-0}" ||
+    { grep -i cop "$T/daemon.log"; die "the copy map was not built within 60 s"; }
+}
 command -v curl > /dev/null || skip "curl is not installed"
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
@@ -101,7 +112,49 @@ restore_from() {
 step "three buckets of one server: the probe finds that every pair can copy"
 start_s3 one --bucket "${BUCKET[b]}" --bucket "${BUCKET[c]}"
 conf_one_server
-start_daemon
+
+step "ckptsync snapshot (the CLI, no daemon): the new chunks go up once (to a); b and c copy them"
+make_file "$T/cli/step_1.pt" 10
+cks snapshot --run cli "$T/cli" --json > "$T/snap1.json" 2> "$T/snap1.err" ||
+  { cat "$T/snap1.err"; die "ckptsync snapshot"; }
+for r in a b c; do chunks one "${BUCKET[$r]}" "$T/cli.$r"; done
+stored=$(sum_sizes "$T/cli.a")
+[ "$stored" -gt 0 ] || die "the CLI stored nothing in region a"
+cmp -s "$T/cli.a" "$T/cli.b" && cmp -s "$T/cli.a" "$T/cli.c" || die "the regions' chunks differ after the CLI snapshot"
+[ "$(json "$T/snap1.json" 'd["stored_bytes"]')" = "$stored" ] || die "stored_bytes is not what region a holds ($stored)"
+[ "$(json "$T/snap1.json" '[r["bytes_put"] for r in d["regions"]]')" = "[$stored, 0, 0]" ] ||
+  { cat "$T/snap1.json"; die "the CLI sent chunk bytes to b or c"; }
+[ "$(json "$T/snap1.json" '[r["bytes_copied"] for r in d["regions"]]')" = "[0, $stored, $stored]" ] ||
+  { cat "$T/snap1.json"; die "b and c did not copy every chunk"; }
+[ "$(json "$T/snap1.json" 'd["bytes_sent"]')" = "$stored" ] || die "bytes_sent is not the stored bytes"
+json "$T/snap1.json" 'd["sent_ratio"]' | python3 -c 'import sys; r = float(sys.stdin.read()); print("    CLI sent / new stored = %.3f" % r); sys.exit(0 if r <= 1.05 else 1)' ||
+  die "the CLI sent more than 1.05x the new stored bytes"
+grep -q "copying from region 'a' to region 'b' works (probed)" "$T/snap1.err" ||
+  { cat "$T/snap1.err"; die "the CLI did not probe the pairs"; }
+
+step "the CLI again: the probes are remembered (no probe); only the new chunks go up, once"
+make_file "$T/cli/step_2.pt" 2
+cks snapshot --run cli "$T/cli" --json > "$T/snap2.json" 2> "$T/snap2.err" || { cat "$T/snap2.err"; die "second CLI snapshot"; }
+! grep -q "(probed)" "$T/snap2.err" || { cat "$T/snap2.err"; die "the probes were not remembered"; }
+for r in a b c; do chunks one "${BUCKET[$r]}" "$T/cli2.$r"; done
+new=$(( $(sum_sizes "$T/cli2.a") - stored ))
+[ "$(json "$T/snap2.json" '[r["bytes_put"] for r in d["regions"]]')" = "[$new, 0, 0]" ] ||
+  { cat "$T/snap2.json"; die "the second CLI snapshot sent to b or c, or not only its new chunks ($new bytes)"; }
+cmp -s "$T/cli2.a" "$T/cli2.b" && cmp -s "$T/cli2.a" "$T/cli2.c" || die "the regions' chunks differ after the second CLI snapshot"
+CONF_KEEP=$CONF; STATE_KEEP=$STATE
+for r in b c; do
+  CONF="$T/restore-$r.conf" STATE="$T/state-restore-$r"
+  cp "$CONF_KEEP" "$CONF"; sed -i "s|^state = .*|state = $STATE|; /^metrics = /d" "$CONF"
+  for o in a b c; do [ "$o" = "$r" ] || in_region "$o" bucket no-such-bucket; done
+  rm -rf "$T/restored"
+  cks restore --run cli --latest --to "$T/restored" -q 2> "$T/restore.err" || { cat "$T/restore.err"; die "restore the CLI's snapshot from $r alone"; }
+  cmp -s "$T/restored/cli/step_1.pt" "$T/cli/step_1.pt" && cmp -s "$T/restored/cli/step_2.pt" "$T/cli/step_2.pt" ||
+    die "the CLI's snapshot restored from $r alone differs"
+done
+CONF=$CONF_KEEP; STATE=$STATE_KEEP
+
+step "the daemon: the copy map, built after it started serving"
+start_daemon_map
 grep -q "server-side copies: a<-b,c; b<-a,c; c<-a,b (6 pairs)" "$T/daemon.log" ||
   { grep -i cop "$T/daemon.log"; die "the copy map is not the full one"; }
 
@@ -110,8 +163,9 @@ checkpoint r1 10 12
 cks commit "$T/watch/r1/step_10.pt" --wait replicated --timeout 120 --json > "$T/c1.json" ||
   { tail -30 "$T/daemon.log"; die "not replicated"; }
 for r in a b c; do chunks one "${BUCKET[$r]}" "$T/chunks.$r"; done
-stored=$(sum_sizes "$T/chunks.a")
-n=$(wc -l < "$T/chunks.a")
+comm -13 "$T/cli2.a" "$T/chunks.a" > "$T/daemon-new.a"   # the CLI's chunks were there before
+stored=$(sum_sizes "$T/daemon-new.a")
+n=$(wc -l < "$T/daemon-new.a")
 [ "$n" -ge 3 ] || die "only $n chunks in region a"
 pa=$(put_bytes a) pb=$(put_bytes b) pc=$(put_bytes c)
 echo "    stored $stored bytes in $n chunks; put a=$pa b=$pb c=$pc; copied b=$(copied_bytes b) c=$(copied_bytes c)"
@@ -142,7 +196,7 @@ stop_daemon
 conf_one_server 1
 in_region b bucket no-such-b
 in_region c bucket no-such-c
-start_daemon
+start_daemon_map
 checkpoint r2 20 6
 cks commit "$T/watch/r2/step_20.pt" --wait durable --timeout 60 -q || die "r2 not durable in a"
 stop_daemon
@@ -152,7 +206,7 @@ comm -13 "$T/chunks.a" "$T/chunks.a2" > "$T/new.a2"
 gone=$(head -1 "$T/new.a2" | cut -d' ' -f1)
 aws_s3 one s3api delete-object --bucket "${BUCKET[a]}" --key "$S3_PREFIX/$gone" > /dev/null
 conf_one_server 1
-start_daemon
+start_daemon_map
 cks flush --wait replicated --deadline 120 || { tail -30 "$T/daemon.log"; die "b and c did not catch up"; }
 for r in b c; do
   chunks one "${BUCKET[$r]}" "$T/chunks2.$r"
@@ -172,7 +226,7 @@ step "kill -9 during the fan-out: restarted, every region gets every chunk"
 checkpoint r3 30 24
 cks commit "$T/watch/r3/step_30.pt" --wait durable --timeout 120 -q || die "r3 not durable"
 kill9_daemon
-start_daemon
+start_daemon_map
 cks flush --wait replicated --deadline 120 || { tail -30 "$T/daemon.log"; die "not replicated after kill -9"; }
 after=$(( $(copies b ok) + $(copies c ok) ))
 echo "    copies made after the restart: $after"
@@ -189,7 +243,7 @@ rm -rf "$STATE" "$T/watch"   # a new repository: only r4 to replicate
 write_config_s3 256K 1M 4M
 encrypt_if_asked
 sed -i "/^\[daemon\]/a metrics = 127.0.0.1:$MP\nsettle = 1" "$CONF"
-start_daemon
+start_daemon_map
 grep -q "server-side copies: none (0 pairs)" "$T/daemon.log" || { grep -i cop "$T/daemon.log"; die "a copy pair across servers"; }
 checkpoint r4 40 6
 cks commit "$T/watch/r4/step_40.pt" --wait replicated --timeout 120 -q || die "r4 not replicated"
