@@ -15,12 +15,13 @@
 # start_daemon_map: start_daemon, then wait until the copy map is built
 # (the daemon probes on a thread of its own and serves at once; until the
 # map is built every region uploads from the instance).
+maps_logged() { grep -c "server-side copies:" "$T/daemon.log" 2>/dev/null || true; }
+more_maps_than() { [ "$(maps_logged)" -gt "$1" ]; }
 start_daemon_map() {
   local n
-  n=$(grep -c "server-side copies:" "$T/daemon.log" 2>/dev/null || true)
+  n=$(maps_logged)
   start_daemon "$@"
-  wait_for 60 test "$(grep -c "server-side copies:" "$T/daemon.log")" -gt "${n:-0}" ||
-    { grep -i cop "$T/daemon.log"; die "the copy map was not built within 60 s"; }
+  wait_for 60 more_maps_than "${n:-0}" || { grep -i cop "$T/daemon.log"; die "the copy map was not built within 60 s"; }
 }
 command -v curl > /dev/null || skip "curl is not installed"
 

@@ -17,12 +17,13 @@
 # start_daemon_map: start_daemon, then wait until the copy map is built
 # (the daemon probes on a thread of its own and serves at once; until the
 # map is built every region uploads from the instance).
+maps_logged() { grep -c "server-side copies:" "$T/daemon.log" 2>/dev/null || true; }
+more_maps_than() { [ "$(maps_logged)" -gt "$1" ]; }
 start_daemon_map() {
   local n
-  n=$(grep -c "server-side copies:" "$T/daemon.log" 2>/dev/null || true)
+  n=$(maps_logged)
   start_daemon "$@"
-  wait_for 60 test "$(grep -c "server-side copies:" "$T/daemon.log")" -gt "${n:-0}" ||
-    { grep -i cop "$T/daemon.log"; die "the copy map was not built within 60 s"; }
+  wait_for 60 more_maps_than "${n:-0}" || { grep -i cop "$T/daemon.log"; die "the copy map was not built within 60 s"; }
 }
 command -v curl > /dev/null || skip "curl is not installed"
 
@@ -52,18 +53,24 @@ EOF2
   encrypt_if_asked
 }
 
-# in_region NAME KEY VALUE: sets KEY in [region.NAME] of $CONF.
+# in_region NAME KEY VALUE: sets KEY in [region.NAME] of $CONF (added when absent).
 in_region() {
   python3 - "$CONF" "$1" "$2" "$3" <<'PY'
 import sys
 conf, name, key, value = sys.argv[1:]
-out, sec = [], None
+out, sec, done = [], None, False
 for line in open(conf).read().splitlines():
     if line.startswith("["):
+        if sec == "region." + name and not done:
+            out.append(f"{key} = {value}")
+            done = True
         sec = line.strip("[]")
     if sec == "region." + name and line.split("=")[0].strip() == key:
         line = f"{key} = {value}"
+        done = True
     out.append(line)
+if sec == "region." + name and not done:
+    out.append(f"{key} = {value}")
 open(conf, "w").write("\n".join(out) + "\n")
 PY
 }
@@ -112,6 +119,18 @@ restore_from() {
 step "three buckets of one server: the probe finds that every pair can copy"
 start_s3 one --bucket "${BUCKET[b]}" --bucket "${BUCKET[c]}"
 conf_one_server
+
+step "ckptsyncd --check lists the copy matrix: auto pairs unprobed; --connect probes them"
+in_region c copy_from none
+"$CKPTSYNCD" --config "$CONF" --check > "$T/check.out" || { cat "$T/check.out"; die "--check"; }
+grep -q "^copy b <- a: auto (copy_from = auto: the daemon probes the pair at start; --connect probes it now)$" "$T/check.out" &&
+  grep -q "^copy c <- a: no (configured (copy_from))$" "$T/check.out" || { cat "$T/check.out"; die "--check: the copy matrix"; }
+"$CKPTSYNCD" --config "$CONF" --check --connect --json > "$T/check.json" || { cat "$T/check.json"; die "--check --connect --json"; }
+[ "$(json "$T/check.json" '" ".join("%s<-%s:%s" % (p["to"], p["from"], p["copies"]) for p in d["copies"])')" = \
+  "a<-b:True a<-c:True b<-a:True b<-c:True c<-a:False c<-b:False" ] || { cat "$T/check.json"; die "--check --connect: the probed matrix"; }
+[ "$(json "$T/check.json" '[p["why"] for p in d["copies"] if p["to"] == "b" and p["from"] == "a"][0]')" = probed ] ||
+  die "--check --connect: b <- a is not said to be probed"
+in_region c copy_from auto
 
 step "ckptsync snapshot (the CLI, no daemon): the new chunks go up once (to a); b and c copy them"
 make_file "$T/cli/step_1.pt" 10
@@ -245,6 +264,9 @@ encrypt_if_asked
 sed -i "/^\[daemon\]/a metrics = 127.0.0.1:$MP\nsettle = 1" "$CONF"
 start_daemon_map
 grep -q "server-side copies: none (0 pairs)" "$T/daemon.log" || { grep -i cop "$T/daemon.log"; die "a copy pair across servers"; }
+"$CKPTSYNCD" --config "$CONF" --check --connect > "$T/check3.out" || { cat "$T/check3.out"; die "--check --connect, three servers"; }
+grep -q "^copy b <- a: no (probed: the copy was refused or came out wrong)$" "$T/check3.out" ||
+  { cat "$T/check3.out"; die "--check --connect: a pair across servers is not a probed no"; }
 checkpoint r4 40 6
 cks commit "$T/watch/r4/step_40.pt" --wait replicated --timeout 120 -q || die "r4 not replicated"
 chunks a "$S3_BUCKET" "$T/chunks4.a"
