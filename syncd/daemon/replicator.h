@@ -59,6 +59,9 @@ void replicator_free(struct replicator *rp);
 /* The buffer ingest hands encoded objects through (daemon/objbuf.h);
  * owned by the replicator, valid until replicator_free. */
 struct objbuf *replicator_objbuf(struct replicator *rp);
+/* What each snapshot sent from the instance (daemon/sendlog.h); owned
+ * by the replicator, valid until replicator_free. */
+struct sendlog *replicator_sendlog(struct replicator *rp);
 void replicator_kick(struct replicator *rp);
 /* Ingest reads a unit (on) or is done with it (off; its snapshot is
  * pending by then, or there is none): durable first holds the regions

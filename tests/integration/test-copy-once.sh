@@ -196,6 +196,15 @@ python3 -c "import sys; r = $sent / $stored; print('    sent / new stored = %.3f
 [ "$(copied_bytes b)" = "$stored" ] && [ "$(copied_bytes c)" = "$stored" ] ||
   die "b and c did not copy every chunk (b=$(copied_bytes b) c=$(copied_bytes c) of $stored)"
 [ "$(copies b fallback)" = 0 ] && [ "$(copies c fallback)" = 0 ] || die "a copy fell back"
+cks status --json > "$T/st1.json"
+latest() { json "$T/st1.json" "[r[\"latest\"][\"$1\"] for r in d[\"runs\"] if r[\"run\"] == \"r1\"][0]"; }
+echo "    status: bytes_sent $(latest bytes_sent) bytes_copied $(latest bytes_copied) stored_bytes $(latest stored_bytes) sent_ratio $(latest sent_ratio)"
+[ "$(latest bytes_sent)" = "$pa" ] || { cat "$T/st1.json"; die "status --json: the snapshot's bytes_sent is not what a got ($pa)"; }
+[ "$(latest bytes_copied)" = $((2 * pa)) ] || die "status --json: the snapshot's bytes_copied is not b's and c's copies"
+[ "$(latest stored_bytes)" -gt 0 ] && python3 -c "import sys; sys.exit(0 if 0.99 <= $(latest sent_ratio) <= 1.05 else 1)" ||
+  die "status --json: sent_ratio $(latest sent_ratio) is not about 1"
+cks status > "$T/st1.txt" || true
+grep -q "sent .* from this instance for .* new stored (1.0[0-5]x)" "$T/st1.txt" || { cat "$T/st1.txt"; die "status: no sent line"; }
 
 step "every region holds every chunk, by the AWS CLI's listing"
 cmp -s "$T/chunks.a" "$T/chunks.b" || die "region b's chunks differ from a's"
@@ -275,5 +284,8 @@ for r in a b c; do
   [ "$(put_bytes "$r")" = "$stored" ] || die "region $r: put $(put_bytes "$r") bytes, expected $stored"
   [ "$(copied_bytes "$r")" = 0 ] || die "region $r copied across servers"
 done
+cks status --json > "$T/st4.json"
+[ "$(json "$T/st4.json" '[r["latest"]["bytes_sent"] for r in d["runs"] if r["run"] == "r4"][0]')" = $((3 * stored)) ] ||
+  { cat "$T/st4.json"; die "status --json: r4 did not send its chunks three times"; }
 stop_daemon
 echo "PASS"
