@@ -186,29 +186,6 @@ static uint32_t snap_present(struct sjob *j, struct sworker *w, const struct ind
     return m;
 }
 
-/* A copy into region i from src, confirmed by i's own HEAD (ret 1), or
- * not: logged naming both regions, and i gets the chunk from the
- * instance next (*force). */
-static void snap_copy_outcome(struct sjob *j, struct sworker *w, const struct region_op *op,
-                              size_t i, size_t src, struct index_chunk *c, uint32_t *force)
-{
-    const struct config *conf = repo_conf(snap_of(j)->r);
-    if (op->ret == 1) {
-        c->presence |= 1u << w->rg[i]->slot;
-        j->objects_copied[i]++;
-        j->bytes_copied[i] += op->len;
-        return;
-    }
-    j->copies_failed[i]++;
-    *force |= 1u << i;
-    if (op->ret == 0)
-        log_warn("region '%s': a copy from region '%s' was answered as done, but the region does "
-                 "not hold the chunk; uploading it from this instance",
-                 conf->regions[i].name, conf->regions[src].name);
-    else
-        fanout_copy_failed(snap_of(j)->fan, i, src, op->ret, region_last_error(w->rg[i]));
-}
-
 /* What one round of a chunk's fan-out writes. */
 struct snap_fan {
     const char *key;
@@ -217,6 +194,29 @@ struct snap_fan {
     uint32_t need;  /* regions that still lack it */
     uint32_t force; /* regions whose copy failed: upload from the instance */
 };
+
+/* A copy into region i from src, confirmed by i's own HEAD (ret 1), or
+ * not: logged naming both regions, and i gets the chunk from the
+ * instance next (f->force). */
+static void snap_copy_outcome(struct sjob *j, struct sworker *w, const struct region_op *op,
+                              size_t i, size_t src, struct index_chunk *c, struct snap_fan *f)
+{
+    const struct config *conf = repo_conf(snap_of(j)->r);
+    if (op->ret == 1) {
+        c->presence |= 1u << w->rg[i]->slot;
+        j->objects_copied[i]++;
+        j->bytes_copied[i] += f->obj->len; /* as stored: the envelope, sealed */
+        return;
+    }
+    j->copies_failed[i]++;
+    f->force |= 1u << i;
+    if (op->ret == 0)
+        log_warn("region '%s': a copy from region '%s' was answered as done, but the region does "
+                 "not hold the chunk; uploading it from this instance",
+                 conf->regions[i].name, conf->regions[src].name);
+    else
+        fanout_copy_failed(snap_of(j)->fan, i, src, op->ret, region_last_error(w->rg[i]));
+}
 
 /* One round: each region that lacks the chunk uploads it, copies it from
  * a region that has it, or waits for its upload region
@@ -257,7 +257,7 @@ static void snap_fan_round(struct sjob *j, struct sworker *w, struct index_chunk
     for (size_t k = 0; k < n; k++) {
         size_t i = which[k];
         if (ops[k].kind == REGION_OP_COPY)
-            snap_copy_outcome(j, w, &ops[k], i, src[k], c, &f->force);
+            snap_copy_outcome(j, w, &ops[k], i, src[k], c, f);
         else
             snap_chunk_outcome(j, w, &ops[k], 1, &which[k], c);
         if (ops[k].kind == REGION_OP_PUT || ops[k].ret == 1)
