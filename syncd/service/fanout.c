@@ -114,8 +114,15 @@ void fanout_copy_failed(struct fanout *f, size_t i, size_t src, int e, const cha
     bool stop = region_err_permanent(e) || e == -ENOTSUP;
     if (stop && !(atomic_fetch_or(&f->stopped[i], 1u << src) & (1u << src)))
         log_error("region '%s' cannot copy from region '%s' (%s); its chunks go up from this "
-                  "instance from now on, until the daemon restarts",
+                  "instance from now on (until the daemon restarts, or this snapshot ends)",
                   c->regions[i].name, c->regions[src].name, msg && msg[0] ? msg : err_str(e));
+    else if (e == -ENOENT)
+        log_warn(
+            "copying into region '%s' from region '%s' failed (%s): the source object is not "
+            "where region '%s''s store looks (deleted by a prune, or region '%s' is in a store "
+            "that region '%s' cannot read); uploading the chunk from this instance",
+            c->regions[i].name, c->regions[src].name, msg && msg[0] ? msg : err_str(e),
+            c->regions[i].name, c->regions[src].name, c->regions[i].name);
     else if (!stop)
         log_warn("copying into region '%s' from region '%s' failed (%s); uploading the chunk "
                  "from this instance",

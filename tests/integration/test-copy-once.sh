@@ -302,4 +302,15 @@ cks status --json > "$T/st4.json"
 [ "$(json "$T/st4.json" '[r["latest"]["bytes_sent"] for r in d["runs"] if r["run"] == "r4"][0]')" = $((3 * stored)) ] ||
   { cat "$T/st4.json"; die "status --json: r4 did not send its chunks three times"; }
 stop_daemon
+
+step "a copy source in another store (copy_from = a, configured, across servers): not found there, named, then the upload"
+in_region b copy_from a
+checkpoint r5 50 3
+cks snapshot --run r5 "$T/watch/r5/step_50.pt" --json > "$T/snap5.json" 2> "$T/snap5.err" ||
+  { cat "$T/snap5.err"; die "CLI snapshot with a copy source in another store"; }
+# the three servers all have a bucket "ckpt": b's server looks for a's object in its own
+grep -q "copying into region 'b' from region 'a' failed (.*not found): the source object is not where region 'b''s store looks" "$T/snap5.err" ||
+  { cat "$T/snap5.err"; die "the failed copy does not name the regions and the cause"; }
+[ "$(json "$T/snap5.json" '[r["copies_failed"] > 0 and r["bytes_put"] > 0 and r["bytes_copied"] == 0 for r in d["regions"]][1]')" = True ] &&
+  [ "$(json "$T/snap5.json" 'd["committed"]')" = 3 ] || { cat "$T/snap5.json"; die "b did not fall back to the upload"; }
 echo "PASS"
