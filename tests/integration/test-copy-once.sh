@@ -280,6 +280,19 @@ cmp -s "$T/chunks3.a" "$T/chunks3.b" && cmp -s "$T/chunks3.a" "$T/chunks3.c" ||
 restore_from c r3 30
 stop_daemon
 
+step "the daemon copies objects above the copy limit in parts too (UploadPartCopy, limit 1 MiB)"
+export CKPTSYNC_S3_COPY_MAX=1048576   # read by the daemon at start
+start_daemon_map
+unset CKPTSYNC_S3_COPY_MAX
+checkpoint r6 60 6
+cks commit "$T/watch/r6/step_60.pt" --wait replicated --timeout 120 -q || { tail -20 "$T/daemon.log"; die "r6 not replicated"; }
+grep -q "region '[bc]': .* copied from region 'a' in [2-9] parts" "$T/daemon.log" ||
+  { grep -i cop "$T/daemon.log" | tail -5; die "the daemon copied no chunk in parts"; }
+for r in a b c; do chunks one "${BUCKET[$r]}" - | grep -v "^$gone " > "$T/chunks6.$r"; done
+cmp -s "$T/chunks6.a" "$T/chunks6.b" && cmp -s "$T/chunks6.a" "$T/chunks6.c" || die "after copies in parts the regions' chunks differ"
+restore_from b r6 60
+stop_daemon
+
 step "three servers: no region can copy from another; each gets the chunks from the instance"
 rm -rf "$STATE" "$T/watch"   # a new repository: only r4 to replicate
 write_config_s3 256K 1M 4M
