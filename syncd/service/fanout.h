@@ -60,7 +60,9 @@ enum fanout_way {
 
 enum fanout_flags { FANOUT_ASYNC = 1 << 0 };
 int fanout_new(struct repo *r, unsigned flags, struct fanout **ret);
-/* Stops a build in progress (between two pairs) and waits for it. */
+/* Stops a build in progress (between two pairs) and waits for it: for
+ * the probe under way, a few requests bounded by the store's timeouts
+ * (connect 10 s; a stalled transfer 30 s). */
 void fanout_free(struct fanout *f);
 /* Is the map built (else it reads as empty)? */
 bool fanout_ready(const struct fanout *f);
