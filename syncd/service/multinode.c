@@ -12,7 +12,9 @@
  *   the last one.  A node killed between its put and the listing repeats
  *   both on restart (its queue still holds the publish).
  * - Determinism: the merged snapshot's id and every byte of it come from
- *   the parts (the smallest id per rank where a rank has several), so a
+ *   the parts (the newest id per rank where a rank has several: a node
+ *   that retook its unit supersedes its earlier part, as a retake does on
+ *   one node; the earlier one may lack files, e.g. DCP's .metadata), so a
  *   second merger's create-only put finds the object (-EEXIST), and on a
  *   store without preconditions its plain put writes the same bytes.  The
  *   commit record is written by both: same key, same body.
@@ -332,8 +334,8 @@ static int part_list(struct region *rg, struct part_list *l)
 }
 
 /* Of the listed parts of a step on `nodes` nodes, each rank's (the
- * smallest id where a rank has several) into pick[0 .. nodes); how many
- * ranks have one. */
+ * newest, the largest id, where a rank has several) into pick[0 .. nodes);
+ * how many ranks have one. */
 static unsigned part_pick(const struct part_list *l, unsigned nodes,
                           const struct layout_part **pick)
 {
@@ -348,7 +350,7 @@ static unsigned part_pick(const struct part_list *l, unsigned nodes,
         }
         if (!pick[p->rank])
             have++;
-        if (!pick[p->rank] || strcmp(p->id, pick[p->rank]->id) < 0)
+        if (!pick[p->rank] || strcmp(p->id, pick[p->rank]->id) > 0)
             pick[p->rank] = p;
     }
     return have;
