@@ -6,6 +6,8 @@
 #   CKS_MN_NODES    daemons (nodes of the job), default 4
 #   CKS_MN_TRIALS   trials after the first (untouched) step, default 4
 #   CKS_MN_MAXKIB   largest file, KiB, default 256
+#   CKS_MN_KILL_MS  the victim dies 0 .. this many ms after the commits
+#                   start (default 1500: the sanitizer build is slow)
 #   CKS_MN_VERIFY   how many committed steps the end restores again (all
 #                   of them up to this many; else the newest this many)
 #   CKS_SEED        the seed of every choice (printed; replays a failure's
@@ -163,7 +165,7 @@ mn_trial() {
   else
     victim=n$((RANDOM % MN_N))
   fi
-  delay=$((RANDOM % 1500))
+  delay=$((RANDOM % ${CKS_MN_KILL_MS:-1500}))
   echo "trial $i: step $s ($MN_LAYOUT), kill $victim after ${delay} ms"
   for k in $(seq 0 $((MN_N - 1))); do mn_commit "$k" "$s" & pids+=($!); done
   if [ "$victim" != none ]; then

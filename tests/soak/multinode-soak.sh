@@ -7,6 +7,9 @@
 #                                 default 1000, 8, build/ (NODES: 8 to 16)
 #   CKS_SEED=N ...                replay a run's choices (printed first)
 #   CKS_MN_MAXKIB=K ...           largest file (default 128 KiB)
+#   CKS_MN_KILL_MS=MS ...         the victim dies 0 .. MS after the commits
+#                                 start (default 700: most steps are still
+#                                 uploading then, on a release build)
 #
 # Each trial: every node writes a step (DCP, Megatron, DeepSpeed or
 # Hugging Face layout, random sizes, some files identical on every node),
@@ -30,7 +33,7 @@ start=$(date +%s)
 rc=0
 CKPTSYNC=$build/ckptsync CKPTSYNCD=$build/ckptsyncd CKS_SOURCE_DIR=$top \
   CKS_MN_NODES=$nodes CKS_MN_TRIALS=$trials CKS_MN_MAXKIB=${CKS_MN_MAXKIB:-128} \
-  CKS_MN_VERIFY=${CKS_MN_VERIFY:-100} \
+  CKS_MN_VERIFY=${CKS_MN_VERIFY:-100} CKS_MN_KILL_MS=${CKS_MN_KILL_MS:-700} \
   bash "$top/tests/integration/test-multinode-random.sh" || rc=$?
 echo "soak: $trials trials, $nodes nodes, $(( $(date +%s) - start )) s, exit $rc"
 exit $rc
