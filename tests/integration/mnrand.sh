@@ -226,7 +226,7 @@ mn_trial() {
 
 mn_run() {
   local k i
-  echo "seed $MN_SEED: replay with CKS_SEED=$MN_SEED CKS_MN_NODES=$MN_N CKS_MN_TRIALS=$MN_TRIALS CKS_MN_MAXKIB=$MN_MAXKIB"
+  echo "seed $MN_SEED: replay with CKS_SEED=$MN_SEED CKS_MN_NODES=$MN_N CKS_MN_TRIALS=$MN_TRIALS CKS_MN_MAXKIB=$MN_MAXKIB CKS_MN_KILL_MS=${CKS_MN_KILL_MS:-1500}"
   RANDOM=$MN_SEED
   for k in $(seq 0 $((MN_N - 1))); do inst "n$k" nodes="$MN_N" node_rank="$k" settle=3600; done
   inst x
