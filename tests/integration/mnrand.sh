@@ -54,30 +54,6 @@ mn_commits() {
 
 mn_start() { idaemon "n$1"; }
 
-# mn_s3_recover R: what a store's crash recovery would do for the killed
-# server R.  s3rver writes an object in place (its bytes, then an .md5 and
-# a metadata.json file), not atomically: a kill -9 mid-PUT can leave an
-# empty or cut metadata.json, after which every listing of that prefix
-# answers 500 for good — a torn object a real S3 never shows.  Such files
-# are dropped (s3rver then serves the object without metadata); the
-# object's writer, whose PUT failed, puts it again.  Prints how many.
-mn_s3_recover() {
-  python3 - "$T/s3-$1" <<'PY'
-import json, os, sys
-n = 0
-for d, _, files in os.walk(sys.argv[1]):
-    for f in files:
-        if f.endswith("._S3rver_metadata.json"):
-            p = os.path.join(d, f)
-            try:
-                json.load(open(p))
-            except ValueError:
-                os.unlink(p)
-                n += 1
-print(n)
-PY
-}
-
 # mn_queued: snapshots (parts) still in the nodes' queues, summed.
 mn_queued() {
   local k
@@ -209,9 +185,7 @@ mn_trial() {
       echo "  while $victim is down: restore --latest gives step $got"
     fi
     case $victim in
-      s3-*) got=$(mn_s3_recover "${victim#s3-}")
-            [ "$got" = 0 ] || echo "  region server ${victim#s3-}: $got torn metadata file(s) dropped at restart"
-            restart_s3 "${victim#s3-}" ;;
+      s3-*) restart_s3 "${victim#s3-}" ;;
       n*) mn_start "${victim#n}"; mn_commit "${victim#n}" "$s" ||
             { cat "$T/commit-${victim#n}.out" >&2; die "$victim: commit of step $s retried after restart"; } ;;
     esac
