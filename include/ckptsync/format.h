@@ -357,8 +357,9 @@
  *   <manifest>
  *
  * After writing its part, a node lists parts/<run>/ in that region; the
- * node that finds a part of every rank 0..N-1 for the step (the smallest
- * id where a rank has several) merges them into one snapshot: one tree,
+ * node that finds a part of every rank 0..N-1 for the step (the newest,
+ * largest, id where a rank has several: a node's retake supersedes its
+ * earlier part) merges them into one snapshot: one tree,
  * every part's entries in rank order (an entry two parts share must be
  * identical, or the step is refused, naming the path and both ranks).
  * The merged snapshot is a function of the parts alone, so two nodes that

@@ -146,6 +146,28 @@ if (!Array.prototype.toReversed) {
   })
 }
 
+// ---- metadata files written whole -------------------------------------------
+// s3rver writes an object's metadata.json and .md5 with fs.writeFile, which
+// truncates the file and then writes it: a listing or HEAD that reads it in
+// between fails "Unexpected end of JSON input" (500, seen under a dozen
+// daemons' load), and a server killed there keeps the empty file, so every
+// later listing of its prefix fails.  A real store never shows half-written
+// metadata: write these files under a temporary name (which s3rver's
+// listings skip: they take only "._S3rver_object" files) and rename it.
+{
+  const fsp = fs.promises
+  const writeFile = fsp.writeFile
+  let seq = 0
+  fsp.writeFile = async function writeWhole(file, data, options) {
+    if (typeof file !== 'string' || !file.includes('._S3rver_')) {
+      return writeFile.call(this, file, data, options)
+    }
+    const tmp = `${file}.tmp-${process.pid}-${seq++}`
+    await writeFile.call(this, tmp, data, options)
+    await fsp.rename(tmp, file)
+  }
+}
+
 // ---- the server ---------------------------------------------------------------
 let S3rver, AWSAccount, S3Error
 try {
