@@ -28,7 +28,7 @@ for k in 0 1 2 3; do make_file "$T/i-n$k/watch/job/checkpoint-1000/__${k}_0.dist
 
 step "node 0 takes its part before .metadata is written, then again after"
 commit 0
-printf 'DCP metadata: 4 ranks\n' > "$T/i-n0/watch/job/checkpoint-1000/.metadata"
+dcp_meta "$T/i-n0/watch/job/checkpoint-1000/.metadata" 4
 commit 0
 for r in a b c; do
   n=$(rg_keys "$r" parts/ | grep -c '/s1000\.0-of-4\.' || true)
