@@ -28,6 +28,8 @@
 #include "base/log.h"
 #include "engine/hash.h"
 #include "engine/gcrec.h"
+#include "service/nodeerr.h"
+#include "service/partcheck.h"
 #include "service/runlineage.h"
 #include "store/layout.h"
 
@@ -416,9 +418,24 @@ static bool part_bad(int e)
            e == CKS_E_UNSAFE_PATH || e == CKS_E_MISMATCH || e == CKS_E_AUTH;
 }
 
+/* The step cannot commit from these parts: logged, and written into rg
+ * as this node's error on the step (service/nodeerr.h). */
+static void part_refused(struct region *rg, const struct layout_part *self, const char *why)
+{
+    char msg[NODEERR_MSG_MAX + 1];
+    snprintf(msg, sizeof(msg), "step %lld cannot commit in region '%s': %s", (long long)self->step,
+             rg->conf.name, why);
+    log_error("run '%s' step %lld (node %u of %u): %s; the step is not committed", self->run,
+              (long long)self->step, self->rank, self->nodes, msg);
+    if (nodeerr_put(rg, self->run, self->step, self->rank, self->nodes, msg) < 0)
+        log_warn("run '%s' step %lld: this node's error could not be written in region '%s': %s",
+                 self->run, (long long)self->step, rg->conf.name, region_last_error(rg));
+}
+
 /* Merges the picked parts and publishes the step.  0 also when the parts
  * cannot be merged (logged: retrying cannot help). */
-static int part_commit(struct region *rg, const struct layout_part **pick, unsigned nodes)
+static int part_commit(struct region *rg, const struct layout_part *self,
+                       const struct layout_part **pick, unsigned nodes)
 {
     struct manifest *parts = calloc(nodes, sizeof(*parts)), m;
     struct buf err = BUF_INIT, man = BUF_INIT;
@@ -440,6 +457,7 @@ static int part_commit(struct region *rg, const struct layout_part **pick, unsig
                   "snapshot: %s; the step is not committed",
                   pick[0]->run, (long long)pick[0]->step, nodes, rg->conf.name,
                   err.len ? buf_str(&err) : err_str(e));
+        part_refused(rg, self, err.len ? buf_str(&err) : err_str(e));
         e = 0;
     }
     free(parts);
@@ -448,17 +466,39 @@ static int part_commit(struct region *rg, const struct layout_part **pick, unsig
     return e < 0 ? e : 0;
 }
 
+/* Bad input among the step's parts (service/partcheck.h): 0 when they
+ * may merge, 1 when refused (logged and recorded), or a region's error. */
+static int part_check(struct region *rg, const struct config *c, const struct layout_part *self)
+{
+    struct buf err = BUF_INIT;
+    int e = partcheck_step(rg, c, self->run, self->step, self->nodes, &err);
+    if (e == CKS_E_MISMATCH)
+        part_refused(rg, self, buf_str(&err));
+    else if (e < 0)
+        log_warn("run '%s' step %lld: checking the parts in region '%s': %s", self->run,
+                 (long long)self->step, rg->conf.name, err.len ? buf_str(&err) : err_str(e));
+    buf_free(&err);
+    return e == CKS_E_MISMATCH ? 1 : e;
+}
+
 /* Lists the step's parts in rg and commits it when every rank's is in. */
-static int part_try_commit(struct region *rg, const struct layout_part *self)
+static int part_try_commit(struct region *rg, const struct config *c,
+                           const struct layout_part *self)
 {
     struct part_list l = {.run = self->run, .step = self->step};
     const struct layout_part **pick = calloc(self->nodes, sizeof(*pick));
     int e = pick ? part_list(rg, &l) : -ENOMEM;
     if (e == 0) {
         unsigned have = part_pick(&l, self->nodes, pick);
-        if (have == self->nodes)
-            e = part_commit(rg, pick, self->nodes);
-        else
+        bool odd = false; /* a part of another node count: refused now, not when all are in */
+        for (size_t i = 0; i < l.n; i++)
+            odd |= l.v[i].nodes != self->nodes;
+        if ((have == self->nodes || odd) && (e = part_check(rg, c, self)) == 0 &&
+            have == self->nodes)
+            e = part_commit(rg, self, pick, self->nodes);
+        else if (e == 1)
+            e = 0; /* refused: retrying cannot help */
+        else if (e == 0)
             log_info("run '%s' step %lld: %u of %u nodes' parts are in region '%s'; the step "
                      "commits when the last one is",
                      self->run, (long long)self->step, have, self->nodes, rg->conf.name);
@@ -482,7 +522,7 @@ int multinode_publish(struct region *rg, const struct config *c, const struct ma
     if (e == 0)
         e = region_put(rg, key, body.data, body.len);
     buf_free(&body);
-    return e < 0 ? e : part_try_commit(rg, &self);
+    return e < 0 ? e : part_try_commit(rg, c, &self);
 }
 
 /* ---- incomplete steps ----------------------------------------------------- */

@@ -1,0 +1,42 @@
+/*
+ * partcheck.h — the checks a multi-node step's parts pass before they are
+ * merged (README "Multi-node jobs", docs/multinode.md "Bad input"): bad
+ * input is refused with an error naming the node and the step, and the
+ * step is not committed.
+ *
+ * A merging node (service/multinode.c), once every rank's part is listed
+ * in region rg:
+ *
+ *   struct buf err = BUF_INIT;
+ *   e = partcheck_step(rg, conf, run, step, nodes, &err);
+ *   if (e == CKS_E_MISMATCH) ... refused: err says why, naming the nodes
+ *
+ * Refused (CKS_E_MISMATCH):
+ *   - a part whose key claims a rank not below its node count;
+ *   - parts of the step that name different node counts, or a node count
+ *     other than this node's;
+ *   - two parts of one rank with different contents (two nodes claiming
+ *     the same rank); the same node's part taken twice of the same files
+ *     is fine (the smallest id is merged);
+ *   - a part stamped more than [prune] clock_skew ahead of the region's
+ *     clock (that node's clock is wrong), or older than
+ *     [daemon] part_expire less clock_skew (prune may already have taken
+ *     it for expired: its chunks are not protected any more).
+ * Warned (logged, merged): the step's node count differs from that of
+ * the run's previous step whose parts the region still lists (a job
+ * restarted on another node count).
+ * Other errors: the region's (retry later).  Not thread-safe per region.
+ */
+#ifndef CKS_PARTCHECK_H
+#define CKS_PARTCHECK_H
+
+#include <stdint.h>
+
+#include "base/buf.h"
+#include "base/config.h"
+#include "store/region.h"
+
+int partcheck_step(struct region *rg, const struct config *c, const char *run, int64_t step,
+                   unsigned nodes, struct buf *err);
+
+#endif
