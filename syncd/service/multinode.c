@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/err.h"
 #include "base/log.h"
@@ -529,6 +530,7 @@ int multinode_publish(struct region *rg, const struct config *c, const struct ma
 
 struct multinode_committed {
     const char *run; /* NULL: every run */
+    int64_t expired; /* prune's roots: parts stamped before this are no roots (part_expire) */
     struct committed_step {
         char run[MANIFEST_MAX_FIELD + 1];
         int64_t step;
@@ -707,6 +709,8 @@ int multinode_roots_begin(struct repo *r, struct multinode_roots *ret)
 {
     struct multinode_committed *c = calloc(1, sizeof(*c));
     int e = c ? 0 : -ENOMEM;
+    if (c) /* service/partgc.h deletes them */
+        c->expired = (int64_t)time(NULL) - (int64_t)repo_conf(r)->part_expire;
     for (size_t i = 0; e == 0 && i < repo_nregions(r); i++)
         if (!repo_region_error(r, i))
             e = committed_list(repo_region(r, i), c);
@@ -757,7 +761,8 @@ int multinode_roots_read(struct repo *r, struct multinode_roots *pr,
         if (l.n > 1)
             qsort(l.v, l.n, sizeof(*l.v), part_key_cmp);
         for (size_t k = 0; e == 0 && k < l.n; k++)
-            if (!committed_has(pr->committed, l.v[k].run, l.v[k].step))
+            if (!committed_has(pr->committed, l.v[k].run, l.v[k].step) &&
+                gc_utc_parse(l.v[k].id) >= pr->committed->expired)
                 e = roots_one(rg, &l.v[k], cb, ud, err);
         free(l.v);
     }
