@@ -3,13 +3,19 @@
  * longer needs (see partgc.h).
  *
  * Design notes.
+ * - A committed step's parts stay until the step is forgotten: they are
+ *   no prune roots (the merged snapshot names their chunks), but they are
+ *   what says which files were node K's (a node's own index counts its
+ *   part as a snapshot it took: fsck reads it).  They are small (a
+ *   manifest each) and go with the step, so nothing accumulates beyond
+ *   what retention keeps.
  * - Prune reads its roots (service/multinode.h) before it comes here, and
- *   the listings here are newer: a step committed meanwhile had its parts
- *   counted as roots this time, and its merged manifest names their
- *   chunks the next.  A part that lands after its step was committed in
- *   this region is deleted by the next prune; the merged snapshot never
- *   needed it (a node re-publishing its own part writes the same key,
- *   whose chunks the merged snapshot names).
+ *   the listings here are newer: a step committed or forgotten meanwhile
+ *   had its parts counted as roots this time.  A part that lands after
+ *   its step was forgotten is deleted by the next prune; nothing can
+ *   publish a snapshot with it (its step's merge in a region that never
+ *   committed it refuses a part past part_expire, and a forgotten step's
+ *   merged snapshot is gone for good).
  * - Deleting one of these objects removes no chunk: chunks go only
  *   through the mark and sweep of gc.c.
  */
@@ -63,20 +69,22 @@ static bool pg_has(const struct pg_steps *s, const char *run, int64_t step)
     return false;
 }
 
-/* The steps region i committed and any healthy region forgot, into done. */
-static int pg_done_steps(struct repo *r, size_t i, struct pg_steps *done, struct buf *err)
+/* The steps region i committed, into committed, and those any healthy
+ * region forgot, into forgot. */
+static int pg_done_steps(struct repo *r, size_t i, struct pg_steps *committed,
+                         struct pg_steps *forgot, struct buf *err)
 {
     char prefix[LAYOUT_KEY_MAX];
     int e = layout_prefix(LAYOUT_COMMIT, NULL, prefix);
-    done->kind = LINEAGE_COMMIT;
-    if (e == 0 && (e = region_list(repo_region(r, i), prefix, pg_steps_cb, done)) == -ENOENT)
+    committed->kind = LINEAGE_COMMIT;
+    if (e == 0 && (e = region_list(repo_region(r, i), prefix, pg_steps_cb, committed)) == -ENOENT)
         e = 0;
-    done->kind = LINEAGE_FORGET;
+    forgot->kind = LINEAGE_FORGET;
     if (e == 0)
         e = layout_prefix(LAYOUT_FORGET, NULL, prefix);
     for (size_t j = 0; e == 0 && j < repo_nregions(r); j++)
         if (!repo_region_error(r, j) &&
-            (e = region_list(repo_region(r, j), prefix, pg_steps_cb, done)) == -ENOENT)
+            (e = region_list(repo_region(r, j), prefix, pg_steps_cb, forgot)) == -ENOENT)
             e = 0;
     if (e < 0 && e != -ENOMEM)
         buf_printf(err, "listing commit and forget records: %s", err_str(e));
@@ -85,7 +93,7 @@ static int pg_done_steps(struct repo *r, size_t i, struct pg_steps *done, struct
 
 struct pg_sweep {
     struct region *rg;
-    const struct pg_steps *done;
+    const struct pg_steps *committed, *forgot;
     int64_t expired; /* objects stamped before this are expired */
     bool dry;
     uint64_t deleted;
@@ -115,7 +123,8 @@ static int pg_parts_cb(void *ud, const char *key, uint64_t size)
     if (layout_part_parse_any(key, &p) < 0)
         return 0;
     int64_t t = gc_utc_parse(p.id);
-    if (pg_has(s->done, p.run, p.step) || (t >= 0 && t < s->expired))
+    if (pg_has(s->forgot, p.run, p.step) ||
+        (t >= 0 && t < s->expired && !pg_has(s->committed, p.run, p.step)))
         return pg_due(s, key);
     return 0;
 }
@@ -127,7 +136,8 @@ static int pg_errs_cb(void *ud, const char *key, uint64_t size)
     (void)size;
     if (layout_nodeerr_parse(key, &n) < 0)
         return 0;
-    if (pg_has(s->done, n.run, n.step) || n.time < s->expired)
+    if (pg_has(s->committed, n.run, n.step) || pg_has(s->forgot, n.run, n.step) ||
+        n.time < s->expired)
         return pg_due(s, key);
     return 0;
 }
@@ -156,16 +166,18 @@ static int pg_sweep_kind(struct pg_sweep *s, enum layout_kind kind,
 int partgc_region(struct repo *r, size_t i, int64_t now, bool dry, uint64_t *ret_deleted,
                   struct buf *err)
 {
-    struct pg_steps done = {0};
-    struct pg_sweep s = {.rg = repo_region(r, i), .done = &done, .dry = dry};
+    struct pg_steps committed = {0}, forgot = {0};
+    struct pg_sweep s = {.rg = repo_region(r, i), .committed = &committed, .forgot = &forgot};
+    s.dry = dry;
     s.expired = now - (int64_t)repo_conf(r)->part_expire;
-    int e = pg_done_steps(r, i, &done, err);
+    int e = pg_done_steps(r, i, &committed, &forgot, err);
     if (e == 0)
         e = pg_sweep_kind(&s, LAYOUT_PART, pg_parts_cb, err);
     if (e == 0)
         e = pg_sweep_kind(&s, LAYOUT_NODEERR, pg_errs_cb, err);
     *ret_deleted += s.deleted;
-    free(done.v);
+    free(committed.v);
+    free(forgot.v);
     free(s.keys);
     return e;
 }

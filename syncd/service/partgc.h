@@ -3,15 +3,15 @@
  * a step's parts and node errors go once they are no longer needed.
  *
  * In region i, prune deletes:
- *   - the parts and node errors of a step that region i holds a commit
- *     record of, or that any healthy region holds a forget record of (the
- *     merged snapshot holds every part's files; a forgotten step is gone);
- *   - the parts and node errors of any other step once they are
- *     [daemon] part_expire old (by the time in their key): they stopped
- *     being prune roots then (multinode_roots_read), and a merger refuses
- *     a part that old (service/partcheck.h).
- * A step committed in another region only keeps its parts here: this
- * region may still merge them.
+ *   - the parts and node errors of a step any healthy region holds a
+ *     forget record of (the step is gone);
+ *   - the node errors of a step region i holds a commit record of (it
+ *     committed after all: the errors no longer describe it);
+ *   - the parts and node errors of a step region i has not committed once
+ *     they are [daemon] part_expire old (by the time in their key): they
+ *     stopped being prune roots then (multinode_roots_read), and a merger
+ *     refuses a part that old (service/partcheck.h).
+ * A committed step's parts stay until it is forgotten (see partgc.c).
  *
  *   uint64_t n = 0;
  *   e = partgc_region(repo, i, now, dry_run, &n, err);   n: objects deleted (or due)

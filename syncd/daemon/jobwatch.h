@@ -1,0 +1,30 @@
+/*
+ * jobwatch.h — the daemon's view of its multi-node job's incomplete steps,
+ * for status --json (README "Multi-node jobs").
+ *
+ * Started only for a job of several nodes ([daemon] nodes > 1).  Every
+ * few seconds its thread lists, on region handles of its own (a repo_dup,
+ * as daemon/gcd.c does), the incomplete steps of each run the index knows,
+ * with the nodes' last errors (service/incomplete.h), and swaps the
+ * result in under a lock; status renders the latest result with the one
+ * emitter ls --remote uses.
+ *
+ *   jobwatch_start(repo, &jw);              jw NULL when nodes = 1
+ *   jobwatch_json(jw, &j);                  an array of steps ([] when none or NULL)
+ *   jobwatch_free(jw);
+ *
+ * jobwatch_json may be called from any thread; it never waits on a region.
+ */
+#ifndef CKS_JOBWATCH_H
+#define CKS_JOBWATCH_H
+
+#include "base/json.h"
+#include "service/repo.h"
+
+struct jobwatch;
+
+int jobwatch_start(struct repo *r, struct jobwatch **ret);
+void jobwatch_json(struct jobwatch *jw, struct json *j);
+void jobwatch_free(struct jobwatch *jw);
+
+#endif
