@@ -762,7 +762,7 @@ int multinode_roots_read(struct repo *r, struct multinode_roots *pr,
             qsort(l.v, l.n, sizeof(*l.v), part_key_cmp);
         for (size_t k = 0; e == 0 && k < l.n; k++)
             if (!committed_has(pr->committed, l.v[k].run, l.v[k].step) &&
-                gc_utc_parse(l.v[k].id) >= pr->committed->expired)
+                gc_utc_parse(l.v[k].id) >= pr->committed->expired) /* unstamped: expired */
                 e = roots_one(rg, &l.v[k], cb, ud, err);
         free(l.v);
     }

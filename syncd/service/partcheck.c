@@ -164,8 +164,13 @@ static int pc_clock(struct region *rg, const struct config *c, const struct pc_l
     for (size_t i = 0; i < l->n; i++) {
         const struct layout_part *p = &l->v[i];
         int64_t t = gc_utc_parse(p->id);
-        if (p->step != step || t < 0)
+        if (p->step != step)
             continue;
+        if (t < 0) { /* its age cannot be told: prune expires it at once (service/partgc.h) */
+            buf_printf(err, "node %u's part of step %lld (snapshot %s) has no time stamp in its id",
+                       p->rank, (long long)step, p->id);
+            return CKS_E_MISMATCH;
+        }
         if ((double)t - ck.store > ahead_max) {
             buf_printf(err,
                        "node %u's part of step %lld (snapshot %s) is stamped %.0f s ahead of "

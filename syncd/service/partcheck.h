@@ -18,7 +18,8 @@
  *   - two parts of one rank with different contents (two nodes claiming
  *     the same rank); the same node's part taken twice of the same files
  *     is fine (the smallest id is merged);
- *   - a part stamped more than [prune] clock_skew ahead of the region's
+ *   - a part with no time stamp in its id, or one stamped more than
+ *     [prune] clock_skew ahead of the region's
  *     clock (that node's clock is wrong), or older than
  *     [daemon] part_expire less clock_skew (prune may already have taken
  *     it for expired: its chunks are not protected any more).

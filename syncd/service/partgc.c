@@ -124,7 +124,7 @@ static int pg_parts_cb(void *ud, const char *key, uint64_t size)
         return 0;
     int64_t t = gc_utc_parse(p.id);
     if (pg_has(s->forgot, p.run, p.step) ||
-        (t >= 0 && t < s->expired && !pg_has(s->committed, p.run, p.step)))
+        (t < s->expired && !pg_has(s->committed, p.run, p.step))) /* unstamped (t < 0) too */
         return pg_due(s, key);
     return 0;
 }
