@@ -472,7 +472,7 @@ static int part_commit(struct region *rg, const struct layout_part *self,
 static int part_check(struct region *rg, const struct config *c, const struct layout_part *self)
 {
     struct buf err = BUF_INIT;
-    int e = partcheck_step(rg, c, self->run, self->step, self->nodes, &err);
+    int e = partcheck_step(rg, c, self->run, self->step, self->nodes, multinode_decode, &err);
     if (e == CKS_E_MISMATCH)
         part_refused(rg, self, buf_str(&err));
     else if (e < 0)

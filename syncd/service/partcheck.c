@@ -22,13 +22,13 @@
 #include "base/log.h"
 #include "engine/gcrec.h"
 #include "engine/hash.h"
-#include "service/multinode.h"
 #include "store/layout.h"
 
 #define PC_PART_MAX (MANIFEST_MAX_BYTES + 64u)
 
 struct pc_list {
     const char *run;
+    partcheck_decode_fn decode;
     struct layout_part *v;
     size_t n, cap;
 };
@@ -80,8 +80,8 @@ static int pc_ranks(const struct pc_list *l, const struct config *c, int64_t ste
 }
 
 /* Reads part p from rg into ret. */
-static int pc_read(struct region *rg, const struct layout_part *p, struct manifest *ret,
-                   struct buf *err)
+static int pc_read(struct region *rg, const struct pc_list *l, const struct layout_part *p,
+                   struct manifest *ret, struct buf *err)
 {
     char key[LAYOUT_KEY_MAX];
     struct buf body = BUF_INIT;
@@ -89,7 +89,7 @@ static int pc_read(struct region *rg, const struct layout_part *p, struct manife
     if (e == 0 && (e = region_get(rg, key, PC_PART_MAX, &body)) < 0)
         buf_printf(err, "part \"%s\": %s", key, region_last_error(rg));
     if (e == 0)
-        e = multinode_decode(key, body.data, body.len, ret, err);
+        e = l->decode(key, body.data, body.len, ret, err);
     buf_free(&body);
     return e;
 }
@@ -110,14 +110,14 @@ static bool pc_same_files(const struct manifest *a, const struct manifest *b)
 
 /* Two parts of one rank of the step, x and y: the same files (one node's
  * part taken twice), or two nodes claiming that rank. */
-static int pc_dup_pair(struct region *rg, const struct layout_part *x, const struct layout_part *y,
-                       struct buf *err)
+static int pc_dup_pair(struct region *rg, const struct pc_list *l, const struct layout_part *x,
+                       const struct layout_part *y, struct buf *err)
 {
     struct manifest a, b;
-    int e = pc_read(rg, x, &a, err);
+    int e = pc_read(rg, l, x, &a, err);
     if (e < 0)
         return e;
-    if ((e = pc_read(rg, y, &b, err)) < 0) {
+    if ((e = pc_read(rg, l, y, &b, err)) < 0) {
         manifest_free(&a);
         return e;
     }
@@ -141,7 +141,7 @@ static int pc_dups(struct region *rg, const struct pc_list *l, int64_t step, str
         for (size_t j = i + 1; e == 0 && j < l->n; j++) {
             const struct layout_part *x = &l->v[i], *y = &l->v[j];
             if (x->step == step && y->step == step && x->rank == y->rank && strcmp(x->id, y->id))
-                e = pc_dup_pair(rg, x, y, err);
+                e = pc_dup_pair(rg, l, x, y, err);
         }
     return e;
 }
@@ -208,9 +208,9 @@ static void pc_prev_nodes(const struct pc_list *l, const char *run, int64_t step
 }
 
 int partcheck_step(struct region *rg, const struct config *c, const char *run, int64_t step,
-                   unsigned nodes, struct buf *err)
+                   unsigned nodes, partcheck_decode_fn decode, struct buf *err)
 {
-    struct pc_list l = {.run = run};
+    struct pc_list l = {.run = run, .decode = decode};
     char prefix[LAYOUT_KEY_MAX];
     int e = layout_prefix(LAYOUT_PART, run, prefix);
     if (e == 0 && (e = region_list(rg, prefix, pc_list_cb, &l)) < 0 && e != -ENOENT)

@@ -8,7 +8,7 @@
  * in region rg:
  *
  *   struct buf err = BUF_INIT;
- *   e = partcheck_step(rg, conf, run, step, nodes, &err);
+ *   e = partcheck_step(rg, conf, run, step, nodes, multinode_decode, &err);
  *   if (e == CKS_E_MISMATCH) ... refused: err says why, naming the nodes
  *
  * Refused (CKS_E_MISMATCH):
@@ -26,6 +26,8 @@
  * Warned (logged, merged): the step's node count differs from that of
  * the run's previous step whose parts the region still lists (a job
  * restarted on another node count).
+ * decode parses a part's body (multinode_decode; passed in, so that this
+ * module and the multinode one do not include each other).
  * Other errors: the region's (retry later).  Not thread-safe per region.
  */
 #ifndef CKS_PARTCHECK_H
@@ -35,9 +37,13 @@
 
 #include "base/buf.h"
 #include "base/config.h"
+#include "engine/manifest.h"
 #include "store/region.h"
 
+typedef int (*partcheck_decode_fn)(const char *key, const uint8_t *data, size_t len,
+                                   struct manifest *ret, struct buf *err);
+
 int partcheck_step(struct region *rg, const struct config *c, const char *run, int64_t step,
-                   unsigned nodes, struct buf *err);
+                   unsigned nodes, partcheck_decode_fn decode, struct buf *err);
 
 #endif

@@ -108,7 +108,7 @@ done
 step "2. a part whose key says node 2 of 2: refused, naming it"
 for k in 0 1; do make_file "$T/i-n$k/watch/job/checkpoint-2000/__${k}_0.distcp" 1; done
 commit n0 2000 checkpoint-2000
-p0=$(rg_keys a parts/ | grep '^parts/job/s2000\.0-of-2\.' | head -1)
+p0=$(rg_keys a parts/ | grep '^parts/job/s2000\.0-of-2\.' | sed -n 1p)
 [ -n "$p0" ] || die "no part of node 0 for step 2000"
 rg_get a "$p0" "$T/p0"
 bad="parts/job/s2000.2-of-2.${p0#*-of-2.}"
@@ -177,7 +177,7 @@ step "7. prune: node errors of a committed step go; parts of incomplete steps st
 for k in 0 1; do istop "n$k"; done
 # step 6000's errors: none were written (it committed); plant one as a
 # node would have written it before a retry succeeded
-e1=$(rg_keys a nodeerr/ | grep '^nodeerr/job/s1000\.' | head -1)
+e1=$(rg_keys a nodeerr/ | grep '^nodeerr/job/s1000\.' | sed -n 1p)
 rg_get a "$e1" "$T/e1"
 e6="nodeerr/job/s6000.0-of-2.${e1#*-of-2.}"
 sed -e 's/^step 1000$/step 6000/' -e 's/^node 1 2$/node 0 2/' "$T/e1" > "$T/e6"
