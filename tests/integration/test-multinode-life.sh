@@ -64,7 +64,7 @@ remote_ls() {
 }
 # step_errors STEP: the last errors ls --remote shows for STEP, "node: error" per line.
 step_errors() {
-  json "$T/ls.json" "'\\n'.join('%d: %s' % (e['node'], e['error']) for x in d if x.get('incomplete') and x['step'] == $1 for e in x['errors'])"
+  json "$T/ls.json" "'\\n'.join('%d: %s' % (e['node'], e['error']) for x in d if x.get('incomplete') and x['step'] == $1 for e in x.get('errors', []))"
 }
 # refused STEP TEXT: nothing of STEP committed, and ls --remote shows TEXT as a node's error.
 refused() {
@@ -175,12 +175,13 @@ esac
 # ============================================================================
 step "7. prune: node errors of a committed step go; parts of incomplete steps stay until part_expire"
 for k in 0 1; do istop "n$k"; done
-# step 6000's errors: none were written (it committed); plant one as a
-# node would have written it before a retry succeeded
-e1=$(rg_keys a nodeerr/ | grep '^nodeerr/job/s1000\.' | sed -n 1p)
-rg_get a "$e1" "$T/e1"
-e6="nodeerr/job/s6000.0-of-2.${e1#*-of-2.}"
-sed -e 's/^step 1000$/step 6000/' -e 's/^node 1 2$/node 0 2/' "$T/e1" > "$T/e6"
+# step 6000's errors: none were written (it committed); plant one as
+# node 0 would have written it before a retry succeeded
+now=$(date +%s)
+e6="nodeerr/job/s6000.0-of-2.$(date -u -d "@$now" +%Y%m%dT%H%M%SZ).0123456789abcdef"
+printf 'ckptsync-nodeerr 1\nnode 0 2\nstep 6000\ntime %s\nhost h\nerror region a did not answer\n' \
+  "$now" > "$T/e6"
+mkdir -p "$T/regions/a/nodeerr/job"
 rg_put a "$T/e6" "$e6"
 cks prune --grace 0 --json > "$T/prune.json" 2> "$T/prune.err" || { cat "$T/prune.err" >&2; die "prune"; }
 rg_has a "$e6" && die "prune kept step 6000's node error ($e6) after the step committed"
