@@ -430,7 +430,7 @@ static int dmn_start(struct dmn *d)
         log_error("starting the retention thread: %s", err_str(e));
         return e;
     }
-    if ((e = jobwatch_start(d->p.r, &d->p.jw)) < 0) {
+    if ((e = jobwatch_start(d->p.r, d->p.rp, &d->p.jw)) < 0) {
         log_error("starting the multi-node job's watch: %s", err_str(e));
         return e;
     }

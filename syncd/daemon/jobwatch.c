@@ -8,6 +8,10 @@
  *   picture, never half of two.
  * - Runs come from the index (the runs this node took snapshots of: its
  *   parts); a node whose index knows no run of the job has nothing to show.
+ * - A region worker that keeps failing cannot write into its own region,
+ *   and owns no other: this thread, with handles of its own, writes the
+ *   node's error on each step still pending there into every other
+ *   region that is up (once per failure, not once per pass).
  */
 #include "daemon/jobwatch.h"
 
@@ -19,18 +23,33 @@
 
 #include "base/err.h"
 #include "base/log.h"
+#include "daemon/replicator.h"
 #include "service/incomplete.h"
+#include "service/nodeerr.h"
+#include "store/queue.h"
 
 #define JW_POLL_S 2
 #define JW_MAX_RUNS 64
+#define JW_MAX_PEND 64
+#define JW_MAX_SENT 64
 
 struct jw_result {
     struct incomplete *v;
     size_t n;
 };
 
+/* An upload failure this node recorded: step, region, the failure's time. */
+struct jw_sent {
+    int64_t step;
+    size_t region;
+    int64_t error_ms;
+};
+
 struct jobwatch {
-    struct repo *r; /* a repo_dup: regions of its own */
+    struct repo *r;                   /* a repo_dup: regions of its own */
+    struct replicator *rp;            /* the region workers' states (replicator_status) */
+    struct jw_sent sent[JW_MAX_SENT]; /* the thread's own: the records written */
+    size_t nsent;
     pthread_t th;
     bool started, stop;
     pthread_mutex_t mu;
@@ -93,10 +112,101 @@ static void jw_pass(struct jobwatch *jw)
     jw_result_free(&old);
 }
 
+/* A step of this node still pending (not committed in every region). */
+struct jw_pend {
+    struct {
+        char run[MANIFEST_MAX_FIELD + 1];
+        int64_t step;
+        uint32_t committed; /* region slots */
+    } v[JW_MAX_PEND];
+    size_t n;
+    struct index_txn *t;
+};
+
+static int jw_pend_cb(void *ud, const struct pending *p)
+{
+    struct jw_pend *a = ud;
+    struct index_snap s;
+    if (p->step < 0 || a->n == JW_MAX_PEND)
+        return 0;
+    snprintf(a->v[a->n].run, sizeof(a->v[0].run), "%s", p->run);
+    a->v[a->n].step = p->step;
+    a->v[a->n].committed = index_snap_get(a->t, p->run, p->id, &s) == 0 ? s.committed : 0;
+    a->n++;
+    return 0;
+}
+
+/* Whether the failure of region i at error_ms on step was recorded (and
+ * records it as such when not). */
+static bool jw_sent_once(struct jobwatch *jw, int64_t step, size_t i, int64_t error_ms)
+{
+    for (size_t k = 0; k < jw->nsent; k++)
+        if (jw->sent[k].step == step && jw->sent[k].region == i) {
+            if (jw->sent[k].error_ms == error_ms)
+                return true;
+            jw->sent[k].error_ms = error_ms;
+            return false;
+        }
+    if (jw->nsent == JW_MAX_SENT) /* the oldest goes */
+        memmove(jw->sent, jw->sent + 1, --jw->nsent * sizeof(jw->sent[0]));
+    jw->sent[jw->nsent++] = (struct jw_sent){step, i, error_ms};
+    return false;
+}
+
+/* Writes "node K could not upload step S to region X" into every other
+ * region that is up. */
+static void jw_report_one(struct jobwatch *jw, const struct region_status *st, const char *run,
+                          int64_t step, size_t i)
+{
+    const struct config *c = repo_conf(jw->r);
+    char msg[NODEERR_MSG_MAX + 1];
+    snprintf(msg, sizeof(msg),
+             "node %u could not upload its part of step %lld to region '%s' (%u failed rounds): %s",
+             c->node_rank, (long long)step, repo_region(jw->r, i)->conf.name, st[i].failures,
+             st[i].last_error);
+    REPO_FOR_HEALTHY(jw->r, j) {
+        if (j == i || st[j].state != REGION_OK)
+            continue;
+        if (nodeerr_put(repo_region(jw->r, j), run, step, c->node_rank, config_nodes(c), msg) < 0)
+            log_warn("run '%s' step %lld: this node's error could not be written in region '%s': "
+                     "%s",
+                     run, (long long)step, repo_region(jw->r, j)->conf.name,
+                     region_last_error(repo_region(jw->r, j)));
+    }
+}
+
+/* Upload failures of this node's pending steps, into the other regions. */
+static void jw_report(struct jobwatch *jw)
+{
+    struct region_status st[CONFIG_MAX_REGIONS];
+    bool failing = false;
+    size_t n = repo_nregions(jw->r);
+    for (size_t i = 0; i < n; i++) {
+        replicator_status(jw->rp, i, &st[i]);
+        failing |= st[i].state != REGION_OK && st[i].last_error_ms;
+    }
+    struct jw_pend *a = failing ? calloc(1, sizeof(*a)) : NULL;
+    if (!a || index_txn_begin(repo_index(jw->r), false, &a->t) < 0) {
+        free(a);
+        return;
+    }
+    queue_pending_foreach(a->t, jw_pend_cb, a);
+    index_txn_abort(a->t);
+    for (size_t k = 0; k < a->n; k++)
+        for (size_t i = 0; i < n; i++)
+            if (st[i].state != REGION_OK && st[i].last_error_ms &&
+                !(a->v[k].committed >> repo_region(jw->r, i)->slot & 1) &&
+                !jw_sent_once(jw, a->v[k].step, i, st[i].last_error_ms))
+                jw_report_one(jw, st, a->v[k].run, a->v[k].step, i);
+    free(a);
+}
+
 static void *jw_main(void *arg)
 {
     struct jobwatch *jw = arg;
     for (;;) {
+        if (jw->rp)
+            jw_report(jw);
         jw_pass(jw);
         pthread_mutex_lock(&jw->mu);
         if (!jw->stop) {
@@ -113,7 +223,7 @@ static void *jw_main(void *arg)
     return NULL;
 }
 
-int jobwatch_start(struct repo *r, struct jobwatch **ret)
+int jobwatch_start(struct repo *r, struct replicator *rp, struct jobwatch **ret)
 {
     *ret = NULL;
     if (config_nodes(repo_conf(r)) <= 1)
@@ -123,6 +233,7 @@ int jobwatch_start(struct repo *r, struct jobwatch **ret)
         return -ENOMEM;
     pthread_mutex_init(&jw->mu, NULL);
     pthread_cond_init(&jw->cv, NULL);
+    jw->rp = rp;
     struct buf err = BUF_INIT;
     int e = repo_dup(r, &jw->r, &err);
     if (e < 0) {

@@ -7,9 +7,12 @@
  * as daemon/gcd.c does), the incomplete steps of each run the index knows,
  * with the nodes' last errors (service/incomplete.h), and swaps the
  * result in under a lock; status renders the latest result with the one
- * emitter ls --remote uses.
+ * emitter ls --remote uses.  It also records this node's upload failures
+ * (service/nodeerr.h): while a region fails (replicator_status) and a
+ * step of this node is pending there, the node's error on that step is
+ * written into every other region that is up, once per failure.
  *
- *   jobwatch_start(repo, &jw);              jw NULL when nodes = 1
+ *   jobwatch_start(repo, rp, &jw);          jw NULL when nodes = 1
  *   jobwatch_json(jw, &j);                  an array of steps ([] when none or NULL)
  *   jobwatch_free(jw);
  *
@@ -22,8 +25,10 @@
 #include "service/repo.h"
 
 struct jobwatch;
+struct replicator;
 
-int jobwatch_start(struct repo *r, struct jobwatch **ret);
+/* rp: the region workers (outlives jw). */
+int jobwatch_start(struct repo *r, struct replicator *rp, struct jobwatch **ret);
 void jobwatch_json(struct jobwatch *jw, struct json *j);
 void jobwatch_free(struct jobwatch *jw);
 

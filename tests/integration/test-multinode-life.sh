@@ -8,6 +8,9 @@
 #      tried writes its error into the regions (nodeerr/), and ls --remote
 #      (text and --json) and the daemon's status --json show step 1000
 #      with the nodes' last errors;
+#   1b. node 1's region c is gone (its directory moved away): node 1's
+#      error on its pending step 1500 is written into regions a and b, and
+#      ls --remote shows it;
 #   2. a part whose key says node 2 of 2: refused, naming it;
 #   3. two nodes claiming node 1 (different files): refused, naming both
 #      snapshots;
@@ -103,6 +106,30 @@ for _ in $(seq 1 200); do
   sleep 0.1
 done
 [ -n "$ok" ] || { cat "$T/st.json" >&2; die "status --json on n0 does not show step 1000 incomplete with its errors"; }
+
+# ============================================================================
+step "1b. node 1 cannot upload to region c: its error on step 1500 is written into a and b"
+mv "$T/regions/c" "$T/regions/c.away"   # (as an unmounted file system: the directory is gone)
+make_file "$T/i-n1/watch/job/checkpoint-1500/__1_0.distcp" 1
+icks n1 commit "$T/i-n1/watch/job/checkpoint-1500" --step 1500 --wait durable --timeout 120 \
+  > /dev/null 2> "$T/commit.err" || { cat "$T/commit.err" >&2; die "n1: commit step 1500 --wait durable"; }
+ok=
+for _ in $(seq 1 300); do
+  rm -rf "$T/i-x/state"
+  rc=0; icks x ls --remote --run job --json > "$T/ls.json" 2> /dev/null || rc=$?
+  [ "$rc" = 0 ] || [ "$rc" = 4 ] || die "ls --remote with region c gone: exit $rc"
+  step_errors 1500 > "$T/errors"
+  if grep -F "1: node 1 could not upload its part of step 1500 to region 'c'" "$T/errors" > /dev/null; then ok=1; break; fi
+  sleep 0.1
+done
+[ -n "$ok" ] || { cat "$T/errors" >&2; die "ls --remote: no error of node 1 on step 1500 naming region c"; }
+for r in a b; do
+  n=$(rg_keys "$r" nodeerr/ | grep -c '^nodeerr/job/s1500\.1-of-2\.' || true)
+  [ "$n" -ge 1 ] || die "region $r: node 1's error on step 1500 is not there"
+done
+mv "$T/regions/c.away" "$T/regions/c"
+icks n1 retry c > /dev/null || die "n1: retry c"
+icks n1 flush --wait replicated --deadline 120 > /dev/null 2>&1 || die "n1: flush --wait replicated after region c came back"
 
 # ============================================================================
 step "2. a part whose key says node 2 of 2: refused, naming it"
