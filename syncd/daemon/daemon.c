@@ -158,8 +158,11 @@ static void ingest_done(struct dmn *d)
     struct ingest_done *done = malloc(sizeof(*done));
     if (!done)
         return;
-    while (ingester_poll(d->p.ig, done) == 1)
+    while (ingester_poll(d->p.ig, done) == 1) {
+        if (done->err < 0 && done->step >= 0) /* a multi-node job's part that cannot be read */
+            jobwatch_unit_failed(d->p.jw, done->run, done->step, done->unit, done->msg);
         ctlserver_unit_done(d->cs, done);
+    }
     free(done);
 }
 

@@ -599,6 +599,7 @@ static void ing_run(struct ingester *ig, const struct ingest_job *job, struct in
     res->ticket = job->ticket;
     snprintf(res->run, sizeof(res->run), "%s", job->run);
     snprintf(res->unit, sizeof(res->unit), "%s", job->unit);
+    res->step = job->step;
     if ((e = ing_refused(ig, res)) < 0)
         goto out;
     for (int attempt = 0; attempt < INGEST_RETRIES; attempt++) {

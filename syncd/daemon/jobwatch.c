@@ -45,7 +45,16 @@ struct jw_sent {
     int64_t error_ms;
 };
 
+/* A unit that could not be read, handed from the loop. */
+struct jw_failed {
+    char run[MANIFEST_MAX_FIELD + 1];
+    int64_t step;
+    char msg[NODEERR_MSG_MAX + 1];
+};
+
 struct jobwatch {
+    struct jw_failed failed[8]; /* under mu */
+    size_t nfailed;
     struct repo *r;                   /* a repo_dup: regions of its own */
     struct replicator *rp;            /* the region workers' states (replicator_status) */
     struct jw_sent sent[JW_MAX_SENT]; /* the thread's own: the records written */
@@ -97,7 +106,6 @@ static void jw_pass(struct jobwatch *jw)
         index_txn_abort(t);
     }
     res.v = calloc(runs->n ? runs->n : 1, sizeof(*res.v));
-    repo_regions_retry(jw->r);
     for (size_t k = 0; res.v && k < runs->n; k++) {
         int e = incomplete_collect(jw->r, runs->run[k], (int64_t)time(NULL),
                                    repo_conf(jw->r)->part_timeout, &res.v[res.n++]);
@@ -201,10 +209,50 @@ static void jw_report(struct jobwatch *jw)
     free(a);
 }
 
+void jobwatch_unit_failed(struct jobwatch *jw, const char *run, int64_t step, const char *unit,
+                          const char *why)
+{
+    if (!jw)
+        return;
+    const struct config *c = repo_conf(jw->r);
+    pthread_mutex_lock(&jw->mu);
+    if (jw->nfailed == sizeof(jw->failed) / sizeof(jw->failed[0]))
+        memmove(jw->failed, jw->failed + 1, --jw->nfailed * sizeof(jw->failed[0]));
+    struct jw_failed *f = &jw->failed[jw->nfailed++];
+    snprintf(f->run, sizeof(f->run), "%s", run);
+    f->step = step;
+    snprintf(f->msg, sizeof(f->msg), "node %u could not read its part of step %lld (\"%s\"): %s",
+             c->node_rank, (long long)step, unit, why);
+    pthread_cond_broadcast(&jw->cv);
+    pthread_mutex_unlock(&jw->mu);
+}
+
+/* The units the loop said could not be read, into every region up. */
+static void jw_report_failed(struct jobwatch *jw)
+{
+    struct jw_failed v[8];
+    const struct config *c = repo_conf(jw->r);
+    pthread_mutex_lock(&jw->mu);
+    size_t n = jw->nfailed;
+    memcpy(v, jw->failed, n * sizeof(v[0]));
+    jw->nfailed = 0;
+    pthread_mutex_unlock(&jw->mu);
+    for (size_t k = 0; k < n; k++)
+        REPO_FOR_HEALTHY(jw->r, j) {
+            struct region *rg = repo_region(jw->r, j);
+            if (nodeerr_put(rg, v[k].run, v[k].step, c->node_rank, config_nodes(c), v[k].msg) < 0)
+                log_warn("run '%s' step %lld: this node's error could not be written in region "
+                         "'%s': %s",
+                         v[k].run, (long long)v[k].step, rg->conf.name, region_last_error(rg));
+        }
+}
+
 static void *jw_main(void *arg)
 {
     struct jobwatch *jw = arg;
     for (;;) {
+        repo_regions_retry(jw->r); /* every pass tries every region again */
+        jw_report_failed(jw);
         if (jw->rp)
             jw_report(jw);
         jw_pass(jw);

@@ -10,7 +10,9 @@
  * emitter ls --remote uses.  It also records this node's upload failures
  * (service/nodeerr.h): while a region fails (replicator_status) and a
  * step of this node is pending there, the node's error on that step is
- * written into every other region that is up, once per failure.
+ * written into every other region that is up, once per failure; and a
+ * unit of a step that could not be read (jobwatch_unit_failed, from the
+ * loop) is written as the node's error into every region that is up.
  *
  *   jobwatch_start(repo, rp, &jw);          jw NULL when nodes = 1
  *   jobwatch_json(jw, &j);                  an array of steps ([] when none or NULL)
@@ -30,6 +32,10 @@ struct replicator;
 /* rp: the region workers (outlives jw). */
 int jobwatch_start(struct repo *r, struct replicator *rp, struct jobwatch **ret);
 void jobwatch_json(struct jobwatch *jw, struct json *j);
+/* The unit of step of run could not be read (why): recorded by the
+ * thread soon (a bounded backlog; the oldest goes).  jw NULL: nothing. */
+void jobwatch_unit_failed(struct jobwatch *jw, const char *run, int64_t step, const char *unit,
+                          const char *why);
 void jobwatch_free(struct jobwatch *jw);
 
 #endif
