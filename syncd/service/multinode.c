@@ -482,6 +482,27 @@ static int part_check(struct region *rg, const struct config *c, const struct la
     return e == CKS_E_MISMATCH ? 1 : e;
 }
 
+/* With have of the step's ranks listed (odd: a part of another node
+ * count among them), checks the parts and commits the step when every
+ * rank's is in. */
+static int part_when_listed(struct region *rg, const struct config *c,
+                            const struct layout_part *self, const struct layout_part **pick,
+                            unsigned have, bool odd)
+{
+    int e = 0;
+    if (have == self->nodes || odd) /* a part of another node count is refused at once */
+        e = part_check(rg, c, self);
+    if (e == 1)
+        return 0; /* refused (logged and recorded): retrying cannot help */
+    if (e == 0 && have == self->nodes)
+        return part_commit(rg, self, pick, self->nodes);
+    if (e == 0)
+        log_info("run '%s' step %lld: %u of %u nodes' parts are in region '%s'; the step "
+                 "commits when the last one is",
+                 self->run, (long long)self->step, have, self->nodes, rg->conf.name);
+    return e;
+}
+
 /* Lists the step's parts in rg and commits it when every rank's is in. */
 static int part_try_commit(struct region *rg, const struct config *c,
                            const struct layout_part *self)
@@ -490,19 +511,10 @@ static int part_try_commit(struct region *rg, const struct config *c,
     const struct layout_part **pick = calloc(self->nodes, sizeof(*pick));
     int e = pick ? part_list(rg, &l) : -ENOMEM;
     if (e == 0) {
-        unsigned have = part_pick(&l, self->nodes, pick);
-        bool odd = false; /* a part of another node count: refused now, not when all are in */
+        bool odd = false;
         for (size_t i = 0; i < l.n; i++)
             odd |= l.v[i].nodes != self->nodes;
-        if ((have == self->nodes || odd) && (e = part_check(rg, c, self)) == 0 &&
-            have == self->nodes)
-            e = part_commit(rg, self, pick, self->nodes);
-        else if (e == 1)
-            e = 0; /* refused: retrying cannot help */
-        else if (e == 0)
-            log_info("run '%s' step %lld: %u of %u nodes' parts are in region '%s'; the step "
-                     "commits when the last one is",
-                     self->run, (long long)self->step, have, self->nodes, rg->conf.name);
+        e = part_when_listed(rg, c, self, pick, part_pick(&l, self->nodes, pick), odd);
     }
     free(pick);
     free(l.v);
