@@ -21,6 +21,10 @@
 #define EXIT_REGION 4   /* a region is failing (backing off, stopped, unreachable) */
 #define EXIT_DENIED 5   /* a region refused the credentials (access denied) */
 #define EXIT_STARTING 6 /* the daemon is starting: not answering yet */
+#define EXIT_RESHARD 7  /* restore --node K --of M: files bound to a rank would be dropped */
+/* migrate-out on a node of a job: its part is durable, but its step is not
+ * committed (other nodes' parts missing): no handoff written */
+#define EXIT_INCOMPLETE 8
 
 struct cli {
     const char *config_path; /* --config */

@@ -146,6 +146,7 @@ static const char restore_usage[] =
     "usage: ckptsync restore [--run NAME] (--latest | --snapshot ID | --all) --to DIR\n"
     "                        [--seed DIR] [--force] [--keep-setid] [--progressive]\n"
     "                        [--exclude PATTERN]... [--exclude-optimizer] [--json]\n"
+    "                        [--node K --of M [--allow-reshard]]\n"
     "--run may be left out when the repository holds one run (checkpoints written\n"
     "directly under the watch root are the run _root); with several, the error names them.\n"
     "--latest: the newest checkpoint, plus the run's newest files outside checkpoints\n"
@@ -164,7 +165,13 @@ static const char restore_usage[] =
     "only; the next restore into DIR removes them.\n"
     "--exclude PATTERN leaves out the files whose path below the root, or name,\n"
     "matches the glob (a pattern that matches nothing is an error); --exclude-optimizer\n"
-    "leaves out the optimizer state (for evaluation, or a fine-tune from the weights).\n";
+    "leaves out the optimizer state (for evaluation, or a fine-tune from the weights).\n"
+    "--node K --of M: of a step a job on several nodes wrote, what node K (0..M-1) of\n"
+    "a job on M nodes needs: its own node's files and the shared ones (M = the step's\n"
+    "node count); on another count every DCP shard and unbound file, and the restore\n"
+    "refuses (exit 7), naming them, when files bound to a rank would be dropped\n"
+    "(per-rank RNG/dataloader state, mp_rank_XX, ZeRO partitions) unless\n"
+    "--allow-reshard.  A snapshot one node wrote is restored whole (a note says so).\n";
 
 /* --progressive --json: one line per file as it is placed, flushed at
  * once (a job waiting for its weights reads them). */
@@ -222,6 +229,10 @@ static void restore_print(struct cli *c, const struct repo *r, const struct rest
         json_u64(&j, s->setid_cleared);
         json_key(&j, "excluded");
         json_u64(&j, s->excluded);
+        json_key(&j, "nodes");
+        json_u64(&j, s->nodes);
+        json_key(&j, "node_whole");
+        json_bool(&j, s->node_whole);
         json_key(&j, "seconds");
         json_double(&j, secs);
         json_key(&j, "regions");
@@ -334,6 +345,41 @@ static int restore_which(struct repo *r, struct restore_opts *o, struct catalog_
     return o->run ? 0 : restore_which_run(r, o, s->run, sizeof(s->run));
 }
 
+/* One of --node K (n), --of M (o), --allow-reshard (R) into o; -1 when
+ * its number is not one (said on stderr). */
+static int restore_node_opt(int opt, const char *arg, struct restore_opts *o, bool *node_set)
+{
+    int64_t v;
+    if (opt == 'R') {
+        o->allow_reshard = true;
+        return 0;
+    }
+    if (cli_parse_i64(opt == 'n' ? "--node" : "--of", arg, opt == 'n' ? 0 : 1, 4095, &v) < 0)
+        return -1;
+    *(opt == 'n' ? &o->node_rank : &o->node_count) = (int)v;
+    *node_set |= opt == 'n';
+    return 0;
+}
+
+/* --node K --of M [--allow-reshard]: all three or none of the first two,
+ * K below M, not with --all.  -1 to go on, else EXIT_USAGE. */
+static int restore_node_args(const struct restore_opts *o, bool node_set, bool all)
+{
+    const char *why = NULL;
+    if (node_set != (o->node_count > 0))
+        why = node_set ? "--node needs --of M (the job's node count now)" : "--of needs --node K";
+    else if (o->node_count > 0 && o->node_rank >= o->node_count)
+        why = "--node K must be below --of M (nodes are 0 .. M-1)";
+    else if (o->allow_reshard && !node_set)
+        why = "--allow-reshard goes with --node K --of M";
+    else if (all && node_set)
+        why = "--node restores one snapshot (--latest or --snapshot), not --all";
+    if (!why)
+        return -1;
+    log_error("restore: %s", why);
+    return usage(restore_usage, EXIT_USAGE);
+}
+
 /* restore's options into o, latest and all: -1 to go on, else the exit
  * code (usage, help). */
 static int restore_args(int argc, char **argv, struct restore_opts *o, bool *latest, bool *all)
@@ -349,10 +395,14 @@ static int restore_args(int argc, char **argv, struct restore_opts *o, bool *lat
                                          {"progressive", no_argument, NULL, 'P'},
                                          {"exclude", required_argument, NULL, 'x'},
                                          {"exclude-optimizer", no_argument, NULL, 'X'},
+                                         {"node", required_argument, NULL, 'n'},
+                                         {"of", required_argument, NULL, 'o'},
+                                         {"allow-reshard", no_argument, NULL, 'R'},
                                          {"help", no_argument, NULL, 'h'},
                                          {0}};
     static const char *excl[64]; /* --exclude patterns (argv's) */
     int opt;
+    bool node_set = false;
 
     optind = 1;
     while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -395,6 +445,12 @@ static int restore_args(int argc, char **argv, struct restore_opts *o, bool *lat
         case 'X':
             o->exclude_optimizer = true;
             break;
+        case 'n':
+        case 'o':
+        case 'R':
+            if (restore_node_opt(opt, optarg, o, &node_set) < 0)
+                return EXIT_USAGE;
+            break;
         case 'h':
             return usage(restore_usage, 0);
         default:
@@ -404,7 +460,7 @@ static int restore_args(int argc, char **argv, struct restore_opts *o, bool *lat
     if (optind != argc || !o->target || (int)*latest + (o->id != NULL) + (int)*all != 1 ||
         (*all && (o->progressive || o->nexclude || o->exclude_optimizer)))
         return usage(restore_usage, EXIT_USAGE);
-    return -1;
+    return restore_node_args(o, node_set, *all);
 }
 
 int cmd_restore(struct cli *c, int argc, char **argv)
@@ -438,6 +494,11 @@ int cmd_restore(struct cli *c, int argc, char **argv)
         log_error("restore of run '%s' into \"%s\" failed: %s", o.run, o.target, buf_str(&err));
     else
         restore_print(c, r, &res, secs);
+    if (e == 0 && res.node_whole)
+        fprintf(stderr,
+                "note: snapshot %s was written by one node, not a job on several: --node %d "
+                "--of %d restored the whole tree\n",
+                res.id, o.node_rank, o.node_count);
     cli_report_restore(c, &res, secs, e);
     /* --latest of a checkpoint brings the run's files outside checkpoints
      * along (logs, configs), as a resumed job expects them. */
@@ -445,7 +506,7 @@ int cmd_restore(struct cli *c, int argc, char **argv)
     if (e == 0 && latest && res.step >= 0 && restore_units(c, r, &u))
         e = -EIO;
     buf_free(&err);
-    return cli_close_repo(r, e < 0 ? 1 : 0);
+    return cli_close_repo(r, e == CKS_E_RESHARD ? EXIT_RESHARD : e < 0 ? 1 : 0);
 }
 
 /* ---- verify ------------------------------------------------------------ */

@@ -26,6 +26,7 @@
 #include "base/log.h"
 #include "ckptsync/client.h"
 #include "cli.h"
+#include "service/jobmigrate.h"
 #include "service/migrate.h"
 
 /* ---- migrate-out ------------------------------------------------------- */
@@ -135,22 +136,148 @@ static int mo_parse(struct mo *m, int argc, char **argv)
     return 0;
 }
 
-/* A daemon that is one node of a job on several nodes (its status says,
- * README "Multi-node jobs"): its parts are durable by now (flushed and
- * waited for), but a handoff would name this node's part, which is no
- * snapshot; handing off a job is not done yet, so none is written. */
-static bool mo_multinode(const struct jnode *status)
+/* ---- migrate-out of one node of a job ---------------------------------- */
+
+/* The job's node count and this node's rank, as the daemon's status says
+ * (README "Multi-node jobs"); nodes 1: a single-node daemon. */
+static unsigned mo_nodes(const struct jnode *status, unsigned *ret_rank)
 {
     const struct jnode *conf = jnode_get(status, "config");
     double nodes = jnode_num(jnode_get(conf, "nodes"), 1);
-    if (nodes <= 1)
-        return false;
+    *ret_rank = (unsigned)jnode_num(jnode_get(conf, "node_rank"), 0);
+    return nodes > 1 ? (unsigned)nodes : 1;
+}
+
+static void mo_job_json(struct json *j, const char *run, const struct jobmigrate_out *o)
+{
+    json_obj_begin(j);
+    json_key(j, "run");
+    json_str(j, run);
+    json_key(j, "node_step");
+    json_i64(j, o->own_step);
+    json_key(j, "committed");
+    json_bool(j, o->committed);
+    json_key(j, "handoff");
+    o->committed && o->have_step && !o->newer_handoff ? json_str(j, o->step.id) : json_null(j);
+    json_key(j, "handoff_step");
+    json_i64(j, o->committed && o->have_step ? o->step.step : -1);
+    json_key(j, "handoff_written");
+    json_u64(j, o->handoff_written);
+    json_key(j, "handoff_found");
+    json_u64(j, o->handoff_found);
+    json_key(j, "newer_handoff");
+    o->newer_handoff ? json_str(j, o->newer.id) : json_null(j);
+    json_key(j, "missing");
+    json_arr_begin(j);
+    for (unsigned k = 0; o->have_missing && k < o->missing.nodes; k++)
+        if (multinode_step_missing(&o->missing, k))
+            json_u64(j, k);
+    json_arr_end(j);
+    json_obj_end(j);
+}
+
+/* What was found and written, said in words. */
+static void mo_job_say(const char *run, unsigned rank, const struct jobmigrate_out *o)
+{
+    if (o->committed && o->newer_handoff)
+        fprintf(stderr, "run %s: node %u: a handoff of the newer step %lld (%s) is there already\n",
+                run, rank, (long long)o->newer.step, o->newer.id);
+    else if (o->committed)
+        fprintf(stderr,
+                "run %s: node %u: the job's newest committed step %lld (snapshot %s) is handed "
+                "off: written to %u region(s), already there (another node's) in %u\n",
+                run, rank, (long long)o->step.step, o->step.id, o->handoff_written,
+                o->handoff_found);
+    if (o->committed)
+        return;
     fprintf(stderr,
-            "ckptsync: migrate-out: this daemon is node %.0f of a job on %.0f nodes; its parts "
-            "are durable, but handing off a multi-node job is not supported yet: no handoff is "
-            "written (the job resumes from its newest committed step)\n",
-            jnode_num(jnode_get(conf, "node_rank"), 0), nodes);
-    return true;
+            "run %s: node %u: its part of step %lld is durable, but the step is NOT "
+            "committed: ",
+            run, rank, (long long)o->own_step);
+    if (o->have_missing && o->missing.have < o->missing.nodes) {
+        fprintf(stderr, "node(s)");
+        for (unsigned k = 0; k < o->missing.nodes; k++)
+            if (multinode_step_missing(&o->missing, k))
+                fprintf(stderr, " %u", k);
+        fprintf(stderr, " of %u have no part in the regions", o->missing.nodes);
+    } else if (o->have_missing) {
+        fprintf(stderr, "every node's part is in, but no region committed it (the daemons' "
+                        "logs say why, e.g. parts that cannot be one snapshot)");
+    } else {
+        fprintf(stderr, "its commit is not in enough regions yet");
+    }
+    if (o->have_step)
+        fprintf(stderr,
+                "; no handoff written: the job resumes from step %lld (%s) unless "
+                "the step commits\n",
+                (long long)o->step.step, o->step.id);
+    else
+        fprintf(stderr, "; no handoff written: no step of the job is committed\n");
+}
+
+/* For each selected run of status: waits (until the deadline) for the
+ * node's newest step to commit, and hands off the job's newest committed
+ * step.  0 all handed off; EXIT_INCOMPLETE some run's step is not
+ * committed; 1 a handoff is in fewer than quorum regions. */
+static int mo_job(struct mo *m, struct repo *r, const struct jnode *status, unsigned rank,
+                  int64_t left_s, struct json *j)
+{
+    const struct jnode *runs = jnode_get(status, "runs");
+    int rc = 0;
+    json_arr_begin(j);
+    for (size_t i = 0; i < jnode_len(runs); i++) {
+        const struct jnode *rn = jnode_at(runs, i);
+        const char *run = jnode_str(jnode_get(rn, "run"), "");
+        int64_t own = (int64_t)jnode_num(jnode_get(jnode_get(rn, "latest"), "step"), -1);
+        struct jobmigrate_out o;
+        if (m->run && strcmp(m->run, run) != 0)
+            continue;
+        if (jobmigrate_out_wait(r, run, own, m->quorum, left_s, &o) < 0) {
+            rc = 1;
+            continue;
+        }
+        if (o.committed && jobmigrate_handoff(r, run, &o) < m->quorum && !o.newer_handoff)
+            rc = 1;
+        if (!o.committed && rc == 0)
+            rc = EXIT_INCOMPLETE;
+        mo_job_json(j, run, &o);
+        if (!m->c->json && !m->c->quiet)
+            mo_job_say(run, rank, &o);
+    }
+    json_arr_end(j);
+    return rc;
+}
+
+/* migrate-out on node rank of a job: its parts are durable (or the
+ * deadline passed); now the job's handoff. */
+static int mo_job_out(struct mo *m, const struct jnode *status, unsigned rank, unsigned nodes,
+                      double t0)
+{
+    struct repo *r = NULL;
+    struct buf out = BUF_INIT;
+    struct json j;
+    int64_t left = m->deadline_s - (int64_t)(cli_now() - t0);
+    if (cli_open_repo(m->c, 0, &r) < 0)
+        return 1;
+    json_init(&j, &out);
+    json_obj_begin(&j);
+    json_key(&j, "in_time");
+    json_bool(&j, m->in_time);
+    json_key(&j, "quorum");
+    json_u64(&j, m->quorum);
+    json_key(&j, "node_rank");
+    json_u64(&j, rank);
+    json_key(&j, "nodes");
+    json_u64(&j, nodes);
+    json_key(&j, "runs");
+    int rc = mo_job(m, r, status, rank, m->in_time && left > 0 ? left : 0, &j);
+    json_obj_end(&j);
+    if (m->c->json)
+        cli_print_json(&out);
+    buf_free(&out);
+    if (!m->in_time && !m->c->json && !m->c->quiet)
+        fprintf(stderr, "node %u: its parts are NOT all durable (deadline passed)\n", rank);
+    return cli_close_repo(r, m->in_time ? rc : 1);
 }
 
 int cmd_migrate_out(struct cli *c, int argc, char **argv)
@@ -162,6 +289,8 @@ int cmd_migrate_out(struct cli *c, int argc, char **argv)
     struct buf out = BUF_INIT;
     struct json j;
     bool ok = true;
+    unsigned rank, nodes;
+    double t0 = cli_now();
     int e = mo_parse(&m, argc, argv);
     if (e)
         return e < 0 ? 0 : e;
@@ -182,9 +311,10 @@ int cmd_migrate_out(struct cli *c, int argc, char **argv)
     }
     e = migrate_out_wait(&d, m.run, m.quorum, m.deadline_s, &status, &m.in_time);
     cks_client_close(m.cl);
-    if (e == 0 && mo_multinode(status)) {
+    if (e == 0 && (nodes = mo_nodes(status, &rank)) > 1) {
+        e = mo_job_out(&m, status, rank, nodes, t0);
         jsonread_free(status);
-        return 1;
+        return e;
     }
     if (e < 0 || cli_open_repo(c, 0, &r) < 0) {
         if (e < 0)
@@ -215,10 +345,16 @@ int cmd_migrate_out(struct cli *c, int argc, char **argv)
 
 static const char in_usage[] =
     "usage: ckptsync migrate-in [--run NAME] --to DIR [--seed DIR] [--force] [--json]\n"
+    "                           [--node K --of M [--allow-reshard] [--job ID]]\n"
     "On the new instance (no daemon needed): restore the snapshot the old\n"
     "instance handed off (or the newest of the run's current lineage) into DIR,\n"
     "verified, claim the run for this instance, and print the\n"
-    "path to resume from, e.g.\n"
+    "path to resume from.  A job on M > 1 new nodes: each node runs it with\n"
+    "--node K --of M (default: the configuration's nodes and node_rank, then\n"
+    "$CKPTSYNC_NODES/$CKPTSYNC_NODE_RANK, then Slurm's); the first node claims\n"
+    "the job's generation and the others join it.  --job ID (default\n"
+    "$CKPTSYNC_JOB_ID, then $SLURM_JOB_ID) tells one job's nodes from another's.\n"
+    "E.g.\n"
     "  train.py --resume_from_checkpoint \"$(ckptsync migrate-in --run r1 --to "
     "/data/cloud_storage/r1)\"\n";
 
@@ -248,10 +384,11 @@ static void mi_restored(void *ud, const struct restore_result *res, double secs,
     cli_report_restore(c, res, secs, e);
 }
 
-static void mi_print(struct cli *c, const char *run, const char *target,
+static void mi_print(struct cli *c, const char *run, const struct migrate_in_opts *o,
                      const struct migrate_in_result *mr, double secs)
 {
     const struct restore_result *res = &mr->res;
+    const char *target = o->target;
     char dir[PATH_MAX];
     if (!realpath(target, dir))
         snprintf(dir, sizeof(dir), "%s", target);
@@ -276,6 +413,12 @@ static void mi_print(struct cli *c, const char *run, const char *target,
         json_bool(&j, mr->handed_off);
         json_key(&j, "generation");
         json_i64(&j, mr->gen);
+        json_key(&j, "node_rank");
+        json_i64(&j, o->node_rank);
+        json_key(&j, "nodes");
+        json_i64(&j, o->node_count);
+        json_key(&j, "joined");
+        json_bool(&j, mr->joined);
         json_key(&j, "files");
         json_u64(&j, res->files);
         json_key(&j, "bytes");
@@ -293,15 +436,50 @@ static void mi_print(struct cli *c, const char *run, const char *target,
                 "verified, in %.1fs; this instance now owns generation %lld\n",
                 mr->handed_off ? "handed-off" : "newest", res->id, (long long)res->step, run,
                 (unsigned long long)res->files, secs, (long long)mr->gen);
+    if (!c->quiet && o->node_count > 1)
+        fprintf(stderr, "migrate-in: node %d of %d: generation %lld %s\n", o->node_rank,
+                o->node_count, (long long)mr->gen,
+                mr->joined ? "was claimed for the job by another node: joined it"
+                           : "claimed for the job");
     printf("%s/%s\n", dir, res->root);
+}
+
+/* This node's identity in the new job: --node/--of, else the
+ * configuration's and the environment's as the daemon reads them
+ * (node_count 0 where neither names a job on several nodes: the whole
+ * tree is restored, as on one node). */
+static int mi_node(struct cli *c, struct migrate_in_opts *o, int64_t node, int64_t of)
+{
+    struct buf err = BUF_INIT;
+    if ((node < 0) != (of < 0) || (of > 0 && node >= of)) {
+        fprintf(stderr, "ckptsync: migrate-in: --node K and --of M go together, K below M\n");
+        return -1;
+    }
+    if (of < 0) {
+        struct config *conf = &c->conf;
+        if (config_nodes_env(conf, getenv, &err) < 0) {
+            fprintf(stderr, "ckptsync: migrate-in: %s\n", buf_str(&err));
+            buf_free(&err);
+            return -1;
+        }
+        node = conf->node_rank;
+        of = config_nodes(conf) > 1 ? config_nodes(conf) : 0; /* 0: one node, as before */
+    }
+    o->node_rank = (int)node;
+    o->node_count = (int)of;
+    if (!o->job)
+        o->job = jobmigrate_env_job();
+    return 0;
 }
 
 int cmd_migrate_in(struct cli *c, int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"run", required_argument, NULL, 'r'}, {"to", required_argument, NULL, 't'},
-        {"force", no_argument, NULL, 'f'},     {"seed", required_argument, NULL, 'S'},
-        {"help", no_argument, NULL, 'h'},      {0}};
+        {"run", required_argument, NULL, 'r'},     {"to", required_argument, NULL, 't'},
+        {"force", no_argument, NULL, 'f'},         {"seed", required_argument, NULL, 'S'},
+        {"node", required_argument, NULL, 'n'},    {"of", required_argument, NULL, 'o'},
+        {"allow-reshard", no_argument, NULL, 'a'}, {"job", required_argument, NULL, 'j'},
+        {"help", no_argument, NULL, 'h'},          {0}};
     char run[MANIFEST_MAX_FIELD + 1] = "";
     struct migrate_in_opts o = {.progress = cli_progress,
                                 .progress_ud = c,
@@ -311,6 +489,7 @@ int cmd_migrate_in(struct cli *c, int argc, char **argv)
     struct migrate_in_result res;
     struct repo *r;
     struct buf err = BUF_INIT;
+    int64_t node = -1, of = -1;
     int opt, e;
 
     optind = 1;
@@ -323,13 +502,25 @@ int cmd_migrate_in(struct cli *c, int argc, char **argv)
             o.force = true;
         else if (opt == 'S')
             o.seed = optarg;
+        else if (opt == 'n' && cli_parse_i64("--node", optarg, 0, 4095, &node) < 0)
+            return EXIT_USAGE;
+        else if (opt == 'o' && cli_parse_i64("--of", optarg, 1, 4096, &of) < 0)
+            return EXIT_USAGE;
+        else if (opt == 'a')
+            o.allow_reshard = true;
+        else if (opt == 'j')
+            o.job = optarg;
         else if (opt == 'h')
             return fputs(in_usage, stdout), 0;
-        else
+        else if (opt == '?')
             return fputs(in_usage, stderr), EXIT_USAGE;
     }
     if (optind != argc || !o.target)
         return fputs(in_usage, stderr), EXIT_USAGE;
+    if (cli_load_config(c) < 0)
+        return 1;
+    if (mi_node(c, &o, node, of) < 0)
+        return EXIT_USAGE;
     if (cli_open_repo(c, 0, &r) < 0)
         return 1;
     if (!run[0] && mi_pick_run(r, run, sizeof(run)) < 0) {
@@ -341,7 +532,7 @@ int cmd_migrate_in(struct cli *c, int argc, char **argv)
     if (e < 0)
         log_error("migrate-in of run '%s' into \"%s\" failed: %s", run, o.target, buf_str(&err));
     else
-        mi_print(c, run, o.target, &res, cli_now() - t0);
+        mi_print(c, run, &o, &res, cli_now() - t0);
     buf_free(&err);
     return cli_close_repo(r, e < 0 ? 1 : 0);
 }

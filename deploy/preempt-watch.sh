@@ -68,7 +68,9 @@ its status.
 
 Environment: CKPTSYNC names the ckptsync binary (default: ckptsync in PATH).
 
-Exit status: migrate-out's status after a notice (0 = handed off, durable);
+Exit status: migrate-out's status after a notice (0 = handed off, durable;
+7 = a node of a job on several nodes: its part durable, the step not
+committed, no handoff);
 0 when stopped by SIGTERM/SIGINT before any notice; 2 usage error; 3 with
 --once, the metadata URL failed.
 EOF
@@ -272,6 +274,9 @@ done
 took=$(( $(date +%s) - start ))
 if [ "$status" = 0 ]; then
   log "migrate-out succeeded in ${took} s: the handoff is durable; resume elsewhere with ckptsync migrate-in"
+elif [ "$status" = 8 ]; then
+  # a node of a job on several nodes (docs/multinode.md "Migration and preemption")
+  log "migrate-out (exit 8 after ${took} s): this node's part is durable, but the job's newest step is not committed (other nodes' parts missing, named above): no handoff; the job resumes from its newest committed step"
 else
   log "migrate-out FAILED (exit $status after ${took} s): see its messages above for what is and is not safe"
 fi

@@ -18,6 +18,14 @@
 #      old instance's handoff names (or the newest), verified, into DIR and
 #      prints DIR/<checkpoint>.  It needs no daemon.
 #
+# A job on several nodes (docs/multinode.md "Migration and preemption"):
+# run it on every new node.  The node's identity is read as the daemon
+# reads it: --node K --of M, else $CKPTSYNC_NODE_RANK / $CKPTSYNC_NODES,
+# else the configuration's [daemon] node_rank / nodes, else Slurm's
+# $SLURM_NODEID / $SLURM_NNODES; the job id from --job, else
+# $CKPTSYNC_JOB_ID, else $SLURM_JOB_ID.  The first node claims the job's
+# new generation, the others join it.
+#
 # The old instance's half is deploy/hooks/migrate-out.sh (or
 # deploy/preempt-watch.sh on a preemption notice).
 set -euo pipefail
@@ -29,6 +37,7 @@ usage() {
   cat <<EOF
 usage: migrate-in.sh [--run NAME] [--to DIR] [--force] [--config FILE]
                      [--no-install] [--no-start] [--log FILE]
+                     [--node K --of M] [--allow-reshard] [--job ID]
 
 The new instance's half of a migration: install and start ckptsyncd,
 \`ckptsync migrate-in\`, print the path to resume from on stdout.
@@ -44,9 +53,17 @@ The new instance's half of a migration: install and start ckptsyncd,
   --no-start      do not start ckptsyncd
   --log FILE      ckptsyncd's log when started without systemd
                   (default /var/log/ckptsyncd.log)
+  --node K --of M this is node K (0-based) of a job on M nodes (default:
+                  \$CKPTSYNC_NODE_RANK / \$CKPTSYNC_NODES, the configuration,
+                  then Slurm's \$SLURM_NODEID / \$SLURM_NNODES)
+  --allow-reshard restore onto another node count than the step's even
+                  where files are bound to a rank
+  --job ID        the new job's id (default \$CKPTSYNC_JOB_ID, \$SLURM_JOB_ID)
   -h, --help      this text
 
-Environment: CKPTSYNC and CKPTSYNCD name the binaries (default: in PATH).
+Environment: CKPTSYNC and CKPTSYNCD name the binaries (default: in PATH);
+CKPTSYNC_NODE_RANK, CKPTSYNC_NODES, SLURM_NODEID, SLURM_NNODES,
+CKPTSYNC_JOB_ID, SLURM_JOB_ID as above.
 
 Exit status: 0 restored (the path is on stdout); 1 failure; 2 usage error.
 EOF
@@ -57,6 +74,7 @@ die() { say "$*"; exit 1; }
 usage_error() { say "$*"; echo "try: $PROG --help" >&2; exit 2; }
 
 run='' to='' force=0 config='' install=1 start=1 log=/var/log/ckptsyncd.log
+node='' of='' reshard=0 job=
 need_value() { [ "$#" -ge 2 ] || usage_error "$1 needs a value"; }
 while [ "$#" -gt 0 ]; do
   case $1 in
@@ -70,12 +88,28 @@ while [ "$#" -gt 0 ]; do
     --no-install) install=0; shift;;
     --no-start) start=0; shift;;
     --log) need_value "$@"; log=$2; shift 2;;
+    --node) need_value "$@"; node=$2; shift 2;;
+    --of) need_value "$@"; of=$2; shift 2;;
+    --allow-reshard) reshard=1; shift;;
+    --job) need_value "$@"; job=$2; shift 2;;
     -h|--help) usage; exit 0;;
     *) usage_error "unknown argument '$1'";;
   esac
 done
 [ -z "$run" ] || [[ $run =~ ^[^/[:space:][:cntrl:]]+$ ]] || usage_error "--run: '$run' is not a run name"
 [ -n "$to" ] || [ -n "$run" ] || usage_error "--to DIR is required without --run"
+{ [ -z "$node" ] && [ -z "$of" ]; } || { [[ $node =~ ^(0|[1-9][0-9]*)$ ]] && [[ $of =~ ^[1-9][0-9]*$ ]] && [ "$node" -lt "$of" ]; } ||
+  usage_error "--node K --of M go together, K a number below M"
+# The node's identity as the daemon reads it (syncd/base/config.c
+# config_nodes_env): the environment's CKPTSYNC_* over the configuration
+# file; Slurm's only where the file sets no nodes, which `ckptsync
+# migrate-in` decides (it reads the same variables the same way).
+if [ -z "$of" ] && [ -n "${CKPTSYNC_NODES:-}" ]; then
+  of=$CKPTSYNC_NODES node=${CKPTSYNC_NODE_RANK:-0}
+  say "node identity from \$CKPTSYNC_NODE_RANK/\$CKPTSYNC_NODES: node $node of $of"
+elif [ -z "$of" ] && [ -n "${SLURM_NNODES:-}" ]; then
+  say "node identity: \$SLURM_NODEID=${SLURM_NODEID:-} of \$SLURM_NNODES=$SLURM_NNODES, unless the configuration sets [daemon] nodes"
+fi
 
 cli=${CKPTSYNC:-ckptsync}
 daemon=${CKPTSYNCD:-ckptsyncd}
@@ -147,6 +181,9 @@ fi
 args=(migrate-in --to "$to")
 [ -z "$run" ] || args+=(--run "$run")
 [ "$force" = 0 ] || args+=(--force)
+[ -z "$of" ] || args+=(--node "$node" --of "$of")
+[ "$reshard" = 0 ] || args+=(--allow-reshard)
+[ -z "$job" ] || args+=(--job "$job")
 say "running: ${cks[*]} ${args[*]}"
 out=$("${cks[@]}" "${args[@]}") || die "migrate-in failed (exit $?): nothing to resume from${run:+ for run $run}"
 path=$(printf '%s\n' "$out" | tail -n 1)

@@ -45,7 +45,9 @@ Environment: CKPTSYNC names the ckptsync binary (default: ckptsync in PATH).
 
 Exit status: 0 the handoff is durable and ckptsyncd stopped; 1 migrate-out
 failed (its messages say what is and is not safe) or ckptsyncd could not be
-stopped; 2 usage error.
+stopped; 2 usage error; 8 a node of a job on several nodes: its part is
+durable and ckptsyncd stopped, but the job's newest step is not committed
+(other nodes' parts missing), so no handoff was written.
 EOF
 }
 
@@ -84,7 +86,13 @@ args=(migrate-out --deadline "$deadline")
 say "running: ${cks[*]} ${args[*]}"
 rc=0
 "${cks[@]}" "${args[@]}" >&2 || rc=$?
-if [ "$rc" != 0 ]; then
+if [ "$rc" = 8 ]; then
+  # A node of a job on several nodes (docs/multinode.md "Migration and
+  # preemption"): its part is durable, other nodes' parts of its newest
+  # step are missing, no handoff was written.  Nothing of this node is left
+  # to upload, so ckptsyncd may stop.
+  say "this node's part is durable, but the job's newest step is not committed (other nodes' parts missing, see above): no handoff written"
+elif [ "$rc" != 0 ]; then
   say "migrate-out FAILED (exit $rc): the handoff is not durable (see above for what is safe)"
   if [ "$stop_anyway" = 0 ]; then
     say "ckptsyncd keeps running so that it can finish uploading; --stop-anyway stops it regardless"

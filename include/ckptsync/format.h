@@ -103,7 +103,7 @@
  * by exactly one space, and every field is printable ASCII (0x21..0x7e).
  *
  *   manifest   = version-line header entry* end-line
- *   version-line = "ckptsync-manifest" SP ("1" / "2" / "3") LF
+ *   version-line = "ckptsync-manifest" SP ("1" / "2" / "3" / "4") LF
  *   header     = "id" SP text LF              snapshot id (see 1.)
  *                "run" SP text LF             run name (see 1.)
  *                "step" SP ("-1" / dec) LF    -1 when unknown
@@ -116,6 +116,9 @@
  *                "root" SP opt LF             snapshot root inside the run
  *                                             (a path); "-" = the whole run
  *                "chunker" SP "fastcdc2020" SP min SP avg SP max SP nc LF
+ *                ["nodes" SP dec LF]          version 4 only (and there
+ *                                             required): a merged step of a
+ *                                             job on 1..4096 nodes (section 9)
  *                "files" SP dec LF            number of entry lines
  *                "chunks" SP dec LF           number of chunk lines
  *   entry      = dir / link / file / hardlink
@@ -137,6 +140,21 @@
  *
  * Versions 1 and 2 have no mtime field (their entries' times are unknown)
  * and no hard link entries; version 1 also has no "gen" line.
+ *
+ * Version 4 (a merged multi-node step, section 9) has the "nodes" line,
+ * and in every entry line a node field right after the mtime ("-" for a
+ * hard link, as in version 3):
+ *
+ *   node       = dec / "*"                    the rank (< nodes) of the node
+ *                                             whose part held the entry; "*":
+ *                                             several nodes' parts held it,
+ *                                             identically
+ *
+ *   f 0644 1796083555123456789 2 12 <64 hex> 1 iter_0001000/mp_rank_02/x.pt
+ *
+ * A writer uses version 4 only for a merged step and version 3 for every
+ * other snapshot, so the bytes of a single-node snapshot do not change.
+ * `restore --node K --of M` reads the node fields (docs/multinode.md).
  *   mode       = 4 octal digits               permission bits (<= 7777)
  *   sha256     = 64 lower-case hex digits
  *   text       = 1*tchar, not the token "-"
@@ -354,6 +372,10 @@
  *   time      the newest part's; host, instance: rank 0's; parent "-";
  *   gen       the highest part's; root, step, chunker: the parts' (all
  *             equal, or refused)
+ *   nodes     N: the merged snapshot is a version 4 manifest (section 3),
+ *             each entry carrying the rank of the part it came from, or
+ *             "*" for a path several parts held identically (kept at the
+ *             lowest rank's place)
  *
  * It is published with a create-only put where the store enforces it
  * (another node's -EEXIST means that node did: the commit record is then
@@ -416,7 +438,7 @@
 
 /* 3. Manifest. */
 #define CKS_MANIFEST_MAGIC "ckptsync-manifest"
-#define CKS_MANIFEST_VERSION 3
+#define CKS_MANIFEST_VERSION 4
 #define CKS_MANIFEST_CHUNKER "fastcdc2020"
 #define CKS_MANIFEST_MAX_BYTES (1024u * 1024 * 1024)
 #define CKS_MANIFEST_MAX_FILES 10000000u

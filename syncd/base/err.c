@@ -44,6 +44,8 @@ const char *err_str(int err)
         return "this host's clock and a region's disagree";
     case CKS_E_DENIED:
         return "access denied: the region refused the credentials";
+    case CKS_E_RESHARD:
+        return "files bound to a rank the new node count cannot consume";
     }
     if (err < 0 && err > CKS_E_BASE)
         return strerror(-err);

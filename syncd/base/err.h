@@ -32,6 +32,7 @@ enum {
     CKS_E_AUTH = -1015,        /* AEAD tag mismatch: wrong key or altered object */
     CKS_E_CLOCK = -1016,       /* this host's clock and a region's disagree (prune) */
     CKS_E_DENIED = -1017,      /* region refused the credentials (S3 403): fix, then retry */
+    CKS_E_RESHARD = -1018,     /* restore on another node count would drop rank-bound files */
     CKS_E_LAST = -1099,
 };
 

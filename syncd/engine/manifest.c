@@ -46,8 +46,9 @@
 
 _Static_assert(MANIFEST_VERSION == CKS_MANIFEST_VERSION, "format.h and manifest.h disagree");
 
-#define MAX_TOKENS 7    /* "f <mode> <mtime> <size> <digest> <nchunks> <path>" */
+#define MAX_TOKENS 8    /* "f <mode> <mtime> <node> <size> <digest> <nchunks> <path>" */
 #define HEADER_LINES 13 /* versions 2, 3: the version line and the twelve below it */
+                        /* (version 4: one more, "nodes") */
 #define FIRST_ENTRY_LINE (HEADER_LINES + 1)
 #define END_LINE_LEN (4 + HASH_HEX_LEN + 1)
 #define CHUNKER_NAME "fastcdc2020"
@@ -309,7 +310,7 @@ static int check_tree(const struct manifest *m, size_t *ret_a, size_t *ret_b, co
  * the header in order). */
 static size_t entry_line(const struct manifest *m, size_t i)
 {
-    return FIRST_ENTRY_LINE + i + (size_t)m->files[i].first_chunk;
+    return FIRST_ENTRY_LINE + (m->nodes > 0) + i + (size_t)m->files[i].first_chunk;
 }
 
 /* ---- builder --------------------------------------------------------- */
@@ -465,13 +466,13 @@ bool manifest_equal(const struct manifest *a, const struct manifest *b)
         !STR_EQ(a->parent, b->parent) || !STR_EQ(a->root, b->root) ||
         a->chunk_min != b->chunk_min || a->chunk_avg != b->chunk_avg ||
         a->chunk_max != b->chunk_max || a->normalization != b->normalization ||
-        a->nfiles != b->nfiles || a->nchunks != b->nchunks)
+        a->nodes != b->nodes || a->nfiles != b->nfiles || a->nchunks != b->nchunks)
         return false;
     for (size_t i = 0; i < a->nfiles; i++) {
         const struct mfile *x = &a->files[i], *y = &b->files[i];
         if (x->type != y->type || x->mode != y->mode || x->mtime_ns != y->mtime_ns ||
             !STR_EQ(x->path, y->path) || !STR_EQ(x->link, y->link) || x->size != y->size ||
-            x->first_chunk != y->first_chunk || x->nchunks != y->nchunks ||
+            x->first_chunk != y->first_chunk || x->nchunks != y->nchunks || x->node != y->node ||
             memcmp(x->digest, y->digest, HASH_LEN))
             return false;
     }
@@ -525,8 +526,10 @@ static int check_header(const struct manifest *m, size_t *ret_line, const char *
     CHECK(10, m->root ? manifest_path_check(m->root) : 0, "unsafe root path");
     CHECK(11, check_chunker(m->chunk_min, m->chunk_avg, m->chunk_max, m->normalization, ret_what),
           *ret_what);
-    CHECK(12, m->nfiles > MANIFEST_MAX_FILES ? CKS_E_LIMIT : 0, "too many files");
-    CHECK(13, m->nchunks > MANIFEST_MAX_CHUNKS ? CKS_E_LIMIT : 0, "too many chunks");
+    size_t v4 = m->nodes > 0; /* the "nodes" line */
+    CHECK(12, m->nodes > MANIFEST_MAX_NODES ? CKS_E_LIMIT : 0, "node count above 4096");
+    CHECK(12 + v4, m->nfiles > MANIFEST_MAX_FILES ? CKS_E_LIMIT : 0, "too many files");
+    CHECK(13 + v4, m->nchunks > MANIFEST_MAX_CHUNKS ? CKS_E_LIMIT : 0, "too many chunks");
 #undef CHECK
     return 0;
 }
@@ -553,16 +556,29 @@ static int check_file_chunks(const struct manifest *m, const struct mfile *f, si
     return 0;
 }
 
+/* An entry's node field: a rank below m->nodes or "several" in a merged
+ * step (version 4), 0 in any other manifest. */
+static bool node_ok(const struct manifest *m, int32_t node)
+{
+    if (m->nodes == 0)
+        return node == 0;
+    return node == MANIFEST_NODE_SEVERAL || (node >= 0 && (uint32_t)node < m->nodes);
+}
+
 static int check_entries(const struct manifest *m, size_t *ret_line, const char **ret_what)
 {
     uint64_t next = 0;
-    size_t line = FIRST_ENTRY_LINE;
+    size_t line = FIRST_ENTRY_LINE + (m->nodes > 0);
     for (size_t i = 0; i < m->nfiles; i++) {
         const struct mfile *f = &m->files[i];
         *ret_line = line;
         int r = check_entry(f, ret_what);
         if (r < 0)
             return r;
+        if (!node_ok(m, f->node)) {
+            *ret_what = "node field: not a rank below the node count, or set outside version 4";
+            return CKS_E_FORMAT;
+        }
         if (f->first_chunk != next || f->nchunks > m->nchunks - next ||
             (f->type != MFILE_REG && f->nchunks)) {
             *ret_what = "chunk range does not follow the previous entry's";
@@ -673,7 +689,7 @@ static void put_mode(struct enc *e, uint32_t mode)
 
 static void put_header(struct enc *e, const struct manifest *m)
 {
-    put_str(e, CKS_MANIFEST_MAGIC " 3\nid ");
+    put_str(e, m->nodes ? CKS_MANIFEST_MAGIC " 4\nid " : CKS_MANIFEST_MAGIC " 3\nid ");
     put_text(e, m->id);
     put_str(e, "\nrun ");
     put_text(e, m->run);
@@ -702,6 +718,10 @@ static void put_header(struct enc *e, const struct manifest *m)
     put_u64(e, m->chunk_max);
     put_str(e, " ");
     put_u64(e, m->normalization);
+    if (m->nodes) {
+        put_str(e, "\nnodes ");
+        put_u64(e, m->nodes);
+    }
     put_str(e, "\nfiles ");
     put_u64(e, m->nfiles);
     put_str(e, "\nchunks ");
@@ -720,6 +740,12 @@ static void put_entry(struct enc *e, const struct manifest *m, const struct mfil
     else
         put_u64(e, (uint64_t)f->mtime_ns);
     put_str(e, " ");
+    if (m->nodes && f->node == MANIFEST_NODE_SEVERAL)
+        put_str(e, "* ");
+    else if (m->nodes) {
+        put_u64(e, (uint64_t)f->node);
+        put_str(e, " ");
+    }
     if (f->type == MFILE_DIR) {
         put_str(e, "-");
     } else if (has_target(f->type)) {
@@ -798,6 +824,7 @@ struct parser {
     size_t file_line;     /* line of the last file */
     unsigned version;     /* of the version line: 1 has no "gen" line */
     size_t mt;            /* 1 from version 3: entry lines hold an mtime after the mode */
+    size_t nd;            /* 1 from version 4: and a node field after the mtime */
 };
 
 static int fail(struct parser *p, int code, const char *fmt, ...)
@@ -972,6 +999,7 @@ static int parse_version(struct parser *p)
                     MANIFEST_VERSION);
     p->version = (unsigned)v;
     p->mt = v >= 3;
+    p->nd = v >= 4;
     return 0;
 }
 
@@ -1105,6 +1133,17 @@ static int hdr_chunker(struct parser *p, const struct line *ln)
     return 0;
 }
 
+static int hdr_nodes(struct parser *p, const struct line *ln)
+{
+    uint64_t v;
+    if (tok_u64(&ln->tok[1], UINT64_MAX, &v) < 0 || v == 0)
+        return fail(p, CKS_E_FORMAT, "bad node count");
+    if (v > MANIFEST_MAX_NODES)
+        return fail(p, CKS_E_LIMIT, "node count %" PRIu64 " above %u", v, MANIFEST_MAX_NODES);
+    p->m->nodes = (unsigned)v;
+    return 0;
+}
+
 static int hdr_count(struct parser *p, const struct line *ln, uint64_t limit, uint64_t *ret)
 {
     if (tok_u64(&ln->tok[1], UINT64_MAX, ret) < 0)
@@ -1132,7 +1171,8 @@ static const struct header_line {
     {"id", 1, hdr_id},           {"run", 1, hdr_run},     {"step", 1, hdr_step},
     {"time", 1, hdr_time},       {"host", 1, hdr_host},   {"instance", 1, hdr_instance},
     {"parent", 1, hdr_parent},   {"gen", 1, hdr_gen},     {"root", 1, hdr_root},
-    {"chunker", 5, hdr_chunker}, {"files", 1, hdr_files}, {"chunks", 1, hdr_chunks},
+    {"chunker", 5, hdr_chunker}, {"nodes", 1, hdr_nodes}, {"files", 1, hdr_files},
+    {"chunks", 1, hdr_chunks},
 };
 
 /* The header lines come in one fixed order, each exactly once. */
@@ -1144,6 +1184,8 @@ static int parse_header(struct parser *p)
         struct line ln;
         if (p->version == 1 && h->parse == hdr_gen)
             continue; /* version 1: generation 0 */
+        if (p->version < 4 && h->parse == hdr_nodes)
+            continue; /* versions 1-3: not a merged multi-node step */
         int r = read_line(p, &ln);
         if (r < 0)
             return r;
@@ -1189,10 +1231,25 @@ static int push_entry(struct parser *p, struct mfile *f)
 }
 
 /* Field i (counted as in version 2: 0 kind, 1 mode, 2...) of an entry
- * line: from version 3 an mtime follows the mode. */
+ * line: from version 3 an mtime follows the mode, from version 4 a node
+ * field the mtime. */
 static const struct tok *field(const struct parser *p, const struct line *ln, size_t i)
 {
-    return &ln->tok[i < 2 ? i : i + p->mt];
+    return &ln->tok[i < 2 ? i : i + p->mt + p->nd];
+}
+
+/* Version 4's node field: "*" or a rank below the header's node count. */
+static int tok_node(const struct parser *p, const struct tok *t, int32_t *ret)
+{
+    uint64_t v;
+    if (tok_is(t, "*")) {
+        *ret = MANIFEST_NODE_SEVERAL;
+        return 0;
+    }
+    if (tok_u64(t, (uint64_t)p->m->nodes - 1, &v) < 0)
+        return CKS_E_FORMAT;
+    *ret = (int32_t)v;
+    return 0;
 }
 
 /* "-" (unknown) or nanoseconds since the epoch. */
@@ -1214,13 +1271,16 @@ static int entry_common(struct parser *p, const struct line *ln, enum mfile_type
                         struct mfile *f)
 {
     *f = (struct mfile){.type = type, .first_chunk = p->m->nchunks, .mtime_ns = -1};
-    ntok += p->mt;
+    ntok += p->mt + p->nd;
     if (ln->ntok != ntok)
         return fail(p, CKS_E_FORMAT, "\"%c\" line takes %zu fields", (char)type, ntok - 1);
     if (tok_mode(&ln->tok[1], &f->mode) < 0)
         return fail(p, CKS_E_FORMAT, "mode: want four octal digits");
     if (p->mt && tok_mtime(&ln->tok[2], &f->mtime_ns) < 0)
         return fail(p, CKS_E_FORMAT, "mtime: not \"-\" or nanoseconds up to 2^63-1");
+    if (p->nd && tok_node(p, &ln->tok[3], &f->node) < 0)
+        return fail(p, CKS_E_FORMAT, "node: not \"*\" or a rank below the node count %u",
+                    p->m->nodes);
     return text_field(p, &ln->tok[ntok - 1], MANIFEST_MAX_PATH, "path", true, &f->path);
 }
 

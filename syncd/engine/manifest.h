@@ -12,6 +12,7 @@
  *   parent <id>                     (or -)
  *   root checkpoint-1000            (snapshot's root path inside the run, or -)
  *   chunker fastcdc2020 1048576 4194304 16777216 1
+ *   nodes 4                         (version 4 only: a merged multi-node step)
  *   files 2
  *   chunks 5
  *   d 0755 <mtime> - <path>         directory
@@ -28,6 +29,16 @@
  * Paths are relative, '/'-separated, without empty, "." or ".." components.
  * <mtime> is nanoseconds since the epoch, or "-" when unknown.  Versions 1
  * and 2 (still read) have no mtime field and no hard links.
+ *
+ * Version 4 is a merged multi-node step (service/multinode.h): the header
+ * gains "nodes N" after the chunker line, and every entry line a node
+ * field after its mtime: the rank (0..N-1) of the node whose part held
+ * the entry, or "*" when several nodes' parts held it identically:
+ *
+ *   f 0644 <mtime> 2 <size> <sha256> <nchunks> <path>
+ *
+ * The encoder writes version 4 exactly when m->nodes > 0, else version 3,
+ * so a single-node snapshot's bytes are what they were.
  *
  * The parser is bounded: every limit below is checked before allocating,
  * counts are checked against the declared totals, each file's size equals
@@ -46,7 +57,7 @@
 #include "base/buf.h"
 #include "engine/hash.h"
 
-#define MANIFEST_VERSION 3
+#define MANIFEST_VERSION 4
 #define MANIFEST_GEN_MAX 999999999999LL
 #define MANIFEST_MAX_BYTES (1024u * 1024 * 1024)
 #define MANIFEST_MAX_FILES 10000000u
@@ -55,6 +66,8 @@
 #define MANIFEST_MAX_COMPONENT 255u
 #define MANIFEST_MAX_FIELD 256u /* run, host, instance, id */
 #define MANIFEST_ID_MAX 64u
+#define MANIFEST_MAX_NODES 4096u   /* a merged step's node count (version 4) */
+#define MANIFEST_NODE_SEVERAL (-1) /* mfile.node: several nodes held it identically */
 
 /* A hard link shares its target's inode: the target is the path of an
  * earlier MFILE_REG entry of the same manifest (walk records the second
@@ -77,6 +90,8 @@ struct mfile {
     uint8_t digest[HASH_LEN];
     uint64_t first_chunk; /* index into manifest.chunks */
     uint64_t nchunks;
+    int32_t node; /* manifest.nodes > 0: the rank of the node whose part held it,
+                   * or MANIFEST_NODE_SEVERAL; else 0 */
 };
 
 struct manifest {
@@ -91,6 +106,7 @@ struct manifest {
     char *root;     /* NULL when the snapshot is the whole run */
     uint64_t chunk_min, chunk_avg, chunk_max;
     unsigned normalization;
+    unsigned nodes; /* a merged step of a job on this many nodes (version 4); 0: not one */
     struct mfile *files;
     size_t nfiles, files_cap;
     struct mchunk *chunks;

@@ -22,6 +22,7 @@
 
 #include "base/log.h"
 #include "service/catalog.h"
+#include "service/jobmigrate.h"
 #include "service/runlineage.h"
 
 static double migrate_now(void)
@@ -148,6 +149,21 @@ int migrate_pick_run(struct repo *r, char *run, size_t run_cap,
     return n == 0 ? -ENOENT : -EINVAL;
 }
 
+/* The claim: once per job on several nodes, else this instance's. */
+static int migrate_claim(struct repo *r, const struct migrate_in_opts *o,
+                         const struct restore_result *res, struct migrate_in_result *ret)
+{
+    struct jobmigrate_claim jc = {0};
+    if (o->node_count <= 1)
+        return runlineage_adopt(r, o->run, res->id, res->step, &ret->gen, &ret->handed_off);
+    int e = jobmigrate_claim(r, o->run, res->id, res->step, (unsigned)o->node_count,
+                             o->job ? o->job : "", &jc);
+    ret->gen = jc.gen;
+    ret->joined = jc.joined;
+    ret->handed_off = jc.handed_off;
+    return e;
+}
+
 int migrate_in_run(struct repo *r, const struct migrate_in_opts *o, struct migrate_in_result *ret,
                    struct buf *err)
 {
@@ -156,10 +172,14 @@ int migrate_in_run(struct repo *r, const struct migrate_in_opts *o, struct migra
                               .seed = o->seed,
                               .force = o->force,
                               .progress = o->progress,
-                              .progress_ud = o->progress_ud};
+                              .progress_ud = o->progress_ud,
+                              .node_rank = o->node_rank,
+                              .node_count = o->node_count,
+                              .allow_reshard = o->allow_reshard};
     struct restore_result *res = &ret->res;
     ret->gen = 0;
     ret->handed_off = false;
+    ret->joined = false;
     double t0 = migrate_now();
     int e = restore_run(r, &ro, res, err);
     if (o->restored)
@@ -168,7 +188,7 @@ int migrate_in_run(struct repo *r, const struct migrate_in_opts *o, struct migra
         return e;
     /* Only a verified restore adopts the run: from now on this instance
      * writes it at a new generation, which outranks the old owner's. */
-    if ((e = runlineage_adopt(r, o->run, res->id, res->step, &ret->gen, &ret->handed_off)) < 0) {
+    if ((e = migrate_claim(r, o, res, ret)) < 0) {
         buf_printf(err, "restored, but could not claim the run in any region");
         return e;
     }

@@ -94,6 +94,14 @@ struct migrate_in_opts {
     const char *target; /* directory; created if missing */
     const char *seed;   /* restore_opts.seed */
     bool force;         /* replace what the target holds */
+    /* a job on several nodes (service/jobmigrate.h): this node is node_rank
+     * of node_count (> 1: the job's generation is claimed once, every new
+     * node joins it); passed to the restore with allow_reshard.  job: the
+     * launcher's job id, or "" */
+    int node_rank;
+    int node_count;
+    bool allow_reshard;
+    const char *job;
     void (*progress)(void *ud, uint64_t done, uint64_t total);
     void *progress_ud;
     /* after the resume point's restore, whatever its outcome */
@@ -107,6 +115,7 @@ struct migrate_in_result {
     struct restore_result res; /* the resume point's restore */
     int64_t gen;               /* the generation this instance now owns */
     bool handed_off;           /* res.id is what the old owner's handoff named */
+    bool joined;               /* node_count > 1: another new node had claimed gen */
 };
 
 /* 0 when the resume point is restored and the run claimed (a failure to

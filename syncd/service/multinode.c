@@ -35,6 +35,7 @@
 #include "store/layout.h"
 
 #define PART_MAX (MANIFEST_MAX_BYTES + 64u)
+#define PART_NOT_YET 1 /* a rank has no part of the merging node's generation yet */
 
 bool multinode_wanted(const struct config *c, const struct manifest *m)
 {
@@ -215,10 +216,13 @@ static int merge_header(const struct manifest *parts, size_t n, struct manifest 
     return e;
 }
 
-/* Marks in skip[] (one flag per entry of every part, part by part) the
- * entries a lower rank already holds; CKS_E_MISMATCH when two hold one
- * path differently. */
-static int merge_dups(const struct manifest *parts, size_t n, const size_t *base, bool *skip,
+/* What merge_dups() says of an entry of a part. */
+enum { MERGE_KEEP, MERGE_SKIP, MERGE_SEVERAL };
+
+/* Marks in skip[] (one mark per entry of every part, part by part) the
+ * entries a lower rank already holds (MERGE_SKIP), and that lower rank's
+ * entry MERGE_SEVERAL; CKS_E_MISMATCH when two hold one path differently. */
+static int merge_dups(const struct manifest *parts, size_t n, const size_t *base, uint8_t *skip,
                       struct buf *err)
 {
     size_t total = base[n], k = 0;
@@ -243,19 +247,22 @@ static int merge_dups(const struct manifest *parts, size_t n, const size_t *base
                        a->path, v[first].rank, v[i].rank);
             e = CKS_E_MISMATCH;
         }
-        skip[base[v[i].rank] + v[i].file] = true;
+        skip[base[v[i].rank] + v[i].file] = MERGE_SKIP;
+        skip[base[v[first].rank] + v[first].file] = MERGE_SEVERAL;
     }
     free(v);
     return e;
 }
 
-/* Appends part p's entries that skip does not mark to m. */
-static int merge_entries(struct manifest *m, const struct manifest *p, const bool *skip)
+/* Appends part p's (node rank's) entries that skip does not mark to m,
+ * each with its node field (format.h section 3, version 4). */
+static int merge_entries(struct manifest *m, const struct manifest *p, unsigned rank,
+                         const uint8_t *skip)
 {
     int e = 0;
     for (size_t f = 0; e == 0 && f < p->nfiles; f++) {
         const struct mfile *x = &p->files[f];
-        if (skip[f])
+        if (skip[f] == MERGE_SKIP)
             continue;
         e = manifest_add_file(m, x->type, x->path, x->mode, x->link);
         for (uint64_t c = 0; e == 0 && x->type == MFILE_REG && c < x->nchunks; c++)
@@ -263,6 +270,8 @@ static int merge_entries(struct manifest *m, const struct manifest *p, const boo
                                    p->chunks[x->first_chunk + c].len);
         if (e == 0) {
             m->files[m->nfiles - 1].mtime_ns = x->mtime_ns;
+            m->files[m->nfiles - 1].node =
+                skip[f] == MERGE_SEVERAL ? MANIFEST_NODE_SEVERAL : (int32_t)rank;
             memcpy(m->files[m->nfiles - 1].digest, x->digest, HASH_LEN);
         }
     }
@@ -272,7 +281,7 @@ static int merge_entries(struct manifest *m, const struct manifest *p, const boo
 int multinode_merge(const struct manifest *parts, size_t n, struct manifest *ret, struct buf *err)
 {
     size_t *base = calloc(n + 1, sizeof(*base));
-    bool *skip = NULL;
+    uint8_t *skip = NULL;
     manifest_init(ret);
     if (!base || n == 0) {
         free(base);
@@ -282,10 +291,11 @@ int multinode_merge(const struct manifest *parts, size_t n, struct manifest *ret
         base[p + 1] = base[p] + parts[p].nfiles;
     skip = calloc(base[n] ? base[n] : 1, sizeof(*skip));
     int e = skip ? merge_header(parts, n, ret, err) : -ENOMEM;
+    ret->nodes = (unsigned)n; /* a version 4 manifest: each entry says whose it is */
     if (e == 0)
         e = merge_dups(parts, n, base, skip, err);
     for (size_t p = 0; e == 0 && p < n; p++)
-        e = merge_entries(ret, &parts[p], skip + base[p]);
+        e = merge_entries(ret, &parts[p], (unsigned)p, skip + base[p]);
     if (e == 0 && manifest_validate(ret, err) < 0) /* e.g. a file one node has where another */
         e = CKS_E_MISMATCH;                        /* has a directory of that name */
     free(base);
@@ -357,25 +367,64 @@ static unsigned part_pick(const struct part_list *l, unsigned nodes,
     return have;
 }
 
-/* Reads the picked parts into parts[0 .. nodes); on failure none is left
- * to free. */
-static int part_read_all(struct region *rg, const struct layout_part **pick, unsigned nodes,
-                         struct manifest *parts, struct buf *err)
+/* The listed part of rank k on `nodes` nodes whose id follows after's
+ * (the next smallest); NULL when there is none. */
+static const struct layout_part *part_next(const struct part_list *l, unsigned nodes, unsigned k,
+                                           const char *after)
+{
+    const struct layout_part *best = NULL;
+    for (size_t i = 0; i < l->n; i++) {
+        const struct layout_part *p = &l->v[i];
+        if (p->nodes == nodes && p->rank == k && strcmp(p->id, after) > 0 &&
+            (!best || strcmp(p->id, best->id) < 0))
+            best = p;
+    }
+    return best;
+}
+
+/* Reads rank k's part of generation gen into *ret: the picked one, else
+ * the next by id (a migrated job's step may have parts of an abandoned
+ * generation too: docs/multinode.md "Migration and preemption").
+ * PART_NOT_YET when rank k has no part of gen yet. */
+static int part_read_gen(struct region *rg, const struct part_list *l, const struct layout_part *p,
+                         unsigned nodes, int64_t gen, struct manifest *ret, struct buf *err)
 {
     struct buf body = BUF_INIT;
     char key[LAYOUT_KEY_MAX];
-    unsigned k = 0;
     int e = 0;
-    for (; e == 0 && k < nodes; k++) {
-        if ((e = layout_part(pick[k], key)) == 0 && (e = region_get(rg, key, PART_MAX, &body)) < 0)
+    while (p && e == 0) {
+        if ((e = layout_part(p, key)) == 0 && (e = region_get(rg, key, PART_MAX, &body)) < 0)
             buf_printf(err, "part \"%s\": %s", key, region_last_error(rg));
         if (e == 0)
-            e = multinode_decode(key, body.data, body.len, &parts[k], err);
+            e = multinode_decode(key, body.data, body.len, ret, err);
+        if (e == 0 && ret->gen == gen)
+            break;
+        if (e == 0)
+            manifest_free(ret);
+        if (e == 0)
+            p = part_next(l, nodes, p->rank, p->id);
     }
-    if (e < 0)
+    buf_free(&body);
+    return e == 0 && !p ? PART_NOT_YET : e;
+}
+
+/* Reads the picked parts (of generation gen) into parts[0 .. nodes); on
+ * failure none is left to free. */
+static int part_read_all(struct region *rg, const struct part_list *l,
+                         const struct layout_part **pick, unsigned nodes, int64_t gen,
+                         struct manifest *parts, struct buf *err)
+{
+    unsigned k = 0;
+    int e = 0;
+    for (; e == 0 && k < nodes; k++)
+        e = part_read_gen(rg, l, pick[k], nodes, gen, &parts[k], err);
+    if (e != 0)
         for (unsigned j = 0; j + 1 < k; j++)
             manifest_free(&parts[j]);
-    buf_free(&body);
+    if (e == PART_NOT_YET)
+        log_info("run '%s' step %lld: node %u's part in region '%s' is of another generation "
+                 "than %lld (an abandoned job's); the step commits when this generation's is in",
+                 pick[0]->run, (long long)pick[0]->step, k - 1, rg->conf.name, (long long)gen);
     return e;
 }
 
@@ -435,14 +484,14 @@ static void part_refused(struct region *rg, const struct layout_part *self, cons
 
 /* Merges the picked parts and publishes the step.  0 also when the parts
  * cannot be merged (logged: retrying cannot help). */
-static int part_commit(struct region *rg, const struct layout_part *self,
-                       const struct layout_part **pick, unsigned nodes)
+static int part_commit(struct region *rg, const struct layout_part *self, const struct part_list *l,
+                       const struct layout_part **pick, unsigned nodes, int64_t gen)
 {
     struct manifest *parts = calloc(nodes, sizeof(*parts)), m;
     struct buf err = BUF_INIT, man = BUF_INIT;
     if (!parts)
         return -ENOMEM;
-    int e = part_read_all(rg, pick, nodes, parts, &err);
+    int e = part_read_all(rg, l, pick, nodes, gen, parts, &err);
     if (e == 0) {
         e = multinode_merge(parts, nodes, &m, &err);
         for (unsigned k = 0; k < nodes; k++)
@@ -461,7 +510,7 @@ static int part_commit(struct region *rg, const struct layout_part *self,
         part_refused(rg, self, err.len ? buf_str(&err) : err_str(e));
         e = 0;
     }
-    free(parts);
+    free(parts); /* PART_NOT_YET: logged; the last part of this generation commits it */
     buf_free(&err);
     buf_free(&man);
     return e < 0 ? e : 0;
@@ -469,10 +518,11 @@ static int part_commit(struct region *rg, const struct layout_part *self,
 
 /* Bad input among the step's parts (service/partcheck.h): 0 when they
  * may merge, 1 when refused (logged and recorded), or a region's error. */
-static int part_check(struct region *rg, const struct config *c, const struct layout_part *self)
+static int part_check(struct region *rg, const struct config *c, const struct layout_part *self,
+                      int64_t gen)
 {
     struct buf err = BUF_INIT;
-    int e = partcheck_step(rg, c, self->run, self->step, self->nodes, multinode_decode, &err);
+    int e = partcheck_step(rg, c, self, gen, multinode_decode, &err);
     if (e == CKS_E_MISMATCH)
         part_refused(rg, self, buf_str(&err));
     else if (e < 0)
@@ -486,16 +536,16 @@ static int part_check(struct region *rg, const struct config *c, const struct la
  * count among them), checks the parts and commits the step when every
  * rank's is in. */
 static int part_when_listed(struct region *rg, const struct config *c,
-                            const struct layout_part *self, const struct layout_part **pick,
-                            unsigned have, bool odd)
+                            const struct layout_part *self, int64_t gen, const struct part_list *l,
+                            const struct layout_part **pick, unsigned have, bool odd)
 {
     int e = 0;
     if (have == self->nodes || odd) /* a part of another node count is refused at once */
-        e = part_check(rg, c, self);
+        e = part_check(rg, c, self, gen);
     if (e == 1)
         return 0; /* refused (logged and recorded): retrying cannot help */
     if (e == 0 && have == self->nodes)
-        return part_commit(rg, self, pick, self->nodes);
+        return part_commit(rg, self, l, pick, self->nodes, gen);
     if (e == 0)
         log_info("run '%s' step %lld: %u of %u nodes' parts are in region '%s'; the step "
                  "commits when the last one is",
@@ -505,7 +555,7 @@ static int part_when_listed(struct region *rg, const struct config *c,
 
 /* Lists the step's parts in rg and commits it when every rank's is in. */
 static int part_try_commit(struct region *rg, const struct config *c,
-                           const struct layout_part *self)
+                           const struct layout_part *self, int64_t gen)
 {
     struct part_list l = {.run = self->run, .step = self->step};
     const struct layout_part **pick = calloc(self->nodes, sizeof(*pick));
@@ -514,7 +564,7 @@ static int part_try_commit(struct region *rg, const struct config *c,
         bool odd = false;
         for (size_t i = 0; i < l.n; i++)
             odd |= l.v[i].nodes != self->nodes;
-        e = part_when_listed(rg, c, self, pick, part_pick(&l, self->nodes, pick), odd);
+        e = part_when_listed(rg, c, self, gen, &l, pick, part_pick(&l, self->nodes, pick), odd);
     }
     free(pick);
     free(l.v);
@@ -535,7 +585,7 @@ int multinode_publish(struct region *rg, const struct config *c, const struct ma
     if (e == 0)
         e = region_put(rg, key, body.data, body.len);
     buf_free(&body);
-    return e < 0 ? e : part_try_commit(rg, c, &self);
+    return e < 0 ? e : part_try_commit(rg, c, &self, m->gen);
 }
 
 /* ---- incomplete steps ----------------------------------------------------- */

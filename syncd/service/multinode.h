@@ -59,7 +59,10 @@ int multinode_publish(struct region *rg, const struct config *c, const struct ma
 /* Merges parts[0 .. n) (node 0 .. n-1's manifests of one step, in rank
  * order) into ret (initialized by the call): 0, or CKS_E_MISMATCH with
  * err naming what disagrees (a path two nodes hold with different bytes,
- * a root, step or chunker that differs).  ids[k] is part k's id. */
+ * a root, step or chunker that differs).  ids[k] is part k's id.
+ * ret is a version 4 manifest: ret->nodes = n, and each entry's node is
+ * the rank whose part held it, or MANIFEST_NODE_SEVERAL where several
+ * parts held that path (restore --node reads them: service/noderestore.h). */
 int multinode_merge(const struct manifest *parts, size_t n, struct manifest *ret, struct buf *err);
 
 /* The part object's body: the header lines and the manifest verbatim. */

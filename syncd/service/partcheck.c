@@ -28,6 +28,7 @@
 
 struct pc_list {
     const char *run;
+    int64_t gen; /* the merging node's generation: parts of another are an abandoned job's */
     partcheck_decode_fn decode;
     struct layout_part *v;
     size_t n, cap;
@@ -52,33 +53,6 @@ static int pc_list_cb(void *ud, const char *key, uint64_t size)
     return 0;
 }
 
-/* Ranks and node counts: every part of the step is node K < N of this
- * node's N. */
-static int pc_ranks(const struct pc_list *l, const struct config *c, int64_t step, unsigned nodes,
-                    struct buf *err)
-{
-    for (size_t i = 0; i < l->n; i++) {
-        const struct layout_part *p = &l->v[i];
-        if (p->step != step)
-            continue;
-        if (p->rank >= p->nodes) {
-            buf_printf(err,
-                       "the part of node %u of step %lld (snapshot %s) claims node %u of %u: "
-                       "there is no such node",
-                       p->rank, (long long)step, p->id, p->rank, p->nodes);
-            return CKS_E_MISMATCH;
-        }
-        if (p->nodes != nodes) {
-            buf_printf(err,
-                       "node %u's part of step %lld (snapshot %s) says the job has %u nodes, node "
-                       "%u says %u: the node count changed mid-step",
-                       p->rank, (long long)step, p->id, p->nodes, c->node_rank, nodes);
-            return CKS_E_MISMATCH;
-        }
-    }
-    return 0;
-}
-
 /* Reads part p from rg into ret. */
 static int pc_read(struct region *rg, const struct pc_list *l, const struct layout_part *p,
                    struct manifest *ret, struct buf *err)
@@ -91,6 +65,63 @@ static int pc_read(struct region *rg, const struct pc_list *l, const struct layo
     if (e == 0)
         e = l->decode(key, body.data, body.len, ret, err);
     buf_free(&body);
+    return e;
+}
+
+/* Whether e says a part itself is bad (not one a node wrote). */
+static bool pc_bad(int e)
+{
+    return e == CKS_E_FORMAT || e == CKS_E_VERSION || e == CKS_E_DIGEST || e == CKS_E_LIMIT ||
+           e == CKS_E_UNSAFE_PATH || e == CKS_E_MISMATCH;
+}
+
+/* A part of another node count than self's: refused when it is of the
+ * merging node's generation, else (an abandoned job's) a warning. */
+static int pc_other_count(struct region *rg, const struct pc_list *l,
+                          const struct layout_part *self, const struct layout_part *p,
+                          struct buf *err)
+{
+    struct manifest m;
+    int e = pc_read(rg, l, p, &m, err);
+    if (e < 0)
+        return pc_bad(e) ? CKS_E_MISMATCH : e;
+    bool same = m.gen == l->gen;
+    manifest_free(&m);
+    if (!same) {
+        log_warn("run '%s' step %lld: node %u's part (snapshot %s) says the job has %u nodes, "
+                 "this node %u: it is of generation other than %lld (an abandoned job's), so "
+                 "not merged",
+                 self->run, (long long)self->step, p->rank, p->id, p->nodes, self->nodes,
+                 (long long)l->gen);
+        return 0;
+    }
+    buf_printf(err,
+               "node %u's part of step %lld (snapshot %s) says the job has %u nodes, node %u "
+               "says %u: the node count changed mid-step",
+               p->rank, (long long)self->step, p->id, p->nodes, self->rank, self->nodes);
+    return CKS_E_MISMATCH;
+}
+
+/* Ranks and node counts: every part of the step is node K < N, of this
+ * node's N (or of another generation). */
+static int pc_ranks(struct region *rg, const struct pc_list *l, const struct layout_part *self,
+                    struct buf *err)
+{
+    int e = 0;
+    for (size_t i = 0; e == 0 && i < l->n; i++) {
+        const struct layout_part *p = &l->v[i];
+        if (p->step != self->step)
+            continue;
+        if (p->rank >= p->nodes) {
+            buf_printf(err,
+                       "the part of node %u of step %lld (snapshot %s) claims node %u of %u: "
+                       "there is no such node",
+                       p->rank, (long long)self->step, p->id, p->rank, p->nodes);
+            return CKS_E_MISMATCH;
+        }
+        if (p->nodes != self->nodes)
+            e = pc_other_count(rg, l, self, p, err);
+    }
     return e;
 }
 
@@ -116,12 +147,12 @@ static int pc_dup_pair(struct region *rg, const struct pc_list *l, const struct 
     struct manifest a, b;
     int e = pc_read(rg, l, x, &a, err);
     if (e < 0)
-        return e;
+        return pc_bad(e) ? CKS_E_MISMATCH : e;
     if ((e = pc_read(rg, l, y, &b, err)) < 0) {
         manifest_free(&a);
-        return e;
+        return pc_bad(e) ? CKS_E_MISMATCH : e;
     }
-    if (!pc_same_files(&a, &b)) {
+    if (a.gen == b.gen && !pc_same_files(&a, &b)) { /* other generations: an abandoned job's */
         buf_printf(err,
                    "two nodes claim node %u of step %lld: snapshot %s (host %s) and snapshot %s "
                    "(host %s) hold different files",
@@ -146,7 +177,21 @@ static int pc_dups(struct region *rg, const struct pc_list *l, int64_t step, str
     return e;
 }
 
-/* The parts' time stamps against the region's clock. */
+/* Whether p is the newest (largest id) part of its rank and node count:
+ * the one of the current generation, where several are listed. */
+static bool pc_newest(const struct pc_list *l, const struct layout_part *p)
+{
+    for (size_t i = 0; i < l->n; i++) {
+        const struct layout_part *q = &l->v[i];
+        if (q->step == p->step && q->rank == p->rank && q->nodes == p->nodes &&
+            strcmp(q->id, p->id) > 0)
+            return false;
+    }
+    return true;
+}
+
+/* The parts' time stamps against the region's clock: none ahead, and the
+ * newest of each rank not past part_expire. */
 static int pc_clock(struct region *rg, const struct config *c, const struct pc_list *l,
                     int64_t step, struct buf *err)
 {
@@ -180,7 +225,7 @@ static int pc_clock(struct region *rg, const struct config *c, const struct pc_l
                        (unsigned long long)c->clock_skew, p->rank);
             return CKS_E_MISMATCH;
         }
-        if (ck.store - (double)t > age_max) {
+        if (ck.store - (double)t > age_max && pc_newest(l, p)) {
             buf_printf(err,
                        "node %u's part of step %lld (snapshot %s) is %.0f s old by region '%s''s "
                        "clock, past [daemon] part_expire (%llu s) less clock_skew: prune may "
@@ -207,10 +252,13 @@ static void pc_prev_nodes(const struct pc_list *l, const char *run, int64_t step
                  run, (long long)step, nodes, (long long)prev->step, prev->nodes, prev->rank);
 }
 
-int partcheck_step(struct region *rg, const struct config *c, const char *run, int64_t step,
-                   unsigned nodes, partcheck_decode_fn decode, struct buf *err)
+int partcheck_step(struct region *rg, const struct config *c, const struct layout_part *self,
+                   int64_t gen, partcheck_decode_fn decode, struct buf *err)
 {
-    struct pc_list l = {.run = run, .decode = decode};
+    const char *run = self->run;
+    int64_t step = self->step;
+    unsigned nodes = self->nodes;
+    struct pc_list l = {.run = run, .gen = gen, .decode = decode};
     char prefix[LAYOUT_KEY_MAX];
     int e = layout_prefix(LAYOUT_PART, run, prefix);
     if (e == 0 && (e = region_list(rg, prefix, pc_list_cb, &l)) < 0 && e != -ENOENT)
@@ -218,7 +266,7 @@ int partcheck_step(struct region *rg, const struct config *c, const char *run, i
     if (e == -ENOENT)
         e = 0;
     if (e == 0)
-        e = pc_ranks(&l, c, step, nodes, err);
+        e = pc_ranks(rg, &l, self, err);
     if (e == 0)
         e = pc_dups(rg, &l, step, err);
     if (e == 0)

@@ -61,6 +61,7 @@
 #include "base/err.h"
 #include "base/fileio.h"
 #include "base/log.h"
+#include "engine/rankbind.h"
 #include "engine/ref.h"
 #include "service/fetch.h"
 #include "service/catalog.h"
@@ -1701,6 +1702,37 @@ static int rst_all(struct rst *s, int target)
     return 0;
 }
 
+/* With opts.node_count, narrows s->m to what that node needs of a merged
+ * step (engine/rankbind.h). */
+static int rst_node(struct rst *s)
+{
+    const struct restore_opts *o = s->o;
+    struct manifest sub;
+    struct buf why = BUF_INIT;
+    if (o->node_count <= 0)
+        return 0;
+    int e = o->node_rank < 0
+                ? -EINVAL
+                : rankbind_select(&s->m, (unsigned)o->node_rank, (unsigned)o->node_count,
+                                  o->allow_reshard, &sub, &why);
+    if (e == 1) {
+        s->res->node_whole = true;
+        e = 0;
+    } else if (e == 0) {
+        if (why.len)
+            log_warn("node %d of %d: %s", o->node_rank, o->node_count, buf_str(&why));
+        manifest_free(&s->m);
+        s->m = sub;
+    } else if (e == -EINVAL) {
+        buf_printf(s->err, "node %d of %d: a node is 0 .. count-1", o->node_rank, o->node_count);
+    } else {
+        buf_printf(s->err, "node %d of %d: %s", o->node_rank, o->node_count,
+                   why.len ? buf_str(&why) : err_str(e));
+    }
+    buf_free(&why);
+    return e;
+}
+
 int restore_run(struct repo *r, const struct restore_opts *o, struct restore_result *ret,
                 struct buf *err)
 {
@@ -1718,6 +1750,9 @@ int restore_run(struct repo *r, const struct restore_opts *o, struct restore_res
     s.direct = repo_workers(r) > 1;
     s.stash_budget = repo_conf(r)->memory / 16;
     if ((e = catalog_find(r, o->run, o->id, &s.m, NULL, err)) < 0)
+        goto out;
+    ret->nodes = s.m.nodes;
+    if ((e = rst_node(&s)) < 0)
         goto out;
     if ((e = fileio_mkdir_p(o->target, 0755)) < 0 ||
         (target = open(o->target, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {

@@ -72,6 +72,16 @@ struct restore_opts {
     const char *const *exclude;
     size_t nexclude;
     bool exclude_optimizer;
+    /* node_count > 0: only what node node_rank (0-based, below node_count)
+     * needs of a merged multi-node step (engine/rankbind.h): refused with
+     * CKS_E_RESHARD (err names every rank-bound file and the dropped ranks)
+     * when node_count is not the step's node count and files bound to a
+     * rank would be lost, unless allow_reshard.  A snapshot that is not a
+     * merged step is restored whole (restore_result.node_whole).
+     * node_count 0: the whole tree. */
+    int node_rank;
+    int node_count;
+    bool allow_reshard;
 };
 
 struct restore_result {
@@ -85,6 +95,9 @@ struct restore_result {
     uint64_t local_bytes;
     uint64_t setid_cleared; /* entries whose setuid/setgid bits were cleared */
     uint64_t excluded;      /* regular files left out (restore_opts.exclude) */
+    unsigned nodes;         /* a merged step's node count; 0: one node's snapshot */
+    bool node_whole;        /* node_count was given, but the snapshot is not a merged
+                             * step: restored whole */
     uint64_t region_chunks[CONFIG_MAX_REGIONS];
 };
 

@@ -633,10 +633,10 @@ unsigned runlineage_handoff(struct repo *r, const char *run, const char *id, int
     return runlineage_put(r, &rec);
 }
 
-/* Records claimed generation gen of run.  Snapshots the daemon queued
- * undecided before (none recorded) take gen - 1, the generation that was
- * current when they were taken, as the regions just showed. */
-static int gen_claimed(struct repo *r, const char *run, int64_t gen)
+/* Snapshots the daemon queued undecided before (none recorded) take
+ * gen - 1, the generation that was current when they were taken, as the
+ * regions just showed. */
+int runlineage_gen_claimed(struct repo *r, const char *run, int64_t gen)
 {
     struct index_txn *t;
     size_t n;
@@ -679,7 +679,7 @@ int runlineage_adopt(struct repo *r, const char *run, const char *base, int64_t 
         return CKS_E_QUORUM;
     }
     *ret_gen = rec.gen;
-    return gen_claimed(r, run, rec.gen);
+    return runlineage_gen_claimed(r, run, rec.gen);
 }
 
 /* ---- runs -------------------------------------------------------------- */

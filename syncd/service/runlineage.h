@@ -136,6 +136,9 @@ unsigned runlineage_handoff(struct repo *r, const char *run, const char *id, int
  * the claim. */
 int runlineage_adopt(struct repo *r, const char *run, const char *base, int64_t base_step,
                      int64_t *ret_gen, bool *ret_handed_off);
+/* Records claimed (or joined: service/jobmigrate.h) generation gen as this
+ * instance's generation of run. */
+int runlineage_gen_claimed(struct repo *r, const char *run, int64_t gen);
 
 /* Runs that have snapshots in any healthy region (first cap, sorted). */
 int runlineage_runs(struct repo *r, char (*ret)[MANIFEST_MAX_FIELD + 1], size_t cap, size_t *ret_n);

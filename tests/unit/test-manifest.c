@@ -234,6 +234,12 @@ static void test_empty_manifest(void **state)
     "instance -\nparent -\n"
 #define HDRV3(f, c) HEAD8V3 "gen 7\nroot -\n" CHUNKER "files " f "\nchunks " c "\n"
 #define F0(p) "f 0644 - 0 " HX " 0 " p "\n" /* version 3 */
+/* Version 4: a merged multi-node step, "nodes" after the chunker line
+ * (entries start on line 15) and a node field after each entry's mtime. */
+#define HEAD8V4                                                                                    \
+    "ckptsync-manifest 4\nid s1\nrun r1\nstep 5\ntime 100\nhost h\n"                               \
+    "instance -\nparent -\n"
+#define HDRV4(n, f, c) HEAD8V4 "gen 7\nroot -\n" CHUNKER "nodes " n "\nfiles " f "\nchunks " c "\n"
 
 enum tail { AUTO_END, RAW, TRAILING, NO_NEWLINE, BAD_DIGEST };
 
@@ -330,7 +336,27 @@ static const struct reject rejects[] = {
     {"unknown chunker", HEAD "chunker rabin 64 256 1024 1\nfiles 0\nchunks 0\n", CKS_E_FORMAT, 10,
      AUTO_END},
     /* version and header */
-    {"version 4", "ckptsync-manifest 4\nwhatever\n", CKS_E_VERSION, 1, RAW},
+    {"version 5", "ckptsync-manifest 5\nwhatever\n", CKS_E_VERSION, 1, RAW},
+    /* version 4: the node count and each entry's node */
+    {"v4 without nodes line", HEAD8V4 "gen 7\nroot -\n" CHUNKER "files 0\nchunks 0\n", CKS_E_FORMAT,
+     12, AUTO_END},
+    {"v4 nodes 0", HDRV4("0", "0", "0"), CKS_E_FORMAT, 12, AUTO_END},
+    {"v4 nodes leading zero", HDRV4("04", "0", "0"), CKS_E_FORMAT, 12, AUTO_END},
+    {"v4 nodes above 4096", HDRV4("4097", "0", "0"), CKS_E_LIMIT, 12, AUTO_END},
+    {"v4 nodes twice", HDRV4("2", "0", "0") "nodes 2\n", CKS_E_FORMAT, 15, AUTO_END},
+    {"v4 entry without node", HDRV4("2", "1", "0") "d 0755 - - a\n", CKS_E_FORMAT, 15, AUTO_END},
+    {"v4 node not below nodes", HDRV4("2", "1", "0") "d 0755 - 2 - a\n", CKS_E_FORMAT, 15,
+     AUTO_END},
+    {"v4 node leading zero", HDRV4("2", "1", "0") "d 0755 - 01 - a\n", CKS_E_FORMAT, 15, AUTO_END},
+    {"v4 node negative", HDRV4("2", "1", "0") "d 0755 - -1 - a\n", CKS_E_FORMAT, 15, AUTO_END},
+    {"v4 node star twice", HDRV4("2", "1", "0") "d 0755 - ** - a\n", CKS_E_FORMAT, 15, AUTO_END},
+    {"v3 entry with node", HDRV3("1", "0") "d 0755 - 0 - a\n", CKS_E_FORMAT, 14, AUTO_END},
+    {"v3 with nodes line", HEAD8V3 "gen 7\nroot -\n" CHUNKER "nodes 2\nfiles 0\nchunks 0\n",
+     CKS_E_FORMAT, 12, AUTO_END},
+    {"v4 hard link with node, no target",
+     HDRV4("2", "2", "0") "f 0644 - 1 0 " HX " 0 a\n"
+                          "h 0644 - 1 a\n",
+     CKS_E_FORMAT, 16, AUTO_END},
     {"version 0", "ckptsync-manifest 0\n", CKS_E_VERSION, 1, RAW},
     {"version not a number", "ckptsync-manifest one\n", CKS_E_FORMAT, 1, RAW},
     {"not a manifest", "ckptsync-repo 1\n", CKS_E_FORMAT, 1, RAW},
@@ -534,6 +560,11 @@ static const char *const accepts[] = {
     HDRV3("4", "0") F0("a") "d 0755 - - x\nh 0644 - a x/b\nh 0600 - a c\n",
     /* version 3: times, from the epoch to the largest */
     HDRV3("3", "0") "d 0755 0 - a\nf 0644 9223372036854775807 0 " HX " 0 a/f\nl 0777 17 f a/l\n",
+    /* version 4: every kind of entry, a rank or "*" */
+    HDRV4("4", "4", "0") "d 0755 - * - a\nf 0644 5 3 0 " HX " 0 a/f\nl 0777 17 0 f a/l\n"
+                         "h 0644 - 3 a/f a/g\n",
+    HDRV4("4096", "1", "0") "f 0644 5 4095 0 " HX " 0 f\n",
+    HDRV4("1", "0", "0"),
 };
 
 static void test_accepts(void **state)
@@ -700,6 +731,59 @@ static void test_validate_lines(void **state)
     buf_free(&bad); /* before fail_msg, which does not return */
     if (nbad)
         fail_msg("validate names another line than the encoder writes:%s", msg);
+}
+
+/* ---- version 4: a merged multi-node step ---------------------------------- */
+
+/* The sample as a merged step of 3 nodes: node fields round-trip, the
+ * encoding is version 4 with a "nodes" line, a node field out of range
+ * fails validate at the entry's line, and without nodes the same struct
+ * is version 3 again. */
+static void test_nodes_round_trip(void **state)
+{
+    struct manifest m, back;
+    struct buf out = BUF_INIT, again = BUF_INIT, err = BUF_INIT;
+    build_sample(&m);
+    m.nodes = 3;
+    for (size_t i = 0; i < m.nfiles; i++)
+        m.files[i].node = i % 4 == 3 ? MANIFEST_NODE_SEVERAL : (int32_t)(i % 3);
+    assert_int_equal(manifest_encode(&m, &out), 0);
+    assert_true(strncmp(buf_str(&out), "ckptsync-manifest 4\n", 20) == 0);
+    assert_non_null(
+        strstr(buf_str(&out), "\nchunker fastcdc2020 1024 4096 16384 1\nnodes 3\nfiles "));
+    assert_non_null(strstr(buf_str(&out), "\nd 0755 - 0 - shards\n"));
+    assert_non_null(strstr(buf_str(&out), " * 100 ")); /* "one": entry 3, several */
+    int r = manifest_parse(out.data, out.len, &back, &err);
+    if (r < 0)
+        fail_msg("v4: %s (%s)", buf_str(&err), err_str(r));
+    assert_true(manifest_equal(&m, &back));
+    assert_int_equal(back.nodes, 3);
+    assert_int_equal(back.files[3].node, MANIFEST_NODE_SEVERAL);
+    assert_int_equal(back.files[2].node, 2);
+    assert_int_equal(manifest_encode(&back, &again), 0);
+    assert_int_equal(again.len, out.len);
+    assert_memory_equal(again.data, out.data, out.len);
+    back.files[1].node = 1 - back.files[1].node; /* another node is another manifest */
+    assert_false(manifest_equal(&m, &back));
+    back.files[1].node = 3; /* not below nodes: refused at its line (15 + 1) */
+    assert_int_equal(manifest_validate(&back, &err), CKS_E_FORMAT);
+    assert_true(strncmp(buf_str(&err), "line 16: ", 9) == 0);
+    back.nodes = MANIFEST_MAX_NODES + 1;
+    assert_int_equal(manifest_validate(&back, &err), CKS_E_LIMIT);
+    assert_true(strncmp(buf_str(&err), "line 12: ", 9) == 0);
+    for (size_t i = 0; i < m.nfiles; i++) /* a node field outside version 4 */
+        m.files[i].node = 0;
+    m.nodes = 0;
+    buf_reset(&out);
+    assert_int_equal(manifest_encode(&m, &out), 0);
+    assert_true(strncmp(buf_str(&out), "ckptsync-manifest 3\n", 20) == 0);
+    m.files[0].node = 1;
+    assert_int_equal(manifest_validate(&m, &err), CKS_E_FORMAT);
+    manifest_free(&m);
+    manifest_free(&back);
+    buf_free(&out);
+    buf_free(&again);
+    buf_free(&err);
 }
 
 /* ---- every truncation and every altered byte is refused ------------------ */
@@ -1047,21 +1131,14 @@ static void test_builder_misuse(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_format_magic),
-        cmocka_unit_test(test_round_trip),
-        cmocka_unit_test(test_empty_manifest),
-        cmocka_unit_test(test_rejects),
-        cmocka_unit_test(test_accepts),
-        cmocka_unit_test(test_gen_round_trip),
-        cmocka_unit_test(test_version1),
-        cmocka_unit_test(test_validate_lines),
-        cmocka_unit_test(test_truncations_and_flips),
-        cmocka_unit_test(test_too_large),
-        cmocka_unit_test(test_path_check),
-        cmocka_unit_test(test_link_check),
-        cmocka_unit_test(test_id_run_check),
-        cmocka_unit_test(test_encode_rejects),
-        cmocka_unit_test(test_field_limits),
+        cmocka_unit_test(test_format_magic),     cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_empty_manifest),   cmocka_unit_test(test_rejects),
+        cmocka_unit_test(test_accepts),          cmocka_unit_test(test_gen_round_trip),
+        cmocka_unit_test(test_version1),         cmocka_unit_test(test_validate_lines),
+        cmocka_unit_test(test_nodes_round_trip), cmocka_unit_test(test_truncations_and_flips),
+        cmocka_unit_test(test_too_large),        cmocka_unit_test(test_path_check),
+        cmocka_unit_test(test_link_check),       cmocka_unit_test(test_id_run_check),
+        cmocka_unit_test(test_encode_rejects),   cmocka_unit_test(test_field_limits),
         cmocka_unit_test(test_builder_misuse),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

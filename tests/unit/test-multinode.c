@@ -94,6 +94,12 @@ static void test_merge(void **state)
     assert_int_equal(m.time, 1796083603);
     assert_int_equal(m.gen, 1);
     assert_null(m.parent);
+    /* each entry says whose part it came from (manifest version 4): the
+     * directory every node has is "several", the rest their node's */
+    assert_int_equal(m.nodes, 4);
+    assert_int_equal(m.files[0].node, MANIFEST_NODE_SEVERAL);
+    assert_int_equal(m.files[2].node, 0);
+    assert_int_equal(m.files[5].node, 3);
     /* the newest part's time stamp, then "-m" and 12 hex */
     assert_int_equal(strncmp(m.id, "20261201T000709.000001Z-m", 25), 0);
     assert_int_equal(strlen(m.id), 25 + 12);
@@ -131,6 +137,8 @@ static void test_conflict(void **state)
     manifest_set_digest(&p[1], c);
     assert_int_equal(multinode_merge(p, 2, &m, &err), 0);
     assert_int_equal(m.nfiles, 4);
+    assert_string_equal(m.files[2].path, "checkpoint-1000/.metadata"); /* held by both */
+    assert_int_equal(m.files[2].node, MANIFEST_NODE_SEVERAL);
     manifest_free(&m);
     p[1].files[p[1].nfiles - 1].digest[0] ^= 1;
     assert_int_equal(multinode_merge(p, 2, &m, &err), CKS_E_MISMATCH);
