@@ -145,8 +145,12 @@ step "1c. node 1 cannot read its unit of step 1600 (it keeps changing): its erro
 make_file "$T/i-n0/watch/job/checkpoint-1600/__0_0.distcp" 1
 commit n0 1600 checkpoint-1600
 make_file "$T/i-n1/watch/job/checkpoint-1600/__1_0.distcp" 1
-( while :; do printf x >> "$T/i-n1/watch/job/checkpoint-1600/__1_0.distcp"; done ) &
+f1600="$T/i-n1/watch/job/checkpoint-1600/__1_0.distcp"
+python3 -c 'import sys
+with open(sys.argv[1], "ab", buffering=0) as f:
+    while True: f.write(b"x")' "$f1600" &
 writer=$!
+while [ "$(stat -c %s "$f1600")" -le 1048576 ]; do sleep 0.01; done   # it writes before the commit
 rc=0
 icks n1 commit "$T/i-n1/watch/job/checkpoint-1600" --step 1600 --wait durable --timeout 120 \
   > /dev/null 2> "$T/commit.err" || rc=$?
