@@ -6,6 +6,10 @@
  * - The thread builds a whole new result and swaps it in under the lock;
  *   status renders under the lock (no I/O), so an answer is one listing's
  *   picture, never half of two.
+ * - Listings cost requests (a few LISTs per region and run), so they run
+ *   once a minute, and within JW_POLL_S after a status asked: an answer
+ *   shows what the previous listing saw.  Failures are looked at every
+ *   JW_POLL_S (no request unless a region fails).
  * - Runs come from the index (the runs this node took snapshots of: its
  *   parts); a node whose index knows no run of the job has nothing to show.
  * - A region worker that keeps failing cannot write into its own region,
@@ -28,7 +32,8 @@
 #include "service/nodeerr.h"
 #include "store/queue.h"
 
-#define JW_POLL_S 2
+#define JW_POLL_S 2  /* failures looked at; a listing when status asked since */
+#define JW_LIST_S 60 /* a listing at least this often (each costs a few LISTs per region) */
 #define JW_MAX_RUNS 64
 #define JW_MAX_PEND 64
 #define JW_MAX_SENT 64
@@ -55,6 +60,7 @@ struct jw_failed {
 struct jobwatch {
     struct jw_failed failed[8]; /* under mu */
     size_t nfailed;
+    bool wanted;                      /* under mu: status was asked since the last listing */
     struct repo *r;                   /* a repo_dup: regions of its own */
     struct replicator *rp;            /* the region workers' states (replicator_status) */
     struct jw_sent sent[JW_MAX_SENT]; /* the thread's own: the records written */
@@ -247,15 +253,30 @@ static void jw_report_failed(struct jobwatch *jw)
         }
 }
 
+static double jw_mono(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
 static void *jw_main(void *arg)
 {
     struct jobwatch *jw = arg;
+    double next_list = 0;
     for (;;) {
         repo_regions_retry(jw->r); /* every pass tries every region again */
         jw_report_failed(jw);
         if (jw->rp)
             jw_report(jw);
-        jw_pass(jw);
+        pthread_mutex_lock(&jw->mu);
+        bool list = jw->wanted || jw_mono() >= next_list;
+        jw->wanted = false;
+        pthread_mutex_unlock(&jw->mu);
+        if (list) {
+            jw_pass(jw);
+            next_list = jw_mono() + JW_LIST_S;
+        }
         pthread_mutex_lock(&jw->mu);
         if (!jw->stop) {
             struct timespec ts;
@@ -305,6 +326,7 @@ void jobwatch_json(struct jobwatch *jw, struct json *j)
     json_arr_begin(j);
     if (jw) {
         pthread_mutex_lock(&jw->mu);
+        jw->wanted = true; /* the next answer is at most JW_POLL_S behind this one */
         for (size_t i = 0; i < jw->cur.n; i++)
             incomplete_json(j, &jw->cur.v[i]);
         pthread_mutex_unlock(&jw->mu);

@@ -2,9 +2,10 @@
  * jobwatch.h — the daemon's view of its multi-node job's incomplete steps,
  * for status --json (README "Multi-node jobs").
  *
- * Started only for a job of several nodes ([daemon] nodes > 1).  Every
- * few seconds its thread lists, on region handles of its own (a repo_dup,
- * as daemon/gcd.c does), the incomplete steps of each run the index knows,
+ * Started only for a job of several nodes ([daemon] nodes > 1).  Once a
+ * minute, and a moment after a status asked, its thread lists, on region
+ * handles of its own (a repo_dup, as daemon/gcd.c does), the incomplete
+ * steps of each run the index knows,
  * with the nodes' last errors (service/incomplete.h), and swaps the
  * result in under a lock; status renders the latest result with the one
  * emitter ls --remote uses.  It also records this node's upload failures
