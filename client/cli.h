@@ -58,6 +58,9 @@ int cli_parse_i64(const char *opt, const char *s, int64_t min, int64_t max, int6
 /* Tells a daemon on the configured socket about one restore (its
  * metrics); advisory: without a daemon nothing is sent or reported. */
 struct restore_result;
+/* restore_opts.placed: with --json, one line per placed file
+ * ({"placed":PATH,"bytes":N,"group":G}), flushed at once; ud is the cli. */
+void cli_restore_placed(void *ud, const char *path, uint64_t bytes, const char *group);
 void cli_report_restore(const struct cli *c, const struct restore_result *res, double secs, int e);
 
 /* unitrestore_opts.done for a struct cli: prints each unit restored

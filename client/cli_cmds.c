@@ -175,7 +175,7 @@ static const char restore_usage[] =
 
 /* --progressive --json: one line per file as it is placed, flushed at
  * once (a job waiting for its weights reads them). */
-static void restore_placed(void *ud, const char *path, uint64_t bytes, const char *group)
+void cli_restore_placed(void *ud, const char *path, uint64_t bytes, const char *group)
 {
     struct cli *c = ud;
     struct buf b = BUF_INIT;
@@ -466,7 +466,7 @@ static int restore_args(int argc, char **argv, struct restore_opts *o, bool *lat
 int cmd_restore(struct cli *c, int argc, char **argv)
 {
     struct restore_opts o = {
-        .progress = cli_progress, .progress_ud = c, .placed = restore_placed, .placed_ud = c};
+        .progress = cli_progress, .progress_ud = c, .placed = cli_restore_placed, .placed_ud = c};
     struct restore_result res;
     struct repo *r = NULL;
     struct buf err = BUF_INIT;

@@ -344,8 +344,8 @@ int cmd_migrate_out(struct cli *c, int argc, char **argv)
 /* ---- migrate-in -------------------------------------------------------- */
 
 static const char in_usage[] =
-    "usage: ckptsync migrate-in [--run NAME] --to DIR [--seed DIR] [--force] [--json]\n"
-    "                           [--node K --of M [--allow-reshard] [--job ID]]\n"
+    "usage: ckptsync migrate-in [--run NAME] --to DIR [--seed DIR] [--force] [--progressive]\n"
+    "                           [--json] [--node K --of M [--allow-reshard] [--job ID]]\n"
     "On the new instance (no daemon needed): restore the snapshot the old\n"
     "instance handed off (or the newest of the run's current lineage) into DIR,\n"
     "verified, claim the run for this instance, and print the\n"
@@ -356,7 +356,10 @@ static const char in_usage[] =
     "$CKPTSYNC_JOB_ID, then $SLURM_JOB_ID) tells one job's nodes from another's.\n"
     "E.g.\n"
     "  train.py --resume_from_checkpoint \"$(ckptsync migrate-in --run r1 --to "
-    "/data/cloud_storage/r1)\"\n";
+    "/data/cloud_storage/r1)\"\n"
+    "--progressive: as restore --progressive (each file at its final path once\n"
+    "whole and verified, by priority group; with --json one line per placed file);\n"
+    "the run is claimed, and the path printed, when every file is placed.\n";
 
 /* The run to migrate when none is named: the only one there is. */
 static int mi_pick_run(struct repo *r, char *run, size_t cap)
@@ -474,17 +477,23 @@ static int mi_node(struct cli *c, struct migrate_in_opts *o, int64_t node, int64
 
 int cmd_migrate_in(struct cli *c, int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"run", required_argument, NULL, 'r'},     {"to", required_argument, NULL, 't'},
-        {"force", no_argument, NULL, 'f'},         {"seed", required_argument, NULL, 'S'},
-        {"node", required_argument, NULL, 'n'},    {"of", required_argument, NULL, 'o'},
-        {"allow-reshard", no_argument, NULL, 'a'}, {"job", required_argument, NULL, 'j'},
-        {"help", no_argument, NULL, 'h'},          {0}};
+    static const struct option opts[] = {{"run", required_argument, NULL, 'r'},
+                                         {"to", required_argument, NULL, 't'},
+                                         {"force", no_argument, NULL, 'f'},
+                                         {"seed", required_argument, NULL, 'S'},
+                                         {"node", required_argument, NULL, 'n'},
+                                         {"of", required_argument, NULL, 'o'},
+                                         {"allow-reshard", no_argument, NULL, 'a'},
+                                         {"job", required_argument, NULL, 'j'},
+                                         {"progressive", no_argument, NULL, 'P'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {0}};
     char run[MANIFEST_MAX_FIELD + 1] = "";
     struct migrate_in_opts o = {.progress = cli_progress,
                                 .progress_ud = c,
                                 .restored = mi_restored,
                                 .unit_done = cli_unit_restored,
+                                .placed = cli_restore_placed,
                                 .ud = c};
     struct migrate_in_result res;
     struct repo *r;
@@ -510,6 +519,8 @@ int cmd_migrate_in(struct cli *c, int argc, char **argv)
             o.allow_reshard = true;
         else if (opt == 'j')
             o.job = optarg;
+        else if (opt == 'P')
+            o.progressive = true;
         else if (opt == 'h')
             return fputs(in_usage, stdout), 0;
         else if (opt == '?')

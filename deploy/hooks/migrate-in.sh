@@ -35,7 +35,7 @@ top=$(cd "$(dirname "$0")/../.." && pwd)
 
 usage() {
   cat <<EOF
-usage: migrate-in.sh [--run NAME] [--to DIR] [--force] [--config FILE]
+usage: migrate-in.sh [--run NAME] [--to DIR] [--force] [--progressive] [--config FILE]
                      [--no-install] [--no-start] [--log FILE]
                      [--node K --of M] [--allow-reshard] [--job ID]
 
@@ -47,6 +47,9 @@ The new instance's half of a migration: install and start ckptsyncd,
                   configured watch root, so that the resumed run's new
                   checkpoints are replicated; required without --run)
   --force         replace DIR/<checkpoint> if it exists already
+  --progressive   each file at its final path once whole and verified, by
+                  priority (ckptsync migrate-in --progressive); the path is
+                  still printed when every file is placed
   --config FILE   the ckptsync configuration (default: ckptsync's own)
   --no-install    fail instead of running deploy/install.sh when ckptsyncd
                   is not installed
@@ -73,7 +76,7 @@ say() { echo "$PROG: $*" >&2; }
 die() { say "$*"; exit 1; }
 usage_error() { say "$*"; echo "try: $PROG --help" >&2; exit 2; }
 
-run='' to='' force=0 config='' install=1 start=1 log=/var/log/ckptsyncd.log
+run='' to='' force=0 progressive=0 config='' install=1 start=1 log=/var/log/ckptsyncd.log
 node='' of='' reshard=0 job=
 need_value() { [ "$#" -ge 2 ] || usage_error "$1 needs a value"; }
 while [ "$#" -gt 0 ]; do
@@ -84,6 +87,7 @@ while [ "$#" -gt 0 ]; do
     --run) need_value "$@"; run=$2; shift 2;;
     --to) need_value "$@"; to=$2; shift 2;;
     --force) force=1; shift;;
+    --progressive) progressive=1; shift;;
     --config) need_value "$@"; config=$2; shift 2;;
     --no-install) install=0; shift;;
     --no-start) start=0; shift;;
@@ -184,6 +188,7 @@ args=(migrate-in --to "$to")
 [ -z "$of" ] || args+=(--node "$node" --of "$of")
 [ "$reshard" = 0 ] || args+=(--allow-reshard)
 [ -z "$job" ] || args+=(--job "$job")
+[ "$progressive" = 0 ] || args+=(--progressive)
 say "running: ${cks[*]} ${args[*]}"
 out=$("${cks[@]}" "${args[@]}") || die "migrate-in failed (exit $?): nothing to resume from${run:+ for run $run}"
 path=$(printf '%s\n' "$out" | tail -n 1)

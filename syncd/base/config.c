@@ -87,6 +87,7 @@ enum section_id {
     SEC_RETENTION, /* [retention] and [retention.RUN] */
     SEC_PRUNE,
     SEC_REPOSITORY,
+    SEC_RESTORE,
     SEC_REGION,
     SEC_UNKNOWN
 };
@@ -140,6 +141,7 @@ static int parse_listen(const struct key_def *d, const char *value, void *field,
 static int check_listen(const struct key_def *d, const void *field, char *why);
 static int check_textfile(const struct key_def *d, const void *field, char *why);
 static int check_copy_from(const struct key_def *d, const void *field, char *why);
+static int check_restore_order(const struct key_def *d, const void *field, char *why);
 
 #define CFG(f) offsetof(struct config, f), sizeof(((struct config *)0)->f)
 #define REG(f) offsetof(struct region_conf, f), sizeof(((struct region_conf *)0)->f)
@@ -185,6 +187,7 @@ static const struct key_def config_keys[] = {
     {SEC_REPOSITORY, "encryption", parse_encryption, NULL, CFG(encryption), 0, 0, 0},
     {SEC_REPOSITORY, "key_file", parse_text, check_opt_path, CFG(key_file), 0, 0, 0},
     {SEC_REPOSITORY, "passphrase_file", parse_text, check_opt_path, CFG(passphrase_file), 0, 0, 0},
+    {SEC_RESTORE, "order", parse_text, check_restore_order, CFG(restore_order), 0, 0, 0},
     {SEC_REGION, "kind", parse_kind, NULL, REG(kind), 0, 0, KIND_ANY},
     {SEC_REGION, "path", parse_text, check_opt_path, REG(path), 0, 0, KIND_DIR},
     {SEC_REGION, "endpoint", parse_text, check_endpoint, REG(endpoint), 0, 0, KIND_S3},
@@ -386,6 +389,30 @@ static int check_word(const struct key_def *d, const void *field, char *why)
         return 0;
     snprintf(why, WHY_MAX, "'%.*s' must not contain spaces or '/'", WHY_MAX / 2, s);
     return -1;
+}
+
+/* [restore] order: "GROUP:PATTERN ..."; the group names are
+ * restore_group_name()'s (service/restore.h; base cannot include it). */
+static int check_restore_order(const struct key_def *d, const void *field, char *why)
+{
+    static const char *const groups[] = {"metadata", "weights", "master", "optimizer"};
+    const char *p = field;
+    (void)d;
+    while (*(p += strspn(p, " \t"))) {
+        size_t n = strcspn(p, " \t"), g = strcspn(p, ":");
+        bool known = false;
+        for (size_t i = 0; i < ARRAY_SIZE(groups); i++)
+            known = known || (g == strlen(groups[i]) && !strncmp(p, groups[i], g));
+        if (g >= n || g + 1 == n || !known) {
+            snprintf(why, WHY_MAX,
+                     "'%.*s' is not GROUP:PATTERN (GROUP one of metadata, weights, master, "
+                     "optimizer)",
+                     (int)(n < WHY_MAX / 2 ? n : WHY_MAX / 2), p);
+            return -1;
+        }
+        p += n;
+    }
+    return 0;
 }
 
 /* copy_from: auto, none, or "name, name, ...": region names, checked
@@ -1069,6 +1096,8 @@ static const char *section_name(enum section_id sec)
         return "prune";
     case SEC_REPOSITORY:
         return "repository";
+    case SEC_RESTORE:
+        return "restore";
     default:
         return "region";
     }
@@ -1494,7 +1523,8 @@ static int section_open(struct parse_state *st, const char *name, size_t len)
         enum section_id id;
     } fixed[] = {{"daemon", SEC_DAEMON},     {"chunker", SEC_CHUNKER},
                  {"compress", SEC_COMPRESS}, {"retention", SEC_RETENTION},
-                 {"prune", SEC_PRUNE},       {"repository", SEC_REPOSITORY}};
+                 {"prune", SEC_PRUNE},       {"repository", SEC_REPOSITORY},
+                 {"restore", SEC_RESTORE}};
 
     st->prev_name_set = false;
     st->sec = SEC_NONE;
@@ -1520,7 +1550,7 @@ static int section_open(struct parse_state *st, const char *name, size_t len)
     st->sec = SEC_UNKNOWN;
     return st_fail(st, NULL,
                    "unknown section (expected daemon, chunker, compress, retention, "
-                   "retention.RUN, prune or region.NAME)");
+                   "retention.RUN, prune, repository, restore or region.NAME)");
 }
 
 static bool is_space(char ch)

@@ -18,6 +18,7 @@
  *                 keep_best, best_metric, best_mode  (the default policy,
  *                 and one run's: a run's section replaces the default whole)
  *   [prune]   grace, interval, intent_ttl, clock_skew, lease
+ *   [restore] order: "GROUP:PATTERN ..." (service/restore.h, restore_group)
  *   [region.NAME] kind = dir|s3, path (dir), preconditions = auto|none,
  *                 copy_from = auto|none|REGION, ... (server-side copies)
  *                 endpoint, bucket, prefix, region, addressing, payload,
@@ -50,6 +51,7 @@
 #define CONFIG_PATH_MAX 4096
 #define CONFIG_NAME_MAX 64
 #define CONFIG_LISTEN_MAX 64
+#define CONFIG_ORDER_MAX 256 /* [restore] order, one line */
 
 /* A TCP listening address: numeric host (IPv4, or IPv6 without brackets). */
 struct config_listen {
@@ -154,6 +156,11 @@ struct config {
     uint64_t intent_ttl;     /* a writer's intent lives at most this long, default 6h */
     uint64_t clock_skew;     /* tolerated clock difference between instances, default 300 */
     uint64_t prune_lease;    /* seconds a prune's lease lasts unrenewed, default 900 */
+    /* [restore] order: space-separated GROUP:PATTERN items, GROUP one
+     * of metadata, weights, master, optimizer (restore_group_name()), a
+     * non-empty fnmatch PATTERN; tried in order before the built-in rules
+     * (restore_group()); "" (default) = the built-in rules alone */
+    char restore_order[CONFIG_ORDER_MAX];
     /* [region.*] */
     bool default_regions; /* regions are the embedded a, b, c */
     bool default_socket;

@@ -50,6 +50,7 @@
 #include "base/ring.h"
 #include "engine/chunkobj.h"
 #include "service/ingcore.h"
+#include "service/restore.h"
 #include "service/unitmark.h"
 #include "daemon/ingest.h"
 #include "daemon/metrics.h"
@@ -591,6 +592,31 @@ static int ing_refused(struct ingester *ig, struct ingest_done *res)
     return CKS_E_FATAL;
 }
 
+/* 1 when a progressive restore is placing the unit's files, or left it
+ * partial (service/restore.h, restore_placing): not taken, logged.  Once
+ * that restore ends, the unit is the snapshot it restored (unitmark). */
+static int ing_restoring(struct ingester *ig, const struct ingest_job *job)
+{
+    struct buf dir = BUF_INIT;
+    const char *slash = strrchr(job->unit, '/');
+    const char *base = slash ? slash + 1 : job->unit;
+    int n = slash ? (int)(slash - job->unit) : 0;
+    int r = buf_printf(&dir, "%s%s%.*s", ig->root, n ? "/" : "", n, job->unit) < 0
+                ? 0
+                : restore_placing(buf_str(&dir), base);
+    buf_free(&dir);
+    if (r == 1) {
+        char f[1024], unit[768];
+        snprintf(f, sizeof(f), "event=snapshot_skipped run=%s unit=%s reason=restoring", job->run,
+                 log_quote(unit, sizeof(unit), job->unit));
+        log_event(LOG_LVL_INFO, f,
+                  "\"%s\" is being restored progressively (or such a restore did not finish): "
+                  "not taken",
+                  job->unit);
+    }
+    return r;
+}
+
 static void ing_run(struct ingester *ig, const struct ingest_job *job, struct ingest_done *res)
 {
     struct ing g = {.ig = ig, .job = job, .res = res, .all = replicator_all_slots(ig->rp)};
@@ -602,6 +628,10 @@ static void ing_run(struct ingester *ig, const struct ingest_job *job, struct in
     res->step = job->step;
     if ((e = ing_refused(ig, res)) < 0)
         goto out;
+    if (ing_restoring(ig, job)) {
+        res->unchanged = true;
+        goto out;
+    }
     for (int attempt = 0; attempt < INGEST_RETRIES; attempt++) {
         e = ing_once(&g);
         if (e != CKS_E_CHANGED)

@@ -175,7 +175,10 @@ int migrate_in_run(struct repo *r, const struct migrate_in_opts *o, struct migra
                               .progress_ud = o->progress_ud,
                               .node_rank = o->node_rank,
                               .node_count = o->node_count,
-                              .allow_reshard = o->allow_reshard};
+                              .allow_reshard = o->allow_reshard,
+                              .progressive = o->progressive,
+                              .placed = o->placed,
+                              .placed_ud = o->ud};
     struct restore_result *res = &ret->res;
     ret->gen = 0;
     ret->handed_off = false;

@@ -102,6 +102,8 @@ struct migrate_in_opts {
     int node_count;
     bool allow_reshard;
     const char *job;
+    bool progressive; /* restore_opts.progressive, .placed, .placed_ud */
+    void (*placed)(void *ud, const char *path, uint64_t bytes, const char *group);
     void (*progress)(void *ud, uint64_t done, uint64_t total);
     void *progress_ud;
     /* after the resume point's restore, whatever its outcome */

@@ -12,10 +12,19 @@
  *   the last one.  A node killed between its put and the listing repeats
  *   both on restart (its queue still holds the publish).
  * - Determinism: the merged snapshot's id and every byte of it come from
- *   the parts (the smallest id per rank where a rank has several), so a
- *   second merger's create-only put finds the object (-EEXIST), and on a
- *   store without preconditions its plain put writes the same bytes.  The
+ *   the parts (each rank's newest part of the merging generation), so a
+ *   second merger with the same listing writes the same object: its
+ *   create-only put finds it (-EEXIST), and on a store without
+ *   preconditions its plain put writes the same bytes.  The
  *   commit record is written by both: same key, same body.
+ * - Coverage (service/layoutcov.h): the merged tree must also hold what
+ *   its own layout names (a DCP .metadata, an HF index, rank names); the
+ *   verdict is a function of the parts too.  A node that takes its unit
+ *   again (a file was missing, e.g. DCP's .metadata written last) writes
+ *   a newer part, and the newest parts are merged: the step commits again,
+ *   as a retake does on one node, and the newest commit of a step is the
+ *   one a job resumes from.  (Two nodes merging at the same moment while
+ *   a node re-commits may thus commit the step twice, both whole.)
  */
 #include "service/multinode.h"
 
@@ -31,6 +40,7 @@
 #include "engine/gcrec.h"
 #include "service/nodeerr.h"
 #include "service/partcheck.h"
+#include "service/layoutcov.h"
 #include "service/runlineage.h"
 #include "store/layout.h"
 
@@ -307,6 +317,19 @@ int multinode_merge(const struct manifest *parts, size_t n, struct manifest *ret
 
 /* ---- publishing ----------------------------------------------------------- */
 
+struct multinode_committed {
+    const char *run; /* NULL: every run */
+    int64_t expired; /* prune's roots: parts stamped before this are no roots (part_expire) */
+    struct committed_step {
+        char run[MANIFEST_MAX_FIELD + 1];
+        int64_t step;
+    } * v;
+    size_t n, cap;
+};
+
+static int committed_list(struct region *rg, struct multinode_committed *c);
+static bool committed_has(const struct multinode_committed *c, const char *run, int64_t step);
+
 struct part_list {
     const char *run; /* NULL: every run */
     int64_t step;    /* -1: every step */
@@ -344,9 +367,11 @@ static int part_list(struct region *rg, struct part_list *l)
     return e == -ENOENT ? 0 : e;
 }
 
-/* Of the listed parts of a step on `nodes` nodes, each rank's (the
- * smallest id where a rank has several) into pick[0 .. nodes); how many
- * ranks have one. */
+/* Of the listed parts of a step on `nodes` nodes, each rank's newest (the
+ * largest id where a rank has several: a node that took its unit again
+ * supersedes its earlier part, as a retake does on one node; the earlier
+ * one may lack a file, e.g. DCP's .metadata written last) into
+ * pick[0 .. nodes); how many ranks have one. */
 static unsigned part_pick(const struct part_list *l, unsigned nodes,
                           const struct layout_part **pick)
 {
@@ -361,29 +386,29 @@ static unsigned part_pick(const struct part_list *l, unsigned nodes,
         }
         if (!pick[p->rank])
             have++;
-        if (!pick[p->rank] || strcmp(p->id, pick[p->rank]->id) < 0)
+        if (!pick[p->rank] || strcmp(p->id, pick[p->rank]->id) > 0)
             pick[p->rank] = p;
     }
     return have;
 }
 
-/* The listed part of rank k on `nodes` nodes whose id follows after's
- * (the next smallest); NULL when there is none. */
-static const struct layout_part *part_next(const struct part_list *l, unsigned nodes, unsigned k,
-                                           const char *after)
+/* The listed part of rank k on `nodes` nodes whose id precedes before's
+ * (the next largest); NULL when there is none. */
+static const struct layout_part *part_prev(const struct part_list *l, unsigned nodes, unsigned k,
+                                           const char *before)
 {
     const struct layout_part *best = NULL;
     for (size_t i = 0; i < l->n; i++) {
         const struct layout_part *p = &l->v[i];
-        if (p->nodes == nodes && p->rank == k && strcmp(p->id, after) > 0 &&
-            (!best || strcmp(p->id, best->id) < 0))
+        if (p->nodes == nodes && p->rank == k && strcmp(p->id, before) < 0 &&
+            (!best || strcmp(p->id, best->id) > 0))
             best = p;
     }
     return best;
 }
 
 /* Reads rank k's part of generation gen into *ret: the picked one, else
- * the next by id (a migrated job's step may have parts of an abandoned
+ * the next older by id (a migrated job's step may have parts of an abandoned
  * generation too: docs/multinode.md "Migration and preemption").
  * PART_NOT_YET when rank k has no part of gen yet. */
 static int part_read_gen(struct region *rg, const struct part_list *l, const struct layout_part *p,
@@ -402,7 +427,7 @@ static int part_read_gen(struct region *rg, const struct part_list *l, const str
         if (e == 0)
             manifest_free(ret);
         if (e == 0)
-            p = part_next(l, nodes, p->rank, p->id);
+            p = part_prev(l, nodes, p->rank, p->id);
     }
     buf_free(&body);
     return e == 0 && !p ? PART_NOT_YET : e;
@@ -468,6 +493,48 @@ static bool part_bad(int e)
            e == CKS_E_UNSAFE_PATH || e == CKS_E_MISMATCH || e == CKS_E_AUTH;
 }
 
+/* The lowest rank whose part holds path (for a message). */
+static unsigned part_holder(const struct manifest *parts, unsigned nodes, const char *path)
+{
+    for (unsigned k = 0; k < nodes; k++)
+        for (size_t f = 0; f < parts[k].nfiles; f++)
+            if (!strcmp(parts[k].files[f].path, path))
+                return k;
+    return 0;
+}
+
+/* Whether merged m holds every file its layout names (service/layoutcov.h):
+ * 0 yes; 1 no, or a layout file is bad (logged: retrying cannot help until
+ * another part arrives); negative: a region error (try again). */
+static int part_covered(struct region *rg, const struct manifest *m, const struct manifest *parts,
+                        unsigned nodes)
+{
+    struct buf missing = BUF_INIT, bad = BUF_INIT, err = BUF_INIT;
+    char f[512];
+    int e = layoutcov_check(m, layoutcov_region_read, rg, &missing, &bad, &err);
+    if (e == 1) {
+        snprintf(f, sizeof(f), "event=step_uncovered run=%s step=%lld region=%s", m->run,
+                 (long long)m->step, rg->conf.name);
+        log_event(LOG_LVL_ERROR, f,
+                  "run '%s' step %lld: every node's part is in region '%s', but its layout names "
+                  "files the step lacks: %s; the step is not committed (it commits when a part "
+                  "brings them)",
+                  m->run, (long long)m->step, rg->conf.name, buf_str(&missing));
+    } else if (e < 0 && bad.len) {
+        log_error("run '%s' step %lld: node %u's %s; the step is not committed in region '%s'",
+                  m->run, (long long)m->step, part_holder(parts, nodes, buf_str(&bad)),
+                  buf_str(&err), rg->conf.name);
+        e = part_bad(e) ? 1 : e;
+    } else if (e < 0) {
+        log_warn("run '%s' step %lld: the layout's files cannot be read from region '%s': %s",
+                 m->run, (long long)m->step, rg->conf.name, buf_str(&err));
+    }
+    buf_free(&missing);
+    buf_free(&bad);
+    buf_free(&err);
+    return e;
+}
+
 /* The step cannot commit from these parts: logged, and written into rg
  * as this node's error on the step (service/nodeerr.h). */
 static void part_refused(struct region *rg, const struct layout_part *self, const char *why)
@@ -482,8 +549,9 @@ static void part_refused(struct region *rg, const struct layout_part *self, cons
                  self->run, (long long)self->step, rg->conf.name, region_last_error(rg));
 }
 
-/* Merges the picked parts and publishes the step.  0 also when the parts
- * cannot be merged (logged: retrying cannot help). */
+/* Merges the picked parts and publishes the step when its layout is
+ * covered.  0 also when the parts cannot be merged (logged: retrying
+ * cannot help) and when the layout is not covered (logged). */
 static int part_commit(struct region *rg, const struct layout_part *self, const struct part_list *l,
                        const struct layout_part **pick, unsigned nodes, int64_t gen)
 {
@@ -493,15 +561,22 @@ static int part_commit(struct region *rg, const struct layout_part *self, const 
         return -ENOMEM;
     int e = part_read_all(rg, l, pick, nodes, gen, parts, &err);
     if (e == 0) {
-        e = multinode_merge(parts, nodes, &m, &err);
+        if ((e = multinode_merge(parts, nodes, &m, &err)) == 0 &&
+            (e = part_covered(rg, &m, parts, nodes)) != 0)
+            manifest_free(&m);
         for (unsigned k = 0; k < nodes; k++)
             manifest_free(&parts[k]);
     }
+    bool uncovered = e == 1; /* (part_put_merged's 1 below means another node published) */
     if (e == 0) {
         if ((e = manifest_encode(&m, &man)) == 0 && (e = part_put_merged(rg, &m, &man)) >= 0)
             part_committed(rg, &m, nodes, e);
         manifest_free(&m);
     }
+    if (uncovered) /* logged by part_covered */
+        part_refused(rg, self,
+                     "every node's part is in, but the step's layout names files it "
+                     "lacks (the merging node's log names them)");
     if (part_bad(e)) {
         log_error("run '%s' step %lld: the parts of %u nodes in region '%s' cannot be one "
                   "snapshot: %s; the step is not committed",
@@ -589,16 +664,6 @@ int multinode_publish(struct region *rg, const struct config *c, const struct ma
 }
 
 /* ---- incomplete steps ----------------------------------------------------- */
-
-struct multinode_committed {
-    const char *run; /* NULL: every run */
-    int64_t expired; /* prune's roots: parts stamped before this are no roots (part_expire) */
-    struct committed_step {
-        char run[MANIFEST_MAX_FIELD + 1];
-        int64_t step;
-    } * v;
-    size_t n, cap;
-};
 
 static int committed_cb(void *ud, const char *key, uint64_t size)
 {

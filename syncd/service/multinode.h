@@ -47,7 +47,9 @@ bool multinode_wanted(const struct config *c, const struct manifest *m);
 
 /* Writes node c->node_rank's part of m's step in rg (man: m's encoding),
  * then lists the step's parts there: when every rank's part is in, merges
- * them and publishes the step's snapshot and its commit record in rg.
+ * them and, when the merged tree holds every file its layout names
+ * (service/layoutcov.h; else logged, and left uncommitted), publishes the
+ * step's snapshot and its commit record in rg.
  * 0 whether or not the step committed (a step that cannot merge, two
  * parts naming one path with different bytes, is logged as an error
  * naming the path and both nodes, and left uncommitted: nothing to

@@ -1276,6 +1276,43 @@ static void rst_sweep(struct rst *s, int target)
     free(names);
 }
 
+/* true when staging directory stage (in dir, open as dfd) carries a
+ * progressive mark naming root. */
+static bool rst_marks_root(int dfd, const char *stage, const char *root)
+{
+    char mk[RST_STAGE_PATH_MAX + 8], txt[MANIFEST_MAX_COMPONENT + 64];
+    snprintf(mk, sizeof(mk), "%s/" RST_MARK, stage);
+    int fd = openat(dfd, mk, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    ssize_t n = read(fd, txt, sizeof(txt) - 1);
+    close(fd);
+    const char *nl = n > 0 ? memchr(txt, '\n', (size_t)n) : NULL;
+    if (!nl)
+        return false;
+    txt[n] = 0;
+    return !strcmp(nl + 1, root);
+}
+
+int restore_placing(const char *dir, const char *root)
+{
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *d = dfd < 0 ? NULL : fdopendir(dfd);
+    struct dirent *de;
+    bool found = false;
+    if (!d) {
+        if (dfd >= 0)
+            close(dfd);
+        return 0;
+    }
+    while (!found && (de = readdir(d)))
+        found = !strncmp(de->d_name, RST_STAGE_PREFIX, strlen(RST_STAGE_PREFIX)) &&
+                strlen(de->d_name) < RST_STAGE_PATH_MAX - 16 &&
+                rst_marks_root(dirfd(d), de->d_name, root);
+    closedir(d);
+    return found;
+}
+
 /* renameat2(); -EINVAL where the kernel or the file system lacks it, or
  * where CKPTSYNC_RESTORE_NO_EXCHANGE is set (tests of the fallback). */
 static int rst_rename2(int from, const char *a, int to, const char *b, unsigned flags)
@@ -1583,8 +1620,6 @@ int restore_group(const char *path, uint64_t size)
     return size <= RESTORE_SMALL ? RESTORE_META : RESTORE_WEIGHTS;
 }
 
-/* ---- selecting --------------------------------------------------------- */
-
 /* true when pattern p (fnmatch, no FNM_PATHNAME) matches the path below the
  * snapshot's root or its base name. */
 static bool rst_matches(const char *p, const char *path)
@@ -1593,6 +1628,36 @@ static bool rst_matches(const char *p, const char *path)
     rel = rel ? rel + 1 : path;
     base = base ? base + 1 : path;
     return fnmatch(p, rel, 0) == 0 || fnmatch(p, base, 0) == 0;
+}
+
+int restore_order_group(const char *order, const char *path)
+{
+    char item[CONFIG_ORDER_MAX];
+    const char *p = order ? order : "";
+    while (*(p += strspn(p, " \t"))) {
+        size_t n = strcspn(p, " \t"), g = strcspn(p, ":");
+        p += n;
+        if (g >= n || n >= sizeof(item))
+            continue; /* not GROUP:PATTERN: refused by the configuration's check */
+        memcpy(item, p - n, n);
+        item[n] = 0;
+        item[g] = 0;
+        if (!rst_matches(item + g + 1, path))
+            continue;
+        for (int i = 0; i < RESTORE_NGROUPS; i++)
+            if (!strcmp(item, rst_group_names[i]))
+                return i;
+    }
+    return -1;
+}
+
+/* ---- selecting --------------------------------------------------------- */
+
+/* A regular file's group: [restore] order, else the built-in rules. */
+static int rst_group(const struct rst *s, const struct mfile *f)
+{
+    int g = restore_order_group(repo_conf(s->r)->restore_order, f->path);
+    return g >= 0 ? g : restore_group(f->path, f->size);
 }
 
 /* true when regular file k is excluded by the options; counts, per
@@ -1636,7 +1701,7 @@ static int rst_select(struct rst *s)
             s->skip[k] = rst_link_skipped(s, f);
         if (f->type != MFILE_REG)
             continue;
-        s->group[k] = (uint8_t)restore_group(f->path, f->size);
+        s->group[k] = (uint8_t)rst_group(s, f);
         if ((s->skip[k] = rst_excluded(s, k, hits))) {
             s->res->excluded++;
             continue;
@@ -1744,9 +1809,11 @@ int restore_run(struct repo *r, const struct restore_opts *o, struct restore_res
     pthread_mutex_init(&s.mu, NULL);
     pthread_mutex_init(&s.pmu, NULL);
     pthread_cond_init(&s.fcv, NULL);
-    wring_init(&s.wr, 64, 256u << 20);
-    /* early chunks kept for their file's digest: a sixteenth of the budget
-     * (64 MiB by default); past it they are read back from the page cache */
+    /* memory: fetch's windows hold at most half of it (fetch.c, f_window),
+     * the io_uring writes in flight (one part) a quarter, early chunks
+     * kept for their file's digest a sixteenth; past that they are read
+     * back from the page cache */
+    wring_init(&s.wr, 64, repo_conf(r)->memory / 4);
     s.direct = repo_workers(r) > 1;
     s.stash_budget = repo_conf(r)->memory / 16;
     if ((e = catalog_find(r, o->run, o->id, &s.m, NULL, err)) < 0)

@@ -120,7 +120,21 @@ enum restore_group_id {
  * master weights, then by size: at most RESTORE_SMALL metadata, else
  * weights.  Case does not matter. */
 int restore_group(const char *path, uint64_t size);
+/* The group that [restore] order (config.h's restore_order: space-
+ * separated GROUP:PATTERN items) gives a manifest path: the first item
+ * whose fnmatch PATTERN matches the path below the root or the base name
+ * (as --exclude's do); -1 when none does.  restore_run() takes it before
+ * restore_group()'s rules. */
+int restore_order_group(const char *order, const char *path);
 const char *restore_group_name(int g);
+
+/* 1 when directory dir holds the staging directory of a progressive
+ * restore of root (DIR/<root>) that runs or did not finish: DIR/<root>
+ * may then hold only part of the snapshot, so the daemon does not take it
+ * as a unit (it is the restored snapshot once the restore ends; a partial
+ * one the next restore removes).  0 otherwise, or when dir cannot be read.
+ * Thread-safe (no state). */
+int restore_placing(const char *dir, const char *root);
 
 int restore_run(struct repo *r, const struct restore_opts *o, struct restore_result *ret,
                 struct buf *err);

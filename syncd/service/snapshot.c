@@ -32,6 +32,7 @@
 #include "base/fileio.h"
 #include "base/log.h"
 #include "engine/chunkobj.h"
+#include "engine/crypt.h"
 #include "service/catalog.h"
 #include "service/gc.h"
 #include "service/ingcore.h"
@@ -717,12 +718,35 @@ static int snap_setup(struct snap *s)
     return ingcore_init(&s->core, r, &snap_ops, s->pool, njobs, &co, s->err);
 }
 
-/* Each pool thread's region handles (thread 0 uses the repo's). */
+/* An empty buffer of cap bytes at a page boundary, large enough that
+ * encoding or sealing any chunk never moves it (buf_reserve reallocates
+ * only past cap): a dir region then writes objects from it around the page
+ * cache, as the daemon's (base/fileio.c, O_DIRECT for aligned buffers). */
+static int snap_aligned(struct buf *b, size_t cap)
+{
+    void *p = NULL;
+    cap = (cap + 4095) & ~(size_t)4095;
+    if (posix_memalign(&p, 4096, cap) != 0)
+        return -ENOMEM;
+    *b = (struct buf){.data = p, .len = 0, .cap = cap};
+    b->data[0] = 0;
+    return 0;
+}
+
+/* Each pool thread's region handles (thread 0 uses the repo's) and
+ * aligned object buffers: the largest chunk, encoded (its codecs' bound:
+ * zstd's is len + len/256 + at most 64 KiB), sealed. */
 static int snap_workers(struct snap *s)
 {
     struct repo *r = s->r;
+    size_t max = (size_t)repo_params(r)->chunk_max;
+    size_t cap = CHUNKOBJ_HEADER_LEN + max + max / 128 + (256u << 10);
     if (!(s->wk = calloc(s->nwk, sizeof(*s->wk))))
         return -ENOMEM;
+    for (size_t t = 0; t < s->nwk; t++)
+        if (snap_aligned(&s->wk[t].obj, cap) < 0 ||
+            snap_aligned(&s->wk[t].env, cap + CRYPT_OVERHEAD) < 0)
+            return -ENOMEM;
     for (size_t t = 0; t < s->nwk; t++)
         for (size_t i = 0; i < repo_nregions(r); i++) {
             s->wk[t].rg[i] = repo_region(r, i);

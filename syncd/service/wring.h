@@ -2,7 +2,7 @@
  * wring.h — restore's file writes through io_uring, so writing to disk
  * overlaps downloading the next chunks.
  *
- *   struct wring w; wring_init(&w, 64, 256 << 20);
+ *   struct wring w; wring_init(&w, 64, memory / 4);
  *   wring_write(&w, fd, data, len, off);   // data is copied; returns at once
  *   wring_drain(&w);                       // every write so far is done
  *   wring_free(&w);

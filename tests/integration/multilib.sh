@@ -129,3 +129,12 @@ rg_rmtree() {
   if [ "$RK" = dir ]; then rm -rf "${T:?}/regions/$1/$2"
   else rg_aws "$1" s3 rm "$(rg_url "$1")/$2" --recursive --only-show-errors; fi
 }
+
+# dcp_meta FILE N: a DCP .metadata (pickled as DCP writes it; read at
+# commit, docs/multinode.md "Coverage") naming __0_0.distcp .. __N-1_0.distcp.
+dcp_meta() {
+  local k specs=()
+  for ((k = 0; k < $2; k++)); do specs+=("__${k}_0.distcp:0:1"); done
+  python3 "$CKS_SOURCE_DIR/tests/integration/dcpmeta.py" "$1" "${specs[@]}" ||
+    die "writing a DCP .metadata at $1"
+}

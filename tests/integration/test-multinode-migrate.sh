@@ -65,7 +65,7 @@ for k in 0 1 2 3; do idaemon "n$k"; done
 step "1. four nodes commit steps 1000 and 2000"
 for s in 1000 2000; do
   for k in 0 1 2 3; do make_file "$T/i-n$k/watch/job/checkpoint-$s/__${k}_0.distcp" 1; done
-  printf 'metadata %s\n' "$s" > "$T/i-n0/watch/job/checkpoint-$s/.metadata"
+  dcp_meta "$T/i-n0/watch/job/checkpoint-$s/.metadata" 4
   for k in 0 1 2 3; do commit "n$k" "checkpoint-$s" "$s"; done
   [ "$(per_region "^commits/job/g0\.s$s\.")" = "1 1 1" ] || die "step $s not committed once per region"
 done
@@ -73,7 +73,7 @@ done
 # ============================================================================
 step "2. preemption notice on node 2 while node 3's part of step 3000 is missing"
 for k in 0 1 2 3; do make_file "$T/i-n$k/watch/job/checkpoint-3000/__${k}_0.distcp" 1; done
-printf 'metadata 3000\n' > "$T/i-n0/watch/job/checkpoint-3000/.metadata"
+dcp_meta "$T/i-n0/watch/job/checkpoint-3000/.metadata" 4
 for k in 0 1; do commit "n$k" checkpoint-3000 3000; done
 # The notice comes through deploy/preempt-watch.sh from a fake metadata
 # server (generic: HTTP 200 is a notice); it runs migrate-out, whose flush
@@ -159,7 +159,7 @@ done
 step "the two new nodes' daemons continue the run: step 4000 commits at generation 1 as a 2-node job"
 for k in 0 1; do idaemon "m$k"; done
 for k in 0 1; do make_file "$T/i-m$k/watch/job/checkpoint-4000/__${k}_0.distcp" 1; done
-printf 'metadata 4000, 2 ranks\n' > "$T/i-m0/watch/job/checkpoint-4000/.metadata"
+dcp_meta "$T/i-m0/watch/job/checkpoint-4000/.metadata" 2
 for k in 0 1; do commit "m$k" checkpoint-4000 4000; done
 [ "$(per_region '^parts/job/s4000\.[01]-of-2\.')" = "2 2 2" ] || die "the parts of step 4000 are not the 2-node job's"
 [ "$(per_region '^commits/job/g1\.s4000\.')" = "1 1 1" ] || die "step 4000 is not committed at generation 1 in every region"

@@ -111,7 +111,9 @@ done
 # ============================================================================
 step "3. DCP step 3000: every shard on another node count"
 for k in 0 1 2 3; do make_file "$T/i-n$k/watch/job/checkpoint-3000/__${k}_0.distcp" 1; done
-printf 'DCP metadata for 4 ranks\n' > "$T/i-n0/watch/job/checkpoint-3000/.metadata"
+python3 "$CKS_SOURCE_DIR/tests/integration/dcpmeta.py" "$T/i-n0/watch/job/checkpoint-3000/.metadata" \
+  __0_0.distcp:0:1048576 __1_0.distcp:0:1048576 __2_0.distcp:0:1048576 __3_0.distcp:0:1048576 ||
+  die "writing a DCP .metadata"
 for k in 0 1 2 3; do commit "$k" checkpoint-3000 3000; done
 [ "$(commits 3000)" = "1 1 1" ] || die "step 3000 not committed once per region: $(commits 3000)"
 mkdir -p "$T/wantdcp"

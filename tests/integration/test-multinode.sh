@@ -71,7 +71,9 @@ for k in 0 1 2 3; do
   d="$T/i-n$k/watch/job/checkpoint-1000"
   make_file "$d/__${k}_0.distcp" 1
 done
-printf 'DCP metadata for 4 ranks\n' > "$T/i-n0/watch/job/checkpoint-1000/.metadata"
+python3 "$CKS_SOURCE_DIR/tests/integration/dcpmeta.py" "$T/i-n0/watch/job/checkpoint-1000/.metadata" \
+  __0_0.distcp:0:1048576 __1_0.distcp:0:1048576 __2_0.distcp:0:1048576 __3_0.distcp:0:1048576 ||
+  die "writing a DCP .metadata"   # (pickled by Python: read at commit, docs/multinode.md)
 for k in 0 1 2; do commit "$k" checkpoint-1000 1000; done
 for r in a b c; do
   n=$(rg_keys "$r" parts/ | grep -c '^parts/[^/]*/s1000\.[0-2]-of-4\.' || true)

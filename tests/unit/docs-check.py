@@ -7,7 +7,10 @@ fails here, not in a user's terminal).
 usage: docs-check.py SOURCE_DIR CKPTSYNC CKPTSYNCD
 Shell examples are fenced blocks tagged sh/bash/console or untagged;
 `# comments` are ignored; only words after the program name up to a pipe,
-`;`, `&&`, `||`, `>` or `#` count.  Prints each problem with file:line;
+`;`, `&&`, `||`, `>` or `#` count.  Also: every configuration key of
+syncd/base/config.c's table appears, in its section, in
+deploy/ckptsync.conf.example (commented or not), and every section is
+named in docs/configuration.md.  Prints each problem with file:line;
 exit 1 if any."""
 import glob, os, re, shlex, subprocess, sys
 
@@ -83,7 +86,36 @@ for path in files:
             before = len(bad)
             check_line(rel, n, s.lstrip('$ '), bad)
             checked += 1
+
+
+def check_settings(bad):
+    """Every key of config.c's table in the example, every section in the docs."""
+    src = open(os.path.join(top, 'syncd', 'base', 'config.c'), encoding='utf-8').read()
+    keys = re.findall(r'\{SEC_([A-Z]+), "([a-z0-9_]+)"', src)
+    shown, sec = set(), None
+    example = os.path.join(top, 'deploy', 'ckptsync.conf.example')
+    for line in open(example, encoding='utf-8'):
+        m = re.match(r'\s*;?\s*\[([a-z]+)[.\]]', line)
+        if m:
+            sec = m.group(1)
+            continue
+        m = re.match(r'\s*;?\s*([a-z0-9_]+)\s*=', line)
+        if m and sec:
+            shown.add((sec, m.group(1)))
+    conf = open(os.path.join(top, 'docs', 'configuration.md'), encoding='utf-8').read()
+    for sec, key in keys:
+        sec = sec.lower()
+        if (sec, key) not in shown:
+            bad.append('deploy/ckptsync.conf.example: [%s] %s is not shown' % (sec, key))
+    for sec in sorted({k[0].lower() for k in keys}):
+        if not re.search(r'\[%s[.\]]' % sec, conf):
+            bad.append('docs/configuration.md: section [%s] is not described' % sec)
+    return len(keys)
+
+
+nkeys = check_settings(bad)
 for b in bad:
     print(b)
-print('docs: %d command lines checked in %d files, %d problem(s)' % (checked, len(files), len(bad)))
+print('docs: %d command lines checked in %d files, %d settings, %d problem(s)' %
+      (checked, len(files), nkeys, len(bad)))
 sys.exit(1 if bad else 0)

@@ -544,6 +544,12 @@ struct err_case {
 #define LONG40 "0123456789012345678901234567890123456789"
 
 static const struct err_case err_cases[] = {
+    /* [restore] order */
+    {"[restore]\norder = weights\n", 2, "[restore] order", "not GROUP:PATTERN"},
+    {"[restore]\norder = weights:*.bin model:*.pt\n", 2, "model:*.pt", "not GROUP:PATTERN"},
+    {"[restore]\norder = optimizer:\n", 2, "order", "not GROUP:PATTERN"},
+    {"[restore]\norder = :*.pt\n", 2, "order", "not GROUP:PATTERN"},
+    {"[restore]\nfoo = 1\n", 2, "foo", "unknown key"},
     {"[foo]\nx = 1\n", 1, "[foo]", "unknown section"},
     {"[region]\n", 1, "[region]", "unknown section"},
     {"quorum = 1\n", 1, "quorum", "outside any section"},
@@ -795,6 +801,26 @@ static void test_metrics_keys(void **state)
     snprintf(c->metrics, sizeof(c->metrics), "nohost:1");
     assert_int_equal(config_finish(c, &err), CKS_E_CONFIG);
     assert_non_null(strstr(buf_str(&err), "metrics"));
+    buf_free(&err);
+    free(c);
+}
+
+/* [restore] order: GROUP:PATTERN items, kept as written. */
+static void test_restore_order(void **state)
+{
+    struct config *c = cfg_new();
+    struct buf err = BUF_INIT;
+    (void)state;
+    assert_int_equal(parse("", c, &err), 0);
+    assert_string_equal(c->restore_order, "");
+    assert_int_equal(parse("[restore]\norder = optimizer:*/__1_*.distcp weights:extra_*  "
+                           "metadata:a:b\n",
+                           c, &err),
+                     0);
+    assert_string_equal(c->restore_order, "optimizer:*/__1_*.distcp weights:extra_*  metadata:a:b");
+    snprintf(c->restore_order, sizeof(c->restore_order), "fp32:x");
+    assert_int_equal(config_finish(c, &err), CKS_E_CONFIG);
+    assert_non_null(strstr(buf_str(&err), "fp32:x"));
     buf_free(&err);
     free(c);
 }
@@ -1210,6 +1236,7 @@ int main(void)
         cmocka_unit_test(test_load),
         cmocka_unit_test(test_metrics_keys),
         cmocka_unit_test(test_nodes),
+        cmocka_unit_test(test_restore_order),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

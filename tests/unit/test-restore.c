@@ -2,7 +2,9 @@
  * test-restore.c — restore's pure helpers: restore_zero_chunk() on all-zero
  * buffers of every awkward length (0, below, at and above its 16-byte head,
  * a megabyte) and on the same buffers with one non-zero byte at each edge
- * of the head, in the middle and at the end.
+ * of the head, in the middle and at the end; the priority groups:
+ * restore_group()'s built-in rules and restore_order_group() ([restore]
+ * order), first match wins, before the built-in rules.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -39,10 +41,40 @@ static void test_zero_chunk(void **state)
     free(p);
 }
 
+static void test_groups(void **state)
+{
+    (void)state;
+    assert_int_equal(restore_group("ck/trainer_state.json", 5 << 20), RESTORE_META);
+    assert_int_equal(restore_group("ck/model.safetensors", 5 << 20), RESTORE_WEIGHTS);
+    assert_int_equal(restore_group("ck/fp32_master.pt", 5 << 20), RESTORE_MASTER);
+    assert_int_equal(restore_group("ck/optimizer.pt", 5 << 20), RESTORE_OPTIM);
+    assert_int_equal(restore_group("ck/__1_0.distcp", 5 << 20), RESTORE_WEIGHTS);
+    assert_int_equal(restore_group("ck/small.bin", 1000), RESTORE_META);
+}
+
+static void test_order(void **state)
+{
+    static const char order[] = "optimizer:__1_*.distcp\tweights:optimizer.pt  "
+                                "metadata:sub/*.bin master:*.bin bogus:*.x";
+    (void)state;
+    assert_int_equal(restore_order_group(order, "ck/__1_0.distcp"), RESTORE_OPTIM);
+    assert_int_equal(restore_order_group(order, "ck/x/__1_7.distcp"), RESTORE_OPTIM);
+    assert_int_equal(restore_order_group(order, "ck/__0_0.distcp"), -1);
+    assert_int_equal(restore_order_group(order, "ck/optimizer.pt"), RESTORE_WEIGHTS);
+    assert_int_equal(restore_order_group(order, "ck/sub/a.bin"), RESTORE_META); /* first wins */
+    assert_int_equal(restore_order_group(order, "ck/a.bin"), RESTORE_MASTER);
+    assert_int_equal(restore_order_group(order, "ck/a.x"), -1); /* no such group */
+    assert_int_equal(restore_order_group("", "ck/a.bin"), -1);
+    assert_int_equal(restore_order_group(NULL, "ck/a.bin"), -1);
+    assert_int_equal(restore_order_group("weights:* ", "ck/optimizer.pt"), RESTORE_WEIGHTS);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_zero_chunk),
+        cmocka_unit_test(test_groups),
+        cmocka_unit_test(test_order),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# ingest-scaling.sh — `ckptsync snapshot` (the reading core the daemon's
+# ingest shares: service/ingcore.c) at 1 and 2 workers on tmpfs, where the
+# CPU is the bound, for a sharded checkpoint (FILES files) and for one
+# huge file (#24 item 4: what one huge file costs, and whether the reading
+# and cutting thread is the serial stage).  A benchmark, not a test.
+#
+#   tests/bench/ingest-scaling.sh [CKPTSYNC]   default build-release/ckptsync
+#   SCALE_MIB  checkpoint size (default 512); FILES (default 8) and 1
+#   WORKERS    default "1 2";  REPS  default 3 (median shown)
+#   PERF=1     also `perf record -g` the largest worker count: CPU share
+#              per thread (the busiest thread's share of the run's CPU
+#              and of its wall time) and the top symbols
+set -euo pipefail
+top=$(cd "$(dirname "$0")/../.." && pwd)
+CKS=${1:-$top/build-release/ckptsync}
+SCALE_MIB=${SCALE_MIB:-512}
+FILES=${FILES:-8}
+WORKERS=${WORKERS:-1 2}
+REPS=${REPS:-3}
+S=$(mktemp -d "${SHM:-/dev/shm}/cks-iscale.XXXXXX")
+trap 'rm -rf "$S"' EXIT
+
+conf() { # conf WORKERS
+  printf '[daemon]\nwatch = %s/watch\nstate = %s/state\nquorum = 2\nworkers = %s\n' "$S" "$S" "$1"
+  for r in a b c; do printf '[region.%s]\nkind = dir\npath = %s/%s\n' "$r" "$S" "$r"; done
+}
+mk() { # mk DIR NFILES
+  local per=$((SCALE_MIB / $2)) i
+  mkdir -p "$1"
+  for i in $(seq 1 "$2"); do head -c $((per << 20)) /dev/urandom > "$1/shard-$i.bin"; done
+}
+mk "$S/many/checkpoint-1" "$FILES"
+mk "$S/one/checkpoint-1" 1
+one() { # one DIR WORKERS -> "wall cpu"
+  conf "$2" > "$S/conf"
+  rm -rf "$S/state" "$S/a" "$S/b" "$S/c"
+  mkdir -p "$S/a" "$S/b" "$S/c" "$S/watch"
+  /usr/bin/time -f '%e %U %S' -o "$S/t" "$CKS" --config "$S/conf" --quiet snapshot "$1" --run b \
+    --step 1 > /dev/null
+  awk '{ print $1, $2 + $3 }' "$S/t"
+}
+median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+printf '| files | workers | wall s (median of %s) | GB/s | CPU s/GB |\n|---|---|---|---|---|\n' "$REPS"
+for set in many one; do
+  n=$FILES
+  [ "$set" = many ] || n=1
+  for w in $WORKERS; do
+    : > "$S/walls"
+    : > "$S/cpus"
+    for _ in $(seq 1 "$REPS"); do
+      read -r wall cpu <<< "$(one "$S/$set/checkpoint-1" "$w")"
+      echo "$wall" >> "$S/walls"
+      echo "$cpu" >> "$S/cpus"
+    done
+    wall=$(median < "$S/walls") cpu=$(median < "$S/cpus")
+    awk -v n="$n" -v w="$w" -v t="$wall" -v c="$cpu" -v m="$SCALE_MIB" 'BEGIN {
+      g = m * 1048576 / 1e9; printf "| %d | %d | %.2f | %.2f | %.2f |\n", n, w, t, g / t, c / g }'
+  done
+done
+if [ "${PERF:-0}" = 1 ]; then
+  w=$(echo "$WORKERS" | tr ' ' '\n' | sort -n | tail -1)
+  for set in many one; do
+    conf "$w" > "$S/conf"
+    rm -rf "$S/state" "$S/a" "$S/b" "$S/c"
+    mkdir -p "$S/a" "$S/b" "$S/c"
+    t0=$(date +%s.%N)
+    perf record -q -g -o "$S/perf.data" -- "$CKS" --config "$S/conf" --quiet snapshot \
+      "$S/$set/checkpoint-1" --run b --step 1 > /dev/null 2>&1
+    t1=$(date +%s.%N)
+    echo
+    echo "perf, $set file(s), workers $w, wall $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }') s:"
+    echo "CPU share per thread (samples):"
+    perf report -i "$S/perf.data" --no-children --sort pid --stdio -g none 2> /dev/null |
+      sed -n '/^ *[0-9]/p' | sed -n 1,6p
+    echo "top symbols:"
+    perf report -i "$S/perf.data" --no-children --sort sym --stdio -g none 2> /dev/null |
+      sed -n '/^ *[0-9]/p' | sed -n 1,8p
+  done
+fi
+echo "(load: $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) cores; $(uname -r))"

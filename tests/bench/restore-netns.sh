@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# restore-netns.sh — restore and ingest behind a capped link (#24 item 6):
+# the instance (ckptsync) runs in a network namespace whose veth link to
+# the host is capped with tc (tbf, RATE each way; plus netem DELAY_MS each
+# way where the kernel has sch_netem), in front of three s3rver regions on
+# the host side.  A torch-style checkpoint (trainer_state.json, WEIGHTS_MIB
+# of model.safetensors, 3 x that of optimizer.pt, random bytes: nothing to
+# compress) is snapshotted through the link, then restored --progressive
+# on a fresh instance.  Prints, in one run:
+#   restore throughput / link rate         (goal >= 0.9)
+#   time until model.safetensors is placed / (weights bytes / link rate)
+#                                          (goal <= 1.1, plus at most 1 s)
+#   CPU s per GB restored and ingested
+# A benchmark, not a test: it never fails on a figure.  Needs root (ip
+# netns, tc), node with tests/s3's packages, GNU time.
+#
+#   tests/bench/restore-netns.sh [CKPTSYNC]   default build-release/ckptsync
+#   RATE         link rate, tc syntax (default 1gbit)
+#   DELAY_MS     one-way delay each direction (default 5: RTT 10 ms; needs
+#                sch_netem, else reported as 0)
+#   WEIGHTS_MIB  default 128 (optimizer state 3 x, total 4 x)
+#   WORKERS      [daemon] workers (default 0: one per CPU)
+set -euo pipefail
+top=$(cd "$(dirname "$0")/../.." && pwd)
+export CKPTSYNC=${1:-$top/build-release/ckptsync}
+export CKS_SOURCE_DIR=$top
+RATE=${RATE:-1gbit}
+DELAY_MS=${DELAY_MS:-5}
+WEIGHTS_MIB=${WEIGHTS_MIB:-128}
+WORKERS=${WORKERS:-0}
+[ "$(id -u)" = 0 ] || { echo "restore-netns: needs root (ip netns, tc)" >&2; exit 1; }
+[ -x "$CKPTSYNC" ] || { echo "restore-netns: no $CKPTSYNC (build it: cmake --build build-release)" >&2; exit 1; }
+. "$top/tests/integration/lib.sh"
+. "$top/tests/integration/s3lib.sh"
+
+NS=cksb$$ VH=cksh$$ VN=cksn$$ HOST_IP=10.231.$((RANDOM % 250)).1
+NS_IP=${HOST_IP%.1}.2
+netns_down() {
+  ip netns del "$NS" 2> /dev/null || true
+  ip link del "$VH" 2> /dev/null || true
+}
+CKS_CLEANUP_HOOKS+=(netns_down)
+ip netns add "$NS"
+ip link add "$VH" type veth peer name "$VN"
+ip link set "$VN" netns "$NS"
+ip addr add "$HOST_IP/30" dev "$VH"
+ip link set "$VH" up
+ip netns exec "$NS" ip addr add "$NS_IP/30" dev "$VN"
+ip netns exec "$NS" ip link set "$VN" up
+ip netns exec "$NS" ip link set lo up
+# shape DEV [netns...]: RATE (and DELAY_MS) on DEV's egress
+delay=0
+shape() {
+  local dev=$1
+  shift
+  if [ "$DELAY_MS" != 0 ] && "$@" tc qdisc add dev "$dev" root netem delay "${DELAY_MS}ms" rate "$RATE" \
+    limit 100000 2> /dev/null; then
+    delay=$DELAY_MS
+  else
+    "$@" tc qdisc add dev "$dev" root tbf rate "$RATE" burst 256kb latency 100ms
+  fi
+}
+shape "$VH"
+shape "$VN" ip netns exec "$NS"
+rate_bps=$(tc -j qdisc show dev "$VH" 2> /dev/null | python3 -c '
+import json, sys
+q = json.load(sys.stdin)[0]
+print(int(q.get("options", {}).get("rate", 0)))' 2> /dev/null || echo 0)
+[ "$rate_bps" -gt 0 ] || rate_bps=$(python3 -c '
+import re, sys
+m = re.fullmatch(r"(\d+)([kmg]?)bit", sys.argv[1].lower())
+print(int(m.group(1)) * {"": 1, "k": 10**3, "m": 10**6, "g": 10**9}[m.group(2)] // 8)' "$RATE")
+
+# three s3rver regions on the host side of the link
+for r in a b c; do start_s3 "$r" --address "$HOST_IP"; done
+write_s3_credentials
+mkdir -p "$T/watch"
+{
+  config_head 512K 2M 8M
+  for r in a b c; do
+    printf '[region.%s]\nkind = s3\nendpoint = http://%s:%s\nbucket = %s\nprefix = %s\n' \
+      "$r" "$HOST_IP" "${S3_PORT[$r]}" "$S3_BUCKET" "$S3_PREFIX"
+    printf 'region = %s\naddressing = path\ncredentials = %s\n' "$S3_REGION" "$S3_CREDENTIALS"
+  done
+} > "$CONF"
+sed -i "/^\[daemon\]/a workers = $WORKERS" "$CONF"
+inns() { ip netns exec "$NS" "$@"; }
+
+src="$T/src/checkpoint-100"
+mkdir -p "$src"
+printf '{"global_step": 100}\n' > "$src/trainer_state.json"
+head -c $((WEIGHTS_MIB << 20)) /dev/urandom > "$src/model.safetensors"
+head -c $((3 * WEIGHTS_MIB << 20)) /dev/urandom > "$src/optimizer.pt"
+total=$(du -sb "$src" | cut -f1)
+wbytes=$(stat -c %s "$src/model.safetensors")
+
+inns /usr/bin/time -f '%e %U %S' -o "$T/ingest.t" "$CKPTSYNC" --config "$CONF" snapshot "$src" \
+  --run bench --step 100 > /dev/null 2> "$T/ingest.err" || { cat "$T/ingest.err" >&2; exit 1; }
+rm -rf "$STATE"
+# restore --progressive: each placed line timestamped as it arrives
+inns /usr/bin/time -f '%e %U %S' -o "$T/restore.t" "$CKPTSYNC" --config "$CONF" restore \
+  --run bench --latest --to "$T/out" --progressive --json 2> "$T/restore.err" |
+  python3 -c '
+import sys, time
+t0 = time.monotonic()
+for line in sys.stdin:
+    print("%.3f %s" % (time.monotonic() - t0, line.strip()), flush=True)' > "$T/restore.lines" ||
+  { cat "$T/restore.err" >&2; exit 1; }
+same_tree "$src" "$T/out/checkpoint-100"
+
+python3 - "$T" "$total" "$wbytes" "$rate_bps" "$RATE" "$delay" "$WORKERS" "$CKPTSYNC" << 'PY'
+import json, os, sys
+T, total, wbytes, rate, rate_s, delay, workers, cks = sys.argv[1:9]
+total, wbytes, rate = int(total), int(wbytes), int(rate)
+def times(name):
+    wall, user, sys_ = map(float, open(os.path.join(T, name)).read().split()[-3:])
+    return wall, user + sys_
+iw, ic = times("ingest.t")
+rw, rc = times("restore.t")
+placed = None
+for line in open(os.path.join(T, "restore.lines")):
+    t, js = line.split(" ", 1)
+    d = json.loads(js)
+    if d.get("placed", "").endswith("/model.safetensors"):
+        placed = float(t)
+gb = total / 1e9
+wire = total / rate
+print("restore-netns: link %s each way (%.0f MB/s), one-way delay %s ms, workers %s, %s" %
+      (rate_s, rate / 1e6, delay, workers, os.path.basename(cks)))
+print("checkpoint: %.0f MB (weights %.0f MB, optimizer %.0f MB), 3 s3rver regions behind the link" %
+      (total / 1e6, wbytes / 1e6, (total - wbytes) / 1e6))
+print()
+print("| measure | value | goal |")
+print("|---|---|---|")
+print("| restore wall s (link alone: %.2f s) | %.2f | |" % (wire, rw))
+print("| restore throughput / link rate | %.2f | >= 0.9 |" % (wire / rw))
+print("| weights placed at s (weights / link: %.2f s) | %.2f | |" % (wbytes / rate, placed or -1))
+print("| weights placed / (weights bytes / link rate) | %.2f | <= 1.1 (+1 s) |" %
+      ((placed or 0) / (wbytes / rate)))
+print("| restore CPU s/GB | %.2f | |" % (rc / gb))
+print("| ingest (snapshot through the link, 3 copies) wall s | %.2f | |" % iw)
+print("| ingest CPU s/GB | %.2f | |" % (ic / gb))
+PY
+echo "(load: $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) cores)"

@@ -1,0 +1,182 @@
+/*
+ * test-layoutcov.c — a step's coverage from its layout, over trees built
+ * in memory and layout files handed over by a reader: files missing or
+ * too short for the DCP ranges, hard links standing for their targets, an
+ * HF index at the top, a rank gap listed with "and N more", a truncated
+ * .metadata (an error naming the file), a reader's own error, and the
+ * region reader's size bound.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "base/err.h"
+#include "base/fileio.h"
+#include "service/layoutcov.h"
+#include "store/region.h"
+
+struct files {
+    const char *path;
+    const uint8_t *data;
+    size_t len;
+    int fail; /* the reader's error for this path */
+};
+
+static int reader(void *ud, const struct manifest *m, const struct mfile *f, struct buf *out,
+                  struct buf *err)
+{
+    const struct files *v = ud;
+    (void)m;
+    buf_reset(out);
+    for (; v->path; v++)
+        if (!strcmp(v->path, f->path)) {
+            if (v->fail)
+                buf_puts(err, "the reader failed");
+            return v->fail ? v->fail : buf_append(out, v->data, v->len);
+        }
+    fail_msg("read of \"%s\", not a layout file", f->path);
+    return -EINVAL;
+}
+
+/* A regular file of size bytes (one fake chunk per MiB or part of it). */
+static void add_reg(struct manifest *m, const char *path, uint64_t size)
+{
+    uint8_t id[HASH_LEN] = {0};
+    assert_int_equal(manifest_add_file(m, MFILE_REG, path, 0644, NULL), 0);
+    while (size > 0) {
+        uint32_t n = size > (1u << 20) ? 1u << 20 : (uint32_t)size;
+        assert_int_equal(manifest_add_chunk(m, id, n), 0);
+        size -= n;
+    }
+}
+
+static uint8_t *fixture(const char *name, size_t *len)
+{
+    char path[4096];
+    uint8_t *data = NULL;
+    snprintf(path, sizeof(path), "%s/dcp/%s", CKS_FIXTURES, name);
+    assert_int_equal(fileio_read_all(path, 1 << 20, &data, len), 0);
+    return data;
+}
+
+static int check(const struct manifest *m, const struct files *f, struct buf *missing,
+                 struct buf *bad, struct buf *err)
+{
+    buf_reset(missing);
+    buf_reset(bad);
+    buf_reset(err);
+    return layoutcov_check(m, reader, (void *)f, missing, bad, err);
+}
+
+static void test_dcp(void **state)
+{
+    size_t len;
+    uint8_t *meta = fixture("p4.metadata", &len); /* __0_0 100, __1_0 120, __3_0 30 */
+    struct files f[] = {{"ck/.metadata", meta, len, 0}, {NULL, NULL, 0, 0}};
+    struct buf missing = BUF_INIT, bad = BUF_INIT, err = BUF_INIT;
+    struct manifest m;
+    (void)state;
+    manifest_init(&m);
+    assert_int_equal(manifest_add_file(&m, MFILE_DIR, "ck", 0755, NULL), 0);
+    add_reg(&m, "ck/.metadata", len);
+    add_reg(&m, "ck/__0_0.distcp", 100);
+    add_reg(&m, "ck/__1_0.distcp", 119);
+    assert_int_equal(check(&m, f, &missing, &bad, &err), 1);
+    assert_string_equal(buf_str(&missing),
+                        "\"ck/__1_0.distcp\" is 119 bytes, but the layout names bytes up to 120 "
+                        "(named by the DCP metadata \"ck/.metadata\"), \"ck/__3_0.distcp\" (named "
+                        "by the DCP metadata \"ck/.metadata\")");
+    manifest_free(&m);
+
+    /* covered: long enough, __3_0 a hard link to a regular file of 30 bytes */
+    manifest_init(&m);
+    add_reg(&m, "ck/.metadata", len);
+    add_reg(&m, "ck/__0_0.distcp", 100);
+    add_reg(&m, "ck/__1_0.distcp", 4000);
+    add_reg(&m, "ck/other", 30);
+    assert_int_equal(manifest_add_file(&m, MFILE_HARDLINK, "ck/__3_0.distcp", 0644, "ck/other"), 0);
+    assert_int_equal(check(&m, f, &missing, &bad, &err), 0);
+    assert_int_equal(missing.len, 0);
+
+    /* truncated: an error naming the file and the offset; a reader's error */
+    f[0].len = len - 1;
+    assert_int_equal(check(&m, f, &missing, &bad, &err), CKS_E_FORMAT);
+    assert_string_equal(buf_str(&bad), "ck/.metadata");
+    assert_non_null(strstr(buf_str(&err), "DCP metadata \"ck/.metadata\": not a readable pickle: "
+                                          "offset "));
+    f[0].fail = -EIO;
+    assert_int_equal(check(&m, f, &missing, &bad, &err), -EIO);
+    assert_string_equal(buf_str(&err), "DCP metadata \"ck/.metadata\": the reader failed");
+    manifest_free(&m);
+    buf_free(&missing);
+    buf_free(&bad);
+    buf_free(&err);
+    free(meta);
+}
+
+static void test_hf_and_ranks(void **state)
+{
+    static const char idx[] = "{\"weight_map\": {\"a\": \"s1.safetensors\", \"b\": \"s2\"}}";
+    struct files f[] = {{"model.safetensors.index.json", (const uint8_t *)idx, sizeof(idx) - 1, 0},
+                        {NULL, NULL, 0, 0}};
+    struct buf missing = BUF_INIT, bad = BUF_INIT, err = BUF_INIT;
+    struct manifest m;
+    (void)state;
+    manifest_init(&m);
+    add_reg(&m, "model.safetensors.index.json", sizeof(idx) - 1);
+    add_reg(&m, "s1.safetensors", 0);
+    assert_int_equal(manifest_add_file(&m, MFILE_DIR, "s2", 0755, NULL), 0); /* not a file */
+    add_reg(&m, "it/mp_rank_00/m.pt", 5);
+    add_reg(&m, "it/mp_rank_20/m.pt", 5);
+    assert_int_equal(check(&m, f, &missing, &bad, &err), 1);
+    assert_string_equal(
+        buf_str(&missing),
+        "\"s2\" (named by the Hugging Face index \"model.safetensors.index.json\"), "
+        "\"it/mp_rank_01\" (named by the rank sequence of the names in \"it\"), "
+        "\"it/mp_rank_02\" (named by the rank sequence of the names in \"it\"), "
+        "\"it/mp_rank_03\" (named by the rank sequence of the names in \"it\"), "
+        "\"it/mp_rank_04\" (named by the rank sequence of the names in \"it\"), "
+        "\"it/mp_rank_05\" (named by the rank sequence of the names in \"it\"), "
+        "\"it/mp_rank_06\" (named by the rank sequence of the names in \"it\"), "
+        "\"it/mp_rank_07\" (named by the rank sequence of the names in \"it\"), "
+        "\"it/mp_rank_08\" (named by the rank sequence of the names in \"it\"), "
+        "\"it/mp_rank_09\" (named by the rank sequence of the names in \"it\") "
+        "and 10 more");
+    manifest_free(&m);
+    buf_free(&missing);
+    buf_free(&bad);
+    buf_free(&err);
+}
+
+/* A layout file above the bound is refused before any request. */
+static void test_region_bound(void **state)
+{
+    struct region rg;
+    struct manifest m;
+    struct mfile f = {.path = "ck/.metadata", .type = MFILE_REG, .size = LAYOUTCOV_MAX_FILE + 1};
+    struct buf out = BUF_INIT, err = BUF_INIT;
+    (void)state;
+    memset(&rg, 0, sizeof(rg));
+    manifest_init(&m);
+    assert_int_equal(layoutcov_region_read(&rg, &m, &f, &out, &err), CKS_E_LIMIT);
+    assert_string_equal(buf_str(&err),
+                        "it is 268435457 bytes, more than the 256 MiB a layout file may have");
+    buf_free(&out);
+    buf_free(&err);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_dcp),
+        cmocka_unit_test(test_hf_and_ranks),
+        cmocka_unit_test(test_region_bound),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
