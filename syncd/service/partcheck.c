@@ -125,22 +125,9 @@ static int pc_ranks(struct region *rg, const struct pc_list *l, const struct lay
     return e;
 }
 
-/* Whether two parts hold the same files (paths, kinds, bytes). */
-static bool pc_same_files(const struct manifest *a, const struct manifest *b)
-{
-    if (a->nfiles != b->nfiles)
-        return false;
-    for (size_t f = 0; f < a->nfiles; f++) {
-        const struct mfile *x = &a->files[f], *y = &b->files[f];
-        if (x->type != y->type || strcmp(x->path, y->path) != 0 || x->size != y->size ||
-            memcmp(x->digest, y->digest, HASH_LEN) != 0)
-            return false;
-    }
-    return true;
-}
-
-/* Two parts of one rank of the step, x and y: the same files (one node's
- * part taken twice), or two nodes claiming that rank. */
+/* Two parts of one rank of the step, x and y: one node's part taken again
+ * (the same host: the newest is merged), one of an abandoned generation,
+ * or two nodes (two hosts) claiming that rank. */
 static int pc_dup_pair(struct region *rg, const struct pc_list *l, const struct layout_part *x,
                        const struct layout_part *y, struct buf *err)
 {
@@ -152,10 +139,10 @@ static int pc_dup_pair(struct region *rg, const struct pc_list *l, const struct 
         manifest_free(&a);
         return pc_bad(e) ? CKS_E_MISMATCH : e;
     }
-    if (a.gen == b.gen && !pc_same_files(&a, &b)) { /* other generations: an abandoned job's */
+    if (a.gen == b.gen && strcmp(a.host ? a.host : "", b.host ? b.host : "") != 0) {
         buf_printf(err,
                    "two nodes claim node %u of step %lld: snapshot %s (host %s) and snapshot %s "
-                   "(host %s) hold different files",
+                   "(host %s)",
                    x->rank, (long long)x->step, a.id, a.host ? a.host : "-", b.id,
                    b.host ? b.host : "-");
         e = CKS_E_MISMATCH;

@@ -20,9 +20,9 @@
  *   - a part of the step, of this node's generation, that names another
  *     node count than this node's (a part of another generation that does
  *     is logged and left alone);
- *   - two parts of one rank and one generation with different contents
- *     (two nodes claiming the same rank); the same node's part taken twice
- *     of the same files is fine (the smallest id is merged);
+ *   - two parts of one rank and one generation from different hosts (two
+ *     nodes claiming the same rank); the same node's part taken again is
+ *     fine (a retake: the newest is merged);
  *   - a part that cannot be decoded, where one of those checks reads it;
  *   - a part with no time stamp in its id, or one stamped more than
  *     [prune] clock_skew ahead of the region's

@@ -15,8 +15,9 @@
 #      may hold: the commit fails, and node 1's error on step 1600 is
 #      written into every region and shown by ls --remote;
 #   2. a part whose key says node 2 of 2: refused, naming it;
-#   3. two nodes claiming node 1 (different files): refused, naming both
-#      snapshots;
+#   3. two nodes claiming node 1 (n1b on another host: its own UTS
+#      namespace): refused, naming both snapshots and hosts (a node's own
+#      retake of a step is not that: test-multinode-layout);
 #   4. a node that says the job has 3 nodes: refused (node count changed
 #      mid-step), naming the node;
 #   5. a node whose clock runs ahead of the region's by more than
@@ -185,12 +186,21 @@ refused 2000 "claims node 2 of 2: there is no such node"
 
 # ============================================================================
 step "3. two nodes claim node 1: refused, naming both"
-idaemon n1b
+# n1b runs on another host: its own UTS namespace, with another host name
+# (unshare execs: the pid is the daemon's)
+unshare --uts true 2> /dev/null || skip "cannot make a UTS namespace here (unshare --uts)"
+unshare --uts sh -c 'hostname impostor-host && exec "$0" --config "$1"' "$CKPTSYNCD" "$T/i-n1b.conf" \
+  >> "$T/i-n1b/daemon.log" 2>&1 &
+IPID[n1b]=$!
+for _ in $(seq 1 100); do daemon_answers icks n1b && break; sleep 0.1; done
+daemon_answers icks n1b || { tail -20 "$T/i-n1b/daemon.log" >&2; die "n1b did not answer"; }
 for k in n0 n1 n1b; do make_file "$T/i-$k/watch/job/checkpoint-3000/__$k.distcp" 1; done
 commit n1 3000 checkpoint-3000
 commit n1b 3000 checkpoint-3000
 commit n0 3000 checkpoint-3000
 refused 3000 "two nodes claim node 1 of step 3000: snapshot "
+grep -F "(host impostor-host)" "$T/errors" > /dev/null ||
+  { cat "$T/errors" >&2; die "step 3000: the error does not name the other host"; }
 istop n1b
 
 # ============================================================================
