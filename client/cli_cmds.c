@@ -74,13 +74,18 @@ static void snapshot_human(const struct repo *r, const struct snapshot_result *s
            (unsigned long long)s->files, (unsigned long long)s->files_unchanged, b1,
            (unsigned long long)s->chunks, (unsigned long long)s->new_chunks, b2, b3);
     printf("  dedup ratio %.2f\n", s->new_bytes ? (double)s->bytes / (double)s->new_bytes : 0.0);
+    cli_human(s->bytes_sent, b1, sizeof(b1));
+    printf("  sent %s from this instance (%.2fx the new stored bytes)\n", b1,
+           s->stored_bytes ? (double)s->bytes_sent / (double)s->stored_bytes : 0.0);
     for (size_t i = 0; i < s->nregions; i++) {
         cli_human(s->region[i].bytes_put, b1, sizeof(b1));
+        cli_human(s->region[i].bytes_copied, b2, sizeof(b2));
         if (s->region[i].err)
             printf("  region %-12s FAILED: %s\n", repo_region(r, i)->conf.name, s->region[i].msg);
         else
-            printf("  region %-12s committed (%llu objects, %s written)\n",
-                   repo_region(r, i)->conf.name, (unsigned long long)s->region[i].objects_put, b1);
+            printf("  region %-12s committed (%llu objects, %s written, %s copied)\n",
+                   repo_region(r, i)->conf.name, (unsigned long long)s->region[i].objects_put, b1,
+                   b2);
     }
     printf("  %s: committed in %u of %zu regions\n",
            s->committed == s->nregions ? "replicated"

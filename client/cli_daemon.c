@@ -181,6 +181,23 @@ static const char *status_step(const struct jnode *snap, char *out, size_t cap)
     return out;
 }
 
+/* Upload once: the latest snapshot's bytes sent against its new stored
+ * bytes, when the daemon knows them. */
+static void status_print_sent(const struct jnode *l)
+{
+    const struct jnode *sent = jnode_get(l, "bytes_sent");
+    double stored = jnode_num(jnode_get(l, "stored_bytes"), 0);
+    char b1[32], b2[32], b3[32];
+    if (!sent || sent->type != J_NUM)
+        return;
+    cli_human((uint64_t)jnode_num(sent, 0), b1, sizeof(b1));
+    cli_human((uint64_t)stored, b2, sizeof(b2));
+    cli_human((uint64_t)jnode_num(jnode_get(l, "bytes_copied"), 0), b3, sizeof(b3));
+    printf("%-20s sent %s from this instance for %s new stored (%.2fx), %s copied by the "
+           "regions\n",
+           "", b1, b2, stored > 0 ? jnode_num(sent, 0) / stored : 0.0, b3);
+}
+
 static void status_print_runs(const struct jnode *runs)
 {
     char step[32];
@@ -199,6 +216,7 @@ static void status_print_runs(const struct jnode *runs)
         printf("%-20s %-34s %10s %s %s\n", jnode_str(jnode_get(r, "run"), "?"),
                jnode_str(jnode_get(l, "id"), "?"), status_step(l, step, sizeof(step)), state,
                detail);
+        status_print_sent(l);
         const struct jnode *dl = jnode_get(r, "durable_latest");
         if (strcmp(state, "replicated") && strcmp(state, "durable") && jnode_get(dl, "id"))
             printf("%-20s %-34s %10s durable (newest safe)\n", "",

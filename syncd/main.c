@@ -232,6 +232,8 @@ static int print_check_json(const struct config *c, const char *path, const char
     json_arr_end(&j);
     json_key(&j, "preflight");
     preflight_json(pf, &j);
+    json_key(&j, "copies");
+    preflight_copies_json(pf, &j);
     json_obj_end(&j);
     int ok = !j.err && printf("%s\n", buf_str(&b)) > 0;
     buf_free(&b);

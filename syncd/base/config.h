@@ -85,7 +85,7 @@ struct region_conf {
                             * none = never ask for create-only puts
                             * (see region_set_preconditions) */
     /* copy_from: the regions this one may get chunks from by server-side
-     * copy (issue 25; daemon/fanout.h): "" = auto (whichever a probe says
+     * copy (issue 25; service/fanout.h): "" = auto (whichever a probe says
      * can), "none", or names of other regions separated by ','
      * (config_copy_from) */
     char copy_from[CONFIG_MAX_REGIONS * (CONFIG_NAME_MAX + 2)];

@@ -38,6 +38,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,6 +58,7 @@
 #include "daemon/objbuf.h"
 #include "daemon/pin.h"
 #include "daemon/rungen.h"
+#include "daemon/sendlog.h"
 #include "store/queue.h"
 #include "service/snapshot.h"
 
@@ -135,6 +137,10 @@ struct ing {
     uint64_t queued_bytes;
     uint64_t new_bytes; /* of the distinct chunks no region had */
     uint32_t all;       /* slot bits of every region */
+    /* upload once: the unit's number in the send log (daemon/sendlog.h),
+     * and the encoded bytes of the chunks no region had (pool threads add) */
+    uint64_t unit;
+    _Atomic uint64_t stored_new;
 };
 
 /* ---- reading -----------------------------------------------------------
@@ -180,8 +186,10 @@ static int ing_feed(struct ing *g, size_t thread, const uint8_t id[HASH_LEN], co
         return sealed;
     const struct buf *put = sealed ? env : obj;
     if ((e = objbuf_put(ob, id, (uint8_t)codec, (uint32_t)len, put->data, put->len, needs,
-                        sealed == 1)) < 0)
+                        sealed == 1, g->unit)) < 0)
         return e;
+    if (*ret_fresh && e == 0)
+        atomic_fetch_add(&g->stored_new, obj->len);
     *ret_fed = needs;
     replicator_kick(g->ig->rp);
     return 0;
@@ -458,6 +466,9 @@ static int ing_commit(struct ing *g)
     e = index_txn_commit(t);
     if (e == 0)
         g->res->seq = seq;
+    if (e == 0)
+        sendlog_unit_commit(replicator_sendlog(g->ig->rp), g->unit, seq, g->core.m.id,
+                            atomic_load(&g->stored_new));
 out:
     free(p);
     buf_free(&man);
@@ -632,6 +643,7 @@ static void ing_run(struct ingester *ig, const struct ingest_job *job, struct in
         res->unchanged = true;
         goto out;
     }
+    g.unit = sendlog_unit_begin(replicator_sendlog(ig->rp));
     for (int attempt = 0; attempt < INGEST_RETRIES; attempt++) {
         e = ing_once(&g);
         if (e != CKS_E_CHANGED)

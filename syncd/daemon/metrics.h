@@ -118,7 +118,7 @@ void metrics_reread(struct metrics *m);
 void metrics_request(struct metrics *m, size_t i, enum metrics_op op, bool ok, uint64_t bytes,
                      uint64_t usec);
 void metrics_retry(struct metrics *m, size_t i, enum metrics_retry cause, uint64_t n);
-/* Server-side copies into region i (issue 25, daemon/fanout.h): one
+/* Server-side copies into region i (issue 25, service/fanout.h): one
  * confirmed (bytes: the object's size, copied without leaving the
  * stores), failed (the copy request, or its confirmation), or fallen back
  * (the chunk then went up from the instance). */

@@ -151,7 +151,7 @@ void objbuf_free(struct objbuf *b)
 }
 
 int objbuf_put(struct objbuf *b, const uint8_t id[HASH_LEN], uint8_t codec, uint32_t raw_len,
-               const uint8_t *obj, size_t len, uint32_t needs, bool sealed)
+               const uint8_t *obj, size_t len, uint32_t needs, bool sealed, uint64_t unit)
 {
     struct objbuf_ent *e = calloc(1, sizeof(*e));
     uint8_t *data = ob_data_new(len);
@@ -187,6 +187,7 @@ int objbuf_put(struct objbuf *b, const uint8_t id[HASH_LEN], uint8_t codec, uint
     e->data = data;
     e->len = len;
     e->sealed = sealed;
+    e->unit = unit;
     e->stored_len = (uint32_t)(sealed && len >= CRYPT_OVERHEAD ? len - CRYPT_OVERHEAD : len);
     e->needs = needs;
     e->prev = b->tail;

@@ -41,6 +41,7 @@ struct objbuf_ent {
     size_t len;
     bool sealed;         /* data is the envelope (daemon/ingest: sealed once for every region) */
     uint32_t stored_len; /* the encoded object's length (len without the envelope) */
+    uint64_t unit;       /* the ingest unit that buffered it (daemon/sendlog.h), 0: none */
     /* private to objbuf.c */
     uint32_t needs, taken;
     unsigned refs;
@@ -61,7 +62,7 @@ void objbuf_free(struct objbuf *b);
  * objbuf_stop.  Waits while the buffer is full of entries the quorum
  * still needs. */
 int objbuf_put(struct objbuf *b, const uint8_t id[HASH_LEN], uint8_t codec, uint32_t raw_len,
-               const uint8_t *obj, size_t len, uint32_t needs, bool sealed);
+               const uint8_t *obj, size_t len, uint32_t needs, bool sealed, uint64_t unit);
 /* The oldest entry slot needs and has not taken, now taken; NULL if none. */
 struct objbuf_ent *objbuf_take(struct objbuf *b, unsigned slot);
 bool objbuf_has(struct objbuf *b, const uint8_t id[HASH_LEN]);

@@ -58,7 +58,8 @@
 #include "engine/chunkobj.h"
 #include "service/catalog.h"
 #include "service/gc.h"
-#include "daemon/fanout.h"
+#include "service/fanout.h"
+#include "daemon/sendlog.h"
 #include "service/multinode.h"
 #include "daemon/metrics.h"
 #include "daemon/objbuf.h"
@@ -121,7 +122,7 @@ struct slot {
     struct buf obj;
     struct objbuf_ent *ent;
     struct index_chunk rec;
-    /* upload once, then copy (daemon/fanout.h) */
+    /* upload once, then copy (service/fanout.h) */
     bool parked;          /* busy, nothing in flight: waits for the upload region */
     bool copied;          /* a copy succeeded: the HAS in flight confirms it */
     size_t src;           /* COPY: the source region's index */
@@ -143,6 +144,7 @@ struct replicator {
     struct rworker w[CONFIG_MAX_REGIONS];
     struct objbuf *ob;      /* encoded objects from ingest */
     struct fanout *fan;     /* who copies from whom (issue 25) */
+    struct sendlog *sent;   /* bytes each snapshot sent from the instance */
     struct retakes retakes; /* units to take again (rw_drop); guarded by mu */
 };
 
@@ -1072,7 +1074,14 @@ static void rw_put(struct rworker *w, struct slot *sl)
     rw_submit(w, sl);
 }
 
-/* ---- upload once, then copy (issue 25, daemon/fanout.h) ----------------- */
+/* ---- upload once, then copy (issue 25, service/fanout.h) ----------------- */
+/* The slot's chunk: len bytes sent from the instance or copied, counted
+ * to its snapshot (by its queue entry, or the unit that buffered it). */
+static void rw_sent(struct rworker *w, const struct slot *sl, uint64_t sent, uint64_t copied)
+{
+    uint64_t unit = sl->feed && sl->ent ? sl->ent->unit : 0;
+    sendlog_add(w->rp->sent, unit, sl->feed ? 0 : sl->q.seq, sent, copied);
+}
 
 #define PARK_WAIT_MS 250   /* a parked slot looks again at least this often */
 #define PARK_MAX_MS 300000 /* ... and goes up from the instance after this long */
@@ -1178,6 +1187,7 @@ static void rw_fan_stored(struct rworker *w, struct slot *sl, size_t len)
         w->st.bytes_copied += len;
         pthread_mutex_unlock(&w->rp->mu);
         metrics_copy(w->rp->m, w->i, METRICS_COPY_OK, len);
+        rw_sent(w, sl, 0, len);
     }
     if (fanout_is_source(w->rp->fan, w->i))
         replicator_kick(w->rp);
@@ -1255,6 +1265,7 @@ static void rw_complete(struct rworker *w, struct region_req *req)
         w->st.objects_put++;
         w->st.bytes_put += len;
         pthread_mutex_unlock(&w->rp->mu);
+        rw_sent(w, sl, len, 0);
     }
     bool stored = req->kind == RREQ_PUT || req->ret == 1;
     if (stored) {
@@ -1418,7 +1429,9 @@ int replicator_new(struct repo *r, int notify_fd, struct metrics *m, struct repl
             return -ENOMEM;
         }
     }
-    int fe = fanout_new(r, &rp->fan);
+    int fe = sendlog_new(&rp->sent);
+    if (fe == 0)
+        fe = fanout_new(r, FANOUT_ASYNC, &rp->fan);
     if (fe < 0) {
         replicator_free(rp);
         return fe;
@@ -1472,6 +1485,7 @@ void replicator_free(struct replicator *rp)
     }
     objbuf_free(rp->ob);
     fanout_free(rp->fan);
+    sendlog_free(rp->sent);
     retakes_free(&rp->retakes);
     pthread_cond_destroy(&rp->cv);
     pthread_mutex_destroy(&rp->mu);
@@ -1481,6 +1495,11 @@ void replicator_free(struct replicator *rp)
 struct objbuf *replicator_objbuf(struct replicator *rp)
 {
     return rp->ob;
+}
+
+struct sendlog *replicator_sendlog(struct replicator *rp)
+{
+    return rp->sent;
 }
 
 void replicator_ingesting(struct replicator *rp, bool on)

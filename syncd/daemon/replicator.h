@@ -43,7 +43,7 @@ struct region_status {
     int last_code;           /* the last failure's code (CKS_E_DENIED: credentials) */
     int64_t retry_at_ms;     /* for BACKOFF */
     uint64_t objects_put, bytes_put;
-    /* server-side copies into this region (daemon/fanout.h): confirmed,
+    /* server-side copies into this region (service/fanout.h): confirmed,
      * and those that failed (each then went up from the instance) */
     uint64_t objects_copied, bytes_copied, copies_failed;
     uint32_t copies_from; /* bit j: it copies from region j now (replicator_status) */
@@ -59,6 +59,9 @@ void replicator_free(struct replicator *rp);
 /* The buffer ingest hands encoded objects through (daemon/objbuf.h);
  * owned by the replicator, valid until replicator_free. */
 struct objbuf *replicator_objbuf(struct replicator *rp);
+/* What each snapshot sent from the instance (daemon/sendlog.h); owned
+ * by the replicator, valid until replicator_free. */
+struct sendlog *replicator_sendlog(struct replicator *rp);
 void replicator_kick(struct replicator *rp);
 /* Ingest reads a unit (on) or is done with it (off; its snapshot is
  * pending by then, or there is none): durable first holds the regions

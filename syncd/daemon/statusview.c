@@ -30,6 +30,7 @@
 #include "daemon/objbuf.h"
 #include "store/queue.h"
 #include "daemon/replicator.h"
+#include "daemon/sendlog.h"
 #include "daemon/statusview.h"
 
 /* ---- runs and regions, as status and /metrics show them -------------- */
@@ -201,6 +202,23 @@ static void json_time_ms(struct json *j, int64_t ms)
         json_null(j);
 }
 
+/* Upload once: what the snapshot sent from the instance against its new
+ * stored bytes (daemon/sendlog.h); null when this daemon did not take it
+ * or has forgotten it (a restart, or many snapshots since). */
+static void status_sent(struct json *j, const struct daemon_parts *p, const char *id)
+{
+    struct sendlog_rec sr;
+    bool have = sendlog_get(replicator_sendlog(p->rp), id, &sr);
+    const char *keys[] = {"bytes_sent", "bytes_copied", "stored_bytes"};
+    const uint64_t vals[] = {sr.sent, sr.copied, sr.stored};
+    for (size_t k = 0; k < 3; k++) {
+        json_key(j, keys[k]);
+        have ? json_u64(j, vals[k]) : json_null(j);
+    }
+    json_key(j, "sent_ratio");
+    have &&sr.stored ? json_double(j, (double)sr.sent / (double)sr.stored) : json_null(j);
+}
+
 static void status_emit_run(struct run_scan *a, const struct run_view *v)
 {
     const struct daemon_parts *p = a->p;
@@ -234,6 +252,7 @@ static void status_emit_run(struct run_scan *a, const struct run_view *v)
     json_bool(j, k >= p->conf->quorum);
     json_key(j, "uploaded_percent");
     json_double(j, k == repo_nregions(p->r) ? 100.0 : upload_percent(p, sa->t, v));
+    status_sent(j, p, v->id);
     json_key(j, "region_states");
     json_obj_begin(j);
     for (size_t i = 0; i < repo_nregions(p->r); i++) {
@@ -258,7 +277,7 @@ static void status_emit_run(struct run_scan *a, const struct run_view *v)
     json_obj_end(j);
 }
 
-/* The regions it copies chunks from (daemon/fanout.h), by name. */
+/* The regions it copies chunks from (service/fanout.h), by name. */
 static void status_copies_from(struct json *j, const struct repo *r, uint32_t from)
 {
     json_key(j, "copies_from");

@@ -71,42 +71,77 @@ static int copymap_probe(struct repo *r, size_t dst, size_t src, const char *wha
     return e < 0 ? -1 : e;
 }
 
-/* Can region dst copy from region src? */
-static int copymap_pair(struct repo *r, size_t dst, size_t src)
+enum copymap_why copymap_conf_why(const struct config *c, size_t dst, size_t src)
+{
+    int conf = config_copy_from(c, dst, src);
+    if (conf >= 0)
+        return conf ? COPYMAP_CONF_YES : COPYMAP_CONF_NO;
+    if (c->regions[dst].kind != REGION_KIND_S3 || c->regions[src].kind != REGION_KIND_S3)
+        return COPYMAP_KIND; /* only s3 copies server-side */
+    return COPYMAP_UNKNOWN;
+}
+
+const char *copymap_why_str(enum copymap_why why)
+{
+    static const char *const s[] = {
+        [COPYMAP_UNKNOWN] = "not probed yet",
+        [COPYMAP_CONF_YES] = "configured (copy_from)",
+        [COPYMAP_CONF_NO] = "configured (copy_from)",
+        [COPYMAP_KIND] = "only two s3 regions copy server-side",
+        [COPYMAP_UNHEALTHY] = "a region of the pair is not working; not probed",
+        [COPYMAP_PROBED_YES] = "probed",
+        [COPYMAP_PROBED_NO] = "probed: the copy was refused or came out wrong",
+        [COPYMAP_NO_ANSWER] = "the probe got no answer; not copying for now",
+        [COPYMAP_RECALL_YES] = "probed earlier (remembered in the index)",
+        [COPYMAP_RECALL_NO] = "probed earlier (remembered in the index): the copy did not work",
+    };
+    return why < sizeof(s) / sizeof(s[0]) && s[why] ? s[why] : "?";
+}
+
+/* Can region dst copy from region src, and why. */
+static enum copymap_why copymap_pair(struct repo *r, size_t dst, size_t src)
 {
     const struct config *c = repo_conf(r);
     const struct region_conf *dc = &c->regions[dst], *sc = &c->regions[src];
-    int conf = config_copy_from(c, dst, src);
     char key[16 + HASH_HEX_LEN], what[2 * CONFIG_NAME_MAX + 64];
-    if (conf >= 0)
-        return conf;
-    if (dc->kind != REGION_KIND_S3 || sc->kind != REGION_KIND_S3)
-        return 0; /* only s3 copies server-side */
+    enum copymap_why why = copymap_conf_why(c, dst, src);
+    if (why != COPYMAP_UNKNOWN)
+        return why;
     if (!repo_region_ok(r, dst) || !repo_region_ok(r, src))
-        return 0;
+        return COPYMAP_UNHEALTHY;
     snprintf(what, sizeof(what), "copying from region '%s' to region '%s'", sc->name, dc->name);
     copymap_key(sc, dc, key);
     int yes = copymap_recall(r, key);
     if (yes >= 0)
-        return yes;
+        return yes ? COPYMAP_RECALL_YES : COPYMAP_RECALL_NO;
     yes = copymap_probe(r, dst, src, what);
     if (yes < 0)
-        return 0;
+        return COPYMAP_NO_ANSWER;
     log_info("%s %s (probed)", what, yes ? "works" : "does not work");
     copymap_remember(r, key, yes, what);
-    return yes;
+    return yes ? COPYMAP_PROBED_YES : COPYMAP_PROBED_NO;
 }
 
-unsigned copymap_build(struct repo *r, struct copymap *m)
+static bool copymap_yes(enum copymap_why why)
+{
+    return why == COPYMAP_CONF_YES || why == COPYMAP_PROBED_YES || why == COPYMAP_RECALL_YES;
+}
+
+unsigned copymap_build(struct repo *r, const atomic_bool *stop, struct copymap *m)
 {
     unsigned n = 0;
     memset(m, 0, sizeof(*m));
     for (size_t dst = 0; dst < repo_nregions(r); dst++)
-        for (size_t src = 0; src < repo_nregions(r); src++)
-            if (src != dst && copymap_pair(r, dst, src) == 1) {
+        for (size_t src = 0; src < repo_nregions(r); src++) {
+            if (src == dst || (stop && atomic_load(stop)))
+                continue;
+            enum copymap_why why = copymap_pair(r, dst, src);
+            m->why[dst][src] = (uint8_t)why;
+            if (copymap_yes(why)) {
                 m->from[dst] |= 1u << src;
                 n++;
             }
+        }
     return n;
 }
 

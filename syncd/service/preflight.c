@@ -18,6 +18,7 @@
 #include "base/err.h"
 #include "engine/keyslot.h"
 #include "engine/repoobj.h"
+#include "service/copymap.h"
 #include "service/preflight.h"
 #include "service/repokeys.h"
 #include "store/layout.h"
@@ -142,6 +143,38 @@ static void pf_connect(const struct config *conf, struct region *rg, struct pref
         pf_keys(conf, rg, &p->keys);
 }
 
+/* --connect, an auto pair of two reachable s3 regions: the probe. */
+static enum copymap_why pf_copy_probe(const struct config *conf, size_t dst, size_t src)
+{
+    struct region *d = NULL, *s = NULL;
+    struct buf err = BUF_INIT;
+    int e = region_new(&conf->regions[dst], &d, &err);
+    if (e == 0)
+        e = region_new(&conf->regions[src], &s, &err);
+    if (e == 0)
+        e = region_probe_copy(d, s);
+    region_free(d);
+    region_free(s);
+    buf_free(&err);
+    return e < 0 ? COPYMAP_NO_ANSWER : e ? COPYMAP_PROBED_YES : COPYMAP_PROBED_NO;
+}
+
+/* The copy matrix: the configuration's word, or the probe's. */
+static void pf_copies(const struct config *conf, unsigned flags, struct preflight *pf)
+{
+    for (size_t dst = 0; dst < conf->nregions; dst++)
+        for (size_t src = 0; src < conf->nregions; src++) {
+            if (src == dst)
+                continue;
+            enum copymap_why why = copymap_conf_why(conf, dst, src);
+            bool reach = pf->region[dst].reach.state == PREFLIGHT_OK &&
+                         pf->region[src].reach.state == PREFLIGHT_OK;
+            if (why == COPYMAP_UNKNOWN && (flags & PREFLIGHT_CONNECT))
+                why = reach ? pf_copy_probe(conf, dst, src) : COPYMAP_UNHEALTHY;
+            pf->copy[dst][src] = (unsigned char)why;
+        }
+}
+
 unsigned preflight_run(const struct config *conf, unsigned flags, struct preflight *ret)
 {
     unsigned bad = 0;
@@ -165,7 +198,23 @@ unsigned preflight_run(const struct config *conf, unsigned flags, struct preflig
         region_free(rg);
         buf_free(&err);
     }
+    pf_copies(conf, flags, ret);
     return bad;
+}
+
+/* A pair's answer: "yes", "no", or "auto" (not probed). */
+static const char *pf_copy_answer(enum copymap_why why)
+{
+    if (why == COPYMAP_CONF_YES || why == COPYMAP_PROBED_YES || why == COPYMAP_RECALL_YES)
+        return "yes";
+    return why == COPYMAP_UNKNOWN ? "auto" : "no";
+}
+
+static const char *pf_copy_why(enum copymap_why why)
+{
+    return why == COPYMAP_UNKNOWN ? "copy_from = auto: the daemon probes the pair at start; "
+                                    "--connect probes it now"
+                                  : copymap_why_str(why);
 }
 
 static const char *const pf_states[] = {"skipped", "ok", "failed"};
@@ -181,6 +230,33 @@ void preflight_print(const struct preflight *pf, FILE *out)
                 fprintf(out, "region %s: %s: %s%s\n", p->name, what[k],
                         c[k]->state == PREFLIGHT_FAILED ? "FAILED: " : "", c[k]->text);
     }
+    for (size_t d = 0; d < pf->n; d++)
+        for (size_t s = 0; s < pf->n; s++)
+            if (s != d)
+                fprintf(out, "copy %s <- %s: %s (%s)\n", pf->region[d].name, pf->region[s].name,
+                        pf_copy_answer(pf->copy[d][s]), pf_copy_why(pf->copy[d][s]));
+}
+
+void preflight_copies_json(const struct preflight *pf, struct json *j)
+{
+    json_arr_begin(j);
+    for (size_t d = 0; d < pf->n; d++)
+        for (size_t s = 0; s < pf->n; s++) {
+            if (s == d)
+                continue;
+            const char *a = pf_copy_answer(pf->copy[d][s]);
+            json_obj_begin(j);
+            json_key(j, "to");
+            json_str(j, pf->region[d].name);
+            json_key(j, "from");
+            json_str(j, pf->region[s].name);
+            json_key(j, "copies");
+            a[0] == 'a' ? json_null(j) : json_bool(j, a[0] == 'y');
+            json_key(j, "why");
+            json_str(j, pf_copy_why(pf->copy[d][s]));
+            json_obj_end(j);
+        }
+    json_arr_end(j);
 }
 
 static void pf_json_check(struct json *j, const char *key, const struct preflight_check *c)

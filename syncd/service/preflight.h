@@ -11,7 +11,16 @@
  * (the first start creates it) or unreadable, and, when that object says
  * the repository is encrypted, its key slots read and tried with the
  * configured secret (key_file, passphrase_file or $CKPTSYNC_PASSPHRASE).
- * Nothing is created or changed in a region.
+ * Nothing is created or changed in a region, but for the copy probe.
+ *
+ * The copy matrix (issue 25, service/copymap.h): for each ordered pair of
+ * regions, whether the destination gets chunks by server-side copy from
+ * the source and why: configured ([region.X] copy_from), impossible (not
+ * two s3 regions), or auto — with PREFLIGHT_CONNECT probed now (a small
+ * probe/<random> object put into the source, copied, checked and deleted:
+ * region_probe_copy), without it left to the daemon's probe at start.
+ * A pair that cannot copy is not a failed check: its destination gets
+ * chunks from the instance.
  *
  *   struct preflight pf;
  *   unsigned bad = preflight_run(conf, PREFLIGHT_CONNECT, &pf);
@@ -52,14 +61,21 @@ struct preflight_region {
 struct preflight {
     size_t n;
     struct preflight_region region[CONFIG_MAX_REGIONS];
+    /* [dst][src]: enum copymap_why of the pair (COPYMAP_UNKNOWN: auto,
+     * not probed); [i][i] unused */
+    unsigned char copy[CONFIG_MAX_REGIONS][CONFIG_MAX_REGIONS];
 };
 
 unsigned preflight_run(const struct config *conf, unsigned flags, struct preflight *ret);
-/* One line per region and check that ran. */
+/* One line per region and check that ran, then one per ordered pair of
+ * regions: "copy b <- a: yes (probed)". */
 void preflight_print(const struct preflight *pf, FILE *out);
 /* The regions as a JSON array of {name, credentials, reach, repository, keys},
  * each check {state: "ok"|"failed"|"skipped", text}; the repo object's
  * check is "repository". */
 void preflight_json(const struct preflight *pf, struct json *j);
+/* The copy matrix as a JSON array of {to, from, copies: true|false|null
+ * (auto, not probed), why}, one per ordered pair. */
+void preflight_copies_json(const struct preflight *pf, struct json *j);
 
 #endif

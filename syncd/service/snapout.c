@@ -34,6 +34,15 @@ static void put_dedup_ratio(struct json *j, const struct snapout *o)
     json_double(j, s->new_bytes ? (double)s->bytes / (double)s->new_bytes : 0);
 }
 
+/* Chunk bytes sent from this instance per new stored byte: 1 when each
+ * new chunk went up once (upload once), the number of regions when each
+ * got it from the instance; 0 when nothing was new. */
+static void put_sent_ratio(struct json *j, const struct snapout *o)
+{
+    const struct snapshot_result *s = o->res;
+    json_double(j, s->stored_bytes ? (double)s->bytes_sent / (double)s->stored_bytes : 0);
+}
+
 static void put_committed(struct json *j, const struct snapout *o)
 {
     json_u64(j, o->committed);
@@ -65,6 +74,12 @@ static void put_regions(struct json *j, const struct snapout *o)
         json_u64(j, g->objects_put);
         json_key(j, "bytes_put");
         json_u64(j, g->bytes_put);
+        json_key(j, "objects_copied");
+        json_u64(j, g->objects_copied);
+        json_key(j, "bytes_copied");
+        json_u64(j, g->bytes_copied);
+        json_key(j, "copies_failed");
+        json_u64(j, g->copies_failed);
         json_key(j, "error");
         if (g->err)
             json_str(j, g->msg);
@@ -100,6 +115,8 @@ static const struct snapout_field {
     COUNT("new_chunks", new_chunks),
     COUNT("new_bytes", new_bytes),
     COUNT("stored_bytes", stored_bytes),
+    COUNT("bytes_sent", bytes_sent),
+    {"sent_ratio", TAKE, 0, put_sent_ratio},
     COUNT("confirmed_chunks", confirm_asked),
     COUNT("confirm_heads", confirm_heads),
     COUNT("confirm_listed", confirm_listed),

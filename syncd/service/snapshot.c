@@ -34,6 +34,7 @@
 #include "engine/chunkobj.h"
 #include "engine/crypt.h"
 #include "service/catalog.h"
+#include "service/fanout.h"
 #include "service/gc.h"
 #include "service/ingcore.h"
 #include "service/presence.h"
@@ -61,6 +62,8 @@ struct sjob {
     int rerr[CONFIG_MAX_REGIONS];
     char rmsg[CONFIG_MAX_REGIONS][512];
     uint64_t objects_put[CONFIG_MAX_REGIONS], bytes_put[CONFIG_MAX_REGIONS];
+    uint64_t objects_copied[CONFIG_MAX_REGIONS], bytes_copied[CONFIG_MAX_REGIONS];
+    uint64_t copies_failed[CONFIG_MAX_REGIONS];
 };
 
 struct snap {
@@ -80,6 +83,7 @@ struct snap {
     struct pool *pool;
     struct sworker *wk;
     size_t nwk;
+    struct fanout *fan; /* upload once, then copy (service/fanout.h) */
 };
 
 /* A chunk this snapshot uploaded or found in the regions of mask (slot
@@ -173,10 +177,100 @@ static size_t snap_chunk_outcome(struct sjob *j, struct sworker *w, struct regio
     return absent;
 }
 
+/* The regions (index bits) the chunk is present in, by c. */
+static uint32_t snap_present(struct sjob *j, struct sworker *w, const struct index_chunk *c)
+{
+    uint32_t m = 0;
+    for (size_t i = 0; i < repo_nregions(snap_of(j)->r); i++)
+        if (c->presence >> w->rg[i]->slot & 1)
+            m |= 1u << i;
+    return m;
+}
+
+/* What one round of a chunk's fan-out writes. */
+struct snap_fan {
+    const char *key;
+    const struct buf *obj; /* what a PUT sends: the object, or its envelope */
+    bool sealed;
+    uint32_t need;  /* regions that still lack it */
+    uint32_t force; /* regions whose copy failed: upload from the instance */
+};
+
+/* A copy into region i from src, confirmed by i's own HEAD (ret 1), or
+ * not: logged naming both regions, and i gets the chunk from the
+ * instance next (f->force). */
+static void snap_copy_outcome(struct sjob *j, struct sworker *w, const struct region_op *op,
+                              size_t i, size_t src, struct index_chunk *c, struct snap_fan *f)
+{
+    const struct config *conf = repo_conf(snap_of(j)->r);
+    if (op->ret == 1) {
+        c->presence |= 1u << w->rg[i]->slot;
+        j->objects_copied[i]++;
+        j->bytes_copied[i] += f->obj->len; /* as stored: the envelope, sealed */
+        return;
+    }
+    j->copies_failed[i]++;
+    f->force |= 1u << i;
+    if (op->ret == 0)
+        log_warn("region '%s': a copy from region '%s' was answered as done, but the region does "
+                 "not hold the chunk; uploading it from this instance",
+                 conf->regions[i].name, conf->regions[src].name);
+    else
+        fanout_copy_failed(snap_of(j)->fan, i, src, op->ret, region_last_error(w->rg[i]));
+}
+
+/* One round: each region that lacks the chunk uploads it, copies it from
+ * a region that has it, or waits for its upload region
+ * (service/fanout.h) to have it, the next round. */
+static void snap_fan_round(struct sjob *j, struct sworker *w, struct index_chunk *c,
+                           struct snap_fan *f)
+{
+    struct region_op ops[CONFIG_MAX_REGIONS];
+    size_t which[CONFIG_MAX_REGIONS], src[CONFIG_MAX_REGIONS], n = 0;
+    uint32_t present = snap_present(j, w, c);
+    for (size_t i = 0; i < repo_nregions(snap_of(j)->r); i++) {
+        if (!(f->need >> i & 1))
+            continue;
+        enum fanout_way way = f->force >> i & 1
+                                  ? FANOUT_PUT
+                                  : fanout_choose(snap_of(j)->fan, i, present, j->healthy, &src[n]);
+        if (way == FANOUT_WAIT)
+            continue;
+        ops[n] = (struct region_op){.rg = w->rg[i],
+                                    .kind = REGION_OP_PUT,
+                                    .key = f->key,
+                                    .data = f->obj->data,
+                                    .len = f->obj->len,
+                                    .sealed = f->sealed};
+        if (way == FANOUT_COPY)
+            ops[n] = (struct region_op){.rg = w->rg[i],
+                                        .kind = REGION_OP_COPY,
+                                        .key = f->key,
+                                        .len = w->obj.len,
+                                        .src = w->rg[src[n]]};
+        which[n++] = i;
+    }
+    if (n == 0) { /* every region waits on one that left: upload */
+        f->force |= f->need;
+        return;
+    }
+    region_batch(ops, n);
+    for (size_t k = 0; k < n; k++) {
+        size_t i = which[k];
+        if (ops[k].kind == REGION_OP_COPY)
+            snap_copy_outcome(j, w, &ops[k], i, src[k], c, f);
+        else
+            snap_chunk_outcome(j, w, &ops[k], 1, &which[k], c);
+        if (ops[k].kind == REGION_OP_PUT || ops[k].ret == 1)
+            f->need &= ~(1u << i);
+    }
+}
+
 /* Makes the chunk present in every region the job may use: ask the
- * regions that the index does not know to hold it, then upload to those
- * that lack it.  j->before gets the presence the chunk had before any
- * upload: 0 means no region had it, a new chunk. */
+ * regions that the index does not know to hold it, then upload it once
+ * and have the others copy it (snap_fan_round), or upload to each where
+ * they cannot copy.  j->before gets the presence the chunk had before
+ * any upload: 0 means no region had it, a new chunk. */
 static int snap_chunk_upload(struct sjob *j, struct sworker *w, struct index_chunk *c)
 {
     struct region_op ops[CONFIG_MAX_REGIONS];
@@ -209,20 +303,12 @@ static int snap_chunk_upload(struct sjob *j, struct sworker *w, struct index_chu
         snprintf(j->h.msg, sizeof(j->h.msg), "sealing a chunk: %s", err_str(sealed));
         return sealed;
     }
-    const struct buf *put = sealed ? &w->env : &w->obj;
-    size_t m = 0;
+    struct snap_fan f = {.key = key, .obj = sealed ? &w->env : &w->obj, .sealed = sealed == 1};
     for (size_t k = 0; k < n; k++)
-        if (ops[k].kind == REGION_OP_HAS && ops[k].ret == 0) {
-            ops[m] = (struct region_op){.rg = ops[k].rg,
-                                        .kind = REGION_OP_PUT,
-                                        .key = key,
-                                        .data = put->data,
-                                        .len = put->len,
-                                        .sealed = sealed == 1};
-            which[m++] = which[k];
-        }
-    region_batch(ops, m);
-    snap_chunk_outcome(j, w, ops, m, which, c);
+        if (ops[k].kind == REGION_OP_HAS && ops[k].ret == 0)
+            f.need |= 1u << which[k];
+    for (size_t round = 0; f.need && round <= 2 * nregions; round++)
+        snap_fan_round(j, w, c, &f);
     return 0;
 }
 
@@ -248,6 +334,7 @@ static void snap_job_prepare(struct ingcore_job *hj)
     for (size_t i = 0; i < repo_nregions(s->r); i++) {
         j->rerr[i] = 0;
         j->objects_put[i] = j->bytes_put[i] = 0;
+        j->objects_copied[i] = j->bytes_copied[i] = j->copies_failed[i] = 0;
         if (repo_region_ok(s->r, i))
             j->healthy |= 1u << i;
     }
@@ -308,6 +395,9 @@ static int snap_chunk_apply(struct ingcore_job *hj, size_t index)
     for (size_t i = 0; i < repo_nregions(s->r); i++) {
         s->res->region[i].objects_put += j->objects_put[i];
         s->res->region[i].bytes_put += j->bytes_put[i];
+        s->res->region[i].objects_copied += j->objects_copied[i];
+        s->res->region[i].bytes_copied += j->bytes_copied[i];
+        s->res->region[i].copies_failed += j->copies_failed[i];
         if (j->rerr[i])
             snap_region_fail_msg(s, i, j->rerr[i], j->rmsg[i]);
     }
@@ -795,6 +885,7 @@ static void snap_teardown(struct snap *s)
         buf_free(&s->wk[t].env);
     }
     free(s->wk);
+    fanout_free(s->fan);
 }
 
 /* Regions that failed before the snapshot began (repo_open): their
@@ -824,6 +915,8 @@ int snapshot_take(struct repo *r, const struct snapshot_opts *o, struct snapshot
         return -EINVAL;
     }
     snap_note_unhealthy(&s);
+    if (repo_nregions(r) > 1 && (e = fanout_new(r, 0, &s.fan)) < 0)
+        goto out;
     if ((e = snap_setup(&s)) < 0 || (e = ingcore_begin(&s.core, o->path)) < 0 ||
         (e = snap_workers(&s)) < 0 || (e = snap_intents(&s)) < 0 || (e = snap_entries(&s)) < 0 ||
         (e = snap_confirm(&s)) < 0 || (e = snap_commit(&s)) < 0)
@@ -831,6 +924,8 @@ int snapshot_take(struct repo *r, const struct snapshot_opts *o, struct snapshot
     memcpy(ret->id, s.core.m.id, sizeof(ret->id));
     snprintf(ret->root, sizeof(ret->root), "%s", s.core.m.root);
     ret->durable = ret->committed >= repo_quorum(r);
+    for (size_t i = 0; i < repo_nregions(r); i++)
+        ret->bytes_sent += ret->region[i].bytes_put;
     e = ret->committed == repo_nregions(r) ? 0 : ret->durable ? 1 : CKS_E_QUORUM;
 out:
     if (e < 0 && e != CKS_E_QUORUM && !buf_str(err)[0])

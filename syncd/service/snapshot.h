@@ -9,6 +9,13 @@
  *   snapshot record and refcounts committed -> manifest published in each
  *   region -> latest ref moved -> committed bits recorded -> caller told.
  *
+ * Upload once (service/fanout.h): a new chunk goes up from this instance
+ * to one region (the first, in the configured order, that the others
+ * can copy from) and the others copy it server-side, each copy confirmed
+ * by the destination's HEAD; a region that cannot copy, or whose copy
+ * fails, gets it from the instance.  Manifests and commit records go to
+ * each region directly.
+ *
  * A region that fails is dropped from this snapshot (its error kept in the
  * result) and the others go on; the snapshot is durable when at least
  * conf.quorum regions committed it.  A file that changes while it is read
@@ -40,7 +47,11 @@ struct snapshot_region_result {
     int err; /* 0 if the snapshot is committed there */
     char msg[512];
     uint64_t objects_put;
-    uint64_t bytes_put; /* object bytes written (compressed) */
+    uint64_t bytes_put; /* object bytes written (compressed) from this instance */
+    /* upload once (service/fanout.h): chunk objects the region got by
+     * server-side copy from another region, and copies that failed (the
+     * chunk then went up from this instance) */
+    uint64_t objects_copied, bytes_copied, copies_failed;
 };
 
 struct snapshot_result {
@@ -53,6 +64,7 @@ struct snapshot_result {
     uint64_t new_chunks;      /* chunks no region had: uploaded */
     uint64_t new_bytes;       /* raw bytes of new chunks */
     uint64_t stored_bytes;    /* compressed bytes of new chunks (once) */
+    uint64_t bytes_sent;      /* chunk object bytes this instance sent, all regions */
     /* Chunks the index said a region holds, confirmed with the region
      * before the commit (service/presence.h), summed over regions. */
     uint64_t confirm_asked, confirm_heads, confirm_listed, confirm_missing;

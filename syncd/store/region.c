@@ -712,7 +712,7 @@ int region_probe_preconditions(struct region *r)
 
 #define REGION_COPY_PROBE_BODY "ckptsync copy probe\n"
 
-int region_copy(struct region *dst, const struct region *src, const char *key)
+int region_copy(struct region *dst, const struct region *src, const char *key, uint64_t size)
 {
     char mkey[REGION_KEY_MAX];
     dst->errmsg[0] = 0;
@@ -724,7 +724,8 @@ int region_copy(struct region *dst, const struct region *src, const char *key)
     int e = region_begin(dst, "copying", key, mkey);
     if (e < 0)
         return e;
-    return region_done(dst, "copying", key, dst->ops->copy(dst, src, mkey));
+    return region_done(dst, "copying", key,
+                       dst->ops->copy(dst, src, mkey, region_sealed_size(dst, key, size)));
 }
 
 /* dst holds the probe object, with the probe's bytes? */
@@ -759,7 +760,7 @@ int region_probe_copy(struct region *dst, struct region *src)
     int e = src->ops->put(src, key, REGION_COPY_PROBE_BODY, len);
     if (e < 0)
         return region_done(src, "writing the copy probe", key, e);
-    e = dst->ops->copy(dst, src, key);
+    e = dst->ops->copy(dst, src, key, sizeof(REGION_COPY_PROBE_BODY) - 1);
     if (e == 0) {
         e = region_copy_check(dst, key);
     } else if (e != -ENOMEM && e != CKS_E_REMOTE) { /* an answer: no */
@@ -795,12 +796,22 @@ void region_set_error(struct region *r, const char *fmt, ...)
     va_end(ap);
 }
 
+/* REGION_OP_COPY: the copy, then the destination's own word on it. */
+static int region_copy_confirmed(struct region *dst, const struct region *src, const char *key,
+                                 uint64_t size)
+{
+    int e = region_copy(dst, src, key, size);
+    return e < 0 ? e : region_has_size(dst, key, size);
+}
+
 static void *region_op_run(void *arg)
 {
     struct region_op *op = arg;
     if (op->kind == REGION_OP_PUT)
         op->ret = op->sealed ? region_put_sealed(op->rg, op->key, op->data, op->len)
                              : region_put(op->rg, op->key, op->data, op->len);
+    else if (op->kind == REGION_OP_COPY)
+        op->ret = region_copy_confirmed(op->rg, op->src, op->key, op->len);
     else
         op->ret = region_has_size(op->rg, op->key, op->len);
     return NULL;
@@ -841,7 +852,7 @@ static void region_req_unseal(struct region *r, struct region_req *req)
         buf_free(&req->sealbuf);
     } else if (req->kind == RREQ_GET && req->max >= CRYPT_OVERHEAD) {
         req->max -= CRYPT_OVERHEAD;
-    } else if (req->kind == RREQ_HAS && req->size >= CRYPT_OVERHEAD) {
+    } else if ((req->kind == RREQ_HAS || req->kind == RREQ_COPY) && req->size >= CRYPT_OVERHEAD) {
         req->size -= CRYPT_OVERHEAD;
     }
 }
@@ -860,7 +871,7 @@ static void region_req_run(struct region *r, struct region_req *req)
         req->ret = region_get(r, req->key, req->max, &req->out);
         break;
     case RREQ_COPY:
-        req->ret = req->src ? region_copy(r, req->src, req->key) : -EINVAL;
+        req->ret = req->src ? region_copy(r, req->src, req->key, req->size) : -EINVAL;
         break;
     }
     snprintf(req->errmsg, sizeof(req->errmsg), "%.*s", (int)sizeof(req->errmsg) - 1,
@@ -903,7 +914,7 @@ int region_submit(struct region *r, struct region_req *req)
             req->len = req->sealbuf.len;
         } else if (sealed && req->kind == RREQ_GET && req->max <= SIZE_MAX - CRYPT_OVERHEAD) {
             req->max += CRYPT_OVERHEAD;
-        } else if (sealed && req->kind == RREQ_HAS) {
+        } else if (sealed && (req->kind == RREQ_HAS || req->kind == RREQ_COPY)) {
             req->size = region_sealed_size(r, req->key, req->size);
         }
         if (sealed) {

@@ -82,7 +82,7 @@ struct region_ops {
     void (*free)(struct region *r);
     /* Optional (see region_copy): a server-side copy of key from src, a
      * region of the same kind; NULL: the kind cannot copy. */
-    int (*copy)(struct region *r, const struct region *src, const char *key);
+    int (*copy)(struct region *r, const struct region *src, const char *key, uint64_t size);
     /* Optional native asynchronous interface (see region_submit). */
     int (*submit)(struct region *r, struct region_req *req);
     struct region_req *(*poll)(struct region *r, int timeout_ms);
@@ -116,12 +116,12 @@ struct region {
 struct region_req {
     enum region_req_kind { RREQ_HAS, RREQ_PUT, RREQ_GET, RREQ_COPY } kind;
     char key[REGION_KEY_MAX];
-    const void *data;         /* PUT */
-    size_t len;               /* PUT */
-    bool sealed;              /* PUT: data is region_seal()'s envelope for key */
-    size_t max;               /* GET: largest object accepted */
-    uint64_t size;            /* HAS: expected object size, 0 = any */
-    struct buf out;           /* GET: the object */
+    const void *data; /* PUT */
+    size_t len;       /* PUT */
+    bool sealed;      /* PUT: data is region_seal()'s envelope for key */
+    size_t max;       /* GET: largest object accepted */
+    uint64_t size;    /* HAS: expected object size, 0 = any; COPY: the object's, 0 unknown */
+    struct buf out;   /* GET: the object */
     const struct region *src; /* COPY: the region the object is copied from
                                * (only its ops and conf are read) */
     int ret;                  /* as region_has/put/get would return */
@@ -270,11 +270,13 @@ int region_put_sealed(struct region *r, const char *key, const void *env, size_t
  * (CKS_E_REJECTED: the request itself, e.g. AccessDenied, NoSuchBucket
  * for a source in another store; CKS_E_REMOTE: transient).  Callers
  * confirm with region_has_size before they count the object present.
- * Objects up to 5 GiB (S3's CopyObject limit; UploadPartCopy is not
- * implemented: a chunk object is at most [chunker] max, <= 256 MiB, plus
- * its encoding).
- * Asynchronously: a region_req of kind RREQ_COPY with key and src. */
-int region_copy(struct region *dst, const struct region *src, const char *key);
+ * size: the object's size as callers see it (0: unknown); s3 copies an
+ * object above 5 GiB (CopyObject's limit; $CKPTSYNC_S3_COPY_MAX lowers it
+ * for tests) as a multipart upload of UploadPartCopy parts, aborted on
+ * failure.  (A chunk object is at most [chunker] max, <= 256 MiB, plus
+ * its encoding, so today's chunks take one CopyObject.)
+ * Asynchronously: a region_req of kind RREQ_COPY with key, src and size. */
+int region_copy(struct region *dst, const struct region *src, const char *key, uint64_t size);
 /* Can dst copy from src, by a real copy?  Puts a small probe object
  * "probe/<random hex>" into src, has dst copy it, checks that dst holds
  * it with the right size and bytes, and deletes both.  1 yes; 0 no (the
@@ -305,15 +307,20 @@ unsigned region_parallelism(const struct region *r);
  * permissions) so retrying cannot help until the configuration changes? */
 int region_err_permanent(int err);
 
-/* One operation for region_batch(). */
+/* One operation for region_batch().  COPY: region_copy() from src, then
+ * region_has_size(len) to confirm it: ret 1 the copy is there with its
+ * size, 0 the copy was answered as done but the region lacks the object
+ * (or holds another size), negative the copy failed (region_last_error of
+ * rg says why); a failed copy is the caller's to fall back from. */
 struct region_op {
     struct region *rg;
-    enum { REGION_OP_HAS, REGION_OP_PUT } kind;
+    enum { REGION_OP_HAS, REGION_OP_PUT, REGION_OP_COPY } kind;
     const char *key;
-    const void *data; /* PUT */
-    size_t len;       /* PUT; HAS: expected size (0 = any) */
-    bool sealed;      /* PUT: data is region_seal()'s envelope for key */
-    int ret;          /* out: what region_has()/region_put() returned */
+    const void *data;         /* PUT */
+    size_t len;               /* PUT; HAS, COPY: expected size (0 = any) */
+    bool sealed;              /* PUT: data is region_seal()'s envelope for key */
+    const struct region *src; /* COPY: only its ops and conf are read */
+    int ret;                  /* out: what region_has()/region_put() returned */
 };
 
 /* Runs ops concurrently, one thread each (the calling thread runs the

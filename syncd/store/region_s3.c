@@ -60,6 +60,7 @@
 
 #define S3_MULTIPART_MIN (64u << 20) /* objects from this size go up in parts */
 #define S3_PART_MIN (5u << 20)       /* S3's smallest part but the last */
+#define S3_COPY_MAX (5ull << 30)     /* CopyObject's largest object; UploadPartCopy above */
 #define S3_MAX_RESPONSE (16u << 20)
 #define S3_LIST_PAGE 1000
 
@@ -76,6 +77,7 @@ struct s3region {
     struct region_req *parked; /* async completions seen by a sync op */
     int64_t max_speed;         /* bytes/s per transfer, 0 = unlimited */
     size_t multipart_min, part_size;
+    uint64_t copy_max;  /* larger objects are copied with UploadPartCopy, in parts this size */
     uint64_t head_size; /* expected size for the next sync HEAD */
 };
 
@@ -104,6 +106,7 @@ struct s3x {
     char range[64];         /* "bytes=a-b" for a ranged GET, else "" */
     bool create_only;       /* PUT with If-None-Match: * */
     char *copy_source;      /* CopyObject: x-amz-copy-source ("/bucket/object", encoded) */
+    char copy_range[64];    /* UploadPartCopy: x-amz-copy-source-range "bytes=a-b", else "" */
     struct s3x *later;      /* completed, waiting to be handed over */
     struct s3x *next;
 };
@@ -311,6 +314,11 @@ static int s3_signed_headers(struct s3x *x, struct sigv4_header hdr[4], size_t *
     if (x->copy_source) {
         hdr[n++] = (struct sigv4_header){"x-amz-copy-source", x->copy_source};
         if (s3_header(x, "x-amz-copy-source", x->copy_source) < 0)
+            return -ENOMEM;
+    }
+    if (x->copy_range[0]) {
+        hdr[n++] = (struct sigv4_header){"x-amz-copy-source-range", x->copy_range};
+        if (s3_header(x, "x-amz-copy-source-range", x->copy_range) < 0)
             return -ENOMEM;
     }
     if (x->range[0])
@@ -772,8 +780,11 @@ static int s3_put_new(struct region *r, const char *key, const void *data, size_
 }
 
 /* A CopyObject of key from src's bucket and prefix into r's: a PUT with
- * no body and a signed x-amz-copy-source. */
-static struct s3x *s3x_copy_new(struct region *r, const struct region *src, const char *key)
+ * no body and a signed x-amz-copy-source.  query (UploadPartCopy:
+ * "partNumber=N&uploadId=ID", with x->copy_range set by the caller before
+ * s3_sign: see s3x_copy_part_new) or "". */
+static struct s3x *s3x_copy_init(struct region *r, const struct region *src, const char *key,
+                                 const char *query, const char *range)
 {
     struct s3region *s = (struct s3region *)r;
     struct buf obj = BUF_INIT, from = BUF_INIT, enc = BUF_INIT;
@@ -782,7 +793,9 @@ static struct s3x *s3x_copy_new(struct region *r, const struct region *src, cons
     buf_printf(&from, "/%s/", src->conf.bucket);
     s3_object((const struct s3region *)src, key, &from);
     if (sigv4_uri_encode(buf_str(&from), false, &enc) == 0)
-        x = s3x_init(s, "PUT", buf_str(&obj), "", NULL, 0, 64 << 10, NULL, false);
+        x = s3x_init(s, "PUT", buf_str(&obj), query, NULL, 0, 64 << 10, NULL, false);
+    if (x && range)
+        snprintf(x->copy_range, sizeof(x->copy_range), "%s", range);
     if (x && !(x->copy_source = strdup(buf_str(&enc)))) {
         s3x_free(x);
         x = NULL;
@@ -790,7 +803,7 @@ static struct s3x *s3x_copy_new(struct region *r, const struct region *src, cons
     if (x) {
         snprintf(x->what, sizeof(x->what), "copy s3://%s/%s from region '%s' (s3://%s)",
                  r->conf.bucket, buf_str(&obj), src->conf.name, buf_str(&from) + 1);
-        if (s3_sign(x, buf_str(&obj), "") < 0) {
+        if (s3_sign(x, buf_str(&obj), query) < 0) {
             s3x_free(x);
             x = NULL;
         }
@@ -801,8 +814,18 @@ static struct s3x *s3x_copy_new(struct region *r, const struct region *src, cons
     return x;
 }
 
-static int s3_copy(struct region *r, const struct region *src, const char *key)
+static struct s3x *s3x_copy_new(struct region *r, const struct region *src, const char *key)
 {
+    return s3x_copy_init(r, src, key, "", NULL);
+}
+
+static int s3_copy_parts(struct region *r, const struct region *src, const char *key,
+                         uint64_t size);
+
+static int s3_copy(struct region *r, const struct region *src, const char *key, uint64_t size)
+{
+    if (size > ((struct s3region *)r)->copy_max)
+        return s3_copy_parts(r, src, key, size);
     struct s3x *x = s3x_copy_new(r, src, key);
     if (!x)
         return -ENOMEM;
@@ -985,6 +1008,83 @@ out:
     return e;
 }
 
+/* ---- UploadPartCopy ------------------------------------------------------ */
+
+/* Part `part` of the upload: bytes [off, off + n) of src's object, its
+ * ETag (from the CopyPartResult body) appended to done. */
+static int s3_copy_part(struct region *r, const struct region *src, const char *key,
+                        const char *upload_id, size_t part, uint64_t off, uint64_t n,
+                        struct buf *done)
+{
+    char q[1200], range[64], etag[256];
+    snprintf(q, sizeof(q), "partNumber=%zu&uploadId=%s", part, upload_id);
+    snprintf(range, sizeof(range), "bytes=%llu-%llu", (unsigned long long)off,
+             (unsigned long long)(off + n - 1));
+    struct s3x *x = s3x_copy_init(r, src, key, q, range);
+    if (!x)
+        return -ENOMEM;
+    int e = s3_run((struct s3region *)r, x);
+    if (e == 0 &&
+        s3xml_copy_part_etag((const char *)x->resp.data, x->resp.len, etag, sizeof(etag)) < 0) {
+        region_set_error(r, "region '%s': copying part %zu of \"%s\" from region '%s': no ETag",
+                         r->conf.name, part, key, src->conf.name);
+        e = CKS_E_REMOTE;
+    }
+    if (e == 0)
+        buf_printf(done, "<Part><PartNumber>%zu</PartNumber><ETag>%s</ETag></Part>", part, etag);
+    s3x_free(x);
+    return e;
+}
+
+/* An object above copy_max (S3: 5 GiB, CopyObject's limit) copied as a
+ * multipart upload whose parts are UploadPartCopy requests of copy_max
+ * bytes each; aborted on failure, as s3_multipart. */
+static int s3_copy_parts(struct region *r, const struct region *src, const char *key, uint64_t size)
+{
+    struct s3region *s = (struct s3region *)r;
+    struct buf obj = BUF_INIT, resp = BUF_INIT, done = BUF_INIT;
+    char upload_id[1024], q[1100];
+    size_t part = 1;
+    s3_object(s, key, &obj);
+    int e = s3_mp_call(s, "POST", buf_str(&obj), "uploads", NULL, 0, &resp);
+    if (e == 0 && ((e = s3xml_upload_id((const char *)resp.data, resp.len, upload_id,
+                                        sizeof(upload_id))) < 0 ||
+                   strchr(upload_id, '&'))) {
+        region_set_error(r, "region '%s': starting the copy of \"%s\" in parts: malformed answer",
+                         r->conf.name, key);
+        e = e < 0 ? e : CKS_E_FORMAT;
+    }
+    if (e < 0)
+        goto out;
+    buf_puts(&done, "<CompleteMultipartUpload>");
+    for (uint64_t off = 0; e == 0 && off < size; off += s->copy_max, part++)
+        e = s3_copy_part(r, src, key, upload_id, part, off,
+                         size - off < s->copy_max ? size - off : s->copy_max, &done);
+    buf_puts(&done, "</CompleteMultipartUpload>");
+    snprintf(q, sizeof(q), "uploadId=%s", upload_id);
+    buf_reset(&resp);
+    if (e == 0 && (e = s3_mp_call(s, "POST", buf_str(&obj), q, done.data, done.len, &resp)) == 0 &&
+        (e = s3xml_complete_ok((const char *)resp.data, resp.len)) < 0)
+        region_set_error(r,
+                         "region '%s': completing the copy of \"%s\" from region '%s' in parts "
+                         "failed",
+                         r->conf.name, key, src->conf.name);
+    if (e == 0)
+        log_info("region '%s': \"%s\" (%llu bytes) copied from region '%s' in %zu parts",
+                 r->conf.name, key, (unsigned long long)size, src->conf.name, part - 1);
+    if (e < 0) {
+        char keep[sizeof(r->errmsg)];
+        memcpy(keep, r->errmsg, sizeof(keep));
+        s3_mp_call(s, "DELETE", buf_str(&obj), q, NULL, 0, NULL); /* abort: no dangling parts */
+        memcpy(r->errmsg, keep, sizeof(keep));
+    }
+out:
+    buf_free(&obj);
+    buf_free(&resp);
+    buf_free(&done);
+    return e;
+}
+
 /* ---- check ------------------------------------------------------------- */
 
 static int s3_check(struct region *r)
@@ -1075,9 +1175,12 @@ static int s3_submit(struct region *r, struct region_req *req)
     struct s3region *s = (struct s3region *)r;
     static const char *const methods[] = {
         [RREQ_HAS] = "HEAD", [RREQ_PUT] = "PUT", [RREQ_GET] = "GET", [RREQ_COPY] = "PUT"};
-    if (req->kind == RREQ_PUT && req->len >= s->multipart_min) {
-        /* Rare (a chunk above 64 MiB): done in place, step by step. */
-        req->ret = s3_multipart(r, req->key, req->data, req->len);
+    bool parts = req->kind == RREQ_COPY && req->size > s->copy_max;
+    if ((req->kind == RREQ_PUT && req->len >= s->multipart_min) || parts) {
+        /* Rare (a chunk above 64 MiB, a copy above copy_max): done in
+         * place, step by step. */
+        req->ret = parts ? s3_copy_parts(r, req->src, req->key, req->size)
+                         : s3_multipart(r, req->key, req->data, req->len);
         snprintf(req->errmsg, sizeof(req->errmsg), "%.*s", (int)sizeof(req->errmsg) - 1,
                  req->ret < 0 ? r->errmsg : "");
         req->next = s->parked;
@@ -1180,6 +1283,12 @@ int region_s3_new(const struct region_conf *conf, struct region **ret, struct bu
     if (mp && strtoull(mp, NULL, 10) >= S3_PART_MIN)
         s->multipart_min = (size_t)strtoull(mp, NULL, 10);
     s->part_size = s->multipart_min / 2 > S3_PART_MIN ? s->multipart_min / 2 : S3_PART_MIN;
+    /* CKPTSYNC_S3_COPY_MAX (bytes, at least 1 MiB) lowers the 5 GiB above
+     * which a copy goes in parts (UploadPartCopy), for tests. */
+    const char *cm = getenv("CKPTSYNC_S3_COPY_MAX");
+    s->copy_max = S3_COPY_MAX;
+    if (cm && strtoull(cm, NULL, 10) >= (1u << 20))
+        s->copy_max = strtoull(cm, NULL, 10);
     *ret = &s->base;
     return 0;
 }

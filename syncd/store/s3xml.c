@@ -41,6 +41,8 @@ enum el {
     EL_INIT,
     EL_UPLOAD_ID,
     EL_COMPLETE,
+    EL_COPY_PART,
+    EL_ETAG,
     EL_COUNT
 };
 
@@ -58,10 +60,12 @@ static const char *const el_names[EL_COUNT] = {
     [EL_INIT] = "InitiateMultipartUploadResult",
     [EL_UPLOAD_ID] = "UploadId",
     [EL_COMPLETE] = "CompleteMultipartUploadResult",
+    [EL_COPY_PART] = "CopyPartResult",
+    [EL_ETAG] = "ETag",
 };
 
 /* Which roots a call accepts. */
-enum mode { MODE_ERROR, MODE_LIST, MODE_UPLOAD, MODE_COMPLETE };
+enum mode { MODE_ERROR, MODE_LIST, MODE_UPLOAD, MODE_COMPLETE, MODE_COPY_PART };
 
 struct walker {
     XML_Parser p;
@@ -113,6 +117,8 @@ static bool root_ok(enum mode mode, enum el root)
         return root == EL_INIT;
     case MODE_COMPLETE:
         return root == EL_COMPLETE || root == EL_ERROR;
+    case MODE_COPY_PART:
+        return root == EL_COPY_PART;
     }
     return false;
 }
@@ -130,6 +136,8 @@ static enum el field_of(const struct walker *w)
         (top == EL_KEY || top == EL_SIZE))
         return top;
     if (w->depth == 2 && root == EL_INIT && top == EL_UPLOAD_ID)
+        return top;
+    if (w->depth == 2 && root == EL_COPY_PART && top == EL_ETAG)
         return top;
     return EL_OTHER;
 }
@@ -272,6 +280,7 @@ static int leaf_done(struct walker *w)
     case EL_SIZE:
         return item_size(w);
     case EL_UPLOAD_ID:
+    case EL_ETAG: /* CopyPartResult: kept where the upload id would be */
         return upload_id(w);
     default:
         return 0;
@@ -454,6 +463,20 @@ void s3_list_free(struct s3_list *l)
 int s3xml_upload_id(const char *xml, size_t len, char *ret, size_t cap)
 {
     struct walker w = {.mode = MODE_UPLOAD, .upload = ret, .upload_cap = cap};
+    if (cap == 0)
+        return CKS_E_LIMIT;
+    ret[0] = 0;
+    int r = walk(&w, xml, len);
+    if (r == 0 && !w.have_upload)
+        r = CKS_E_FORMAT;
+    if (r < 0)
+        ret[0] = 0;
+    return r;
+}
+
+int s3xml_copy_part_etag(const char *xml, size_t len, char *ret, size_t cap)
+{
+    struct walker w = {.mode = MODE_COPY_PART, .upload = ret, .upload_cap = cap};
     if (cap == 0)
         return CKS_E_LIMIT;
     ret[0] = 0;

@@ -89,6 +89,10 @@ void s3_list_free(struct s3_list *l);
  * not fit. */
 int s3xml_upload_id(const char *xml, size_t len, char *ret, size_t cap);
 
+/* CopyPartResult/ETag (an UploadPartCopy's answer) into ret, as
+ * s3xml_upload_id. */
+int s3xml_copy_part_etag(const char *xml, size_t len, char *ret, size_t cap);
+
 /* A CompleteMultipartUpload answer received with a 2xx status: 0 for a
  * <CompleteMultipartUploadResult>, CKS_E_REMOTE for an <Error> (call
  * s3xml_error on the same body for its code and message), CKS_E_FORMAT

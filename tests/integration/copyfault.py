@@ -18,6 +18,8 @@ word of MODE_FILE, read at each copy:
     storm          503 SlowDown
     drop           the connection is closed without an answer
     lie            200 OK with a <CopyObjectResult>, and nothing copied
+    hold           held, unanswered, while MODE_FILE says hold (at most
+                   120 s), then treated by the mode it says then
 
 Each copy it sees appends "<mode> <path>" to MODE_FILE.log.
 """
@@ -25,6 +27,7 @@ import http.client
 import http.server
 import socketserver
 import sys
+import time
 
 UPSTREAM = int(sys.argv[1])
 MODE_FILE = sys.argv[2]
@@ -64,6 +67,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
         m = mode()
         with open(MODE_FILE + ".log", "a") as f:
             f.write(f"{m} {self.path}\n")
+        for _ in range(1200):
+            if m != "hold":
+                break
+            time.sleep(0.1)
+            m = mode()
         if m == "pass":
             return False
         if m == "drop":

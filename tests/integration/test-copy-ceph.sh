@@ -11,6 +11,18 @@
 . "$(dirname "$0")/lib.sh"
 . "$CKS_SOURCE_DIR/tests/integration/cephlib.sh"
 . "$CKS_SOURCE_DIR/tests/integration/s3lib.sh"
+
+# start_daemon_map: start_daemon, then wait until the copy map is built
+# (the daemon probes on a thread of its own and serves at once; until the
+# map is built every region uploads from the instance).
+maps_logged() { grep -c "server-side copies:" "$T/daemon.log" 2>/dev/null || true; }
+more_maps_than() { [ "$(maps_logged)" -gt "$1" ]; }
+start_daemon_map() {
+  local n
+  n=$(maps_logged)
+  start_daemon "$@"
+  wait_for 60 more_maps_than "${n:-0}" || { grep -i cop "$T/daemon.log"; die "the copy map was not built within 60 s"; }
+}
 command -v curl > /dev/null || skip "curl is not installed"
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
@@ -65,7 +77,7 @@ restore_from() {  # R RUN STEP: a fresh instance, the other regions unhealthy
 step "three buckets of one Ceph cluster: every pair can copy (probed)"
 write_config_ceph 256K 1M 4M
 sed -i "/^\[daemon\]/a metrics = 127.0.0.1:$MP\nsettle = 1" "$CONF"
-start_daemon
+start_daemon_map
 grep -q "server-side copies: a<-b,c; b<-a,c; c<-a,b (6 pairs)" "$T/daemon.log" ||
   { grep -i cop "$T/daemon.log"; die "the copy map is not the full one"; }
 
@@ -95,7 +107,7 @@ in_region c credentials "$T/s3-credentials"
 rm -rf "$STATE" "$T/watch"; mkdir -p "$T/watch"
 aws_ceph s3 rm "s3://${CEPH_BUCKET[a]}/$CEPH_PREFIX" --recursive > /dev/null
 aws_ceph s3 rm "s3://${CEPH_BUCKET[b]}/$CEPH_PREFIX" --recursive > /dev/null
-start_daemon
+start_daemon_map
 grep -q "server-side copies: a<-b; b<-a (2 pairs)" "$T/daemon.log" ||
   { grep -i cop "$T/daemon.log"; die "the mixed copy map"; }
 checkpoint r2 20 6

@@ -31,7 +31,7 @@ static void put(struct objbuf *b, int k, size_t len, uint32_t needs, int want)
     uint8_t id[HASH_LEN], data[256];
     id_of(k, id);
     memset(data, k, sizeof(data));
-    assert_int_equal(objbuf_put(b, id, 1, (uint32_t)len * 2, data, len, needs, false), want);
+    assert_int_equal(objbuf_put(b, id, 1, (uint32_t)len * 2, data, len, needs, false, 0), want);
 }
 
 static void test_lifecycle(void **state)

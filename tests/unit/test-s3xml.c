@@ -514,6 +514,34 @@ static void test_upload_id(void **state)
     assert_int_equal(upload_id(doc, id, 0), CKS_E_LIMIT);
 }
 
+/* UploadPartCopy's answer: CopyPartResult/ETag, quotes kept (they go back
+ * in CompleteMultipartUpload as they came); anything else is refused. */
+static void test_copy_part_etag(void **state)
+{
+    (void)state;
+    static const char doc[] = DECL "<CopyPartResult " NS "><LastModified>2026-01-01T00:00:00.000Z"
+                                   "</LastModified><ETag>&quot;9b2cf535f27731c974343645a3985328"
+                                   "&quot;</ETag></CopyPartResult>";
+    static const char *const bad[] = {
+        "<CopyPartResult><LastModified>x</LastModified></CopyPartResult>",
+        "<CopyPartResult><ETag></ETag></CopyPartResult>",
+        "<Error><Code>NoSuchUpload</Code><ETag>\"x\"</ETag></Error>",
+        "<CopyObjectResult><ETag>\"x\"</ETag></CopyObjectResult>",
+    };
+    char etag[256];
+    char *p = dup_exact(doc, strlen(doc));
+    assert_int_equal(s3xml_copy_part_etag(p, strlen(doc), etag, sizeof(etag)), 0);
+    assert_string_equal(etag, "\"9b2cf535f27731c974343645a3985328\"");
+    assert_int_equal(s3xml_copy_part_etag(p, strlen(doc), etag, 8), CKS_E_LIMIT);
+    free(p);
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        p = dup_exact(bad[i], strlen(bad[i]));
+        assert_true(s3xml_copy_part_etag(p, strlen(bad[i]), etag, sizeof(etag)) < 0);
+        assert_string_equal(etag, "");
+        free(p);
+    }
+}
+
 static void test_upload_id_rejects(void **state)
 {
     static const char *const docs[] = {
@@ -583,6 +611,7 @@ int main(void)
         cmocka_unit_test(test_error_rejects),
         cmocka_unit_test(test_upload_id),
         cmocka_unit_test(test_upload_id_rejects),
+        cmocka_unit_test(test_copy_part_etag),
         cmocka_unit_test(test_complete),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -2,7 +2,7 @@
  * fanout.h — upload once, then copy (issue 25): which way a region worker
  * gets a chunk object its region lacks.
  *
- *   fanout_new(repo, &f);            // before the workers: builds the copy map
+ *   fanout_new(repo, FANOUT_ASYNC, &f);  // before the workers: builds the copy map
  *   way = fanout_choose(f, i, present, working, &src);
  *   fanout_copy_failed(f, i, src, e, msg);   // a copy that failed: maybe stop the pair
  *   fanout_is_source(f, i);          // may some region copy from region i?
@@ -23,11 +23,22 @@
  * from the instance (a source deleted by prune answers 404 and lands
  * here).  A copy refused for good (region_err_permanent: AccessDenied,
  * NoSuchBucket, InvalidRegion, NotImplemented ...) stops copying over that
- * pair until the daemon restarts, logged naming both regions.
+ * pair for the life of the fanout (the daemon's run, one snapshot),
+ * logged naming both regions.
  *
- * Region indexes are the repo's (repo_region(r, i)); masks have bit i per
- * region.  Thread-safe: the map is read-only after fanout_new, the
- * stopped pairs are atomic bits.
+ * The map (service/copymap.h: configuration, remembered probes, new
+ * probes) is built by fanout_new, or, with FANOUT_ASYNC (the daemon), on
+ * a thread of its own: the daemon serves at once, and until the map is
+ * built every region uploads from the instance (the map reads as empty);
+ * the log line "server-side copies: ..." says when it is.  `ckptsync
+ * snapshot` builds it first (a remembered answer costs nothing; a first
+ * probe about six requests per pair).
+ *
+ * Used by the daemon's region workers (daemon/replicator.c) and by
+ * `ckptsync snapshot` (service/snapshot.c).  Region indexes are the
+ * repo's (repo_region(r, i)); masks have bit i per region.  Thread-safe:
+ * the map is written once before it reads as built, the stopped pairs
+ * are atomic bits.
  */
 #ifndef CKS_FANOUT_H
 #define CKS_FANOUT_H
@@ -47,8 +58,14 @@ enum fanout_way {
     FANOUT_WAIT = COPYMAP_WAIT, /* the upload region has not confirmed it yet: ask again later */
 };
 
-int fanout_new(struct repo *r, struct fanout **ret);
+enum fanout_flags { FANOUT_ASYNC = 1 << 0 };
+int fanout_new(struct repo *r, unsigned flags, struct fanout **ret);
+/* Stops a build in progress (between two pairs) and waits for it: for
+ * the probe under way, a few requests bounded by the store's timeouts
+ * (connect 10 s; a stalled transfer 30 s). */
 void fanout_free(struct fanout *f);
+/* Is the map built (else it reads as empty)? */
+bool fanout_ready(const struct fanout *f);
 /* For region i, a chunk present (confirmed) in the regions of `present`,
  * while the regions of `working` work. */
 enum fanout_way fanout_choose(struct fanout *f, size_t i, uint32_t present, uint32_t working,
@@ -60,7 +77,7 @@ bool fanout_is_source(const struct fanout *f, size_t i);
 /* The regions (bit per index) region i copies from now: the map, less
  * the pairs stopped since start. */
 uint32_t fanout_sources(struct fanout *f, size_t i);
-/* The copy map as built. */
+/* The copy map as built (empty until fanout_ready). */
 const struct copymap *fanout_map(const struct fanout *f);
 
 #endif
