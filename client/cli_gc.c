@@ -351,6 +351,8 @@ static void prune_json(struct json *j, struct repo *r, const struct gc_result *r
         json_u64(j, g->snapshots_deleted);
         json_key(j, "records_deleted");
         json_u64(j, g->records_deleted);
+        json_key(j, "parts_deleted");
+        json_u64(j, g->parts_deleted);
         json_key(j, "requests");
         json_u64(j, g->requests);
         json_key(j, "error");
@@ -416,14 +418,14 @@ int cmd_prune(struct cli *c, int argc, char **argv)
             cli_human(g->marked_bytes, a, sizeof(a));
             cli_human(g->deleted_bytes, b, sizeof(b));
             printf("  region %-12s %-10s %llu chunks; %s %llu (%s); deleted %llu (%s), kept %llu; "
-                   "%llu manifests and %llu records removed; %llu requests%s%s%s%s\n",
+                   "%llu manifests, %llu records and %llu parts removed; %llu requests%s%s%s%s\n",
                    repo_region(r, i)->conf.name, g->state ? g->state : "skipped",
                    (unsigned long long)g->chunks, o.dry_run ? "unused" : "marked",
                    (unsigned long long)g->marked, a, (unsigned long long)g->deleted, b,
                    (unsigned long long)g->kept, (unsigned long long)g->snapshots_deleted,
-                   (unsigned long long)g->records_deleted, (unsigned long long)g->requests,
-                   g->waiting[0] ? "; waiting for " : "", g->waiting, g->err ? "; " : "",
-                   g->err ? g->msg : "");
+                   (unsigned long long)g->records_deleted, (unsigned long long)g->parts_deleted,
+                   (unsigned long long)g->requests, g->waiting[0] ? "; waiting for " : "",
+                   g->waiting, g->err ? "; " : "", g->err ? g->msg : "");
         }
     }
     free(res);

@@ -18,7 +18,7 @@
 #include "base/log.h"
 #include "cli.h"
 #include "service/catalog.h"
-#include "service/multinode.h"
+#include "service/incomplete.h"
 
 static void fmt_time(int64_t t, char *out, size_t cap)
 {
@@ -28,74 +28,20 @@ static void fmt_time(int64_t t, char *out, size_t cap)
     strftime(out, cap, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
-/* A multi-node run's steps whose parts are not all in (service/multinode.h),
- * per run listed: ls --remote shows them after the snapshots. */
-struct ls_parts {
-    char run[MANIFEST_MAX_FIELD + 1];
-    struct multinode_steps steps;
-};
-
-static void ls_json_incomplete(struct json *j, const struct ls_parts *p, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        for (size_t k = 0; k < p[i].steps.n; k++) {
-            const struct multinode_step *s = &p[i].steps.v[k];
-            json_obj_begin(j);
-            json_key(j, "run");
-            json_str(j, p[i].run);
-            json_key(j, "id");
-            json_null(j);
-            json_key(j, "step");
-            json_i64(j, s->step);
-            json_key(j, "incomplete");
-            json_bool(j, true);
-            json_key(j, "nodes");
-            json_u64(j, s->nodes);
-            json_key(j, "parts");
-            json_u64(j, s->have);
-            json_key(j, "missing");
-            json_arr_begin(j);
-            for (unsigned r = 0; r < s->nodes; r++)
-                if (multinode_step_missing(s, r))
-                    json_u64(j, r);
-            json_arr_end(j);
-            json_key(j, "timed_out");
-            json_bool(j, s->timed_out);
-            json_obj_end(j);
-        }
-}
-
-static void ls_text_incomplete(const struct ls_parts *p, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        for (size_t k = 0; k < p[i].steps.n; k++) {
-            const struct multinode_step *s = &p[i].steps.v[k];
-            printf("%-16s %-34s %10lld  %u of %u nodes' parts in%s; missing:", p[i].run,
-                   "(incomplete)", (long long)s->step, s->have, s->nodes,
-                   s->timed_out ? " (past part_timeout)" : "");
-            for (unsigned r = 0; r < s->nodes; r++)
-                if (multinode_step_missing(s, r))
-                    printf(" node %u", r);
-            printf("%s\n", s->have == s->nodes ? " none (the parts cannot merge: see the "
-                                                 "daemons' logs)"
-                                               : "");
-        }
-}
-
-/* The incomplete steps of every run in rows (or of run), into *ret. */
+/* The incomplete steps of every run in rows (or of run), with the nodes'
+ * errors (service/incomplete.h), into *ret: ls --remote shows them after
+ * the snapshots. */
 static int ls_incomplete(struct cli *c, struct repo *r, const char *run,
-                         const struct catalog_rows *rows, struct ls_parts **ret, size_t *ret_n)
+                         const struct catalog_rows *rows, struct incomplete **ret, size_t *ret_n)
 {
     size_t n = 0, cap = rows->n + 1;
-    struct ls_parts *v = calloc(cap, sizeof(*v));
+    struct incomplete *v = calloc(cap, sizeof(*v));
     int e = v ? 0 : -ENOMEM;
     for (size_t k = 0; e == 0 && k < (run ? 1 : rows->n); k++) {
         const char *name = run ? run : rows->v[k].run;
         if (n && !strcmp(v[n - 1].run, name))
             continue;
-        snprintf(v[n].run, sizeof(v[n].run), "%s", name);
-        e = multinode_incomplete(r, name, (int64_t)time(NULL), c->conf.part_timeout, &v[n].steps);
-        n++;
+        e = incomplete_collect(r, name, (int64_t)time(NULL), c->conf.part_timeout, &v[n++]);
     }
     *ret = v;
     *ret_n = n;
@@ -103,7 +49,7 @@ static int ls_incomplete(struct cli *c, struct repo *r, const char *run,
 }
 
 static void ls_print(struct cli *c, const struct repo *r, const struct catalog_rows *rows,
-                     bool remote, const struct ls_parts *parts, size_t nparts)
+                     bool remote, const struct incomplete *parts, size_t nparts)
 {
     if (c->json) {
         struct buf b = BUF_INIT;
@@ -137,7 +83,8 @@ static void ls_print(struct cli *c, const struct repo *r, const struct catalog_r
             }
             json_obj_end(&j);
         }
-        ls_json_incomplete(&j, parts, nparts);
+        for (size_t k = 0; k < nparts; k++)
+            incomplete_json(&j, &parts[k]);
         json_arr_end(&j);
         cli_print_json(&b);
         buf_free(&b);
@@ -164,7 +111,8 @@ static void ls_print(struct cli *c, const struct repo *r, const struct catalog_r
             printf("%-16s %-34s %10s %-20s %7llu %10s %s\n", w->run, w->id, step, t,
                    (unsigned long long)w->files, sz, regions);
     }
-    ls_text_incomplete(parts, nparts);
+    for (size_t k = 0; k < nparts; k++)
+        incomplete_text(stdout, &parts[k]);
 }
 
 static const char ls_usage[] =
@@ -173,7 +121,8 @@ static const char ls_usage[] =
     "with the number of regions that committed each and their regular files;\n"
     "--remote also shows each snapshot's lineage generation and marks the run's\n"
     "resume point (what restore --latest and migrate-in take), and a multi-node\n"
-    "job's steps whose parts are not all in (\"incomplete\", the nodes missing).\n"
+    "job's steps whose parts are not all in (\"incomplete\", the nodes missing and\n"
+    "the last error each node recorded).\n"
     "Exit status of --remote: 0 every region answered; 5 a region refused the\n"
     "credentials (access denied); 4 a region could not be read (the listing holds\n"
     "what the others hold); 1 no listing.\n";
@@ -207,7 +156,7 @@ int cmd_ls(struct cli *c, int argc, char **argv)
     const char *run = NULL;
     bool remote = false;
     struct catalog_rows rows = {0};
-    struct ls_parts *parts = NULL;
+    struct incomplete *parts = NULL;
     size_t nparts = 0;
     struct repo *r;
     int opt, e;
@@ -239,7 +188,7 @@ int cmd_ls(struct cli *c, int argc, char **argv)
     if (e == 0)
         ls_print(c, r, &rows, remote, parts, nparts);
     for (size_t k = 0; k < nparts; k++)
-        multinode_steps_free(&parts[k].steps);
+        incomplete_free(&parts[k]);
     free(parts);
     catalog_rows_free(&rows);
     return cli_close_repo(r, e < 0 ? 1 : remote ? ls_regions_rc(r) : 0);

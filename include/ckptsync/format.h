@@ -43,6 +43,9 @@
  *   <prefix>/parts/<run>/s<step>.<K>-of-<N>.<id>
  *                                       node K's part of step <step> of a
  *                                       job on N nodes (section 9)
+ *   <prefix>/nodeerr/<run>/s<step>.<K>-of-<N>.<YYYYmmddTHHMMSSZ>.<16 hex>
+ *                                       node K's failure on step <step>
+ *                                       (section 9)
  *   <prefix>/intents/<YYYYmmddTHHMMSSZ>.<ttl>.<16 hex>
  *   <prefix>/gc/<mark>/(mark|intents|keep.<hex>|sweep.<exp>.<hex>|done)
  *   <prefix>/locks/prune/<12 digits>    prune's protocol and lease (section 8)
@@ -380,6 +383,24 @@
  * written again, same bytes), else a plain put of the same bytes, then its
  * commit record (section 6).  A step whose parts are not all in is
  * incomplete: no reader sees it as a snapshot.
+ *
+ * A node that cannot finish its part of a step (a merge refused, parts
+ * that are bad input) writes, in every region it reaches, the write-once
+ *
+ *   nodeerr/<run>/s<step>.<K>-of-<N>.<YYYYmmddTHHMMSSZ>.<16 hex>
+ *
+ *   ckptsync-nodeerr 1
+ *   node <K> <N>
+ *   step <step>
+ *   time <unix seconds>
+ *   host <name>
+ *   error <one line of text, at most 1024 bytes>
+ *
+ * (the key's fields and the body's must agree).  Readers show, for each
+ * node of an incomplete step, its newest such record.  Prune deletes a
+ * step's parts and node errors in a region once that region holds the
+ * step's commit record or any region a forget record of it, and the parts
+ * of a step no region committed once they are [daemon] part_expire old.
  */
 #ifndef CKPTSYNC_FORMAT_H
 #define CKPTSYNC_FORMAT_H
@@ -392,6 +413,7 @@
 #define CKS_KEY_LINEAGE "lineage"        /* lineage/<run>/g<gen>.(claim|handoff)... */
 #define CKS_KEY_FORGET "forget"          /* forget/<run>/g<gen>.s<step>.<id> */
 #define CKS_KEY_PARTS "parts"            /* parts/<run>/s<step>.<K>-of-<N>.<id> */
+#define CKS_KEY_NODEERR "nodeerr"        /* nodeerr/<run>/s<step>.<K>-of-<N>.<time>.<16 hex> */
 #define CKS_KEY_REPO_CANDIDATES "repo.d" /* repo.d/<32 hex> */
 #define CKS_KEY_PROBE "probe"            /* probe/<16 hex> */
 #define CKS_KEY_KEYSLOTS "keys"          /* keys/<16 hex>: encrypted repository's key slots */

@@ -164,6 +164,7 @@ static const struct key_def config_keys[] = {
     {SEC_DAEMON, "nodes", parse_uint, check_uint, CFG(nodes), 0, NODES_MAX, 0},
     {SEC_DAEMON, "node_rank", parse_uint, check_uint, CFG(node_rank), 0, NODES_MAX - 1, 0},
     {SEC_DAEMON, "part_timeout", parse_duration, check_duration, CFG(part_timeout), 1, 30 * DAY, 0},
+    {SEC_DAEMON, "part_expire", parse_duration, check_duration, CFG(part_expire), 1, 365 * DAY, 0},
     {SEC_CHUNKER, "min", parse_size, check_size, CFG(chunk_min), CHUNK_SIZE_MIN, CHUNK_SIZE_MAX, 0},
     {SEC_CHUNKER, "avg", parse_size, check_size, CFG(chunk_avg), CHUNK_SIZE_MIN, CHUNK_SIZE_MAX, 0},
     {SEC_CHUNKER, "max", parse_size, check_size, CFG(chunk_max), CHUNK_SIZE_MIN, CHUNK_SIZE_MAX, 0},
@@ -980,6 +981,7 @@ void config_default(struct config *c)
     c->create_settle = 10;
     c->control_idle_timeout = 5;
     c->part_timeout = 3600;
+    c->part_expire = 7 * 86400;
     c->memory = GIB;
     c->chunk_min = MIB / 2;
     c->chunk_avg = 2 * MIB;

@@ -10,7 +10,7 @@
  *   [daemon]  watch, state, quorum, settle, socket, memory, workers, create_settle,
  *             durable_first = auto|on|off,
  *             metrics (HOST:PORT or PORT, off by default), metrics_textfile,
- *             control_idle_timeout, nodes, node_rank, part_timeout (a job on
+ *             control_idle_timeout, nodes, node_rank, part_timeout, part_expire (a job on
  *             several nodes: config_nodes_env)
  *   [chunker] min, avg, max, normalization
  *   [compress] level
@@ -133,6 +133,8 @@ struct config {
     unsigned node_rank;                      /* this node, 0..nodes-1, default 0 */
     uint64_t part_timeout;                   /* seconds a step's parts may take to be all
                                               * in before it is shown incomplete, default 1h */
+    uint64_t part_expire;                    /* seconds a part of a step no region committed
+                                              * stays a prune root, default 7d (> part_timeout) */
     /* [chunker] */
     uint64_t chunk_min, chunk_avg, chunk_max; /* defaults 512K, 2M, 8M */
     unsigned normalization;                   /* default 1, 0..3 */

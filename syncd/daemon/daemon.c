@@ -45,6 +45,7 @@
 #include "daemon/daemon.h"
 #include "daemon/detect.h"
 #include "daemon/gcd.h"
+#include "daemon/jobwatch.h"
 #include "daemon/ingest.h"
 #include "daemon/metrics.h"
 #include "daemon/pin.h"
@@ -157,8 +158,11 @@ static void ingest_done(struct dmn *d)
     struct ingest_done *done = malloc(sizeof(*done));
     if (!done)
         return;
-    while (ingester_poll(d->p.ig, done) == 1)
+    while (ingester_poll(d->p.ig, done) == 1) {
+        if (done->err < 0 && done->step >= 0) /* a multi-node job's part that cannot be read */
+            jobwatch_unit_failed(d->p.jw, done->run, done->step, done->unit, done->msg);
         ctlserver_unit_done(d->cs, done);
+    }
     free(done);
 }
 
@@ -429,6 +433,10 @@ static int dmn_start(struct dmn *d)
         log_error("starting the retention thread: %s", err_str(e));
         return e;
     }
+    if ((e = jobwatch_start(d->p.r, d->p.rp, &d->p.jw)) < 0) {
+        log_error("starting the multi-node job's watch: %s", err_str(e));
+        return e;
+    }
     /* Catch up with whatever changed while the daemon was down. */
     watcher_rescan(d->w, on_watch, d);
     return 0;
@@ -436,6 +444,8 @@ static int dmn_start(struct dmn *d)
 
 static void dmn_stop(struct dmn *d)
 {
+    jobwatch_free(d->p.jw); /* finishes the listing in hand */
+    d->p.jw = NULL;
     gcd_free(d->gcd);         /* finishes the forget or prune step in hand */
     ingester_free(d->p.ig);   /* finishes or abandons the unit in hand */
     replicator_free(d->p.rp); /* workers stop after their current object */

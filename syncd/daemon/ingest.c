@@ -636,6 +636,7 @@ static void ing_run(struct ingester *ig, const struct ingest_job *job, struct in
     res->ticket = job->ticket;
     snprintf(res->run, sizeof(res->run), "%s", job->run);
     snprintf(res->unit, sizeof(res->unit), "%s", job->unit);
+    res->step = job->step;
     if ((e = ing_refused(ig, res)) < 0)
         goto out;
     if (ing_restoring(ig, job)) {

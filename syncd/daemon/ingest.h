@@ -58,7 +58,8 @@ struct ingest_done {
     uint64_t ticket;
     char run[MANIFEST_MAX_FIELD + 1];
     char unit[MANIFEST_MAX_PATH + 1];
-    int err; /* 0 ok */
+    int64_t step; /* the job's */
+    int err;      /* 0 ok */
     char msg[512];
     char id[MANIFEST_ID_MAX + 1];
     uint64_t seq; /* 0 when unchanged */

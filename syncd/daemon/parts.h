@@ -16,6 +16,7 @@ struct replicator;
 struct ingester;
 struct detector;
 struct metrics;
+struct jobwatch;
 
 /* daemon_run() (daemon.h) owns every part and fills each in as start-up
  * creates it (before the loop runs, so the helpers, which only use them
@@ -29,6 +30,7 @@ struct daemon_parts {
     struct ingester *ig;
     struct detector *det;
     struct metrics *m;                   /* counters the threads update */
+    struct jobwatch *jw;                 /* a multi-node job's incomplete steps (NULL: 1 node) */
     int64_t started_ms, started_wall_ms; /* monotonic and wall clock */
 };
 

@@ -25,6 +25,7 @@
 #include "engine/ref.h"
 #include "daemon/detect.h"
 #include "daemon/ingest.h"
+#include "daemon/jobwatch.h"
 #include "daemon/metrics.h"
 #include "daemon/objbuf.h"
 #include "store/queue.h"
@@ -513,6 +514,8 @@ static void status_config(const struct daemon_parts *p, struct json *j)
     json_u64(j, c->node_rank);
     json_key(j, "part_timeout");
     json_u64(j, c->part_timeout);
+    json_key(j, "part_expire");
+    json_u64(j, c->part_expire);
     json_key(j, "regions");
     json_arr_begin(j);
     for (size_t i = 0; i < c->nregions; i++)
@@ -572,6 +575,8 @@ int statusview_json(const struct daemon_parts *p, struct buf *out)
     struct status_acc sa = {&j, t};
     e = runs_foreach(p, t, status_emit_run, &sa);
     json_arr_end(&j);
+    json_key(&j, "incomplete"); /* a multi-node job's steps not all in (service/incomplete.h) */
+    jobwatch_json(p->jw, &j);
     status_regions(p, t, &j);
     status_config(p, &j);
     json_obj_end(&j);

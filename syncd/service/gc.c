@@ -28,6 +28,7 @@
 #include "service/gc.h"
 #include "service/catalog.h"
 #include "service/multinode.h"
+#include "service/partgc.h"
 #include "store/layout.h"
 
 #define NAME_MAX_LEN 64
@@ -1320,6 +1321,8 @@ static int region_prune(struct pr *p, size_t i)
     rr->state = "clean";
     intents_reap(p, rg);
     int e = region_forgotten(p, i);
+    if (e == 0)
+        e = partgc_region(p->r, i, now(), p->o->dry_run, &rr->parts_deleted, p->err);
     if (e == 0)
         e = gc_list_read(rg, NULL, &l);
     for (size_t k = 0; e == 0 && k < l.n; k++) {

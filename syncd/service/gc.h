@@ -158,6 +158,7 @@ struct gc_region_result {
     uint64_t kept;                   /* candidates kept (new manifests, keeps) */
     uint64_t snapshots_deleted;      /* forgotten snapshots' manifests removed */
     uint64_t records_deleted;        /* commit, forget and gc records removed */
+    uint64_t parts_deleted;          /* multi-node parts and node errors (service/partgc.h) */
     uint64_t requests;               /* region requests made */
 };
 

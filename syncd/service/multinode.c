@@ -32,11 +32,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/err.h"
 #include "base/log.h"
 #include "engine/hash.h"
 #include "engine/gcrec.h"
+#include "service/nodeerr.h"
+#include "service/partcheck.h"
 #include "service/layoutcov.h"
 #include "service/runlineage.h"
 #include "store/layout.h"
@@ -316,6 +319,7 @@ int multinode_merge(const struct manifest *parts, size_t n, struct manifest *ret
 
 struct multinode_committed {
     const char *run; /* NULL: every run */
+    int64_t expired; /* prune's roots: parts stamped before this are no roots (part_expire) */
     struct committed_step {
         char run[MANIFEST_MAX_FIELD + 1];
         int64_t step;
@@ -531,10 +535,24 @@ static int part_covered(struct region *rg, const struct manifest *m, const struc
     return e;
 }
 
+/* The step cannot commit from these parts: logged, and written into rg
+ * as this node's error on the step (service/nodeerr.h). */
+static void part_refused(struct region *rg, const struct layout_part *self, const char *why)
+{
+    char msg[NODEERR_MSG_MAX + 1];
+    snprintf(msg, sizeof(msg), "step %lld cannot commit in region '%s': %s", (long long)self->step,
+             rg->conf.name, why);
+    log_error("run '%s' step %lld (node %u of %u): %s; the step is not committed", self->run,
+              (long long)self->step, self->rank, self->nodes, msg);
+    if (nodeerr_put(rg, self->run, self->step, self->rank, self->nodes, msg) < 0)
+        log_warn("run '%s' step %lld: this node's error could not be written in region '%s': %s",
+                 self->run, (long long)self->step, rg->conf.name, region_last_error(rg));
+}
+
 /* Merges the picked parts and publishes the step when its layout is
  * covered.  0 also when the parts cannot be merged (logged: retrying
  * cannot help) and when the layout is not covered (logged). */
-static int part_commit(struct region *rg, const struct part_list *l,
+static int part_commit(struct region *rg, const struct layout_part *self, const struct part_list *l,
                        const struct layout_part **pick, unsigned nodes, int64_t gen)
 {
     struct manifest *parts = calloc(nodes, sizeof(*parts)), m;
@@ -549,16 +567,22 @@ static int part_commit(struct region *rg, const struct part_list *l,
         for (unsigned k = 0; k < nodes; k++)
             manifest_free(&parts[k]);
     }
+    bool uncovered = e == 1; /* (part_put_merged's 1 below means another node published) */
     if (e == 0) {
         if ((e = manifest_encode(&m, &man)) == 0 && (e = part_put_merged(rg, &m, &man)) >= 0)
             part_committed(rg, &m, nodes, e);
         manifest_free(&m);
     }
+    if (uncovered) /* logged by part_covered */
+        part_refused(rg, self,
+                     "every node's part is in, but the step's layout names files it "
+                     "lacks (the merging node's log names them)");
     if (part_bad(e)) {
         log_error("run '%s' step %lld: the parts of %u nodes in region '%s' cannot be one "
                   "snapshot: %s; the step is not committed",
                   pick[0]->run, (long long)pick[0]->step, nodes, rg->conf.name,
                   err.len ? buf_str(&err) : err_str(e));
+        part_refused(rg, self, err.len ? buf_str(&err) : err_str(e));
         e = 0;
     }
     free(parts); /* PART_NOT_YET: logged; the last part of this generation commits it */
@@ -567,20 +591,55 @@ static int part_commit(struct region *rg, const struct part_list *l,
     return e < 0 ? e : 0;
 }
 
+/* Bad input among the step's parts (service/partcheck.h): 0 when they
+ * may merge, 1 when refused (logged and recorded), or a region's error. */
+static int part_check(struct region *rg, const struct config *c, const struct layout_part *self,
+                      int64_t gen)
+{
+    struct buf err = BUF_INIT;
+    int e = partcheck_step(rg, c, self, gen, multinode_decode, &err);
+    if (e == CKS_E_MISMATCH)
+        part_refused(rg, self, buf_str(&err));
+    else if (e < 0)
+        log_warn("run '%s' step %lld: checking the parts in region '%s': %s", self->run,
+                 (long long)self->step, rg->conf.name, err.len ? buf_str(&err) : err_str(e));
+    buf_free(&err);
+    return e == CKS_E_MISMATCH ? 1 : e;
+}
+
+/* With have of the step's ranks listed (odd: a part of another node
+ * count among them), checks the parts and commits the step when every
+ * rank's is in. */
+static int part_when_listed(struct region *rg, const struct config *c,
+                            const struct layout_part *self, int64_t gen, const struct part_list *l,
+                            const struct layout_part **pick, unsigned have, bool odd)
+{
+    int e = 0;
+    if (have == self->nodes || odd) /* a part of another node count is refused at once */
+        e = part_check(rg, c, self, gen);
+    if (e == 1)
+        return 0; /* refused (logged and recorded): retrying cannot help */
+    if (e == 0 && have == self->nodes)
+        return part_commit(rg, self, l, pick, self->nodes, gen);
+    if (e == 0)
+        log_info("run '%s' step %lld: %u of %u nodes' parts are in region '%s'; the step "
+                 "commits when the last one is",
+                 self->run, (long long)self->step, have, self->nodes, rg->conf.name);
+    return e;
+}
+
 /* Lists the step's parts in rg and commits it when every rank's is in. */
-static int part_try_commit(struct region *rg, const struct layout_part *self, int64_t gen)
+static int part_try_commit(struct region *rg, const struct config *c,
+                           const struct layout_part *self, int64_t gen)
 {
     struct part_list l = {.run = self->run, .step = self->step};
     const struct layout_part **pick = calloc(self->nodes, sizeof(*pick));
     int e = pick ? part_list(rg, &l) : -ENOMEM;
     if (e == 0) {
-        unsigned have = part_pick(&l, self->nodes, pick);
-        if (have == self->nodes)
-            e = part_commit(rg, &l, pick, self->nodes, gen);
-        else
-            log_info("run '%s' step %lld: %u of %u nodes' parts are in region '%s'; the step "
-                     "commits when the last one is",
-                     self->run, (long long)self->step, have, self->nodes, rg->conf.name);
+        bool odd = false;
+        for (size_t i = 0; i < l.n; i++)
+            odd |= l.v[i].nodes != self->nodes;
+        e = part_when_listed(rg, c, self, gen, &l, pick, part_pick(&l, self->nodes, pick), odd);
     }
     free(pick);
     free(l.v);
@@ -601,7 +660,7 @@ int multinode_publish(struct region *rg, const struct config *c, const struct ma
     if (e == 0)
         e = region_put(rg, key, body.data, body.len);
     buf_free(&body);
-    return e < 0 ? e : part_try_commit(rg, &self, m->gen);
+    return e < 0 ? e : part_try_commit(rg, c, &self, m->gen);
 }
 
 /* ---- incomplete steps ----------------------------------------------------- */
@@ -777,6 +836,8 @@ int multinode_roots_begin(struct repo *r, struct multinode_roots *ret)
 {
     struct multinode_committed *c = calloc(1, sizeof(*c));
     int e = c ? 0 : -ENOMEM;
+    if (c) /* service/partgc.h deletes them */
+        c->expired = (int64_t)time(NULL) - (int64_t)repo_conf(r)->part_expire;
     for (size_t i = 0; e == 0 && i < repo_nregions(r); i++)
         if (!repo_region_error(r, i))
             e = committed_list(repo_region(r, i), c);
@@ -827,7 +888,8 @@ int multinode_roots_read(struct repo *r, struct multinode_roots *pr,
         if (l.n > 1)
             qsort(l.v, l.n, sizeof(*l.v), part_key_cmp);
         for (size_t k = 0; e == 0 && k < l.n; k++)
-            if (!committed_has(pr->committed, l.v[k].run, l.v[k].step))
+            if (!committed_has(pr->committed, l.v[k].run, l.v[k].step) &&
+                gc_utc_parse(l.v[k].id) >= pr->committed->expired) /* unstamped: expired */
                 e = roots_one(rg, &l.v[k], cb, ud, err);
         free(l.v);
     }

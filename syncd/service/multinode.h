@@ -121,8 +121,9 @@ bool multinode_step_missing(const struct multinode_step *s, unsigned k);
  *   multinode_roots_free(&pr);
  *
  * Every healthy region's parts are read (a part in one region only still
- * names chunks of that region).  A part that cannot be read stops it
- * (err says which), as an unreadable manifest stops prune. */
+ * names chunks of that region), except those [daemon] part_expire old
+ * (by the stamp in their id; service/partgc.h then deletes them).  A part that cannot be read stops
+ * it (err says which), as an unreadable manifest stops prune. */
 struct multinode_committed;
 struct multinode_roots {
     struct multinode_committed *committed;

@@ -24,6 +24,7 @@
 #include "engine/gcrec.h"
 #include "service/catalog.h"
 #include "service/fetch.h"
+#include "service/multinode.h"
 #include "service/runlineage.h"
 #include "service/retention.h"
 
@@ -358,6 +359,35 @@ static void rule_units(struct repo *r, struct retention_plan *p, const struct re
     free(roots);
 }
 
+/* A multi-node job's newest committed checkpoint, while a newer step of
+ * the run is incomplete (service/multinode.h): whatever the other rules
+ * say, that step is what the job resumes from until the newer one
+ * commits.  ret->v is newest first. */
+static void plan_protect_incomplete(struct repo *r, struct retention_plan *ret,
+                                    struct runlineage_view *v)
+{
+    struct multinode_steps s = {0};
+    int64_t newest_incomplete = -1;
+    if (multinode_incomplete(r, ret->run, 0, 0, &s) < 0) {
+        for (size_t i = 0; i < ret->n; i++) /* cannot tell: every checkpoint stays */
+            if (ret->v[i].step >= 0)
+                keep(&ret->v[i], "the run's incomplete steps could not be listed");
+    }
+    for (size_t k = 0; k < s.n; k++)
+        if (s.v[k].step > newest_incomplete)
+            newest_incomplete = s.v[k].step;
+    multinode_steps_free(&s);
+    for (size_t i = 0; newest_incomplete >= 0 && i < ret->n; i++) {
+        const struct runlineage_snap *sn = runlineage_find(v, ret->v[i].id);
+        if (!sn || !sn->commits || ret->v[i].step < 0)
+            continue;
+        if (ret->v[i].step < newest_incomplete)
+            keep(&ret->v[i], "the newest committed step while step %lld is incomplete",
+                 (long long)newest_incomplete);
+        break;
+    }
+}
+
 /* What no policy lifts: the run's resume point, its newest checkpoint
  * committed in quorum regions, the snapshots a handoff names and those a
  * claim resumed from. */
@@ -366,6 +396,7 @@ static void plan_protect(struct repo *r, struct retention_plan *ret, struct runl
     const char *ids[8], *whys[8];
     size_t nc = runlineage_candidates(r, v, ids, whys, 8);
     struct retention_item *it = nc ? item_find(ret, ids[0]) : NULL;
+    plan_protect_incomplete(r, ret, v); /* first: its reason is the one that tells */
     if (it)
         keep(it, "the run's resume point (%s)", whys[0]);
     for (size_t i = 0; i < ret->n; i++) { /* newest committed in quorum regions */

@@ -13,9 +13,11 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/err.h"
 #include "ckptsync/format.h"
+#include "engine/gcrec.h"
 
 enum layout_dir { DIR_NONE, DIR_RUN, DIR_MARK };
 
@@ -38,6 +40,7 @@ static const struct layout_row rows[LAYOUT_NKINDS] = {
     [LAYOUT_LINEAGE] = {CKS_KEY_LINEAGE, DIR_RUN, true, false},
     [LAYOUT_FORGET] = {CKS_KEY_FORGET, DIR_RUN, true, false},
     [LAYOUT_PART] = {CKS_KEY_PARTS, DIR_RUN, true, false},
+    [LAYOUT_NODEERR] = {CKS_KEY_NODEERR, DIR_RUN, true, false},
     [LAYOUT_HANDOFF_V1] = {CKS_KEY_HANDOFFS, DIR_RUN, false, false},
     [LAYOUT_REF_V1] = {CKS_KEY_REFS, DIR_RUN, true, false},
     [LAYOUT_INTENT] = {CKS_KEY_INTENTS, DIR_NONE, true, false},
@@ -305,7 +308,32 @@ static bool take_dec(const char **s, unsigned long long max, unsigned long long 
     return true;
 }
 
+/* "s<step>.<K>-of-<N>." at *s (K may be >= N: the caller checks),
+ * advancing past it. */
+static bool take_node(const char **s, unsigned long long *step, unsigned long long *rank,
+                      unsigned long long *nodes)
+{
+    const char *p = *s;
+    if (*p++ != 's' || !take_dec(&p, (unsigned long long)INT64_MAX, step) || *p++ != '.' ||
+        !take_dec(&p, LAYOUT_NODES_MAX, rank) || strncmp(p, "-of-", 4) != 0)
+        return false;
+    p += 4;
+    if (!take_dec(&p, LAYOUT_NODES_MAX, nodes) || *nodes == 0 || *p++ != '.')
+        return false;
+    *s = p;
+    return true;
+}
+
 int layout_part_parse(const char *key, struct layout_part *ret)
+{
+    struct layout_part p;
+    if (layout_part_parse_any(key, &p) < 0 || p.rank >= p.nodes)
+        return CKS_E_FORMAT;
+    *ret = p;
+    return 0;
+}
+
+int layout_part_parse_any(const char *key, struct layout_part *ret)
 {
     struct layout_key k;
     struct layout_part p;
@@ -313,12 +341,8 @@ int layout_part_parse(const char *key, struct layout_part *ret)
     if (layout_parse(key, &k) < 0 || k.kind != LAYOUT_PART)
         return CKS_E_FORMAT;
     const char *s = k.name;
-    if (*s++ != 's' || !take_dec(&s, (unsigned long long)INT64_MAX, &step) || *s++ != '.' ||
-        !take_dec(&s, LAYOUT_NODES_MAX, &rank) || strncmp(s, "-of-", 4) != 0)
-        return CKS_E_FORMAT;
-    s += 4;
-    if (!take_dec(&s, LAYOUT_NODES_MAX, &nodes) || *s++ != '.' || rank >= nodes ||
-        manifest_id_check(s) < 0 || strlen(s) > MANIFEST_ID_MAX)
+    if (!take_node(&s, &step, &rank, &nodes) || manifest_id_check(s) < 0 ||
+        strlen(s) > MANIFEST_ID_MAX)
         return CKS_E_FORMAT;
     memset(&p, 0, sizeof(p));
     memcpy(p.run, k.dir, sizeof(p.run));
@@ -327,5 +351,48 @@ int layout_part_parse(const char *key, struct layout_part *ret)
     p.nodes = (unsigned)nodes;
     memcpy(p.id, s, strlen(s) + 1);
     *ret = p;
+    return 0;
+}
+
+/* ---- a node's error on a step --------------------------------------------- */
+
+int layout_nodeerr(const struct layout_nodeerr *n, char *out)
+{
+    char name[LAYOUT_NAME_MAX + 1], utc[32];
+    struct tm tm;
+    time_t t = (time_t)n->time;
+    out[0] = 0;
+    if (n->step < 0 || n->nodes == 0 || n->nodes > LAYOUT_NODES_MAX || n->rank >= n->nodes ||
+        n->time < 0 || strlen(n->tag) != 16 || strspn(n->tag, "0123456789abcdef") != 16 ||
+        !gmtime_r(&t, &tm) || strftime(utc, sizeof(utc), "%Y%m%dT%H%M%SZ", &tm) != 16)
+        return -EINVAL;
+    int len = snprintf(name, sizeof(name), "s%lld.%u-of-%u.%s.%s", (long long)n->step, n->rank,
+                       n->nodes, utc, n->tag);
+    if (len < 0 || (size_t)len >= sizeof(name))
+        return -EINVAL;
+    return layout_key(LAYOUT_NODEERR, n->run, name, out);
+}
+
+int layout_nodeerr_parse(const char *key, struct layout_nodeerr *ret)
+{
+    struct layout_key k;
+    struct layout_nodeerr n;
+    unsigned long long step, rank, nodes;
+    char canon[LAYOUT_KEY_MAX];
+    if (layout_parse(key, &k) < 0 || k.kind != LAYOUT_NODEERR)
+        return CKS_E_FORMAT;
+    const char *s = k.name;
+    if (!take_node(&s, &step, &rank, &nodes) || rank >= nodes || strlen(s) != 16 + 1 + 16)
+        return CKS_E_FORMAT;
+    memset(&n, 0, sizeof(n));
+    memcpy(n.run, k.dir, sizeof(n.run));
+    n.step = (int64_t)step;
+    n.rank = (unsigned)rank;
+    n.nodes = (unsigned)nodes;
+    n.time = gc_utc_parse(s);
+    memcpy(n.tag, s + 17, 16);
+    if (n.time < 0 || layout_nodeerr(&n, canon) < 0 || strcmp(canon, key) != 0)
+        return CKS_E_FORMAT; /* one spelling per record */
+    *ret = n;
     return 0;
 }

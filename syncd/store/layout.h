@@ -55,6 +55,7 @@ enum layout_kind {
     LAYOUT_LINEAGE,    /* lineage/<run>/<name> */
     LAYOUT_FORGET,     /* forget/<run>/<name> */
     LAYOUT_PART,       /* parts/<run>/s<step>.<K>-of-<N>.<id> */
+    LAYOUT_NODEERR,    /* nodeerr/<run>/s<step>.<K>-of-<N>.<time>.<16 hex> */
     LAYOUT_HANDOFF_V1, /* handoff/<run> (version 1, read only) */
     LAYOUT_REF_V1,     /* refs/<run>/<name> (version 1, read only) */
     LAYOUT_INTENT,     /* intents/<name> */
@@ -120,9 +121,26 @@ int layout_part(const struct layout_part *p, char *out);
 int layout_part_prefix(const char *run, int64_t step, char *out);
 /* Parses such a key (outside input): 0, or CKS_E_FORMAT. */
 int layout_part_parse(const char *key, struct layout_part *ret);
+/* As layout_part_parse, but a rank not below the node count is parsed
+ * too (ret->rank >= ret->nodes): what a bad part claims, to be named. */
+int layout_part_parse_any(const char *key, struct layout_part *ret);
+
+/* A node's error record on a step (format.h section 9). */
+struct layout_nodeerr {
+    char run[LAYOUT_DIR_MAX + 1];
+    int64_t step;         /* >= 0 */
+    unsigned rank, nodes; /* rank < nodes <= LAYOUT_NODES_MAX */
+    int64_t time;         /* unix seconds (UTC in the key) */
+    char tag[17];         /* 16 lower-case hex: tells two records of one second apart */
+};
+/* nodeerr/<run>/s<step>.<K>-of-<N>.<YYYYmmddTHHMMSSZ>.<tag> into out
+ * (LAYOUT_KEY_MAX bytes); -EINVAL for a field out of range. */
+int layout_nodeerr(const struct layout_nodeerr *n, char *out);
+/* Parses such a key (outside input): 0, or CKS_E_FORMAT. */
+int layout_nodeerr_parse(const char *key, struct layout_nodeerr *ret);
 
 /* For a key (or a listing prefix) in one of the per-run folders
- * (snapshots, commits, lineage, forget, parts, handoff, refs): its kind, and in
+ * (snapshots, commits, lineage, forget, parts, nodeerr, handoff, refs): its kind, and in
  * *ret_top the length of "<top>/" before the run.  -1 for any other key. */
 int layout_run_top(const char *key, size_t *ret_top);
 /* Whether a key listed under prefix (possibly partial: "", "snap",

@@ -340,6 +340,48 @@ static void test_parts(void **state)
     assert_string_equal(key, "parts/job/s1000.");
     assert_int_equal(layout_part_prefix("job", -1, key), -EINVAL);
     assert_int_equal(layout_part_prefix("..", 1, key), -EINVAL);
+    /* what a bad part claims is parsed, to be named */
+    assert_int_equal(layout_part_parse_any("parts/job/s1000.5-of-4." ID, &q), 0);
+    assert_int_equal(q.rank, 5);
+    assert_int_equal(q.nodes, 4);
+    assert_int_equal(layout_part_parse_any("parts/job/s1000.0-of-0." ID, &q), CKS_E_FORMAT);
+}
+
+/* nodeerr/<run>/s<step>.<K>-of-<N>.<UTC>.<16 hex>: built, parsed back,
+ * one spelling only. */
+static void test_nodeerr(void **state)
+{
+    (void)state;
+    struct layout_nodeerr n = {.run = "job",
+                               .step = 7,
+                               .rank = 1,
+                               .nodes = 2,
+                               .time = 1764806400,
+                               .tag = "0123456789abcdef"},
+                          q;
+    char key[LAYOUT_KEY_MAX];
+    assert_int_equal(layout_nodeerr(&n, key), 0);
+    assert_string_equal(key, "nodeerr/job/s7.1-of-2.20251204T000000Z.0123456789abcdef");
+    assert_int_equal(layout_nodeerr_parse(key, &q), 0);
+    assert_memory_equal(&n, &q, sizeof(n));
+    assert_int_equal(layout_run_top(key, &(size_t){0}), LAYOUT_NODEERR);
+    static const char *const hostile_ne[] = {
+        "nodeerr/job/s7.2-of-2.20251204T000000Z.0123456789abcdef",
+        "nodeerr/job/s7.1-of-2.20251204T000000.0123456789abcdef",
+        "nodeerr/job/s7.1-of-2.20251204T000000Z.0123456789ABCDEF",
+        "nodeerr/job/s7.1-of-2.20251304T000000Z.0123456789abcdef",
+        "nodeerr/job/s7.1-of-2.20251204T000000Z.0123456789abcde",
+        "nodeerr/job/s7.1-of-2.20251204T000000Z-0123456789abcdef",
+        "nodeerr/../s7.1-of-2.20251204T000000Z.0123456789abcdef",
+    };
+    for (size_t i = 0; i < sizeof(hostile_ne) / sizeof(hostile_ne[0]); i++)
+        if (layout_nodeerr_parse(hostile_ne[i], &q) != CKS_E_FORMAT)
+            fail_msg("\"%s\" parsed as a node error", hostile_ne[i]);
+    n.rank = 2;
+    assert_int_equal(layout_nodeerr(&n, key), -EINVAL);
+    n.rank = 1;
+    snprintf(n.tag, sizeof(n.tag), "xyz");
+    assert_int_equal(layout_nodeerr(&n, key), -EINVAL);
 }
 
 int main(void)
@@ -349,7 +391,7 @@ int main(void)
         cmocka_unit_test(test_prefixes),   cmocka_unit_test(test_hostile_keys),
         cmocka_unit_test(test_overlong),   cmocka_unit_test(test_bad_fields),
         cmocka_unit_test(test_records),    cmocka_unit_test(test_runs_and_sealing),
-        cmocka_unit_test(test_parts),
+        cmocka_unit_test(test_parts),      cmocka_unit_test(test_nodeerr),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
