@@ -27,9 +27,8 @@ STATE/ckptsyncd.sock with STATE $CKPTSYNC_STATE, else the configuration's
 [daemon] state, else /var/lib/ckptsync.  A missing daemon raises
 DaemonNotRunning; an ERR answer raises Error with the daemon's ``code``
 ("timeout", "badrequest", "notfound", "notwatched", "degraded", "wrongnode",
-...) and
-``message``.  Both are subclasses of Error.  Other OSErrors (say, no
-permission on the socket) are raised as they are.
+...) and ``message``.  Both are subclasses of Error.  Other OSErrors (say,
+no permission on the socket) are raised as they are.
 
 Restoring while the job starts (``restore`` runs the ``ckptsync`` CLI,
 ``restore --progressive --json``; no daemon is needed):
