@@ -16,6 +16,7 @@
 #include "base/jsonread.h"
 #include "base/log.h"
 #include "ckptsync/client.h"
+#include "ckptsync/protocol.h"
 #include "cli.h"
 
 /* A daemon that holds the state directory but does not listen yet: its
@@ -92,19 +93,23 @@ static int request_failed(struct cks_client *cl, const char *what, int e)
 
 static const char commit_usage[] =
     "usage: ckptsync commit PATH [--step N] [--wait none|durable|replicated] [--timeout S] "
-    "[--json]\n"
+    "[--node K --of N] [--json]\n"
     "Tells the daemon that the checkpoint at PATH (under the watch root) is complete.\n"
     "Exit 0 only when the wait is satisfied: durable = committed in `quorum`\n"
-    "regions, replicated = in all of them.  Default --wait none.\n";
+    "regions, replicated = in all of them.  Default --wait none.\n"
+    "--node K --of N: this is node K (0-based) of a job on N nodes; the daemon\n"
+    "refuses the commit unless its own [daemon] node_rank and nodes say the same.\n";
 
 int cmd_commit(struct cli *c, int argc, char **argv)
 {
     static const struct option opts[] = {{"step", required_argument, NULL, 's'},
                                          {"wait", required_argument, NULL, 'w'},
                                          {"timeout", required_argument, NULL, 't'},
+                                         {"node", required_argument, NULL, 'k'},
+                                         {"of", required_argument, NULL, 'n'},
                                          {"help", no_argument, NULL, 'h'},
                                          {0}};
-    int64_t step = -1, timeout = -1;
+    int64_t step = -1, timeout = -1, rank = -1, nodes = -1;
     int wait = CKS_WAIT_NONE, opt, e;
     struct cks_client *cl;
     char *json = NULL;
@@ -117,6 +122,10 @@ int cmd_commit(struct cli *c, int argc, char **argv)
             return EXIT_USAGE;
         if (opt == 't' && cli_parse_i64("--timeout", optarg, 0, 604800, &timeout) < 0)
             return EXIT_USAGE;
+        if (opt == 'k' && cli_parse_i64("--node", optarg, 0, CKS_PROTO_MAX_NODES - 1, &rank) < 0)
+            return EXIT_USAGE;
+        if (opt == 'n' && cli_parse_i64("--of", optarg, 1, CKS_PROTO_MAX_NODES, &nodes) < 0)
+            return EXIT_USAGE;
         if (opt == 'h')
             return fputs(commit_usage, stdout), 0;
         if (opt == '?')
@@ -124,9 +133,13 @@ int cmd_commit(struct cli *c, int argc, char **argv)
     }
     if (optind != argc - 1)
         return fputs(commit_usage, stderr), EXIT_USAGE;
+    if ((rank < 0) != (nodes < 0) || (nodes > 0 && rank >= nodes)) {
+        fprintf(stderr, "ckptsync: commit: --node K and --of N go together, K below N\n");
+        return EXIT_USAGE;
+    }
     if (open_client(c, &cl) < 0)
         return 1;
-    e = cks_commit(cl, argv[optind], step, wait, timeout, &json);
+    e = cks_commit_node(cl, argv[optind], step, wait, timeout, rank, nodes, &json);
     if (e < 0) {
         request_failed(cl, "commit", e);
     } else if (c->json) {

@@ -297,13 +297,27 @@ int cks_status(struct cks_client *c, char **ret_json)
 int cks_commit(struct cks_client *c, const char *path, int64_t step, int wait, int64_t timeout_s,
                char **ret_json)
 {
+    return cks_commit_node(c, path, step, wait, timeout_s, -1, -1, ret_json);
+}
+
+/* nodes and node_rank both -1, or node_rank of 1..CKS_PROTO_MAX_NODES. */
+static bool node_args_ok(int64_t node_rank, int64_t nodes)
+{
+    if (nodes == -1 || node_rank == -1)
+        return nodes == node_rank;
+    return nodes >= 1 && nodes <= CKS_PROTO_MAX_NODES && node_rank >= 0 && node_rank < nodes;
+}
+
+int cks_commit_node(struct cks_client *c, const char *path, int64_t step, int wait,
+                    int64_t timeout_s, int64_t node_rank, int64_t nodes, char **ret_json)
+{
     struct ctl_request req;
     int r = check_wait(wait, timeout_s);
 
     if (ret_json)
         *ret_json = NULL;
     ctl_request_init(&req, CTL_COMMIT);
-    if (r == 0 && step < -1)
+    if (r == 0 && (step < -1 || !node_args_ok(node_rank, nodes)))
         r = -EINVAL;
     if (r == 0)
         r = absolute_path(path, req.path, sizeof(req.path));
@@ -312,6 +326,8 @@ int cks_commit(struct cks_client *c, const char *path, int64_t step, int wait, i
     req.step = step;
     req.wait = (enum ctl_wait)wait;
     req.timeout = timeout_s;
+    req.nodes = nodes;
+    req.node_rank = node_rank;
     return request(c, &req, answer_timeout_ms(&req), ret_json);
 }
 

@@ -34,7 +34,7 @@
  * Errors: every function returns 0 or a negative errno.  An ERR answer
  * from the daemon maps to: timeout -ETIMEDOUT, badrequest -EINVAL,
  * notwatched (a path outside the watch root) -EINVAL too, notfound
- * -ENOENT, degraded -EIO, busy -EBUSY, any other code -EPROTO; a malformed or
+ * -ENOENT, degraded -EIO, busy -EBUSY, wrongnode -EINVAL, any other code -EPROTO; a malformed or
  * missing answer is -EPROTO, one longer than 4 MiB -EMSGSIZE.  After a
  * failure, cks_client_error() says what went wrong (the daemon's message,
  * or the local reason) and cks_client_error_code() gives the daemon's code
@@ -92,6 +92,16 @@ int cks_ping(struct cks_client *c);
  * limit (used only when waiting). */
 int cks_commit(struct cks_client *c, const char *path, int64_t step, int wait, int64_t timeout_s,
                char **ret_json);
+/* cks_commit() from node node_rank of nodes of a multi-node job (the
+ * launcher's view: torchrun's GROUP_RANK and node count, Slurm's
+ * SLURM_NODEID and SLURM_NNODES).  The daemon refuses the commit with
+ * -EINVAL, error code "wrongnode" and a message naming both identities
+ * when its own ([daemon] nodes, node_rank) differs, so a misconfigured
+ * node never publishes its part alone or under another rank.  Both -1:
+ * cks_commit() exactly; otherwise 1 <= nodes <= 4096 and 0 <= node_rank
+ * < nodes, or -EINVAL.  Symbol version CKPTSYNC_CLIENT_0.2. */
+int cks_commit_node(struct cks_client *c, const char *path, int64_t step, int wait,
+                    int64_t timeout_s, int64_t node_rank, int64_t nodes, char **ret_json);
 /* The daemon's state: runs with their latest snapshot, regions with their
  * lag (see protocol.h, section 3). */
 int cks_status(struct cks_client *c, char **ret_json);

@@ -65,6 +65,9 @@
  *           timeout=S       0..604800 seconds    (quorum of regions) or
  *                                                replicated (every region),
  *                                                at most S seconds
+ *           nodes=N         1..4096              the caller's node K of N
+ *           node_rank=K     0..N-1               (a multi-node job); both or
+ *                                                neither
  *   status                                       daemon, runs, regions
  *   flush   wait=W                               upload everything queued now;
  *           deadline=S      0..604800 seconds    optionally wait (at most S)
@@ -83,6 +86,14 @@
  * answers at once ({"recorded":true}); it is advisory, so a client sends
  * it only when a daemon listens, waits CKS_PROTO_REPORT_TIMEOUT_MS at
  * most, and ignores any failure (an older daemon answers badrequest).
+ *
+ * commit's nodes and node_rank say which node of a multi-node job the
+ * caller believes it runs on (its launcher's view: torchrun, Slurm).  The
+ * daemon compares them with its own identity ([daemon] nodes, node_rank,
+ * or CKPTSYNC_NODES / CKPTSYNC_NODE_RANK / Slurm in its environment) and
+ * refuses a commit that differs with wrongnode, naming both, so that a
+ * misconfigured node never publishes its part as a lone snapshot or
+ * under another rank.  Without them a commit is taken as before.
  *
  * path is absolute, 1 to 4095 bytes; an absent step means "unknown";
  * an absent wait is "none" (answer as soon as the work is accepted); an
@@ -119,6 +130,8 @@
  *               restore still work)
  *   busy        no connection slot is free: every one  EBUSY
  *               holds a waiting request; try again
+ *   wrongnode   commit's nodes/node_rank are not the   EINVAL
+ *               daemon's own (section 2)
  *   internal    anything else                          EPROTO
  *
  * Example exchange:
@@ -145,6 +158,7 @@
 #define CKS_PROTO_MAX_TIMEOUT 604800
 #define CKS_PROTO_CLIENT_SLACK 30
 #define CKS_PROTO_REPORT_TIMEOUT_MS 2000
+#define CKS_PROTO_MAX_NODES 4096 /* commit nodes= ([daemon] nodes' limit) */
 #define CKS_PROTO_DEFAULT_SOCKET "/var/lib/ckptsync/ckptsyncd.sock"
 #define CKS_PROTO_SOCKET_ENV "CKPTSYNC_SOCKET"
 /* How a client finds the daemon's socket (the CLI, the C library and the

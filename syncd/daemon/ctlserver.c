@@ -452,11 +452,30 @@ static bool unit_contains(const char *unit, const char *rel)
 
 /* ---- requests ---------------------------------------------------------- */
 
+/* A commit that names its node (nodes=, node_rank=) must name this
+ * daemon's: a node whose daemon was not told it is one of several would
+ * otherwise publish its part as a lone snapshot, or under another rank.
+ * Replies and returns false when it does not. */
+static bool commit_node_ok(struct ctlserver *s, struct conn *c)
+{
+    unsigned nodes = config_nodes(s->p->conf), rank = s->p->conf->node_rank;
+    if (c->req.nodes < 0 || (c->req.nodes == nodes && c->req.node_rank == rank))
+        return true;
+    conn_reply_errf(s, c, CTL_ERR_WRONGNODE,
+                    "this daemon is node %u of %u; the commit says node %lld of %lld: "
+                    "set [daemon] nodes = %lld and node_rank = %lld, or "
+                    "CKPTSYNC_NODES/CKPTSYNC_NODE_RANK, in the daemon's environment "
+                    "(or fix the node rank and count given with the commit of \"%s\")",
+                    rank, nodes, (long long)c->req.node_rank, (long long)c->req.nodes,
+                    (long long)c->req.nodes, (long long)c->req.node_rank, c->req.path);
+    return false;
+}
+
 static void req_commit(struct ctlserver *s, struct conn *c)
 {
     char real[PATH_MAX];
     size_t rl = strlen(s->p->root);
-    if (reply_if_fatal(s, c))
+    if (reply_if_fatal(s, c) || !commit_node_ok(s, c))
         return;
     if (!realpath(c->req.path, real)) {
         conn_reply_errf(s, c, CTL_ERR_NOTFOUND, "\"%s\": %s", c->req.path, strerror(errno));

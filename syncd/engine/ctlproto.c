@@ -91,6 +91,7 @@ void ctl_request_init(struct ctl_request *r, enum ctl_verb verb)
     r->timeout = -1;
     r->bytes = r->files = r->usec = -1;
     r->result = CTL_RESULT_NONE;
+    r->nodes = r->node_rank = -1;
 }
 
 bool ctl_request_equal(const struct ctl_request *a, const struct ctl_request *b)
@@ -98,7 +99,8 @@ bool ctl_request_equal(const struct ctl_request *a, const struct ctl_request *b)
     return a->verb == b->verb && a->step == b->step && a->wait == b->wait &&
            a->timeout == b->timeout && strcmp(a->path, b->path) == 0 &&
            strcmp(a->region, b->region) == 0 && a->bytes == b->bytes && a->files == b->files &&
-           a->usec == b->usec && a->result == b->result;
+           a->usec == b->usec && a->result == b->result && a->nodes == b->nodes &&
+           a->node_rank == b->node_rank;
 }
 
 static bool must_escape(uint8_t c)
@@ -203,6 +205,8 @@ enum key_id {
     KEY_FILES,
     KEY_USEC,
     KEY_RESULT,
+    KEY_NODES,
+    KEY_NODE_RANK,
     NKEYS
 };
 
@@ -223,6 +227,8 @@ static const struct key_def keys[NKEYS] = {
     [KEY_FILES] = {"files", VB(CTL_RESTORED), VB(CTL_RESTORED)},
     [KEY_USEC] = {"usec", VB(CTL_RESTORED), VB(CTL_RESTORED)},
     [KEY_RESULT] = {"result", VB(CTL_RESTORED), VB(CTL_RESTORED)},
+    [KEY_NODES] = {"nodes", VB(CTL_COMMIT), 0},
+    [KEY_NODE_RANK] = {"node_rank", VB(CTL_COMMIT), 0},
 };
 
 static int key_lookup(const char *s, size_t len)
@@ -254,8 +260,26 @@ static int64_t *count_field(struct ctl_request *r, int k)
         return &r->files;
     case KEY_USEC:
         return &r->usec;
+    case KEY_NODES:
+        return &r->nodes;
+    case KEY_NODE_RANK:
+        return &r->node_rank;
     }
     return NULL;
+}
+
+/* The largest value of a decimal key. */
+static int64_t count_max(int k)
+{
+    return k == KEY_NODES ? CTL_MAX_NODES : k == KEY_NODE_RANK ? CTL_MAX_NODES - 1 : INT64_MAX;
+}
+
+/* nodes= and node_rank= go together, the rank below the count. */
+static bool identity_ok(const struct ctl_request *r)
+{
+    if (r->nodes < 0 || r->node_rank < 0)
+        return r->nodes == -1 && r->node_rank == -1;
+    return r->nodes >= 1 && r->nodes <= CTL_MAX_NODES && r->node_rank < r->nodes;
 }
 
 /* Decodes and checks one value into r. */
@@ -295,10 +319,11 @@ static int key_set(struct ctl_request *r, int k, const char *v, size_t vlen, str
     }
     int64_t *count = count_field(r, k);
     if (count) {
-        if (n < sizeof(tmp) && parse_dec(tmp, n, INT64_MAX, count) == 0)
+        if (n < sizeof(tmp) && parse_dec(tmp, n, count_max(k), count) == 0 &&
+            (k != KEY_NODES || *count > 0))
             return 0;
-        return fail(err, CKS_E_FORMAT, "%s: expected a decimal integer 0..%lld", keys[k].name,
-                    (long long)INT64_MAX);
+        return fail(err, CKS_E_FORMAT, "%s: expected a decimal integer %d..%lld", keys[k].name,
+                    k == KEY_NODES, (long long)count_max(k));
     }
     if (n < sizeof(tmp) && parse_dec(tmp, n, CTL_MAX_TIMEOUT, &r->timeout) == 0)
         return 0;
@@ -407,6 +432,11 @@ int ctl_request_parse(const char *line, size_t len, struct ctl_request *ret, str
     for (int k = 0; r == 0 && k < NKEYS; k++)
         if ((keys[k].required & VB(ret->verb)) && !(seen & (1u << k)))
             r = fail(err, CKS_E_FORMAT, "%s needs %s=", verb_names[ret->verb], keys[k].name);
+    if (r == 0 && !identity_ok(ret))
+        r = ret->nodes < 0 || ret->node_rank < 0
+                ? fail(err, CKS_E_FORMAT, "nodes= and node_rank= go together")
+                : fail(err, CKS_E_FORMAT, "node_rank=%lld is not below nodes=%lld",
+                       (long long)ret->node_rank, (long long)ret->nodes);
     return r;
 }
 
@@ -424,6 +454,8 @@ static bool request_valid(const struct ctl_request *r)
         return false;
     if (r->verb == CTL_RESTORED &&
         (r->bytes < 0 || r->files < 0 || r->usec < 0 || !ctl_result_name(r->result)))
+        return false;
+    if (!identity_ok(r) || (r->verb != CTL_COMMIT && r->nodes != -1))
         return false;
     return true;
 }
@@ -453,6 +485,10 @@ int ctl_request_encode(const struct ctl_request *r, struct buf *out)
         e = buf_printf(out, " wait=%s", wait_names[r->wait]);
     if (e == 0 && r->verb == CTL_COMMIT)
         e = num_encode(out, KEY_TIMEOUT, r->timeout);
+    if (e == 0 && r->verb == CTL_COMMIT)
+        e = num_encode(out, KEY_NODES, r->nodes);
+    if (e == 0 && r->verb == CTL_COMMIT)
+        e = num_encode(out, KEY_NODE_RANK, r->node_rank);
     if (e == 0 && r->verb == CTL_FLUSH)
         e = num_encode(out, KEY_DEADLINE, r->timeout);
     if (e == 0 && r->verb == CTL_RETRY)
@@ -603,6 +639,8 @@ int ctl_err_errno(const char *code)
         {CTL_ERR_BUSY, -EBUSY},
         /* a path outside the watch root is a wrong argument, not a protocol failure */
         {CTL_ERR_NOTWATCHED, -EINVAL},
+        /* so is a commit naming another node than the daemon's */
+        {CTL_ERR_WRONGNODE, -EINVAL},
     };
     for (size_t i = 0; code && i < sizeof(map) / sizeof(map[0]); i++)
         if (strcmp(code, map[i].code) == 0)

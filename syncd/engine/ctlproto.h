@@ -43,6 +43,7 @@
 #define CTL_CODE_MAX 32u                        /* error code buffer, with its NUL */
 #define CTL_CLIENT_SLACK CKS_PROTO_CLIENT_SLACK /* seconds a client waits past a timeout */
 #define CTL_REPORT_TIMEOUT_MS CKS_PROTO_REPORT_TIMEOUT_MS /* the whole of a restored exchange */
+#define CTL_MAX_NODES CKS_PROTO_MAX_NODES                 /* commit nodes= */
 
 enum ctl_verb { CTL_PING, CTL_COMMIT, CTL_STATUS, CTL_FLUSH, CTL_RETRY, CTL_RESTORED };
 /* An absent wait= is CTL_WAIT_NONE: answer at once. */
@@ -64,6 +65,9 @@ struct ctl_request {
     int64_t files;               /*   microseconds it took, each 0..2^63-1, */
     int64_t usec;                /*   -1 when absent */
     enum ctl_result result;      /* restored */
+    int64_t nodes;               /* commit: the caller's node count and its */
+    int64_t node_rank;           /*   rank, 1..CTL_MAX_NODES and 0..nodes-1,
+                                  *   given together or both -1 (absent) */
 };
 
 /* A split response line: ok with a body, or an error code (message apart). */
@@ -82,6 +86,7 @@ struct ctl_response {
 #define CTL_ERR_DEGRADED "degraded"     /* durability failure; refusing work */
 #define CTL_ERR_BUSY "busy"             /* no connection slot free; try again */
 #define CTL_ERR_INTERNAL "internal"     /* anything else */
+#define CTL_ERR_WRONGNODE "wrongnode"   /* commit's nodes/node_rank differ from the daemon's */
 
 void ctl_request_init(struct ctl_request *r, enum ctl_verb verb);
 bool ctl_request_equal(const struct ctl_request *a, const struct ctl_request *b);

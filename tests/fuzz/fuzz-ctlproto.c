@@ -4,7 +4,8 @@
  * Each input is tried as a request line and as a response line.
  * Requests: whatever parses must encode, parse again to an equal struct,
  * and encode again to the same bytes (the encoder is canonical); a
- * rejection must come with a reason.  Responses: an OK line re-encodes to
+ * rejection must come with a reason; a commit's nodes/node_rank parse
+ * together, the rank below the count.  Responses: an OK line re-encodes to
  * the same bytes; an ERR line re-encodes (code + decoded message) to a
  * line that splits to the same code and message.  Any difference aborts.
  */
@@ -28,6 +29,9 @@ static void request_round_trip(const char *line, size_t len)
         buf_free(&err);
         return;
     }
+    if ((r.nodes < 0) != (r.node_rank < 0) || r.nodes > CTL_MAX_NODES ||
+        (r.nodes >= 0 && (r.nodes == 0 || r.node_rank >= r.nodes || r.verb != CTL_COMMIT)))
+        abort();
     if (ctl_request_encode(&r, &out) < 0 || out.len > CTL_MAX_REQUEST)
         abort();
     if (ctl_request_parse((const char *)out.data, out.len, &back, &err) < 0)

@@ -323,6 +323,47 @@ static void test_encode_refuses(void **state)
     buf_free(&out);
 }
 
+/* commit nodes= node_rank=: together, the rank below the count. */
+static void test_commit_node(void **state)
+{
+    static const struct {
+        const char *line;
+        int code;
+    } cases[] = {
+        {"CKPTSYNC/1 commit path=/a nodes=1 node_rank=0\n", 0},
+        {"CKPTSYNC/1 commit path=/a nodes=4096 node_rank=4095\n", 0},
+        {"CKPTSYNC/1 commit path=/a nodes=4\n", CKS_E_FORMAT},
+        {"CKPTSYNC/1 commit path=/a node_rank=0\n", CKS_E_FORMAT},
+        {"CKPTSYNC/1 commit path=/a nodes=2 node_rank=2\n", CKS_E_FORMAT},
+        {"CKPTSYNC/1 commit path=/a nodes=0 node_rank=0\n", CKS_E_FORMAT},
+        {"CKPTSYNC/1 commit path=/a nodes=4097 node_rank=0\n", CKS_E_FORMAT},
+        {"CKPTSYNC/1 commit path=/a nodes=2 node_rank=1 nodes=2\n", CKS_E_FORMAT},
+        {"CKPTSYNC/1 flush nodes=2 node_rank=1\n", CKS_E_FORMAT},
+    };
+    struct ctl_request r;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        if (ctl_request_parse(cases[i].line, strlen(cases[i].line), &r, NULL) != cases[i].code)
+            fail_msg("case %zu \"%s\": want %d", i, cases[i].line, cases[i].code);
+    assert_int_equal(
+        ctl_request_parse(L("CKPTSYNC/1 commit node_rank=2 path=/a nodes=4 step=7\n"), &r, NULL),
+        0);
+    assert_int_equal(r.nodes, 4);
+    assert_int_equal(r.node_rank, 2);
+    check_round_trip(&r, "CKPTSYNC/1 commit path=/a step=7 nodes=4 node_rank=2\n");
+    assert_int_equal(ctl_request_parse(L("CKPTSYNC/1 commit path=/a\n"), &r, NULL), 0);
+    assert_int_equal(r.nodes, -1); /* absent: the commit of before */
+    assert_int_equal(r.node_rank, -1);
+
+    struct buf out = BUF_INIT;
+    r.nodes = 2; /* the encoder keeps the parser's rules */
+    assert_int_equal(ctl_request_encode(&r, &out), -EINVAL);
+    r.node_rank = 2;
+    assert_int_equal(ctl_request_encode(&r, &out), -EINVAL);
+    assert_int_equal(out.len, 0);
+    assert_int_equal(ctl_err_errno(CTL_ERR_WRONGNODE), -EINVAL);
+    buf_free(&out);
+}
+
 static void test_response_encode(void **state)
 {
     struct buf out = BUF_INIT;
@@ -491,7 +532,7 @@ int main(void)
         cmocka_unit_test(test_rejections),     cmocka_unit_test(test_bounds),
         cmocka_unit_test(test_encode_refuses), cmocka_unit_test(test_response_encode),
         cmocka_unit_test(test_response_parse), cmocka_unit_test(test_response_bounds),
-        cmocka_unit_test(test_error_codes),
+        cmocka_unit_test(test_error_codes),    cmocka_unit_test(test_commit_node),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -270,6 +270,8 @@ static void test_requests(void **state)
         {"CKPTSYNC/1 flush wait=replicated deadline=30\n", "OK {\"pending\":0}\n", REPLY},
         {"CKPTSYNC/1 flush\n", "OK {}\n", REPLY},
         {"CKPTSYNC/1 retry region=eu-1\n", "OK {}\n", REPLY},
+        {"CKPTSYNC/1 commit path=/d/r/c-5 step=5 nodes=4 node_rank=3\n", "OK {}\n", REPLY},
+        {"CKPTSYNC/1 commit path=/d/r/c-6\n", "OK {}\n", REPLY},
     };
     struct server s;
     struct cks_client *c = NULL;
@@ -291,6 +293,8 @@ static void test_requests(void **state)
     free(json);
     assert_int_equal(cks_flush(c, CKS_WAIT_NONE, -1, NULL), 0);
     assert_int_equal(cks_retry(c, "eu-1"), 0);
+    assert_int_equal(cks_commit_node(c, "/d/r/c-5", 5, CKS_WAIT_NONE, -1, 3, 4, NULL), 0);
+    assert_int_equal(cks_commit_node(c, "/d/r/c-6", -1, CKS_WAIT_NONE, -1, -1, -1, NULL), 0);
     server_finish(&s);
 
     /* The daemon went away: the same client says so. */
@@ -316,6 +320,8 @@ static const struct err_case errs[] = {
     {"ERR degraded fsync%20failed\n", -EIO, "degraded", "fsync failed"},
     {"ERR notwatched /tmp/x%20is%20not%20under%20/data\n", -EINVAL, "notwatched",
      "/tmp/x is not under /data"},
+    {"ERR wrongnode this%20daemon%20is%20node%200%20of%201\n", -EINVAL, "wrongnode",
+     "this daemon is node 0 of 1"},
     {"ERR brandnew\n", -EPROTO, "brandnew", "brandnew"},
 };
 
@@ -398,6 +404,11 @@ static void test_bad_args(void **state)
     assert_int_equal(cks_commit(c, "", 1, CKS_WAIT_NONE, -1, NULL), -EINVAL);
     assert_int_equal(cks_commit(c, NULL, 1, CKS_WAIT_NONE, -1, NULL), -EINVAL);
     assert_int_equal(cks_flush(c, -1, -1, NULL), -EINVAL);
+    static const int64_t bad_nodes[][2] = {{1, -1}, {-1, 2}, {2, 2}, {0, 0}, {0, 4097}, {-2, 2}};
+    for (size_t i = 0; i < sizeof(bad_nodes) / sizeof(bad_nodes[0]); i++)
+        assert_int_equal(
+            cks_commit_node(c, "/x", 1, CKS_WAIT_NONE, -1, bad_nodes[i][0], bad_nodes[i][1], NULL),
+            -EINVAL);
     assert_int_equal(cks_retry(c, ""), -EINVAL);
     assert_int_equal(cks_retry(c, NULL), -EINVAL);
     assert_int_equal(cks_retry(c, "eu 1"), -EINVAL);

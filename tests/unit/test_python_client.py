@@ -224,5 +224,67 @@ class Callbacks(unittest.TestCase):
             cb.not_an_event
 
 
+class NodeIdentity(unittest.TestCase):
+    def test_identity_from_the_environment(self):
+        ni = ckptsync.node_identity
+        self.assertIsNone(ni({}))
+        self.assertEqual(ni({"GROUP_RANK": "1", "GROUP_WORLD_SIZE": "4"}), (1, 4))
+        self.assertEqual(ni({"SLURM_NODEID": "2", "SLURM_NNODES": "3"}), (2, 3))
+        # ckptsync's own first, then torchrun's, then Slurm's
+        self.assertEqual(ni({"CKPTSYNC_NODE_RANK": "0", "CKPTSYNC_NODES": "2",
+                             "GROUP_RANK": "1", "GROUP_WORLD_SIZE": "4",
+                             "SLURM_NODEID": "2", "SLURM_NNODES": "3"}), (0, 2))
+        self.assertEqual(ni({"GROUP_RANK": "1", "GROUP_WORLD_SIZE": "4",
+                             "SLURM_NODEID": "2", "SLURM_NNODES": "3"}), (1, 4))
+        # one node: nothing to say; a half or broken pair is passed over
+        self.assertIsNone(ni({"GROUP_RANK": "0", "GROUP_WORLD_SIZE": "1",
+                              "SLURM_NODEID": "1", "SLURM_NNODES": "2"}))
+        self.assertEqual(ni({"GROUP_RANK": "1", "SLURM_NODEID": "1", "SLURM_NNODES": "2"}),
+                         (1, 2))
+        self.assertEqual(ni({"GROUP_RANK": "4", "GROUP_WORLD_SIZE": "4",
+                             "SLURM_NODEID": "1", "SLURM_NNODES": "2"}), (1, 2))
+        self.assertIsNone(ni({"GROUP_RANK": "-1", "GROUP_WORLD_SIZE": "x2"}))
+
+    def test_commit_carries_the_node(self):
+        env = {"GROUP_RANK": "3", "GROUP_WORLD_SIZE": "4"}
+        saved = {k: os.environ.get(k) for k in env}
+        with FakeDaemon([b"OK {}\n"] * 3) as d:
+            ckptsync.commit("/d/r/c-1", step=1, node_rank=1, nodes=2, socket_path=d.path)
+            os.environ.update(env)
+            try:
+                ckptsync.commit("/d/r/c-2", socket_path=d.path)
+                ckptsync.commit("/d/r/c-3", node_rank=0, nodes=1, socket_path=d.path)
+            finally:
+                for k, v in saved.items():
+                    if v is None:
+                        del os.environ[k]
+                    else:
+                        os.environ[k] = v
+            for bad in ((1, None), (None, 2), (2, 2), (-1, 2), (0, 4097), (True, 2), (0, "2")):
+                with self.assertRaises(ValueError):
+                    ckptsync.commit("/d/r/c-4", node_rank=bad[0], nodes=bad[1],
+                                    socket_path=d.path)
+        self.assertEqual(d.requests, [
+            "CKPTSYNC/1 commit path=/d/r/c-1 step=1 nodes=2 node_rank=1\n",
+            "CKPTSYNC/1 commit path=/d/r/c-2 nodes=4 node_rank=3\n",
+            "CKPTSYNC/1 commit path=/d/r/c-3 nodes=1 node_rank=0\n",
+        ])
+
+    def test_every_node_commits_from_the_trainer(self):
+        args = types.SimpleNamespace(output_dir="/data/cloud_storage/run2")
+        with FakeDaemon([b"OK {}\n"]) as d:
+            cb = ckptsync.CheckpointCallback(socket_path=d.path, node_rank=1, nodes=2)
+            # node 1's first process: not the job's first, still commits
+            state = types.SimpleNamespace(global_step=7, is_world_process_zero=False,
+                                          is_local_process_zero=True)
+            cb.on_save(args, state, None)
+            other = types.SimpleNamespace(global_step=7, is_world_process_zero=False,
+                                          is_local_process_zero=False)
+            cb.on_save(args, other, None)
+        self.assertEqual(d.requests, [
+            "CKPTSYNC/1 commit path=/data/cloud_storage/run2/checkpoint-7 step=7 "
+            "nodes=2 node_rank=1\n"])
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -26,9 +26,9 @@ else /etc/ckptsync/ckptsync.conf where it exists), else
 STATE/ckptsyncd.sock with STATE $CKPTSYNC_STATE, else the configuration's
 [daemon] state, else /var/lib/ckptsync.  A missing daemon raises
 DaemonNotRunning; an ERR answer raises Error with the daemon's ``code``
-("timeout", "badrequest", "notfound", "notwatched", "degraded", ...) and
-``message``.  Both are subclasses of Error.  Other OSErrors (say, no
-permission on the socket) are raised as they are.
+("timeout", "badrequest", "notfound", "notwatched", "degraded", "wrongnode",
+...) and ``message``.  Both are subclasses of Error.  Other OSErrors (say,
+no permission on the socket) are raised as they are.
 
 Restoring while the job starts (``restore`` runs the ``ckptsync`` CLI,
 ``restore --progressive --json``; no daemon is needed):
@@ -55,7 +55,7 @@ import time
 __all__ = [
     "Client", "Error", "DaemonNotRunning", "CheckpointCallback",
     "ping", "commit", "status", "flush", "retry", "latest", "restore", "Restore",
-    "find_socket", "DEFAULT_SOCKET", "SOCKET_ENV", "CONFIG_ENV", "STATE_ENV",
+    "find_socket", "node_identity", "DEFAULT_SOCKET", "SOCKET_ENV", "CONFIG_ENV", "STATE_ENV",
 ]
 __version__ = "0.1.0"
 
@@ -71,6 +71,14 @@ MAX_RESPONSE = 4 << 20
 MAX_TIMEOUT = 604800
 CLIENT_SLACK = 30  # seconds to wait for an answer past the request's own limit
 WAITS = ("none", "durable", "replicated")
+MAX_NODES = 4096  # commit nodes= ([daemon] nodes' limit)
+# Where a training process learns its node of a multi-node job, in order:
+# ckptsync's own variables (as the daemon reads them), torchrun's (the
+# elastic agent exports GROUP_RANK and GROUP_WORLD_SIZE, the node count),
+# Slurm's.  Each pair as (rank variable, count variable).
+NODE_ENV = (("CKPTSYNC_NODE_RANK", "CKPTSYNC_NODES"),
+            ("GROUP_RANK", "GROUP_WORLD_SIZE"),
+            ("SLURM_NODEID", "SLURM_NNODES"))
 _CODE = re.compile(rb"[a-z][a-z0-9_]{0,30}")
 _REGION = re.compile(r"[A-Za-z0-9_-]{1,63}")
 
@@ -159,6 +167,40 @@ def _absolute(path):
     if isinstance(path, bytes):
         return path if path.startswith(b"/") else os.path.join(os.getcwdb(), path)
     return path if path.startswith("/") else os.path.join(os.getcwd(), path)
+
+
+def _check_node(node_rank, nodes):
+    """(node_rank, nodes) as given, both ints with 0 <= node_rank < nodes
+    <= MAX_NODES, or both None."""
+    if node_rank is None and nodes is None:
+        return None
+    for name, value in (("node_rank", node_rank), ("nodes", nodes)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError("node_rank and nodes go together, as ints; %s is %r"
+                             % (name, value))
+    if not 0 <= node_rank < nodes <= MAX_NODES:
+        raise ValueError("need 0 <= node_rank < nodes <= %d, not node_rank=%d nodes=%d"
+                         % (MAX_NODES, node_rank, nodes))
+    return node_rank, nodes
+
+
+def _env_uint(environ, name):
+    value = environ.get(name, "")
+    return int(value) if value.isdigit() else None
+
+
+def node_identity(environ=None):
+    """(node_rank, nodes) of this process's node in a multi-node job, read
+    from environ (default os.environ) as NODE_ENV lists: the first pair
+    whose two variables are set and valid.  None when none is, or when it
+    says one node: a one-node job commits as before."""
+    environ = os.environ if environ is None else environ
+    for rank_var, count_var in NODE_ENV:
+        rank, count = _env_uint(environ, rank_var), _env_uint(environ, count_var)
+        if rank is None or count is None or not 0 <= rank < count <= MAX_NODES:
+            continue
+        return (rank, count) if count > 1 else None
+    return None
 
 
 def _answer_timeout(wait, limit):
@@ -280,9 +322,15 @@ class Client:
     def ping(self):
         return self.request("ping")
 
-    def commit(self, path, step=None, wait=None, timeout=None):
+    def commit(self, path, step=None, wait=None, timeout=None, node_rank=None, nodes=None):
         """Checkpoint at path (file or directory) is complete; with wait
-        "durable" or "replicated", return once it is (at most timeout s)."""
+        "durable" or "replicated", return once it is (at most timeout s).
+
+        node_rank and nodes name this node of a multi-node job; where not
+        given, node_identity() reads them from the environment (torchrun,
+        Slurm).  The daemon refuses the commit (Error "wrongnode") when its
+        own [daemon] node_rank and nodes differ."""
+        ident = _check_node(node_rank, nodes) or node_identity()
         params = [("path", _absolute(path))]
         if step is not None:
             if isinstance(step, bool) or not isinstance(step, int) or step < 0:
@@ -294,6 +342,8 @@ class Client:
         timeout = _check_seconds("timeout", timeout)
         if timeout is not None:
             params.append(("timeout", str(timeout)))
+        if ident is not None:
+            params += [("nodes", str(ident[1])), ("node_rank", str(ident[0]))]
         return self.request("commit", params, _answer_timeout(wait, timeout))
 
     def status(self):
@@ -328,8 +378,10 @@ def ping(socket_path=None):
     return Client(socket_path).ping()
 
 
-def commit(path, step=None, wait=None, timeout=None, socket_path=None):
-    return Client(socket_path).commit(path, step=step, wait=wait, timeout=timeout)
+def commit(path, step=None, wait=None, timeout=None, socket_path=None, node_rank=None,
+           nodes=None):
+    return Client(socket_path).commit(path, step=step, wait=wait, timeout=timeout,
+                                      node_rank=node_rank, nodes=nodes)
 
 
 def status(socket_path=None):
@@ -367,14 +419,22 @@ class CheckpointCallback:
 
     By default a failure is logged and training goes on (the daemon also
     notices checkpoints by itself); ``strict=True`` raises instead.
+
+    In a multi-node job every node's daemon needs its node's commit:
+    ``node_rank`` and ``nodes`` name this node (default: node_identity(),
+    from torchrun's or Slurm's variables), each commit carries them, and
+    with the Trainer the first process of every node commits (one node:
+    the first process of the job, as before).
     """
 
-    def __init__(self, root=None, wait=None, timeout=None, socket_path=None, strict=False):
+    def __init__(self, root=None, wait=None, timeout=None, socket_path=None, strict=False,
+                 node_rank=None, nodes=None):
         self.root = os.fspath(root) if root is not None else None
         self.wait = _check_wait(wait)
         self.timeout = _check_seconds("timeout", timeout)
         self.client = Client(socket_path)
         self.strict = strict
+        self.node = _check_node(node_rank, nodes) or node_identity()
         self.last = None  # the daemon's answer to the last commit
         self._warned = False
 
@@ -385,7 +445,9 @@ class CheckpointCallback:
         if self.root is not None and not os.path.isabs(path):
             path = os.path.join(self.root, path)
         try:
-            self.last = self.client.commit(path, step=step, wait=self.wait, timeout=self.timeout)
+            rank, nodes = self.node or (None, None)
+            self.last = self.client.commit(path, step=step, wait=self.wait, timeout=self.timeout,
+                                           node_rank=rank, nodes=nodes)
             return self.last
         except (Error, OSError) as e:
             if self.strict:
@@ -404,7 +466,8 @@ class CheckpointCallback:
     # Hugging Face TrainerCallback protocol: the Trainer calls every on_*
     # event on every callback; only on_save matters here.
     def on_save(self, args, state, control, **kwargs):
-        if not getattr(state, "is_world_process_zero", True):
+        first = "is_local_process_zero" if self.node else "is_world_process_zero"
+        if not getattr(state, first, getattr(state, "is_world_process_zero", True)):
             return None
         step = state.global_step
         self.saved(os.path.join(args.output_dir, "checkpoint-%d" % step), step)
