@@ -100,6 +100,9 @@ step "a chunk of 64 MiB or more: a multipart upload at the built-in threshold"
 rm -rf "$STATE"
 CEPH_PREFIX=big write_config_ceph 32M 32M 128M path unsigned
 sed -i '/^\[chunker\]/a normalization = 0' "$CONF"
+# Each region's own multipart upload is what this step tests: no server-side
+# copies (upload once would send the chunk to region a only).
+sed -i '/^\[region\.[abc]\]/a copy_from = none' "$CONF"
 # Incompressible content with a cut point past 64 MiB: seeded, so that the
 # same file comes every time; the first seed that gives such a chunk.
 mkdir -p "$T/data/ck-big"
