@@ -58,7 +58,7 @@ struct fe {
     uint32_t need;     /* reuse_need's answer */
     bool record_files; /* file_read records the identity, as the CLI does */
     size_t napplied;
-    size_t idx[MAXREC];
+    size_t file[MAXREC], place[MAXREC]; /* what apply was told */
     uint8_t ids[MAXREC][HASH_LEN];
     int errs[MAXREC];
 };
@@ -106,11 +106,12 @@ static int fe_run(struct ingcore_job *j, size_t thread)
     return 0;
 }
 
-static int fe_apply(struct ingcore_job *j, size_t index)
+static int fe_apply(struct ingcore_job *j, size_t file, size_t place)
 {
     struct fe *f = fe_of(j);
     assert_true(f->napplied < MAXREC);
-    f->idx[f->napplied] = index;
+    f->file[f->napplied] = file;
+    f->place[f->napplied] = place;
     memcpy(f->ids[f->napplied], j->id, HASH_LEN);
     f->errs[f->napplied++] = j->err;
     return 0;
@@ -151,6 +152,8 @@ struct fx {
     struct pool *pool;
     struct ingcore c;
     struct buf err;
+    size_t readers; /* opts.readers */
+    size_t njobs;   /* 0: 4 */
 };
 
 static struct fx *fx_new(size_t threads)
@@ -193,9 +196,11 @@ static int fx_pass(struct fx *x, const char *run, int64_t step, int retries,
                              .step = step,
                              .regions = repo_regions(x->tr.r),
                              .retries = retries,
+                             .readers = x->readers,
                              .reuse_need = fe_need,
                              .ud = &x->fe};
-    assert_int_equal(ingcore_init(&x->c, x->tr.r, &fe_ops, x->pool, 4, &o, &x->err), 0);
+    size_t njobs = x->njobs ? x->njobs : 4;
+    assert_int_equal(ingcore_init(&x->c, x->tr.r, &fe_ops, x->pool, njobs, &o, &x->err), 0);
     int e = ingcore_begin(&x->c, x->tree);
     if (e < 0)
         fail_msg("ingcore_begin: %s", buf_str(&x->err));
@@ -258,6 +263,29 @@ static void check_files(struct fx *x)
     }
 }
 
+/* apply was told each chunk of the manifest once, by its file and place,
+ * each file's in its order (files may interleave with several readers). */
+static void check_applied(struct fx *x)
+{
+    const struct manifest *m = &x->c.m;
+    struct fe *f = &x->fe;
+    size_t *next = calloc(m->nfiles, sizeof(*next));
+    assert_non_null(next);
+    assert_int_equal(f->napplied, m->nchunks);
+    for (size_t a = 0; a < f->napplied; a++) {
+        size_t k = f->file[a], i = f->place[a];
+        assert_true(k < m->nfiles);
+        assert_int_equal(m->files[k].type, MFILE_REG);
+        assert_int_equal(i, next[k]++);
+        assert_true(i < m->files[k].nchunks);
+        assert_memory_equal(f->ids[a], m->chunks[m->files[k].first_chunk + i].id, HASH_LEN);
+        assert_int_equal(f->errs[a], 0);
+    }
+    for (size_t k = 0; k < m->nfiles; k++)
+        assert_int_equal(next[k], m->files[k].type == MFILE_REG ? m->files[k].nchunks : 0);
+    free(next);
+}
+
 /* ---- tests --------------------------------------------------------------- */
 
 static void walk_and_entries(size_t threads)
@@ -304,11 +332,7 @@ static void walk_and_entries(size_t threads)
     assert_int_equal(f->napplied, m->nchunks);
     assert_false(f->bad_id);
     assert_false(f->unprepared);
-    for (size_t i = 0; i < m->nchunks; i++) {
-        assert_int_equal(f->idx[i], i);
-        assert_memory_equal(f->ids[i], m->chunks[i].id, HASH_LEN);
-        assert_int_equal(f->errs[i], 0);
-    }
+    check_applied(x);
     assert_int_equal(f->file_reads, 4); /* a.bin, empty, b.bin, same-as-a */
     /* the counts */
     assert_int_equal(x->c.files, 4);
@@ -481,6 +505,80 @@ static void test_run_failure(void **state)
     fx_free(x);
 }
 
+/* Many files: read with several readers, the manifest's files and chunks
+ * are the serial ones, whatever the timing (several passes). */
+static void test_readers_same_manifest(void **state)
+{
+    struct fx *x = fx_new(4);
+    char sub[256], name[64];
+    snprintf(sub, sizeof(sub), "%s/shards", x->tree);
+    assert_int_equal(mkdir(sub, 0755), 0);
+    for (int i = 0; i < 12; i++) {
+        snprintf(name, sizeof(name), "shard-%02d.bin", i);
+        test_write_file(i % 2 ? sub : x->tree, name, 20000 + 7919 * (size_t)i, 40 + i);
+    }
+    x->njobs = 16;
+    x->readers = 1;
+    assert_int_equal(fx_pass(x, "r1", 1, 1, NULL), 0);
+    assert_int_equal(x->c.readers_used, 1);
+    struct manifest serial = x->c.m;
+    memset(&x->c.m, 0, sizeof(x->c.m)); /* kept: ours now */
+    for (int pass = 0; pass < 8; pass++) {
+        x->readers = 2 + (size_t)pass % 4;
+        assert_int_equal(fx_pass(x, "r1", 2 + pass, 1, NULL), 0);
+        assert_true(x->c.readers_used > 1);
+        const struct manifest *m = &x->c.m;
+        assert_int_equal(m->nfiles, serial.nfiles);
+        assert_int_equal(m->nchunks, serial.nchunks);
+        for (size_t k = 0; k < m->nfiles; k++) {
+            assert_string_equal(m->files[k].path, serial.files[k].path);
+            assert_int_equal(m->files[k].first_chunk, serial.files[k].first_chunk);
+            assert_int_equal(m->files[k].nchunks, serial.files[k].nchunks);
+            assert_int_equal(m->files[k].size, serial.files[k].size);
+            assert_int_equal(m->files[k].mtime_ns, serial.files[k].mtime_ns);
+            assert_memory_equal(m->files[k].digest, serial.files[k].digest, HASH_LEN);
+        }
+        assert_memory_equal(m->chunks, serial.chunks, m->nchunks * sizeof(*m->chunks));
+        check_files(x);
+        check_applied(x);
+        assert_int_equal(x->c.files, 12);
+        assert_int_equal(x->c.done, x->c.bytes);
+    }
+    manifest_free(&serial);
+    fx_free(x);
+}
+
+/* With several readers, a file that cannot be read fails the pass with
+ * its own message: the first such file in walk order. */
+static void test_readers_failure_order(void **state)
+{
+    struct fx *x = fx_new(4);
+    char name[64], path[512];
+    for (int i = 0; i < 8; i++) {
+        snprintf(name, sizeof(name), "f%d.bin", i);
+        test_write_file(x->tree, name, 30000, 60 + i);
+    }
+    x->njobs = 16;
+    x->readers = 4;
+    for (int bad = 0; bad < 8; bad += 3) {
+        snprintf(path, sizeof(path), "%s/f%d.bin", x->tree, bad);
+        assert_int_equal(chmod(path, 0), 0);
+        snprintf(path, sizeof(path), "%s/f%d.bin", x->tree, bad + 1 < 8 ? bad + 1 : bad);
+        assert_int_equal(chmod(path, 0), 0);
+        int e = fx_pass(x, "r1", 1, 1, NULL);
+        for (int i = 0; i < 8; i++) {
+            snprintf(path, sizeof(path), "%s/f%d.bin", x->tree, i);
+            chmod(path, 0644);
+        }
+        if (geteuid() == 0) /* root opens it anyway */
+            continue;
+        assert_int_equal(e, -EACCES);
+        snprintf(name, sizeof(name), "/f%d.bin\": ", bad);
+        assert_non_null(strstr(buf_str(&x->err), name));
+    }
+    fx_free(x);
+}
+
 static void test_record_and_parent(void **state)
 {
     struct fx *x = fx_new(1);
@@ -539,6 +637,8 @@ int main(void)
         cmocka_unit_test(test_kept),
         cmocka_unit_test(test_torn_file),
         cmocka_unit_test(test_run_failure),
+        cmocka_unit_test(test_readers_same_manifest),
+        cmocka_unit_test(test_readers_failure_order),
         cmocka_unit_test(test_record_and_parent),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
