@@ -462,6 +462,7 @@ static int snap_entries(struct snap *s)
     s->res->bytes = c->bytes;
     s->res->chunks = c->chunks;
     s->res->files_unchanged = c->files_unchanged;
+    s->res->readers = c->readers_used;
     return e;
 }
 
