@@ -52,6 +52,7 @@ struct fe {
     bool bad_id;       /* a run saw an id that is not the SHA-256 of its bytes */
     bool unprepared;   /* a run of a job prepare did not see */
     bool fail_later;   /* every run but a file's first chunk's fails */
+    bool fail_marked;  /* a run of a chunk past a file's first that begins "FAIL" fails */
     char tamper[512];  /* written at the first run of each read, while */
     int tamper_left;   /* this is above 0: a byte appended, or */
     bool in_place;     /* one byte overwritten (the size stays) */
@@ -98,6 +99,10 @@ static int fe_run(struct ingcore_job *j, size_t thread)
             close(fd);
     }
     pthread_mutex_unlock(&f->mu);
+    if (f->fail_marked && j->off > 0 && j->raw.len >= 4 && !memcmp(j->raw.data, "FAIL", 4)) {
+        snprintf(j->msg, sizeof(j->msg), "fake upload of a marked chunk failed");
+        return -EIO;
+    }
     if (f->fail_later && j->off > 0) {
         snprintf(j->msg, sizeof(j->msg), "fake upload at offset %llu failed",
                  (unsigned long long)j->off);
@@ -581,6 +586,21 @@ static void test_readers_failure_order(void **state)
     }
     assert_int_equal(fx_pass(x, "r1", 2, 1, NULL), 0);
     check_files(x);
+
+    /* the first failure in walk order is the one said, even when a later
+     * file fails first: f1 fails after some of it was read, f5 at once */
+    char path[512];
+    snprintf(path, sizeof(path), "%s/f1.bin", x->tree);
+    FILE *fp = fopen(path, "wb");
+    assert_non_null(fp);
+    for (int i = 0; i < 100000; i++)
+        assert_int_equal(fwrite("FAIL", 1, 4, fp), 4);
+    assert_int_equal(fclose(fp), 0);
+    x->fe.fail_marked = true;
+    snprintf(x->gone[0], sizeof(x->gone[0]), "%s/f5.bin", x->tree);
+    assert_int_equal(fx_pass(x, "r1", 3, 1, NULL), -EIO);
+    assert_non_null(strstr(buf_str(&x->err), "fake upload of a marked chunk failed"));
+    assert_null(strstr(buf_str(&x->err), "f5.bin"));
     fx_free(x);
 }
 
