@@ -7,7 +7,8 @@
 # manifests whose file and chunk lines are the same, line for line, each
 # time (the readers finish in whatever order their threads run); what the
 # parallel one stored restores bit for bit.  `snapshot --json` says how
-# many files were read at once.
+# many files were read at once.  The daemon's ingest of the same unit
+# (readers = 4) gives the same lines.
 . "$(dirname "$0")/lib.sh"
 write_config 64K 256K 1M
 sed -i '/^\[daemon\]/a workers = 4' "$CONF"
@@ -63,4 +64,18 @@ step "what the parallel snapshot stored restores bit for bit"
 "$CKPTSYNC" --config "$T/conf.4.3" restore --run r1 --latest --to "$T/out" -q || die "restore"
 same_tree "$src" "$T/out/checkpoint-7"
 "$CKPTSYNC" --config "$T/conf.4.3" verify --run r1 > "$T/v.txt" || { cat "$T/v.txt"; die "verify"; }
+step "the daemon's ingest (readers = 4, the same core) writes the serial manifest's lines too"
+sed -i "/^\[daemon\]/a readers = 4" "$CONF"
+set_settle 1
+start_daemon
+mkdir -p "$T/watch/r1"
+cp -a "$src" "$T/watch/r1/checkpoint-7"
+has_manifest() { [ -n "$(ls "$T/regions/a/snapshots/r1/" 2> /dev/null)" ]; }
+wait_for 60 has_manifest || { tail "$T/daemon.log"; die "the daemon took no snapshot"; }
+cks flush --wait replicated --deadline 60 || { tail "$T/daemon.log"; die "flush"; }
+stop_daemon
+m=$(ls "$T/regions/a/snapshots/r1/")
+grep -E '^[fdlhc] ' "$T/regions/a/snapshots/r1/$m" > "$T/lines.daemon"
+cmp -s "$T/lines.1.0" "$T/lines.daemon" \
+  || { diff "$T/lines.1.0" "$T/lines.daemon" | head >&2; die "the daemon's manifest differs"; }
 echo PASS
