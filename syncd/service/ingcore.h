@@ -26,10 +26,11 @@
  * ops->run runs on pool thread `thread` once j->id is known, and
  * ops->apply takes its outcome in the file's chunk order (also for a job
  * whose run failed, so the front end can count what it did); a failed job
- * then fails the file with j->msg.  apply and file_read run one at a time
- * (under the core's lock) but, with several readers, on reader threads
- * and interleaved across files: apply is told the chunk's file and place
- * in it, not its place in the manifest.
+ * then fails the file with j->msg.  prepare, apply, file_read and
+ * opts.progress run one at a time (under the core's lock) but, with
+ * several readers, on reader threads and interleaved across files: apply
+ * is told the chunk's file and place in it, not its place in the
+ * manifest.
  *
  * Manifest file k is walk entry k; a pinned unit's file k is PIN/k.
  * Not thread-safe: one caller per struct; the pool is the caller's.
