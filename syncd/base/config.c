@@ -155,6 +155,7 @@ static const struct key_def config_keys[] = {
     {SEC_DAEMON, "settle", parse_uint, check_uint, CFG(settle), 0, SETTLE_MAX, 0},
     {SEC_DAEMON, "memory", parse_size, check_size, CFG(memory), MIB, UINT64_MAX, 0},
     {SEC_DAEMON, "workers", parse_uint, check_uint, CFG(workers), 0, 1024, 0},
+    {SEC_DAEMON, "readers", parse_uint, check_uint, CFG(readers), 0, 1024, 0},
     {SEC_DAEMON, "create_settle", parse_uint, check_uint, CFG(create_settle), 1, 600, 0},
     {SEC_DAEMON, "metrics", parse_listen, check_listen, CFG(metrics), 0, 0, 0},
     {SEC_DAEMON, "durable_first", parse_durable_first, NULL, CFG(durable_first), 0, 0, 0},

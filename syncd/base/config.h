@@ -7,7 +7,8 @@
  * Sizes accept K, M, G, T suffixes (powers of 1024), e.g. "4M"; durations
  * are seconds with one optional lower-case s, m, h or d suffix, e.g. "6h".
  *
- *   [daemon]  watch, state, quorum, settle, socket, memory, workers, create_settle,
+ *   [daemon]  watch, state, quorum, settle, socket, memory, workers, readers,
+ *             create_settle,
  *             durable_first = auto|on|off,
  *             metrics (HOST:PORT or PORT, off by default), metrics_textfile,
  *             control_idle_timeout, nodes, node_rank, part_timeout, part_expire (a job on
@@ -122,6 +123,8 @@ struct config {
     uint64_t memory;                         /* memory budget, default 1G */
     unsigned workers;                        /* threads for cutting, hashing, compression and
                                               * restore; 0 (default): one per online CPU */
+    unsigned readers;                        /* files of a snapshot read and cut at once
+                                              * (service/ingcore.c); 0 (default): workers */
     char metrics[CONFIG_LISTEN_MAX];         /* Prometheus /metrics address as written
                                               * (config_parse_listen), "" = off (default) */
     char metrics_textfile[CONFIG_PATH_MAX];  /* node_exporter textfile (*.prom), "" = none */

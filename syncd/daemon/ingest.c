@@ -113,11 +113,16 @@ struct ijob {
     bool fresh;
 };
 
-/* What a chunk read by this snapshot did, by its place in the manifest
+/* What a chunk read by this snapshot did, by its file and place in it
  * (chunks taken from the index did nothing: zero). */
 struct cflag {
     uint32_t fed; /* slots it was buffered for (ing_feed) */
     bool fresh;   /* no region had it when it was read */
+};
+
+struct cflags {
+    struct cflag *v; /* by the chunk's place in its file */
+    size_t cap;
 };
 
 /* Per-unit work state. */
@@ -129,8 +134,8 @@ struct ing {
     struct buf err;      /* the core's messages */
     struct buf pin;
     bool pinned;
-    struct cflag *flags;
-    size_t flags_cap;
+    struct cflags *flags; /* per manifest file */
+    size_t nflags;
     struct stat *kept; /* per walk entry: the identity of a file found
                         * unchanged before pinning (st_ino 0: none) */
     uint8_t content[HASH_LEN];
@@ -209,26 +214,62 @@ static int ing_job_run(struct ingcore_job *hj, size_t t)
     return ing_feed(ing_of(j), t, hj->id, hj->raw.data, hj->raw.len, hj->width, &j->fed, &j->fresh);
 }
 
-/* In file order: what the chunk did, by its place in the manifest. */
-static int ing_chunk_apply(struct ingcore_job *hj, size_t index)
+/* Room for chunk i of file k's flags. */
+static int ing_flags_grow(struct ing *g, size_t k, size_t i)
+{
+    if (k >= g->nflags) {
+        size_t n = g->core.w.n > k ? g->core.w.n : k + 1;
+        struct cflags *v = realloc(g->flags, n * sizeof(*v));
+        if (!v)
+            return -ENOMEM;
+        memset(v + g->nflags, 0, (n - g->nflags) * sizeof(*v));
+        g->flags = v;
+        g->nflags = n;
+    }
+    struct cflags *f = &g->flags[k];
+    if (i < f->cap)
+        return 0;
+    size_t cap = f->cap ? f->cap : 64;
+    while (cap <= i)
+        cap *= 2;
+    struct cflag *v = realloc(f->v, cap * sizeof(*v));
+    if (!v)
+        return -ENOMEM;
+    memset(v + f->cap, 0, (cap - f->cap) * sizeof(*v));
+    f->v = v;
+    f->cap = cap;
+    return 0;
+}
+
+/* In file order (files interleaved, one at a time: the core's lock): what
+ * chunk i of file k did. */
+static int ing_chunk_apply(struct ingcore_job *hj, size_t k, size_t i)
 {
     struct ijob *j = (struct ijob *)hj;
     struct ing *g = ing_of(j);
     if (hj->err < 0)
         return 0;
-    if (index >= g->flags_cap) {
-        size_t cap = g->flags_cap ? g->flags_cap : 256;
-        while (cap <= index)
-            cap *= 2;
-        struct cflag *v = realloc(g->flags, cap * sizeof(*v));
-        if (!v)
-            return -ENOMEM;
-        memset(v + g->flags_cap, 0, (cap - g->flags_cap) * sizeof(*v));
-        g->flags = v;
-        g->flags_cap = cap;
-    }
-    g->flags[index] = (struct cflag){.fed = j->fed, .fresh = j->fresh};
-    return 0;
+    int e = ing_flags_grow(g, k, i);
+    if (e == 0)
+        g->flags[k].v[i] = (struct cflag){.fed = j->fed, .fresh = j->fresh};
+    return e;
+}
+
+/* What chunk i of file k did (zero: taken from the index). */
+static struct cflag ing_flag(const struct ing *g, size_t k, size_t i)
+{
+    if (k < g->nflags && i < g->flags[k].cap)
+        return g->flags[k].v[i];
+    return (struct cflag){0};
+}
+
+static void ing_flags_free(struct ing *g)
+{
+    for (size_t k = 0; k < g->nflags; k++)
+        free(g->flags[k].v);
+    free(g->flags);
+    g->flags = NULL;
+    g->nflags = 0;
 }
 
 static const struct ingcore_ops ing_ops = {
@@ -342,8 +383,9 @@ static int ing_refs(struct ing *g, struct cref **ret, size_t *ret_n)
             c->len = m->chunks[i].len;
             c->file = (uint32_t)k;
             c->off = off;
-            c->fed = i < g->flags_cap ? g->flags[i].fed : 0;
-            c->fresh = i < g->flags_cap && g->flags[i].fresh;
+            struct cflag fl = ing_flag(g, k, i - f->first_chunk);
+            c->fed = fl.fed;
+            c->fresh = fl.fresh;
             off += c->len;
         }
     }
@@ -486,9 +528,7 @@ static void ing_reset(struct ing *g)
     buf_reset(&g->err);
     free(g->kept);
     g->kept = NULL;
-    free(g->flags);
-    g->flags = NULL;
-    g->flags_cap = 0;
+    ing_flags_free(g);
     g->queued_bytes = 0;
     g->new_bytes = 0;
 }
@@ -502,6 +542,7 @@ static int ing_begin(struct ing *g)
                               .step = g->job->step,
                               .instance = inst,
                               .regions = ig->regions,
+                              .readers = repo_conf(ig->r)->readers,
                               .retries = 1,      /* a change: the whole unit again (ing_run) */
                               .gen_later = true, /* no region answers: rungen.h */
                               .ud = g};

@@ -16,10 +16,22 @@
  *   digest and chunks, taken when the front end's reuse_need holds.
  * - The whole-file digest is serial by nature, and was a third of the
  *   reading thread's time (perf, daemon into three dir regions: 2.3 of 7
- *   CPU s per GB).  With a pool of several threads it runs on a thread of
- *   its own: each chunk goes to it in file order as it is handed to the
- *   pool, and a job is applied (and its slot reused) only once both are
- *   done with its bytes.
+ *   CPU s per GB).  Read serially with a pool of several threads, it runs
+ *   on a thread of its own: each chunk goes to it in file order as it is
+ *   handed to the pool, and a job is applied (and its slot reused) only
+ *   once both are done with its bytes.
+ * - Several files are read at once (opts.readers, default one per pool
+ *   thread): each reader thread takes the next file in walk order, cuts it
+ *   with its own scan, hashes its digest itself (the files' digests run in
+ *   parallel) and keeps its own ordered window over its share of the jobs,
+ *   so each file's chunks are applied in file order.  The caller's thread
+ *   adds the files to the manifest in walk order as their readers finish:
+ *   the manifest is the serial one whatever the timing.  A file that fails
+ *   stops the readers from taking later files (and cancels those being
+ *   read); the error reported is the first in walk order, as serially.
+ *   The readers and their jobs hold no more chunk buffers than the serial
+ *   reader does (ic_par_count).  One huge file has one reader: where a
+ *   content-defined cut falls depends on the bytes before it.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -43,10 +55,53 @@ static struct ingcore_job *ic_job(struct ingcore *c, size_t k)
     return (struct ingcore_job *)(c->jobs + k * c->ops->job_size);
 }
 
-/* ---- the digest thread --------------------------------------------------- */
+/* One reader: a file at a time, cut (its scan), its chunks on the pool in
+ * an ordered window over its share of the jobs, its digest. */
+struct ingcore_reader {
+    struct ingcore *c;
+    struct ingcore_par *par; /* NULL: the serial reader */
+    pthread_t th;
+    struct scan scan;
+    bool scan_ok;
+    struct hash fh; /* the whole-file digest of the file being read */
+    bool fh_ok;
+    struct pool_window win;
+    struct ingcore_digest *dg; /* the core's digest thread (serial only), else NULL */
+    size_t file;               /* the walk entry being read */
+    struct mchunk *fchunks;    /* of that file */
+    size_t nfchunks, fchunks_cap;
+    uint64_t fdone; /* its bytes counted in c->done (undone when it changed) */
+    int jfail;
+    struct buf *err; /* the serial reader: c->err; else its own, ebuf */
+    struct buf ebuf;
+};
+
+/* Several readers: which file each takes next, and what each file gave
+ * (res[k] for walk entry k) until the caller adds it to the manifest. */
+struct ic_fres {
+    struct mchunk *v;
+    size_t n;
+    uint8_t digest[HASH_LEN];
+    struct stat st;
+    int e;
+    char *msg; /* why, when e < 0 (NULL: none) */
+    bool ready;
+};
+
+struct ingcore_par {
+    pthread_mutex_t mu; /* next, res[].ready, fail_at */
+    pthread_cond_t cv;  /* a file ready */
+    size_t next;        /* the next walk entry to look at */
+    size_t fail_at;     /* the first file that failed (SIZE_MAX: none); read atomically */
+    struct ic_fres *res;
+    struct ingcore_reader *rd;
+    size_t nrd, started;
+};
+
+/* ---- the digest thread (serial reading) ----------------------------------- */
 
 struct ingcore_digest {
-    struct ingcore *c;
+    struct ingcore_reader *rd;
     pthread_t th;
     pthread_mutex_t mu;
     pthread_cond_t cv;      /* new work, and a job hashed */
@@ -68,7 +123,7 @@ static void *ic_digest_main(void *arg)
         d->head = (d->head + 1) % d->cap;
         d->n--;
         pthread_mutex_unlock(&d->mu);
-        hash_update(&d->c->fh, j->raw.data, j->raw.len);
+        hash_update(&d->rd->fh, j->raw.data, j->raw.len);
         pthread_mutex_lock(&d->mu);
         j->hashed = true;
         pthread_cond_broadcast(&d->cv);
@@ -84,7 +139,7 @@ static int ic_digest_start(struct ingcore *c)
         free(d);
         return -ENOMEM;
     }
-    d->c = c;
+    d->rd = c->rd0;
     d->cap = c->njobs;
     pthread_mutex_init(&d->mu, NULL);
     pthread_cond_init(&d->cv, NULL);
@@ -96,7 +151,7 @@ static int ic_digest_start(struct ingcore *c)
         free(d);
         return -e;
     }
-    c->dg = d;
+    c->dg = c->rd0->dg = d;
     return 0;
 }
 
@@ -120,11 +175,11 @@ static void ic_digest_stop(struct ingcore *c)
 /* The chunk's bytes into the file's digest: queued for the digest thread
  * (in order; the window never holds more jobs than the queue), or at once
  * without one. */
-static void ic_digest_add(struct ingcore *c, struct ingcore_job *j)
+static void ic_digest_add(struct ingcore_reader *rd, struct ingcore_job *j)
 {
-    struct ingcore_digest *d = c->dg;
+    struct ingcore_digest *d = rd->dg;
     if (!d) {
-        hash_update(&c->fh, j->raw.data, j->raw.len);
+        hash_update(&rd->fh, j->raw.data, j->raw.len);
         j->hashed = true;
         return;
     }
@@ -137,15 +192,49 @@ static void ic_digest_add(struct ingcore *c, struct ingcore_job *j)
 }
 
 /* Until the digest thread is done with j's bytes. */
-static void ic_digest_wait(struct ingcore *c, struct ingcore_job *j)
+static void ic_digest_wait(struct ingcore_reader *rd, struct ingcore_job *j)
 {
-    struct ingcore_digest *d = c->dg;
+    struct ingcore_digest *d = rd->dg;
     if (!d)
         return;
     pthread_mutex_lock(&d->mu);
     while (!j->hashed)
         pthread_cond_wait(&d->cv, &d->mu);
     pthread_mutex_unlock(&d->mu);
+}
+
+/* ---- readers ------------------------------------------------------------- */
+
+/* A reader over jobs [first, first + n) of the core. */
+static int ic_reader_init(struct ingcore_reader *rd, struct ingcore *c, size_t first, size_t n)
+{
+    memset(rd, 0, sizeof(*rd));
+    rd->c = c;
+    rd->err = c->err;
+    int e = scan_init(&rd->scan, repo_chunker(c->r));
+    if (e < 0)
+        return e;
+    rd->scan_ok = true;
+    if ((e = hash_init(&rd->fh)) < 0)
+        return e;
+    rd->fh_ok = true;
+    pool_window_init(&rd->win, c->pool, c->jptr + first, n);
+    return 0;
+}
+
+static int ic_drain(struct ingcore_reader *rd);
+
+static void ic_reader_free(struct ingcore_reader *rd)
+{
+    if (rd->c)
+        ic_drain(rd); /* jobs in flight use what follows */
+    if (rd->fh_ok)
+        hash_free(&rd->fh);
+    if (rd->scan_ok)
+        scan_free(&rd->scan);
+    free(rd->fchunks);
+    buf_free(&rd->ebuf);
+    memset(rd, 0, sizeof(*rd));
 }
 
 int ingcore_init(struct ingcore *c, struct repo *r, const struct ingcore_ops *ops,
@@ -158,44 +247,43 @@ int ingcore_init(struct ingcore *c, struct repo *r, const struct ingcore_ops *op
     c->err = err;
     c->pool = pool;
     c->njobs = njobs ? njobs : 1;
+    c->readers_used = 1;
     if (c->o.retries < 1)
         c->o.retries = 1;
     manifest_init(&c->m);
-    int e = scan_init(&c->scan, repo_chunker(r));
-    if (e < 0 || (e = hash_init(&c->fh)) < 0)
-        return e;
-    c->fh_ok = true;
+    pthread_mutex_init(&c->mu, NULL);
+    c->mu_ok = true;
     c->jobs = calloc(c->njobs, ops->job_size);
     c->jptr = calloc(c->njobs, sizeof(*c->jptr));
-    if (!c->jobs || !c->jptr)
+    c->rd0 = calloc(1, sizeof(*c->rd0));
+    if (!c->jobs || !c->jptr || !c->rd0)
         return -ENOMEM;
     for (size_t k = 0; k < c->njobs; k++) {
         struct ingcore_job *j = ic_job(c, k);
         j->c = c;
         c->jptr[k] = &j->pj;
     }
-    pool_window_init(&c->win, pool, c->jptr, c->njobs);
+    int e = ic_reader_init(c->rd0, c, 0, c->njobs);
+    if (e < 0)
+        return e;
     return pool_size(pool) > 1 ? ic_digest_start(c) : 0;
 }
 
-static int ic_drain(struct ingcore *c);
-
 void ingcore_free(struct ingcore *c)
 {
-    if (c->jptr)
-        ic_drain(c); /* jobs in flight use what follows */
+    if (c->rd0)
+        ic_reader_free(c->rd0); /* drains first: jobs in flight use what follows */
     ic_digest_stop(c);
-    if (c->fh_ok)
-        hash_free(&c->fh);
+    free(c->rd0);
     for (size_t k = 0; c->jobs && k < c->njobs; k++)
         buf_free(&ic_job(c, k)->raw);
     free(c->jobs);
     free(c->jptr);
-    free(c->fchunks);
     free(c->keys);
-    scan_free(&c->scan);
     walk_free(&c->w);
     manifest_free(&c->m);
+    if (c->mu_ok)
+        pthread_mutex_destroy(&c->mu);
     memset(c, 0, sizeof(*c));
 }
 
@@ -263,71 +351,95 @@ static void ic_job_run(struct pool_job *pj, size_t t)
     j->err = j->c->ops->run(j, t);
 }
 
-static int ic_fchunk(struct ingcore *c, const uint8_t id[HASH_LEN], uint32_t len)
+static int ic_fchunk(struct ingcore_reader *rd, const uint8_t id[HASH_LEN], uint32_t len)
 {
-    if (c->nfchunks == c->fchunks_cap) {
-        size_t cap = c->fchunks_cap ? c->fchunks_cap * 2 : 64;
-        struct mchunk *v = realloc(c->fchunks, cap * sizeof(*v));
+    if (rd->nfchunks == rd->fchunks_cap) {
+        size_t cap = rd->fchunks_cap ? rd->fchunks_cap * 2 : 64;
+        struct mchunk *v = realloc(rd->fchunks, cap * sizeof(*v));
         if (!v)
             return -ENOMEM;
-        c->fchunks = v;
-        c->fchunks_cap = cap;
+        rd->fchunks = v;
+        rd->fchunks_cap = cap;
     }
-    memcpy(c->fchunks[c->nfchunks].id, id, HASH_LEN);
-    c->fchunks[c->nfchunks++].len = len;
+    memcpy(rd->fchunks[rd->nfchunks].id, id, HASH_LEN);
+    rd->fchunks[rd->nfchunks++].len = len;
     return 0;
 }
 
-/* Waits for the oldest job in flight and applies it: the front end's
- * outcome first, then the chunk's place in the file. */
-static int ic_next(struct ingcore *c)
+/* Under the core's lock: n more bytes done (n may undo a file's). */
+static void ic_done_locked(struct ingcore *c, int64_t n)
 {
-    struct ingcore_job *j = (struct ingcore_job *)pool_window_oldest(&c->win);
-    ic_digest_wait(c, j); /* its slot is free only then */
-    int e = c->ops->apply(j, c->m.nchunks + c->nfchunks);
-    if (e == 0 && j->err < 0) {
-        e = j->err;
-        if (!buf_str(c->err)[0])
-            buf_printf(c->err, "%s", j->msg[0] ? j->msg : err_str(e));
-    }
-    if (e == 0 && (e = ic_fchunk(c, j->id, (uint32_t)j->raw.len)) == 0) {
-        c->done += j->raw.len;
-        if (c->o.progress)
-            c->o.progress(c->o.ud, c->done, c->w.bytes);
-    }
-    return c->jfail ? c->jfail : (c->jfail = e);
+    c->done += (uint64_t)n;
+    if (c->o.progress)
+        c->o.progress(c->o.ud, c->done, c->w.bytes);
 }
 
-/* Every job in flight done and applied; the first error among them. */
-static int ic_drain(struct ingcore *c)
+/* Waits for the reader's oldest job in flight and applies it, under the
+ * core's lock: the front end's outcome first, then the chunk's place in
+ * the file. */
+static int ic_next(struct ingcore_reader *rd)
 {
-    while (c->win.count)
-        ic_next(c);
-    int e = c->jfail;
-    c->jfail = 0;
+    struct ingcore *c = rd->c;
+    struct ingcore_job *j = (struct ingcore_job *)pool_window_oldest(&rd->win);
+    ic_digest_wait(rd, j); /* its slot is free only then */
+    pthread_mutex_lock(&c->mu);
+    int e = c->ops->apply(j, rd->file, rd->nfchunks);
+    if (e == 0 && j->err < 0) {
+        e = j->err;
+        if (!buf_str(rd->err)[0])
+            buf_printf(rd->err, "%s", j->msg[0] ? j->msg : err_str(e));
+    }
+    if (e == 0 && (e = ic_fchunk(rd, j->id, (uint32_t)j->raw.len)) == 0) {
+        rd->fdone += j->raw.len;
+        ic_done_locked(c, (int64_t)j->raw.len);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return rd->jfail ? rd->jfail : (rd->jfail = e);
+}
+
+/* Every job of the reader in flight done and applied; the first error
+ * among them. */
+static int ic_drain(struct ingcore_reader *rd)
+{
+    while (rd->win.count)
+        ic_next(rd);
+    int e = rd->jfail;
+    rd->jfail = 0;
     return e;
 }
 
+/* With several readers: a file after one that failed is not finished. */
+static bool ic_cancelled(const struct ingcore_reader *rd)
+{
+    return rd->par && rd->file > __atomic_load_n(&rd->par->fail_at, __ATOMIC_ACQUIRE);
+}
+
 /* The scan's callback: the chunk goes to the pool as a job, the oldest
- * job applied first when every slot is in flight. */
+ * job applied first when every slot of the reader is in flight. */
 static int ic_chunk(void *ud, const uint8_t *data, size_t len, uint64_t off)
 {
-    struct ingcore *c = ud;
-    if (pool_window_full(&c->win) && ic_next(c) < 0)
-        return c->jfail;
-    struct ingcore_job *j = ic_job(c, pool_window_next(&c->win));
+    struct ingcore_reader *rd = ud;
+    struct ingcore *c = rd->c;
+    if (ic_cancelled(rd))
+        return -ECANCELED;
+    if (pool_window_full(&rd->win) && ic_next(rd) < 0)
+        return rd->jfail;
+    struct ingcore_job *j = (struct ingcore_job *)rd->win.jobs[pool_window_next(&rd->win)];
     buf_reset(&j->raw);
     if (buf_append(&j->raw, data, len) < 0)
         return -ENOMEM;
     j->off = off;
-    j->width = scan_width(&c->scan, off, len);
+    j->width = scan_width(&rd->scan, off, len);
     j->err = 0;
     j->msg[0] = 0;
-    if (c->ops->prepare)
+    if (c->ops->prepare) {
+        pthread_mutex_lock(&c->mu);
         c->ops->prepare(j);
+        pthread_mutex_unlock(&c->mu);
+    }
     j->pj.run = ic_job_run;
-    ic_digest_add(c, j);
-    pool_window_submit(&c->win);
+    ic_digest_add(rd, j);
+    pool_window_submit(&rd->win);
     return 0;
 }
 
@@ -358,7 +470,7 @@ int ingcore_known(struct repo *r, const struct index_file_key *k, uint32_t need,
     return 1;
 }
 
-int ingcore_open(struct ingcore *c, size_t k)
+static int ic_open(struct ingcore *c, size_t k, struct buf *err)
 {
     struct buf p = BUF_INIT;
     int fd = -ENOMEM;
@@ -370,11 +482,16 @@ int ingcore_open(struct ingcore *c, size_t k)
             fd = open(buf_str(&p), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0) {
             fd = -errno;
-            buf_printf(c->err, "opening \"%s\": %s", buf_str(&p), strerror(-fd));
+            buf_printf(err, "opening \"%s\": %s", buf_str(&p), strerror(-fd));
         }
     }
     buf_free(&p);
     return fd;
+}
+
+int ingcore_open(struct ingcore *c, size_t k)
+{
+    return ic_open(c, k, c->err);
 }
 
 /* Gives a file written in the last few milliseconds time to age, then
@@ -392,144 +509,362 @@ static void ic_age(int fd, struct stat *st)
     }
 }
 
-/* Takes the chunks of a file the index knows into the file's list. */
-static void ic_reuse(struct ingcore *c, struct mchunk *v, size_t n, uint64_t size)
+/* A file the index knows: its size counted done and unchanged. */
+static void ic_reused(struct ingcore *c, uint64_t size)
 {
-    free(c->fchunks);
-    c->fchunks = v;
-    c->nfchunks = c->fchunks_cap = n;
+    pthread_mutex_lock(&c->mu);
     c->files_unchanged++;
-    c->done += size;
-    if (c->o.progress)
-        c->o.progress(c->o.ud, c->done, c->w.bytes);
+    ic_done_locked(c, (int64_t)size);
+    pthread_mutex_unlock(&c->mu);
 }
 
-/* One attempt at walk entry k: 0 done, CKS_E_CHANGED to read it again. */
-static int ic_file_once(struct ingcore *c, size_t k, struct stat *ret_st, uint8_t digest[HASH_LEN])
+/* Takes the chunks of a file the index knows into the reader's list. */
+static void ic_reuse(struct ingcore_reader *rd, struct mchunk *v, size_t n, uint64_t size)
 {
-    struct stat st1, st2;
+    free(rd->fchunks);
+    rd->fchunks = v;
+    rd->nfchunks = rd->fchunks_cap = n;
+    ic_reused(rd->c, size);
+}
+
+/* The file read: its chunks and digest, checked unchanged (0), or
+ * CKS_E_CHANGED (its bytes no longer counted done). */
+static int ic_scan_file(struct ingcore_reader *rd, int fd, const struct stat *st1,
+                        uint8_t digest[HASH_LEN])
+{
+    struct ingcore *c = rd->c;
+    struct stat st2;
+    uint64_t got = 0;
+    size_t k = rd->file;
+    rd->fdone = 0;
+    hash_reset(&rd->fh); /* the digest thread is idle: the last file was drained */
+    int e = scan_fd(&rd->scan, fd, ic_chunk, rd, &got, NULL);
+    int de = ic_drain(rd); /* every chunk of the file applied (and hashed), in order */
+    hash_final(&rd->fh, digest);
+    if (e == 0 || (e > CKS_E_BASE && de < 0))
+        e = de;
+    if (e < 0) {
+        if (e > CKS_E_BASE && !buf_str(rd->err)[0])
+            buf_printf(rd->err, "reading \"%s/%s\": %s", c->w.base, c->w.v[k].path, err_str(e));
+        return e;
+    }
+    if (fstat(fd, &st2) < 0 || !index_file_same(st1, &st2) || got != (uint64_t)st1->st_size) {
+        pthread_mutex_lock(&c->mu);
+        ic_done_locked(c, -(int64_t)rd->fdone);
+        pthread_mutex_unlock(&c->mu);
+        return CKS_E_CHANGED;
+    }
+    if (!c->ops->file_read)
+        return 0;
+    pthread_mutex_lock(&c->mu);
+    e = c->ops->file_read(c, &c->keys[k], digest, rd->fchunks, rd->nfchunks);
+    pthread_mutex_unlock(&c->mu);
+    return e;
+}
+
+/* One attempt at the reader's file: 0 done, CKS_E_CHANGED to read it
+ * again. */
+static int ic_file_once(struct ingcore_reader *rd, struct stat *ret_st, uint8_t digest[HASH_LEN])
+{
+    struct ingcore *c = rd->c;
+    size_t k = rd->file;
+    struct stat st1;
     struct index_file_key *key = &c->keys[k];
     struct mchunk *v;
     size_t n;
-    uint64_t got = 0;
-    int e, fd = ingcore_open(c, k);
+    int e, fd = ic_open(c, k, rd->err);
 
     if (fd < 0)
         return fd;
-    c->nfchunks = 0;
+    rd->nfchunks = 0;
     if (fstat(fd, &st1) < 0) {
         e = -errno;
-        buf_printf(c->err, "\"%s/%s\": %s", c->w.base, c->w.v[k].path, strerror(-e));
+        buf_printf(rd->err, "\"%s/%s\": %s", c->w.base, c->w.v[k].path, strerror(-e));
         goto out;
     }
     ic_age(fd, &st1);
     index_file_key_of(&st1, key);
     e = ingcore_known(c->r, key, c->o.reuse_need ? c->o.reuse_need(c->o.ud) : 0, digest, &v, &n);
-    if (e < 0)
-        goto out;
-    if (e == 1) {
-        ic_reuse(c, v, n, (uint64_t)st1.st_size);
-        goto out_ok;
-    }
-    uint64_t done0 = c->done;
-    hash_reset(&c->fh); /* the digest thread is idle: the last file was drained */
-    e = scan_fd(&c->scan, fd, ic_chunk, c, &got, NULL);
-    int de = ic_drain(c); /* every chunk of the file applied (and hashed), in order */
-    hash_final(&c->fh, digest);
-    if (e == 0 || (e > CKS_E_BASE && de < 0))
-        e = de;
-    if (e < 0) {
-        if (e > CKS_E_BASE && !buf_str(c->err)[0])
-            buf_printf(c->err, "reading \"%s/%s\": %s", c->w.base, c->w.v[k].path, err_str(e));
-        goto out;
-    }
-    if (fstat(fd, &st2) < 0 || !index_file_same(&st1, &st2) || got != (uint64_t)st1.st_size) {
-        c->done = done0;
-        e = CKS_E_CHANGED;
-        goto out;
-    }
-    if (c->ops->file_read && (e = c->ops->file_read(c, key, digest, c->fchunks, c->nfchunks)) < 0)
-        goto out;
-out_ok:
-    *ret_st = st1;
-    e = 0;
+    if (e == 1)
+        ic_reuse(rd, v, n, (uint64_t)st1.st_size);
+    else if (e == 0)
+        e = ic_scan_file(rd, fd, &st1, digest);
+    if (e >= 0)
+        *ret_st = st1;
 out:
     close(fd);
+    return e < 0 ? e : 0;
+}
+
+/* Why walk entry k failed with CKS_E_CHANGED, unless err says already. */
+static void ic_changed_msg(struct ingcore *c, size_t k, struct buf *err)
+{
+    if (buf_str(err)[0])
+        return;
+    if (c->o.retries > 1)
+        buf_printf(err, "\"%s/%s\" kept changing while it was read (%d attempts)", c->w.base,
+                   c->w.v[k].path, c->o.retries);
+    else
+        buf_printf(err, "\"%s/%s\" changed while it was read", c->w.base, c->w.v[k].path);
+}
+
+/* Walk entry k read by rd (retries attempts): its chunks in rd->fchunks,
+ * a message in rd->err when it fails. */
+static int ic_read_file(struct ingcore_reader *rd, size_t k, struct stat *st,
+                        uint8_t digest[HASH_LEN])
+{
+    struct ingcore *c = rd->c;
+    int e = CKS_E_CHANGED;
+    rd->file = k;
+    for (int attempt = 0; attempt < c->o.retries && e == CKS_E_CHANGED; attempt++) {
+        e = ic_file_once(rd, st, digest);
+        if (e == CKS_E_CHANGED && attempt + 1 < c->o.retries)
+            log_warn("\"%s/%s\" changed while it was read; reading it again", c->w.base,
+                     c->w.v[k].path);
+    }
+    if (e == CKS_E_CHANGED)
+        ic_changed_msg(c, k, rd->err);
     return e;
 }
 
 /* A file found unchanged before the read (c->kept): its chunks from the
  * index.  CKS_E_CHANGED if its record went meanwhile. */
-static int ic_kept_file(struct ingcore *c, size_t k, uint8_t digest[HASH_LEN])
+static int ic_kept_file(struct ingcore *c, size_t k, uint8_t digest[HASH_LEN], struct mchunk **v,
+                        size_t *n)
 {
-    struct mchunk *v;
-    size_t n;
     index_file_key_of(&c->kept[k], &c->keys[k]);
-    int e = ingcore_known(c->r, &c->keys[k], 0, digest, &v, &n);
+    int e = ingcore_known(c->r, &c->keys[k], 0, digest, v, n);
+    if (e == 0) {
+        pthread_mutex_lock(&c->mu); /* readers' ops may write c->err too */
+        ic_changed_msg(c, k, c->err);
+        pthread_mutex_unlock(&c->mu);
+    }
     if (e <= 0)
         return e < 0 ? e : CKS_E_CHANGED;
-    ic_reuse(c, v, n, (uint64_t)c->kept[k].st_size);
+    ic_reused(c, (uint64_t)c->kept[k].st_size);
     return 0;
 }
 
-static int ic_file(struct ingcore *c, size_t k)
+/* Walk entry k, a regular file, into the manifest with its chunks. */
+static int ic_add_file(struct ingcore *c, size_t k, const struct stat *st,
+                       const uint8_t digest[HASH_LEN], const struct mchunk *v, size_t n)
 {
-    const struct walk_entry *we = &c->w.v[k];
-    uint8_t digest[HASH_LEN];
-    struct stat st = we->st;
-    int e = CKS_E_CHANGED;
-
-    if (c->kept && c->kept[k].st_ino) {
-        st = c->kept[k];
-        e = ic_kept_file(c, k, digest);
-    } else {
-        for (int attempt = 0; attempt < c->o.retries && e == CKS_E_CHANGED; attempt++) {
-            e = ic_file_once(c, k, &st, digest);
-            if (e == CKS_E_CHANGED && attempt + 1 < c->o.retries)
-                log_warn("\"%s/%s\" changed while it was read; reading it again", c->w.base,
-                         we->path);
-        }
-    }
-    if (e == CKS_E_CHANGED && !buf_str(c->err)[0]) {
-        if (c->o.retries > 1)
-            buf_printf(c->err, "\"%s/%s\" kept changing while it was read (%d attempts)", c->w.base,
-                       we->path, c->o.retries);
-        else
-            buf_printf(c->err, "\"%s/%s\" changed while it was read", c->w.base, we->path);
-    }
+    int e = manifest_add_file(&c->m, MFILE_REG, c->w.v[k].path, st->st_mode & 07777, NULL);
     if (e < 0)
         return e;
-    if ((e = manifest_add_file(&c->m, MFILE_REG, we->path, st.st_mode & 07777, NULL)) < 0)
-        return e;
-    manifest_set_mtime(&c->m, st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
-    for (size_t i = 0; i < c->nfchunks; i++)
-        if ((e = manifest_add_chunk(&c->m, c->fchunks[i].id, c->fchunks[i].len)) < 0)
+    manifest_set_mtime(&c->m, st->st_mtim.tv_sec, st->st_mtim.tv_nsec);
+    for (size_t i = 0; i < n; i++)
+        if ((e = manifest_add_chunk(&c->m, v[i].id, v[i].len)) < 0)
             return e;
     manifest_set_digest(&c->m, digest);
     c->files++;
-    c->bytes += (uint64_t)st.st_size;
-    c->chunks += c->nfchunks;
+    c->bytes += (uint64_t)st->st_size;
+    c->chunks += n;
     return 0;
 }
 
-int ingcore_entries(struct ingcore *c)
+static bool ic_is_kept(const struct ingcore *c, size_t k)
+{
+    return c->kept && c->kept[k].st_ino;
+}
+
+/* Serially: walk entry k, a regular file, on the caller's thread. */
+static int ic_file(struct ingcore *c, size_t k)
+{
+    uint8_t digest[HASH_LEN];
+    struct stat st = c->w.v[k].st;
+    struct mchunk *v = NULL;
+    size_t n = 0;
+    int e;
+    if (ic_is_kept(c, k)) {
+        st = c->kept[k];
+        if ((e = ic_kept_file(c, k, digest, &v, &n)) == 0)
+            e = ic_add_file(c, k, &st, digest, v, n);
+        free(v);
+        return e;
+    }
+    struct ingcore_reader *rd = c->rd0;
+    if ((e = ic_read_file(rd, k, &st, digest)) < 0)
+        return e;
+    return ic_add_file(c, k, &st, digest, rd->fchunks, rd->nfchunks);
+}
+
+/* A directory or link into the manifest. */
+static int ic_other(struct ingcore *c, const struct walk_entry *we)
+{
+    int e = manifest_add_file(&c->m, we->type, we->path, we->st.st_mode & 07777, we->link);
+    if (e == 0)
+        manifest_set_mtime(&c->m, we->st.st_mtim.tv_sec, we->st.st_mtim.tv_nsec);
+    c->dirs += we->type == MFILE_DIR;
+    c->links += we->type == MFILE_LINK;
+    return e;
+}
+
+static int ic_entries_serial(struct ingcore *c)
 {
     for (size_t k = 0; k < c->w.n; k++) {
         const struct walk_entry *we = &c->w.v[k];
-        int e = 0;
-        if (we->type == MFILE_REG) {
-            e = ic_file(c, k);
+        int e = we->type == MFILE_REG ? ic_file(c, k) : ic_other(c, we);
+        if (e < 0)
+            return e;
+    }
+    return 0;
+}
+
+/* ---- several readers ------------------------------------------------------ */
+
+/* How many files are read at once, and each reader's share of the jobs:
+ * R readers of `per` jobs hold at most R * (per + 2) maximal chunks (the
+ * jobs' copies, and each scan's buffer of two), never more than the
+ * serial reader with every job does (njobs + 2).  Files found unchanged
+ * before the read (c->kept) are not read. */
+static size_t ic_par_count(const struct ingcore *c, size_t *per)
+{
+    size_t nread = 0;
+    for (size_t k = 0; k < c->w.n; k++)
+        nread += c->w.v[k].type == MFILE_REG && !ic_is_kept(c, k);
+    size_t r = c->o.readers ? c->o.readers : pool_size(c->pool);
+    if (r > nread)
+        r = nread;
+    if (r > (c->njobs + 2) / 3)
+        r = (c->njobs + 2) / 3;
+    *per = r > 1 ? (c->njobs + 2) / r - 2 : c->njobs;
+    return r;
+}
+
+/* The next walk entry to read, in walk order: SIZE_MAX when none is left,
+ * or the next comes after a file that failed. */
+static size_t ic_par_take(struct ingcore *c, struct ingcore_par *par)
+{
+    size_t k = SIZE_MAX;
+    pthread_mutex_lock(&par->mu);
+    while (par->next < c->w.n && (c->w.v[par->next].type != MFILE_REG || ic_is_kept(c, par->next)))
+        par->next++;
+    if (par->next < c->w.n && par->next < __atomic_load_n(&par->fail_at, __ATOMIC_ACQUIRE))
+        k = par->next++;
+    pthread_mutex_unlock(&par->mu);
+    return k;
+}
+
+/* A reader thread: files in walk order, each one's outcome into res[k]. */
+static void *ic_par_main(void *arg)
+{
+    struct ingcore_reader *rd = arg;
+    struct ingcore_par *par = rd->par;
+    size_t k;
+    while ((k = ic_par_take(rd->c, par)) != SIZE_MAX) {
+        struct ic_fres *f = &par->res[k];
+        buf_reset(&rd->ebuf);
+        int e = ic_read_file(rd, k, &f->st, f->digest);
+        if (e == 0) {
+            f->v = rd->fchunks;
+            f->n = rd->nfchunks;
+            rd->fchunks = NULL;
+            rd->nfchunks = rd->fchunks_cap = 0;
+        } else if (buf_str(&rd->ebuf)[0]) {
+            f->msg = strdup(buf_str(&rd->ebuf));
+        }
+        pthread_mutex_lock(&par->mu);
+        f->e = e;
+        f->ready = true;
+        if (e < 0 && k < __atomic_load_n(&par->fail_at, __ATOMIC_ACQUIRE))
+            __atomic_store_n(&par->fail_at, k, __ATOMIC_RELEASE);
+        pthread_cond_broadcast(&par->cv);
+        pthread_mutex_unlock(&par->mu);
+    }
+    return NULL;
+}
+
+static int ic_par_start(struct ingcore *c, struct ingcore_par *par, size_t nrd, size_t per)
+{
+    pthread_mutex_init(&par->mu, NULL);
+    pthread_cond_init(&par->cv, NULL);
+    par->fail_at = SIZE_MAX;
+    par->res = calloc(c->w.n, sizeof(*par->res));
+    par->rd = calloc(nrd, sizeof(*par->rd));
+    if (!par->res || !par->rd)
+        return -ENOMEM;
+    par->nrd = nrd;
+    for (size_t i = 0; i < nrd; i++) {
+        struct ingcore_reader *rd = &par->rd[i];
+        int e = ic_reader_init(rd, c, i * per, per);
+        if (e < 0)
+            return e;
+        rd->par = par;
+        rd->err = &rd->ebuf;
+        if ((e = pthread_create(&rd->th, NULL, ic_par_main, rd)) != 0)
+            return -e;
+        par->started++;
+    }
+    return 0;
+}
+
+/* Every reader told to stop (a file being read is left), joined, freed. */
+static void ic_par_stop(struct ingcore *c, struct ingcore_par *par)
+{
+    pthread_mutex_lock(&par->mu);
+    __atomic_store_n(&par->fail_at, 0, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&par->mu);
+    for (size_t i = 0; i < par->started; i++)
+        pthread_join(par->rd[i].th, NULL);
+    for (size_t i = 0; par->rd && i < par->nrd; i++)
+        ic_reader_free(&par->rd[i]);
+    for (size_t k = 0; par->res && k < c->w.n; k++) {
+        free(par->res[k].v);
+        free(par->res[k].msg);
+    }
+    free(par->res);
+    free(par->rd);
+    pthread_cond_destroy(&par->cv);
+    pthread_mutex_destroy(&par->mu);
+}
+
+/* Walk entry k's outcome, once its reader has it. */
+static struct ic_fres *ic_par_wait(struct ingcore_par *par, size_t k)
+{
+    pthread_mutex_lock(&par->mu);
+    while (!par->res[k].ready)
+        pthread_cond_wait(&par->cv, &par->mu);
+    pthread_mutex_unlock(&par->mu);
+    return &par->res[k];
+}
+
+/* Every entry into the manifest in walk order, as the readers finish. */
+static int ic_par_collect(struct ingcore *c, struct ingcore_par *par)
+{
+    for (size_t k = 0; k < c->w.n; k++) {
+        const struct walk_entry *we = &c->w.v[k];
+        int e;
+        if (we->type != MFILE_REG || ic_is_kept(c, k)) {
+            e = we->type == MFILE_REG ? ic_file(c, k) : ic_other(c, we);
         } else {
-            e = manifest_add_file(&c->m, we->type, we->path, we->st.st_mode & 07777, we->link);
-            if (e == 0)
-                manifest_set_mtime(&c->m, we->st.st_mtim.tv_sec, we->st.st_mtim.tv_nsec);
-            c->dirs += we->type == MFILE_DIR;
-            c->links += we->type == MFILE_LINK;
+            struct ic_fres *f = ic_par_wait(par, k);
+            if ((e = f->e) == 0)
+                e = ic_add_file(c, k, &f->st, f->digest, f->v, f->n);
+            pthread_mutex_lock(&c->mu);
+            if (f->e < 0 && f->msg && !buf_str(c->err)[0])
+                buf_printf(c->err, "%s", f->msg);
+            pthread_mutex_unlock(&c->mu);
         }
         if (e < 0)
             return e;
     }
     return 0;
+}
+
+int ingcore_entries(struct ingcore *c)
+{
+    size_t per, nrd = ic_par_count(c, &per);
+    c->readers_used = nrd > 1 ? nrd : 1;
+    if (nrd <= 1)
+        return ic_entries_serial(c);
+    struct ingcore_par par;
+    memset(&par, 0, sizeof(par));
+    int e = ic_par_start(c, &par, nrd, per);
+    if (e == 0)
+        e = ic_par_collect(c, &par);
+    ic_par_stop(c, &par);
+    return e;
 }
 
 /* ---- the snapshot's records ---------------------------------------------- */

@@ -24,18 +24,27 @@
  * Jobs: ops->job_size bytes each, beginning with struct ingcore_job;
  * ops->prepare resets the front end's part before a job is submitted,
  * ops->run runs on pool thread `thread` once j->id is known, and
- * ops->apply takes its outcome on the calling thread in the file's chunk
- * order (also for a job whose run failed, so the front end can count
- * what it did); a failed job then fails the file with j->msg.
+ * ops->apply takes its outcome in the file's chunk order (also for a job
+ * whose run failed, so the front end can count what it did); a failed job
+ * then fails the file with j->msg.  prepare, apply, file_read and
+ * opts.progress run one at a time (under the core's lock) but, with
+ * several readers, on reader threads and interleaved across files: apply
+ * is told the chunk's file and place in it, not its place in the
+ * manifest.
  *
  * Manifest file k is walk entry k; a pinned unit's file k is PIN/k.
- * Not thread-safe: one reader per struct; the pool is the caller's.  With
- * a pool of several threads the whole-file digests run on a thread of the
- * core's own, beside the reading and cutting.
+ * Not thread-safe: one caller per struct; the pool is the caller's.
+ * Several files are read, cut and hashed at once (opts.readers), each
+ * file's chunks in file order and the manifest in walk order: the same
+ * manifest whatever the threads' timing.  One huge file still has one
+ * reader (a content-defined cut depends on the bytes before it); read
+ * serially with a pool of several threads, the whole-file digest runs on
+ * a thread of the core's own beside the reading and cutting.
  */
 #ifndef CKS_INGCORE_H
 #define CKS_INGCORE_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/stat.h>
@@ -49,6 +58,7 @@
 
 struct ingcore;
 struct ingcore_digest;
+struct ingcore_reader;
 
 struct ingcore_job {
     struct pool_job pj;
@@ -66,9 +76,9 @@ struct ingcore_ops {
     size_t job_size; /* sizeof the front end's job, which begins with struct ingcore_job */
     void (*prepare)(struct ingcore_job *j);
     int (*run)(struct ingcore_job *j, size_t thread);
-    /* index: the chunk's place in the manifest's chunk list once its file
-     * is added.  A negative return fails the file (and the snapshot). */
-    int (*apply)(struct ingcore_job *j, size_t index);
+    /* The job is chunk i (from 0) of manifest file `file`.  A negative
+     * return fails the file (and the snapshot). */
+    int (*apply)(struct ingcore_job *j, size_t file, size_t i);
     /* Optional: a regular file read whole and unchanged during the read,
      * before its entry is added (the CLI records its identity here, its
      * chunks being in the regions already). */
@@ -86,6 +96,10 @@ struct ingcore_opts {
      * daemon: c.gen_undecided, daemon/rungen.h); false, ingcore_begin
      * fails with CKS_E_REMOTE, err naming each region (the CLI). */
     bool gen_later;
+    /* Files read and cut at once, each on a reader thread of the core's
+     * own (0: one per pool thread); fewer when the files to read are fewer
+     * or the in-flight bound (njobs) leaves less room: see ingcore.c. */
+    size_t readers;
     /* Reads of a file that changed while it was read before giving up
      * with CKS_E_CHANGED (1: at once, the caller takes the unit again). */
     int retries;
@@ -111,19 +125,17 @@ struct ingcore {
     bool gen_undecided;
     /* counts */
     uint64_t files, dirs, links, bytes, chunks, files_unchanged, done;
+    /* the number of files read at once by the last ingcore_entries (1: serially) */
+    size_t readers_used;
     /* private */
-    struct scan scan;
     struct pool *pool;
-    struct pool_window win;
     unsigned char *jobs;
     struct pool_job **jptr;
     size_t njobs;
-    struct mchunk *fchunks; /* of the file being read */
-    size_t nfchunks, fchunks_cap;
-    int jfail;
-    struct hash fh; /* the whole-file digest of the file being read */
-    bool fh_ok;
-    struct ingcore_digest *dg; /* its thread, with a pool of several threads (else inline) */
+    pthread_mutex_t mu; /* ops->apply and file_read, done, files_unchanged, progress */
+    bool mu_ok;
+    struct ingcore_reader *rd0; /* the serial reader (on the caller's thread) */
+    struct ingcore_digest *dg;  /* its digest thread, with a pool of several threads */
 };
 
 /* njobs chunks in flight at most (each holds a copy of its bytes). */

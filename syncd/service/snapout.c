@@ -111,6 +111,7 @@ static const struct snapout_field {
     COUNT("symlinks", links),
     COUNT("bytes", bytes),
     COUNT("files_unchanged", files_unchanged),
+    COUNT("readers", readers),
     COUNT("chunks", chunks),
     COUNT("new_chunks", new_chunks),
     COUNT("new_bytes", new_bytes),

@@ -384,14 +384,16 @@ static int snap_seen(struct snap *s, const uint8_t id[HASH_LEN], uint32_t mask)
     return 0;
 }
 
-/* Applies the oldest job's outcome, in order, on the calling thread: the
- * regions it lost, what it stored; a failed job is the core's to report. */
-static int snap_chunk_apply(struct ingcore_job *hj, size_t index)
+/* Applies the oldest job's outcome, in its file's order, under the core's
+ * lock: the regions it lost, what it stored; a failed job is the core's to
+ * report. */
+static int snap_chunk_apply(struct ingcore_job *hj, size_t file, size_t place)
 {
     struct sjob *j = (struct sjob *)hj;
     struct snap *s = snap_of(j);
     int e;
-    (void)index;
+    (void)file;
+    (void)place;
     for (size_t i = 0; i < repo_nregions(s->r); i++) {
         s->res->region[i].objects_put += j->objects_put[i];
         s->res->region[i].bytes_put += j->bytes_put[i];
@@ -460,6 +462,7 @@ static int snap_entries(struct snap *s)
     s->res->bytes = c->bytes;
     s->res->chunks = c->chunks;
     s->res->files_unchanged = c->files_unchanged;
+    s->res->readers = c->readers_used;
     return e;
 }
 
@@ -798,6 +801,7 @@ static int snap_setup(struct snap *s)
     if (njobs > cap)
         njobs = cap > 1 ? (size_t)cap : 1;
     struct ingcore_opts co = {.run = s->o->run,
+                              .readers = repo_conf(r)->readers,
                               .step = s->o->step,
                               .instance = s->o->instance,
                               .regions = repo_regions(r),

@@ -60,6 +60,7 @@ struct snapshot_result {
     uint64_t files, dirs, links;
     uint64_t bytes;           /* logical bytes of regular files */
     uint64_t files_unchanged; /* taken from the index without reading */
+    uint64_t readers;         /* files read at once ([daemon] readers; 1: serially) */
     uint64_t chunks;          /* chunk references in the manifest */
     uint64_t new_chunks;      /* chunks no region had: uploaded */
     uint64_t new_bytes;       /* raw bytes of new chunks */

@@ -6,6 +6,8 @@
 # and cutting thread is the serial stage).  A benchmark, not a test.
 #
 #   tests/bench/ingest-scaling.sh [CKPTSYNC]   default build-release/ckptsync
+#   BEFORE     another ckptsync (e.g. main's build) measured in the same
+#              run, its reps interleaved with CKPTSYNC's ("build" column)
 #   SCALE_MIB  checkpoint size (default 512); FILES (default 8) and 1
 #   WORKERS    default "1 2";  REPS  default 3 (median shown)
 #   PERF=1     also `perf record -g` the largest worker count: CPU share
@@ -32,30 +34,38 @@ mk() { # mk DIR NFILES
 }
 mk "$S/many/checkpoint-1" "$FILES"
 mk "$S/one/checkpoint-1" 1
-one() { # one DIR WORKERS -> "wall cpu"
+one() { # one DIR WORKERS [BIN] -> "wall cpu"
+  local bin=${3:-$CKS}
   conf "$2" > "$S/conf"
   rm -rf "$S/state" "$S/a" "$S/b" "$S/c"
   mkdir -p "$S/a" "$S/b" "$S/c" "$S/watch"
-  /usr/bin/time -f '%e %U %S' -o "$S/t" "$CKS" --config "$S/conf" --quiet snapshot "$1" --run b \
+  /usr/bin/time -f '%e %U %S' -o "$S/t" "$bin" --config "$S/conf" --quiet snapshot "$1" --run b \
     --step 1 > /dev/null
   awk '{ print $1, $2 + $3 }' "$S/t"
 }
 median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
-printf '| files | workers | wall s (median of %s) | GB/s | CPU s/GB |\n|---|---|---|---|---|\n' "$REPS"
+builds="after"
+[ -z "${BEFORE:-}" ] || builds="before after"
+printf '| build | files | workers | wall s (median of %s) | GB/s | CPU s/GB |\n|---|---|---|---|---|---|\n' "$REPS"
 for set in many one; do
   n=$FILES
   [ "$set" = many ] || n=1
   for w in $WORKERS; do
-    : > "$S/walls"
-    : > "$S/cpus"
+    for b in $builds; do : > "$S/walls.$b"; : > "$S/cpus.$b"; done
     for _ in $(seq 1 "$REPS"); do
-      read -r wall cpu <<< "$(one "$S/$set/checkpoint-1" "$w")"
-      echo "$wall" >> "$S/walls"
-      echo "$cpu" >> "$S/cpus"
+      for b in $builds; do
+        bin=$CKS
+        [ "$b" = after ] || bin=$BEFORE
+        read -r wall cpu <<< "$(one "$S/$set/checkpoint-1" "$w" "$bin")"
+        echo "$wall" >> "$S/walls.$b"
+        echo "$cpu" >> "$S/cpus.$b"
+      done
     done
-    wall=$(median < "$S/walls") cpu=$(median < "$S/cpus")
-    awk -v n="$n" -v w="$w" -v t="$wall" -v c="$cpu" -v m="$SCALE_MIB" 'BEGIN {
-      g = m * 1048576 / 1e9; printf "| %d | %d | %.2f | %.2f | %.2f |\n", n, w, t, g / t, c / g }'
+    for b in $builds; do
+      wall=$(median < "$S/walls.$b") cpu=$(median < "$S/cpus.$b")
+      awk -v b="$b" -v n="$n" -v w="$w" -v t="$wall" -v c="$cpu" -v m="$SCALE_MIB" 'BEGIN {
+        g = m * 1048576 / 1e9; printf "| %s | %d | %d | %.2f | %.2f | %.2f |\n", b, n, w, t, g / t, c / g }'
+    done
   done
 done
 if [ "${PERF:-0}" = 1 ]; then

@@ -52,13 +52,14 @@ struct fe {
     bool bad_id;       /* a run saw an id that is not the SHA-256 of its bytes */
     bool unprepared;   /* a run of a job prepare did not see */
     bool fail_later;   /* every run but a file's first chunk's fails */
+    bool fail_marked;  /* a run of a chunk past a file's first that begins "FAIL" fails */
     char tamper[512];  /* written at the first run of each read, while */
     int tamper_left;   /* this is above 0: a byte appended, or */
     bool in_place;     /* one byte overwritten (the size stays) */
     uint32_t need;     /* reuse_need's answer */
     bool record_files; /* file_read records the identity, as the CLI does */
     size_t napplied;
-    size_t idx[MAXREC];
+    size_t file[MAXREC], place[MAXREC]; /* what apply was told */
     uint8_t ids[MAXREC][HASH_LEN];
     int errs[MAXREC];
 };
@@ -98,6 +99,10 @@ static int fe_run(struct ingcore_job *j, size_t thread)
             close(fd);
     }
     pthread_mutex_unlock(&f->mu);
+    if (f->fail_marked && j->off > 0 && j->raw.len >= 4 && !memcmp(j->raw.data, "FAIL", 4)) {
+        snprintf(j->msg, sizeof(j->msg), "fake upload of a marked chunk failed");
+        return -EIO;
+    }
     if (f->fail_later && j->off > 0) {
         snprintf(j->msg, sizeof(j->msg), "fake upload at offset %llu failed",
                  (unsigned long long)j->off);
@@ -106,11 +111,12 @@ static int fe_run(struct ingcore_job *j, size_t thread)
     return 0;
 }
 
-static int fe_apply(struct ingcore_job *j, size_t index)
+static int fe_apply(struct ingcore_job *j, size_t file, size_t place)
 {
     struct fe *f = fe_of(j);
     assert_true(f->napplied < MAXREC);
-    f->idx[f->napplied] = index;
+    f->file[f->napplied] = file;
+    f->place[f->napplied] = place;
     memcpy(f->ids[f->napplied], j->id, HASH_LEN);
     f->errs[f->napplied++] = j->err;
     return 0;
@@ -151,6 +157,9 @@ struct fx {
     struct pool *pool;
     struct ingcore c;
     struct buf err;
+    size_t readers;    /* opts.readers */
+    size_t njobs;      /* 0: 4 */
+    char gone[2][512]; /* removed between the walk and the read ("": none) */
 };
 
 static struct fx *fx_new(size_t threads)
@@ -193,13 +202,18 @@ static int fx_pass(struct fx *x, const char *run, int64_t step, int retries,
                              .step = step,
                              .regions = repo_regions(x->tr.r),
                              .retries = retries,
+                             .readers = x->readers,
                              .reuse_need = fe_need,
                              .ud = &x->fe};
-    assert_int_equal(ingcore_init(&x->c, x->tr.r, &fe_ops, x->pool, 4, &o, &x->err), 0);
+    size_t njobs = x->njobs ? x->njobs : 4;
+    assert_int_equal(ingcore_init(&x->c, x->tr.r, &fe_ops, x->pool, njobs, &o, &x->err), 0);
     int e = ingcore_begin(&x->c, x->tree);
     if (e < 0)
         fail_msg("ingcore_begin: %s", buf_str(&x->err));
     x->c.kept = kept;
+    for (int i = 0; i < 2; i++)
+        if (x->gone[i][0])
+            assert_int_equal(unlink(x->gone[i]), 0);
     return ingcore_entries(&x->c);
 }
 
@@ -258,6 +272,29 @@ static void check_files(struct fx *x)
     }
 }
 
+/* apply was told each chunk of the manifest once, by its file and place,
+ * each file's in its order (files may interleave with several readers). */
+static void check_applied(struct fx *x)
+{
+    const struct manifest *m = &x->c.m;
+    struct fe *f = &x->fe;
+    size_t *next = calloc(m->nfiles, sizeof(*next));
+    assert_non_null(next);
+    assert_int_equal(f->napplied, m->nchunks);
+    for (size_t a = 0; a < f->napplied; a++) {
+        size_t k = f->file[a], i = f->place[a];
+        assert_true(k < m->nfiles);
+        assert_int_equal(m->files[k].type, MFILE_REG);
+        assert_int_equal(i, next[k]++);
+        assert_true(i < m->files[k].nchunks);
+        assert_memory_equal(f->ids[a], m->chunks[m->files[k].first_chunk + i].id, HASH_LEN);
+        assert_int_equal(f->errs[a], 0);
+    }
+    for (size_t k = 0; k < m->nfiles; k++)
+        assert_int_equal(next[k], m->files[k].type == MFILE_REG ? m->files[k].nchunks : 0);
+    free(next);
+}
+
 /* ---- tests --------------------------------------------------------------- */
 
 static void walk_and_entries(size_t threads)
@@ -304,11 +341,7 @@ static void walk_and_entries(size_t threads)
     assert_int_equal(f->napplied, m->nchunks);
     assert_false(f->bad_id);
     assert_false(f->unprepared);
-    for (size_t i = 0; i < m->nchunks; i++) {
-        assert_int_equal(f->idx[i], i);
-        assert_memory_equal(f->ids[i], m->chunks[i].id, HASH_LEN);
-        assert_int_equal(f->errs[i], 0);
-    }
+    check_applied(x);
     assert_int_equal(f->file_reads, 4); /* a.bin, empty, b.bin, same-as-a */
     /* the counts */
     assert_int_equal(x->c.files, 4);
@@ -481,6 +514,96 @@ static void test_run_failure(void **state)
     fx_free(x);
 }
 
+/* Many files: read with several readers, the manifest's files and chunks
+ * are the serial ones, whatever the timing (several passes). */
+static void test_readers_same_manifest(void **state)
+{
+    struct fx *x = fx_new(4);
+    char sub[256], name[64];
+    snprintf(sub, sizeof(sub), "%s/shards", x->tree);
+    assert_int_equal(mkdir(sub, 0755), 0);
+    for (int i = 0; i < 12; i++) {
+        snprintf(name, sizeof(name), "shard-%02d.bin", i);
+        test_write_file(i % 2 ? sub : x->tree, name, 20000 + 7919 * (size_t)i, 40 + i);
+    }
+    x->njobs = 16;
+    x->readers = 1;
+    assert_int_equal(fx_pass(x, "r1", 1, 1, NULL), 0);
+    assert_int_equal(x->c.readers_used, 1);
+    struct manifest serial = x->c.m;
+    memset(&x->c.m, 0, sizeof(x->c.m)); /* kept: ours now */
+    for (int pass = 0; pass < 8; pass++) {
+        x->readers = 2 + (size_t)pass % 4;
+        assert_int_equal(fx_pass(x, "r1", 2 + pass, 1, NULL), 0);
+        assert_true(x->c.readers_used > 1);
+        const struct manifest *m = &x->c.m;
+        assert_int_equal(m->nfiles, serial.nfiles);
+        assert_int_equal(m->nchunks, serial.nchunks);
+        for (size_t k = 0; k < m->nfiles; k++) {
+            assert_string_equal(m->files[k].path, serial.files[k].path);
+            assert_int_equal(m->files[k].first_chunk, serial.files[k].first_chunk);
+            assert_int_equal(m->files[k].nchunks, serial.files[k].nchunks);
+            assert_int_equal(m->files[k].size, serial.files[k].size);
+            assert_int_equal(m->files[k].mtime_ns, serial.files[k].mtime_ns);
+            assert_memory_equal(m->files[k].digest, serial.files[k].digest, HASH_LEN);
+        }
+        assert_memory_equal(m->chunks, serial.chunks, m->nchunks * sizeof(*m->chunks));
+        check_files(x);
+        check_applied(x);
+        assert_int_equal(x->c.files, 12);
+        assert_int_equal(x->c.done, x->c.bytes);
+    }
+    manifest_free(&serial);
+    fx_free(x);
+}
+
+/* With several readers, a file that cannot be read fails the pass with
+ * its own message: the first such file in walk order. */
+static void test_readers_failure_order(void **state)
+{
+    struct fx *x = fx_new(4);
+    char name[64];
+    for (int i = 0; i < 8; i++) {
+        snprintf(name, sizeof(name), "f%d.bin", i);
+        test_write_file(x->tree, name, 30000, 60 + i);
+    }
+    x->njobs = 16;
+    x->readers = 4;
+    for (int bad = 0; bad < 8; bad += 3) {
+        int later = bad + 2 < 8 ? bad + 2 : 7;
+        snprintf(x->gone[0], sizeof(x->gone[0]), "%s/f%d.bin", x->tree, later);
+        snprintf(x->gone[1], sizeof(x->gone[1]), "%s/f%d.bin", x->tree, bad);
+        int e = fx_pass(x, "r1", 1, 1, NULL);
+        assert_int_equal(e, -ENOENT);
+        assert_true(x->c.readers_used > 1);
+        snprintf(name, sizeof(name), "/f%d.bin\": ", bad);
+        assert_non_null(strstr(buf_str(&x->err), name));
+        for (int i = 0; i < 2; i++) {
+            const char *slash = strrchr(x->gone[i], '/');
+            test_write_file(x->tree, slash + 1, 30000, 60 + (slash[2] - '0'));
+            x->gone[i][0] = 0;
+        }
+    }
+    assert_int_equal(fx_pass(x, "r1", 2, 1, NULL), 0);
+    check_files(x);
+
+    /* the first failure in walk order is the one said, even when a later
+     * file fails first: f1 fails after some of it was read, f5 at once */
+    char path[512];
+    snprintf(path, sizeof(path), "%s/f1.bin", x->tree);
+    FILE *fp = fopen(path, "wb");
+    assert_non_null(fp);
+    for (int i = 0; i < 100000; i++)
+        assert_int_equal(fwrite("FAIL", 1, 4, fp), 4);
+    assert_int_equal(fclose(fp), 0);
+    x->fe.fail_marked = true;
+    snprintf(x->gone[0], sizeof(x->gone[0]), "%s/f5.bin", x->tree);
+    assert_int_equal(fx_pass(x, "r1", 3, 1, NULL), -EIO);
+    assert_non_null(strstr(buf_str(&x->err), "fake upload of a marked chunk failed"));
+    assert_null(strstr(buf_str(&x->err), "f5.bin"));
+    fx_free(x);
+}
+
 static void test_record_and_parent(void **state)
 {
     struct fx *x = fx_new(1);
@@ -539,6 +662,8 @@ int main(void)
         cmocka_unit_test(test_kept),
         cmocka_unit_test(test_torn_file),
         cmocka_unit_test(test_run_failure),
+        cmocka_unit_test(test_readers_same_manifest),
+        cmocka_unit_test(test_readers_failure_order),
         cmocka_unit_test(test_record_and_parent),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -51,20 +51,22 @@ static void test_take(void **state)
     snprintf(s->id, sizeof(s->id), "%s", ID);
     snprintf(s->root, sizeof(s->root), "step_\"7\"");
     s->files = 1, s->dirs = 2, s->links = 3, s->bytes = 10, s->files_unchanged = 5;
+    s->readers = 3;
     s->chunks = 6, s->new_chunks = 7, s->new_bytes = 4, s->stored_bytes = 9;
     s->bytes_sent = 18; /* each new chunk sent twice: 2x */
     s->confirm_asked = 11, s->confirm_heads = 12, s->confirm_listed = 13;
     s->confirm_missing = 14, s->committed = 1;
     struct snapout o = {.id = s->id, .run = "ignored", .res = s, .committed = 1};
     emit(&o, SNAPOUT_TAKE, &out);
-    assert_string_equal(buf_str(&out),
-                        "{\"id\":\"" ID "\",\"root\":\"step_\\\"7\\\"\",\"files\":1,\"dirs\":2,"
-                        "\"symlinks\":3,\"bytes\":10,\"files_unchanged\":5,\"chunks\":6,"
-                        "\"new_chunks\":7,\"new_bytes\":4,\"stored_bytes\":9,"
-                        "\"bytes_sent\":18,\"sent_ratio\":2,"
-                        "\"confirmed_chunks\":11,\"confirm_heads\":12,\"confirm_listed\":13,"
-                        "\"reuploaded_chunks\":14,\"dedup_ratio\":2.5,\"committed\":1,"
-                        "\"durable\":false,\"replicated\":false,\"regions\":[]}");
+    assert_string_equal(
+        buf_str(&out),
+        "{\"id\":\"" ID "\",\"root\":\"step_\\\"7\\\"\",\"files\":1,\"dirs\":2,"
+        "\"symlinks\":3,\"bytes\":10,\"files_unchanged\":5,\"readers\":3,\"chunks\":6,"
+        "\"new_chunks\":7,\"new_bytes\":4,\"stored_bytes\":9,"
+        "\"bytes_sent\":18,\"sent_ratio\":2,"
+        "\"confirmed_chunks\":11,\"confirm_heads\":12,\"confirm_listed\":13,"
+        "\"reuploaded_chunks\":14,\"dedup_ratio\":2.5,\"committed\":1,"
+        "\"durable\":false,\"replicated\":false,\"regions\":[]}");
     s->new_bytes = 0; /* nothing new: the ratio is 0, not a division by zero */
     emit(&o, SNAPOUT_TAKE, &out);
     assert_non_null(strstr(buf_str(&out), "\"dedup_ratio\":0,"));
