@@ -25,6 +25,9 @@
 #                on the same snapshot, for a before/after in one run
 #   INFLIGHT     [restore] inflight values, one restore each (e.g.
 #                "0 16M 64M"); default: one restore with the default
+#   PERF=1       perf record -g each restore, print its threads' and top
+#                symbols' shares (is restore's CPU the bound?); the s3rver
+#                regions' CPU s per GB is printed in every run
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 export CKPTSYNC=${1:-$top/build-release/ckptsync}
@@ -103,6 +106,12 @@ wbytes=$(stat -c %s "$src/model.safetensors")
 
 inns /usr/bin/time -f '%e %U %S' -o "$T/ingest.t" "$CKPTSYNC" --config "$CONF" snapshot "$src" \
   --run bench --step 100 > /dev/null 2> "$T/ingest.err" || { cat "$T/ingest.err" >&2; exit 1; }
+# node_cpu: CPU ticks the three s3rver regions used so far.
+node_cpu() {
+  local r t=0
+  for r in a b c; do t=$((t + $(awk '{ print $14 + $15 }' "/proc/${S3_PID[$r]}/stat"))); done
+  echo "$t"
+}
 # restore_one LABEL BINARY [INFLIGHT]: restore --progressive on a fresh
 # instance, each placed line timestamped as it arrives.
 restore_one() {
@@ -112,7 +121,10 @@ restore_one() {
     { cat "$CONF"; printf '[restore]\ninflight = %s\n' "$3"; } > "$conf"
   fi
   rm -rf "$STATE" "$T/out"
-  inns /usr/bin/time -f '%e %U %S' -o "$T/restore.$label.t" "$bin" --config "$conf" restore \
+  local perf=() n0
+  [ "${PERF:-0}" = 1 ] && perf=(perf record -g -F 499 -o "$T/perf.$label.data" --)
+  n0=$(node_cpu)
+  inns /usr/bin/time -f '%e %U %S' -o "$T/restore.$label.t" "${perf[@]}" "$bin" --config "$conf" restore \
     --run bench --latest --to "$T/out" --progressive --json 2> "$T/restore.err" |
     python3 -c '
 import sys, time
@@ -120,6 +132,14 @@ t0 = time.monotonic()
 for line in sys.stdin:
     print("%.3f %s" % (time.monotonic() - t0, line.strip()), flush=True)' > "$T/restore.$label.lines" ||
     { cat "$T/restore.err" >&2; exit 1; }
+  echo $(($(node_cpu) - n0)) > "$T/node.$label.ticks"
+  if [ "${PERF:-0}" = 1 ]; then
+    echo "== perf record -g of restore $label: threads, then symbols" >> "$T/perf.txt"
+    perf report -i "$T/perf.$label.data" --no-children --sort pid --stdio -g none 2> /dev/null |
+      grep -E '^ +[0-9]' | head -6 >> "$T/perf.txt" || true
+    perf report -i "$T/perf.$label.data" --no-children --sort sym --stdio -g none 2> /dev/null |
+      grep -E '^ +[0-9]' | head -10 >> "$T/perf.txt" || true
+  fi
   same_tree "$src" "$T/out/checkpoint-100"
 }
 labels=()
@@ -162,12 +182,17 @@ print("| measure | " + " | ".join(labels) + " | goal |")
 print("|---|" + "---|" * len(labels) + "---|")
 rows = {"restore wall s (link alone: %.2f s)" % wire: [], "restore throughput / link rate": [],
         "weights placed at s (weights / link: %.2f s)" % (wbytes / rate): [],
-        "weights placed / (weights bytes / link rate)": [], "restore CPU s/GB": []}
-goals = ["", ">= 0.9", "", "<= 1.1 (+1 s)", ""]
+        "weights placed / (weights bytes / link rate)": [],
+        "(weights placed - 1 s) / (weights bytes / link rate)": [], "restore CPU s/GB": [],
+        "s3rver regions' CPU s/GB (during the restore)": []}
+goals = ["", ">= 0.9", "", "", "<= 1.1", "", ""]
+hz = os.sysconf("SC_CLK_TCK")
 for label in labels:
     rw, rc = times("restore.%s.t" % label)
     p = placed(label)
-    vals = [rw, wire / rw, p or -1, (p or 0) / (wbytes / rate), rc / gb]
+    node = int(open(os.path.join(T, "node.%s.ticks" % label)).read()) / hz
+    vals = [rw, wire / rw, p or -1, (p or 0) / (wbytes / rate),
+            ((p or 0) - 1) / (wbytes / rate), rc / gb, node / gb]
     for (k, v) in zip(rows, vals):
         rows[k].append("%.2f" % v)
 for (k, v), g in zip(rows.items(), goals):
@@ -175,4 +200,5 @@ for (k, v), g in zip(rows.items(), goals):
 print("| ingest (snapshot through the link, 3 copies) wall s | %.2f | |" % iw)
 print("| ingest CPU s/GB | %.2f | |" % (ic / gb))
 PY
+[ ! -e "$T/perf.txt" ] || cat "$T/perf.txt"
 echo "(load: $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) cores)"
