@@ -136,9 +136,9 @@ for line in sys.stdin:
   if [ "${PERF:-0}" = 1 ]; then
     echo "== perf record -g of restore $label: threads, then symbols" >> "$T/perf.txt"
     perf report -i "$T/perf.$label.data" --no-children --sort pid --stdio -g none 2> /dev/null |
-      grep -E '^ +[0-9]' | head -6 >> "$T/perf.txt" || true
+      grep -E '^ +[0-9]' | sed -n 1,6p >> "$T/perf.txt" || true
     perf report -i "$T/perf.$label.data" --no-children --sort sym --stdio -g none 2> /dev/null |
-      grep -E '^ +[0-9]' | head -10 >> "$T/perf.txt" || true
+      grep -E '^ +[0-9]' | sed -n 1,10p >> "$T/perf.txt" || true
   fi
   same_tree "$src" "$T/out/checkpoint-100"
 }
