@@ -55,6 +55,7 @@ struct fetch_shared {
     size_t busy[FETCH_GROUPS];   /* requests in flight */
     uint64_t busy_bytes;         /* their raw bytes, every group */
     uint64_t carry;              /* [restore] inflight */
+    uint64_t answers;            /* answers so far: a wait sees one it missed */
 };
 
 struct fetcher {
@@ -76,8 +77,9 @@ struct fetcher {
     struct fslot *slots[CONFIG_MAX_REGIONS];
     size_t window[CONFIG_MAX_REGIONS], busy[CONFIG_MAX_REGIONS];
     size_t inflight;
-    bool gated; /* f_fill stopped at the group gate */
-    int lost_e; /* FETCH_KEEP_GOING: a job was lost; returned at the end */
+    bool gated;           /* f_fill stopped at the group gate */
+    uint64_t gated_after; /* sh->answers when it did */
+    int lost_e;           /* FETCH_KEEP_GOING: a job was lost; returned at the end */
     struct chunkobj_ctx z;
     struct buf raw;
     struct fetch_stats *st;
@@ -151,11 +153,13 @@ static unsigned f_group(const struct fetch_job *job)
  * earlier group has jobs never requested, or has requests in flight and
  * this one would take the bytes in flight past the carry).  first: the
  * job's first request (a retry was let through once already). */
-static bool f_gate_take(struct fetch_shared *sh, const struct fetch_job *job, bool first)
+static bool f_gate_take(struct fetch_shared *sh, const struct fetch_job *job, bool first,
+                        uint64_t *answers)
 {
     unsigned g = f_group(job);
     bool ok = true, earlier_busy = false;
     pthread_mutex_lock(&sh->gmu);
+    *answers = sh->answers;
     for (unsigned h = 0; h < g; h++) {
         ok = ok && !(first && sh->unsent[h]);
         earlier_busy = earlier_busy || sh->busy[h];
@@ -180,6 +184,7 @@ static void f_gate_give(struct fetch_shared *sh, const struct fetch_job *job, bo
     sh->unsent[g] += first;
     sh->busy[g]--;
     sh->busy_bytes -= job->len;
+    sh->answers++;
     pthread_cond_broadcast(&sh->gcv);
     pthread_mutex_unlock(&sh->gmu);
 }
@@ -188,7 +193,7 @@ static void f_gate_give(struct fetch_shared *sh, const struct fetch_job *job, bo
  * it), -1 every healthy region was tried. */
 static int f_gate_place(struct fetcher *f, struct fetch_job *job, bool first)
 {
-    if (!f_gate_take(f->sh, job, first)) {
+    if (!f_gate_take(f->sh, job, first, &f->gated_after)) {
         f->gated = true;
         return 0;
     }
@@ -199,7 +204,8 @@ static int f_gate_place(struct fetcher *f, struct fetch_job *job, bool first)
 }
 
 /* A part the gate holds back with nothing in flight waits for an answer
- * elsewhere (at most 50 ms: a failed part is noticed too). */
+ * elsewhere since it was held (at most 50 ms: a failed part is noticed
+ * too). */
 static void f_gate_wait(struct fetcher *f)
 {
     struct timespec ts;
@@ -210,7 +216,8 @@ static void f_gate_wait(struct fetcher *f)
         ts.tv_nsec -= 1000 * 1000 * 1000;
     }
     pthread_mutex_lock(&f->sh->gmu);
-    pthread_cond_timedwait(&f->sh->gcv, &f->sh->gmu, &ts);
+    if (f->sh->answers == f->gated_after)
+        pthread_cond_timedwait(&f->sh->gcv, &f->sh->gmu, &ts);
     pthread_mutex_unlock(&f->sh->gmu);
 }
 

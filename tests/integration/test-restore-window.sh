@@ -15,7 +15,8 @@
 #      is asked for while one of an earlier group is unanswered, the
 #      chunks unanswered (with it) are at most 768 KiB
 # Both trees restored intact.  Before the gate (fetch.c), restore asked
-# for the first 16 chunks of every group at once, and both fail.
+# for as many chunks as its windows held (16 per region here) at once,
+# whatever their group, and both steps failed.
 . "$(dirname "$0")/lib.sh"
 . "$CKS_SOURCE_DIR/tests/integration/s3lib.sh"
 
