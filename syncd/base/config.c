@@ -189,6 +189,7 @@ static const struct key_def config_keys[] = {
     {SEC_REPOSITORY, "key_file", parse_text, check_opt_path, CFG(key_file), 0, 0, 0},
     {SEC_REPOSITORY, "passphrase_file", parse_text, check_opt_path, CFG(passphrase_file), 0, 0, 0},
     {SEC_RESTORE, "order", parse_text, check_restore_order, CFG(restore_order), 0, 0, 0},
+    {SEC_RESTORE, "inflight", parse_size, check_size, CFG(restore_inflight), 0, 64 * GIB, 0},
     {SEC_REGION, "kind", parse_kind, NULL, REG(kind), 0, 0, KIND_ANY},
     {SEC_REGION, "path", parse_text, check_opt_path, REG(path), 0, 0, KIND_DIR},
     {SEC_REGION, "endpoint", parse_text, check_endpoint, REG(endpoint), 0, 0, KIND_S3},
@@ -984,6 +985,7 @@ void config_default(struct config *c)
     c->part_timeout = 3600;
     c->part_expire = 7 * 86400;
     c->memory = GIB;
+    c->restore_inflight = 16 * MIB;
     c->chunk_min = MIB / 2;
     c->chunk_avg = 2 * MIB;
     c->chunk_max = 8 * MIB;

@@ -20,6 +20,7 @@
  *                 and one run's: a run's section replaces the default whole)
  *   [prune]   grace, interval, intent_ttl, clock_skew, lease
  *   [restore] order: "GROUP:PATTERN ..." (service/restore.h, restore_group)
+ *   [restore] inflight: bytes in flight across a group boundary (service/fetch.h)
  *   [region.NAME] kind = dir|s3, path (dir), preconditions = auto|none,
  *                 copy_from = auto|none|REGION, ... (server-side copies)
  *                 endpoint, bucket, prefix, region, addressing, payload,
@@ -164,6 +165,11 @@ struct config {
      * non-empty fnmatch PATTERN; tried in order before the built-in rules
      * (restore_group()); "" (default) = the built-in rules alone */
     char restore_order[CONFIG_ORDER_MAX];
+    /* [restore] inflight: while a priority group's requests are still in
+     * flight, the next group's are sent only while all requests in flight
+     * stay within this many bytes (service/fetch.h); default 16 MiB, 0 =
+     * the next group waits for the last answer of the one before */
+    uint64_t restore_inflight;
     /* [region.*] */
     bool default_regions; /* regions are the embedded a, b, c */
     bool default_socket;

@@ -14,12 +14,20 @@
  * decompression and verification use every core; the first part runs on
  * the calling thread with the repo's handles.  The caller's on_chunk is
  * called under one mutex, so it needs no locking of its own.
+ *
+ * Group gate (fetch.h): the parts share, under gmu, how many jobs of each
+ * group are not yet requested and how many requests of each group are in
+ * flight, with their bytes.  A part reserves its next job's place at the
+ * gate before it submits it (and gives it back if no region has room), so
+ * no two parts overshoot the carry together; a part the gate holds back
+ * with nothing in flight waits on gcv, which every answer signals.
  */
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/err.h"
 #include "base/log.h"
@@ -40,6 +48,14 @@ struct fetch_shared {
     int (*on_chunk)(void *, const struct fetch_job *, const uint8_t *, size_t);
     void *ud;
     atomic_int failed; /* a part failed: the others stop */
+    /* the group gate, under gmu */
+    pthread_mutex_t gmu;
+    pthread_cond_t gcv;          /* an answer came: the gate may open */
+    size_t unsent[FETCH_GROUPS]; /* jobs never requested yet */
+    size_t busy[FETCH_GROUPS];   /* requests in flight */
+    uint64_t busy_bytes;         /* their raw bytes, every group */
+    uint64_t carry;              /* [restore] inflight */
+    uint64_t answers;            /* answers so far: a wait sees one it missed */
 };
 
 struct fetcher {
@@ -61,7 +77,9 @@ struct fetcher {
     struct fslot *slots[CONFIG_MAX_REGIONS];
     size_t window[CONFIG_MAX_REGIONS], busy[CONFIG_MAX_REGIONS];
     size_t inflight;
-    int lost_e; /* FETCH_KEEP_GOING: a job was lost; returned at the end */
+    bool gated;           /* f_fill stopped at the group gate */
+    uint64_t gated_after; /* sh->answers when it did */
+    int lost_e;           /* FETCH_KEEP_GOING: a job was lost; returned at the end */
     struct chunkobj_ctx z;
     struct buf raw;
     struct fetch_stats *st;
@@ -126,11 +144,89 @@ static int f_place(struct fetcher *f, struct fetch_job *job, size_t home)
     return untried ? 0 : -1;
 }
 
+static unsigned f_group(const struct fetch_job *job)
+{
+    return job->group < FETCH_GROUPS ? job->group : FETCH_GROUPS - 1;
+}
+
+/* Reserves job's place at the group gate: false when it must wait (an
+ * earlier group has jobs never requested, or has requests in flight and
+ * this one would take the bytes in flight past the carry).  first: the
+ * job's first request (a retry was let through once already). */
+static bool f_gate_take(struct fetch_shared *sh, const struct fetch_job *job, bool first,
+                        uint64_t *answers)
+{
+    unsigned g = f_group(job);
+    bool ok = true, earlier_busy = false;
+    pthread_mutex_lock(&sh->gmu);
+    *answers = sh->answers;
+    for (unsigned h = 0; h < g; h++) {
+        ok = ok && !(first && sh->unsent[h]);
+        earlier_busy = earlier_busy || sh->busy[h];
+    }
+    if (ok && earlier_busy && sh->busy_bytes + job->len > sh->carry)
+        ok = false;
+    if (ok) {
+        sh->unsent[g] -= first;
+        sh->busy[g]++;
+        sh->busy_bytes += job->len;
+    }
+    pthread_mutex_unlock(&sh->gmu);
+    return ok;
+}
+
+/* Gives job's place back: answered (first false), or not submitted after
+ * all (first as given to f_gate_take). */
+static void f_gate_give(struct fetch_shared *sh, const struct fetch_job *job, bool first)
+{
+    unsigned g = f_group(job);
+    pthread_mutex_lock(&sh->gmu);
+    sh->unsent[g] += first;
+    sh->busy[g]--;
+    sh->busy_bytes -= job->len;
+    sh->answers++;
+    pthread_cond_broadcast(&sh->gcv);
+    pthread_mutex_unlock(&sh->gmu);
+}
+
+/* Gate, then place: 1 placed, 0 not now (f->gated says if the gate held
+ * it), -1 every healthy region was tried. */
+static int f_gate_place(struct fetcher *f, struct fetch_job *job, bool first)
+{
+    if (!f_gate_take(f->sh, job, first, &f->gated_after)) {
+        f->gated = true;
+        return 0;
+    }
+    int p = f_place(f, job, (size_t)(job - f->base));
+    if (p != 1)
+        f_gate_give(f->sh, job, first);
+    return p;
+}
+
+/* A part the gate holds back with nothing in flight waits for an answer
+ * elsewhere since it was held (at most 50 ms: a failed part is noticed
+ * too). */
+static void f_gate_wait(struct fetcher *f)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += 50 * 1000 * 1000;
+    if (ts.tv_nsec >= 1000 * 1000 * 1000) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000 * 1000 * 1000;
+    }
+    pthread_mutex_lock(&f->sh->gmu);
+    if (f->sh->answers == f->gated_after)
+        pthread_cond_timedwait(&f->sh->gcv, &f->sh->gmu, &ts);
+    pthread_mutex_unlock(&f->sh->gmu);
+}
+
 static int f_fill(struct fetcher *f)
 {
+    f->gated = false;
     while (f->nretry) {
         struct fetch_job *job = f->retry[f->nretry - 1];
-        int p = f_place(f, job, (size_t)(job - f->base));
+        int p = f_gate_place(f, job, false);
         if (p < 0) {
             char hex[HASH_HEX_LEN + 1];
             hex_encode(job->id, HASH_LEN, hex);
@@ -152,7 +248,7 @@ static int f_fill(struct fetcher *f)
     }
     while (f->next < f->n) {
         struct fetch_job *job = &f->jobs[f->next * f->stride];
-        if (f_place(f, job, (size_t)(job - f->base)) != 1)
+        if (f_gate_place(f, job, true) != 1)
             break;
         f->next++;
     }
@@ -180,6 +276,7 @@ static int f_complete(struct fetcher *f, struct region_req *req,
     sl->used = false;
     f->busy[sl->region]--;
     f->inflight--;
+    f_gate_give(f->sh, sl->job, false);
     if (e == 0)
         e = chunkobj_decode(&f->z, req->out.data, req->out.len, sl->job->id, sl->job->len, &f->raw);
     if (e == 0 && f->raw.len != sl->job->len)
@@ -199,6 +296,16 @@ static int f_complete(struct fetcher *f, struct region_req *req,
     return e;
 }
 
+/* A request of region i answered after the part failed: dropped. */
+static void f_drop(struct fetcher *f, struct region_req *done, size_t i)
+{
+    struct fslot *sl = done->ud;
+    sl->used = false;
+    f->busy[i]--;
+    f->inflight--;
+    f_gate_give(f->sh, sl->job, false);
+}
+
 static int f_loop(struct fetcher *f,
                   int (*on_chunk)(void *, const struct fetch_job *, const uint8_t *, size_t),
                   void *ud)
@@ -211,21 +318,24 @@ static int f_loop(struct fetcher *f,
         }
         if ((e = f_fill(f)) < 0)
             break;
+        if (f->gated && !f->inflight) {
+            f_gate_wait(f);
+            continue;
+        }
         size_t busy_regions = 0;
         for (size_t i = 0; i < repo_nregions(f->r); i++)
             busy_regions += f->busy[i] > 0;
+        int wait_ms = busy_regions > 1 ? 5 : f->gated ? 20 : 1000;
         for (size_t i = 0; i < repo_nregions(f->r) && e == 0; i++) {
             if (!f->busy[i])
                 continue;
-            struct region_req *done = region_poll(f->rg[i], busy_regions > 1 ? 5 : 1000);
+            struct region_req *done = region_poll(f->rg[i], wait_ms);
             while (done) {
                 struct region_req *next = done->next;
                 if (e == 0) {
                     e = f_complete(f, done, on_chunk, ud);
                 } else {
-                    ((struct fslot *)done->ud)->used = false;
-                    f->busy[i]--;
-                    f->inflight--;
+                    f_drop(f, done, i);
                 }
                 done = next;
             }
@@ -251,10 +361,8 @@ static void f_part(struct fetcher *f)
     while (e < 0 && f->inflight) {
         for (size_t i = 0; i < repo_nregions(r); i++) {
             struct region_req *done = f->busy[i] ? region_poll(f->rg[i], 100) : NULL;
-            for (; done; done = done->next) {
-                f->busy[i]--;
-                f->inflight--;
-            }
+            for (; done; done = done->next)
+                f_drop(f, done, i);
         }
     }
 out:
@@ -375,6 +483,11 @@ int fetch_run(struct repo *r, struct fetch_job *jobs, size_t n, unsigned flags,
     if (!f)
         return -ENOMEM;
     pthread_mutex_init(&sh.mu, NULL);
+    pthread_mutex_init(&sh.gmu, NULL);
+    pthread_cond_init(&sh.gcv, NULL);
+    sh.carry = repo_conf(r)->restore_inflight;
+    for (size_t i = 0; i < n; i++)
+        sh.unsent[f_group(&jobs[i])]++;
     f[0].r = r;
     f[0].sh = &sh;
     for (size_t p = 0; e == 0 && p < parts; p++)
@@ -398,6 +511,8 @@ int fetch_run(struct repo *r, struct fetch_job *jobs, size_t n, unsigned flags,
     if (e < 0 && !buf_str(err)[0])
         buf_printf(err, "%s", err_str(e));
     pthread_mutex_destroy(&sh.mu);
+    pthread_mutex_destroy(&sh.gmu);
+    pthread_cond_destroy(&sh.gcv);
     free(f);
     return e;
 }

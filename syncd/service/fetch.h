@@ -14,6 +14,16 @@
  * fails only when no region has it intact.  on_chunk receives the verified
  * raw bytes (valid during the call) in completion order, not job order.
  *
+ * Groups: jobs carry a group (0 .. FETCH_GROUPS-1, non-decreasing in job
+ * order; restore's priority groups).  A job of group g is not requested
+ * while a job of an earlier group has not been, in any part; and while
+ * requests of an earlier group are still in flight, a later group's are
+ * sent only as long as all requests in flight stay within [restore]
+ * inflight bytes (0: not until the earlier group's last answer), so the
+ * next group keeps the link busy without taking its bandwidth from the
+ * group before.  Within a group, the windows above alone bound it.  All
+ * jobs in group 0 (the default): plain job order.
+ *
  * Threads: the jobs are dealt round-robin to parts (repo_workers(), fewer
  * for few jobs), each a thread with its own region handles, decoding and
  * verifying on its own core.  on_chunk is called from those threads: one
@@ -33,8 +43,11 @@ struct fetch_job {
     const uint8_t *id; /* HASH_LEN bytes, owned by the caller */
     uint32_t len;      /* raw length */
     size_t tag;        /* the caller's */
+    uint8_t group;     /* priority group, below FETCH_GROUPS (see above) */
     uint32_t tried;    /* internal: regions asked */
 };
+
+#define FETCH_GROUPS 8
 
 struct fetch_stats {
     uint64_t fetched_bytes; /* object bytes downloaded */

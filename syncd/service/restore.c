@@ -35,7 +35,9 @@
  *   finish each verified file (mode, times, fsync, close), off the
  *   fetching threads.
  * - Priority: the chunks are asked for in the order of restore_group()
- *   (metadata, weights, master weights, optimizer state); with
+ *   (metadata, weights, master weights, optimizer state), group by group:
+ *   the next group's requests take no more than [restore] inflight bytes
+ *   of the link while the group before is still arriving (fetch.h); with
  *   --progressive each finished file is renamed to its final path, group
  *   by group (rst_place_ready), and a chunk that no region has intact
  *   fails the restore only after every other file is placed.
@@ -852,7 +854,9 @@ static int rst_file_create(struct rst *s, size_t k)
 
 /* The chunks to fetch in priority order: every chunk of group 0's files
  * in manifest order, then group 1's, ...; fetch asks for them in that
- * order (fetch.h).  Returns how many. */
+ * order, a group's only once the one before is asked for, and across a
+ * boundary no more than [restore] inflight bytes at once (fetch.h).
+ * Returns how many. */
 static size_t rst_jobs(struct rst *s, struct fetch_job *jobs)
 {
     size_t n = 0;
@@ -863,8 +867,10 @@ static size_t rst_jobs(struct rst *s, struct fetch_job *jobs)
                 continue;
             for (uint64_t c = 0; c < f->nchunks && n < s->m.nchunks; c++) {
                 size_t i = (size_t)(f->first_chunk + c);
-                jobs[n++] = (struct fetch_job){
-                    .id = s->m.chunks[i].id, .len = s->m.chunks[i].len, .tag = i};
+                jobs[n++] = (struct fetch_job){.id = s->m.chunks[i].id,
+                                               .len = s->m.chunks[i].len,
+                                               .tag = i,
+                                               .group = (uint8_t)g};
             }
         }
     return n;

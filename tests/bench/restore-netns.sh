@@ -6,7 +6,8 @@
 # the host side.  A torch-style checkpoint (trainer_state.json, WEIGHTS_MIB
 # of model.safetensors, 3 x that of optimizer.pt, random bytes: nothing to
 # compress) is snapshotted through the link, then restored --progressive
-# on a fresh instance.  Prints, in one run:
+# on a fresh instance (with each binary and setting asked for, on the same
+# snapshot).  Prints, in one run:
 #   restore throughput / link rate         (goal >= 0.9)
 #   time until model.safetensors is placed / (weights bytes / link rate)
 #                                          (goal <= 1.1, plus at most 1 s)
@@ -20,6 +21,13 @@
 #                sch_netem, else reported as 0)
 #   WEIGHTS_MIB  default 128 (optimizer state 3 x, total 4 x)
 #   WORKERS      [daemon] workers (default 0: one per CPU)
+#   BEFORE       another ckptsync binary (e.g. main's build) restored too,
+#                on the same snapshot, for a before/after in one run
+#   INFLIGHT     [restore] inflight values, one restore each (e.g.
+#                "0 16M 64M"); default: one restore with the default
+#   PERF=1       perf record -g each restore, print its threads' and top
+#                symbols' shares (is restore's CPU the bound?); the s3rver
+#                regions' CPU s per GB is printed in every run
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 export CKPTSYNC=${1:-$top/build-release/ckptsync}
@@ -28,6 +36,8 @@ RATE=${RATE:-1gbit}
 DELAY_MS=${DELAY_MS:-5}
 WEIGHTS_MIB=${WEIGHTS_MIB:-128}
 WORKERS=${WORKERS:-0}
+BEFORE=${BEFORE:-}
+INFLIGHT=${INFLIGHT:-}
 [ "$(id -u)" = 0 ] || { echo "restore-netns: needs root (ip netns, tc)" >&2; exit 1; }
 [ -x "$CKPTSYNC" ] || { echo "restore-netns: no $CKPTSYNC (build it: cmake --build build-release)" >&2; exit 1; }
 . "$top/tests/integration/lib.sh"
@@ -96,33 +106,71 @@ wbytes=$(stat -c %s "$src/model.safetensors")
 
 inns /usr/bin/time -f '%e %U %S' -o "$T/ingest.t" "$CKPTSYNC" --config "$CONF" snapshot "$src" \
   --run bench --step 100 > /dev/null 2> "$T/ingest.err" || { cat "$T/ingest.err" >&2; exit 1; }
-rm -rf "$STATE"
-# restore --progressive: each placed line timestamped as it arrives
-inns /usr/bin/time -f '%e %U %S' -o "$T/restore.t" "$CKPTSYNC" --config "$CONF" restore \
-  --run bench --latest --to "$T/out" --progressive --json 2> "$T/restore.err" |
-  python3 -c '
+# node_cpu: CPU ticks the three s3rver regions used so far.
+node_cpu() {
+  local r t=0
+  for r in a b c; do t=$((t + $(awk '{ print $14 + $15 }' "/proc/${S3_PID[$r]}/stat"))); done
+  echo "$t"
+}
+# restore_one LABEL BINARY [INFLIGHT]: restore --progressive on a fresh
+# instance, each placed line timestamped as it arrives.
+restore_one() {
+  local label=$1 bin=$2 conf=$CONF
+  if [ -n "${3:-}" ]; then
+    conf="$T/conf.$label"
+    { cat "$CONF"; printf '[restore]\ninflight = %s\n' "$3"; } > "$conf"
+  fi
+  rm -rf "$STATE" "$T/out"
+  local perf=() n0
+  [ "${PERF:-0}" = 1 ] && perf=(perf record -g -F 499 -o "$T/perf.$label.data" --)
+  n0=$(node_cpu)
+  inns /usr/bin/time -f '%e %U %S' -o "$T/restore.$label.t" "${perf[@]}" "$bin" --config "$conf" restore \
+    --run bench --latest --to "$T/out" --progressive --json 2> "$T/restore.err" |
+    python3 -c '
 import sys, time
 t0 = time.monotonic()
 for line in sys.stdin:
-    print("%.3f %s" % (time.monotonic() - t0, line.strip()), flush=True)' > "$T/restore.lines" ||
-  { cat "$T/restore.err" >&2; exit 1; }
-same_tree "$src" "$T/out/checkpoint-100"
+    print("%.3f %s" % (time.monotonic() - t0, line.strip()), flush=True)' > "$T/restore.$label.lines" ||
+    { cat "$T/restore.err" >&2; exit 1; }
+  echo $(($(node_cpu) - n0)) > "$T/node.$label.ticks"
+  if [ "${PERF:-0}" = 1 ]; then
+    echo "== perf record -g of restore $label: threads, then symbols" >> "$T/perf.txt"
+    perf report -i "$T/perf.$label.data" --no-children --sort pid --stdio -g none 2> /dev/null |
+      grep -E '^ +[0-9]' | sed -n 1,6p >> "$T/perf.txt" || true
+    perf report -i "$T/perf.$label.data" --no-children --sort sym --stdio -g none 2> /dev/null |
+      grep -E '^ +[0-9]' | sed -n 1,10p >> "$T/perf.txt" || true
+  fi
+  same_tree "$src" "$T/out/checkpoint-100"
+}
+labels=()
+if [ -n "$BEFORE" ]; then
+  restore_one before "$BEFORE"
+  labels+=(before)
+fi
+for v in $INFLIGHT; do
+  restore_one "inflight=$v" "$CKPTSYNC" "$v"
+  labels+=("inflight=$v")
+done
+if [ -z "$INFLIGHT" ]; then
+  restore_one after "$CKPTSYNC"
+  labels+=(after)
+fi
 
-python3 - "$T" "$total" "$wbytes" "$rate_bps" "$RATE" "$delay" "$WORKERS" "$CKPTSYNC" << 'PY'
+python3 - "$T" "$total" "$wbytes" "$rate_bps" "$RATE" "$delay" "$WORKERS" "$CKPTSYNC" "${labels[@]}" << 'PY'
 import json, os, sys
 T, total, wbytes, rate, rate_s, delay, workers, cks = sys.argv[1:9]
+labels = sys.argv[9:]
 total, wbytes, rate = int(total), int(wbytes), int(rate)
 def times(name):
     wall, user, sys_ = map(float, open(os.path.join(T, name)).read().split()[-3:])
     return wall, user + sys_
+def placed(label):
+    for line in open(os.path.join(T, "restore.%s.lines" % label)):
+        t, js = line.split(" ", 1)
+        if json.loads(js).get("placed", "").endswith("/model.safetensors"):
+            return float(t)
+    return None
 iw, ic = times("ingest.t")
-rw, rc = times("restore.t")
-placed = None
-for line in open(os.path.join(T, "restore.lines")):
-    t, js = line.split(" ", 1)
-    d = json.loads(js)
-    if d.get("placed", "").endswith("/model.safetensors"):
-        placed = float(t)
 gb = total / 1e9
 wire = total / rate
 print("restore-netns: link %s each way (%.0f MB/s), one-way delay %s ms, workers %s, %s" %
@@ -130,15 +178,27 @@ print("restore-netns: link %s each way (%.0f MB/s), one-way delay %s ms, workers
 print("checkpoint: %.0f MB (weights %.0f MB, optimizer %.0f MB), 3 s3rver regions behind the link" %
       (total / 1e6, wbytes / 1e6, (total - wbytes) / 1e6))
 print()
-print("| measure | value | goal |")
-print("|---|---|---|")
-print("| restore wall s (link alone: %.2f s) | %.2f | |" % (wire, rw))
-print("| restore throughput / link rate | %.2f | >= 0.9 |" % (wire / rw))
-print("| weights placed at s (weights / link: %.2f s) | %.2f | |" % (wbytes / rate, placed or -1))
-print("| weights placed / (weights bytes / link rate) | %.2f | <= 1.1 (+1 s) |" %
-      ((placed or 0) / (wbytes / rate)))
-print("| restore CPU s/GB | %.2f | |" % (rc / gb))
+print("| measure | " + " | ".join(labels) + " | goal |")
+print("|---|" + "---|" * len(labels) + "---|")
+rows = {"restore wall s (link alone: %.2f s)" % wire: [], "restore throughput / link rate": [],
+        "weights placed at s (weights / link: %.2f s)" % (wbytes / rate): [],
+        "weights placed / (weights bytes / link rate)": [],
+        "(weights placed - 1 s) / (weights bytes / link rate)": [], "restore CPU s/GB": [],
+        "s3rver regions' CPU s/GB (during the restore)": []}
+goals = ["", ">= 0.9", "", "", "<= 1.1", "", ""]
+hz = os.sysconf("SC_CLK_TCK")
+for label in labels:
+    rw, rc = times("restore.%s.t" % label)
+    p = placed(label)
+    node = int(open(os.path.join(T, "node.%s.ticks" % label)).read()) / hz
+    vals = [rw, wire / rw, p or -1, (p or 0) / (wbytes / rate),
+            ((p or 0) - 1) / (wbytes / rate), rc / gb, node / gb]
+    for (k, v) in zip(rows, vals):
+        rows[k].append("%.2f" % v)
+for (k, v), g in zip(rows.items(), goals):
+    print("| %s | %s | %s |" % (k, " | ".join(v), g))
 print("| ingest (snapshot through the link, 3 copies) wall s | %.2f | |" % iw)
 print("| ingest CPU s/GB | %.2f | |" % (ic / gb))
 PY
+[ ! -e "$T/perf.txt" ] || cat "$T/perf.txt"
 echo "(load: $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) cores)"
