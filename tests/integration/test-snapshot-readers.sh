@@ -69,7 +69,8 @@ sed -i "/^\[daemon\]/a readers = 4" "$CONF"
 set_settle 1
 start_daemon
 mkdir -p "$T/watch/r1"
-cp -a "$src" "$T/watch/r1/checkpoint-7"
+cp -a "$src" "$T/staged"   # then renamed in whole: a copy in place could be
+mv "$T/staged" "$T/watch/r1/checkpoint-7"   # taken half-done (settle = 1)
 has_manifest() { [ -n "$(ls "$T/regions/a/snapshots/r1/" 2> /dev/null)" ]; }
 wait_for 60 has_manifest || { tail "$T/daemon.log"; die "the daemon took no snapshot"; }
 cks flush --wait replicated --deadline 60 || { tail "$T/daemon.log"; die "flush"; }
