@@ -21,6 +21,8 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +51,11 @@ struct sworker {
     struct chunkobj_ctx z;
     struct buf obj;
     struct buf env; /* obj sealed once for every region (encrypted repositories) */
+    /* the chunk this thread is looking up and uploading (under
+     * snap.claim_mu): a second job of the same id, read from another file
+     * at the same time, waits for it and then finds it in the index */
+    uint8_t claim[HASH_LEN];
+    bool claimed;
 };
 
 /* One chunk in flight: the reading core's job (service/ingcore.h), then
@@ -83,7 +90,9 @@ struct snap {
     struct pool *pool;
     struct sworker *wk;
     size_t nwk;
-    struct fanout *fan; /* upload once, then copy (service/fanout.h) */
+    struct fanout *fan;       /* upload once, then copy (service/fanout.h) */
+    pthread_mutex_t claim_mu; /* sworker.claim */
+    pthread_cond_t claim_cv;
 };
 
 /* A chunk this snapshot uploaded or found in the regions of mask (slot
@@ -340,12 +349,48 @@ static void snap_job_prepare(struct ingcore_job *hj)
     }
 }
 
+/* Pool thread t takes chunk id for itself, once no other thread holds
+ * it: two files read at once may hold the same chunk, and it is looked
+ * up and uploaded once. */
+static void snap_claim(struct snap *s, size_t t, const uint8_t id[HASH_LEN])
+{
+    pthread_mutex_lock(&s->claim_mu);
+    for (size_t o = 0; o < s->nwk;)
+        if (o != t && s->wk[o].claimed && !memcmp(s->wk[o].claim, id, HASH_LEN)) {
+            pthread_cond_wait(&s->claim_cv, &s->claim_mu);
+            o = 0;
+        } else {
+            o++;
+        }
+    memcpy(s->wk[t].claim, id, HASH_LEN);
+    s->wk[t].claimed = true;
+    pthread_mutex_unlock(&s->claim_mu);
+}
+
+static void snap_unclaim(struct snap *s, size_t t)
+{
+    pthread_mutex_lock(&s->claim_mu);
+    s->wk[t].claimed = false;
+    pthread_cond_broadcast(&s->claim_cv);
+    pthread_mutex_unlock(&s->claim_mu);
+}
+
+static int snap_job_chunk(struct sjob *j, struct snap *s, struct sworker *w);
+
 /* The job, on pool thread t, its id known. */
 static int snap_job_run(struct ingcore_job *hj, size_t t)
 {
     struct sjob *j = (struct sjob *)hj;
     struct snap *s = snap_of(j);
-    struct sworker *w = &s->wk[t];
+    snap_claim(s, t, hj->id);
+    int e = snap_job_chunk(j, s, &s->wk[t]);
+    snap_unclaim(s, t);
+    return e;
+}
+
+/* Looks the chunk up, uploads it where it is missing, records it. */
+static int snap_job_chunk(struct sjob *j, struct snap *s, struct sworker *w)
+{
     struct index_chunk c = {0};
     struct index_txn *t_;
     int e;
@@ -890,6 +935,8 @@ static void snap_teardown(struct snap *s)
     }
     free(s->wk);
     fanout_free(s->fan);
+    pthread_mutex_destroy(&s->claim_mu);
+    pthread_cond_destroy(&s->claim_cv);
 }
 
 /* Regions that failed before the snapshot began (repo_open): their
@@ -918,6 +965,8 @@ int snapshot_take(struct repo *r, const struct snapshot_opts *o, struct snapshot
                    o->run);
         return -EINVAL;
     }
+    pthread_mutex_init(&s.claim_mu, NULL); /* destroyed by the cleanup at out */
+    pthread_cond_init(&s.claim_cv, NULL);
     snap_note_unhealthy(&s);
     if (repo_nregions(r) > 1 && (e = fanout_new(r, 0, &s.fan)) < 0)
         goto out;
