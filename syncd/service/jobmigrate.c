@@ -60,14 +60,9 @@ static const struct runlineage_snap *jm_newest_at(const struct runlineage_view *
 static int jm_look(struct repo *r, const char *run, unsigned quorum, struct jobmigrate_out *o)
 {
     struct runlineage_view v;
-    struct buf err = BUF_INIT;
-    int e = runlineage_scan(r, repo_regions(r), run, &v, &err);
-    if (e < 0) {
-        log_error("%s", buf_str(&err));
-        buf_free(&err);
+    int e = runlineage_scan_all(r, run, &v);
+    if (e < 0)
         return e;
-    }
-    buf_free(&err);
     const struct runlineage_snap *s = NULL;
     for (int64_t g = o->gen; g >= 0 && !s; g--)
         s = jm_newest_at(&v, g, quorum);
@@ -245,15 +240,10 @@ int jobmigrate_claim(struct repo *r, const char *run, const char *base, int64_t 
 {
     struct runlineage_view v;
     struct lineage_rec rec;
-    struct buf err = BUF_INIT;
     char tag[LINEAGE_CLAIM_HEX + 1];
-    int e = runlineage_scan(r, repo_regions(r), run, &v, &err);
-    if (e < 0) {
-        log_error("%s", buf_str(&err));
-        buf_free(&err);
+    int e = runlineage_scan_all(r, run, &v);
+    if (e < 0)
         return e;
-    }
-    buf_free(&err);
     memset(ret, 0, sizeof(*ret));
     jm_tag(run, v.gen, base, nodes, job, tag);
     ret->joined = v.gen > 0 && jm_has_claim(&v, v.gen, tag); /* scanned after it landed */

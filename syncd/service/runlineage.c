@@ -652,19 +652,24 @@ int runlineage_gen_claimed(struct repo *r, const char *run, int64_t gen)
     return index_txn_commit(t);
 }
 
+int runlineage_scan_all(struct repo *r, const char *run, struct runlineage_view *ret)
+{
+    struct buf err = BUF_INIT;
+    int e = runlineage_scan(r, repo_regions(r), run, ret, &err);
+    if (e < 0)
+        log_error("%s", buf_str(&err));
+    buf_free(&err);
+    return e;
+}
+
 int runlineage_adopt(struct repo *r, const char *run, const char *base, int64_t base_step,
                      int64_t *ret_gen, bool *ret_handed_off)
 {
     struct runlineage_view v;
     struct lineage_rec rec;
-    struct buf err = BUF_INIT;
-    int e = runlineage_scan(r, repo_regions(r), run, &v, &err);
-    if (e < 0) {
-        log_error("%s", buf_str(&err));
-        buf_free(&err);
+    int e = runlineage_scan_all(r, run, &v);
+    if (e < 0)
         return e;
-    }
-    buf_free(&err);
     *ret_handed_off = false;
     for (size_t i = 0; i < v.nrecs; i++)
         if (v.recs[i].kind == LINEAGE_HANDOFF && v.recs[i].gen == v.gen &&

@@ -82,6 +82,9 @@ struct runlineage_view {
 
 int runlineage_scan(struct repo *r, struct region *const *regions, const char *run,
                     struct runlineage_view *ret, struct buf *err);
+/* runlineage_scan over every region of r; a failure is logged (its
+ * message names the region) and returned. */
+int runlineage_scan_all(struct repo *r, const char *run, struct runlineage_view *ret);
 void runlineage_view_free(struct runlineage_view *v);
 struct runlineage_snap *runlineage_find(struct runlineage_view *v, const char *id);
 

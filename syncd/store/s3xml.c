@@ -460,9 +460,11 @@ void s3_list_free(struct s3_list *l)
     memset(l, 0, sizeof(*l));
 }
 
-int s3xml_upload_id(const char *xml, size_t len, char *ret, size_t cap)
+/* The one text element of mode (an UploadId, a CopyPartResult's ETag)
+ * into ret[0 .. cap). */
+static int walk_one(enum mode mode, const char *xml, size_t len, char *ret, size_t cap)
 {
-    struct walker w = {.mode = MODE_UPLOAD, .upload = ret, .upload_cap = cap};
+    struct walker w = {.mode = mode, .upload = ret, .upload_cap = cap};
     if (cap == 0)
         return CKS_E_LIMIT;
     ret[0] = 0;
@@ -474,18 +476,14 @@ int s3xml_upload_id(const char *xml, size_t len, char *ret, size_t cap)
     return r;
 }
 
+int s3xml_upload_id(const char *xml, size_t len, char *ret, size_t cap)
+{
+    return walk_one(MODE_UPLOAD, xml, len, ret, cap);
+}
+
 int s3xml_copy_part_etag(const char *xml, size_t len, char *ret, size_t cap)
 {
-    struct walker w = {.mode = MODE_COPY_PART, .upload = ret, .upload_cap = cap};
-    if (cap == 0)
-        return CKS_E_LIMIT;
-    ret[0] = 0;
-    int r = walk(&w, xml, len);
-    if (r == 0 && !w.have_upload)
-        r = CKS_E_FORMAT;
-    if (r < 0)
-        ret[0] = 0;
-    return r;
+    return walk_one(MODE_COPY_PART, xml, len, ret, cap);
 }
 
 int s3xml_complete_ok(const char *xml, size_t len)
