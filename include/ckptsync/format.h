@@ -414,7 +414,10 @@
  *   time      the newest part's; host, instance: rank 0's; parent "-";
  *   gen       the highest part's; root, step, chunker: the parts' (all
  *             equal, or refused)
- *   nodes     N: the merged snapshot is a version 4 manifest (section 3),
+ *   nodes     N: the merged snapshot is a version 4 manifest (section 3;
+ *             version 5 when a file has a tree digest, each file's digest
+ *             and its kind carried from its part, and parts that hold a
+ *             path with digests of different kinds refused),
  *             each entry carrying the rank of the part it came from, or
  *             "*" for a path several parts held identically (kept at the
  *             lowest rank's place)

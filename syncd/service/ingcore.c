@@ -18,7 +18,8 @@
  *   its chunk tree (engine/filedigest.h), computed from its chunk list
  *   once the file is read: no second pass over the bytes, no digest
  *   thread, and a file the index knows gets the tree of its recorded
- *   chunks.  The notes below on the digest concern file_digest = sha256.
+ *   chunks (the index keeps records of the two kinds apart).  The notes below on the digest concern
+ * file_digest = sha256.
  * - The whole-file SHA-256 is serial by nature, and was a third of the
  *   reading thread's time (perf, daemon into three dir regions: 2.3 of 7
  *   CPU s per GB).  Read serially with a pool of several threads, it runs
@@ -453,44 +454,53 @@ static int ic_chunk(void *ud, const uint8_t *data, size_t len, uint64_t off)
 
 /* ---- files ------------------------------------------------------------- */
 
-/* A file's record in the index holds one digest, of the kind its snapshot
- * used: with file_digest = tree the digest is the tree of the recorded
- * chunks whatever was stored; with sha256 a record whose digest is that
- * tree (a tree snapshot's, or a restore's of one) is not the file's
- * SHA-256: -ENOENT, the file is read.  The domain string keeps a file's
- * SHA-256 from equalling its tree. */
-static int ic_known_digest(struct repo *r, const struct mchunk *v, size_t n,
-                           uint8_t digest[HASH_LEN])
+/* The record of key k (its kind as set) whose chunks are each in every
+ * slot of need, in t: 0 with its digest and chunks (*ret_v, the caller
+ * frees), -ENOENT, or another error. */
+static int ic_record(struct index_txn *t, const struct index_file_key *k, uint32_t need,
+                     uint8_t digest[HASH_LEN], struct mchunk **ret_v, size_t *ret_n)
 {
-    uint8_t tree[HASH_LEN];
-    int e = filedigest_tree(v, n, tree);
-    if (e < 0)
+    struct mchunk *v = NULL;
+    size_t n = 0;
+    int e = index_file_get(t, k, digest, &v, &n);
+    for (size_t i = 0; e == 0 && need && i < n; i++) {
+        struct index_chunk ch;
+        if (index_chunk_get(t, v[i].id, &ch) < 0 || (ch.presence & need) != need)
+            e = -ENOENT;
+    }
+    if (e < 0) {
+        free(v);
         return e;
-    if (!repo_conf(r)->file_digest_sha256)
-        memcpy(digest, tree, HASH_LEN);
-    else if (!memcmp(digest, tree, HASH_LEN))
-        return -ENOENT;
+    }
+    *ret_v = v;
+    *ret_n = n;
     return 0;
 }
 
+/* The index keeps a file's records apart by digest kind (index.h, struct
+ * index_file_key): with file_digest = sha256 only a SHA-256 record is
+ * taken; with tree, a tree record, else a SHA-256 one (an index from
+ * before version 5), whose chunks give the tree all the same. */
 int ingcore_known(struct repo *r, const struct index_file_key *k, uint32_t need,
                   uint8_t digest[HASH_LEN], struct mchunk **ret_v, size_t *ret_n)
 {
     struct index_txn *t;
     struct mchunk *v = NULL;
     size_t n = 0;
+    bool tree = !repo_conf(r)->file_digest_sha256;
+    struct index_file_key key = *k;
+    key.kind = tree ? MDIGEST_TREE : MDIGEST_SHA256;
     int e = index_txn_begin(repo_index(r), false, &t);
     if (e < 0)
         return e;
-    e = index_file_get(t, k, digest, &v, &n);
-    for (size_t i = 0; e == 0 && need && i < n; i++) {
-        struct index_chunk ch;
-        if (index_chunk_get(t, v[i].id, &ch) < 0 || (ch.presence & need) != need)
-            e = -ENOENT;
+    e = ic_record(t, &key, need, digest, &v, &n);
+    if (e == -ENOENT && tree) {
+        key.kind = MDIGEST_SHA256;
+        e = ic_record(t, &key, need, digest, &v, &n);
     }
     index_txn_abort(t);
-    if (e == 0)
-        e = ic_known_digest(r, v, n, digest);
+    if (e == 0 && tree)
+        e = filedigest_tree(v, n, digest);
     if (e < 0 || !ret_v) {
         free(v);
         return e == 0 ? 1 : e == -ENOENT ? 0 : e;
@@ -616,6 +626,7 @@ static int ic_file_once(struct ingcore_reader *rd, struct stat *ret_st, uint8_t 
     }
     ic_age(fd, &st1);
     index_file_key_of(&st1, key);
+    key->kind = c->dkind; /* the record it gets (front end's file_read, the daemon's) */
     e = ingcore_known(c->r, key, c->o.reuse_need ? c->o.reuse_need(c->o.ud) : 0, digest, &v, &n);
     if (e == 1)
         ic_reuse(rd, v, n, (uint64_t)st1.st_size);
@@ -665,6 +676,7 @@ static int ic_kept_file(struct ingcore *c, size_t k, uint8_t digest[HASH_LEN], s
                         size_t *n)
 {
     index_file_key_of(&c->kept[k], &c->keys[k]);
+    c->keys[k].kind = c->dkind;
     int e = ingcore_known(c->r, &c->keys[k], 0, digest, v, n);
     if (e == 0) {
         pthread_mutex_lock(&c->mu); /* readers' ops may write c->err too */

@@ -163,9 +163,9 @@ int ingcore_record(const struct ingcore *c, struct index_txn *t);
 /* 1 when the index knows a file by identity k and has each of its chunks
  * in every slot of need (0: no condition): its digest and chunks in
  * digest and *ret_v (the caller frees; ret_v NULL: not wanted).  The
- * digest is of r's [snapshot] file_digest kind: the chunk tree computed
- * from the record's chunks, or the SHA-256 recorded (0 when the record
- * holds a tree, not the file's SHA-256). */
+ * digest is of r's [snapshot] file_digest kind (k's own kind is not
+ * looked at): the SHA-256 of a SHA-256 record, or the chunk tree of the
+ * chunks of a tree record or, failing one, of a SHA-256 record. */
 int ingcore_known(struct repo *r, const struct index_file_key *k, uint32_t need,
                   uint8_t digest[HASH_LEN], struct mchunk **ret_v, size_t *ret_n);
 

@@ -607,8 +607,11 @@ static int seed_file(struct rst *s, struct seed *sd, struct scan *sc, int fd)
     struct index_file_key k;
     index_file_key_of(&st, &k);
     int e = index_txn_begin(repo_index(s->r), false, &t);
-    if (e == 0) {
+    if (e == 0) { /* its chunks: from a record of either digest kind */
         e = index_file_get(t, &k, digest, &v, &n);
+        k.kind = MDIGEST_TREE;
+        if (e == -ENOENT)
+            e = index_file_get(t, &k, digest, &v, &n);
         index_txn_abort(t);
     }
     if (e == 0) {
@@ -1469,6 +1472,7 @@ static int rst_index(struct rst *s, int target)
             continue;
         struct index_file_key fk;
         index_file_key_of(&st, &fk);
+        fk.kind = (uint8_t)f->dkind; /* the records of each kind apart (index.h) */
         e = index_file_put(t, &fk, f->digest, &s->m.chunks[f->first_chunk], (size_t)f->nchunks);
         for (uint64_t c = 0; c < f->nchunks && e == 0; c++) {
             const struct mchunk *mc = &s->m.chunks[f->first_chunk + c];
