@@ -24,6 +24,14 @@
 #include "engine/chunkobj.h"
 #include "engine/tdelta.h"
 #include "testutil.h"
+#include <ckptsync/format.h>
+
+/* format.h's DRAFT section says what tdelta.h implements. */
+_Static_assert(CKS_CHUNK_VERSION_RECIPE == CHUNKOBJ_VERSION_RECIPE, "recipe version");
+_Static_assert(CKS_CHUNK_CODEC_RECIPE == CHUNKOBJ_RECIPE, "recipe codec");
+_Static_assert(CKS_RECIPE_VERSION == TDELTA_RECIPE_VERSION, "recipe payload version");
+_Static_assert(CKS_RECIPE_MAX_BASES == TDELTA_MAX_BASES, "recipe bases");
+_Static_assert(CKS_RECIPE_MAX_SEGS == TDELTA_MAX_SEGS, "recipe segments");
 
 static uint64_t rng_next(uint64_t *s)
 {
