@@ -109,9 +109,9 @@
  *   4       4       S: segment count (1..65536; 0 only for an empty chunk)
  *   8       36*B    base records: base chunk id (32), its raw length (4)
  *   ...     16*S    segment records, in the order of the chunk's bytes:
- *                   kind (1: 0 literal, 1 bf16, 2 xor), codec (1: 0 raw,
- *                   1 zstd, 2 byte planes; bf16: 0), base index (1;
- *                   literal: 0), reserved zero (1), out (4: bytes of the
+ *                   kind (1: 0 literal, 1 bf16, 2 xor, 3 sub), codec (1:
+ *                   0 raw, 1 zstd, 2 byte planes; bf16: 0), base index (1;
+ *                   literal: 0), width (1: sub 2 or 4, else 0), out (4: bytes of the
  *                   chunk, >= 1), off (4: start of the range in the base;
  *                   literal: 0), plen (4: payload bytes)
  *   ...             the segment payloads in segment order; nothing after
@@ -122,8 +122,12 @@
  * (u + 0x7FFF + ((u >> 16) & 1)) >> 16 on its 32 bits, and every NaN
  * becomes the 2-byte payload (torch's CPU cast writes 0xFFFF, its scalar
  * path 0x7FC0, CUDA 0x7FFF).  xor: the payload decoded by its codec, XORed
- * with the base range [off, off + out).  A reader rejects any inconsistency
- * (unknown version, kind or codec; reserved bytes; a base index past B; a
+ * with the base range [off, off + out).  sub: out a multiple of the width
+ * w; the payload decoded by its codec is w-byte integers z, and each
+ * element is the base's element there plus ((z >> 1) ^ -(z & 1)), mod
+ * 2^(8w) (z: the zigzag of the difference of the bit patterns).  A reader
+ * rejects any inconsistency (unknown version, kind or codec; reserved
+ * bytes; a bad width; a base index past B; a
  * base no segment names; a range past the base's recorded length; an odd
  * bf16 out or a bf16 payload other than 2 bytes; outs that do not sum to
  * the raw length; plens that do not sum to the rest) before it reads a

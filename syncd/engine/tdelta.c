@@ -176,6 +176,86 @@ void tdelta_xor(const uint8_t *a, const uint8_t *b, size_t len, uint8_t *out)
         out[i] = a[i] ^ b[i];
 }
 
+/* ---- SUB: the difference of the elements' bits, zigzag ---- */
+
+#define SUB_BLOCK 16 /* elements per vectorized block */
+
+static void sub4_block(const uint8_t *c, const uint8_t *p, uint8_t *o, bool enc)
+{
+    uint32_t a[SUB_BLOCK], b[SUB_BLOCK];
+    memcpy(a, c, sizeof(a));
+    memcpy(b, p, sizeof(b));
+    if (enc) {
+        for (unsigned i = 0; i < SUB_BLOCK; i++) {
+            uint32_t d = a[i] - b[i];
+            a[i] = d << 1 ^ (0u - (d >> 31));
+        }
+    } else {
+        for (unsigned i = 0; i < SUB_BLOCK; i++)
+            a[i] = b[i] + ((a[i] >> 1) ^ (0u - (a[i] & 1)));
+    }
+    memcpy(o, a, sizeof(a));
+}
+
+static void sub2_block(const uint8_t *c, const uint8_t *p, uint8_t *o, bool enc)
+{
+    uint16_t a[SUB_BLOCK], b[SUB_BLOCK];
+    memcpy(a, c, sizeof(a));
+    memcpy(b, p, sizeof(b));
+    if (enc) {
+        for (unsigned i = 0; i < SUB_BLOCK; i++) {
+            uint16_t d = (uint16_t)(a[i] - b[i]);
+            a[i] = (uint16_t)(d << 1 ^ (0u - (d >> 15)));
+        }
+    } else {
+        for (unsigned i = 0; i < SUB_BLOCK; i++)
+            a[i] = (uint16_t)(b[i] + ((a[i] >> 1) ^ (0u - (a[i] & 1))));
+    }
+    memcpy(o, a, sizeof(a));
+}
+
+/* One element of width w at a time, little endian whatever the host. */
+static void sub_one(const uint8_t *c, const uint8_t *p, uint8_t *o, unsigned w, bool enc)
+{
+    uint32_t a = w == 4 ? le32_get(c) : (uint32_t)(c[0] | c[1] << 8);
+    uint32_t b = w == 4 ? le32_get(p) : (uint32_t)(p[0] | p[1] << 8);
+    uint32_t mask = w == 4 ? 0xFFFFFFFFu : 0xFFFFu, top = 8 * w - 1, v;
+    if (enc) {
+        uint32_t d = (a - b) & mask;
+        v = (d << 1 ^ (0u - (d >> top))) & mask;
+    } else {
+        v = (b + ((a >> 1) ^ (0u - (a & 1)))) & mask;
+    }
+    for (unsigned k = 0; k < w; k++)
+        o[k] = (uint8_t)(v >> (8 * k));
+}
+
+static void sub_run(const uint8_t *c, const uint8_t *p, size_t len, unsigned w, uint8_t *o,
+                    bool enc)
+{
+    size_t i = 0, blk = (size_t)SUB_BLOCK * w;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    for (; i + blk <= len; i += blk) {
+        if (w == 4)
+            sub4_block(c + i, p + i, o + i, enc);
+        else
+            sub2_block(c + i, p + i, o + i, enc);
+    }
+#endif
+    for (; i + w <= len; i += w)
+        sub_one(c + i, p + i, o + i, w, enc);
+}
+
+void tdelta_sub(const uint8_t *c, const uint8_t *p, size_t len, unsigned w, uint8_t *out)
+{
+    sub_run(c, p, len, w, out, true);
+}
+
+void tdelta_unsub(const uint8_t *r, const uint8_t *p, size_t len, unsigned w, uint8_t *out)
+{
+    sub_run(r, p, len, w, out, false);
+}
+
 /* ---- encode ---- */
 
 struct enc {
@@ -215,9 +295,9 @@ static int plan_check(size_t len, const struct tdelta_seg *plan, size_t nplan,
 }
 
 static int rec_put(struct enc *e, unsigned kind, unsigned codec, unsigned base, uint32_t out,
-                   uint32_t off, size_t plen)
+                   uint32_t off, size_t plen, unsigned width)
 {
-    uint8_t r[TDELTA_SEG_REC] = {(uint8_t)kind, (uint8_t)codec, (uint8_t)base, 0};
+    uint8_t r[TDELTA_SEG_REC] = {(uint8_t)kind, (uint8_t)codec, (uint8_t)base, (uint8_t)width};
     le32_put(r + 4, out);
     le32_put(r + 8, off);
     le32_put(r + 12, (uint32_t)plen);
@@ -250,7 +330,7 @@ static int literal_put(struct enc *e, const uint8_t *p, uint32_t n, unsigned wid
     size_t plen;
     int r = code_piece(e, p, n, width, &codec, &plen);
     if (r == 0)
-        r = rec_put(e, TDELTA_LITERAL, codec, 0, n, 0, plen);
+        r = rec_put(e, TDELTA_LITERAL, codec, 0, n, 0, plen, 0);
     if (r == 0)
         r = pay_put_tmp(e);
     e->st.bytes[TDELTA_LITERAL] += n;
@@ -277,46 +357,72 @@ static int bf16_put(struct enc *e, const uint8_t *p, const struct tdelta_seg *s)
     }
     uint8_t v[2];
     st16(v, nan);
-    int r = rec_put(e, TDELTA_BF16, 0, base_use(e, s->base), s->len, s->off, 2);
+    int r = rec_put(e, TDELTA_BF16, 0, base_use(e, s->base), s->len, s->off, 2, 0);
     if (r == 0)
         r = buf_append(&e->pay, v, 2);
     e->st.bytes[TDELTA_BF16] += s->len;
     return r;
 }
 
-/* XOR when the residual codes smaller than the bytes: by tcodec_pick's
- * estimate, or (exact) by coding both. */
-static int xor_put(struct enc *e, const uint8_t *p, const struct tdelta_seg *s)
+/* The residuals of a delta segment: XOR, and SUB where the width allows. */
+struct cand {
+    unsigned kind; /* TDELTA_LITERAL, _XOR, _SUB */
+    const uint8_t *bytes;
+    unsigned est; /* tcodec_pick's permille */
+};
+
+static int residuals(struct enc *e, const uint8_t *p, const struct tdelta_seg *s, struct cand *c,
+                     unsigned *ret_n)
 {
-    int r = buf_reserve(&e->res, s->len);
+    const uint8_t *base = e->bases[s->base].data + s->off;
+    unsigned n = 0;
+    int r = buf_reserve(&e->res, 2 * (size_t)s->len);
     if (r < 0)
         return r;
-    tdelta_xor(p, e->bases[s->base].data + s->off, s->len, e->res.data);
-    unsigned codec;
-    size_t plen, lit_plen = 0;
-    bool take;
-    if (e->opts->exact) {
-        if ((r = code_piece(e, p, s->len, s->width, &codec, &lit_plen)) < 0)
-            return r;
-        if ((r = code_piece(e, e->res.data, s->len, s->width, &codec, &plen)) < 0)
-            return r;
-        take = plen < lit_plen;
-    } else {
-        unsigned est_lit, est_res;
-        tcodec_pick(p, s->len, &est_lit);
-        tcodec_pick(e->res.data, s->len, &est_res);
-        take = est_res < est_lit;
-        if (take && (r = code_piece(e, e->res.data, s->len, s->width, &codec, &plen)) < 0)
-            return r;
+    c[n++] = (struct cand){TDELTA_LITERAL, p, 0};
+    tdelta_xor(p, base, s->len, e->res.data);
+    c[n++] = (struct cand){TDELTA_XOR, e->res.data, 0};
+    if (!e->opts->xor_only && s->width && s->len % s->width == 0) {
+        tdelta_sub(p, base, s->len, s->width, e->res.data + s->len);
+        c[n++] = (struct cand){TDELTA_SUB, e->res.data + s->len, 0};
     }
-    if (!take) {
+    *ret_n = n;
+    return 0;
+}
+
+/* The delta (XOR or SUB) or the bytes, whichever codes smallest: by
+ * tcodec_pick's estimate, or (exact) by coding each. */
+static int delta_put(struct enc *e, const uint8_t *p, const struct tdelta_seg *s)
+{
+    struct cand c[3];
+    unsigned n = 0, best = 0;
+    int r = residuals(e, p, s, c, &n);
+    size_t plen = 0, best_plen = SIZE_MAX;
+    unsigned codec = 0;
+    for (unsigned i = 0; i < n && r == 0; i++) {
+        if (e->opts->exact) {
+            r = code_piece(e, c[i].bytes, s->len, s->width, &codec, &plen);
+            if (r == 0 && plen < best_plen)
+                best_plen = plen, best = i;
+        } else {
+            tcodec_pick(c[i].bytes, s->len, &c[i].est);
+            if (c[i].est < c[best].est)
+                best = i;
+        }
+    }
+    if (r < 0)
+        return r;
+    if (best == 0) {
         e->st.fell_back++;
         return literal_put(e, p, s->len, s->width);
     }
-    r = rec_put(e, TDELTA_XOR, codec, base_use(e, s->base), s->len, s->off, plen);
+    if ((r = code_piece(e, c[best].bytes, s->len, s->width, &codec, &plen)) < 0)
+        return r;
+    r = rec_put(e, c[best].kind, codec, base_use(e, s->base), s->len, s->off, plen,
+                c[best].kind == TDELTA_SUB ? s->width : 0);
     if (r == 0)
         r = pay_put_tmp(e);
-    e->st.bytes[TDELTA_XOR] += s->len;
+    e->st.bytes[c[best].kind] += s->len;
     return r;
 }
 
@@ -367,7 +473,7 @@ static int plan_run(struct enc *e, const uint8_t *raw, const struct tdelta_seg *
         if (s->kind == TDELTA_BF16)
             r = bf16_put(e, raw + pos, s);
         else if (s->kind == TDELTA_XOR)
-            r = xor_put(e, raw + pos, s);
+            r = delta_put(e, raw + pos, s);
         else
             r = literal_put(e, raw + pos, s->len, s->width);
         pos += s->len;
@@ -419,9 +525,11 @@ struct recipe {
 static int seg_check(const struct recipe *rc, const uint8_t *s, bool *named, uint64_t *ret_out,
                      uint64_t *ret_plen)
 {
-    unsigned kind = s[0], codec = s[1], base = s[2];
+    unsigned kind = s[0], codec = s[1], base = s[2], width = s[3];
     uint32_t out = le32_get(s + 4), off = le32_get(s + 8), plen = le32_get(s + 12);
-    if (s[3] || out == 0 || kind >= TDELTA_NKINDS)
+    if (out == 0 || kind >= TDELTA_NKINDS)
+        return CKS_E_FORMAT;
+    if (kind == TDELTA_SUB ? (width != 2 && width != 4) || out % width : width != 0)
         return CKS_E_FORMAT;
     if (kind == TDELTA_LITERAL) {
         if (base || off || codec >= CHUNKOBJ_NCODECS)
@@ -433,7 +541,7 @@ static int seg_check(const struct recipe *rc, const uint8_t *s, bool *named, uin
             return CKS_E_FORMAT;
         if (kind == TDELTA_BF16 && (out % 2 || codec || plen != 2))
             return CKS_E_FORMAT;
-        if (kind == TDELTA_XOR && codec >= CHUNKOBJ_NCODECS)
+        if (kind != TDELTA_BF16 && codec >= CHUNKOBJ_NCODECS)
             return CKS_E_FORMAT;
         named[base] = true;
     }
@@ -534,6 +642,8 @@ static int seg_decode(struct chunkobj_ctx *ctx, const uint8_t *s, const uint8_t 
         r = CKS_E_CODEC;
     if (r == 0 && kind == TDELTA_XOR)
         tdelta_xor(dst, data[s[2]] + off, out, dst);
+    if (r == 0 && kind == TDELTA_SUB)
+        tdelta_unsub(dst, data[s[2]] + off, out, s[3], dst);
     return r;
 }
 

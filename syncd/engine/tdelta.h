@@ -31,12 +31,12 @@
  *   8       36*B    base records: the base chunk's id (32 bytes), then its
  *                   raw length (4; at most 256 MiB)
  *   ...     16*S    segment records, in the order of the chunk's bytes:
- *                     0   1  kind: 0 LITERAL, 1 BF16, 2 XOR
+ *                     0   1  kind: 0 LITERAL, 1 BF16, 2 XOR, 3 SUB
  *                     1   1  codec of the segment's payload: 0 raw,
  *                            1 zstd, 2 byte planes (chunk object codecs;
  *                            BF16: 0)
  *                     2   1  base: index of a base record (LITERAL: 0)
- *                     3   1  reserved, zero
+ *                     3   1  width: SUB: 2 or 4; other kinds: 0
  *                     4   4  out: bytes of the chunk it yields, >= 1
  *                     8   4  off: where its range starts in the base
  *                            (LITERAL: 0)
@@ -56,8 +56,14 @@
  *   its scalar path 0x7FC0, CUDA 0x7FFF: hence the NaN value.
  * XOR: the base range is [off, off + out); the payload, decoded by its
  *   codec, XORed byte by byte with the range, is the out bytes.
+ * SUB: as XOR, but out is a multiple of the width w and the decoded
+ *   payload holds w-byte LE integers z; with b the base's element there,
+ *   the chunk's element is b + ((z >> 1) ^ -(z & 1)) mod 2^(8w) (z is the
+ *   zigzag of the difference of the bit patterns: for floats that moved a
+ *   little, a small number, where XOR flips every bit a carry crosses).
  * A reader rejects: an unknown version, kind or codec, nonzero reserved
- * bytes, B or S above the bounds, a base index >= B, a base no segment
+ * bytes, a width other than 2 or 4 (SUB; the out not a multiple of it) or
+ * not 0 (other kinds), B or S above the bounds, a base index >= B, a base no segment
  * names, a range past its base's recorded length, a BF16 with an odd out
  * or a payload other than 2 bytes, outs that do not sum to L, plens that
  * do not sum to the rest of the payload; and, as for every chunk, a result
@@ -84,8 +90,8 @@
  * records when the fp32 array has no NaN. */
 #define TDELTA_NAN_TORCH_CPU 0xFFFFu
 
-enum tdelta_kind { TDELTA_LITERAL = 0, TDELTA_BF16 = 1, TDELTA_XOR = 2 };
-#define TDELTA_NKINDS 3
+enum tdelta_kind { TDELTA_LITERAL = 0, TDELTA_BF16 = 1, TDELTA_XOR = 2, TDELTA_SUB = 3 };
+#define TDELTA_NKINDS 4
 
 /* ---- the transforms (arrays are little-endian bytes, any alignment) ---- */
 
@@ -99,6 +105,12 @@ bool tdelta_bf16_derivable(const uint8_t *f32, const uint8_t *b16, size_t n, uin
 void tdelta_bf16_derive(const uint8_t *f32, size_t n, uint16_t nan, uint8_t *b16);
 /* out[i] = a[i] ^ b[i] for i < len (out may be a or b). */
 void tdelta_xor(const uint8_t *a, const uint8_t *b, size_t len, uint8_t *out);
+/* SUB of width w (2, 4): per element (w bytes, LE) of c and p,
+ * d = c - p mod 2^(8w) and out = zigzag(d) = (d << 1) ^ (d >> (8w-1))
+ * taken as signed; tdelta_unsub() inverts it (out = p + unzigzag(r)).
+ * len a multiple of w; out may be c (r). */
+void tdelta_sub(const uint8_t *c, const uint8_t *p, size_t len, unsigned w, uint8_t *out);
+void tdelta_unsub(const uint8_t *r, const uint8_t *p, size_t len, unsigned w, uint8_t *out);
 
 /* ---- the recipe ---- */
 
@@ -112,7 +124,10 @@ struct tdelta_base {
 /* One segment of an encode plan.  len: bytes of the chunk (>= 1); base,
  * off: the range in bases[base] (BF16: 2*len bytes of fp32; XOR: len
  * bytes); width: the element width of the chunk's bytes (2, 4; 0 =
- * unknown), handed to the plane codec for LITERAL and XOR. */
+ * unknown), handed to the plane codec for LITERAL and XOR.  An XOR plan
+ * segment is a delta against its range: it is written as XOR, SUB (width
+ * 2 or 4 only) or LITERAL, whichever codes smallest; SUB is not a plan
+ * kind. */
 struct tdelta_seg {
     enum tdelta_kind kind;
     uint32_t len;
@@ -122,9 +137,11 @@ struct tdelta_seg {
 };
 
 struct tdelta_opts {
-    int level;  /* zstd's, for what goes to zstd */
-    bool exact; /* XOR: code both the residual and the bytes, keep the
-                   smaller (else choose by tcodec_pick's estimate) */
+    int level;     /* zstd's, for what goes to zstd */
+    bool exact;    /* XOR plan segments: code each candidate (the bytes,
+                      the XOR residual, the SUB residual) and keep the
+                      smallest; else choose by tcodec_pick's estimate */
+    bool xor_only; /* never SUB */
 };
 
 /* What tdelta_encode did: raw bytes written per kind, plan segments

@@ -14,7 +14,9 @@
  *   derived  bf16 chunks as BF16 segments on the child's own master chunks
  *            (tensor i of the bf16 part is the cast of tensor i of master)
  *   xor      XOR segments against the parent's chunks, same offsets
- *   combined derived for bf16, xor for master and Adam
+ *   delta    the same segments, each XOR or SUB (the difference of the
+ *            bit patterns), whichever codes smaller
+ *   combined derived for bf16, delta for master and Adam
  * A recipe's segments follow the tensors and are cut where a base chunk
  * ends; an element that straddles a base chunk's end, or a partial element
  * at a chunk's start, is a small literal.  tdelta_encode keeps per segment
@@ -45,7 +47,7 @@
 #include "engine/tdelta.h"
 
 enum { P_BF16, P_MASTER, P_ADAM, P_COUNT };
-enum { M_TODAY, M_DERIVED, M_XOR, M_COMB, M_COUNT };
+enum { M_TODAY, M_DERIVED, M_XOR, M_DELTA, M_COMB, M_COUNT };
 static const char *const part_name[P_COUNT] = {"bf16 weights", "fp32 master", "AdamW m + v"};
 static const unsigned part_width[P_COUNT] = {2, 4, 4};
 
@@ -233,7 +235,7 @@ static void plan_chunk(struct bench *b, struct plan *pl, int p, int m, size_t c0
 {
     unsigned w = part_width[p];
     bool derive = p == P_BF16 && (m == M_DERIVED || m == M_COMB);
-    bool xor = m == M_XOR || (m == M_COMB && p != P_BF16);
+    bool xor = m == M_XOR || m == M_DELTA || (m == M_COMB && p != P_BF16);
     pl->n = pl->nb = 0;
     for (size_t i = 0; i < b->nt; i++) {
         const struct tensor *t = &b->t[i];
@@ -285,7 +287,7 @@ static void measure_chunk(struct bench *b, struct plan *pl, int p, const struct 
     check_decode(b, pl, c, M_TODAY);
     for (int m = M_DERIVED; m < M_COUNT; m++) {
         plan_chunk(b, pl, p, m, c->off, c->off + c->len);
-        struct tdelta_opts o = {.level = 3, .exact = b->exact};
+        struct tdelta_opts o = {.level = 3, .exact = b->exact, .xor_only = m == M_XOR};
         t0 = cpu_now();
         if (tdelta_encode(&b->ctx, b->child.data + c->off, c->len, pl->seg, pl->n, pl->base, pl->nb,
                           &o, &b->obj, NULL) < 0)
@@ -301,12 +303,12 @@ static void measure_chunk(struct bench *b, struct plan *pl, int p, const struct 
 static void print_rows(const struct bench *b, const char *label, bool header)
 {
     static const char *const mname[M_COUNT] = {"today", "derived bf16", "XOR vs parent",
-                                               "combined"};
+                                               "XOR or SUB vs parent", "combined"};
     if (header) {
         printf("| parent | part | raw MB |");
         for (int m = 0; m < M_COUNT; m++)
             printf(" %s |", mname[m]);
-        printf("\n|---|---|---|---|---|---|---|\n");
+        printf("\n|---|---|---|---|---|---|---|---|\n");
     }
     double tot_raw = 0, tot[M_COUNT] = {0};
     for (int p = 0; p < P_COUNT; p++) {
@@ -322,6 +324,39 @@ static void print_rows(const struct bench *b, const char *label, bool header)
     for (int m = 0; m < M_COUNT; m++)
         printf(" **%.3f** |", tot[m] / tot_raw);
     printf("\n");
+}
+
+/* GB/s of fp32 input of the bf16 check and derivation, and of the XOR,
+ * on the child's master part, best of 5 passes. */
+static void measure_transforms(const struct bench *b, const char *label)
+{
+    const uint8_t *f = b->child.data + b->pstart[P_MASTER];
+    size_t flen = b->pend[P_MASTER] - b->pstart[P_MASTER], n = flen / 4;
+    uint8_t *b16 = malloc(2 * n + 1), *x = malloc(flen + 1);
+    if (!b16 || !x)
+        die("memory");
+    double best[3] = {1e9, 1e9, 1e9};
+    tdelta_bf16_derive(f, n, 0xFFFF, b16);
+    for (int pass = 0; pass < 5; pass++) {
+        double t0 = cpu_now();
+        if (!tdelta_bf16_derivable(f, b16, n, NULL))
+            die("derivation not derivable");
+        double t1 = cpu_now();
+        tdelta_bf16_derive(f, n, 0xFFFF, b16);
+        double t2 = cpu_now();
+        tdelta_xor(f, b->parent.data + b->pstart[P_MASTER], flen, x);
+        double t3 = cpu_now();
+        best[0] = t1 - t0 < best[0] ? t1 - t0 : best[0];
+        best[1] = t2 - t1 < best[1] ? t2 - t1 : best[1];
+        best[2] = t3 - t2 < best[2] ? t3 - t2 : best[2];
+    }
+    fprintf(stderr,
+            "transforms %s: bf16 check %.2f GB/s, bf16 derive %.2f GB/s (of fp32 input), "
+            "xor %.2f GB/s\n",
+            label, (double)flen / best[0] / 1e9, (double)flen / best[1] / 1e9,
+            (double)flen / best[2] / 1e9);
+    free(b16);
+    free(x);
 }
 
 int main(int argc, char **argv)
@@ -349,6 +384,7 @@ int main(int argc, char **argv)
         for (size_t i = 0; i < b.child.part[p].n; i++)
             measure_chunk(&b, &pl, p, &b.child.part[p].c[i]);
     print_rows(&b, argv[optind + 3], header);
+    measure_transforms(&b, argv[optind + 3]);
     fprintf(stderr,
             "speed %s: encode MB/s today %.0f combined %.0f; decode MB/s today %.0f "
             "combined %.0f\n",

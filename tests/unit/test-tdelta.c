@@ -289,14 +289,19 @@ static void encode_fixture(struct fixture *x, bool exact, struct tdelta_stats *s
 static void test_round_trip(void **state)
 {
     (void)state;
-    for (int exact = 0; exact < 2; exact++) {
+    for (int mode = 0; mode < 3; mode++) {
         struct fixture x;
         struct tdelta_stats st;
         fixture_make(&x);
-        encode_fixture(&x, exact, &st);
+        struct tdelta_opts o = {.level = 3, .exact = mode == 1, .xor_only = mode == 2};
+        assert_int_equal(tdelta_encode(NULL, x.raw, x.len, x.plan, 5, x.bases, 2, &o, &x.obj, &st),
+                         0);
+        if (mode == 2)
+            assert_int_equal(st.bytes[TDELTA_SUB], 0);
         assert_true(st.recipe);
         assert_int_equal(st.bytes[TDELTA_BF16], 10000);
-        assert_int_equal(st.bytes[TDELTA_XOR], 4 * P_N + 2 * Q_N);
+        /* the deltas went to XOR or SUB, whichever codes smaller */
+        assert_int_equal(st.bytes[TDELTA_XOR] + st.bytes[TDELTA_SUB], 4 * P_N + 2 * Q_N);
         assert_int_equal(st.fell_back, 0);
         assert_int_equal(x.obj.data[4], CHUNKOBJ_VERSION_RECIPE);
         /* well below the bytes: the derived part costs 2 bytes */
@@ -534,6 +539,34 @@ static void test_hostile(void **state)
     fixture_free(&x);
 }
 
+/* SUB against a scalar model, widths 2 and 4, lengths around the block;
+ * unsub inverts it, also in place. */
+static void test_sub(void **state)
+{
+    (void)state;
+    uint8_t c[1024], p[1024], r[1024], back[1024];
+    uint64_t s = 5;
+    for (size_t i = 0; i < sizeof(c); i++) {
+        c[i] = (uint8_t)rng_next(&s);
+        p[i] = i % 7 ? c[i] : (uint8_t)(c[i] + 1);
+    }
+    for (unsigned w = 2; w <= 4; w += 2)
+        for (size_t len = 0; len <= 200; len += w) {
+            tdelta_sub(c, p, len, w, r);
+            for (size_t i = 0; i < len; i += w) {
+                uint32_t a = w == 4 ? get32(c + i) : (uint32_t)(c[i] | c[i + 1] << 8);
+                uint32_t b = w == 4 ? get32(p + i) : (uint32_t)(p[i] | p[i + 1] << 8);
+                uint32_t z = w == 4 ? get32(r + i) : (uint32_t)(r[i] | r[i + 1] << 8);
+                int64_t d = w == 4 ? (int64_t)(int32_t)(a - b) : (int64_t)(int16_t)(a - b);
+                assert_int_equal(z, (uint32_t)(d >= 0 ? 2 * d : -2 * d - 1));
+            }
+            tdelta_unsub(r, p, len, w, back);
+            assert_memory_equal(back, c, len);
+            tdelta_unsub(r, p, len, w, r);
+            assert_memory_equal(r, c, len);
+        }
+}
+
 /* tdelta_decode of a plain object is chunkobj_decode. */
 static void test_plain(void **state)
 {
@@ -563,6 +596,7 @@ int main(void)
         cmocka_unit_test(test_wrong_base),  cmocka_unit_test(test_fallback),
         cmocka_unit_test(test_bad_plan),    cmocka_unit_test(test_truncations_flips),
         cmocka_unit_test(test_hostile),     cmocka_unit_test(test_plain),
+        cmocka_unit_test(test_sub),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
