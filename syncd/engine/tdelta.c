@@ -24,6 +24,8 @@
 
 #define BF16_BLOCK 64 /* elements per vectorized block */
 #define XOR_BLOCK 64  /* bytes per vectorized block */
+#define SAMPLE_NWIN 8 /* an estimate's windows, as tcodec_pick's */
+#define SAMPLE_WIN 2048
 
 static uint32_t le32_get(const uint8_t *p)
 {
@@ -266,8 +268,9 @@ struct enc {
     int8_t map[TDELTA_MAX_BASES]; /* plan base -> recipe base, -1: unused */
     unsigned nused;
     unsigned used[TDELTA_MAX_BASES]; /* recipe base -> plan base */
-    struct buf recs, pay, tmp, res;
+    struct buf recs, pay, tmp, res;  /* from opts->scratch, or own */
     struct tdelta_stats st;
+    uint8_t sample[SAMPLE_NWIN * SAMPLE_WIN];
 };
 
 /* The plan covers len, its bases and ranges are in bounds. */
@@ -364,65 +367,105 @@ static int bf16_put(struct enc *e, const uint8_t *p, const struct tdelta_seg *s)
     return r;
 }
 
-/* The residuals of a delta segment: XOR, and SUB where the width allows. */
-struct cand {
-    unsigned kind; /* TDELTA_LITERAL, _XOR, _SUB */
-    const uint8_t *bytes;
-    unsigned est; /* tcodec_pick's permille */
-};
-
-static int residuals(struct enc *e, const uint8_t *p, const struct tdelta_seg *s, struct cand *c,
-                     unsigned *ret_n)
+/* A delta segment's candidates: the bytes, XOR, SUB (where the width
+ * allows). */
+static void cand_make(unsigned kind, const uint8_t *p, const uint8_t *base, size_t len, unsigned w,
+                      uint8_t *out)
 {
-    const uint8_t *base = e->bases[s->base].data + s->off;
-    unsigned n = 0;
-    int r = buf_reserve(&e->res, 2 * (size_t)s->len);
+    if (kind == TDELTA_XOR)
+        tdelta_xor(p, base, len, out);
+    else if (kind == TDELTA_SUB)
+        tdelta_sub(p, base, len, w, out);
+    else
+        memcpy(out, p, len);
+}
+
+/* tcodec_pick's permille for candidate kind, on a sample: SAMPLE_NWIN
+ * windows of SAMPLE_WIN bytes spread over the segment (all of it when
+ * shorter), so that only the chosen candidate is made in whole. */
+static unsigned cand_estimate(struct enc *e, unsigned kind, const uint8_t *p, const uint8_t *base,
+                              size_t len, unsigned w)
+{
+    size_t n = 0;
+    if (len <= sizeof(e->sample)) {
+        cand_make(kind, p, base, len, w, e->sample);
+        n = len;
+    } else {
+        for (unsigned j = 0; j < SAMPLE_NWIN; j++) {
+            /* starts on a multiple of 8, so of the width */
+            size_t off =
+                (size_t)((uint64_t)j * (len - SAMPLE_WIN) / (SAMPLE_NWIN - 1)) & ~(size_t)7;
+            cand_make(kind, p + off, base + off, SAMPLE_WIN, w, e->sample + n);
+            n += SAMPLE_WIN;
+        }
+    }
+    unsigned est;
+    tcodec_pick(e->sample, n, &est);
+    return est;
+}
+
+/* Codes candidate kind in whole; *ret_plen: its payload's length. */
+static int cand_code(struct enc *e, unsigned kind, const uint8_t *p, const struct tdelta_seg *s,
+                     unsigned *ret_codec, size_t *ret_plen)
+{
+    if (kind == TDELTA_LITERAL)
+        return code_piece(e, p, s->len, s->width, ret_codec, ret_plen);
+    e->res.len = 0;
+    int r = buf_reserve(&e->res, s->len);
     if (r < 0)
         return r;
-    c[n++] = (struct cand){TDELTA_LITERAL, p, 0};
-    tdelta_xor(p, base, s->len, e->res.data);
-    c[n++] = (struct cand){TDELTA_XOR, e->res.data, 0};
-    if (!e->opts->xor_only && s->width && s->len % s->width == 0) {
-        tdelta_sub(p, base, s->len, s->width, e->res.data + s->len);
-        c[n++] = (struct cand){TDELTA_SUB, e->res.data + s->len, 0};
+    cand_make(kind, p, e->bases[s->base].data + s->off, s->len, s->width, e->res.data);
+    return code_piece(e, e->res.data, s->len, s->width, ret_codec, ret_plen);
+}
+
+/* The candidate that codes smallest: by estimate on a sample, or (exact)
+ * by coding each. */
+static int cand_best(struct enc *e, const uint8_t *p, const struct tdelta_seg *s,
+                     unsigned *ret_kind)
+{
+    unsigned kinds[3] = {TDELTA_LITERAL, TDELTA_XOR, TDELTA_SUB}, n = 2, best = 0;
+    if (!e->opts->xor_only && s->width && s->len % s->width == 0)
+        n = 3;
+    const uint8_t *base = e->bases[s->base].data + s->off;
+    uint64_t best_size = UINT64_MAX;
+    for (unsigned i = 0; i < n; i++) {
+        uint64_t size;
+        if (e->opts->exact) {
+            unsigned codec;
+            size_t plen;
+            int r = cand_code(e, kinds[i], p, s, &codec, &plen);
+            if (r < 0)
+                return r;
+            size = plen;
+        } else {
+            size = cand_estimate(e, kinds[i], p, base, s->len, s->width);
+        }
+        if (size < best_size)
+            best_size = size, best = i;
     }
-    *ret_n = n;
+    *ret_kind = kinds[best];
     return 0;
 }
 
-/* The delta (XOR or SUB) or the bytes, whichever codes smallest: by
- * tcodec_pick's estimate, or (exact) by coding each. */
+/* A delta segment as XOR, SUB or the bytes, whichever codes smallest. */
 static int delta_put(struct enc *e, const uint8_t *p, const struct tdelta_seg *s)
 {
-    struct cand c[3];
-    unsigned n = 0, best = 0;
-    int r = residuals(e, p, s, c, &n);
-    size_t plen = 0, best_plen = SIZE_MAX;
-    unsigned codec = 0;
-    for (unsigned i = 0; i < n && r == 0; i++) {
-        if (e->opts->exact) {
-            r = code_piece(e, c[i].bytes, s->len, s->width, &codec, &plen);
-            if (r == 0 && plen < best_plen)
-                best_plen = plen, best = i;
-        } else {
-            tcodec_pick(c[i].bytes, s->len, &c[i].est);
-            if (c[i].est < c[best].est)
-                best = i;
-        }
-    }
+    unsigned kind = 0, codec;
+    size_t plen;
+    int r = cand_best(e, p, s, &kind);
     if (r < 0)
         return r;
-    if (best == 0) {
+    if (kind == TDELTA_LITERAL) {
         e->st.fell_back++;
         return literal_put(e, p, s->len, s->width);
     }
-    if ((r = code_piece(e, c[best].bytes, s->len, s->width, &codec, &plen)) < 0)
+    if ((r = cand_code(e, kind, p, s, &codec, &plen)) < 0)
         return r;
-    r = rec_put(e, c[best].kind, codec, base_use(e, s->base), s->len, s->off, plen,
-                c[best].kind == TDELTA_SUB ? s->width : 0);
+    r = rec_put(e, kind, codec, base_use(e, s->base), s->len, s->off, plen,
+                kind == TDELTA_SUB ? s->width : 0);
     if (r == 0)
         r = pay_put_tmp(e);
-    e->st.bytes[c[best].kind] += s->len;
+    e->st.bytes[kind] += s->len;
     return r;
 }
 
@@ -456,12 +499,20 @@ static int recipe_put(struct enc *e, size_t len, size_t nsegs, struct buf *out)
     return 0;
 }
 
+void tdelta_scratch_free(struct tdelta_scratch *sc)
+{
+    for (unsigned i = 0; i < 4; i++)
+        buf_free(&sc->b[i]);
+}
+
+/* Hands the buffers back to the caller's scratch, or frees them. */
 static void enc_free(struct enc *e)
 {
-    buf_free(&e->recs);
-    buf_free(&e->pay);
-    buf_free(&e->tmp);
-    buf_free(&e->res);
+    struct tdelta_scratch own = {{e->recs, e->pay, e->tmp, e->res}};
+    if (e->opts->scratch)
+        *e->opts->scratch = own;
+    else
+        tdelta_scratch_free(&own);
 }
 
 static int plan_run(struct enc *e, const uint8_t *raw, const struct tdelta_seg *plan, size_t nplan)
@@ -493,6 +544,11 @@ int tdelta_encode(struct chunkobj_ctx *ctx, const uint8_t *raw, size_t len,
         return r;
     struct enc e = {.ctx = ctx, .opts = opts, .bases = bases, .nbases = nbases};
     memset(e.map, -1, sizeof(e.map));
+    if (opts->scratch) {
+        struct buf *b = opts->scratch->b;
+        e.recs = b[0], e.pay = b[1], e.tmp = b[2], e.res = b[3];
+        e.recs.len = e.pay.len = e.tmp.len = e.res.len = 0;
+    }
     r = plan_run(&e, raw, plan, nplan);
     if (r == 0 && e.nused > 0) {
         r = recipe_put(&e, len, nplan, out);

@@ -136,12 +136,27 @@ struct tdelta_seg {
     unsigned width;
 };
 
+/* Buffers an encoder reuses from call to call (one thread at a time):
+ * struct tdelta_scratch sc = TDELTA_SCRATCH_INIT; ... tdelta_scratch_free. */
+struct tdelta_scratch {
+    struct buf b[4];
+};
+#define TDELTA_SCRATCH_INIT                                                                        \
+    {                                                                                              \
+        {                                                                                          \
+            BUF_INIT, BUF_INIT, BUF_INIT, BUF_INIT                                                 \
+        }                                                                                          \
+    }
+void tdelta_scratch_free(struct tdelta_scratch *sc);
+
 struct tdelta_opts {
-    int level;     /* zstd's, for what goes to zstd */
-    bool exact;    /* XOR plan segments: code each candidate (the bytes,
-                      the XOR residual, the SUB residual) and keep the
-                      smallest; else choose by tcodec_pick's estimate */
-    bool xor_only; /* never SUB */
+    int level;                      /* zstd's, for what goes to zstd */
+    bool exact;                     /* XOR plan segments: code each candidate (the bytes,
+                                       the XOR residual, the SUB residual) and keep the
+                                       smallest; else choose by tcodec_pick's estimate on
+                                       a sample of each (8 windows of 2 KiB) */
+    bool xor_only;                  /* never SUB */
+    struct tdelta_scratch *scratch; /* may be NULL */
 };
 
 /* What tdelta_encode did: raw bytes written per kind, plan segments

@@ -81,6 +81,7 @@ struct bench {
     bool exact;
     struct chunkobj_ctx ctx;
     struct buf obj, out;
+    struct tdelta_scratch scratch;
     double stored[P_COUNT][M_COUNT], raw[P_COUNT];
     double enc_time[M_COUNT], dec_time[M_COUNT], enc_bytes[M_COUNT];
 };
@@ -287,7 +288,8 @@ static void measure_chunk(struct bench *b, struct plan *pl, int p, const struct 
     check_decode(b, pl, c, M_TODAY);
     for (int m = M_DERIVED; m < M_COUNT; m++) {
         plan_chunk(b, pl, p, m, c->off, c->off + c->len);
-        struct tdelta_opts o = {.level = 3, .exact = b->exact, .xor_only = m == M_XOR};
+        struct tdelta_opts o = {
+            .level = 3, .exact = b->exact, .xor_only = m == M_XOR, .scratch = &b->scratch};
         t0 = cpu_now();
         if (tdelta_encode(&b->ctx, b->child.data + c->off, c->len, pl->seg, pl->n, pl->base, pl->nb,
                           &o, &b->obj, NULL) < 0)
