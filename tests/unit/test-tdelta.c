@@ -567,6 +567,68 @@ static void test_sub(void **state)
         }
 }
 
+/* A recipe written by hand from tdelta.h's table (not by the encoder):
+ * raw literal, BF16 with NaN 0x7FC0, XOR raw, SUB raw of width 4. */
+static void test_spec(void **state)
+{
+    (void)state;
+    enum { N = 64 };
+    uint8_t base[4 * N], chunk[5 + 2 * N + 4 * N + 4 * N], obj[512 + sizeof(chunk)];
+    fill_fp32(base, N, 0.02f, 21);
+    put32(base + 8, 0x7FC00001); /* a NaN */
+    uint8_t *c = chunk;
+    memcpy(c, "hello", 5);
+    rne_ref(base, N, c + 5);
+    c[5 + 4] = 0xC0, c[5 + 5] = 0x7F;
+    perturb_fp32(base, c + 5 + 2 * N, N, 22);
+    perturb_fp32(base, c + 5 + 6 * N, N, 23);
+    uint8_t id[HASH_LEN];
+    hash_sha256(chunk, sizeof(chunk), id);
+
+    uint8_t *o = obj;
+    memcpy(o, "CKC1\x03\x03\x00\x00", 8);
+    put32(o + 8, sizeof(chunk));
+    o += 12;
+    o[0] = 1, o[1] = 1, o[2] = o[3] = 0;
+    put32(o + 4, 4);
+    hash_sha256(base, sizeof(base), o + 8);
+    put32(o + 8 + HASH_LEN, sizeof(base));
+    o += 8 + 36;
+    /* kind, codec, base, width, out, off, plen */
+    const uint32_t rec[4][7] = {
+        {0, 0, 0, 0, 5, 0, 5},
+        {1, 0, 0, 0, 2 * N, 0, 2},
+        {2, 0, 0, 0, 4 * N, 0, 4 * N},
+        {3, 0, 0, 4, 4 * N, 0, 4 * N},
+    };
+    for (int i = 0; i < 4; i++, o += 16) {
+        for (int k = 0; k < 4; k++)
+            o[k] = (uint8_t)rec[i][k];
+        put32(o + 4, rec[i][4]);
+        put32(o + 8, rec[i][5]);
+        put32(o + 12, rec[i][6]);
+    }
+    memcpy(o, "hello", 5);
+    o[5] = 0xC0, o[6] = 0x7F;
+    o += 7;
+    for (size_t i = 0; i < 4 * N; i++)
+        o[i] = chunk[5 + 2 * N + i] ^ base[i];
+    o += 4 * N;
+    for (size_t i = 0; i < 4 * N; i += 4) {
+        uint32_t d = get32(chunk + 5 + 6 * N + i) - get32(base + i);
+        put32(o + i, d << 1 ^ (0u - (d >> 31)));
+    }
+    o += 4 * N;
+
+    struct tdelta_base b = {.data = base, .len = sizeof(base)};
+    hash_sha256(base, sizeof(base), b.id);
+    struct buf out = BUF_INIT;
+    assert_int_equal(tdelta_decode(NULL, obj, (size_t)(o - obj), id, sizeof(chunk), &b, 1, &out),
+                     0);
+    assert_memory_equal(out.data, chunk, sizeof(chunk));
+    buf_free(&out);
+}
+
 /* tdelta_decode of a plain object is chunkobj_decode. */
 static void test_plain(void **state)
 {
@@ -596,7 +658,7 @@ int main(void)
         cmocka_unit_test(test_wrong_base),  cmocka_unit_test(test_fallback),
         cmocka_unit_test(test_bad_plan),    cmocka_unit_test(test_truncations_flips),
         cmocka_unit_test(test_hostile),     cmocka_unit_test(test_plain),
-        cmocka_unit_test(test_sub),
+        cmocka_unit_test(test_sub),         cmocka_unit_test(test_spec),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
