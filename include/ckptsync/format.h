@@ -20,6 +20,13 @@
  *   <prefix>/chunks/<2 hex>/<64 hex>    one chunk object (section 2); the
  *                                       64 lower-case hex digits are the
  *                                       chunk id, the 2 are its first two
+ *   <prefix>/recipes/<2 hex>/<64 hex>.<16 hex>
+ *                                       a chunk stored as a recipe (section
+ *                                       2, version 3): the chunk id, then
+ *                                       the first 8 bytes of SHA-256 over
+ *                                       its base ids sorted ascending and
+ *                                       concatenated (manifest version 6
+ *                                       lists it and its bases)
  *   <prefix>/snapshots/<run>/<id>       the manifest of one snapshot
  *                                       (section 3)
  *   <prefix>/commits/<run>/g<gen>.s<step>.<id>
@@ -95,9 +102,11 @@
  * id in the key: a mismatch is reported and the chunk fetched from another
  * region, never used.
  *
- * DRAFT (issue 27; the encoder and decoder exist, engine/tdelta.h, but no
- * writer stores these yet, and GC, verify and restore do not know bases):
- * version 3, codec 3, a recipe.  The chunk is rebuilt from other chunks'
+ * DRAFT (issue 27; the encoder and decoder exist, engine/tdelta.h; the
+ * readers (manifest version 6, verify, prune, copy, restore) are being
+ * built, no writer stores these yet): version 3, codec 3, a recipe.  It is
+ * stored under recipes/ (section 1), never under chunks/, so a chunks/
+ * object stays decodable on its own.  The chunk is rebuilt from other chunks'
  * plaintext (its bases) and coded bytes.  Header as above with version 3
  * and codec 3 (version 3 carries codec 3 only; versions 1 and 2 never
  * do); the payload, little endian:
@@ -142,7 +151,7 @@
  * by exactly one space, and every field is printable ASCII (0x21..0x7e).
  *
  *   manifest   = version-line header entry* end-line
- *   version-line = "ckptsync-manifest" SP ("1" / "2" / "3" / "4" / "5") LF
+ *   version-line = "ckptsync-manifest" SP ("1" / "2" / "3" / "4" / "5" / "6") LF
  *   header     = "id" SP text LF              snapshot id (see 1.)
  *                "run" SP text LF             run name (see 1.)
  *                "step" SP ("-1" / dec) LF    -1 when unknown
@@ -162,6 +171,8 @@
  *                                             0 = not a merged step
  *                "files" SP dec LF            number of entry lines
  *                "chunks" SP dec LF           number of chunk lines
+ *                ["extras" SP dec LF]         version 6 only (there >= 1):
+ *                                             number of extra lines
  *   entry      = dir / link / file / hardlink
  *   dir        = "d" SP mode SP mtime SP "-" SP path LF
  *   link       = "l" SP mode SP mtime SP target SP path LF
@@ -176,7 +187,20 @@
  *   mtime      = "-" / dec                    modification time, ns since
  *                                             the epoch (<= 2^63-1); "-":
  *                                             unknown
- *   chunk      = "c" SP sha256 SP len LF      the file's chunks, in order
+ *   chunk      = "c" SP sha256 SP len [SP "r"] LF
+ *                                             the file's chunks, in order;
+ *                                             "r" (version 6): stored as a
+ *                                             recipe (its r line follows)
+ *   extra      = recipe / keep                version 6, after the entries,
+ *                                             sorted by id, each id once
+ *   recipe     = "r" SP sha256 SP len SP sig SP nb 1*(SP sha256) LF
+ *                                             recipes/<id>.<sig>: nb (1..16)
+ *                                             base ids, ascending, distinct;
+ *                                             sig: 16 lower-case hex, the
+ *                                             first 8 bytes of SHA-256 over
+ *                                             the base ids (32 bytes each)
+ *   keep       = "k" SP sha256 SP len LF      chunks/<id>, needed only as a
+ *                                             base (not a file chunk)
  *   end-line   = "end" SP sha256 LF           SHA-256 of every byte before
  *                                             the "end" line; nothing follows
  *   dec        = "0" / %x31-39 *DIGIT         no sign, no leading zeros
@@ -200,7 +224,22 @@
  * 0": not a merged step, and the entry lines have no node field), and a
  * file's digest field may be "tree:" followed by 64 hex digits.
  *
- * A writer uses version 5 only when a file has a tree digest, else
+ * Version 6 is version 5 plus recipes (issue 27, docs/deltas.md): the
+ * "extras" header line, the "r" mark on chunk lines and the extra lines
+ * after the last entry (manifest = version-line header entry* extra*
+ * end-line).  The extras name, once each, every object the snapshot needs
+ * besides its files' plain chunks, so prune, verify, copy and restore
+ * learn a snapshot's references from its manifest alone.  A reader
+ * refuses a list that is not closed (a recipe's base must be a file chunk
+ * or have its own r or k line), not minimal (an extra that is neither a
+ * file chunk nor some recipe's base; a k line for a file chunk; an r line
+ * for a chunk whose c lines are not marked, or a marked chunk without
+ * one), cyclic, or deeper than 64 (a plain chunk has depth 0, a recipe
+ * one more than its deepest base).  Recipes are read, not yet written:
+ * DRAFT until the writer exists.
+ *
+ * A writer uses version 6 only when it stores a recipe, version 5 only
+ * when a file has a tree digest, else
  * version 4 for a merged step and version 3 for every other snapshot, so
  * the bytes of a snapshot without tree digests do not change.
  *
@@ -491,6 +530,7 @@
 /* 1. Keys (relative to the region's prefix). */
 #define CKS_KEY_REPO "repo"
 #define CKS_KEY_CHUNKS "chunks"          /* chunks/<2 hex>/<64 hex> */
+#define CKS_KEY_RECIPES "recipes"        /* recipes/<2 hex>/<64 hex>.<16 hex> (DRAFT) */
 #define CKS_KEY_SNAPSHOTS "snapshots"    /* snapshots/<run>/<id> */
 #define CKS_KEY_COMMITS "commits"        /* commits/<run>/g<gen>.s<step>.<id> */
 #define CKS_KEY_LINEAGE "lineage"        /* lineage/<run>/g<gen>.(claim|handoff)... */
@@ -528,7 +568,7 @@
 
 /* 3. Manifest. */
 #define CKS_MANIFEST_MAGIC "ckptsync-manifest"
-#define CKS_MANIFEST_VERSION 5
+#define CKS_MANIFEST_VERSION 6           /* 6: recipes (DRAFT, read only) */
 #define CKS_MANIFEST_TREE_PREFIX "tree:" /* version 5: a chunk-tree file digest */
 /* The chunk tree's domain string (section 3, "File digests"). */
 #define CKS_FILEDIGEST_TREE_DOMAIN "ckptsync chunk-tree 1\n"

@@ -46,7 +46,7 @@
 
 _Static_assert(MANIFEST_VERSION == CKS_MANIFEST_VERSION, "format.h and manifest.h disagree");
 
-#define MAX_TOKENS 8    /* "f <mode> <mtime> <node> <size> <digest> <nchunks> <path>" */
+#define MAX_TOKENS (5 + MANIFEST_MAX_BASES) /* "r <id> <len> <sig> <n> <base>..." */
 #define HEADER_LINES 13 /* versions 2, 3: the version line and the twelve below it */
                         /* (versions 4, 5: one more, "nodes") */
 #define TREE_PREFIX CKS_MANIFEST_TREE_PREFIX /* a version 5 chunk-tree digest field */
@@ -320,18 +320,24 @@ bool manifest_has_tree(const struct manifest *m)
     return false;
 }
 
-/* The version the encoder writes: 5 with a tree digest, 4 for a merged
- * step, else 3. */
+/* The version the encoder writes: 6 with recipes, 5 with a tree digest,
+ * 4 for a merged step, else 3. */
 static unsigned enc_version(const struct manifest *m)
 {
-    return manifest_has_tree(m) ? 5 : m->nodes > 0 ? 4 : 3;
+    return m->nextras ? 6 : manifest_has_tree(m) ? 5 : m->nodes > 0 ? 4 : 3;
+}
+
+/* Header lines beyond version 3's: "nodes" (4..6), "extras" (6). */
+static size_t hdr_more(unsigned version)
+{
+    return (version >= 4) + (version >= 6);
 }
 
 /* Line of entry i in the encoded text (entries and their chunks follow
  * the header in order; versions 4 and 5 have the "nodes" line). */
 static size_t entry_line(const struct manifest *m, size_t i)
 {
-    return FIRST_ENTRY_LINE + (enc_version(m) >= 4) + i + (size_t)m->files[i].first_chunk;
+    return FIRST_ENTRY_LINE + hdr_more(enc_version(m)) + i + (size_t)m->files[i].first_chunk;
 }
 
 /* ---- builder --------------------------------------------------------- */
@@ -356,6 +362,8 @@ void manifest_free(struct manifest *m)
     }
     free(m->files);
     free(m->chunks);
+    free(m->extras);
+    free(m->bases);
     manifest_init(m);
 }
 
@@ -438,6 +446,7 @@ int manifest_add_chunk(struct manifest *m, const uint8_t id[HASH_LEN], uint32_t 
     struct mchunk *c = &m->chunks[m->nchunks++];
     memcpy(c->id, id, HASH_LEN);
     c->len = len;
+    c->recipe = false;
     struct mfile *f = &m->files[m->nfiles - 1];
     f->nchunks++;
     f->size += len;
@@ -485,6 +494,23 @@ int manifest_chunk_at(const struct manifest *m, const uint8_t id[HASH_LEN], size
     return -ENOENT;
 }
 
+/* Version 6's extras, by content (bases by id, not by position). */
+static bool extras_equal(const struct manifest *a, const struct manifest *b)
+{
+    if (a->nextras != b->nextras)
+        return false;
+    for (size_t i = 0; i < a->nextras; i++) {
+        const struct mextra *x = &a->extras[i], *y = &b->extras[i];
+        if (memcmp(x->id, y->id, HASH_LEN) || x->len != y->len || x->recipe != y->recipe ||
+            x->nbases != y->nbases || memcmp(x->sig, y->sig, sizeof(x->sig)))
+            return false;
+        for (uint32_t k = 0; k < x->nbases; k++)
+            if (memcmp(a->bases[x->first_base + k].id, b->bases[y->first_base + k].id, HASH_LEN))
+                return false;
+    }
+    return true;
+}
+
 bool manifest_equal(const struct manifest *a, const struct manifest *b)
 {
 #define STR_EQ(x, y) ((!(x) && !(y)) || ((x) && (y) && !strcmp((x), (y))))
@@ -505,10 +531,10 @@ bool manifest_equal(const struct manifest *a, const struct manifest *b)
     }
 #undef STR_EQ
     for (size_t i = 0; i < a->nchunks; i++)
-        if (a->chunks[i].len != b->chunks[i].len ||
+        if (a->chunks[i].len != b->chunks[i].len || a->chunks[i].recipe != b->chunks[i].recipe ||
             memcmp(a->chunks[i].id, b->chunks[i].id, HASH_LEN))
             return false;
-    return true;
+    return extras_equal(a, b);
 }
 
 /* ---- validation of a struct (what the encoder would write) ----------- */
@@ -557,6 +583,7 @@ static int check_header(const struct manifest *m, size_t *ret_line, const char *
     CHECK(12, m->nodes > MANIFEST_MAX_NODES ? CKS_E_LIMIT : 0, "node count above 4096");
     CHECK(12 + v4, m->nfiles > MANIFEST_MAX_FILES ? CKS_E_LIMIT : 0, "too many files");
     CHECK(13 + v4, m->nchunks > MANIFEST_MAX_CHUNKS ? CKS_E_LIMIT : 0, "too many chunks");
+    CHECK(14 + v4, m->nextras > MANIFEST_MAX_CHUNKS ? CKS_E_LIMIT : 0, "too many extras");
 #undef CHECK
     return 0;
 }
@@ -595,7 +622,7 @@ static bool node_ok(const struct manifest *m, int32_t node)
 static int check_entries(const struct manifest *m, size_t *ret_line, const char **ret_what)
 {
     uint64_t next = 0;
-    size_t line = FIRST_ENTRY_LINE + (enc_version(m) >= 4);
+    size_t line = FIRST_ENTRY_LINE + hdr_more(enc_version(m));
     for (size_t i = 0; i < m->nfiles; i++) {
         const struct mfile *f = &m->files[i];
         *ret_line = line;
@@ -621,6 +648,32 @@ static int check_entries(const struct manifest *m, size_t *ret_line, const char 
     return next == m->nchunks ? 0 : CKS_E_FORMAT;
 }
 
+/* Line of extra i (version 6): after every entry and chunk line. */
+static size_t extra_line(const struct manifest *m, size_t i)
+{
+    return FIRST_ENTRY_LINE + hdr_more(enc_version(m)) + m->nfiles + m->nchunks + i;
+}
+
+/* Line of chunk i: after its file's line and the files before. */
+static size_t chunk_line(const struct manifest *m, size_t i)
+{
+    size_t f = 0;
+    while (f + 1 < m->nfiles && m->files[f + 1].first_chunk <= i)
+        f++;
+    return m->nfiles ? entry_line(m, f) + 1 + (size_t)(i - m->files[f].first_chunk) : 0;
+}
+
+/* Version 6's extras (mrecipe.c), *ret_line where the fault is. */
+static int check_extras(const struct manifest *m, size_t *ret_line, const char **ret_what)
+{
+    size_t idx = 0;
+    bool chunk = false;
+    int r = manifest_check_extras(m, &idx, &chunk, ret_what);
+    if (r < 0)
+        *ret_line = chunk ? chunk_line(m, idx) : extra_line(m, idx);
+    return r;
+}
+
 int manifest_validate(const struct manifest *m, struct buf *err)
 {
     size_t line = 0, a = 0, b = 0;
@@ -628,6 +681,9 @@ int manifest_validate(const struct manifest *m, struct buf *err)
     int r = check_header(m, &line, &what);
     if (r == 0)
         r = check_entries(m, &line, &what);
+    if (r < 0)
+        return report(err, r, line, what);
+    r = check_extras(m, &line, &what);
     if (r < 0)
         return report(err, r, line, what);
     r = check_tree(m, &a, &b, &what);
@@ -717,7 +773,8 @@ static void put_mode(struct enc *e, uint32_t mode)
 static void put_header(struct enc *e, const struct manifest *m)
 {
     unsigned v = enc_version(m);
-    put_str(e, v == 5   ? CKS_MANIFEST_MAGIC " 5\nid "
+    put_str(e, v == 6   ? CKS_MANIFEST_MAGIC " 6\nid "
+               : v == 5 ? CKS_MANIFEST_MAGIC " 5\nid "
                : v == 4 ? CKS_MANIFEST_MAGIC " 4\nid "
                         : CKS_MANIFEST_MAGIC " 3\nid ");
     put_text(e, m->id);
@@ -756,6 +813,32 @@ static void put_header(struct enc *e, const struct manifest *m)
     put_u64(e, m->nfiles);
     put_str(e, "\nchunks ");
     put_u64(e, m->nchunks);
+    if (v >= 6) {
+        put_str(e, "\nextras ");
+        put_u64(e, m->nextras);
+    }
+    put_str(e, "\n");
+}
+
+/* Version 6: "r <id> <len> <sig> <n> <base>..." or "k <id> <len>". */
+static void put_extra(struct enc *e, const struct manifest *m, const struct mextra *x)
+{
+    char sig[2 * MANIFEST_RECIPE_SIG + 1];
+    put_str(e, x->recipe ? "r " : "k ");
+    put_hash(e, x->id);
+    put_str(e, " ");
+    put_u64(e, x->len);
+    if (x->recipe) {
+        hex_encode(x->sig, MANIFEST_RECIPE_SIG, sig);
+        put_str(e, " ");
+        put_str(e, sig);
+        put_str(e, " ");
+        put_u64(e, x->nbases);
+        for (uint32_t k = 0; k < x->nbases; k++) {
+            put_str(e, " ");
+            put_hash(e, m->bases[x->first_base + k].id);
+        }
+    }
     put_str(e, "\n");
 }
 
@@ -796,7 +879,7 @@ static void put_entry(struct enc *e, const struct manifest *m, const struct mfil
         put_hash(e, c->id);
         put_str(e, " ");
         put_u64(e, c->len);
-        put_str(e, "\n");
+        put_str(e, c->recipe ? " r\n" : "\n");
     }
 }
 
@@ -810,6 +893,8 @@ int manifest_encode(const struct manifest *m, struct buf *out)
     put_header(&e, m);
     for (size_t i = 0; i < m->nfiles && e.err == 0; i++)
         put_entry(&e, m, &m->files[i]);
+    for (size_t i = 0; i < m->nextras && e.err == 0; i++)
+        put_extra(&e, m, &m->extras[i]);
     if (e.err == 0 && out->len - start > MANIFEST_MAX_BYTES - END_LINE_LEN)
         e.err = CKS_E_LIMIT;
     if (e.err == 0) {
@@ -848,7 +933,7 @@ struct parser {
     struct manifest *m;
     struct buf *err;
     bool digest_checked;
-    uint64_t decl_files, decl_chunks;
+    uint64_t decl_files, decl_chunks, decl_extras;
     uint64_t chunks_left; /* chunk lines still owed to the last file */
     uint64_t chunk_sum;   /* lengths of its chunks read so far */
     size_t file_line;     /* line of the last file */
@@ -1210,16 +1295,26 @@ static int hdr_chunks(struct parser *p, const struct line *ln)
     return hdr_count(p, ln, MANIFEST_MAX_CHUNKS, &p->decl_chunks);
 }
 
+/* Version 6: the r and k lines after the entries; at least one (a
+ * snapshot without recipes is written as version 5 or before). */
+static int hdr_extras(struct parser *p, const struct line *ln)
+{
+    int r = hdr_count(p, ln, MANIFEST_MAX_CHUNKS, &p->decl_extras);
+    if (r == 0 && p->decl_extras == 0)
+        return fail(p, CKS_E_FORMAT, "version 6 without extras (write version 5)");
+    return r;
+}
+
 static const struct header_line {
     const char *key;
     size_t nval;
     int (*parse)(struct parser *p, const struct line *ln);
 } header_lines[] = {
-    {"id", 1, hdr_id},           {"run", 1, hdr_run},     {"step", 1, hdr_step},
-    {"time", 1, hdr_time},       {"host", 1, hdr_host},   {"instance", 1, hdr_instance},
-    {"parent", 1, hdr_parent},   {"gen", 1, hdr_gen},     {"root", 1, hdr_root},
-    {"chunker", 5, hdr_chunker}, {"nodes", 1, hdr_nodes}, {"files", 1, hdr_files},
-    {"chunks", 1, hdr_chunks},
+    {"id", 1, hdr_id},           {"run", 1, hdr_run},       {"step", 1, hdr_step},
+    {"time", 1, hdr_time},       {"host", 1, hdr_host},     {"instance", 1, hdr_instance},
+    {"parent", 1, hdr_parent},   {"gen", 1, hdr_gen},       {"root", 1, hdr_root},
+    {"chunker", 5, hdr_chunker}, {"nodes", 1, hdr_nodes},   {"files", 1, hdr_files},
+    {"chunks", 1, hdr_chunks},   {"extras", 1, hdr_extras},
 };
 
 /* The header lines come in one fixed order, each exactly once. */
@@ -1233,6 +1328,8 @@ static int parse_header(struct parser *p)
             continue; /* version 1: generation 0 */
         if (p->version < 4 && h->parse == hdr_nodes)
             continue; /* versions 1-3: not a merged multi-node step */
+        if (p->version < 6 && h->parse == hdr_extras)
+            continue; /* versions 1-5: no recipes */
         int r = read_line(p, &ln);
         if (r < 0)
             return r;
@@ -1399,8 +1496,9 @@ static int line_chunk(struct parser *p, const struct line *ln)
     struct mchunk c;
     if (p->chunks_left == 0)
         return fail(p, CKS_E_FORMAT, "chunk line not owed to any file");
-    if (ln->ntok != 3)
-        return fail(p, CKS_E_FORMAT, "\"c\" line takes 2 fields");
+    bool mark = p->version >= 6 && ln->ntok == 4 && tok_is(&ln->tok[3], "r");
+    if (ln->ntok != 3 && !mark)
+        return fail(p, CKS_E_FORMAT, "\"c\" line takes 2 fields (version 6: and \"r\")");
     if (tok_hash(&ln->tok[1], c.id) < 0)
         return fail(p, CKS_E_FORMAT, "bad chunk id (want 64 lower-case hex digits)");
     if (tok_u64(&ln->tok[2], UINT32_MAX, &len) < 0)
@@ -1409,6 +1507,7 @@ static int line_chunk(struct parser *p, const struct line *ln)
     if (r < 0)
         return fail(p, r, "%s", what);
     c.len = (uint32_t)len;
+    c.recipe = mark;
     if ((r = chunks_reserve(p->m, (size_t)p->decl_chunks)) < 0)
         return fail(p, r, "cannot add chunk");
     p->m->chunks[p->m->nchunks++] = c;
@@ -1456,6 +1555,104 @@ static int parse_body(struct parser *p)
     return 0;
 }
 
+/* Version 6: "r <id> <len> <sig> <n> <base>..." into m's extras and
+ * bases (the closure is checked once all are read). */
+static int line_recipe(struct parser *p, const struct line *ln, struct mextra *x)
+{
+    uint64_t n;
+    if (ln->ntok < 6 || tok_u64(&ln->tok[4], MANIFEST_MAX_BASES, &n) < 0 || n == 0 ||
+        ln->ntok != 5 + n)
+        return fail(p, CKS_E_FORMAT, "\"r\" line: want <id> <len> <sig> <n 1..%d> and n base ids",
+                    MANIFEST_MAX_BASES);
+    char sig[2 * MANIFEST_RECIPE_SIG + 1];
+    const struct tok *t = &ln->tok[3];
+    bool ok = t->n == 2 * MANIFEST_RECIPE_SIG;
+    for (size_t i = 0; ok && i < t->n; i++)
+        ok = (t->p[i] >= '0' && t->p[i] <= '9') || (t->p[i] >= 'a' && t->p[i] <= 'f');
+    if (ok) {
+        memcpy(sig, t->p, t->n);
+        sig[t->n] = 0;
+    }
+    if (!ok || hex_decode(sig, MANIFEST_RECIPE_SIG, x->sig) < 0)
+        return fail(p, CKS_E_FORMAT, "\"r\" line: bad signature (want 16 lower-case hex)");
+    struct manifest *m = p->m;
+    if (m->nbases + n > m->bases_cap) {
+        size_t cap = m->bases_cap ? m->bases_cap * 2 : 64;
+        cap = cap < m->nbases + n ? m->nbases + n : cap;
+        struct mbase *b = reallocarray(m->bases, cap, sizeof(*b));
+        if (!b)
+            return fail(p, -ENOMEM, "out of memory");
+        m->bases = b;
+        m->bases_cap = cap;
+    }
+    x->recipe = true;
+    x->nbases = (uint32_t)n;
+    x->first_base = m->nbases;
+    for (size_t k = 0; k < n; k++)
+        if (tok_hash(&ln->tok[5 + k], m->bases[m->nbases + k].id) < 0)
+            return fail(p, CKS_E_FORMAT, "\"r\" line: bad base id");
+    m->nbases += n;
+    return 0;
+}
+
+static int line_extra(struct parser *p, const struct line *ln)
+{
+    struct mextra x = {0};
+    uint64_t len;
+    const char *what;
+    bool rec = tok_is(&ln->tok[0], "r");
+    if (!rec && !tok_is(&ln->tok[0], "k"))
+        return fail(p, CKS_E_FORMAT, "expected an \"r\" or \"k\" line (%" PRIu64 " declared)",
+                    p->decl_extras);
+    if ((!rec && ln->ntok != 3) || ln->ntok < 3 || tok_hash(&ln->tok[1], x.id) < 0 ||
+        tok_u64(&ln->tok[2], UINT32_MAX, &len) < 0)
+        return fail(p, CKS_E_FORMAT, "\"%c\" line: want <64 hex id> <len>%s", rec ? 'r' : 'k',
+                    rec ? " <sig> <n> <bases>" : "");
+    int r = check_chunk_len(p->m, len, &what);
+    if (r < 0)
+        return fail(p, r, "%s", what);
+    x.len = (uint32_t)len;
+    if (rec && (r = line_recipe(p, ln, &x)) < 0)
+        return r;
+    struct manifest *m = p->m;
+    if (m->nextras == m->extras_cap) {
+        size_t cap = next_cap(m->extras_cap, (size_t)p->decl_extras);
+        struct mextra *v = reallocarray(m->extras, cap, sizeof(*v));
+        if (!v)
+            return fail(p, -ENOMEM, "out of memory");
+        m->extras = v;
+        m->extras_cap = cap;
+    }
+    m->extras[m->nextras++] = x;
+    return 0;
+}
+
+static int parse_extras(struct parser *p)
+{
+    while (p->m->nextras < p->decl_extras) {
+        struct line ln;
+        int r = read_line(p, &ln);
+        if (r == 0)
+            r = line_extra(p, &ln);
+        if (r < 0)
+            return r;
+    }
+    return 0;
+}
+
+/* The closure of version 6's extras, once all are read. */
+static int parse_closure(struct parser *p)
+{
+    size_t line = 0;
+    const char *what = "";
+    int r = check_extras(p->m, &line, &what);
+    if (r < 0) {
+        p->lineno = line;
+        return fail(p, r, "%s", what);
+    }
+    return 0;
+}
+
 static int parse_end(struct parser *p)
 {
     struct line ln;
@@ -1490,7 +1687,7 @@ static int parse_tree(struct parser *p)
     if (r < 0) {
         /* the text's header lines, not the encoder's: version 1 has one
          * fewer, a "nodes" line may be there that the encoder would drop */
-        size_t adj = (p->version >= 4) - (p->version == 1) - (enc_version(p->m) >= 4);
+        size_t adj = hdr_more(p->version) - (p->version == 1) - hdr_more(enc_version(p->m));
         p->lineno = entry_line(p->m, b) + adj;
         if (a == b)
             return fail(p, r, "%s", what);
@@ -1509,8 +1706,9 @@ int manifest_parse(const uint8_t *data, size_t len, struct manifest *m, struct b
         r = fail(&p, CKS_E_LIMIT, "manifest larger than %u bytes", MANIFEST_MAX_BYTES);
     } else if ((r = parse_version(&p)) == 0 && (r = precheck_digest(&p)) == 0 &&
                (r = parse_header(&p)) == 0 && (r = parse_body(&p)) == 0 &&
-               (r = parse_end(&p)) == 0) {
-        r = parse_tree(&p);
+               (r = parse_extras(&p)) == 0 && (r = parse_end(&p)) == 0 &&
+               (r = parse_tree(&p)) == 0) {
+        r = parse_closure(&p);
     }
     if (r < 0)
         manifest_free(m);

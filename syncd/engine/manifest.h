@@ -50,6 +50,24 @@
  * else version 4 when m->nodes > 0, else version 3, so a snapshot that
  * uses no tree digest has the bytes it had before version 5.
  *
+ * Version 6 is version 5 plus recipes (docs/deltas.md, engine/tdelta.h):
+ * the header gains "extras N" after "chunks"; a file chunk stored as a
+ * recipe object (recipes/<2 hex>/<64 hex>.<16 hex>) has " r" after its
+ * length; after the last entry, N lines sorted by chunk id list, once
+ * each, every object the snapshot needs besides its files' plain chunks:
+ *
+ *   r <chunk id> <len> <16 hex sig> <nbases> <base id>...  a recipe
+ *   k <chunk id> <len>                                      a plain chunk
+ *                                                           needed only as
+ *                                                           a base
+ *
+ * (base ids ascending and distinct; sig = the first 8 bytes of SHA-256
+ * over them, concatenated).  The list is closed (every base is a file
+ * chunk or has its own r or k line), minimal (an r or k line that is not
+ * a file chunk is some recipe's base; a k line is not a file chunk) and
+ * acyclic with depth at most MANIFEST_MAX_DEPTH.  The encoder writes
+ * version 6 exactly when m->nextras > 0, so v5 bytes stay as they were.
+ *
  * The parser is bounded: every limit below is checked before allocating,
  * counts are checked against the declared totals, each file's size equals
  * the sum of its chunk lengths, and the trailing digest covers all bytes.
@@ -67,7 +85,7 @@
 #include "base/buf.h"
 #include "engine/hash.h"
 
-#define MANIFEST_VERSION 5
+#define MANIFEST_VERSION 6
 #define MANIFEST_GEN_MAX 999999999999LL
 #define MANIFEST_MAX_BYTES (1024u * 1024 * 1024)
 #define MANIFEST_MAX_FILES 10000000u
@@ -78,6 +96,11 @@
 #define MANIFEST_ID_MAX 64u
 #define MANIFEST_MAX_NODES 4096u   /* a merged step's node count (version 4) */
 #define MANIFEST_NODE_SEVERAL (-1) /* mfile.node: several nodes held it identically */
+#define MANIFEST_RECIPE_SIG 8      /* bytes of a recipe key's base signature */
+#define MANIFEST_MAX_BASES 16      /* bases of one recipe (TDELTA_MAX_BASES) */
+/* A recipe chain's depth: a plain chunk 0, a recipe one more than its
+ * deepest base. */
+#define MANIFEST_MAX_DEPTH 64
 
 /* A hard link shares its target's inode: the target is the path of an
  * earlier MFILE_REG entry of the same manifest (walk records the second
@@ -91,6 +114,21 @@ enum mdigest_kind { MDIGEST_SHA256 = 0, MDIGEST_TREE = 1 };
 struct mchunk {
     uint8_t id[HASH_LEN];
     uint32_t len;
+    bool recipe; /* version 6: stored as a recipe object (its r line in extras) */
+};
+
+/* Version 6: an object a snapshot needs besides its files' plain chunks. */
+struct mextra {
+    uint8_t id[HASH_LEN];             /* the chunk id (of the plaintext) */
+    uint32_t len;                     /* its plaintext length */
+    bool recipe;                      /* r: recipes/<id>.<sig>; else k: chunks/<id> */
+    uint8_t sig[MANIFEST_RECIPE_SIG]; /* r: manifest_recipe_sig() of its bases */
+    uint32_t nbases;                  /* r: 1..MANIFEST_MAX_BASES; k: 0 */
+    uint64_t first_base;              /* r: its bases are manifest.bases[first_base..] */
+};
+
+struct mbase {
+    uint8_t id[HASH_LEN];
 };
 
 struct mfile {
@@ -126,6 +164,10 @@ struct manifest {
     size_t nfiles, files_cap;
     struct mchunk *chunks;
     size_t nchunks, chunks_cap;
+    struct mextra *extras; /* version 6: sorted by id, each id once */
+    size_t nextras, extras_cap;
+    struct mbase *bases; /* the extras' bases, ascending per recipe */
+    size_t nbases, bases_cap;
 };
 
 /* Builder: zero the struct, set the scalar fields with manifest_set_str()
@@ -175,6 +217,41 @@ bool manifest_equal(const struct manifest *a, const struct manifest *b);
  * the manifest does not name it. */
 int manifest_chunk_at(const struct manifest *m, const uint8_t id[HASH_LEN], size_t *ret_file,
                       uint64_t *ret_off, uint32_t *ret_len);
+
+/* ---- version 6: recipes (engine/mrecipe.c) ---- */
+
+/* The first MANIFEST_RECIPE_SIG bytes of SHA-256 over ids[0..n)
+ * concatenated (the caller sorts them ascending): the key suffix of a
+ * recipe over these bases. */
+void manifest_recipe_sig(const struct mbase *ids, size_t n, uint8_t out[MANIFEST_RECIPE_SIG]);
+/* Adds an extra object: a recipe of chunk id (plaintext length len) over
+ * bases[0..nbases) (any order; sorted and the sig computed here), or with
+ * nbases 0 a plain chunk needed only as a base.  A writer marks each
+ * file chunk stored as a recipe (m->chunks[i].recipe = true) and adds its
+ * r line here too, then calls manifest_sort_extras() before encoding.
+ * -EINVAL (nbases above MANIFEST_MAX_BASES), CKS_E_LIMIT, -ENOMEM. */
+int manifest_add_extra(struct manifest *m, const uint8_t id[HASH_LEN], uint32_t len,
+                       const uint8_t (*bases)[HASH_LEN], size_t nbases);
+/* Sorts m->extras by id (the order the format requires). */
+void manifest_sort_extras(struct manifest *m);
+/* The extra with this id, or NULL (m->extras sorted). */
+const struct mextra *manifest_extra(const struct manifest *m, const uint8_t id[HASH_LEN]);
+/* The closure rules of version 6 above, on a struct whose extras are
+ * each well formed (manifest_validate checks both): 0, or CKS_E_FORMAT,
+ * CKS_E_LIMIT (too deep) or -ENOMEM, with *ret_what what and *ret_idx
+ * where: an index into m->extras, or with *ret_chunk an index into
+ * m->chunks (a chunk marked recipe without its r line). */
+int manifest_check_extras(const struct manifest *m, size_t *ret_idx, bool *ret_chunk,
+                          const char **ret_what);
+/* Each object of m's closure once: calls fn for every plain chunk (file
+ * chunks not stored as recipes, and k lines; recipe = false) and every
+ * recipe object (r lines; recipe = true, sig set), stopping at the first
+ * nonzero return, which it returns.  A chunk several files hold is
+ * visited once per place; a file chunk stored as a recipe is visited as
+ * its r line only. */
+typedef int (*manifest_object_fn)(void *arg, const uint8_t id[HASH_LEN], uint32_t len, bool recipe,
+                                  const uint8_t sig[MANIFEST_RECIPE_SIG]);
+int manifest_each_object(const struct manifest *m, manifest_object_fn fn, void *arg);
 
 /* 0 if path is relative, non-empty, at most MANIFEST_MAX_PATH bytes, has no
  * empty, ".", ".." components, none longer than MANIFEST_MAX_COMPONENT, no

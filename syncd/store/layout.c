@@ -46,6 +46,7 @@ static const struct layout_row rows[LAYOUT_NKINDS] = {
     [LAYOUT_INTENT] = {CKS_KEY_INTENTS, DIR_NONE, true, false},
     [LAYOUT_GC] = {CKS_KEY_GC, DIR_MARK, true, false},
     [LAYOUT_LEASE] = {CKS_KEY_LEASES, DIR_NONE, true, false},
+    [LAYOUT_RECIPE] = {CKS_KEY_RECIPES, DIR_NONE, true, false},
 };
 
 /* One key component of at most max bytes. */
@@ -66,6 +67,12 @@ static bool fields_ok(enum layout_kind kind, const char *dir, const char *name)
         uint8_t id[HASH_LEN];
         return strlen(name) == HASH_HEX_LEN && hex_decode(name, HASH_LEN, id) == 0;
     }
+    if (kind == LAYOUT_RECIPE) {
+        uint8_t id[HASH_LEN], sig[MANIFEST_RECIPE_SIG];
+        return strlen(name) == HASH_HEX_LEN + 1 + 2 * MANIFEST_RECIPE_SIG &&
+               name[HASH_HEX_LEN] == '.' && hex_decode(name, HASH_LEN, id) == 0 &&
+               hex_decode(name + HASH_HEX_LEN + 1, MANIFEST_RECIPE_SIG, sig) == 0;
+    }
     return true;
 }
 
@@ -78,7 +85,7 @@ int layout_key(enum layout_kind kind, const char *dir, const char *name, char *o
         (w->name && !field_ok(name, name ? strlen(name) : 0, LAYOUT_NAME_MAX)) ||
         !fields_ok(kind, dir, name))
         return -EINVAL;
-    if (kind == LAYOUT_CHUNK)
+    if (kind == LAYOUT_CHUNK || kind == LAYOUT_RECIPE)
         n = snprintf(out, LAYOUT_KEY_MAX, "%s/%.2s/%s", w->top, name, name);
     else if (w->dir && w->name)
         n = snprintf(out, LAYOUT_KEY_MAX, "%s/%s/%s", w->top, dir, name);
@@ -103,6 +110,14 @@ void layout_chunk(const uint8_t id[HASH_LEN], char *out)
     char hex[HASH_HEX_LEN + 1];
     hex_encode(id, HASH_LEN, hex);
     snprintf(out, LAYOUT_KEY_MAX, "%s/%.2s/%s", CKS_KEY_CHUNKS, hex, hex);
+}
+
+void layout_recipe(const uint8_t id[HASH_LEN], const uint8_t sig[MANIFEST_RECIPE_SIG], char *out)
+{
+    char hex[HASH_HEX_LEN + 1], shex[2 * MANIFEST_RECIPE_SIG + 1];
+    hex_encode(id, HASH_LEN, hex);
+    hex_encode(sig, MANIFEST_RECIPE_SIG, shex);
+    snprintf(out, LAYOUT_KEY_MAX, "%s/%.2s/%s.%s", CKS_KEY_RECIPES, hex, hex, shex);
 }
 
 int layout_snapshot(const char *run, const char *id, char *out)
@@ -174,16 +189,22 @@ int layout_parse(const char *key, struct layout_key *ret)
     char two[3];
     if (w->dir && !take(&p, !w->name, LAYOUT_DIR_MAX, k.dir))
         return CKS_E_FORMAT;
-    if (kind == LAYOUT_CHUNK && (!take(&p, false, 2, two) || strlen(two) != 2))
+    bool hexkey = kind == LAYOUT_CHUNK || kind == LAYOUT_RECIPE;
+    if (hexkey && (!take(&p, false, 2, two) || strlen(two) != 2))
         return CKS_E_FORMAT;
     if (w->name && !take(&p, true, LAYOUT_NAME_MAX, k.name))
         return CKS_E_FORMAT;
     if (!fields_ok(k.kind, k.dir, k.name))
         return CKS_E_FORMAT;
-    if (kind == LAYOUT_CHUNK) { /* canonical: lower case, folder = first two */
+    if (hexkey) { /* canonical: lower case, folder = first two */
         char canon[LAYOUT_KEY_MAX];
         hex_decode(k.name, HASH_LEN, k.id);
-        layout_chunk(k.id, canon);
+        if (kind == LAYOUT_RECIPE) {
+            hex_decode(k.name + HASH_HEX_LEN + 1, MANIFEST_RECIPE_SIG, k.sig);
+            layout_recipe(k.id, k.sig, canon);
+        } else {
+            layout_chunk(k.id, canon);
+        }
         if (strcmp(canon, key))
             return CKS_E_FORMAT;
     }

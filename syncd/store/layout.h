@@ -24,7 +24,8 @@
  * short enough (LAYOUT_DIR_MAX, LAYOUT_NAME_MAX).  A run is checked as
  * manifest_run_check says and a snapshot id as manifest_id_check says; a
  * chunk key is exactly chunks/<2 hex>/<64 lower-case hex>, the 2 being the
- * first two of the 64.  Records under commits/, lineage/ and forget/ name
+ * first two of the 64, and a recipe key recipes/<2 hex>/<64 hex>.<16 hex>
+ * likewise (all lower case).  Records under commits/, lineage/ and forget/ name
  * their facts in the key (engine/lineage.h): layout_record() and
  * layout_record_parse() build and read those whole.
  */
@@ -61,14 +62,16 @@ enum layout_kind {
     LAYOUT_INTENT,     /* intents/<name> */
     LAYOUT_GC,         /* gc/<mark>/<name> */
     LAYOUT_LEASE,      /* locks/prune/<name> */
+    LAYOUT_RECIPE,     /* recipes/<2 hex>/<64 hex>.<16 hex>: name is "<64 hex>.<16 hex>" */
     LAYOUT_NKINDS
 };
 
 struct layout_key {
     enum layout_kind kind;
-    char dir[LAYOUT_DIR_MAX + 1];   /* the run, or gc's mark; "" for other kinds */
-    char name[LAYOUT_NAME_MAX + 1]; /* the last component; "" for repo, handoff */
-    uint8_t id[HASH_LEN];           /* chunk: the id its name spells */
+    char dir[LAYOUT_DIR_MAX + 1];     /* the run, or gc's mark; "" for other kinds */
+    char name[LAYOUT_NAME_MAX + 1];   /* the last component; "" for repo, handoff */
+    uint8_t id[HASH_LEN];             /* chunk, recipe: the id its name spells */
+    uint8_t sig[MANIFEST_RECIPE_SIG]; /* recipe: its bases' signature */
 };
 
 /* The key of (kind, dir, name) into out (LAYOUT_KEY_MAX bytes).  dir is
@@ -80,6 +83,10 @@ int layout_key(enum layout_kind kind, const char *dir, const char *name, char *o
 const char *layout_repo(void);
 /* chunks/<2 hex>/<64 hex> of id; cannot fail. */
 void layout_chunk(const uint8_t id[HASH_LEN], char *out);
+/* recipes/<2 hex>/<64 hex>.<16 hex> of a recipe of chunk id over bases
+ * whose signature is sig (engine/manifest.h manifest_recipe_sig); cannot
+ * fail. */
+void layout_recipe(const uint8_t id[HASH_LEN], const uint8_t sig[MANIFEST_RECIPE_SIG], char *out);
 /* snapshots/<run>/<id>; -EINVAL for a run or id the manifest format
  * refuses. */
 int layout_snapshot(const char *run, const char *id, char *out);

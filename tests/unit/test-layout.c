@@ -49,6 +49,7 @@ static const struct kcase good[] = {
     {LAYOUT_GC, "20261201T000701Z-0123456789abcdef", "sweep.1796083621.0123456789abcdef",
      "gc/20261201T000701Z-0123456789abcdef/sweep.1796083621.0123456789abcdef"},
     {LAYOUT_LEASE, NULL, "000000000042", "locks/prune/000000000042"},
+    {LAYOUT_RECIPE, NULL, HEX64 ".0123456789abcdef", "recipes/ab/" HEX64 ".0123456789abcdef"},
 };
 
 static void test_round_trip(void **state)
@@ -80,6 +81,13 @@ static void test_chunk_and_snapshot(void **state)
     assert_string_equal(key, "chunks/ab/" HEX64);
     assert_int_equal(layout_parse(key, &k), 0);
     assert_memory_equal(k.id, id, HASH_LEN);
+    uint8_t sig[MANIFEST_RECIPE_SIG] = {0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef};
+    layout_recipe(id, sig, key);
+    assert_string_equal(key, "recipes/ab/" HEX64 ".0123456789abcdef");
+    assert_int_equal(layout_parse(key, &k), 0);
+    assert_int_equal(k.kind, LAYOUT_RECIPE);
+    assert_memory_equal(k.id, id, HASH_LEN);
+    assert_memory_equal(k.sig, sig, sizeof(sig));
     assert_int_equal(layout_snapshot("r1", ID, key), 0);
     assert_string_equal(key, "snapshots/r1/" ID);
     assert_string_equal(layout_repo(), "repo");
@@ -145,6 +153,15 @@ static const char *const hostile[] = {
     "chunks/cd/" HEX64,
     "chunks/" HEX64,
     "chunks/a/" HEX64,
+    "recipes/ab/" HEX64,
+    "recipes/ab/" HEX64 ".",
+    "recipes/ab/" HEX64 ".0123456789abcde",
+    "recipes/ab/" HEX64 ".0123456789abcdef0",
+    "recipes/ab/" HEX64 ".0123456789ABCDEF",
+    "recipes/ab/" HEX64 "x0123456789abcdef",
+    "recipes/cd/" HEX64 ".0123456789abcdef",
+    "recipes/" HEX64 ".0123456789abcdef",
+    "chunks/ab/" HEX64 ".0123456789abcdef",
     "chunks/ab/ab0000000000000000000000000000000000000000000000000000000000000g",
     "handoff/",
     "handoff/r1/x",

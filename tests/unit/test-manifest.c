@@ -343,7 +343,7 @@ static const struct reject rejects[] = {
     {"unknown chunker", HEAD "chunker rabin 64 256 1024 1\nfiles 0\nchunks 0\n", CKS_E_FORMAT, 10,
      AUTO_END},
     /* version and header */
-    {"version 6", "ckptsync-manifest 6\nwhatever\n", CKS_E_VERSION, 1, RAW},
+    {"version 7", "ckptsync-manifest 7\nwhatever\n", CKS_E_VERSION, 1, RAW},
     /* version 4: the node count and each entry's node */
     {"v4 without nodes line", HEAD8V4 "gen 7\nroot -\n" CHUNKER "files 0\nchunks 0\n", CKS_E_FORMAT,
      12, AUTO_END},
