@@ -489,11 +489,16 @@ static bool pr_referenced(const struct pr *p, const uint8_t id[HASH_LEN])
     return p->nrefs && bsearch(id, p->refs, p->nrefs, HASH_LEN, id_cmp);
 }
 
+/* A manifest's references among chunks/ keys: its files' chunks and
+ * (version 6) its k lines, the plain chunks it needs only as bases.
+ * Its recipes/ objects are not candidates (gc_mark lists chunks/ only),
+ * so they stay; see docs/deltas.md. */
 static int pr_add_refs(struct pr *p, const struct manifest *m)
 {
-    if (p->nrefs + m->nchunks > p->refcap) {
+    size_t need = m->nchunks + m->nextras;
+    if (p->nrefs + need > p->refcap) {
         size_t cap = p->refcap ? p->refcap : 1024;
-        while (cap < p->nrefs + m->nchunks)
+        while (cap < p->nrefs + need)
             cap *= 2;
         uint8_t(*v)[HASH_LEN] = realloc(p->refs, cap * HASH_LEN);
         if (!v)
@@ -503,6 +508,9 @@ static int pr_add_refs(struct pr *p, const struct manifest *m)
     }
     for (size_t i = 0; i < m->nchunks; i++)
         memcpy(p->refs[p->nrefs++], m->chunks[i].id, HASH_LEN);
+    for (size_t i = 0; i < m->nextras; i++)
+        if (!m->extras[i].recipe)
+            memcpy(p->refs[p->nrefs++], m->extras[i].id, HASH_LEN);
     return 0;
 }
 

@@ -75,6 +75,7 @@
 #include "engine/rankbind.h"
 #include "engine/ref.h"
 #include "service/fetch.h"
+#include "service/recipe.h"
 #include "service/catalog.h"
 #include "service/restore.h"
 #include "service/scan.h"
@@ -939,6 +940,49 @@ static void rst_lost(struct rst *s, size_t g)
     pthread_mutex_unlock(&s->mu);
 }
 
+/* Version 6: the jobs of chunks stored as recipes move to the end (jobs
+ * [*n - ret, *n)) and *n counts the others; fetch_run takes those, then
+ * rst_recipes() the rest (service/recipe.h). */
+static size_t rst_split_recipes(struct rst *s, struct fetch_job *jobs, size_t *n)
+{
+    size_t out = 0, nrec = 0;
+    if (!s->m.nextras)
+        return 0;
+    struct fetch_job *rec = calloc(*n ? *n : 1, sizeof(*rec));
+    if (!rec)
+        return SIZE_MAX;
+    for (size_t i = 0; i < *n; i++) {
+        if (s->m.chunks[jobs[i].tag].recipe)
+            rec[nrec++] = jobs[i];
+        else
+            jobs[out++] = jobs[i];
+    }
+    memcpy(jobs + out, rec, nrec * sizeof(*rec));
+    free(rec);
+    *n = out;
+    return nrec;
+}
+
+/* Rebuilds the recipe chunks jobs[0..n) from their bases; a failure names
+ * the snapshot and the file (err already names the base). */
+static int rst_recipes(struct rst *s, struct fetch_job *jobs, size_t n)
+{
+    struct recipe_src *src = NULL;
+    size_t lost = SIZE_MAX;
+    int e = recipe_src_open(s->r, &s->m, (size_t)repo_conf(s->r)->memory / 4, &src);
+    if (e == 0)
+        e = recipe_run(src, jobs, n, rst_chunk, s, &lost, s->err);
+    if (e < 0 && lost != SIZE_MAX) {
+        const struct mfile *f = &s->m.files[s->chunk_file[jobs[lost].tag]];
+        buf_printf(s->err,
+                   "; snapshot %s: \"%s\" (offset %llu) is stored as a recipe whose base "
+                   "no region holds intact",
+                   s->m.id, f->path, (unsigned long long)s->chunk_off[jobs[lost].tag]);
+    }
+    recipe_src_close(src);
+    return e;
+}
+
 /* Creates every regular file empty, then fetches all chunks at once;
  * files are finished (and placed) while the others arrive. */
 static int rst_files(struct rst *s)
@@ -946,7 +990,7 @@ static int rst_files(struct rst *s)
     struct fetch_job *jobs = calloc(s->m.nchunks ? s->m.nchunks : 1, sizeof(*jobs));
     struct fetch_stats st = {0};
     int e = jobs ? 0 : -ENOMEM;
-    size_t njobs = 0;
+    size_t njobs = 0, nrec = 0;
     rst_fin_start(s);
     for (size_t k = 0; k < s->m.nfiles && e == 0; k++)
         if (s->m.files[k].type == MFILE_REG && !s->skip[k])
@@ -955,6 +999,8 @@ static int rst_files(struct rst *s)
         njobs = rst_jobs(s, jobs);
         e = seed_serve(s, jobs, &njobs);
     }
+    if (e == 0 && (nrec = rst_split_recipes(s, jobs, &njobs)) == SIZE_MAX)
+        e = -ENOMEM;
     if (e == 0) {
         /* progressive: a lost chunk fails the restore at its end, the files
          * it does not touch placed meanwhile */
@@ -962,6 +1008,10 @@ static int rst_files(struct rst *s)
         e = fetch_run(s->r, jobs, njobs, fl, rst_chunk, s, &st, s->err);
         if (e < 0 && st.lost)
             rst_lost(s, st.lost_tag);
+        if (nrec && (e == 0 || s->o->progressive)) {
+            int re = rst_recipes(s, jobs + njobs, nrec);
+            e = e < 0 ? e : re;
+        }
         s->res->fetched_bytes = st.fetched_bytes;
         s->res->failovers = st.failovers;
         memcpy(s->res->region_chunks, st.region_chunks, sizeof(st.region_chunks));

@@ -34,6 +34,7 @@
 #include "engine/ref.h"
 #include "service/catalog.h"
 #include "service/manifests.h"
+#include "service/recipe.h"
 #include "service/repokeys.h"
 #include "service/verify.h"
 #include "store/layout.h"
@@ -51,6 +52,31 @@ struct vctx {
     size_t nchunks, cap;
 };
 
+/* Version 6: the plain chunks under chunks/ are the files' chunks not
+ * stored as recipes and the k lines (the recipes: verify_recipes). */
+static int verify_add_v6(struct vctx *v, const struct manifest *m)
+{
+    size_t need = v->nchunks + m->nextras;
+    if (need > v->cap) {
+        struct mchunk *p = realloc(v->chunks, need * 2 * sizeof(*p));
+        if (!p)
+            return -ENOMEM;
+        v->chunks = p;
+        v->cap = need * 2;
+    }
+    for (size_t i = 0; i < m->nchunks; i++)
+        if (!m->chunks[i].recipe)
+            v->chunks[v->nchunks++] = m->chunks[i];
+    for (size_t i = 0; i < m->nextras; i++)
+        if (!m->extras[i].recipe) {
+            struct mchunk *c = &v->chunks[v->nchunks++];
+            memcpy(c->id, m->extras[i].id, HASH_LEN);
+            c->len = m->extras[i].len;
+            c->recipe = false;
+        }
+    return 0;
+}
+
 static int vctx_add_chunks(struct vctx *v, const struct manifest *m)
 {
     if (m->nchunks > SIZE_MAX / sizeof(struct mchunk) - v->nchunks)
@@ -63,9 +89,12 @@ static int vctx_add_chunks(struct vctx *v, const struct manifest *m)
         v->chunks = p;
         v->cap = cap;
     }
-    memcpy(v->chunks + v->nchunks, m->chunks, m->nchunks * sizeof(*m->chunks));
-    v->nchunks += m->nchunks;
-    return 0;
+    if (m->nextras == 0) {
+        memcpy(v->chunks + v->nchunks, m->chunks, m->nchunks * sizeof(*m->chunks));
+        v->nchunks += m->nchunks;
+        return 0;
+    }
+    return verify_add_v6(v, m);
 }
 
 /* Copies the manifest of (run, id) from region good to region i, with its
@@ -164,6 +193,63 @@ static int verify_trees(struct vctx *v, size_t i, const char *run, const struct 
     return 0;
 }
 
+/* The file a recipe serves (the first file chunk whose closure holds it),
+ * for messages: a file chunk itself, else "a base of" the first recipe
+ * file chunk (the list is minimal, so one exists). */
+static const char *verify_recipe_file(const struct manifest *m, const struct mextra *x)
+{
+    size_t f;
+    uint64_t off;
+    uint32_t len;
+    if (manifest_chunk_at(m, x->id, &f, &off, &len) == 0)
+        return m->files[f].path;
+    for (size_t i = 0; i < m->nchunks; i++)
+        if (m->chunks[i].recipe && manifest_chunk_at(m, m->chunks[i].id, &f, &off, &len) == 0)
+            return m->files[f].path;
+    return "?";
+}
+
+/* Version 6: every region's copy of every recipe object, read and (unless
+ * quick) decoded with its bases to its id.  A failure names the snapshot,
+ * the file and the object or base. */
+static int verify_recipes(struct vctx *v, const char *run, const struct manifest *m)
+{
+    struct recipe_src *src = NULL;
+    struct buf err = BUF_INIT;
+    char key[LAYOUT_KEY_MAX];
+    int e = recipe_src_open(v->r, m, (size_t)repo_conf(v->r)->memory / 4, &src);
+    for (size_t k = 0; e == 0 && k < m->nextras; k++) {
+        const struct mextra *x = &m->extras[k];
+        if (!x->recipe)
+            continue;
+        v->res->chunks++;
+        v->res->bytes += x->len;
+        layout_recipe(x->id, x->sig, key);
+        REPO_FOR_HEALTHY(v->r, i) {
+            struct verify_region_result *rr = &v->res->region[i];
+            buf_reset(&err);
+            int g = recipe_check_in(src, i, x, v->quick, &err);
+            if (g == -ENOMEM) {
+                e = g;
+                break;
+            }
+            rr->chunks_ok += g == 0;
+            rr->chunks_missing += g == -ENOENT || g == 1;
+            rr->chunks_corrupt += g < 0 && g != -ENOENT;
+            if (g != 0)
+                log_error("region '%s': snapshot %s of run '%s': file \"%s\": recipe \"%s\": %s",
+                          repo_region(v->r, i)->conf.name, m->id, run, verify_recipe_file(m, x),
+                          key,
+                          g == 1         ? buf_str(&err)
+                          : g == -ENOENT ? "missing"
+                                         : err_str(g));
+        }
+    }
+    recipe_src_close(src);
+    buf_free(&err);
+    return e;
+}
+
 /* Checks every region's copy of the manifest (present, parses, names this
  * snapshot, tree digests match); collects the chunks of the first good
  * copy. */
@@ -213,6 +299,8 @@ static int verify_manifest(struct vctx *v, const char *run, const char *id)
         v->res->region[i].repaired++;
     }
     e = vctx_add_chunks(v, &m);
+    if (e == 0 && m.nextras)
+        e = verify_recipes(v, run, &m);
     manifest_free(&m);
     return e;
 }

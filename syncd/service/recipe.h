@@ -1,0 +1,70 @@
+/*
+ * recipe.h — reading the recipes of a version 6 snapshot (issue 27,
+ * docs/deltas.md): a chunk stored as recipes/<id>.<sig> is rebuilt from
+ * its bases' plaintext (engine/tdelta.h), the bases found through the
+ * manifest's extras (a base is a file chunk, a k line's plain chunk, or
+ * itself a recipe, resolved first).
+ *
+ *   struct recipe_src *src;
+ *   recipe_src_open(repo, &manifest, cache_bytes, &src);
+ *   recipe_get(src, id, len, &plain, &err);     // verified against id
+ *   recipe_run(src, jobs, n, on_chunk, ud, &err);  // fetch.h's shape
+ *   recipe_src_close(src);
+ *
+ * Every object is read from the healthy regions in order, the next one
+ * asked when a region lacks it or holds it damaged (undecodable, a recipe
+ * that names other bases than the manifest says, a result whose id is
+ * not the chunk's); a base no region holds intact fails the call, and err
+ * names the base ("base <64 hex>: intact in no region (region 'a':
+ * missing; ...)"); the caller adds the snapshot and the file.
+ *
+ * Memory: each decoded object is kept in an LRU cache of at most
+ * cache_bytes (bases shared by several recipes are fetched once); a
+ * recipe being decoded holds its bases' plaintext, down its chain (depth
+ * at most MANIFEST_MAX_DEPTH).  Simplest correct first: one thread, the
+ * repo's own region handles (the caller's thread owns them), serial
+ * fetches.  Not thread-safe.
+ */
+#ifndef CKS_RECIPE_H
+#define CKS_RECIPE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/buf.h"
+#include "engine/manifest.h"
+#include "service/fetch.h"
+#include "service/repo.h"
+
+struct recipe_src;
+
+/* m must outlive the source.  0 or -ENOMEM. */
+int recipe_src_open(struct repo *r, const struct manifest *m, size_t cache_bytes,
+                    struct recipe_src **ret);
+void recipe_src_close(struct recipe_src *s);
+
+/* The plaintext of chunk id (len bytes: a recipe of the manifest, or any
+ * plain chunk) into out (reset first), checked against its id.  0, or
+ * -ENOENT (missing everywhere), CKS_E_DIGEST (damaged or missing in every
+ * region), CKS_E_LIMIT, -ENOMEM, with err (appended) naming the object. */
+int recipe_get(struct recipe_src *s, const uint8_t id[HASH_LEN], uint32_t len, struct buf *out,
+               struct buf *err);
+
+/* Resolves jobs[0..n) (chunks of the manifest stored as recipes) one by
+ * one and hands each one's plaintext to on_chunk as fetch_run does (in
+ * job order; data valid during the call).  Stops at the first failure;
+ * *ret_lost (may be NULL) gets the failing job's index, or SIZE_MAX when
+ * on_chunk failed. */
+int recipe_run(struct recipe_src *s, struct fetch_job *jobs, size_t n,
+               int (*on_chunk)(void *ud, const struct fetch_job *j, const uint8_t *data,
+                               size_t len),
+               void *ud, size_t *ret_lost, struct buf *err);
+
+/* The recipe object of extra x in region i, checked: read, names the bases
+ * the manifest gives x, and (unless quick: then only read) decodes with
+ * them to x's id.  0 intact, -ENOENT missing, CKS_E_DIGEST/CKS_E_FORMAT
+ * damaged; 1 when a base could not be had anywhere (err says which). */
+int recipe_check_in(struct recipe_src *s, size_t i, const struct mextra *x, bool quick,
+                    struct buf *err);
+
+#endif
