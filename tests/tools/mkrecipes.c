@@ -19,8 +19,9 @@
  * A chunk whose encoding is a recipe is uploaded to recipes/ in every
  * region, its chunks/ object DELETED everywhere (so a reader must use the
  * recipe), and the manifest republished as version 6 with its commit
- * record.  Prints one line per recipe: "recipe <key> base <chunk key>..."
- * and per k line "k <chunk key>", so a test can damage what it names.
+ * record.  Prints one line per recipe: "recipe <key> file <path> base
+ * <chunk key>..." and per k line "k <chunk key>", so a test can damage
+ * what it names.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -57,17 +58,6 @@ static bool ends_with(const char *s, const char *t)
     return a >= b && !strcmp(s + a - b, t);
 }
 
-/* The chunk index of PARENT's file path at chunk number c, or SIZE_MAX. */
-static size_t parent_chunk(const struct mk *k, const char *path, uint64_t c)
-{
-    for (size_t i = 0; i < k->parent.nfiles; i++) {
-        const struct mfile *f = &k->parent.files[i];
-        if (f->type == MFILE_REG && !strcmp(f->path, path))
-            return c < f->nchunks ? (size_t)(f->first_chunk + c) : SIZE_MAX;
-    }
-    return SIZE_MAX;
-}
-
 static bool parent_holds(const struct mk *k, const uint8_t id[HASH_LEN])
 {
     size_t f;
@@ -84,62 +74,127 @@ static const struct mfile *file_named(const struct manifest *m, const char *suff
     return NULL;
 }
 
-/* Derived bf16: the master's chunks covering [2*off, 2*(off+len)) as
- * bases, one BF16 segment per base range.  Returns the plan's size. */
-static size_t plan_bf16(struct mk *k, uint64_t off, uint32_t len, struct tdelta_seg *plan,
-                        struct tdelta_base *bases, struct buf *bb, size_t *nb)
+/* A plan under construction: segments and their bases (plaintext read
+ * through a recipe source). */
+struct plan {
+    struct tdelta_seg seg[TDELTA_MAX_SEGS > 4096 ? 4096 : TDELTA_MAX_SEGS];
+    size_t nseg;
+    struct tdelta_base bases[TDELTA_MAX_BASES];
+    struct buf bb[TDELTA_MAX_BASES];
+    size_t nb;
+};
+
+/* Index of base id in p, read through src when new; -1 when full. */
+static int plan_base(struct plan *p, struct recipe_src *src, const struct mchunk *c)
 {
-    const struct mfile *mf = file_named(&k->child, "master.bin");
     struct buf err = BUF_INIT;
-    uint64_t lo = 2 * off, hi = 2 * (off + len), at = 0;
-    size_t n = 0;
-    if (!mf || hi > mf->size || (len & 1))
-        return 0;
-    for (uint64_t c = 0; c < mf->nchunks && at < hi; c++) {
-        const struct mchunk *mc = &k->child.chunks[mf->first_chunk + c];
-        uint64_t s = at > lo ? at : lo, e = at + mc->len < hi ? at + mc->len : hi;
-        if (s < e) {
-            if ((s - lo) % 4 || (e - s) % 4 || *nb == TDELTA_MAX_BASES)
-                return 0; /* an fp32 cut by a chunk boundary: not this simple tool's case */
-            int r = recipe_get(k->csrc, mc->id, mc->len, &bb[*nb], &err);
-            if (r < 0)
-                die("reading a master chunk", r, &err);
-            memcpy(bases[*nb].id, mc->id, HASH_LEN);
-            bases[*nb].data = bb[*nb].data;
-            bases[*nb].len = bb[*nb].len;
-            plan[n++] = (struct tdelta_seg){TDELTA_BF16, (uint32_t)((e - s) / 2), (uint32_t)*nb,
-                                            (uint32_t)(s - at), 2};
-            (*nb)++;
+    for (size_t b = 0; b < p->nb; b++)
+        if (!memcmp(p->bases[b].id, c->id, HASH_LEN))
+            return (int)b;
+    if (p->nb == TDELTA_MAX_BASES)
+        return -1;
+    int r = recipe_get(src, c->id, c->len, &p->bb[p->nb], &err);
+    if (r < 0)
+        die("reading a base chunk", r, &err);
+    memcpy(p->bases[p->nb].id, c->id, HASH_LEN);
+    p->bases[p->nb].data = p->bb[p->nb].data;
+    p->bases[p->nb].len = p->bb[p->nb].len;
+    buf_free(&err);
+    return (int)p->nb++;
+}
+
+/* Appends len bytes of kind (merging with the previous segment when it
+ * continues it); false when the plan is full. */
+static bool plan_add(struct plan *p, enum tdelta_kind kind, uint32_t len, uint32_t base,
+                     uint32_t off, unsigned width)
+{
+    struct tdelta_seg *l = p->nseg ? &p->seg[p->nseg - 1] : NULL;
+    if (l && l->kind == kind && kind == TDELTA_LITERAL) {
+        l->len += len;
+        return true;
+    }
+    if (l && l->kind == kind && l->base == base &&
+        ((kind == TDELTA_XOR && l->off + l->len == off) ||
+         (kind == TDELTA_BF16 && l->off + 2 * l->len == off))) {
+        l->len += len;
+        return true;
+    }
+    if (p->nseg == sizeof(p->seg) / sizeof(p->seg[0]))
+        return false;
+    p->seg[p->nseg++] = (struct tdelta_seg){kind, len, base, off, width};
+    return true;
+}
+
+/* The chunk of file f holding byte pos, its index and start, or false. */
+static bool chunk_of(const struct manifest *m, const struct mfile *f, uint64_t pos, size_t *ret_i,
+                     uint64_t *ret_start)
+{
+    uint64_t at = 0;
+    for (uint64_t c = 0; c < f->nchunks; c++) {
+        const struct mchunk *mc = &m->chunks[f->first_chunk + c];
+        if (pos < at + mc->len) {
+            *ret_i = (size_t)(f->first_chunk + c);
+            *ret_start = at;
+            return true;
         }
         at += mc->len;
     }
-    buf_free(&err);
-    return n;
+    return false;
 }
 
-/* XOR against the parent's chunk at the same place. */
-static size_t plan_xor(struct mk *k, const char *path, uint64_t c, uint32_t len,
-                       struct tdelta_seg *plan, struct tdelta_base *bases, struct buf *bb,
-                       size_t *nb)
+/* Derived bf16: each bf16 element of [off, off+len) of the weights from
+ * the fp32 at twice its offset in master.bin, where that fp32 lies in one
+ * master chunk; a byte of an element cut by the chunk's edges, or an fp32
+ * cut by a master chunk's, is LITERAL.  0 when no BF16 segment results. */
+static size_t plan_bf16(struct mk *k, uint64_t off, uint32_t len, struct plan *p)
 {
-    struct buf err = BUF_INIT;
-    size_t pi = parent_chunk(k, path, c);
-    if (pi == SIZE_MAX)
+    const struct mfile *mf = file_named(&k->child, "master.bin");
+    size_t nbf = 0;
+    for (uint64_t pos = off; pos < off + len;) {
+        size_t ci;
+        uint64_t cs;
+        bool whole = pos % 2 == 0 && pos + 2 <= off + len;
+        bool in = whole && mf && 2 * pos + 4 <= mf->size &&
+                  chunk_of(&k->child, mf, 2 * pos, &ci, &cs) &&
+                  2 * pos + 4 <= cs + k->child.chunks[ci].len;
+        int b = in ? plan_base(p, k->csrc, &k->child.chunks[ci]) : -1;
+        bool ok = b >= 0 ? plan_add(p, TDELTA_BF16, 1, (uint32_t)b, (uint32_t)(2 * pos - cs), 2)
+                         : plan_add(p, TDELTA_LITERAL, whole ? 2 : 1, 0, 0, 2);
+        if (!ok)
+            return 0;
+        nbf += b >= 0;
+        pos += whole ? 2 : 1;
+    }
+    return nbf ? p->nseg : 0;
+}
+
+/* XOR against the parent's file of the same path at the same offsets,
+ * chunk by chunk of the parent; past its end LITERAL. */
+static size_t plan_xor(struct mk *k, const char *path, uint64_t off, uint32_t len, struct plan *p)
+{
+    const struct mfile *pf = NULL;
+    for (size_t i = 0; i < k->parent.nfiles && !pf; i++)
+        if (k->parent.files[i].type == MFILE_REG && !strcmp(k->parent.files[i].path, path))
+            pf = &k->parent.files[i];
+    if (!pf)
         return 0;
-    const struct mchunk *pc = &k->parent.chunks[pi];
-    int r = recipe_get(k->psrc, pc->id, pc->len, &bb[0], &err);
-    if (r < 0)
-        die("reading a parent chunk", r, &err);
-    memcpy(bases[0].id, pc->id, HASH_LEN);
-    bases[0].data = bb[0].data;
-    bases[0].len = bb[0].len;
-    *nb = 1;
-    uint32_t x = pc->len < len ? pc->len : len;
-    plan[0] = (struct tdelta_seg){TDELTA_XOR, x, 0, 0, 4};
-    if (x < len)
-        plan[1] = (struct tdelta_seg){TDELTA_LITERAL, len - x, 0, 0, 0};
-    buf_free(&err);
-    return x < len ? 2 : 1;
+    for (uint64_t pos = off; pos < off + len;) {
+        size_t ci;
+        uint64_t cs;
+        if (pos >= pf->size || !chunk_of(&k->parent, pf, pos, &ci, &cs)) {
+            if (!plan_add(p, TDELTA_LITERAL, (uint32_t)(off + len - pos), 0, 0, 4))
+                return 0;
+            break;
+        }
+        const struct mchunk *pc = &k->parent.chunks[ci];
+        uint64_t end = cs + pc->len < off + len ? cs + pc->len : off + len;
+        int b = plan_base(p, k->psrc, pc);
+        if (b < 0 ||
+            !plan_add(p, TDELTA_XOR, (uint32_t)(end - pos), (uint32_t)b, (uint32_t)(pos - cs), 4))
+            return 0;
+        pos = end;
+    }
+    return p->nseg;
 }
 
 static void put_all(struct mk *k, const char *key, const struct buf *obj)
@@ -160,70 +215,82 @@ static void del_all(struct mk *k, const char *key)
     }
 }
 
-/* Records the recipe of chunk ci with bases[0..nb): uploads, marks, adds
- * the r line and k lines for bases the child does not hold. */
-static void record(struct mk *k, size_t ci, const struct buf *obj, const struct tdelta_base *bases,
-                   size_t nb, struct manifest *extra_k)
+/* Records the recipe obj of chunk ci (its bases: the ones obj names,
+ * tdelta_refs): uploads, marks, adds the r line and, for bases the child
+ * does not hold, k lines (collected in extra_k). */
+static void record(struct mk *k, size_t ci, const char *path, const struct buf *obj,
+                   struct manifest *extra_k)
 {
+    struct tdelta_ref refs[TDELTA_MAX_BASES];
     uint8_t ids[TDELTA_MAX_BASES][HASH_LEN];
     char key[LAYOUT_KEY_MAX], bkey[LAYOUT_KEY_MAX];
     struct mchunk *c = &k->child.chunks[ci];
-    for (size_t b = 0; b < nb; b++)
-        memcpy(ids[b], bases[b].id, HASH_LEN);
-    int e = manifest_add_extra(&k->child, c->id, c->len, (const uint8_t(*)[HASH_LEN])ids, nb);
+    size_t nb = 0, f;
+    uint64_t off;
+    uint32_t len;
+    int e = tdelta_refs(obj->data, obj->len, refs, TDELTA_MAX_BASES, &nb);
     if (e < 0)
+        die("tdelta_refs", e, NULL);
+    for (size_t b = 0; b < nb; b++)
+        memcpy(ids[b], refs[b].id, HASH_LEN);
+    if ((e = manifest_add_extra(&k->child, c->id, c->len, (const uint8_t(*)[HASH_LEN])ids, nb)) < 0)
         die("adding an r line", e, NULL);
     const struct mextra *x = &k->child.extras[k->child.nextras - 1];
     layout_recipe(c->id, x->sig, key);
     put_all(k, key, obj);
     c->recipe = true;
-    printf("recipe %s", key);
+    printf("recipe %s file %s", key, path);
     for (size_t b = 0; b < nb; b++) {
         layout_chunk(ids[b], bkey);
         printf(" base %s", bkey);
-        size_t f;
-        uint64_t off;
-        uint32_t len;
         if (manifest_chunk_at(&k->child, ids[b], &f, &off, &len) < 0 &&
             manifest_chunk_at(extra_k, ids[b], &f, &off, &len) < 0) {
             manifest_add_file(extra_k, MFILE_REG, "k", 0644, NULL);
-            manifest_add_chunk(extra_k, ids[b], (uint32_t)bases[b].len);
+            manifest_add_chunk(extra_k, ids[b], refs[b].len);
         }
     }
     printf("\n");
 }
 
-/* Encodes chunk ci (of file f, its c-th, at offset off) if it pays. */
-static void one_chunk(struct mk *k, const struct mfile *f, uint64_t c, uint64_t off, size_t ci,
+static void plan_reset(struct plan *p)
+{
+    for (size_t b = 0; b < p->nb; b++)
+        buf_free(&p->bb[b]);
+    p->nb = p->nseg = 0;
+}
+
+/* Encodes chunk ci (of file f, at offset off) if it pays. */
+static void one_chunk(struct mk *k, const struct mfile *f, uint64_t off, size_t ci,
                       struct manifest *extra_k)
 {
-    struct tdelta_seg plan[TDELTA_MAX_BASES + 1];
-    struct tdelta_base bases[TDELTA_MAX_BASES];
-    struct buf bb[TDELTA_MAX_BASES], raw = BUF_INIT, obj = BUF_INIT, err = BUF_INIT;
+    static struct plan p;
+    struct buf raw = BUF_INIT, obj = BUF_INIT, err = BUF_INIT;
     struct mchunk *mc = &k->child.chunks[ci];
-    size_t nb = 0, np = 0;
-    for (size_t b = 0; b < TDELTA_MAX_BASES; b++)
-        bb[b] = (struct buf)BUF_INIT;
+    size_t np = 0;
     int e = recipe_get(k->csrc, mc->id, mc->len, &raw, &err);
     if (e < 0)
         die("reading a child chunk", e, &err);
     if (k->bf16 && ends_with(f->path, "weights.bin"))
-        np = plan_bf16(k, off, mc->len, plan, bases, bb, &nb);
-    if (!np && k->xor)
-        np = plan_xor(k, f->path, c, mc->len, plan, bases, bb, &nb);
+        np = plan_bf16(k, off, mc->len, &p);
+    if (!np) {
+        plan_reset(&p);
+        if (k->xor)
+            np = plan_xor(k, f->path, off, mc->len, &p);
+    }
     struct tdelta_opts o = {.level = 3, .exact = true};
-    struct tdelta_stats st;
-    if (np && (e = tdelta_encode(&k->z, raw.data, raw.len, plan, np, bases, nb, &o, &obj, &st)) < 0)
+    struct tdelta_stats st = {0};
+    if (np &&
+        (e = tdelta_encode(&k->z, raw.data, raw.len, p.seg, np, p.bases, p.nb, &o, &obj, &st)) < 0)
         die("tdelta_encode", e, NULL);
     if (np && st.recipe) {
         struct buf back = BUF_INIT; /* the writer's check: it decodes to the id */
-        if ((e = tdelta_decode(&k->z, obj.data, obj.len, mc->id, mc->len, bases, nb, &back)) < 0)
+        if ((e = tdelta_decode(&k->z, obj.data, obj.len, mc->id, mc->len, p.bases, p.nb, &back)) <
+            0)
             die("tdelta_decode of what was encoded", e, NULL);
         buf_free(&back);
-        record(k, ci, &obj, bases, nb, extra_k);
+        record(k, ci, f->path, &obj, extra_k);
     }
-    for (size_t b = 0; b < TDELTA_MAX_BASES; b++)
-        buf_free(&bb[b]);
+    plan_reset(&p);
     buf_free(&raw);
     buf_free(&obj);
     buf_free(&err);
@@ -242,7 +309,7 @@ static void encode_all(struct mk *k, struct manifest *extra_k)
                 seen = !memcmp(k->child.chunks[j].id, mc->id, HASH_LEN);
             /* master chunks stay plain: they are the bf16 files' bases */
             if (!seen && !parent_holds(k, mc->id) && !ends_with(f->path, "master.bin"))
-                one_chunk(k, f, c, off, ci, extra_k);
+                one_chunk(k, f, off, ci, extra_k);
             off += mc->len;
         }
     }

@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# regions: dir
+# encrypted: yes
+# Manifest version 6 read back (issue 27, docs/deltas.md): readers first.
+# No writer stores recipes yet, so tests/tools/mkrecipes turns a published
+# snapshot (a checkpoint of fp32 master weights, the bf16 weights that are
+# their round to nearest even, and a file that changed a little since the
+# parent checkpoint) into a version 6 one: derived bf16 against the
+# master's chunks, XOR against the parent's chunks, the recipes uploaded
+# to recipes/, the plain chunk objects they replace DELETED, the manifest
+# republished.  Then: restore gives the source's bytes (cmp); verify
+# passes; a base deleted in one region comes from another (restore) and
+# verify names the region; a base deleted everywhere fails restore naming
+# the snapshot, the file and the base, with nothing placed, and verify
+# names it; the parent forgotten and pruned while the child is kept: its
+# chunks the child names as bases stay, and the child still restores.
+. "$(dirname "$0")/lib.sh"
+write_config 16K 64K 256K
+MK="$CKS_BUILD_DIR/tests/mkrecipes"
+[ -x "$MK" ] || skip "mkrecipes not built"
+D="$T/regions"
+
+gen() { # DIR SEED PERTURB: master.bin (fp32), weights.bin (its bf16 RNE), notes.bin
+  python3 - "$1" "$2" "$3" <<'PY'
+import os, random, struct, sys
+d, seed, perturb = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+os.makedirs(d, exist_ok=True)
+r = random.Random(1234)
+n = 256 * 1024
+vals = [r.gauss(0, 0.02) for _ in range(n)]
+if perturb:
+    r2 = random.Random(seed)
+    vals = [v + r2.gauss(0, perturb) * v if i % 3 == 0 else v for i, v in enumerate(vals)]
+master = struct.pack("<%df" % n, *vals)
+u = struct.unpack("<%dI" % n, master)
+bf = [((x + 0x7FFF + ((x >> 16) & 1)) >> 16) & 0xFFFF for x in u]
+open(os.path.join(d, "master.bin"), "wb").write(master)
+open(os.path.join(d, "weights.bin"), "wb").write(struct.pack("<%dH" % n, *bf))
+notes = bytearray(r.randbytes(300 * 1024))
+if perturb:
+    for i in range(0, len(notes), 97):
+        notes[i] ^= seed & 0xFF
+open(os.path.join(d, "notes.bin"), "wb").write(bytes(notes))
+PY
+}
+
+snap() { # DIR STEP -> id
+  cks snapshot "$1" --run r --step "$2" --json > "$T/snap.json" 2> "$T/snap.err" ||
+    { cat "$T/snap.err" >&2; die "snapshot of $1"; }
+  json "$T/snap.json" 'd["id"]'
+}
+
+restore_cmp() { # ID SRC
+  rm -rf "$T/rs"
+  cks restore --run r --snapshot "$1" --to "$T/rs" -q 2> "$T/rs.err" ||
+    { cat "$T/rs.err" >&2; die "restore of $1"; }
+  for f in master.bin weights.bin notes.bin; do
+    cmp "$2/$f" "$T/rs/$(basename "$2")/$f" || die "restore of $1: $f differs"
+  done
+}
+
+step "a parent and a child checkpoint, published as usual"
+gen "$T/src/p/ckpt" 0 0
+gen "$T/src/c/ckpt" 7 0.001
+pid=$(snap "$T/src/p/ckpt" 10)
+cid=$(snap "$T/src/c/ckpt" 20)
+
+step "mkrecipes: the child as version 6 (derived bf16 and XOR recipes)"
+"$MK" "$CONF" r "$cid" "$pid" both > "$T/recipes.txt" 2> "$T/mk.err" ||
+  { cat "$T/mk.err" >&2; die "mkrecipes"; }
+nr=$(grep -c '^recipe ' "$T/recipes.txt" || true)
+nk=$(grep -c '^k ' "$T/recipes.txt" || true)
+echo "    $nr recipes, $nk base-only chunks"
+[ "$nr" -ge 2 ] || die "mkrecipes made $nr recipes"
+[ "$nk" -ge 1 ] || die "no recipe has a base outside the child (XOR against the parent)"
+grep -E '^recipe .* file [^ ]*weights.bin' "$T/recipes.txt" > "$T/bf.txt" || die "no recipe for weights.bin (derived bf16)"
+echo "    weights.bin: $(wc -l < "$T/bf.txt") recipes"
+man=$(ls "$D/a/snapshots/"*/"$cid" 2> /dev/null | head -1)
+if [ "${CKS_TEST_ENCRYPT:-0}" != 1 ]; then
+  head -1 "$man" | grep -qx 'ckptsync-manifest 6' || die "the child's manifest is not version 6"
+fi
+while read -r kind key _ _ rest; do
+  [ "$kind" = recipe ] || continue
+  [ -f "$D/a/$key" ] || die "$key not uploaded"
+  plain="chunks/${key#recipes/}"
+  plain="${plain%.*}"
+  [ ! -e "$D/a/$plain" ] && [ ! -e "$D/b/$plain" ] && [ ! -e "$D/c/$plain" ] ||
+    die "$plain was not deleted: a restore could avoid the recipe"
+done < "$T/recipes.txt"
+
+step "restore: bit for bit from the recipes; verify passes"
+restore_cmp "$cid" "$T/src/c/ckpt"
+restore_cmp "$pid" "$T/src/p/ckpt"
+cks verify --run r > "$T/v.txt" 2>&1 || { cat "$T/v.txt"; die "verify failed"; }
+
+kbase=$(awk '$1 == "k" { print $2; exit }' "$T/recipes.txt")
+step "a base missing in region a: restore takes it from b; verify names region a"
+mv "$D/a/$kbase" "$T/kbase.a"
+restore_cmp "$cid" "$T/src/c/ckpt"
+expect_fail 1 cks verify --run r
+grep -q "region 'a'" "$T/err" "$T/out" || { cat "$T/err"; die "verify did not name region a"; }
+
+step "a base missing everywhere: restore fails naming snapshot, file and base; nothing placed"
+mv "$D/b/$kbase" "$T/kbase.b"
+mv "$D/c/$kbase" "$T/kbase.c"
+rm -rf "$T/rs"
+expect_fail 1 cks restore --run r --snapshot "$cid" --to "$T/rs"
+grep -q "$cid" "$T/err" || { cat "$T/err"; die "restore did not name the snapshot"; }
+grep -q "${kbase##*/}" "$T/err" || { cat "$T/err"; die "restore did not name the base"; }
+grep -Eq 'weights.bin|notes.bin|master.bin' "$T/err" || { cat "$T/err"; die "restore did not name the file"; }
+[ ! -e "$T/rs/ckpt/notes.bin" ] && [ ! -e "$T/rs/ckpt/weights.bin" ] ||
+  die "a file was placed by a failed restore"
+expect_fail 1 cks verify --run r
+grep -q "${kbase##*/}" "$T/err" "$T/out" || { cat "$T/err"; die "verify did not name the base"; }
+mv "$T/kbase.a" "$D/a/$kbase"
+mv "$T/kbase.b" "$D/b/$kbase"
+mv "$T/kbase.c" "$D/c/$kbase"
+cks verify --run r > "$T/v.txt" 2>&1 || { cat "$T/v.txt"; die "verify after putting the base back"; }
+
+step "the parent forgotten and pruned, the child kept: its bases stay, it restores"
+cks forget --run r --keep-last 1 -q
+cks prune --grace 0 --json > "$T/prune.json" 2> "$T/prune.err" ||
+  { cat "$T/prune.err" >&2; die "prune"; }
+deleted=$(json "$T/prune.json" 'sum(x["deleted"] for x in d["regions"])')
+echo "    prune deleted $deleted chunk objects"
+[ "$deleted" -gt 0 ] || die "prune deleted nothing: the parent's own chunks should go"
+while read -r kind key; do
+  [ "$kind" = k ] || continue
+  for rg in a b c; do [ -f "$D/$rg/$key" ] || die "prune deleted the base $key in region $rg"; done
+done < "$T/recipes.txt"
+restore_cmp "$cid" "$T/src/c/ckpt"
+cks verify --run r > "$T/v.txt" 2>&1 || { cat "$T/v.txt"; die "verify after prune"; }
+echo "PASS"
