@@ -209,44 +209,82 @@ static const char *verify_recipe_file(const struct manifest *m, const struct mex
     return "?";
 }
 
+/* Copies recipe object key from region good into the regions whose
+ * state[] says missing or damaged (not: a base was missing). */
+static void verify_repair_recipe(struct vctx *v, const char *key, size_t good, const int *state)
+{
+    struct buf obj = BUF_INIT;
+    if (region_get(repo_region(v->r, good), key, CHUNKOBJ_MAX_RAW + (CHUNKOBJ_MAX_RAW >> 3) + 4096,
+                   &obj) < 0)
+        return;
+    REPO_FOR_HEALTHY(v->r, i) {
+        struct verify_region_result *rr = &v->res->region[i];
+        if (state[i] >= 0 || region_put(repo_region(v->r, i), key, obj.data, obj.len) < 0)
+            continue;
+        log_info("region '%s': recipe \"%s\" repaired from region '%s'",
+                 repo_region(v->r, i)->conf.name, key, repo_region(v->r, good)->conf.name);
+        if (state[i] == -ENOENT)
+            rr->chunks_missing--;
+        else
+            rr->chunks_corrupt--;
+        rr->chunks_ok++;
+        rr->repaired++;
+    }
+    buf_free(&obj);
+}
+
+/* Region i's copy of recipe x: counted, and a failure logged naming the
+ * snapshot, the file and the object or base.  Returns the state. */
+static int verify_recipe_in(struct vctx *v, struct recipe_src *src, size_t i, const char *run,
+                            const struct manifest *m, const struct mextra *x, const char *key)
+{
+    struct verify_region_result *rr = &v->res->region[i];
+    struct buf err = BUF_INIT;
+    int g = recipe_check_in(src, i, x, v->quick && !v->repair, &err);
+    rr->chunks_ok += g == 0;
+    rr->chunks_missing += g == -ENOENT || g == 1;
+    rr->chunks_corrupt += g < 0 && g != -ENOENT && g != -ENOMEM;
+    if (g != 0 && g != -ENOMEM)
+        log_error("region '%s': snapshot %s of run '%s': file \"%s\": recipe \"%s\": %s",
+                  repo_region(v->r, i)->conf.name, m->id, run, verify_recipe_file(m, x), key,
+                  g == 1         ? buf_str(&err)
+                  : g == -ENOENT ? "missing"
+                                 : err_str(g));
+    buf_free(&err);
+    return g;
+}
+
 /* Version 6: every region's copy of every recipe object, read and (unless
- * quick) decoded with its bases to its id.  A failure names the snapshot,
- * the file and the object or base. */
+ * quick) decoded with its bases to its id; with repair, a copy that checked
+ * out is put where one is missing or damaged. */
 static int verify_recipes(struct vctx *v, const char *run, const struct manifest *m)
 {
     struct recipe_src *src = NULL;
-    struct buf err = BUF_INIT;
     char key[LAYOUT_KEY_MAX];
     int e = recipe_src_open(v->r, m, (size_t)repo_conf(v->r)->memory / 4, &src);
     for (size_t k = 0; e == 0 && k < m->nextras; k++) {
         const struct mextra *x = &m->extras[k];
+        int state[CONFIG_MAX_REGIONS];
+        size_t good = SIZE_MAX;
+        bool bad = false;
         if (!x->recipe)
             continue;
         v->res->chunks++;
         v->res->bytes += x->len;
         layout_recipe(x->id, x->sig, key);
+        for (size_t i = 0; i < CONFIG_MAX_REGIONS; i++)
+            state[i] = 0;
         REPO_FOR_HEALTHY(v->r, i) {
-            struct verify_region_result *rr = &v->res->region[i];
-            buf_reset(&err);
-            int g = recipe_check_in(src, i, x, v->quick, &err);
-            if (g == -ENOMEM) {
-                e = g;
-                break;
-            }
-            rr->chunks_ok += g == 0;
-            rr->chunks_missing += g == -ENOENT || g == 1;
-            rr->chunks_corrupt += g < 0 && g != -ENOENT;
-            if (g != 0)
-                log_error("region '%s': snapshot %s of run '%s': file \"%s\": recipe \"%s\": %s",
-                          repo_region(v->r, i)->conf.name, m->id, run, verify_recipe_file(m, x),
-                          key,
-                          g == 1         ? buf_str(&err)
-                          : g == -ENOENT ? "missing"
-                                         : err_str(g));
+            state[i] = verify_recipe_in(v, src, i, run, m, x, key);
+            if (state[i] == -ENOMEM)
+                e = -ENOMEM;
+            good = state[i] == 0 && good == SIZE_MAX ? i : good;
+            bad |= state[i] < 0;
         }
+        if (e == 0 && v->repair && bad && good != SIZE_MAX)
+            verify_repair_recipe(v, key, good, state);
     }
     recipe_src_close(src);
-    buf_free(&err);
     return e;
 }
 

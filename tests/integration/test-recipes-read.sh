@@ -93,6 +93,24 @@ restore_cmp "$cid" "$T/src/c/ckpt"
 restore_cmp "$pid" "$T/src/p/ckpt"
 cks verify --run r > "$T/v.txt" 2>&1 || { cat "$T/v.txt"; die "verify failed"; }
 
+rkey=$(awk '$1 == "recipe" { print $2; exit }' "$T/recipes.txt")
+step "a recipe damaged in region a and missing in b: restore (and --progressive) use c"
+cp "$D/a/$rkey" "$T/rkey.a"
+python3 -c 'import sys; p=sys.argv[1]; b=bytearray(open(p,"rb").read()); b[len(b)//2]^=1; open(p,"wb").write(b)' "$D/a/$rkey"
+mv "$D/b/$rkey" "$T/rkey.b"
+restore_cmp "$cid" "$T/src/c/ckpt"
+rm -rf "$T/rs"
+cks restore --run r --snapshot "$cid" --to "$T/rs" --progressive -q 2> "$T/rs.err" ||
+  { cat "$T/rs.err" >&2; die "progressive restore"; }
+cmp "$T/src/c/ckpt/weights.bin" "$T/rs/ckpt/weights.bin" || die "progressive: weights.bin differs"
+expect_fail 1 cks verify --run r
+grep -q "region 'b'.*${rkey##*/}.*missing" "$T/err" || { cat "$T/err"; die "verify did not name the missing recipe"; }
+grep -q "region 'a'.*${rkey##*/}" "$T/err" || { cat "$T/err"; die "verify did not name the damaged recipe"; }
+step "verify --repair copies the recipe from c to a and b"
+cks verify --run r --repair > "$T/v.txt" 2>&1 || true
+cks verify --run r > "$T/v.txt" 2>&1 || { cat "$T/v.txt"; die "verify after --repair"; }
+cmp "$D/c/$rkey" "$D/b/$rkey" || die "the repaired copy in b differs"
+
 kbase=$(awk '$1 == "k" { print $2; exit }' "$T/recipes.txt")
 step "a base missing in region a: restore takes it from b; verify names region a"
 mv "$D/a/$kbase" "$T/kbase.a"
