@@ -109,7 +109,10 @@ grep -q "region 'a'.*${rkey##*/}" "$T/err" || { cat "$T/err"; die "verify did no
 step "verify --repair copies the recipe from c to a and b"
 cks verify --run r --repair > "$T/v.txt" 2>&1 || true
 cks verify --run r > "$T/v.txt" 2>&1 || { cat "$T/v.txt"; die "verify after --repair"; }
-cmp "$D/c/$rkey" "$D/b/$rkey" || die "the repaired copy in b differs"
+[ -f "$D/b/$rkey" ] || die "verify --repair did not put the recipe back in b"
+if [ "${CKS_TEST_ENCRYPT:-0}" != 1 ]; then # sealed again: a new nonce
+  cmp "$D/c/$rkey" "$D/b/$rkey" || die "the repaired copy in b differs"
+fi
 
 kbase=$(awk '$1 == "k" { print $2; exit }' "$T/recipes.txt")
 step "a base missing in region a: restore takes it from b; verify names region a"
