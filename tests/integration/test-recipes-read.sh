@@ -138,17 +138,33 @@ mv "$T/kbase.b" "$D/b/$kbase"
 mv "$T/kbase.c" "$D/c/$kbase"
 cks verify --run r > "$T/v.txt" 2>&1 || { cat "$T/v.txt"; die "verify after putting the base back"; }
 
-step "the parent forgotten and pruned, the child kept: its bases stay, it restores"
+step "a grandchild as XOR against the child: a chain (the child's recipes as bases)"
+gen "$T/src/g/ckpt" 9 0.001
+gid=$(snap "$T/src/g/ckpt" 30)
+"$MK" "$CONF" r "$gid" "$cid" xor > "$T/recipes2.txt" 2> "$T/mk.err" ||
+  { cat "$T/mk.err" >&2; die "mkrecipes of the grandchild"; }
+awk '$1 == "recipe" { sub(/^recipes\//, "", $2); sub(/\..*/, "", $2); print $2 }' "$T/recipes.txt" | sort > "$T/rids"
+grep -o 'base chunks/[0-9a-f/]*' "$T/recipes2.txt" | sed 's|base chunks/||' | sort -u > "$T/gbases"
+chain=$(comm -12 "$T/rids" "$T/gbases" | wc -l)
+echo "    $(grep -c '^recipe ' "$T/recipes2.txt") recipes, $chain of them over a recipe of the child"
+[ "$chain" -ge 1 ] || die "no chain: no grandchild recipe has a child recipe as its base"
+restore_cmp "$gid" "$T/src/g/ckpt"
+
+step "parent and child forgotten and pruned, the grandchild kept: every base stays, it restores"
 cks forget --run r --keep-last 1 -q
 cks prune --grace 0 --json > "$T/prune.json" 2> "$T/prune.err" ||
   { cat "$T/prune.err" >&2; die "prune"; }
 deleted=$(json "$T/prune.json" 'sum(x["deleted"] for x in d["regions"])')
 echo "    prune deleted $deleted chunk objects"
-[ "$deleted" -gt 0 ] || die "prune deleted nothing: the parent's own chunks should go"
-while read -r kind key; do
-  [ "$kind" = k ] || continue
-  for rg in a b c; do [ -f "$D/$rg/$key" ] || die "prune deleted the base $key in region $rg"; done
-done < "$T/recipes.txt"
-restore_cmp "$cid" "$T/src/c/ckpt"
+[ "$deleted" -gt 0 ] || die "prune deleted nothing: the forgotten snapshots' own chunks should go"
+for list in "$T/recipes.txt" "$T/recipes2.txt"; do
+  while read -r kind key; do
+    [ "$kind" = k ] || continue
+    if [ "$list" = "$T/recipes2.txt" ] || grep -q "${key##*/}" "$T/recipes2.txt"; then
+      for rg in a b c; do [ -f "$D/$rg/$key" ] || die "prune deleted the base $key in region $rg"; done
+    fi
+  done < "$list"
+done
+restore_cmp "$gid" "$T/src/g/ckpt"
 cks verify --run r > "$T/v.txt" 2>&1 || { cat "$T/v.txt"; die "verify after prune"; }
 echo "PASS"

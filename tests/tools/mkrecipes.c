@@ -215,6 +215,53 @@ static void del_all(struct mk *k, const char *key)
     }
 }
 
+/* The child's extra with this id while it is being built (unsorted). */
+static const struct mextra *child_extra(const struct mk *k, const uint8_t id[HASH_LEN])
+{
+    for (size_t i = 0; i < k->child.nextras; i++)
+        if (!memcmp(k->child.extras[i].id, id, HASH_LEN))
+            return &k->child.extras[i];
+    return NULL;
+}
+
+/* A base the child needs: nothing when it is a child file chunk or already
+ * listed; the parent's r line and, recursively, its bases when the parent
+ * stores it as a recipe (a chain); else a k line (collected in extra_k). */
+static void add_base(struct mk *k, const uint8_t id[HASH_LEN], uint32_t len,
+                     struct manifest *extra_k, int depth, bool file_chunk)
+{
+    size_t f;
+    uint64_t off;
+    uint32_t l;
+    const struct mextra *px = manifest_extra(&k->parent, id);
+    if (depth > MANIFEST_MAX_DEPTH ||
+        (!file_chunk && manifest_chunk_at(&k->child, id, &f, &off, &l) == 0) ||
+        child_extra(k, id) || manifest_chunk_at(extra_k, id, &f, &off, &l) == 0)
+        return;
+    if (px && px->recipe) {
+        uint8_t ids[TDELTA_MAX_BASES][HASH_LEN];
+        uint64_t first = px->first_base;
+        uint32_t n = px->nbases;
+        for (uint32_t b = 0; b < n; b++)
+            memcpy(ids[b], k->parent.bases[first + b].id, HASH_LEN);
+        int e = manifest_add_extra(&k->child, id, px->len, (const uint8_t(*)[HASH_LEN])ids, n);
+        if (e < 0)
+            die("copying the parent's r line", e, NULL);
+        for (uint32_t b = 0; b < n; b++) {
+            const struct mextra *bx = manifest_extra(&k->parent, ids[b]);
+            size_t bf;
+            uint64_t bo;
+            uint32_t bl = 0;
+            if (!bx && manifest_chunk_at(&k->parent, ids[b], &bf, &bo, &bl) < 0)
+                die("a parent recipe's base is not in the parent", -EINVAL, NULL);
+            add_base(k, ids[b], bx ? bx->len : bl, extra_k, depth + 1, false);
+        }
+        return;
+    }
+    manifest_add_file(extra_k, MFILE_REG, "k", 0644, NULL);
+    manifest_add_chunk(extra_k, id, len);
+}
+
 /* Records the recipe obj of chunk ci (its bases: the ones obj names,
  * tdelta_refs): uploads, marks, adds the r line and, for bases the child
  * does not hold, k lines (collected in extra_k). */
@@ -225,9 +272,7 @@ static void record(struct mk *k, size_t ci, const char *path, const struct buf *
     uint8_t ids[TDELTA_MAX_BASES][HASH_LEN];
     char key[LAYOUT_KEY_MAX], bkey[LAYOUT_KEY_MAX];
     struct mchunk *c = &k->child.chunks[ci];
-    size_t nb = 0, f;
-    uint64_t off;
-    uint32_t len;
+    size_t nb = 0;
     int e = tdelta_refs(obj->data, obj->len, refs, TDELTA_MAX_BASES, &nb);
     if (e < 0)
         die("tdelta_refs", e, NULL);
@@ -243,11 +288,7 @@ static void record(struct mk *k, size_t ci, const char *path, const struct buf *
     for (size_t b = 0; b < nb; b++) {
         layout_chunk(ids[b], bkey);
         printf(" base %s", bkey);
-        if (manifest_chunk_at(&k->child, ids[b], &f, &off, &len) < 0 &&
-            manifest_chunk_at(extra_k, ids[b], &f, &off, &len) < 0) {
-            manifest_add_file(extra_k, MFILE_REG, "k", 0644, NULL);
-            manifest_add_chunk(extra_k, ids[b], refs[b].len);
-        }
+        add_base(k, ids[b], refs[b].len, extra_k, 0, false);
     }
     printf("\n");
 }
@@ -308,7 +349,10 @@ static void encode_all(struct mk *k, struct manifest *extra_k)
             for (size_t j = 0; j < ci && !seen; j++)
                 seen = !memcmp(k->child.chunks[j].id, mc->id, HASH_LEN);
             /* master chunks stay plain: they are the bf16 files' bases */
-            if (!seen && !parent_holds(k, mc->id) && !ends_with(f->path, "master.bin"))
+            const struct mextra *px = manifest_extra(&k->parent, mc->id);
+            if (!seen && px && px->recipe) /* unchanged, and the parent has no chunks/ object */
+                add_base(k, mc->id, mc->len, extra_k, 0, true);
+            else if (!seen && !parent_holds(k, mc->id) && !ends_with(f->path, "master.bin"))
                 one_chunk(k, f, off, ci, extra_k);
             off += mc->len;
         }
