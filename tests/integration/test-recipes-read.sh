@@ -75,9 +75,9 @@ echo "    $nr recipes, $nk base-only chunks"
 [ "$nk" -ge 1 ] || die "no recipe has a base outside the child (XOR against the parent)"
 grep -E '^recipe .* file [^ ]*weights.bin' "$T/recipes.txt" > "$T/bf.txt" || die "no recipe for weights.bin (derived bf16)"
 echo "    weights.bin: $(wc -l < "$T/bf.txt") recipes"
-man=$(ls "$D/a/snapshots/"*/"$cid" 2> /dev/null | head -1)
+man=$(ls "$D/a/snapshots/"*/"$cid" 2> /dev/null | sed -n 1p)
 if [ "${CKS_TEST_ENCRYPT:-0}" != 1 ]; then
-  head -1 "$man" | grep -qx 'ckptsync-manifest 6' || die "the child's manifest is not version 6"
+  [ "$(sed -n 1p "$man")" = 'ckptsync-manifest 6' ] || die "the child's manifest is not version 6"
 fi
 while read -r kind key _ _ rest; do
   [ "$kind" = recipe ] || continue
