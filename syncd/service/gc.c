@@ -256,6 +256,17 @@ bool gc_intent_fresh(const struct gc_intent *in)
     return in->name[0] && (wall > age ? wall : age) < (double)in->ttl / 2;
 }
 
+/* Test hook: CKPTSYNC_TEST_PRUNE_STOP_AFTER=N stops the process
+ * (SIGSTOP) once a sweep has deleted N chunk objects, so that a test can
+ * kill -9 a prune mid-way at a known point. */
+static void test_stop_after_deletes(void)
+{
+    static unsigned long n;
+    const char *v = getenv("CKPTSYNC_TEST_PRUNE_STOP_AFTER");
+    if (v && ++n == strtoul(v, NULL, 10))
+        raise(SIGSTOP);
+}
+
 /* The test hook of gc.h: stop here until continued. */
 static void test_stop_before_publish(void)
 {
@@ -1100,6 +1111,7 @@ static int mark_sweep(struct pr *p, size_t i, const struct gc_mk *mk)
             rr->deleted_bytes += ch->size;
             memcpy(batch[nbatch++], ch->id, HASH_LEN);
             e = 0;
+            test_stop_after_deletes();
         }
         if (e == 0 && nbatch == INDEX_BATCH) {
             e = index_forget(p, i, batch, nbatch);

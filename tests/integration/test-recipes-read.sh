@@ -12,8 +12,10 @@
 # passes; a base deleted in one region comes from another (restore) and
 # verify names the region; a base deleted everywhere fails restore naming
 # the snapshot, the file and the base, with nothing placed, and verify
-# names it; the parent forgotten and pruned while the child is kept: its
-# chunks the child names as bases stay, and the child still restores.
+# names it; a grandchild XOR against the child's recipes (a chain); parent
+# and child forgotten and pruned (a first prune killed -9 mid-way, then a
+# rerun) while the grandchild is kept: every base it names stays, and it
+# still restores.
 . "$(dirname "$0")/lib.sh"
 write_config 16K 64K 256K
 MK="$CKS_BUILD_DIR/tests/mkrecipes"
@@ -152,6 +154,20 @@ restore_cmp "$gid" "$T/src/g/ckpt"
 
 step "parent and child forgotten and pruned, the grandchild kept: every base stays, it restores"
 cks forget --run r --keep-last 1 -q
+# a first prune killed -9 after its third deletion (the test hook stops it there)
+CKPTSYNC_TEST_PRUNE_STOP_AFTER=3 "$CKPTSYNC" --config "$CONF" prune --grace 0 -q \
+  > /dev/null 2> "$T/prune1.err" &
+ppid=$!
+deadline=$((SECONDS + 60))
+until [ "$(awk '{ print $3 }' "/proc/$ppid/stat" 2> /dev/null)" = T ]; do
+  kill -0 "$ppid" 2> /dev/null || { cat "$T/prune1.err" >&2; die "prune ended before its third deletion"; }
+  [ $SECONDS -lt $deadline ] || die "prune did not reach its third deletion"
+  sleep 0.05
+done
+kill -9 "$ppid"
+wait "$ppid" 2> /dev/null || true
+echo "    a prune killed -9 after 3 deletions"
+restore_cmp "$gid" "$T/src/g/ckpt"
 cks prune --grace 0 --json > "$T/prune.json" 2> "$T/prune.err" ||
   { cat "$T/prune.err" >&2; die "prune"; }
 deleted=$(json "$T/prune.json" 'sum(x["deleted"] for x in d["regions"])')
