@@ -182,7 +182,10 @@ struct gc_result {
  * clock_skew, CKS_E_BUSY when another prune holds the lease
  * (res->lease_holder says who): in both cases nothing was written or
  * deleted; another error otherwise (err says what and where; the region's
- * result too).  Nothing is deleted with dry_run. */
+ * result too).  Nothing is deleted with dry_run.
+ * Test hook: with CKPTSYNC_TEST_PRUNE_STOP_AFTER=N in the environment, the
+ * process stops (SIGSTOP) once its sweeps have deleted N chunk objects, so
+ * a test can kill -9 a prune at that point (test-recipes-read.sh). */
 int gc_prune(struct repo *r, const struct gc_opts *o, struct gc_result *res, struct buf *err);
 
 #endif
