@@ -6,13 +6,17 @@
  * restore); the object must name exactly those (tdelta_refs), or that
  * region's copy counts as damaged.  Bases are resolved before the recipe
  * object is read, once for all regions: a base failing everywhere fails
- * the recipe whichever region holds it.  The recursion is bounded by the
+ * the recipe whichever region holds it.  Restore seeds the cache with the
+ * plain file chunks that are bases as the parallel fetch delivers them
+ * (recipe_src_seed), so a derived bf16's master chunks are not downloaded
+ * twice.  The recursion is bounded by the
  * manifest's depth check (MANIFEST_MAX_DEPTH); the cache is a short array
  * searched linearly (a few dozen entries of chunk size).
  */
 #include "service/recipe.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -44,11 +48,31 @@ struct recipe_src {
     struct rc_entry c[RECIPE_CACHE_MAX];
     size_t nc;
     uint64_t bytes, max_bytes, tick;
+    uint64_t fetched;   /* object bytes downloaded */
+    struct mbase *want; /* plain file chunks some recipe names as a base, sorted */
+    size_t nwant;
+    pthread_mutex_t mu; /* the cache, for recipe_src_seed's threads */
 };
 
 static int flen_cmp(const void *a, const void *b)
 {
     return memcmp(a, b, HASH_LEN);
+}
+
+/* The plain file chunks that some r line names as a base: what
+ * recipe_src_seed keeps. */
+static int want_build(struct recipe_src *s)
+{
+    const struct manifest *m = s->m;
+    if (m->nbases && !(s->want = calloc(m->nbases, sizeof(*s->want))))
+        return -ENOMEM;
+    for (size_t i = 0; i < m->nbases; i++)
+        if (!manifest_extra(m, m->bases[i].id) &&
+            bsearch(m->bases[i].id, s->fl, s->nfl, sizeof(*s->fl), flen_cmp))
+            s->want[s->nwant++] = m->bases[i];
+    if (s->nwant)
+        qsort(s->want, s->nwant, sizeof(*s->want), flen_cmp);
+    return 0;
 }
 
 int recipe_src_open(struct repo *r, const struct manifest *m, size_t cache_bytes,
@@ -69,6 +93,12 @@ int recipe_src_open(struct repo *r, const struct manifest *m, size_t cache_bytes
     }
     s->nfl = m->nchunks;
     qsort(s->fl, s->nfl, sizeof(*s->fl), flen_cmp);
+    pthread_mutex_init(&s->mu, NULL);
+    int e = want_build(s);
+    if (e < 0) {
+        recipe_src_close(s);
+        return e;
+    }
     *ret = s;
     return 0;
 }
@@ -80,7 +110,9 @@ void recipe_src_close(struct recipe_src *s)
     for (size_t i = 0; i < s->nc; i++)
         buf_free(&s->c[i].data);
     chunkobj_ctx_free(&s->z);
+    pthread_mutex_destroy(&s->mu);
     free(s->fl);
+    free(s->want);
     free(s);
 }
 
@@ -149,6 +181,7 @@ static int plain_get(struct recipe_src *s, const uint8_t id[HASH_LEN], uint32_t 
     REPO_FOR_HEALTHY(s->r, i) {
         e = region_get(repo_region(s->r, i), key,
                        CHUNKOBJ_HEADER_LEN + (size_t)len + len / 8 + 1024, &obj);
+        s->fetched += e == 0 ? obj.len : 0;
         if (e == 0)
             e = chunkobj_decode(&s->z, obj.data, obj.len, id, len, out);
         if (e == 0 && out->len != len)
@@ -221,6 +254,7 @@ static int recipe_in(struct recipe_src *s, size_t i, const struct mextra *x,
     size_t max = CHUNKOBJ_HEADER_LEN + (size_t)x->len + x->len / 8 + 1024 + TDELTA_HEAD +
                  TDELTA_BASE_REC * TDELTA_MAX_BASES + (size_t)TDELTA_SEG_REC * TDELTA_MAX_SEGS;
     int e = region_get(repo_region(s->r, i), key, max, obj);
+    s->fetched += e == 0 ? obj->len : 0;
     if (e == 0)
         e = refs_match(s, x, obj);
     if (e == 0 && !quick)
@@ -264,15 +298,38 @@ static int recipe_fetch(struct recipe_src *s, const struct mextra *x, struct buf
 int recipe_get(struct recipe_src *s, const uint8_t id[HASH_LEN], uint32_t len, struct buf *out,
                struct buf *err)
 {
-    struct rc_entry *c = rc_find(s, id);
     buf_reset(out);
-    if (c)
-        return buf_append(out, c->data.data, c->data.len);
+    pthread_mutex_lock(&s->mu);
+    struct rc_entry *c = rc_find(s, id);
+    int e = c ? buf_append(out, c->data.data, c->data.len) : 1;
+    pthread_mutex_unlock(&s->mu);
+    if (e <= 0)
+        return e;
     const struct mextra *x = manifest_extra(s->m, id);
-    int e = x && x->recipe ? recipe_fetch(s, x, out, err) : plain_get(s, id, len, out, err);
-    if (e == 0)
+    e = x && x->recipe ? recipe_fetch(s, x, out, err) : plain_get(s, id, len, out, err);
+    if (e == 0) {
+        pthread_mutex_lock(&s->mu);
         rc_put(s, id, out);
+        pthread_mutex_unlock(&s->mu);
+    }
     return e;
+}
+
+void recipe_src_seed(struct recipe_src *s, const uint8_t id[HASH_LEN], const uint8_t *data,
+                     size_t len)
+{
+    if (!s->nwant || !bsearch(id, s->want, s->nwant, sizeof(*s->want), flen_cmp))
+        return;
+    struct buf b = {.data = (uint8_t *)data, .len = len};
+    pthread_mutex_lock(&s->mu);
+    if (!rc_find(s, id))
+        rc_put(s, id, &b);
+    pthread_mutex_unlock(&s->mu);
+}
+
+uint64_t recipe_src_fetched(const struct recipe_src *s)
+{
+    return s->fetched;
 }
 
 int recipe_check_in(struct recipe_src *s, size_t i, const struct mextra *x, bool quick,

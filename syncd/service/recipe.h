@@ -21,9 +21,9 @@
  * Memory: each decoded object is kept in an LRU cache of at most
  * cache_bytes (bases shared by several recipes are fetched once); a
  * recipe being decoded holds its bases' plaintext, down its chain (depth
- * at most MANIFEST_MAX_DEPTH).  Simplest correct first: one thread, the
- * repo's own region handles (the caller's thread owns them), serial
- * fetches.  Not thread-safe.
+ * at most MANIFEST_MAX_DEPTH).  Simplest correct first: recipe_get and
+ * recipe_run on one thread, the repo's own region handles (the caller's
+ * thread owns them), serial fetches; recipe_src_seed from any thread.
  */
 #ifndef CKS_RECIPE_H
 #define CKS_RECIPE_H
@@ -38,7 +38,7 @@
 
 struct recipe_src;
 
-/* m must outlive the source.  0 or -ENOMEM. */
+/* m must outlive the source.  0 or -ENOMEM (*ret then untouched). */
 int recipe_src_open(struct repo *r, const struct manifest *m, size_t cache_bytes,
                     struct recipe_src **ret);
 void recipe_src_close(struct recipe_src *s);
@@ -59,6 +59,13 @@ int recipe_run(struct recipe_src *s, struct fetch_job *jobs, size_t n,
                int (*on_chunk)(void *ud, const struct fetch_job *j, const uint8_t *data,
                                size_t len),
                void *ud, size_t *ret_lost, struct buf *err);
+
+/* Offers a plain chunk's verified plaintext (a fetch's on_chunk): kept in
+ * the cache when some recipe names it as a base.  Thread-safe. */
+void recipe_src_seed(struct recipe_src *s, const uint8_t id[HASH_LEN], const uint8_t *data,
+                     size_t len);
+/* Object bytes the source downloaded so far. */
+uint64_t recipe_src_fetched(const struct recipe_src *s);
 
 /* The recipe object of extra x in region i, checked: read, names the bases
  * the manifest gives x, and (unless quick: then only read) decodes with

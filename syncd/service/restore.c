@@ -185,12 +185,13 @@ struct rst {
     struct wring wr; /* io_uring writes */
     uint64_t done, total;
     uint64_t stash_bytes, stash_budget;
-    struct rfile *rfiles; /* per manifest file */
-    size_t *chunk_file;   /* per manifest chunk: its file */
-    uint64_t *chunk_off;  /* per manifest chunk: its offset */
-    struct mchunk *leaf;  /* per manifest chunk of a tree file: the id it was
-                           * verified against and the length written (len 0:
-                           * not yet) */
+    struct rfile *rfiles;    /* per manifest file */
+    size_t *chunk_file;      /* per manifest chunk: its file */
+    uint64_t *chunk_off;     /* per manifest chunk: its offset */
+    struct mchunk *leaf;     /* per manifest chunk of a tree file: the id it was
+                              * verified against and the length written (len 0:
+                              * not yet) */
+    struct recipe_src *rsrc; /* version 6: rebuilds the recipe chunks (rst_recipes) */
 };
 
 /* A chunk that arrived before its turn in its file's digest, kept. */
@@ -963,15 +964,22 @@ static size_t rst_split_recipes(struct rst *s, struct fetch_job *jobs, size_t *n
     return nrec;
 }
 
-/* Rebuilds the recipe chunks jobs[0..n) from their bases; a failure names
- * the snapshot and the file (err already names the base). */
+/* fetch_run's on_chunk while recipes wait: a chunk they name as a base is
+ * kept for them (recipe_src_seed), then written as any chunk. */
+static int rst_chunk_seed(void *ud, const struct fetch_job *j, const uint8_t *data, size_t len)
+{
+    struct rst *s = ud;
+    recipe_src_seed(s->rsrc, j->id, data, len);
+    return rst_chunk(ud, j, data, len);
+}
+
+/* Rebuilds the recipe chunks jobs[0..n) from their bases (s->rsrc); a
+ * failure names the snapshot and the file (err already names the base). */
 static int rst_recipes(struct rst *s, struct fetch_job *jobs, size_t n)
 {
-    struct recipe_src *src = NULL;
     size_t lost = SIZE_MAX;
-    int e = recipe_src_open(s->r, &s->m, (size_t)repo_conf(s->r)->memory / 4, &src);
-    if (e == 0)
-        e = recipe_run(src, jobs, n, rst_chunk, s, &lost, s->err);
+    int e = recipe_run(s->rsrc, jobs, n, rst_chunk, s, &lost, s->err);
+    s->res->fetched_bytes += recipe_src_fetched(s->rsrc);
     if (e < 0 && lost != SIZE_MAX) {
         const struct mfile *f = &s->m.files[s->chunk_file[jobs[lost].tag]];
         buf_printf(s->err,
@@ -979,7 +987,6 @@ static int rst_recipes(struct rst *s, struct fetch_job *jobs, size_t n)
                    "no region holds intact",
                    s->m.id, f->path, (unsigned long long)s->chunk_off[jobs[lost].tag]);
     }
-    recipe_src_close(src);
     return e;
 }
 
@@ -1001,18 +1008,20 @@ static int rst_files(struct rst *s)
     }
     if (e == 0 && (nrec = rst_split_recipes(s, jobs, &njobs)) == SIZE_MAX)
         e = -ENOMEM;
+    if (e == 0 && nrec)
+        e = recipe_src_open(s->r, &s->m, (size_t)repo_conf(s->r)->memory / 4, &s->rsrc);
     if (e == 0) {
         /* progressive: a lost chunk fails the restore at its end, the files
          * it does not touch placed meanwhile */
         unsigned fl = FETCH_CONCURRENT | (s->o->progressive ? FETCH_KEEP_GOING : 0);
-        e = fetch_run(s->r, jobs, njobs, fl, rst_chunk, s, &st, s->err);
+        e = fetch_run(s->r, jobs, njobs, fl, nrec ? rst_chunk_seed : rst_chunk, s, &st, s->err);
         if (e < 0 && st.lost)
             rst_lost(s, st.lost_tag);
         if (nrec && (e == 0 || s->o->progressive)) {
             int re = rst_recipes(s, jobs + njobs, nrec);
             e = e < 0 ? e : re;
         }
-        s->res->fetched_bytes = st.fetched_bytes;
+        s->res->fetched_bytes += st.fetched_bytes;
         s->res->failovers = st.failovers;
         memcpy(s->res->region_chunks, st.region_chunks, sizeof(st.region_chunks));
     }
@@ -1023,6 +1032,8 @@ static int rst_files(struct rst *s)
             buf_printf(s->err, "internal error: \"%s\" was not completed", s->m.files[k].path);
             e = -EIO; /* every file's digest is checked, or the restore fails */
         }
+    recipe_src_close(s->rsrc);
+    s->rsrc = NULL;
     free(jobs);
     return e;
 }

@@ -56,7 +56,7 @@ struct vctx {
  * stored as recipes and the k lines (the recipes: verify_recipes). */
 static int verify_add_v6(struct vctx *v, const struct manifest *m)
 {
-    size_t need = v->nchunks + m->nextras;
+    size_t need = v->nchunks + m->nchunks + m->nextras; /* at most */
     if (need > v->cap) {
         struct mchunk *p = realloc(v->chunks, need * 2 * sizeof(*p));
         if (!p)
