@@ -77,6 +77,8 @@ echo "    $nr recipes, $nk base-only chunks"
 [ "$nk" -ge 1 ] || die "no recipe has a base outside the child (XOR against the parent)"
 grep -E '^recipe .* file [^ ]*weights.bin' "$T/recipes.txt" > "$T/bf.txt" || die "no recipe for weights.bin (derived bf16)"
 echo "    weights.bin: $(wc -l < "$T/bf.txt") recipes"
+awk '$1 == "k" { print $2 }' "$T/recipes.txt" > "$T/kkeys"
+grep -vFf "$T/kkeys" "$T/bf.txt" > "$T/derived.txt" || die "no weights.bin recipe is derived from the master (every one has a parent base)"
 man=$(ls "$D/a/snapshots/"*/"$cid" 2> /dev/null | sed -n 1p)
 if [ "${CKS_TEST_ENCRYPT:-0}" != 1 ]; then
   [ "$(sed -n 1p "$man")" = 'ckptsync-manifest 6' ] || die "the child's manifest is not version 6"
@@ -93,6 +95,25 @@ done < "$T/recipes.txt"
 step "restore: bit for bit from the recipes; verify passes"
 restore_cmp "$cid" "$T/src/c/ckpt"
 restore_cmp "$pid" "$T/src/p/ckpt"
+if [ "${CKS_TEST_ENCRYPT:-0}" != 1 ]; then # the manifest is plain text here
+  need=$(python3 - "$D/a" "$man" <<'PY'
+import os, sys
+d, tot, seen = sys.argv[1], 0, set()
+for l in open(sys.argv[2]):
+    t = l.split()
+    if t[0] in ("c", "k") and len(t) == 3 and t[1] not in seen:
+        seen.add(t[1]); tot += os.path.getsize(f"{d}/chunks/{t[1][:2]}/{t[1]}")
+    elif t[0] == "r":
+        tot += os.path.getsize(f"{d}/recipes/{t[1][:2]}/{t[1]}.{t[3]}")
+print(tot)
+PY
+)
+  rm -rf "$T/rs"
+  cks restore --run r --snapshot "$cid" --to "$T/rs" --json > "$T/r.json"
+  got=$(json "$T/r.json" 'd["fetched_bytes"]')
+  echo "    restore downloaded $got bytes; the objects it needs, once each: $need"
+  [ "$got" = "$need" ] || die "restore downloaded $got bytes, not each object once ($need)"
+fi
 cks verify --run r > "$T/v.txt" 2>&1 || { cat "$T/v.txt"; die "verify failed"; }
 
 rkey=$(awk '$1 == "recipe" { print $2; exit }' "$T/recipes.txt")

@@ -158,7 +158,7 @@ static size_t plan_bf16(struct mk *k, uint64_t off, uint32_t len, struct plan *p
                   chunk_of(&k->child, mf, 2 * pos, &ci, &cs) &&
                   2 * pos + 4 <= cs + k->child.chunks[ci].len;
         int b = in ? plan_base(p, k->csrc, &k->child.chunks[ci]) : -1;
-        bool ok = b >= 0 ? plan_add(p, TDELTA_BF16, 1, (uint32_t)b, (uint32_t)(2 * pos - cs), 2)
+        bool ok = b >= 0 ? plan_add(p, TDELTA_BF16, 2, (uint32_t)b, (uint32_t)(2 * pos - cs), 2)
                          : plan_add(p, TDELTA_LITERAL, whole ? 2 : 1, 0, 0, 2);
         if (!ok)
             return 0;
