@@ -362,6 +362,7 @@ void manifest_free(struct manifest *m)
     }
     free(m->files);
     free(m->chunks);
+    free(m->marks);
     free(m->extras);
     free(m->bases);
     manifest_init(m);
@@ -446,7 +447,6 @@ int manifest_add_chunk(struct manifest *m, const uint8_t id[HASH_LEN], uint32_t 
     struct mchunk *c = &m->chunks[m->nchunks++];
     memcpy(c->id, id, HASH_LEN);
     c->len = len;
-    c->recipe = false;
     struct mfile *f = &m->files[m->nfiles - 1];
     f->nchunks++;
     f->size += len;
@@ -531,7 +531,8 @@ bool manifest_equal(const struct manifest *a, const struct manifest *b)
     }
 #undef STR_EQ
     for (size_t i = 0; i < a->nchunks; i++)
-        if (a->chunks[i].len != b->chunks[i].len || a->chunks[i].recipe != b->chunks[i].recipe ||
+        if (a->chunks[i].len != b->chunks[i].len ||
+            manifest_chunk_recipe(a, i) != manifest_chunk_recipe(b, i) ||
             memcmp(a->chunks[i].id, b->chunks[i].id, HASH_LEN))
             return false;
     return extras_equal(a, b);
@@ -879,7 +880,7 @@ static void put_entry(struct enc *e, const struct manifest *m, const struct mfil
         put_hash(e, c->id);
         put_str(e, " ");
         put_u64(e, c->len);
-        put_str(e, c->recipe ? " r\n" : "\n");
+        put_str(e, manifest_chunk_recipe(m, (size_t)(f->first_chunk + k)) ? " r\n" : "\n");
     }
 }
 
@@ -1507,10 +1508,11 @@ static int line_chunk(struct parser *p, const struct line *ln)
     if (r < 0)
         return fail(p, r, "%s", what);
     c.len = (uint32_t)len;
-    c.recipe = mark;
     if ((r = chunks_reserve(p->m, (size_t)p->decl_chunks)) < 0)
         return fail(p, r, "cannot add chunk");
     p->m->chunks[p->m->nchunks++] = c;
+    if (mark && manifest_mark_recipe(p->m, p->m->nchunks - 1, true) < 0)
+        return fail(p, -ENOMEM, "out of memory");
     p->chunk_sum += len;
     const struct mfile *f = &p->m->files[p->m->nfiles - 1];
     if (--p->chunks_left == 0 && p->chunk_sum != f->size)

@@ -114,7 +114,6 @@ enum mdigest_kind { MDIGEST_SHA256 = 0, MDIGEST_TREE = 1 };
 struct mchunk {
     uint8_t id[HASH_LEN];
     uint32_t len;
-    bool recipe; /* version 6: stored as a recipe object (its r line in extras) */
 };
 
 /* Version 6: an object a snapshot needs besides its files' plain chunks. */
@@ -164,6 +163,9 @@ struct manifest {
     size_t nfiles, files_cap;
     struct mchunk *chunks;
     size_t nchunks, chunks_cap;
+    bool *marks; /* version 6: marks[i], chunk i is stored as a recipe (its r
+                  * line in extras); NULL or shorter: not (manifest_chunk_recipe) */
+    size_t nmarks;
     struct mextra *extras; /* version 6: sorted by id, each id once */
     size_t nextras, extras_cap;
     struct mbase *bases; /* the extras' bases, ascending per recipe */
@@ -227,11 +229,16 @@ void manifest_recipe_sig(const struct mbase *ids, size_t n, uint8_t out[MANIFEST
 /* Adds an extra object: a recipe of chunk id (plaintext length len) over
  * bases[0..nbases) (any order; sorted and the sig computed here), or with
  * nbases 0 a plain chunk needed only as a base.  A writer marks each
- * file chunk stored as a recipe (m->chunks[i].recipe = true) and adds its
+ * file chunk stored as a recipe (manifest_mark_recipe) and adds its
  * r line here too, then calls manifest_sort_extras() before encoding.
  * -EINVAL (nbases above MANIFEST_MAX_BASES), CKS_E_LIMIT, -ENOMEM. */
 int manifest_add_extra(struct manifest *m, const uint8_t id[HASH_LEN], uint32_t len,
                        const uint8_t (*bases)[HASH_LEN], size_t nbases);
+/* Whether chunk i of m is stored as a recipe (its c line is marked). */
+bool manifest_chunk_recipe(const struct manifest *m, size_t i);
+/* Marks chunk i (< m->nchunks) as stored as a recipe, or unmarks it.
+ * 0, -EINVAL or -ENOMEM. */
+int manifest_mark_recipe(struct manifest *m, size_t i, bool recipe);
 /* Sorts m->extras by id (the order the format requires). */
 void manifest_sort_extras(struct manifest *m);
 /* The extra with this id, or NULL (m->extras sorted). */

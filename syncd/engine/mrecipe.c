@@ -79,6 +79,29 @@ int manifest_add_extra(struct manifest *m, const uint8_t id[HASH_LEN], uint32_t 
     return 0;
 }
 
+bool manifest_chunk_recipe(const struct manifest *m, size_t i)
+{
+    return i < m->nmarks && m->marks[i];
+}
+
+int manifest_mark_recipe(struct manifest *m, size_t i, bool recipe)
+{
+    if (i >= m->nchunks)
+        return -EINVAL;
+    if (i >= m->nmarks) {
+        if (!recipe)
+            return 0;
+        bool *v = reallocarray(m->marks, m->nchunks, sizeof(*v));
+        if (!v)
+            return -ENOMEM;
+        memset(v + m->nmarks, 0, (m->nchunks - m->nmarks) * sizeof(*v));
+        m->marks = v;
+        m->nmarks = m->nchunks;
+    }
+    m->marks[i] = recipe;
+    return 0;
+}
+
 void manifest_sort_extras(struct manifest *m)
 {
     if (m->nextras)
@@ -145,8 +168,8 @@ static int fc_build(struct xcheck *c)
         return -ENOMEM;
     for (size_t i = 0; i < m->nchunks; i++) {
         memcpy(c->fc[i].id, m->chunks[i].id, HASH_LEN);
-        c->fc[i].marked = m->chunks[i].recipe;
-        c->fc[i].plain = !m->chunks[i].recipe;
+        c->fc[i].marked = manifest_chunk_recipe(m, i);
+        c->fc[i].plain = !manifest_chunk_recipe(m, i);
     }
     qsort(c->fc, m->nchunks, sizeof(*c->fc), base_cmp);
     size_t n = 0;
@@ -238,8 +261,9 @@ static int check_cover(struct xcheck *c)
 {
     const struct manifest *m = c->m;
     for (size_t i = 0; i < m->nchunks; i++) {
-        const struct mextra *x = m->chunks[i].recipe ? manifest_extra(m, m->chunks[i].id) : NULL;
-        if (m->chunks[i].recipe && (!x || !x->recipe))
+        bool marked = manifest_chunk_recipe(m, i);
+        const struct mextra *x = marked ? manifest_extra(m, m->chunks[i].id) : NULL;
+        if (marked && (!x || !x->recipe))
             return xfail(c, i, true, CKS_E_FORMAT, "chunk marked recipe has no r line");
         if (x && x->len != m->chunks[i].len)
             return xfail(c, i, true, CKS_E_FORMAT, "chunk length differs from its r line's");
@@ -268,7 +292,7 @@ int manifest_check_extras(const struct manifest *m, size_t *ret_idx, bool *ret_c
     struct xcheck c = {.m = m, .what = "out of memory"};
     bool any = m->nextras > 0;
     for (size_t i = 0; !any && i < m->nchunks; i++)
-        any = m->chunks[i].recipe;
+        any = manifest_chunk_recipe(m, i);
     if (!any)
         return 0;
     int r = -ENOMEM;
@@ -293,7 +317,7 @@ int manifest_each_object(const struct manifest *m, manifest_object_fn fn, void *
     static const uint8_t none[MANIFEST_RECIPE_SIG];
     for (size_t i = 0; i < m->nchunks; i++) {
         const struct mchunk *ch = &m->chunks[i];
-        int r = ch->recipe ? 0 : fn(arg, ch->id, ch->len, false, none);
+        int r = manifest_chunk_recipe(m, i) ? 0 : fn(arg, ch->id, ch->len, false, none);
         if (r)
             return r;
     }

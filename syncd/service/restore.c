@@ -953,7 +953,7 @@ static size_t rst_split_recipes(struct rst *s, struct fetch_job *jobs, size_t *n
     if (!rec)
         return SIZE_MAX;
     for (size_t i = 0; i < *n; i++) {
-        if (s->m.chunks[jobs[i].tag].recipe)
+        if (manifest_chunk_recipe(&s->m, jobs[i].tag))
             rec[nrec++] = jobs[i];
         else
             jobs[out++] = jobs[i];

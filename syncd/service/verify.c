@@ -65,14 +65,13 @@ static int verify_add_v6(struct vctx *v, const struct manifest *m)
         v->cap = need * 2;
     }
     for (size_t i = 0; i < m->nchunks; i++)
-        if (!m->chunks[i].recipe)
+        if (!manifest_chunk_recipe(m, i))
             v->chunks[v->nchunks++] = m->chunks[i];
     for (size_t i = 0; i < m->nextras; i++)
         if (!m->extras[i].recipe) {
             struct mchunk *c = &v->chunks[v->nchunks++];
             memcpy(c->id, m->extras[i].id, HASH_LEN);
             c->len = m->extras[i].len;
-            c->recipe = false;
         }
     return 0;
 }
@@ -204,7 +203,8 @@ static const char *verify_recipe_file(const struct manifest *m, const struct mex
     if (manifest_chunk_at(m, x->id, &f, &off, &len) == 0)
         return m->files[f].path;
     for (size_t i = 0; i < m->nchunks; i++)
-        if (m->chunks[i].recipe && manifest_chunk_at(m, m->chunks[i].id, &f, &off, &len) == 0)
+        if (manifest_chunk_recipe(m, i) &&
+            manifest_chunk_at(m, m->chunks[i].id, &f, &off, &len) == 0)
             return m->files[f].path;
     return "?";
 }

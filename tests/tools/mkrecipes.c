@@ -283,7 +283,8 @@ static void record(struct mk *k, size_t ci, const char *path, const struct buf *
     const struct mextra *x = &k->child.extras[k->child.nextras - 1];
     layout_recipe(c->id, x->sig, key);
     put_all(k, key, obj);
-    c->recipe = true;
+    if ((e = manifest_mark_recipe(&k->child, ci, true)) < 0)
+        die("marking a recipe chunk", e, NULL);
     printf("recipe %s file %s", key, path);
     for (size_t b = 0; b < nb; b++) {
         layout_chunk(ids[b], bkey);
@@ -375,7 +376,8 @@ static void finish(struct mk *k, struct manifest *extra_k)
     manifest_sort_extras(&k->child);
     for (size_t i = 0; i < k->child.nchunks; i++) /* a duplicate place of a recipe id */
         if (manifest_extra(&k->child, k->child.chunks[i].id))
-            k->child.chunks[i].recipe = manifest_extra(&k->child, k->child.chunks[i].id)->recipe;
+            manifest_mark_recipe(&k->child, i,
+                                 manifest_extra(&k->child, k->child.chunks[i].id)->recipe);
     struct buf man = BUF_INIT, err = BUF_INIT;
     int e = manifest_validate(&k->child, &err);
     if (e == 0)

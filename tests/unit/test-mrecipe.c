@@ -59,7 +59,8 @@ static void build(struct manifest *m, bool recipes)
     add_file(m, "weights", weights, 2);
     if (!recipes)
         return;
-    m->chunks[2].recipe = m->chunks[3].recipe = true;
+    manifest_mark_recipe(m, 2, true);
+    manifest_mark_recipe(m, 3, true);
     id_of("m1", b[0]);
     id_of("p1", b[1]);
     id_of("w1", id);
@@ -135,7 +136,8 @@ static void test_old_bytes(void **state)
     encode(&plain, &a);
     assert_true(strncmp(buf_str(&a), "ckptsync-manifest 3\n", 20) == 0);
     assert_null(strstr(buf_str(&a), "extras"));
-    m.chunks[2].recipe = m.chunks[3].recipe = false;
+    manifest_mark_recipe(&m, 2, false);
+    manifest_mark_recipe(&m, 3, false);
     m.nextras = 0;
     encode(&m, &b);
     assert_int_equal(a.len, b.len);
@@ -263,9 +265,9 @@ static void test_struct_rejects(void **state)
     /* lines: 1 version, 2..15 header (with nodes, extras), 16 master, 17-18,
      * 19 weights, 20-21, extras 22..25 */
     build(&m, true);
-    m.chunks[3].recipe = false; /* w2 has an r line but no mark */
+    manifest_mark_recipe(&m, 3, false); /* w2 has an r line but no mark */
     expect(manifest_validate(&m, &err), CKS_E_FORMAT, &err, "is not marked recipe");
-    m.chunks[3].recipe = true;
+    manifest_mark_recipe(&m, 3, true);
     m.extras[1].sig[0] ^= 1;
     expect(manifest_validate(&m, &err), CKS_E_FORMAT, &err, "signature");
     m.extras[1].sig[0] ^= 1;
@@ -291,7 +293,7 @@ static void test_struct_rejects(void **state)
 
     /* a marked chunk without its r line */
     build(&m, true);
-    m.chunks[0].recipe = true;
+    manifest_mark_recipe(&m, 0, true);
     expect(manifest_validate(&m, &err), CKS_E_FORMAT, &err, "line 17: chunk marked recipe");
     manifest_free(&m);
     buf_free(&err);
@@ -305,7 +307,7 @@ static void test_cycle_and_depth(void **state)
     struct buf err = BUF_INIT;
     uint8_t id[HASH_LEN], b[HASH_LEN];
     build(&m, false);
-    m.chunks[2].recipe = true;
+    manifest_mark_recipe(&m, 2, true);
     id_of("w1", id);
     id_of("x", b);
     assert_int_equal(manifest_add_extra(&m, id, 1000, (const uint8_t(*)[HASH_LEN])b, 1), 0);
@@ -316,7 +318,7 @@ static void test_cycle_and_depth(void **state)
 
     for (int depth = MANIFEST_MAX_DEPTH; depth <= MANIFEST_MAX_DEPTH + 1; depth++) {
         build(&m, false);
-        m.chunks[2].recipe = true;
+        manifest_mark_recipe(&m, 2, true);
         id_of("w1", id);
         for (int i = 1; i <= depth; i++) { /* w1 <- c1 <- c2 ... <- m1 */
             char seed[16];
@@ -359,7 +361,7 @@ static void test_builder(void **state)
         manifest_add_extra(&m, id, 1000, (const uint8_t(*)[HASH_LEN])b, MANIFEST_MAX_BASES + 1),
         -EINVAL);
     /* duplicate bases are refused by validate (not ascending and distinct) */
-    m.chunks[2].recipe = true;
+    manifest_mark_recipe(&m, 2, true);
     id_of("m1", b[0]);
     id_of("m1", b[1]);
     assert_int_equal(manifest_add_extra(&m, id, 1000, (const uint8_t(*)[HASH_LEN])b, 2), 0);
