@@ -189,7 +189,7 @@ static void test_refused(void **state)
 /* The limits: nodes, string length, input size, nesting, open MARKs. */
 static void test_limits(void **state)
 {
-    struct pickle_limits lim = {1024, 3, 8, 4};
+    struct pickle_limits lim = {1024, 3, 8, 4, false};
     struct pickle *p;
     struct buf err = BUF_INIT;
     uint8_t deep[64], marks[64];
@@ -204,13 +204,13 @@ static void test_limits(void **state)
                      CKS_E_LIMIT);
     assert_non_null(strstr(buf_str(&err), "string longer than the limit"));
     buf_reset(&err);
-    lim = (struct pickle_limits){8, 100, 8, 100};
+    lim = (struct pickle_limits){8, 100, 8, 100, false};
     assert_int_equal(pickle_parse((const uint8_t *)"\x80\x04NNNNNNN", 9, &lim, &p, &err),
                      CKS_E_LIMIT);
     assert_non_null(strstr(buf_str(&err), "input larger than the limit"));
     buf_reset(&err);
     /* ]]]]]]]]]aaaaaaaa. : lists nested 9 deep */
-    lim = (struct pickle_limits){1024, 100, 8, 100};
+    lim = (struct pickle_limits){1024, 100, 8, 100, false};
     deep[n++] = 0x80, deep[n++] = 4;
     for (int i = 0; i < 9; i++)
         deep[n++] = ']';
