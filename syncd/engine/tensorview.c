@@ -320,7 +320,8 @@ static int tv_settle(struct tensorview *v)
         e = settle_overlap(v);
     if (e < 0)
         return e;
-    qsort(v->t, v->n, sizeof(*v->t), by_name);
+    if (v->n > 1)
+        qsort(v->t, v->n, sizeof(*v->t), by_name);
     size_t k = 0;
     for (size_t i = 0; i < v->n;) {
         size_t j = i + 1;

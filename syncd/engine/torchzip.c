@@ -59,7 +59,8 @@ struct cdir {
 
 static int fmt(struct buf *err, const char *what, uint64_t off)
 {
-    buf_printf(err, "zip: %s (offset %llu)", what, (unsigned long long)off);
+    if (err)
+        buf_printf(err, "zip: %s (offset %llu)", what, (unsigned long long)off);
     return CKS_E_FORMAT;
 }
 
@@ -290,8 +291,10 @@ int torchzip_open(uint64_t file_size, torchzip_read_fn rd, void *ud, struct torc
         e = fmt(err, "the central directory lies outside the file", c.off);
     if (e == 0 && (c.size > TORCHZIP_MAX_CDIR || c.count > TORCHZIP_MAX_RECORDS ||
                    c.count > c.size / CENTRAL_LEN)) {
-        buf_printf(err, "zip: a central directory of %llu bytes and %llu entries is past the limit",
-                   (unsigned long long)c.size, (unsigned long long)c.count);
+        if (err)
+            buf_printf(err,
+                       "zip: a central directory of %llu bytes and %llu entries is past the limit",
+                       (unsigned long long)c.size, (unsigned long long)c.count);
         e = CKS_E_LIMIT;
     }
     if (e == 0 && !(d = malloc(c.size ? (size_t)c.size : 1)))
