@@ -509,7 +509,7 @@ static bool tz_storage(const struct walk *w, const struct pickle_node *pid, stru
     bool torch_mod = !strcmp(cls->s, "torch") || !strcmp(cls->s, "torch.storage");
     c->dtype = torch_mod ? dtype_torch(cls->name) : TENSORVIEW_UNKNOWN;
     const struct tensorview_storage *s =
-        bsearch(id->kids[2]->s, w->b->v->s, w->b->v->ns, sizeof(*s), key_cmp);
+        w->b->v->ns ? bsearch(id->kids[2]->s, w->b->v->s, w->b->v->ns, sizeof(*s), key_cmp) : NULL;
     if (!s)
         return false;
     c->storage = (size_t)(s - w->b->v->s);

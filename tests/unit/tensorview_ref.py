@@ -250,6 +250,33 @@ def write_lies(out):
     ])
 
 
+def write_zip64(path):
+    """A zip whose every size and offset is in zip64 extra fields (as torch
+    writes them for records and archives past 4 GiB), end records zip64."""
+    pkl = (b"\x80\x02}(X\x01\x00\x00\x00w" + rebuild("HalfStorage", "0", 8, 2, [2, 3], [3, 1])
+           + b"u.")
+    recs = [("z/data.pkl", pkl), ("z/data/0", bytes(range(16))), ("z/version", b"3\n")]
+    out, central = bytearray(), bytearray()
+    for name, data in recs:
+        off, nm = len(out), name.encode()
+        out += struct.pack("<IHHHHHIIIHH", 0x04034B50, 45, 0, 0, 0, 0, 0, 0xFFFFFFFF,
+                           0xFFFFFFFF, len(nm), 20) + nm
+        out += struct.pack("<HHQQ", 1, 16, len(data), len(data)) + data
+        central += struct.pack("<IHHHHHHIIIHHHHHII", 0x02014B50, 45, 45, 0, 0, 0, 0, 0,
+                               0xFFFFFFFF, 0xFFFFFFFF, len(nm), 28, 0, 0, 0, 0, 0xFFFFFFFF) + nm
+        central += struct.pack("<HHQQQ", 1, 24, len(data), len(data), off)
+    cd_off = len(out)
+    out += central
+    end64 = len(out)
+    out += struct.pack("<IQHHIIQQQQ", 0x06064B50, 44, 45, 45, 0, 0, len(recs), len(recs),
+                       len(central), cd_off)
+    out += struct.pack("<IIQI", 0x07064B50, 0, end64, 1)
+    out += struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, 0xFFFF, 0xFFFF, 0xFFFFFFFF, 0xFFFFFFFF, 0)
+    open(path, "wb").write(out)
+    base = records(path)["z/data/0"][0]  # zipfile reads it too
+    return ["w F16 2,3 3,1 2 %d %d 0" % (base + 4, base + 16)]
+
+
 def main():
     out = sys.argv[1]
     torch.save(state(), os.path.join(out, "nested.pt"))
@@ -260,6 +287,7 @@ def main():
         "module.pt": expect_torch(os.path.join(out, "module.pt")),
         "model.safetensors": write_safetensors(os.path.join(out, "model.safetensors")),
         "lie-mixed.pt": write_lies(out),
+        "zip64.pt": write_zip64(os.path.join(out, "zip64.pt")),
     }
     for name, lines in expects.items():
         with open(os.path.join(out, name + ".expect"), "w") as f:

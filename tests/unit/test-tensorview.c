@@ -143,6 +143,7 @@ static void test_torch_files(void **state)
     expect_file(f, "nested.pt", true);
     expect_file(f, "module.pt", true);
     expect_file(f, "lie-mixed.pt", true);
+    expect_file(f, "zip64.pt", true);
 }
 
 static void test_safetensors_file(void **state)
