@@ -259,11 +259,29 @@ static int settle(struct torchzip *z)
     return 0;
 }
 
+/* Whether the directory names a "<archive>/data.pkl" (or is malformed:
+ * the walk then says where), before a local header is read: any other
+ * zip (a dataset, a document) costs the directory's read only. */
+static bool names_pickle(const uint8_t *d, const struct cdir *c)
+{
+    size_t pos = 0, tail = strlen("/data.pkl");
+    struct entry en;
+    for (uint64_t i = 0; i < c->count; i++) {
+        if (parse_entry(d, (size_t)c->size, &pos, &en) < 0)
+            return true;
+        if (en.nlen > tail && !memcmp(en.name + en.nlen - tail, "/data.pkl", tail))
+            return true;
+    }
+    return false;
+}
+
 static int walk_cdir(const uint8_t *d, const struct cdir *c, torchzip_read_fn rd, void *ud,
                      struct torchzip *z, struct buf *err)
 {
     size_t pos = 0, len = (size_t)c->size;
     int e = 0;
+    if (!names_pickle(d, c))
+        return fmt(err, "not a torch.save archive: no record <archive>/data.pkl", c->off);
     for (uint64_t i = 0; e == 0 && i < c->count; i++) {
         struct entry en;
         if (parse_entry(d, len, &pos, &en) < 0)

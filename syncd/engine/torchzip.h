@@ -1,5 +1,5 @@
 /*
- * torchzip.h — the records of a zip archive as torch.save writes it
+ * torchzip.h — the records of a zip archive that torch.save wrote
  * (PyTorch's PyTorchStreamWriter, miniz underneath): where each record's
  * bytes lie in the file, read from the central directory and the local
  * headers, never by scanning the data.
@@ -25,7 +25,9 @@
  * differ, or whose data overlaps another record's is listed with usable
  * false (its bytes are not the content).  A structural fault anywhere
  * (no end record, an entry running past the directory, a disk number)
- * makes the whole archive CKS_E_FORMAT.
+ * makes the whole archive CKS_E_FORMAT, and so does a directory that names
+ * no `<archive>/data.pkl` (found before any local header is read, so
+ * another zip costs the directory's read only).
  *
  *   struct torchzip z = TORCHZIP_INIT;
  *   e = torchzip_open(file_size, read_fn, ud, &z, &err);

@@ -289,6 +289,8 @@ def main():
         "lie-mixed.pt": write_lies(out),
         "zip64.pt": write_zip64(os.path.join(out, "zip64.pt")),
     }
+    with zipfile.ZipFile(os.path.join(out, "other.zip"), "w") as z:  # not torch's
+        z.writestr("docs/readme.txt", "hello")
     for name, lines in expects.items():
         with open(os.path.join(out, name + ".expect"), "w") as f:
             f.write("".join(line + "\n" for line in lines))

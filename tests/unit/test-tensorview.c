@@ -225,7 +225,8 @@ static void test_damaged(void **state)
     free(m.data);
 }
 
-/* A zip without data.pkl, and a safetensors file read as a zip. */
+/* A safetensors file read as a zip, a zip without data.pkl, a data.pkl
+ * whose local header disagrees with the directory. */
 static void test_not_torch(void **state)
 {
     struct fix *f = *state;
@@ -236,6 +237,11 @@ static void test_not_torch(void **state)
     struct buf err = BUF_INIT;
     assert_int_equal(tensorview_torch(m.len, img_read, &m, &v, &err), CKS_E_FORMAT);
     assert_int_equal(v.n, 0);
+    free(m.data);
+    m = load(f, "other.zip");
+    assert_true(torchzip_is_zip(m.data, m.len));
+    assert_int_equal(tensorview_torch(m.len, img_read, &m, &v, &err), CKS_E_FORMAT);
+    assert_non_null(strstr(buf_str(&err), "not a torch.save archive"));
     free(m.data);
     m = load(f, "nested.pt");
     char *pkl = memmem(m.data, m.len, "nested/data.pkl", 15);
