@@ -668,6 +668,7 @@ static int tz_read_pickle(const struct torchzip_record *r, torchzip_read_fn rd, 
     int e = rd(ud, r->begin, data, (size_t)size);
     struct buf perr = BUF_INIT;
     lim.max_bytes = TENSORVIEW_MAX_PICKLE;
+    lim.max_nodes = TENSORVIEW_MAX_PICKLE_NODES;
     lim.persid = true;
     if (e == 0 && (e = pickle_parse(data, (size_t)size, &lim, ret, &perr)) < 0 && e != -ENOMEM)
         say(err, e, "torch zip: %s: %s", r->name, buf_str(&perr));

@@ -56,13 +56,17 @@
  * a storage of the same dtype whose record holds exactly numel (the
  * persistent id's) elements, and every element inside it.  A tensor of an
  * unknown dtype is listed with dtype TENSORVIEW_UNKNOWN, its shape, and
- * [begin, end) its whole storage.  A name longer than TENSORVIEW_MAX_NAME,
- * a name met twice (the later one), anything nested deeper than
- * TENSORVIEW_MAX_DEPTH, a storage two tensors read as different dtypes:
- * not listed.  A file that is not the format, or whose structure is broken
+ * [begin, end) its whole storage.  Not listed: a name longer than
+ * TENSORVIEW_MAX_NAME, a name met twice (both: which one is meant is not
+ * known; torch's int key 0 and str key "0" would do it), anything nested
+ * deeper than TENSORVIEW_MAX_DEPTH, keys that are neither str nor int,
+ * the tensors of a storage read as two dtypes (and that storage's dtype is
+ * then UNKNOWN).  A file that is not the format, or whose structure is broken
  * (JSON, zip directory, pickle), gives CKS_E_FORMAT with err naming what;
  * more than TENSORVIEW_MAX_TENSORS tensors or a walk past
- * TENSORVIEW_MAX_VISITS pickle values gives CKS_E_LIMIT.  Every size is
+ * TENSORVIEW_MAX_VISITS pickle values walked, a data.pkl larger than
+ * TENSORVIEW_MAX_PICKLE or of more than TENSORVIEW_MAX_PICKLE_NODES values
+ * gives CKS_E_LIMIT.  Every size is
  * checked against its bound before anything is allocated for it.
  *
  * Pure: bytes come from the caller (head) or its read function
@@ -82,7 +86,10 @@
 #define TENSORVIEW_MAX_NAME 1024u
 #define TENSORVIEW_MAX_DIMS 32u
 #define TENSORVIEW_MAX_DEPTH 64u
-#define TENSORVIEW_MAX_PICKLE (64u << 20)          /* data.pkl bytes */
+#define TENSORVIEW_MAX_PICKLE (64u << 20) /* data.pkl bytes */
+/* Values in data.pkl: about 120 bytes of memory each (engine/pickle.h),
+ * a tensor is about 15, so a file of 250,000 tensors is read in 0.5 GB. */
+#define TENSORVIEW_MAX_PICKLE_NODES ((size_t)1 << 22)
 #define TENSORVIEW_MAX_VISITS ((size_t)1 << 22)    /* pickle values walked */
 #define TENSORVIEW_MAX_HEADER (100u * 1024 * 1024) /* safetensors' own limit */
 
