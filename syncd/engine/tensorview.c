@@ -517,10 +517,10 @@ static bool tz_storage(const struct walk *w, const struct pickle_node *pid, stru
            (mul_ok(numel, tensorview_dtype_size(c->dtype), &bytes) && bytes == s->end - s->begin);
 }
 
-/* _rebuild_tensor_v2(pid, storage_offset, size, stride, ...) at w->name. */
-static int tz_tensor(struct walk *w, const struct pickle_node *obj)
+/* _rebuild_tensor_v2(pid, storage_offset, size, stride, ...) at w->name,
+ * from its arguments a. */
+static int tz_tensor(struct walk *w, const struct pickle_node *a)
 {
-    const struct pickle_node *a = obj->kids[PICKLE_OBJ_ARGS];
     struct cand c = {.name = w->name, .has_stride = true};
     unsigned nstride = 0;
     if (!a || a->kind != PICKLE_TUPLE || a->n < 4 || !tz_storage(w, a->kids[0], &c) ||
@@ -578,11 +578,24 @@ static int tz_list(struct walk *w, const struct pickle_node *l, unsigned depth)
     return e;
 }
 
+/* _rebuild_from_type_v2(_rebuild_tensor_v2, type, args, state): a tensor
+ * of a Tensor subclass. */
+static int tz_subclass(struct walk *w, const struct pickle_node *a)
+{
+    const struct pickle_node *f = a && a->kind == PICKLE_TUPLE && a->n >= 3 ? a->kids[0] : NULL;
+    if (!f || f->kind != PICKLE_GLOBAL || strcmp(f->s, "torch._utils") != 0 ||
+        strcmp(f->name, "_rebuild_tensor_v2") != 0)
+        return 0;
+    return tz_tensor(w, a->kids[2]);
+}
+
 static int tz_object(struct walk *w, const struct pickle_node *o, unsigned depth)
 {
     const struct pickle_node *a = o->kids[PICKLE_OBJ_ARGS], *kids;
     if (pickle_is_class(o, "torch._utils", "_rebuild_tensor_v2"))
-        return tz_tensor(w, o);
+        return tz_tensor(w, a);
+    if (pickle_is_class(o, "torch._tensor", "_rebuild_from_type_v2")) /* a Tensor subclass */
+        return tz_subclass(w, a);
     if (pickle_is_class(o, "torch._utils", "_rebuild_parameter") ||
         pickle_is_class(o, "torch._utils", "_rebuild_parameter_with_state"))
         return a && a->n ? tz_value(w, a->kids[0], depth + 1) : 0;

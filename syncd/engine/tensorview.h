@@ -34,7 +34,9 @@
  *         torch.<X>Storage, key, location, numel)), storage_offset, size,
  *         stride, requires_grad, backward_hooks[, metadata])
  *   with the storage's bytes in record `<archive>/data/<key>` (numel
- *   elements of X), an nn.Parameter is torch._utils._rebuild_parameter(
+ *   elements of X), a tensor of a Tensor subclass is
+ *   torch._tensor._rebuild_from_type_v2(_rebuild_tensor_v2, cls, args,
+ *   state), an nn.Parameter is torch._utils._rebuild_parameter(
  *   tensor, requires_grad, hooks) (or _rebuild_parameter_with_state), and
  *   state dicts are collections.OrderedDict objects filled by SETITEMS.
  *   X: Double Float Half BFloat16 Long Int Short Char Byte Bool

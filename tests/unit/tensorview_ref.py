@@ -36,6 +36,10 @@ class Ten:
         self.offset, self.size, self.stride = offset, tuple(size), tuple(stride)
 
 
+class SubTensor(torch.Tensor):
+    """A Tensor subclass: torch.save pickles it with _rebuild_from_type_v2."""
+
+
 class Cls:
     def __init__(self, name):
         self.name = name
@@ -50,6 +54,10 @@ class Reader(pickle.Unpickler):
             return lambda pid, off, size, stride, *rest: Ten(pid, off, size, stride)
         if (module, name) == ("torch._utils", "_rebuild_parameter"):
             return lambda t, *rest: t
+        if (module, name) == ("torch._tensor", "_rebuild_from_type_v2"):
+            return lambda func, cls, args, state: func(*args)
+        if (module, name) == ("__main__", "SubTensor"):
+            return SubTensor
         if (module, name) == ("collections", "OrderedDict"):
             return collections.OrderedDict
         if module == "torch" and name.endswith("Storage"):
@@ -129,6 +137,12 @@ def contiguous(size):
     return list(reversed(st))
 
 
+def subtensor():
+    t = torch.arange(3, dtype=torch.float32).as_subclass(SubTensor)
+    t.note = "pickled as state"  # torch 1.13 cannot load one whose state is None
+    return t
+
+
 def state():
     g = torch.Generator().manual_seed(3)
     master = collections.OrderedDict()
@@ -158,6 +172,7 @@ def state():
         "i8": torch.arange(4, dtype=torch.int8),
         "empty": torch.zeros(0, 3),
         "param": torch.nn.Parameter(torch.ones(2, 2)),
+        "sub": subtensor(),
         "list": [torch.zeros(2), {"deep": torch.ones(1)}],
         "args": {"lr": 0.1, "name": "run"},
     }

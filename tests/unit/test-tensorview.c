@@ -34,22 +34,6 @@ struct fix {
     char dir[64];
 };
 
-static int setup(void **state)
-{
-    static struct fix f;
-    char cmd[512];
-    snprintf(f.dir, sizeof(f.dir), "/tmp/cks-tensorview.XXXXXX");
-    if (!mkdtemp(f.dir))
-        return -1;
-    snprintf(cmd, sizeof(cmd),
-             PY " -c 'import torch' 2>/dev/null && " PY " %s/tests/unit/tensorview_ref.py %s",
-             CKS_SOURCE_DIR, f.dir);
-    if (system(cmd) != 0)
-        f.dir[0] = 0; /* no torch: the tests skip */
-    *state = &f;
-    return 0;
-}
-
 static int teardown(void **state)
 {
     struct fix *f = *state;
@@ -60,6 +44,26 @@ static int teardown(void **state)
             return -1;
     }
     return 0;
+}
+
+static int setup(void **state)
+{
+    static struct fix f;
+    char cmd[512];
+    snprintf(f.dir, sizeof(f.dir), "/tmp/cks-tensorview.XXXXXX");
+    if (!mkdtemp(f.dir))
+        return -1;
+    *state = &f;
+    if (system(PY " -c 'import torch' 2>/dev/null") != 0) {
+        rmdir(f.dir);
+        f.dir[0] = 0; /* no torch: the tests skip */
+        return 0;
+    }
+    snprintf(cmd, sizeof(cmd), PY " %s/tests/unit/tensorview_ref.py %s", CKS_SOURCE_DIR, f.dir);
+    if (system(cmd) == 0)
+        return 0;
+    teardown(state); /* the files could not be written: fail */
+    return -1;
 }
 
 struct img {
