@@ -44,7 +44,9 @@
  * - After the rename, the restored files enter the index, and every
  *   region holding the manifest is recorded as holding its chunks (the
  *   manifest is published only after all its chunks are), so the next
- *   snapshot does not read or upload them again.
+ *   snapshot does not read or upload them again; the snapshot enters it
+ *   too, committed in those regions (so a daemon asked to commit the
+ *   restored unit answers with it, durable only when they are a quorum).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -69,6 +71,7 @@
 #include "service/catalog.h"
 #include "service/restore.h"
 #include "service/scan.h"
+#include "service/snaprec.h"
 #include "service/unitmark.h"
 #include "service/walk.h"
 #include "service/wring.h"
@@ -1399,7 +1402,8 @@ static int rst_place(struct rst *s, int target)
     return fsync(target) < 0 ? -errno : 0;
 }
 
-/* Records the restored files and their chunks' presence in the index. */
+/* Records the restored files, their chunks' presence and the snapshot
+ * (service/snaprec.h) in the index. */
 static int rst_index(struct rst *s, int target)
 {
     struct index_txn *t;
@@ -1433,6 +1437,11 @@ static int rst_index(struct rst *s, int target)
             e = index_chunk_put(t, mc->id, &ic);
         }
     }
+    /* the snapshot itself, committed where its manifest is: what the
+     * daemon answers a commit of a restored unit with (a node's share of
+     * a merged step is not the snapshot) */
+    if (e == 0 && (s->o->node_count <= 0 || s->res->node_whole))
+        e = snaprec_found(t, &s->m, holders);
     if (e < 0) {
         index_txn_abort(t);
         return e;
