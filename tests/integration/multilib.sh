@@ -87,10 +87,13 @@ rg_bucket() { if [ "$RK" = s3 ]; then echo "$S3_BUCKET"; else echo "ckpt-$1"; fi
 rg_url() { echo "s3://$(rg_bucket "$1")/team1"; }   # both prefixes are team1
 rg_aws() { local r=$1; shift; if [ "$RK" = s3 ]; then aws_s3 "$r" "$@"; else aws_ceph "$@"; fi; }
 # rg_keys R PREFIX: the keys (relative to the region) under PREFIX, sorted.
+# In a dir region a name starting with '.' is no key: it is a put's temp
+# file (".<name>.tmp.<pid>.<random>", base/fileio.c), which a writer killed
+# -9 leaves behind, and the region's own list() skips it as these do.
 rg_keys() {
   if [ "$RK" = dir ]; then
     [ -e "$T/regions/$1/$2" ] || return 0
-    (cd "$T/regions/$1" && find "./$2" -type f | sed 's|^\./||' | sort)
+    (cd "$T/regions/$1" && find "./$2" -type f ! -name '.*' | sed 's|^\./||' | sort)
   else
     { rg_aws "$1" s3 ls "$(rg_url "$1")/$2" --recursive 2> /dev/null || true; } |
       awk '{print $4}' | sed 's|^team1/||' | sort
