@@ -13,7 +13,9 @@
  * test that finds it armed knows where the process waited.  Calls with
  * another key while the first waits, and every later call, return at
  * once.  Thread-safe.  For tests only (service/snapshot.c: two uploads
- * of one chunk, the race sworker.claim closes).
+ * of one chunk, the race sworker.claim closes): compiled in only where
+ * the tests are built (CKS_TESTS, which defines CKS_TEST_HOOKS); in a
+ * build without them testmeet_at does nothing.
  */
 #ifndef CKS_TESTMEET_H
 #define CKS_TESTMEET_H
