@@ -9,6 +9,12 @@
 #   icks NAME args...           the CLI as instance NAME
 #   idaemon NAME                start ckptsyncd as NAME (pid in IPID[NAME])
 #   ikill NAME                  kill -9 it
+#   istop NAME                  SIGTERM it and wait for it
+# ikill and istop signal IPID[NAME] alone, so it must be the daemon's own
+# pid: a daemon started another way (a shifted clock) is started as
+# `"$CKPTSYNCD" ... &` with libfaketime by LD_PRELOAD, never under the
+# faketime program, which forks (its pid is not the daemon's, and the
+# daemon outlives istop: test-multinode-life.sh, n1s).
 #   barrier_wait FILE           spin until FILE exists (start together)
 #   repo_ids                    the repo id each region holds, one per line
 #   fresh_restore NAME RUN ID DIR   restore ID on a brand-new state, into DIR
