@@ -5,7 +5,8 @@
 #      an HF completion marker, is already at its final path, so the
 #      daemon finds the unit ready; it must not take the partial
 #      checkpoint as a new snapshot ("event=snapshot_skipped
-#      reason=restoring"), and the weights are there, whole
+#      reason=restoring"), and the weights are there, whole; the index
+#      already has the snapshot (recorded before the first file)
 #   2. resumed: one JSON line per placed file, then the result with the
 #      path; the tree is the source's; a commit of the unit answers with
 #      the restored snapshot (unchanged), not a new one, durable at once
@@ -50,6 +51,12 @@ cmp "$src/model.safetensors" "$T/watch/r1/checkpoint-20/model.safetensors" ||
 wait_for 20 taken || { tail -20 "$T/daemon.log"; kill -9 "$mpid"; die "the daemon never looked at the unit"; }
 taken | grep 'event=snapshot_skipped .*reason=restoring' > /dev/null ||
   { taken; kill -9 "$mpid"; die "the daemon took the partially restored unit as a snapshot"; }
+# the restore records the snapshot before any file of it appears (so that
+# a daemon never sees a restored tree it does not know: a plain migrate-in
+# renames the whole tree in at once)
+cks ls --run r1 --json > "$T/ls.json"
+[ "$(json "$T/ls.json" '[(s["id"], s["regions"]) for s in d]')" = "[('$id', 3)]" ] ||
+  { cat "$T/ls.json"; kill -9 "$mpid"; die "held: the snapshot is not in the index before its files"; }
 
 step "resumed: placed lines, the path, the whole tree; the unit is the restored snapshot"
 kill -CONT "$mpid"
