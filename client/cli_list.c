@@ -17,6 +17,7 @@
 #include "base/json.h"
 #include "base/log.h"
 #include "cli.h"
+#include "engine/filedigest.h"
 #include "service/catalog.h"
 #include "service/incomplete.h"
 
@@ -201,9 +202,24 @@ static const char show_usage[] =
     "Prints one snapshot's metadata and files (from the regions).  SNAPSHOT is an\n"
     "id, a prefix only one id starts with, or `latest` (the run's resume point).\n";
 
+/* One entry of `show`: type, mode, size, chunks, the digest's first
+ * 16 characters (a tree digest marked "tree:": it is not the file's
+ * SHA-256), path. */
+static void show_entry(const struct mfile *f)
+{
+    char hex[HASH_HEX_LEN + 1] = "-", sz[32];
+    bool tree = f->dkind == MDIGEST_TREE;
+    if (f->type == MFILE_REG)
+        hex_encode(f->digest, HASH_LEN, hex);
+    cli_human(f->size, sz, sizeof(sz));
+    printf("%c %04o %10s %6llu %s%.*s %s%s%s\n", (char)f->type, f->mode,
+           f->type == MFILE_REG ? sz : "-", (unsigned long long)f->nchunks, tree ? "tree:" : "",
+           tree ? 11 : 16, hex, f->path, f->link ? " -> " : "", f->link ? f->link : "");
+}
+
 static void show_print(struct cli *c, const struct manifest *m)
 {
-    char t[32], sz[32];
+    char t[32];
     fmt_time(m->time, t, sizeof(t));
     if (!c->json) {
         printf("snapshot  %s\nrun       %s\nstep      %lld\ntime      %s\nhost      %s\n"
@@ -213,16 +229,8 @@ static void show_print(struct cli *c, const struct manifest *m)
                m->instance ? m->instance : "-", m->parent ? m->parent : "-", m->root,
                (unsigned long long)m->chunk_min, (unsigned long long)m->chunk_avg,
                (unsigned long long)m->chunk_max, m->normalization);
-        for (size_t k = 0; k < m->nfiles; k++) {
-            const struct mfile *f = &m->files[k];
-            char hex[HASH_HEX_LEN + 1] = "-";
-            if (f->type == MFILE_REG)
-                hex_encode(f->digest, HASH_LEN, hex);
-            cli_human(f->size, sz, sizeof(sz));
-            printf("%c %04o %10s %6llu %.16s %s%s%s\n", (char)f->type, f->mode,
-                   f->type == MFILE_REG ? sz : "-", (unsigned long long)f->nchunks, hex, f->path,
-                   f->link ? " -> " : "", f->link ? f->link : "");
-        }
+        for (size_t k = 0; k < m->nfiles; k++)
+            show_entry(&m->files[k]);
         return;
     }
     struct buf b = BUF_INIT;
@@ -262,8 +270,16 @@ static void show_print(struct cli *c, const struct manifest *m)
             hex_encode(f->digest, HASH_LEN, hex);
             json_key(&j, "size");
             json_u64(&j, f->size);
-            json_key(&j, "sha256");
+            /* "digest" of kind "digest_kind" (tree or sha256); "sha256"
+             * only where it is the file's SHA-256 */
+            json_key(&j, "digest_kind");
+            json_str(&j, filedigest_kind_name(f->dkind));
+            json_key(&j, "digest");
             json_str(&j, hex);
+            if (f->dkind == MDIGEST_SHA256) {
+                json_key(&j, "sha256");
+                json_str(&j, hex);
+            }
             json_key(&j, "chunks");
             json_u64(&j, f->nchunks);
         }

@@ -103,7 +103,7 @@
  * by exactly one space, and every field is printable ASCII (0x21..0x7e).
  *
  *   manifest   = version-line header entry* end-line
- *   version-line = "ckptsync-manifest" SP ("1" / "2" / "3" / "4") LF
+ *   version-line = "ckptsync-manifest" SP ("1" / "2" / "3" / "4" / "5") LF
  *   header     = "id" SP text LF              snapshot id (see 1.)
  *                "run" SP text LF             run name (see 1.)
  *                "step" SP ("-1" / dec) LF    -1 when unknown
@@ -116,9 +116,11 @@
  *                "root" SP opt LF             snapshot root inside the run
  *                                             (a path); "-" = the whole run
  *                "chunker" SP "fastcdc2020" SP min SP avg SP max SP nc LF
- *                ["nodes" SP dec LF]          version 4 only (and there
- *                                             required): a merged step of a
- *                                             job on 1..4096 nodes (section 9)
+ *                ["nodes" SP dec LF]          versions 4 and 5 only (and
+ *                                             there required): a merged step
+ *                                             of a job on 1..4096 nodes
+ *                                             (section 9); version 5: 0..4096,
+ *                                             0 = not a merged step
  *                "files" SP dec LF            number of entry lines
  *                "chunks" SP dec LF           number of chunk lines
  *   entry      = dir / link / file / hardlink
@@ -128,8 +130,10 @@
  *                                             text: the path of an earlier
  *                                             "f" entry; mode and time are
  *                                             that file's
- *   file       = "f" SP mode SP mtime SP size SP sha256 SP nchunks SP path LF
+ *   file       = "f" SP mode SP mtime SP size SP fdigest SP nchunks SP path LF
  *                nchunks * chunk
+ *   fdigest    = sha256 / "tree:" sha256      "tree:": version 5 only, the
+ *                                             chunk tree (see "File digests")
  *   mtime      = "-" / dec                    modification time, ns since
  *                                             the epoch (<= 2^63-1); "-":
  *                                             unknown
@@ -152,8 +156,45 @@
  *
  *   f 0644 1796083555123456789 2 12 <64 hex> 1 iter_0001000/mp_rank_02/x.pt
  *
- * A writer uses version 4 only for a merged step and version 3 for every
- * other snapshot, so the bytes of a single-node snapshot do not change.
+ * Version 5 is version 3, or with "nodes" N > 0 version 4, plus
+ * chunk-tree file digests: its header always has the "nodes" line ("nodes
+ * 0": not a merged step, and the entry lines have no node field), and a
+ * file's digest field may be "tree:" followed by 64 hex digits.
+ *
+ * A writer uses version 5 only when a file has a tree digest, else
+ * version 4 for a merged step and version 3 for every other snapshot, so
+ * the bytes of a snapshot without tree digests do not change.
+ *
+ * File digests.  What a regular file's digest field proves, by kind
+ * (engine/filedigest.h; [snapshot] file_digest chooses, default tree):
+ *
+ *   sha256   SHA-256 of the file's bytes, as `sha256sum` prints it.  A
+ *            restore hashes every byte it wrote (a second pass besides the
+ *            chunk ids, serial per file) and compares.
+ *   tree     SHA-256 over the string "ckptsync chunk-tree 1" LF
+ *            (CKS_FILEDIGEST_TREE_DOMAIN) and then, for each of the file's
+ *            chunks in order, its id (32 bytes) and its length (8 bytes,
+ *            little-endian): the root of a one-level Merkle tree whose
+ *            leaves are the file's content-defined chunks.  Computed from
+ *            the chunk list, with no pass over the bytes.  A restore
+ *            verifies each chunk's bytes against its id as it decodes them
+ *            (SHA-256, or the HMAC of an encrypted repository), records
+ *            the id and length of each chunk it verified and wrote, and at
+ *            the end of the file computes the tree over those records and
+ *            compares it with this field.  It proves that the file's bytes
+ *            are the concatenation of chunks each of which matched its id,
+ *            in the manifest's order, with the manifest's sizes, and that
+ *            the file's chunk lines are the ones its digest was taken over.
+ *            It is NOT what `sha256sum` prints (the file's SHA-256 is not
+ *            recorded), and unlike sha256 it does not read the written
+ *            bytes back: a write that the local disk or page cache damages
+ *            after a chunk was verified is not seen.  In an encrypted
+ *            repository the ids are HMAC-SHA-256 under the repository's
+ *            id key (docs/encryption.md), so the tree is a keyed digest: only a
+ *            holder of the key can compute or check it from the bytes.
+ *
+ * A reader of any version checks a sha256 digest against the bytes, as
+ * before version 5.
  * `restore --node K --of M` reads the node fields (docs/multinode.md).
  *   mode       = 4 octal digits               permission bits (<= 7777)
  *   sha256     = 64 lower-case hex digits
@@ -373,7 +414,10 @@
  *   time      the newest part's; host, instance: rank 0's; parent "-";
  *   gen       the highest part's; root, step, chunker: the parts' (all
  *             equal, or refused)
- *   nodes     N: the merged snapshot is a version 4 manifest (section 3),
+ *   nodes     N: the merged snapshot is a version 4 manifest (section 3;
+ *             version 5 when a file has a tree digest, each file's digest
+ *             and its kind carried from its part, and parts that hold a
+ *             path with digests of different kinds refused),
  *             each entry carrying the rank of the part it came from, or
  *             "*" for a path several parts held identically (kept at the
  *             lowest rank's place)
@@ -439,7 +483,10 @@
 
 /* 3. Manifest. */
 #define CKS_MANIFEST_MAGIC "ckptsync-manifest"
-#define CKS_MANIFEST_VERSION 4
+#define CKS_MANIFEST_VERSION 5
+#define CKS_MANIFEST_TREE_PREFIX "tree:" /* version 5: a chunk-tree file digest */
+/* The chunk tree's domain string (section 3, "File digests"). */
+#define CKS_FILEDIGEST_TREE_DOMAIN "ckptsync chunk-tree 1\n"
 #define CKS_MANIFEST_CHUNKER "fastcdc2020"
 #define CKS_MANIFEST_MAX_BYTES (1024u * 1024 * 1024)
 #define CKS_MANIFEST_MAX_FILES 10000000u

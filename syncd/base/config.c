@@ -88,6 +88,7 @@ enum section_id {
     SEC_PRUNE,
     SEC_REPOSITORY,
     SEC_RESTORE,
+    SEC_SNAPSHOT,
     SEC_REGION,
     SEC_UNKNOWN
 };
@@ -119,6 +120,7 @@ static int parse_size(const struct key_def *d, const char *value, void *field, c
 static int parse_bool(const struct key_def *d, const char *value, void *field, char *why);
 static int parse_kind(const struct key_def *d, const char *value, void *field, char *why);
 static int parse_tensor(const struct key_def *d, const char *value, void *field, char *why);
+static int parse_file_digest(const struct key_def *d, const char *value, void *field, char *why);
 static int parse_durable_first(const struct key_def *d, const char *value, void *field, char *why);
 static int parse_encryption(const struct key_def *d, const char *value, void *field, char *why);
 static int parse_addressing(const struct key_def *d, const char *value, void *field, char *why);
@@ -190,6 +192,7 @@ static const struct key_def config_keys[] = {
     {SEC_REPOSITORY, "passphrase_file", parse_text, check_opt_path, CFG(passphrase_file), 0, 0, 0},
     {SEC_RESTORE, "order", parse_text, check_restore_order, CFG(restore_order), 0, 0, 0},
     {SEC_RESTORE, "inflight", parse_size, check_size, CFG(restore_inflight), 0, 64 * GIB, 0},
+    {SEC_SNAPSHOT, "file_digest", parse_file_digest, NULL, CFG(file_digest_sha256), 0, 0, 0},
     {SEC_REGION, "kind", parse_kind, NULL, REG(kind), 0, 0, KIND_ANY},
     {SEC_REGION, "path", parse_text, check_opt_path, REG(path), 0, 0, KIND_DIR},
     {SEC_REGION, "endpoint", parse_text, check_endpoint, REG(endpoint), 0, 0, KIND_S3},
@@ -789,6 +792,13 @@ static int parse_tensor(const struct key_def *d, const char *value, void *field,
                            field, why);
 }
 
+static int parse_file_digest(const struct key_def *d, const char *value, void *field, char *why)
+{
+    static const struct word words[] = {{"tree", 0}, {"sha256", 1}};
+    return parse_flag_word(words, ARRAY_SIZE(words), "a file digest kind (tree or sha256)", value,
+                           field, why);
+}
+
 static int parse_durable_first(const struct key_def *d, const char *value, void *field, char *why)
 {
     static const struct word words[] = {
@@ -1101,6 +1111,8 @@ static const char *section_name(enum section_id sec)
         return "repository";
     case SEC_RESTORE:
         return "restore";
+    case SEC_SNAPSHOT:
+        return "snapshot";
     default:
         return "region";
     }
@@ -1527,7 +1539,7 @@ static int section_open(struct parse_state *st, const char *name, size_t len)
     } fixed[] = {{"daemon", SEC_DAEMON},     {"chunker", SEC_CHUNKER},
                  {"compress", SEC_COMPRESS}, {"retention", SEC_RETENTION},
                  {"prune", SEC_PRUNE},       {"repository", SEC_REPOSITORY},
-                 {"restore", SEC_RESTORE}};
+                 {"restore", SEC_RESTORE},   {"snapshot", SEC_SNAPSHOT}};
 
     st->prev_name_set = false;
     st->sec = SEC_NONE;

@@ -170,6 +170,10 @@ struct config {
      * stay within this many bytes (service/fetch.h); default 16 MiB, 0 =
      * the next group waits for the last answer of the one before */
     uint64_t restore_inflight;
+    /* [snapshot] file_digest: "tree" (default, false) or "sha256" (true),
+     * the kind of each regular file's digest in new snapshots
+     * (engine/filedigest.h) */
+    bool file_digest_sha256;
     /* [region.*] */
     bool default_regions; /* regions are the embedded a, b, c */
     bool default_socket;

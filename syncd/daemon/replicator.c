@@ -537,6 +537,7 @@ static void rw_unpin(struct rworker *w)
             size_t n = 0;
             index_file_key_of(&a, &ka);
             index_file_key_of(&b, &kb);
+            ka.kind = kb.kind = (uint8_t)f->dkind; /* the record ingest made */
             if (!t && (e = index_txn_begin(repo_index(w->rp->r), true, &t)) < 0)
                 t = NULL;
             if (t && index_file_get(t, &ka, digest, &v, &n) == 0 &&

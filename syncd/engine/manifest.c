@@ -48,7 +48,9 @@ _Static_assert(MANIFEST_VERSION == CKS_MANIFEST_VERSION, "format.h and manifest.
 
 #define MAX_TOKENS 8    /* "f <mode> <mtime> <node> <size> <digest> <nchunks> <path>" */
 #define HEADER_LINES 13 /* versions 2, 3: the version line and the twelve below it */
-                        /* (version 4: one more, "nodes") */
+                        /* (versions 4, 5: one more, "nodes") */
+#define TREE_PREFIX CKS_MANIFEST_TREE_PREFIX /* a version 5 chunk-tree digest field */
+#define TREE_PREFIX_LEN (sizeof(TREE_PREFIX) - 1)
 #define FIRST_ENTRY_LINE (HEADER_LINES + 1)
 #define END_LINE_LEN (4 + HASH_HEX_LEN + 1)
 #define CHUNKER_NAME "fastcdc2020"
@@ -219,6 +221,10 @@ static int check_entry(const struct mfile *f, const char **ret_what)
         *ret_what = "unsafe hard link target";
         return CKS_E_UNSAFE_PATH;
     }
+    if (f->dkind != MDIGEST_SHA256 && (f->type != MFILE_REG || f->dkind != MDIGEST_TREE)) {
+        *ret_what = "digest kind: not sha256 or tree, or set on a non-file";
+        return CKS_E_FORMAT;
+    }
     return 0;
 }
 
@@ -306,11 +312,26 @@ static int check_tree(const struct manifest *m, size_t *ret_a, size_t *ret_b, co
     return r;
 }
 
+bool manifest_has_tree(const struct manifest *m)
+{
+    for (size_t i = 0; i < m->nfiles; i++)
+        if (m->files[i].dkind == MDIGEST_TREE)
+            return true;
+    return false;
+}
+
+/* The version the encoder writes: 5 with a tree digest, 4 for a merged
+ * step, else 3. */
+static unsigned enc_version(const struct manifest *m)
+{
+    return manifest_has_tree(m) ? 5 : m->nodes > 0 ? 4 : 3;
+}
+
 /* Line of entry i in the encoded text (entries and their chunks follow
- * the header in order). */
+ * the header in order; versions 4 and 5 have the "nodes" line). */
 static size_t entry_line(const struct manifest *m, size_t i)
 {
-    return FIRST_ENTRY_LINE + (m->nodes > 0) + i + (size_t)m->files[i].first_chunk;
+    return FIRST_ENTRY_LINE + (enc_version(m) >= 4) + i + (size_t)m->files[i].first_chunk;
 }
 
 /* ---- builder --------------------------------------------------------- */
@@ -429,6 +450,12 @@ void manifest_set_digest(struct manifest *m, const uint8_t digest[HASH_LEN])
         memcpy(m->files[m->nfiles - 1].digest, digest, HASH_LEN);
 }
 
+void manifest_set_digest_kind(struct manifest *m, enum mdigest_kind kind)
+{
+    if (m->nfiles)
+        m->files[m->nfiles - 1].dkind = kind;
+}
+
 void manifest_set_mtime(struct manifest *m, int64_t sec, long nsec)
 {
     struct mfile *f = m->nfiles ? &m->files[m->nfiles - 1] : NULL;
@@ -473,7 +500,7 @@ bool manifest_equal(const struct manifest *a, const struct manifest *b)
         if (x->type != y->type || x->mode != y->mode || x->mtime_ns != y->mtime_ns ||
             !STR_EQ(x->path, y->path) || !STR_EQ(x->link, y->link) || x->size != y->size ||
             x->first_chunk != y->first_chunk || x->nchunks != y->nchunks || x->node != y->node ||
-            memcmp(x->digest, y->digest, HASH_LEN))
+            x->dkind != y->dkind || memcmp(x->digest, y->digest, HASH_LEN))
             return false;
     }
 #undef STR_EQ
@@ -526,7 +553,7 @@ static int check_header(const struct manifest *m, size_t *ret_line, const char *
     CHECK(10, m->root ? manifest_path_check(m->root) : 0, "unsafe root path");
     CHECK(11, check_chunker(m->chunk_min, m->chunk_avg, m->chunk_max, m->normalization, ret_what),
           *ret_what);
-    size_t v4 = m->nodes > 0; /* the "nodes" line */
+    size_t v4 = enc_version(m) >= 4; /* the "nodes" line */
     CHECK(12, m->nodes > MANIFEST_MAX_NODES ? CKS_E_LIMIT : 0, "node count above 4096");
     CHECK(12 + v4, m->nfiles > MANIFEST_MAX_FILES ? CKS_E_LIMIT : 0, "too many files");
     CHECK(13 + v4, m->nchunks > MANIFEST_MAX_CHUNKS ? CKS_E_LIMIT : 0, "too many chunks");
@@ -568,7 +595,7 @@ static bool node_ok(const struct manifest *m, int32_t node)
 static int check_entries(const struct manifest *m, size_t *ret_line, const char **ret_what)
 {
     uint64_t next = 0;
-    size_t line = FIRST_ENTRY_LINE + (m->nodes > 0);
+    size_t line = FIRST_ENTRY_LINE + (enc_version(m) >= 4);
     for (size_t i = 0; i < m->nfiles; i++) {
         const struct mfile *f = &m->files[i];
         *ret_line = line;
@@ -689,7 +716,10 @@ static void put_mode(struct enc *e, uint32_t mode)
 
 static void put_header(struct enc *e, const struct manifest *m)
 {
-    put_str(e, m->nodes ? CKS_MANIFEST_MAGIC " 4\nid " : CKS_MANIFEST_MAGIC " 3\nid ");
+    unsigned v = enc_version(m);
+    put_str(e, v == 5   ? CKS_MANIFEST_MAGIC " 5\nid "
+               : v == 4 ? CKS_MANIFEST_MAGIC " 4\nid "
+                        : CKS_MANIFEST_MAGIC " 3\nid ");
     put_text(e, m->id);
     put_str(e, "\nrun ");
     put_text(e, m->run);
@@ -718,7 +748,7 @@ static void put_header(struct enc *e, const struct manifest *m)
     put_u64(e, m->chunk_max);
     put_str(e, " ");
     put_u64(e, m->normalization);
-    if (m->nodes) {
+    if (v >= 4) {
         put_str(e, "\nnodes ");
         put_u64(e, m->nodes);
     }
@@ -752,7 +782,7 @@ static void put_entry(struct enc *e, const struct manifest *m, const struct mfil
         put_text(e, f->link);
     } else {
         put_u64(e, f->size);
-        put_str(e, " ");
+        put_str(e, f->dkind == MDIGEST_TREE ? " " TREE_PREFIX : " ");
         put_hash(e, f->digest);
         put_str(e, " ");
         put_u64(e, f->nchunks);
@@ -824,7 +854,8 @@ struct parser {
     size_t file_line;     /* line of the last file */
     unsigned version;     /* of the version line: 1 has no "gen" line */
     size_t mt;            /* 1 from version 3: entry lines hold an mtime after the mode */
-    size_t nd;            /* 1 from version 4: and a node field after the mtime */
+    size_t nd;            /* 1 in version 4 (and 5 with nodes > 0): and a node field
+                           * after the mtime */
 };
 
 static int fail(struct parser *p, int code, const char *fmt, ...)
@@ -930,6 +961,20 @@ static int tok_hash(const struct tok *t, uint8_t out[HASH_LEN])
     return hex_decode(t->p, HASH_LEN, out);
 }
 
+/* A file's digest field: 64 hex digits (SHA-256 of its bytes), or from
+ * version 5 TREE_PREFIX and 64 hex digits (its chunk tree). */
+static int tok_digest(const struct parser *p, const struct tok *t, struct mfile *f)
+{
+    struct tok h = *t;
+    f->dkind = MDIGEST_SHA256;
+    if (p->version >= 5 && h.n > TREE_PREFIX_LEN && !memcmp(h.p, TREE_PREFIX, TREE_PREFIX_LEN)) {
+        f->dkind = MDIGEST_TREE;
+        h.p += TREE_PREFIX_LEN;
+        h.n -= TREE_PREFIX_LEN;
+    }
+    return tok_hash(&h, f->digest);
+}
+
 /* Decodes a text token of at most max decoded bytes: "-" gives NULL. */
 static int tok_text(const struct tok *t, size_t max, char **ret)
 {
@@ -999,7 +1044,7 @@ static int parse_version(struct parser *p)
                     MANIFEST_VERSION);
     p->version = (unsigned)v;
     p->mt = v >= 3;
-    p->nd = v >= 4;
+    p->nd = v == 4; /* version 5: once its "nodes" line is read (hdr_nodes) */
     return 0;
 }
 
@@ -1136,11 +1181,13 @@ static int hdr_chunker(struct parser *p, const struct line *ln)
 static int hdr_nodes(struct parser *p, const struct line *ln)
 {
     uint64_t v;
-    if (tok_u64(&ln->tok[1], UINT64_MAX, &v) < 0 || v == 0)
+    /* version 5: "nodes 0" for a snapshot that is not a merged step */
+    if (tok_u64(&ln->tok[1], UINT64_MAX, &v) < 0 || (v == 0 && p->version < 5))
         return fail(p, CKS_E_FORMAT, "bad node count");
     if (v > MANIFEST_MAX_NODES)
         return fail(p, CKS_E_LIMIT, "node count %" PRIu64 " above %u", v, MANIFEST_MAX_NODES);
     p->m->nodes = (unsigned)v;
+    p->nd = v > 0;
     return 0;
 }
 
@@ -1317,8 +1364,10 @@ static int file_numbers(struct parser *p, const struct line *ln, struct mfile *f
 {
     if (tok_u64(field(p, ln, 2), UINT64_MAX, &f->size) < 0)
         return fail(p, CKS_E_FORMAT, "bad file size");
-    if (tok_hash(field(p, ln, 3), f->digest) < 0)
-        return fail(p, CKS_E_FORMAT, "bad file digest (want 64 lower-case hex digits)");
+    if (tok_digest(p, field(p, ln, 3), f) < 0)
+        return fail(p, CKS_E_FORMAT,
+                    "bad file digest (want 64 lower-case hex digits, or from version 5 "
+                    "\"" TREE_PREFIX "\" and 64)");
     if (tok_u64(field(p, ln, 4), UINT64_MAX, &f->nchunks) < 0)
         return fail(p, CKS_E_FORMAT, "bad chunk count");
     if (f->nchunks > p->decl_chunks - p->m->nchunks)
@@ -1439,11 +1488,13 @@ static int parse_tree(struct parser *p)
     const char *what = "";
     int r = check_tree(p->m, &a, &b, &what);
     if (r < 0) {
-        size_t v1 = p->version == 1; /* one header line fewer */
-        p->lineno = entry_line(p->m, b) - v1;
+        /* the text's header lines, not the encoder's: version 1 has one
+         * fewer, a "nodes" line may be there that the encoder would drop */
+        size_t adj = (p->version >= 4) - (p->version == 1) - (enc_version(p->m) >= 4);
+        p->lineno = entry_line(p->m, b) + adj;
         if (a == b)
             return fail(p, r, "%s", what);
-        return fail(p, r, "%s (see line %zu)", what, entry_line(p->m, a) - v1);
+        return fail(p, r, "%s (see line %zu)", what, entry_line(p->m, a) + adj);
     }
     return 0;
 }

@@ -2,7 +2,7 @@
  * manifest.h — the snapshot manifest: what one snapshot holds.  The text
  * format is documented in include/ckptsync/format.h; in short:
  *
- *   ckptsync-manifest 3
+ *   ckptsync-manifest 3             (4, 5: see below)
  *   id 20261201T000701Z-3f2a9c1b7d0e
  *   run r1
  *   step 1000                       (or -1 when unknown)
@@ -37,8 +37,18 @@
  *
  *   f 0644 <mtime> 2 <size> <sha256> <nchunks> <path>
  *
- * The encoder writes version 4 exactly when m->nodes > 0, else version 3,
- * so a single-node snapshot's bytes are what they were.
+ * Version 5 carries chunk-tree file digests (engine/filedigest.h): a
+ * file line's digest field is either 64 hex digits (SHA-256 of the
+ * file's bytes, as before) or "tree:" and 64 hex digits (the chunk tree).
+ * Its header always has the "nodes" line, "nodes 0" for a snapshot that
+ * is not a merged step (its entries then have no node field, as in
+ * version 3; with nodes N > 0 they have one, as in version 4):
+ *
+ *   f 0644 <mtime> <size> tree:<64 hex> <nchunks> <path>
+ *
+ * The encoder writes version 5 exactly when a file has a tree digest,
+ * else version 4 when m->nodes > 0, else version 3, so a snapshot that
+ * uses no tree digest has the bytes it had before version 5.
  *
  * The parser is bounded: every limit below is checked before allocating,
  * counts are checked against the declared totals, each file's size equals
@@ -57,7 +67,7 @@
 #include "base/buf.h"
 #include "engine/hash.h"
 
-#define MANIFEST_VERSION 4
+#define MANIFEST_VERSION 5
 #define MANIFEST_GEN_MAX 999999999999LL
 #define MANIFEST_MAX_BYTES (1024u * 1024 * 1024)
 #define MANIFEST_MAX_FILES 10000000u
@@ -74,6 +84,10 @@
  * and later names of one inode so); its mode is the target's. */
 enum mfile_type { MFILE_REG = 'f', MFILE_DIR = 'd', MFILE_LINK = 'l', MFILE_HARDLINK = 'h' };
 
+/* What a regular file's digest is (engine/filedigest.h): SHA-256 of its
+ * bytes, or the chunk tree over its chunk list (version 5 only). */
+enum mdigest_kind { MDIGEST_SHA256 = 0, MDIGEST_TREE = 1 };
+
 struct mchunk {
     uint8_t id[HASH_LEN];
     uint32_t len;
@@ -88,7 +102,8 @@ struct mfile {
                        * always for a hard link: it has its target's) */
     uint64_t size;
     uint8_t digest[HASH_LEN];
-    uint64_t first_chunk; /* index into manifest.chunks */
+    enum mdigest_kind dkind; /* what digest is (MDIGEST_SHA256 for every non-file) */
+    uint64_t first_chunk;    /* index into manifest.chunks */
     uint64_t nchunks;
     int32_t node; /* manifest.nodes > 0: the rank of the node whose part held it,
                    * or MANIFEST_NODE_SEVERAL; else 0 */
@@ -122,8 +137,13 @@ int manifest_add_file(struct manifest *m, enum mfile_type type, const char *path
 /* Adds a chunk to the last added file (which must be MFILE_REG) and grows
  * its size by len. */
 int manifest_add_chunk(struct manifest *m, const uint8_t id[HASH_LEN], uint32_t len);
-/* Sets the digest of the last added file. */
+/* Sets the digest of the last added file, of kind MDIGEST_SHA256 (a new
+ * entry's kind) unless manifest_set_digest_kind() says otherwise. */
 void manifest_set_digest(struct manifest *m, const uint8_t digest[HASH_LEN]);
+void manifest_set_digest_kind(struct manifest *m, enum mdigest_kind kind);
+/* Whether any regular file of m has a tree digest (then it encodes as
+ * version 5). */
+bool manifest_has_tree(const struct manifest *m);
 /* Sets the modification time of the last added entry (from its struct
  * stat's st_mtim; entries start without one); a time before the epoch is
  * recorded as unknown, and a hard link keeps none. */

@@ -310,6 +310,7 @@ static int sel_build(const struct sel *s, struct manifest *r)
             y->mtime_ns = x->mtime_ns;
             y->node = x->node;
             memcpy(y->digest, x->digest, HASH_LEN);
+            y->dkind = x->dkind;
         }
     }
     return e;

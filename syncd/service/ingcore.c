@@ -14,7 +14,13 @@
  *   can leave every timestamp as it was ("racy" files, as git calls them).
  * - An unchanged file is not read: the index maps its identity to its
  *   digest and chunks, taken when the front end's reuse_need holds.
- * - The whole-file digest is serial by nature, and was a third of the
+ * - With [snapshot] file_digest = tree (the default) a file's digest is
+ *   its chunk tree (engine/filedigest.h), computed from its chunk list
+ *   once the file is read: no second pass over the bytes, no digest
+ *   thread, and a file the index knows gets the tree of its recorded
+ *   chunks (the index keeps records of the two kinds apart).  The notes below on the digest concern
+ * file_digest = sha256.
+ * - The whole-file SHA-256 is serial by nature, and was a third of the
  *   reading thread's time (perf, daemon into three dir regions: 2.3 of 7
  *   CPU s per GB).  Read serially with a pool of several threads, it runs
  *   on a thread of its own: each chunk goes to it in file order as it is
@@ -44,6 +50,7 @@
 
 #include "base/err.h"
 #include "base/log.h"
+#include "engine/filedigest.h"
 #include "service/catalog.h"
 #include "service/ingcore.h"
 #include "service/runlineage.h"
@@ -180,7 +187,8 @@ static void ic_digest_add(struct ingcore_reader *rd, struct ingcore_job *j)
 {
     struct ingcore_digest *d = rd->dg;
     if (!d) {
-        hash_update(&rd->fh, j->raw.data, j->raw.len);
+        if (rd->c->dkind == MDIGEST_SHA256)
+            hash_update(&rd->fh, j->raw.data, j->raw.len);
         j->hashed = true;
         return;
     }
@@ -267,7 +275,8 @@ int ingcore_init(struct ingcore *c, struct repo *r, const struct ingcore_ops *op
     int e = ic_reader_init(c->rd0, c, 0, c->njobs);
     if (e < 0)
         return e;
-    return pool_size(pool) > 1 ? ic_digest_start(c) : 0;
+    c->dkind = repo_conf(r)->file_digest_sha256 ? MDIGEST_SHA256 : MDIGEST_TREE;
+    return pool_size(pool) > 1 && c->dkind == MDIGEST_SHA256 ? ic_digest_start(c) : 0;
 }
 
 void ingcore_free(struct ingcore *c)
@@ -446,22 +455,53 @@ static int ic_chunk(void *ud, const uint8_t *data, size_t len, uint64_t off)
 
 /* ---- files ------------------------------------------------------------- */
 
+/* The record of key k (its kind as set) whose chunks are each in every
+ * slot of need, in t: 0 with its digest and chunks (*ret_v, the caller
+ * frees), -ENOENT, or another error. */
+static int ic_record(struct index_txn *t, const struct index_file_key *k, uint32_t need,
+                     uint8_t digest[HASH_LEN], struct mchunk **ret_v, size_t *ret_n)
+{
+    struct mchunk *v = NULL;
+    size_t n = 0;
+    int e = index_file_get(t, k, digest, &v, &n);
+    for (size_t i = 0; e == 0 && need && i < n; i++) {
+        struct index_chunk ch;
+        if (index_chunk_get(t, v[i].id, &ch) < 0 || (ch.presence & need) != need)
+            e = -ENOENT;
+    }
+    if (e < 0) {
+        free(v);
+        return e;
+    }
+    *ret_v = v;
+    *ret_n = n;
+    return 0;
+}
+
+/* The index keeps a file's records apart by digest kind (index.h, struct
+ * index_file_key): with file_digest = sha256 only a SHA-256 record is
+ * taken; with tree, a tree record, else a SHA-256 one (an index from
+ * before version 5), whose chunks give the tree all the same. */
 int ingcore_known(struct repo *r, const struct index_file_key *k, uint32_t need,
                   uint8_t digest[HASH_LEN], struct mchunk **ret_v, size_t *ret_n)
 {
     struct index_txn *t;
     struct mchunk *v = NULL;
     size_t n = 0;
+    bool tree = !repo_conf(r)->file_digest_sha256;
+    struct index_file_key key = *k;
+    key.kind = tree ? MDIGEST_TREE : MDIGEST_SHA256;
     int e = index_txn_begin(repo_index(r), false, &t);
     if (e < 0)
         return e;
-    e = index_file_get(t, k, digest, &v, &n);
-    for (size_t i = 0; e == 0 && need && i < n; i++) {
-        struct index_chunk ch;
-        if (index_chunk_get(t, v[i].id, &ch) < 0 || (ch.presence & need) != need)
-            e = -ENOENT;
+    e = ic_record(t, &key, need, digest, &v, &n);
+    if (e == -ENOENT && tree) {
+        key.kind = MDIGEST_SHA256;
+        e = ic_record(t, &key, need, digest, &v, &n);
     }
     index_txn_abort(t);
+    if (e == 0 && tree)
+        e = filedigest_tree(v, n, digest);
     if (e < 0 || !ret_v) {
         free(v);
         return e == 0 ? 1 : e == -ENOENT ? 0 : e;
@@ -542,6 +582,8 @@ static int ic_scan_file(struct ingcore_reader *rd, int fd, const struct stat *st
     int e = scan_fd(&rd->scan, fd, ic_chunk, rd, &got, NULL);
     int de = ic_drain(rd); /* every chunk of the file applied (and hashed), in order */
     hash_final(&rd->fh, digest);
+    if (c->dkind == MDIGEST_TREE && de == 0)
+        de = filedigest_tree(rd->fchunks, rd->nfchunks, digest);
     if (e == 0 || (e > CKS_E_BASE && de < 0))
         e = de;
     if (e < 0) {
@@ -585,6 +627,7 @@ static int ic_file_once(struct ingcore_reader *rd, struct stat *ret_st, uint8_t 
     }
     ic_age(fd, &st1);
     index_file_key_of(&st1, key);
+    key->kind = c->dkind; /* the record it gets (front end's file_read, the daemon's) */
     e = ingcore_known(c->r, key, c->o.reuse_need ? c->o.reuse_need(c->o.ud) : 0, digest, &v, &n);
     if (e == 1)
         ic_reuse(rd, v, n, (uint64_t)st1.st_size);
@@ -634,6 +677,7 @@ static int ic_kept_file(struct ingcore *c, size_t k, uint8_t digest[HASH_LEN], s
                         size_t *n)
 {
     index_file_key_of(&c->kept[k], &c->keys[k]);
+    c->keys[k].kind = c->dkind;
     int e = ingcore_known(c->r, &c->keys[k], 0, digest, v, n);
     if (e == 0) {
         pthread_mutex_lock(&c->mu); /* readers' ops may write c->err too */
@@ -658,6 +702,7 @@ static int ic_add_file(struct ingcore *c, size_t k, const struct stat *st,
         if ((e = manifest_add_chunk(&c->m, v[i].id, v[i].len)) < 0)
             return e;
     manifest_set_digest(&c->m, digest);
+    manifest_set_digest_kind(&c->m, c->dkind);
     c->files++;
     c->bytes += (uint64_t)st->st_size;
     c->chunks += n;

@@ -135,7 +135,9 @@ struct ingcore {
     pthread_mutex_t mu; /* ops->apply and file_read, done, files_unchanged, progress */
     bool mu_ok;
     struct ingcore_reader *rd0; /* the serial reader (on the caller's thread) */
-    struct ingcore_digest *dg;  /* its digest thread, with a pool of several threads */
+    struct ingcore_digest *dg;  /* its digest thread, with a pool of several threads
+                                 * and file_digest = sha256 */
+    enum mdigest_kind dkind;    /* the files' digest kind ([snapshot] file_digest) */
 };
 
 /* njobs chunks in flight at most (each holds a copy of its bytes). */
@@ -160,7 +162,10 @@ int ingcore_open(struct ingcore *c, size_t k);
 int ingcore_record(const struct ingcore *c, struct index_txn *t);
 /* 1 when the index knows a file by identity k and has each of its chunks
  * in every slot of need (0: no condition): its digest and chunks in
- * digest and *ret_v (the caller frees; ret_v NULL: not wanted). */
+ * digest and *ret_v (the caller frees; ret_v NULL: not wanted).  The
+ * digest is of r's [snapshot] file_digest kind (k's own kind is not
+ * looked at): the SHA-256 of a SHA-256 record, or the chunk tree of the
+ * chunks of a tree record or, failing one, of a SHA-256 record. */
 int ingcore_known(struct repo *r, const struct index_file_key *k, uint32_t need,
                   uint8_t digest[HASH_LEN], struct mchunk **ret_v, size_t *ret_n);
 

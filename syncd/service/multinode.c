@@ -36,6 +36,7 @@
 
 #include "base/err.h"
 #include "base/log.h"
+#include "engine/filedigest.h"
 #include "engine/hash.h"
 #include "engine/gcrec.h"
 #include "service/nodeerr.h"
@@ -137,14 +138,16 @@ static int ref_cmp(const void *a, const void *b)
 }
 
 /* Two nodes' entries at one path hold the same thing: the same kind, and
- * for a file the same bytes, for a link the same target.  A directory's
+ * for a file the same bytes (the same digest, of the same kind: nodes that
+ * differ in [snapshot] file_digest disagree), for a link the same target.  A directory's
  * mode and time are the first node's. */
 static bool same_entry(const struct mfile *x, const struct mfile *y)
 {
     if (x->type != y->type)
         return false;
     if (x->type == MFILE_REG)
-        return x->size == y->size && !memcmp(x->digest, y->digest, HASH_LEN);
+        return x->size == y->size && x->dkind == y->dkind &&
+               !memcmp(x->digest, y->digest, HASH_LEN);
     if (x->type == MFILE_LINK || x->type == MFILE_HARDLINK)
         return !strcmp(x->link, y->link);
     return true;
@@ -252,7 +255,14 @@ static int merge_dups(const struct manifest *parts, size_t n, const size_t *base
             continue;
         const struct mfile *a = &parts[v[first].rank].files[v[first].file];
         const struct mfile *b = &parts[v[i].rank].files[v[i].file];
-        if (!same_entry(a, b)) {
+        if (a->type == MFILE_REG && b->type == MFILE_REG && a->dkind != b->dkind) {
+            buf_printf(err,
+                       "\"%s\" has a %s digest on node %u and a %s digest on node %u: set one "
+                       "[snapshot] file_digest on every node",
+                       a->path, filedigest_kind_name(a->dkind), v[first].rank,
+                       filedigest_kind_name(b->dkind), v[i].rank);
+            e = CKS_E_MISMATCH;
+        } else if (!same_entry(a, b)) {
             buf_printf(err, "\"%s\" is held by node %u and node %u with different contents",
                        a->path, v[first].rank, v[i].rank);
             e = CKS_E_MISMATCH;
@@ -283,6 +293,7 @@ static int merge_entries(struct manifest *m, const struct manifest *p, unsigned 
             m->files[m->nfiles - 1].node =
                 skip[f] == MERGE_SEVERAL ? MANIFEST_NODE_SEVERAL : (int32_t)rank;
             memcpy(m->files[m->nfiles - 1].digest, x->digest, HASH_LEN);
+            m->files[m->nfiles - 1].dkind = x->dkind;
         }
     }
     return e;

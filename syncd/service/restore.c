@@ -29,11 +29,19 @@
  *   the finishing threads (one per worker), which catch its digest up.  So
  *   the digests of different files run on several threads at once, no
  *   thread reads every byte back, and no part inherits the hashing of
- *   the chunks the others delivered early.  One file's digest is serial by
- *   nature (SHA-256): one huge file is hashed at one core's rate.  With one
+ *   the chunks the others delivered early.  One file's SHA-256 is serial by
+ *   nature: one huge file is hashed at one core's rate.  With one
  *   part (workers = 1) the part catches up itself.  The same threads
  *   finish each verified file (mode, times, fsync, close), off the
  *   fetching threads.
+ * - A file whose digest is a chunk tree (manifest version 5,
+ *   engine/filedigest.h) is not hashed at all here: each chunk was
+ *   verified against its id by whoever handed it to rst_chunk (fetch, or
+ *   the seed's check), which records that id and the length it wrote
+ *   (leaf, per manifest chunk); when the file's last chunk is written the
+ *   tree over those records must equal the manifest's digest.  No pass
+ *   over the bytes and no ordering between chunks: a huge file restores
+ *   at the rate of every part together.
  * - Priority: the chunks are asked for in the order of restore_group()
  *   (metadata, weights, master weights, optimizer state), group by group:
  *   the next group's requests take no more than [restore] inflight bytes
@@ -68,6 +76,7 @@
 #include "base/err.h"
 #include "base/fileio.h"
 #include "base/log.h"
+#include "engine/filedigest.h"
 #include "engine/rankbind.h"
 #include "engine/ref.h"
 #include "service/fetch.h"
@@ -185,6 +194,9 @@ struct rst {
     struct rfile *rfiles; /* per manifest file */
     size_t *chunk_file;   /* per manifest chunk: its file */
     uint64_t *chunk_off;  /* per manifest chunk: its offset */
+    struct mchunk *leaf;  /* per manifest chunk of a tree file: the id it was
+                           * verified against and the length written (len 0:
+                           * not yet) */
 };
 
 /* A chunk that arrived before its turn in its file's digest, kept. */
@@ -296,6 +308,14 @@ static int rst_hash_catchup(struct rst *s, size_t k)
 
 static void rst_fin_push(struct rst *s, size_t k);
 
+/* The tree over the chunks of f as verified and written (s->leaf); a
+ * chunk not recorded (never: rf->remaining counts them) leaves a zero
+ * leaf, which no tree of the manifest's can match. */
+static int rst_tree_digest(const struct rst *s, const struct mfile *f, uint8_t digest[HASH_LEN])
+{
+    return filedigest_tree(s->leaf + f->first_chunk, (size_t)f->nchunks, digest);
+}
+
 /* All chunks are written and hashed: the digest must match the manifest's;
  * then the file goes to the finishing threads (rst_finish_file).  One
  * caller per file (rf->closing). */
@@ -305,17 +325,22 @@ static int rst_file_done(struct rst *s, size_t k)
     struct rfile *rf = &s->rfiles[k];
     uint8_t digest[HASH_LEN];
     int e = 0;
-    if (!rf->hashing) /* an empty file */
+    if (f->dkind == MDIGEST_TREE)
+        e = rst_tree_digest(s, f, digest);
+    else if (!rf->hashing) /* an empty file */
         hash_sha256("", 0, digest);
     else
         hash_final(&rf->h, digest);
+    if (e < 0)
+        return rst_fail(s, f, "computing the chunk tree of", e);
     /* the ring's writes of this file complete before its fsync */
     if ((e = rst_drain(s)) < 0)
         return rst_fail(s, f, "writing", e);
     if (memcmp(digest, f->digest, HASH_LEN) != 0) {
         pthread_mutex_lock(&s->mu);
         buf_reset(s->err);
-        buf_printf(s->err, "\"%s\": whole-file digest does not match the manifest", f->path);
+        buf_printf(s->err, "\"%s\": %s does not match the manifest", f->path,
+                   f->dkind == MDIGEST_TREE ? "chunk-tree digest" : "whole-file digest");
         pthread_mutex_unlock(&s->mu);
         return CKS_E_DIGEST;
     }
@@ -381,7 +406,8 @@ static int rst_prepare(struct rst *s, size_t k, int *ret_fd)
     pthread_mutex_lock(&rf->mu);
     if (rf->fd < 0)
         e = rst_open(s, k, O_RDWR);
-    if (e == 0 && !rf->hashing && (e = hash_init(&rf->h)) == 0)
+    if (e == 0 && s->m.files[k].dkind == MDIGEST_SHA256 && !rf->hashing &&
+        (e = hash_init(&rf->h)) == 0)
         rf->hashing = true;
     *ret_fd = rf->fd;
     pthread_mutex_unlock(&rf->mu);
@@ -453,6 +479,33 @@ static int rst_hash_queued(struct rst *s, size_t k)
     return done ? rst_file_done(s, k) : 0;
 }
 
+static void rst_count(struct rst *s, size_t len)
+{
+    pthread_mutex_lock(&s->mu);
+    s->done += len;
+    if (s->o->progress)
+        s->o->progress(s->o->progress_ud, s->done, s->total);
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* A chunk of a tree file, written: its leaf recorded (the id j was
+ * verified against, the length written); the last to arrive closes the
+ * file, whose tree rst_file_done checks. */
+static int rst_chunk_leaf(struct rst *s, const struct fetch_job *j, size_t k, size_t len)
+{
+    struct rfile *rf = &s->rfiles[k];
+    struct mchunk *leaf = &s->leaf[j->tag];
+    memcpy(leaf->id, j->id, HASH_LEN);
+    leaf->len = (uint32_t)len;
+    pthread_mutex_lock(&rf->mu);
+    rf->remaining--;
+    bool done = !rf->remaining && !rf->closing;
+    rf->closing |= done;
+    pthread_mutex_unlock(&rf->mu);
+    rst_count(s, len);
+    return done ? rst_file_done(s, k) : 0;
+}
+
 static int rst_chunk(void *ud, const struct fetch_job *j, const uint8_t *data, size_t len)
 {
     struct rst *s = ud;
@@ -472,6 +525,8 @@ static int rst_chunk(void *ud, const struct fetch_job *j, const uint8_t *data, s
         return e;
     if ((e = rst_write(s, fd, data, len, s->chunk_off[j->tag])) < 0)
         return rst_fail(s, f, "writing", e);
+    if (f->dkind == MDIGEST_TREE)
+        return rst_chunk_leaf(s, j, k, len);
 
     pthread_mutex_lock(&rf->mu);
     if (c == rf->next && !rf->busy) {
@@ -496,12 +551,7 @@ static int rst_chunk(void *ud, const struct fetch_job *j, const uint8_t *data, s
     pthread_mutex_unlock(&rf->mu);
     if (e < 0)
         return rst_fail(s, f, "reading back", e);
-
-    pthread_mutex_lock(&s->mu);
-    s->done += len;
-    if (s->o->progress)
-        s->o->progress(s->o->progress_ud, s->done, s->total);
-    pthread_mutex_unlock(&s->mu);
+    rst_count(s, len);
     return done ? rst_file_done(s, k) : 0;
 }
 
@@ -564,8 +614,11 @@ static int seed_file(struct rst *s, struct seed *sd, struct scan *sc, int fd)
     struct index_file_key k;
     index_file_key_of(&st, &k);
     int e = index_txn_begin(repo_index(s->r), false, &t);
-    if (e == 0) {
+    if (e == 0) { /* its chunks: from a record of either digest kind */
         e = index_file_get(t, &k, digest, &v, &n);
+        k.kind = MDIGEST_TREE;
+        if (e == -ENOENT)
+            e = index_file_get(t, &k, digest, &v, &n);
         index_txn_abort(t);
     }
     if (e == 0) {
@@ -1466,6 +1519,7 @@ static int rst_index(struct rst *s, int target)
             continue;
         struct index_file_key fk;
         index_file_key_of(&st, &fk);
+        fk.kind = (uint8_t)f->dkind; /* the records of each kind apart (index.h) */
         e = index_file_put(t, &fk, f->digest, &s->m.chunks[f->first_chunk], (size_t)f->nchunks);
         for (uint64_t c = 0; c < f->nchunks && e == 0; c++) {
             const struct mchunk *mc = &s->m.chunks[f->first_chunk + c];
@@ -1779,13 +1833,14 @@ static int rst_alloc(struct rst *s)
     s->rfiles = calloc(s->m.nfiles ? s->m.nfiles : 1, sizeof(*s->rfiles));
     s->chunk_file = calloc(nc, sizeof(*s->chunk_file));
     s->chunk_off = calloc(nc, sizeof(*s->chunk_off));
+    s->leaf = calloc(nc, sizeof(*s->leaf));
     size_t nf = s->m.nfiles ? s->m.nfiles : 1;
     s->fq = calloc(nf, sizeof(*s->fq));
     s->hq = calloc(nf, sizeof(*s->hq));
     s->hqueued = calloc(nf, sizeof(*s->hqueued));
     s->waiting = calloc(nf, sizeof(*s->waiting));
-    if (!s->rfiles || !s->chunk_file || !s->chunk_off || !s->fq || !s->hq || !s->hqueued ||
-        !s->waiting)
+    if (!s->rfiles || !s->chunk_file || !s->chunk_off || !s->leaf || !s->fq || !s->hq ||
+        !s->hqueued || !s->waiting)
         return -ENOMEM;
     for (size_t k = 0; k < s->m.nfiles; k++) {
         s->rfiles[k].fd = -1;
@@ -1852,6 +1907,29 @@ static int rst_node(struct rst *s)
     return e;
 }
 
+/* The per-file and per-chunk state of rst_alloc, descriptors closed. */
+static void rst_free_files(struct rst *s)
+{
+    for (size_t k = 0; s->rfiles && k < s->m.nfiles; k++) {
+        struct rfile *rf = &s->rfiles[k];
+        if (rf->fd >= 0)
+            close(rf->fd);
+        if (rf->hashing)
+            hash_free(&rf->h);
+        free(rf->early);
+        for (struct stashed *x = rf->stash, *nx; x; x = nx) {
+            nx = x->next;
+            free(x);
+        }
+        if (rf->mu_init)
+            pthread_mutex_destroy(&rf->mu);
+    }
+    free(s->rfiles);
+    free(s->chunk_file);
+    free(s->chunk_off);
+    free(s->leaf);
+}
+
 int restore_run(struct repo *r, const struct restore_opts *o, struct restore_result *ret,
                 struct buf *err)
 {
@@ -1897,22 +1975,7 @@ out:
     if (target >= 0)
         close(target);
     wring_free(&s.wr); /* no write may outlive its file descriptor */
-    for (size_t k = 0; s.rfiles && k < s.m.nfiles; k++) {
-        if (s.rfiles[k].fd >= 0)
-            close(s.rfiles[k].fd);
-        if (s.rfiles[k].hashing)
-            hash_free(&s.rfiles[k].h);
-        free(s.rfiles[k].early);
-        for (struct stashed *x = s.rfiles[k].stash, *nx; x; x = nx) {
-            nx = x->next;
-            free(x);
-        }
-        if (s.rfiles[k].mu_init)
-            pthread_mutex_destroy(&s.rfiles[k].mu);
-    }
-    free(s.rfiles);
-    free(s.chunk_file);
-    free(s.chunk_off);
+    rst_free_files(&s);
     manifest_free(&s.m);
     free(s.group);
     free(s.skip);

@@ -28,6 +28,7 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "engine/chunkobj.h"
+#include "engine/filedigest.h"
 #include "engine/handoff.h"
 #include "engine/lineage.h"
 #include "engine/ref.h"
@@ -146,8 +147,26 @@ static void verify_manifest_count(struct vctx *v, size_t i, int state, const cha
     }
 }
 
+/* Every tree digest of region i's copy of m is the tree of its file's
+ * chunk lines (engine/filedigest.h); the chunks themselves are checked
+ * against their ids below, which together is what a tree digest claims.
+ * A sha256 digest is checked by restore, which has the bytes in order.
+ * 0, or CKS_E_DIGEST naming the file. */
+static int verify_trees(struct vctx *v, size_t i, const char *run, const struct manifest *m)
+{
+    for (size_t k = 0; k < m->nfiles; k++)
+        if (!filedigest_tree_matches(m, &m->files[k])) {
+            log_error("region '%s': snapshot %s of run '%s': \"%s\": chunk-tree digest does not "
+                      "match its chunk list (manifest damaged or altered)",
+                      repo_region(v->r, i)->conf.name, m->id, run, m->files[k].path);
+            return CKS_E_DIGEST;
+        }
+    return 0;
+}
+
 /* Checks every region's copy of the manifest (present, parses, names this
- * snapshot); collects the chunks of the first good copy. */
+ * snapshot, tree digests match); collects the chunks of the first good
+ * copy. */
 static int verify_manifest(struct vctx *v, const char *run, const char *id)
 {
     struct manifest m;
@@ -159,7 +178,10 @@ static int verify_manifest(struct vctx *v, const char *run, const char *id)
         state[i] = -1;
         if (repo_region_error(v->r, i))
             continue;
-        int g = manifests_read_in(v->r, i, run, id, good == SIZE_MAX ? &m : &one);
+        struct manifest *dst = good == SIZE_MAX ? &m : &one;
+        int g = manifests_read_in(v->r, i, run, id, dst);
+        if (g == 0 && (g = verify_trees(v, i, run, dst)) < 0)
+            manifest_free(dst);
         state[i] = g == -ENOENT ? 1 : g < 0 ? 2 : 0;
         if (g == 0 && good == SIZE_MAX)
             good = i;

@@ -264,14 +264,19 @@ static int snap_decode(const MDB_val *v, struct index_snap *ret)
     return 0;
 }
 
-static void file_key_encode(const struct index_file_key *k, uint8_t out[FILE_KEY_LEN])
+/* The five fields, and a kind other than 0 (a SHA-256 record) as one
+ * more byte; returns the key's length. */
+static size_t file_key_encode(const struct index_file_key *k, uint8_t out[FILE_KEY_LEN + 1])
 {
     uint8_t *p = out;
     p = put_le64(p, k->dev);
     p = put_le64(p, k->ino);
     p = put_le64(p, k->size);
     p = put_le64(p, (uint64_t)k->mtime_ns);
-    put_le64(p, (uint64_t)k->ctime_ns);
+    p = put_le64(p, (uint64_t)k->ctime_ns);
+    if (k->kind)
+        *p++ = k->kind;
+    return (size_t)(p - out);
 }
 
 /* ---- environment ------------------------------------------------------ */
@@ -677,10 +682,10 @@ bool index_file_same(const struct stat *a, const struct stat *b)
 int index_file_get(struct index_txn *t, const struct index_file_key *k,
                    uint8_t ret_digest[HASH_LEN], struct mchunk **ret_chunks, size_t *ret_n)
 {
-    uint8_t key[FILE_KEY_LEN];
+    uint8_t key[FILE_KEY_LEN + 1];
     MDB_val v;
-    file_key_encode(k, key);
-    int r = ix_get(t, t->ix->files, key, sizeof(key), &v);
+    size_t klen = file_key_encode(k, key);
+    int r = ix_get(t, t->ix->files, key, klen, &v);
     if (r < 0)
         return r;
     r = file_decode(&v, ret_digest, ret_chunks, ret_n);
@@ -690,11 +695,10 @@ int index_file_get(struct index_txn *t, const struct index_file_key *k,
 int index_file_put(struct index_txn *t, const struct index_file_key *k,
                    const uint8_t digest[HASH_LEN], const struct mchunk *chunks, size_t n)
 {
-    uint8_t key[FILE_KEY_LEN];
+    uint8_t key[FILE_KEY_LEN + 1];
     if (n > MANIFEST_MAX_CHUNKS)
         return CKS_E_LIMIT;
-    file_key_encode(k, key);
-    MDB_val kv = {sizeof(key), key};
+    MDB_val kv = {file_key_encode(k, key), key};
     MDB_val v = {FILE_REC_HEAD + n * FILE_REC_CHUNK, NULL};
     /* MDB_RESERVE: encode straight into the map, no staging buffer. */
     int rc = mdb_put(t->txn, t->ix->files, &kv, &v, MDB_RESERVE);

@@ -5,7 +5,8 @@
  * Databases (one LMDB environment in <state>/index/):
  *   meta       string key -> value ("format", "repo_id", "region:<name>" -> slot)
  *   chunks     id[32] -> struct index_chunk (sizes, codec, refcount, presence)
- *   files      struct index_file_key -> digest[32] + n * {id[32], len u32 LE}
+ *   files      struct index_file_key (40 bytes; 41 with a digest kind) ->
+ *              digest[32] + n * {id[32], len u32 LE}
  *   snapshots  "<run>\0<id>" -> struct index_snap
  *
  * Calling sequence:
@@ -67,6 +68,12 @@ struct index_chunk {
 struct index_file_key {
     uint64_t dev, ino, size;
     int64_t mtime_ns, ctime_ns;
+    /* The record's digest kind (engine/manifest.h, enum mdigest_kind):
+     * 0, a SHA-256 record, keyed by the five fields as before manifest
+     * version 5; else one more key byte, so the records of each kind are
+     * apart and a ckptsync before version 5 never takes a chunk-tree
+     * digest for a file's SHA-256.  index_file_key_of() sets 0. */
+    uint8_t kind;
 };
 
 struct stat;

@@ -62,10 +62,11 @@ forge 're:\nf 0644 (\S+) 1 ' "
 l 0777 - ../../../../etc/passwd checkpoint-1/evil-link
 f 0644 \\1 1 " evil4 20990101T000000.000000Z-00000004
 refused evil4 "symlink target leaves the snapshot"
-step "a whole-file digest that does not match its chunks is refused"
-x_sha=$(printf x | sha256sum | awk '{print $1}')
-forge "$x_sha 1 checkpoint-1/small.txt" "$(printf '%064d' 0) 1 checkpoint-1/small.txt" evil5 20990101T000000.000000Z-00000005
-refused evil5 "whole-file digest"
+step "a file digest that does not match its chunks is refused"
+# a chunk-tree digest ("tree:", the default) or a SHA-256 one, made wrong
+forge 're: (tree:)?[0-9a-f]{64} 1 checkpoint-1/small.txt' " \\g<1>$(printf '%064d' 0) 1 checkpoint-1/small.txt" \
+  evil5 20990101T000000.000000Z-00000005
+refused evil5 '"checkpoint-1/small.txt": chunk-tree digest does not match'
 
 step "a manifest with a wrong checksum is refused"
 python3 - "$T/regions" "$id" <<'PY'

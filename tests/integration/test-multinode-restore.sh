@@ -4,7 +4,9 @@
 #   1. Megatron-like step 1000 (iter_0001000/mp_rank_0K/..., per-rank RNG
 #      and dataloader state on every node, a config and tokenizer on node 0,
 #      args.json written identically by all): the merged snapshot is a
-#      version 4 manifest; --node K --of 4 gives exactly node K's files and
+#      version 5 manifest (version 4 with chunk-tree file digests, the
+#      default [snapshot] file_digest), each file's "tree:" digest carried
+#      through the merge; --node K --of 4 gives exactly node K's files and
 #      the shared ones, bit for bit;
 #   2. --of 2 refuses (exit 7) naming every rank-bound file of nodes 2 and 3
 #      and the dropped ranks, writing nothing; --allow-reshard restores node
@@ -12,8 +14,8 @@
 #   3. DCP step 3000 (__K_0.distcp on every node, .metadata on node 0):
 #      --of 2 brings every shard (DCP reads any file from any rank), --of 4
 #      node K's shard and .metadata;
-#   4. a single-node snapshot (an instance without nodes) is a version 3
-#      manifest and restores as before; --node on it restores the whole
+#   4. a single-node snapshot (an instance without nodes) is a version 5
+#      manifest with "nodes 0" and restores as before; --node on it restores the whole
 #      tree, with a note;
 #   5. usage: --node without --of, --node K >= M.
 # regions: dir
@@ -68,11 +70,11 @@ mkdir -p "$d0/tokenizer" && printf 'a\nb\n' > "$d0/tokenizer/vocab.txt"
 for k in 0 1 2 3; do commit "$k" iter_0001000 1000; done
 [ "$(commits 1000)" = "1 1 1" ] || die "step 1000 not committed once per region: $(commits 1000)"
 merged_manifest 1000 "$T/m1000"
-[ "$(sed -n 1p "$T/m1000")" = 'ckptsync-manifest 4' ] || die "merged step: $(sed -n 1p "$T/m1000"), want version 4"
+[ "$(sed -n 1p "$T/m1000")" = 'ckptsync-manifest 5' ] || die "merged step: $(sed -n 1p "$T/m1000"), want version 5"
 grep -qx 'nodes 4' "$T/m1000" || die "merged step: no 'nodes 4' line"
-grep -q ' 2 [0-9]* [0-9a-f]* [0-9]* iter_0001000/rng_state_2.pth$' "$T/m1000" ||
+grep -q ' 2 [0-9]* tree:[0-9a-f]* [0-9]* iter_0001000/rng_state_2.pth$' "$T/m1000" ||
   die "merged step: rng_state_2.pth not recorded as node 2's: $(grep rng_state_2 "$T/m1000")"
-grep -q ' \* [0-9]* [0-9a-f]* [0-9]* iter_0001000/args.json$' "$T/m1000" ||
+grep -q ' \* [0-9]* tree:[0-9a-f]* [0-9]* iter_0001000/args.json$' "$T/m1000" ||
   die "merged step: args.json (on every node) not recorded as several nodes'"
 
 # want K DIR: node K's own files plus node 0's shared ones
@@ -127,14 +129,15 @@ cmp "$T/wantdcp/__1_0.distcp" "$T/dcp1of4/checkpoint-3000/__1_0.distcp" || die "
 for k in 0 1 2 3; do istop "n$k"; done
 
 # ============================================================================
-step "4. a single-node snapshot: version 3, restored whole, --node says so"
+step "4. a single-node snapshot: version 5 (nodes 0), restored whole, --node says so"
 make_file "$T/i-s/watch/solo/checkpoint-10/model.pt" 1
 head -c 100 /dev/urandom > "$T/i-s/watch/solo/checkpoint-10/rng_state_3.pth"
 icks s snapshot "$T/i-s/watch/solo/checkpoint-10" --run solo --step 10 > /dev/null || die "snapshot of run solo"
 k=$(rg_keys a snapshots/solo/)
 [ "$(echo "$k" | wc -l)" = 1 ] || die "region a: snapshots of run solo: $k"
 rg_get a "$k" "$T/msolo"
-[ "$(sed -n 1p "$T/msolo")" = 'ckptsync-manifest 3' ] || die "single-node snapshot: $(sed -n 1p "$T/msolo"), want version 3"
+[ "$(sed -n 1p "$T/msolo")" = 'ckptsync-manifest 5' ] || die "single-node snapshot: $(sed -n 1p "$T/msolo"), want version 5"
+grep -qx 'nodes 0' "$T/msolo" || die "single-node snapshot: no 'nodes 0' line"
 rm -rf "$T/i-x/state"
 icks x restore --run solo --latest --to "$T/solo" > /dev/null 2> "$T/err" || { cat "$T/err" >&2; die "restore of run solo"; }
 same_tree "$T/i-s/watch/solo/checkpoint-10" "$T/solo/checkpoint-10"

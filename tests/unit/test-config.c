@@ -544,6 +544,11 @@ struct err_case {
 #define LONG40 "0123456789012345678901234567890123456789"
 
 static const struct err_case err_cases[] = {
+    /* [snapshot] file_digest */
+    {"[snapshot]\nfile_digest = md5\n", 2, "[snapshot] file_digest", "not a file digest kind"},
+    {"[snapshot]\nfile_digest = tree sha256\n", 2, "file_digest", "(tree or sha256)"},
+    {"[snapshot]\nfile_digest =\n", 2, "file_digest", "not a file digest kind"},
+    {"[snapshot]\ndigest = tree\n", 2, "[snapshot] digest", "unknown key"},
     /* [restore] order */
     {"[restore]\norder = weights\n", 2, "[restore] order", "not GROUP:PATTERN"},
     {"[restore]\norder = weights:*.bin model:*.pt\n", 2, "model:*.pt", "not GROUP:PATTERN"},
@@ -801,6 +806,22 @@ static void test_metrics_keys(void **state)
     snprintf(c->metrics, sizeof(c->metrics), "nohost:1");
     assert_int_equal(config_finish(c, &err), CKS_E_CONFIG);
     assert_non_null(strstr(buf_str(&err), "metrics"));
+    buf_free(&err);
+    free(c);
+}
+
+/* [snapshot] file_digest: tree (default) or sha256. */
+static void test_file_digest(void **state)
+{
+    struct config *c = cfg_new();
+    struct buf err = BUF_INIT;
+    (void)state;
+    assert_int_equal(parse("", c, &err), 0);
+    assert_false(c->file_digest_sha256);
+    assert_int_equal(parse("[snapshot]\nfile_digest = sha256\n", c, &err), 0);
+    assert_true(c->file_digest_sha256);
+    assert_int_equal(parse("[snapshot]\nfile_digest = tree\n", c, &err), 0);
+    assert_false(c->file_digest_sha256);
     buf_free(&err);
     free(c);
 }
@@ -1237,6 +1258,7 @@ int main(void)
         cmocka_unit_test(test_metrics_keys),
         cmocka_unit_test(test_nodes),
         cmocka_unit_test(test_restore_order),
+        cmocka_unit_test(test_file_digest),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -19,7 +19,12 @@
  *   again up to opts.retries times, never stored torn (CKS_E_CHANGED,
  *   with the message for one attempt or several);
  * - the record: one reference per occurrence of each chunk, the snapshot
- *   record, and the next snapshot of the run names this one its parent.
+ *   record, and the next snapshot of the run names this one its parent;
+ * - the file digest's kind ([snapshot] file_digest): tree (the default),
+ *   the chunk tree of the file's chunks, or sha256, the SHA-256 of its
+ *   bytes, with the digest thread and inline; a file the index knows gets
+ *   the digest of the configured kind, and under sha256 a record holding
+ *   a tree digest is not taken (the file is read).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -37,6 +42,7 @@
 #include <cmocka.h>
 
 #include "base/err.h"
+#include "engine/filedigest.h"
 #include "engine/hash.h"
 #include "service/ingcore.h"
 #include "service/pool.h"
@@ -157,21 +163,31 @@ struct fx {
     struct pool *pool;
     struct ingcore c;
     struct buf err;
-    size_t readers;    /* opts.readers */
-    size_t njobs;      /* 0: 4 */
-    char gone[2][512]; /* removed between the walk and the read ("": none) */
+    size_t readers;         /* opts.readers */
+    size_t njobs;           /* 0: 4 */
+    char gone[2][512];      /* removed between the walk and the read ("": none) */
+    enum mdigest_kind kind; /* the files' digest kind the configuration asks for */
 };
 
-static struct fx *fx_new(size_t threads)
+/* A repository whose configuration is CHUNKER and then extra. */
+static struct fx *fx_new_conf(size_t threads, const char *extra)
 {
+    char conf[256];
     struct fx *x = calloc(1, sizeof(*x));
     assert_non_null(x);
-    test_repo_open(&x->tr, "ingcore", 2, 1, CHUNKER);
+    snprintf(conf, sizeof(conf), "%s%s", CHUNKER, extra);
+    test_repo_open(&x->tr, "ingcore", 2, 1, conf);
+    x->kind = strstr(extra, "sha256") ? MDIGEST_SHA256 : MDIGEST_TREE;
     snprintf(x->tree, sizeof(x->tree), "%s/watch/ck", x->tr.tmp);
     assert_int_equal(mkdir(x->tree, 0755), 0);
     pthread_mutex_init(&x->fe.mu, NULL);
     assert_int_equal(pool_new(threads, &x->pool), 0);
     return x;
+}
+
+static struct fx *fx_new(size_t threads)
+{
+    return fx_new_conf(threads, "");
 }
 
 static void fx_free(struct fx *x)
@@ -245,8 +261,10 @@ static size_t read_all(const char *path, uint8_t **ret)
     return n;
 }
 
-/* Each regular file of the manifest is the file on disk: size, digest,
- * and chunks that are its bytes in order, each named by its SHA-256. */
+/* Each regular file of the manifest is the file on disk: size, digest
+ * (of the configured kind: the SHA-256 of its bytes, or the chunk tree
+ * of its chunks), and chunks that are its bytes in order, each named by
+ * its SHA-256. */
 static void check_files(struct fx *x)
 {
     const struct manifest *m = &x->c.m;
@@ -259,7 +277,11 @@ static void check_files(struct fx *x)
         snprintf(path, sizeof(path), "%s/%s", x->c.w.base, mf->path);
         size_t n = read_all(path, &data);
         assert_int_equal(mf->size, n);
-        hash_sha256(data, n, d);
+        assert_int_equal(mf->dkind, x->kind);
+        if (x->kind == MDIGEST_TREE)
+            assert_int_equal(filedigest_tree(&m->chunks[mf->first_chunk], mf->nchunks, d), 0);
+        else
+            hash_sha256(data, n, d);
         assert_memory_equal(mf->digest, d, HASH_LEN);
         uint64_t off = 0;
         for (size_t i = mf->first_chunk; i < mf->first_chunk + mf->nchunks; i++) {
@@ -377,6 +399,85 @@ static void mark_present(struct fx *x, unsigned slot)
         assert_int_equal(index_chunk_put(t, x->c.m.chunks[i].id, &ch), 0);
     }
     assert_int_equal(index_txn_commit(t), 0);
+}
+
+/* file_digest = sha256: each file's SHA-256, inline and on the digest
+ * thread, and a second pass taking every file from the index keeps it. */
+static void sha256_pass(size_t threads)
+{
+    struct fx *x = fx_new_conf(threads, "[snapshot]\nfile_digest = sha256\n");
+    fx_tree(x);
+    x->fe.record_files = true;
+    assert_int_equal(fx_pass(x, "r1", 1, 1, NULL), 0);
+    check_files(x);
+    assert_int_equal(fx_pass(x, "r1", 2, 1, NULL), 0);
+    assert_int_equal(x->c.files_unchanged, 4);
+    check_files(x);
+    fx_free(x);
+}
+
+static void test_sha256_inline(void **state)
+{
+    (void)state;
+    sha256_pass(1);
+}
+
+static void test_sha256_threads(void **state)
+{
+    (void)state;
+    sha256_pass(3);
+}
+
+/* Records file key k as holding chunks v[0..n-1] with this digest. */
+static void put_record(struct fx *x, const struct index_file_key *k, const uint8_t *digest,
+                       const struct mchunk *v, size_t n)
+{
+    struct index_txn *t;
+    assert_int_equal(index_txn_begin(repo_index(x->tr.r), true, &t), 0);
+    assert_int_equal(index_file_put(t, k, digest, v, n), 0);
+    assert_int_equal(index_txn_commit(t), 0);
+}
+
+/* Records of either kind, kept apart by the key's kind byte (index.h):
+ * ingcore_known answers the configured kind (tree: the tree of a tree
+ * record's chunks, or failing one of a SHA-256 record's; sha256: only a
+ * SHA-256 record, whose digest it gives), so a tree digest is never
+ * taken for a file's SHA-256, by this build or by one before version 5
+ * (which looks up the 40-byte keys alone). */
+static void known_kind(const char *extra)
+{
+    struct fx *x = fx_new_conf(1, extra);
+    struct index_file_key k = {.dev = 1, .ino = 42, .size = 12}, k2 = k, k2t;
+    struct mchunk v[2] = {{.len = 5}, {.len = 7}}, *got_v = NULL;
+    uint8_t sha[HASH_LEN], tree[HASH_LEN], got[HASH_LEN];
+    size_t got_n = 0;
+    memset(v[0].id, 0xa5, HASH_LEN);
+    memset(v[1].id, 0x5a, HASH_LEN);
+    hash_sha256("some 12 byte", 12, sha);
+    assert_int_equal(filedigest_tree(v, 2, tree), 0);
+    put_record(x, &k, sha, v, 2); /* a SHA-256 record (kind 0) */
+    assert_int_equal(ingcore_known(x->tr.r, &k, 0, got, NULL, NULL), 1);
+    assert_memory_equal(got, x->kind == MDIGEST_TREE ? tree : sha, HASH_LEN);
+    k2.ino = 43; /* only a tree record */
+    k2t = k2;
+    k2t.kind = MDIGEST_TREE;
+    put_record(x, &k2t, tree, v, 2);
+    struct index_txn *t;
+    assert_int_equal(index_txn_begin(repo_index(x->tr.r), false, &t), 0);
+    assert_int_equal(index_file_get(t, &k2, got, &got_v, &got_n), -ENOENT);
+    index_txn_abort(t);
+    int want = x->kind == MDIGEST_TREE ? 1 : 0;
+    assert_int_equal(ingcore_known(x->tr.r, &k2, 0, got, NULL, NULL), want);
+    if (want)
+        assert_memory_equal(got, tree, HASH_LEN);
+    fx_free(x);
+}
+
+static void test_known_kinds(void **state)
+{
+    (void)state;
+    known_kind("");
+    known_kind("[snapshot]\nfile_digest = sha256\n");
 }
 
 static void test_known_and_reuse(void **state)
@@ -659,6 +760,9 @@ int main(void)
         cmocka_unit_test(test_walk_and_entries_inline),
         cmocka_unit_test(test_walk_and_entries_threads),
         cmocka_unit_test(test_known_and_reuse),
+        cmocka_unit_test(test_sha256_inline),
+        cmocka_unit_test(test_sha256_threads),
+        cmocka_unit_test(test_known_kinds),
         cmocka_unit_test(test_kept),
         cmocka_unit_test(test_torn_file),
         cmocka_unit_test(test_run_failure),

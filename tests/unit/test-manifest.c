@@ -23,6 +23,7 @@
 #include "base/err.h"
 #include "engine/chunkobj.h"
 #include "engine/fastcdc.h"
+#include "engine/filedigest.h"
 #include "engine/manifest.h"
 
 /* The public format header must agree with the internal ones. */
@@ -240,6 +241,12 @@ static void test_empty_manifest(void **state)
     "ckptsync-manifest 4\nid s1\nrun r1\nstep 5\ntime 100\nhost h\n"                               \
     "instance -\nparent -\n"
 #define HDRV4(n, f, c) HEAD8V4 "gen 7\nroot -\n" CHUNKER "nodes " n "\nfiles " f "\nchunks " c "\n"
+/* Version 5: chunk-tree digests ("tree:" HX); the "nodes" line always
+ * there (0: not a merged step), so entries start on line 15. */
+#define HEAD8V5                                                                                    \
+    "ckptsync-manifest 5\nid s1\nrun r1\nstep 5\ntime 100\nhost h\n"                               \
+    "instance -\nparent -\n"
+#define HDRV5(n, f, c) HEAD8V5 "gen 7\nroot -\n" CHUNKER "nodes " n "\nfiles " f "\nchunks " c "\n"
 
 enum tail { AUTO_END, RAW, TRAILING, NO_NEWLINE, BAD_DIGEST };
 
@@ -336,7 +343,7 @@ static const struct reject rejects[] = {
     {"unknown chunker", HEAD "chunker rabin 64 256 1024 1\nfiles 0\nchunks 0\n", CKS_E_FORMAT, 10,
      AUTO_END},
     /* version and header */
-    {"version 5", "ckptsync-manifest 5\nwhatever\n", CKS_E_VERSION, 1, RAW},
+    {"version 6", "ckptsync-manifest 6\nwhatever\n", CKS_E_VERSION, 1, RAW},
     /* version 4: the node count and each entry's node */
     {"v4 without nodes line", HEAD8V4 "gen 7\nroot -\n" CHUNKER "files 0\nchunks 0\n", CKS_E_FORMAT,
      12, AUTO_END},
@@ -351,6 +358,25 @@ static const struct reject rejects[] = {
     {"v4 node negative", HDRV4("2", "1", "0") "d 0755 - -1 - a\n", CKS_E_FORMAT, 15, AUTO_END},
     {"v4 node star twice", HDRV4("2", "1", "0") "d 0755 - ** - a\n", CKS_E_FORMAT, 15, AUTO_END},
     {"v3 entry with node", HDRV3("1", "0") "d 0755 - 0 - a\n", CKS_E_FORMAT, 14, AUTO_END},
+    {"v5 without nodes line", HEAD8V5 "gen 7\nroot -\n" CHUNKER "files 0\nchunks 0\n", CKS_E_FORMAT,
+     12, AUTO_END},
+    {"tree digest in version 3", HDRV3("1", "0") "f 0644 - 0 tree:" HX " 0 a\n", CKS_E_FORMAT, 14,
+     AUTO_END},
+    {"tree digest in version 4", HDRV4("2", "1", "0") "f 0644 - 1 0 tree:" HX " 0 a\n",
+     CKS_E_FORMAT, 15, AUTO_END},
+    {"v5 short tree digest", HDRV5("0", "1", "0") "f 0644 - 0 tree:0123 0 a\n", CKS_E_FORMAT, 15,
+     AUTO_END},
+    {"v5 tree prefix alone", HDRV5("0", "1", "0") "f 0644 - 0 tree: 0 a\n", CKS_E_FORMAT, 15,
+     AUTO_END},
+    {"v5 other prefix", HDRV5("0", "1", "0") "f 0644 - 0 md5:" HX " 0 a\n", CKS_E_FORMAT, 15,
+     AUTO_END},
+    {"v5 upper-case tree prefix", HDRV5("0", "1", "0") "f 0644 - 0 TREE:" HX " 0 a\n", CKS_E_FORMAT,
+     15, AUTO_END},
+    {"v5 nodes 0 with a node field", HDRV5("0", "1", "0") "d 0755 - 0 - a\n", CKS_E_FORMAT, 15,
+     AUTO_END},
+    {"v5 nodes 2 without a node field", HDRV5("2", "1", "0") "d 0755 - - a\n", CKS_E_FORMAT, 15,
+     AUTO_END},
+    {"v5 nodes above 4096", HDRV5("4097", "0", "0"), CKS_E_LIMIT, 12, AUTO_END},
     {"v3 with nodes line", HEAD8V3 "gen 7\nroot -\n" CHUNKER "nodes 2\nfiles 0\nchunks 0\n",
      CKS_E_FORMAT, 12, AUTO_END},
     {"v4 hard link with node, no target",
@@ -786,6 +812,127 @@ static void test_nodes_round_trip(void **state)
     buf_free(&err);
 }
 
+/* ---- version 5: chunk-tree file digests ----------------------------------- */
+
+/* Gives the regular files of m with an odd index a tree digest (of their
+ * chunks, as a writer would). */
+static void make_trees(struct manifest *m)
+{
+    for (size_t i = 1; i < m->nfiles; i += 2) {
+        struct mfile *f = &m->files[i];
+        if (f->type != MFILE_REG)
+            continue;
+        f->dkind = MDIGEST_TREE;
+        assert_int_equal(filedigest_tree(&m->chunks[f->first_chunk], f->nchunks, f->digest), 0);
+    }
+}
+
+static void check_v5(const struct manifest *m, const char *head)
+{
+    struct manifest back;
+    struct buf out = BUF_INIT, again = BUF_INIT, err = BUF_INIT;
+    assert_int_equal(manifest_encode(m, &out), 0);
+    assert_true(strncmp(buf_str(&out), head, strlen(head)) == 0);
+    int r = manifest_parse(out.data, out.len, &back, &err);
+    if (r < 0)
+        fail_msg("v5: %s (%s)", buf_str(&err), err_str(r));
+    assert_true(manifest_equal(m, &back));
+    for (size_t i = 0; i < m->nfiles; i++) {
+        assert_int_equal(back.files[i].dkind, m->files[i].dkind);
+        assert_true(filedigest_tree_matches(&back, &back.files[i]));
+    }
+    assert_int_equal(manifest_encode(&back, &again), 0);
+    assert_int_equal(again.len, out.len);
+    assert_memory_equal(again.data, out.data, out.len);
+    back.files[3].digest[0] ^= 1; /* the tree no longer matches the chunk lines */
+    assert_false(filedigest_tree_matches(&back, &back.files[3]));
+    manifest_free(&back);
+    buf_free(&out);
+    buf_free(&again);
+    buf_free(&err);
+}
+
+/* The sample with some tree digests: version 5 with "nodes 0" and
+ * "tree:" tokens, a round trip and a canonical re-encoding; as a merged
+ * step of 3 nodes, version 5 with node fields; with every digest sha256
+ * again, the very bytes of version 3. */
+static void test_v5_round_trip(void **state)
+{
+    struct manifest m;
+    struct buf v3 = BUF_INIT, out = BUF_INIT, err = BUF_INIT;
+    build_sample(&m);
+    assert_int_equal(manifest_encode(&m, &v3), 0);
+    make_trees(&m);
+    assert_true(manifest_has_tree(&m));
+    check_v5(&m, "ckptsync-manifest 5\n");
+    assert_int_equal(manifest_encode(&m, &out), 0);
+    assert_non_null(
+        strstr(buf_str(&out), "\nchunker fastcdc2020 1024 4096 16384 1\nnodes 0\nfiles "));
+    char want[128], hex[HASH_HEX_LEN + 1];
+    hex_encode(m.files[3].digest, HASH_LEN, hex);
+    snprintf(want, sizeof(want), "\nf 0644 1796083555123456789 100 tree:%s 1 one\n", hex);
+    if (!strstr(buf_str(&out), want))
+        fail_msg("want %s in %s", want, buf_str(&out));
+    hex_encode(m.files[4].digest, HASH_LEN, hex); /* an even one keeps its SHA-256 */
+    snprintf(want, sizeof(want), " 20385 %s 3 shards/model.pt\n", hex);
+    assert_non_null(strstr(buf_str(&out), want));
+    /* a tree digest on a directory is refused, at its line (15 + 0) */
+    m.files[0].dkind = MDIGEST_TREE;
+    assert_int_equal(manifest_validate(&m, &err), CKS_E_FORMAT);
+    assert_true(strncmp(buf_str(&err), "line 15: ", 9) == 0);
+    m.files[0].dkind = MDIGEST_SHA256;
+    m.nodes = 3;
+    for (size_t i = 0; i < m.nfiles; i++)
+        m.files[i].node = (int32_t)(i % 3);
+    check_v5(&m, "ckptsync-manifest 5\n");
+    m.nodes = 0;
+    for (size_t i = 0; i < m.nfiles; i++) {
+        m.files[i].node = 0;
+        m.files[i].dkind = MDIGEST_SHA256;
+    }
+    assert_false(manifest_has_tree(&m));
+    buf_reset(&out);
+    assert_int_equal(manifest_encode(&m, &out), 0);
+    assert_int_equal(out.len, v3.len); /* the old bytes (the digests' values aside) */
+    assert_true(strncmp(buf_str(&out), "ckptsync-manifest 3\n", 20) == 0);
+    manifest_free(&m);
+    buf_free(&v3);
+    buf_free(&out);
+    buf_free(&err);
+}
+
+/* Hand-written text: a version 5 manifest with one file of each kind, and
+ * versions 3 and 4 whose digests are SHA-256 whatever they hold. */
+static void test_v5_text(void **state)
+{
+    struct buf b = BUF_INIT, err = BUF_INIT;
+    struct manifest m;
+    const char *v5 = HDRV5("0", "2", "2") "f 0644 - 4 tree:" HX " 1 a\nc " HX " 4\n"
+                                          "f 0644 - 5 " HX " 1 b\nc " HX " 5\n";
+    append_end(&b, v5, strlen(v5));
+    int r = manifest_parse(b.data, b.len, &m, &err);
+    if (r < 0)
+        fail_msg("v5 text: %s (%s)", buf_str(&err), err_str(r));
+    assert_int_equal(m.nodes, 0);
+    assert_int_equal(m.files[0].dkind, MDIGEST_TREE);
+    assert_int_equal(m.files[1].dkind, MDIGEST_SHA256);
+    assert_false(filedigest_tree_matches(&m, &m.files[0])); /* HX is no tree of "c HX 4" */
+    manifest_free(&m);
+    const char *v3 = HDRV3("1", "1") "f 0644 - 4 " HX " 1 a\nc " HX " 4\n";
+    const char *v4 = HDRV4("2", "1", "1") "f 0644 - 1 4 " HX " 1 a\nc " HX " 4\n";
+    const char *old[] = {v3, v4};
+    for (int i = 0; i < 2; i++) {
+        buf_reset(&b);
+        append_end(&b, old[i], strlen(old[i]));
+        assert_int_equal(manifest_parse(b.data, b.len, &m, &err), 0);
+        assert_int_equal(m.files[0].dkind, MDIGEST_SHA256);
+        assert_true(filedigest_tree_matches(&m, &m.files[0])); /* only its bytes can tell */
+        manifest_free(&m);
+    }
+    buf_free(&b);
+    buf_free(&err);
+}
+
 /* ---- every truncation and every altered byte is refused ------------------ */
 
 static void test_truncations_and_flips(void **state)
@@ -1135,7 +1282,8 @@ int main(void)
         cmocka_unit_test(test_empty_manifest),   cmocka_unit_test(test_rejects),
         cmocka_unit_test(test_accepts),          cmocka_unit_test(test_gen_round_trip),
         cmocka_unit_test(test_version1),         cmocka_unit_test(test_validate_lines),
-        cmocka_unit_test(test_nodes_round_trip), cmocka_unit_test(test_truncations_and_flips),
+        cmocka_unit_test(test_nodes_round_trip), cmocka_unit_test(test_v5_round_trip),
+        cmocka_unit_test(test_v5_text),          cmocka_unit_test(test_truncations_and_flips),
         cmocka_unit_test(test_too_large),        cmocka_unit_test(test_path_check),
         cmocka_unit_test(test_link_check),       cmocka_unit_test(test_id_run_check),
         cmocka_unit_test(test_encode_rejects),   cmocka_unit_test(test_field_limits),
