@@ -139,12 +139,12 @@ struct tdelta_seg {
 /* Buffers an encoder reuses from call to call (one thread at a time):
  * struct tdelta_scratch sc = TDELTA_SCRATCH_INIT; ... tdelta_scratch_free. */
 struct tdelta_scratch {
-    struct buf b[4];
+    struct buf b[3];
 };
 #define TDELTA_SCRATCH_INIT                                                                        \
     {                                                                                              \
         {                                                                                          \
-            BUF_INIT, BUF_INIT, BUF_INIT, BUF_INIT                                                 \
+            BUF_INIT, BUF_INIT, BUF_INIT                                                           \
         }                                                                                          \
     }
 void tdelta_scratch_free(struct tdelta_scratch *sc);
