@@ -571,7 +571,10 @@ int tdelta_encode(struct chunkobj_ctx *ctx, const uint8_t *raw, size_t len,
     int r = plan_check(len, plan, nplan, bases, nbases);
     if (r < 0)
         return r;
-    struct enc e = {.ctx = ctx, .opts = opts, .bases = bases, .nbases = nbases, .out = out};
+    /* one zstd context for all pieces, also when the caller has none */
+    struct chunkobj_ctx local = CHUNKOBJ_CTX_INIT;
+    struct enc e = {
+        .ctx = ctx ? ctx : &local, .opts = opts, .bases = bases, .nbases = nbases, .out = out};
     memset(e.map, -1, sizeof(e.map));
     if (opts->scratch) {
         struct buf *b = opts->scratch->b;
@@ -587,9 +590,10 @@ int tdelta_encode(struct chunkobj_ctx *ctx, const uint8_t *raw, size_t len,
     } else if (r == 0) {
         struct chunkobj_opts o = {
             .level = opts->level, .tensor = true, .width = nplan ? plan[0].width : 0};
-        r = chunkobj_encode(ctx, raw, len, &o, out, NULL);
+        r = chunkobj_encode(e.ctx, raw, len, &o, out, NULL);
     }
     enc_free(&e);
+    chunkobj_ctx_free(&local);
     if (r < 0)
         buf_reset(out);
     else if (st)
@@ -769,7 +773,10 @@ int tdelta_decode(struct chunkobj_ctx *ctx, const uint8_t *obj, size_t len,
         return r;
     if ((r = buf_reserve(out, raw_len)) < 0)
         return r;
-    r = recipe_decode(ctx, &rc, data, out->data);
+    /* one zstd context for all segments, also when the caller has none */
+    struct chunkobj_ctx local = CHUNKOBJ_CTX_INIT;
+    r = recipe_decode(ctx ? ctx : &local, &rc, data, out->data);
+    chunkobj_ctx_free(&local);
     if (r == 0)
         r = chunkobj_digest_check(ctx, out->data, raw_len, id);
     if (r < 0) {
