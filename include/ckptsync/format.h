@@ -95,6 +95,45 @@
  * id in the key: a mismatch is reported and the chunk fetched from another
  * region, never used.
  *
+ * DRAFT (issue 27; the encoder and decoder exist, engine/tdelta.h, but no
+ * writer stores these yet, and GC, verify and restore do not know bases):
+ * version 3, codec 3, a recipe.  The chunk is rebuilt from other chunks'
+ * plaintext (its bases) and coded bytes.  Header as above with version 3
+ * and codec 3 (version 3 carries codec 3 only; versions 1 and 2 never
+ * do); the payload, little endian:
+ *
+ *   offset  size    field
+ *   0       1       recipe version: 1
+ *   1       1       B: base count (<= 16)
+ *   2       2       reserved, zero
+ *   4       4       S: segment count (1..65536; 0 only for an empty chunk)
+ *   8       36*B    base records: base chunk id (32), its raw length (4)
+ *   ...     16*S    segment records, in the order of the chunk's bytes:
+ *                   kind (1: 0 literal, 1 bf16, 2 xor, 3 sub), codec (1:
+ *                   0 raw, 1 zstd, 2 byte planes; bf16: 0), base index (1;
+ *                   literal: 0), width (1: sub 2 or 4, else 0), out (4: bytes of the
+ *                   chunk, >= 1), off (4: start of the range in the base;
+ *                   literal: 0), plen (4: payload bytes)
+ *   ...             the segment payloads in segment order; nothing after
+ *
+ * literal: the payload decoded by its codec (as a codec 0/1/2 object's
+ * payload) is the out bytes.  bf16: the base range [off, off + 2*out)
+ * holds out/2 fp32; each becomes its bf16 by round to nearest even,
+ * (u + 0x7FFF + ((u >> 16) & 1)) >> 16 on its 32 bits, and every NaN
+ * becomes the 2-byte payload (torch's CPU cast writes 0xFFFF, its scalar
+ * path 0x7FC0, CUDA 0x7FFF).  xor: the payload decoded by its codec, XORed
+ * with the base range [off, off + out).  sub: out a multiple of the width
+ * w; the payload decoded by its codec is w-byte integers z, and each
+ * element is the base's element there plus ((z >> 1) ^ -(z & 1)), mod
+ * 2^(8w) (z: the zigzag of the difference of the bit patterns).  A reader
+ * rejects any inconsistency (unknown version, kind or codec; reserved
+ * bytes; a bad width; a base index past B; a
+ * base no segment names; a range past the base's recorded length; an odd
+ * bf16 out or a bf16 payload other than 2 bytes; outs that do not sum to
+ * the raw length; plens that do not sum to the rest) before it reads a
+ * base, and checks the result's id as for every chunk.  A base is itself
+ * any chunk object (a recipe too: the reader resolves it first).
+ *
  * ==========================================================================
  * 3. Manifest (snapshots/<run>/<id>)
  * ==========================================================================
@@ -477,6 +516,12 @@
 #define CKS_CHUNK_CODEC_RAW 0
 #define CKS_CHUNK_CODEC_ZSTD 1
 #define CKS_CHUNK_CODEC_PLANES 2 /* byte planes, syncd/engine/tcodec.h (version 2) */
+/* DRAFT (issue 27): a recipe, syncd/engine/tdelta.h; version 3, codec 3 */
+#define CKS_CHUNK_VERSION_RECIPE 3
+#define CKS_CHUNK_CODEC_RECIPE 3
+#define CKS_RECIPE_VERSION 1
+#define CKS_RECIPE_MAX_BASES 16
+#define CKS_RECIPE_MAX_SEGS 65536u
 #define CKS_CHUNK_MAX_RAW (256u * 1024 * 1024)
 #define CKS_CHUNK_ID_LEN 32 /* SHA-256 */
 #define CKS_CHUNK_ID_HEX_LEN 64

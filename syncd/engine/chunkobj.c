@@ -36,8 +36,8 @@
 
 const char *chunkobj_codec_name(unsigned codec)
 {
-    static const char *const names[CHUNKOBJ_NCODECS] = {"raw", "zstd", "planes"};
-    return codec < CHUNKOBJ_NCODECS ? names[codec] : "?";
+    static const char *const names[CHUNKOBJ_RECIPE + 1] = {"raw", "zstd", "planes", "recipe"};
+    return codec <= CHUNKOBJ_RECIPE ? names[codec] : "?";
 }
 
 void chunkobj_ctx_free(struct chunkobj_ctx *ctx)
@@ -60,10 +60,10 @@ static uint32_t le32_get(const uint8_t *p)
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
-static void header_put(uint8_t *p, enum chunkobj_codec codec, uint32_t raw_len)
+void chunkobj_header_put(uint8_t *p, enum chunkobj_codec codec, uint32_t raw_len)
 {
     memcpy(p, CHUNKOBJ_MAGIC, 4);
-    p[4] = CHUNKOBJ_VERSION;
+    p[4] = codec == CHUNKOBJ_RECIPE ? CHUNKOBJ_VERSION_RECIPE : CHUNKOBJ_VERSION;
     p[5] = (uint8_t)codec;
     p[6] = 0;
     p[7] = 0;
@@ -76,9 +76,12 @@ int chunkobj_header(const uint8_t *obj, size_t len, enum chunkobj_codec *ret_cod
 {
     if (len < CHUNKOBJ_HEADER_LEN || memcmp(obj, CHUNKOBJ_MAGIC, 4) != 0)
         return CKS_E_FORMAT;
-    if (obj[4] != 1 && obj[4] != CHUNKOBJ_VERSION)
+    if (obj[4] != 1 && obj[4] != CHUNKOBJ_VERSION && obj[4] != CHUNKOBJ_VERSION_RECIPE)
         return CKS_E_VERSION;
-    if (obj[5] >= (obj[4] == 1 ? CHUNKOBJ_PLANES : CHUNKOBJ_NCODECS))
+    /* version 1: codecs 0 and 1; version 2: 0..2; version 3: 3 only */
+    if (obj[4] == CHUNKOBJ_VERSION_RECIPE
+            ? obj[5] != CHUNKOBJ_RECIPE
+            : obj[5] >= (obj[4] == 1 ? CHUNKOBJ_PLANES : CHUNKOBJ_NCODECS))
         return CKS_E_CODEC;
     if (obj[6] || obj[7])
         return CKS_E_FORMAT;
@@ -133,7 +136,7 @@ static int planes_encode(const uint8_t *raw, size_t len, unsigned w, struct buf 
         buf_reset(out);
         return 0;
     }
-    header_put(out->data, CHUNKOBJ_PLANES, (uint32_t)len);
+    chunkobj_header_put(out->data, CHUNKOBJ_PLANES, (uint32_t)len);
     out->data[out->len] = 0;
     return 1;
 }
@@ -186,7 +189,7 @@ int chunkobj_encode(struct chunkobj_ctx *ctx, const uint8_t *raw, size_t len,
     }
     if (codec == CHUNKOBJ_RAW && len > 0)
         memcpy(payload, raw, len);
-    header_put(out->data, codec, (uint32_t)len);
+    chunkobj_header_put(out->data, codec, (uint32_t)len);
     out->len = CHUNKOBJ_HEADER_LEN + plen;
     out->data[out->len] = 0;
     if (ret_codec)
@@ -226,7 +229,7 @@ static int zstd_decompress(struct chunkobj_ctx *ctx, const uint8_t *p, size_t n,
     return got == raw_len ? 0 : CKS_E_CODEC;
 }
 
-/* Decodes the payload into out->data[0..raw_len), which is reserved. */
+/* Decodes the payload into dst[0..raw_len). */
 static int payload_decode(struct chunkobj_ctx *ctx, enum chunkobj_codec codec, const uint8_t *p,
                           size_t n, uint32_t raw_len, uint8_t *dst)
 {
@@ -245,8 +248,32 @@ static int payload_decode(struct chunkobj_ctx *ctx, enum chunkobj_codec codec, c
     return r;
 }
 
-static int digest_check(const struct chunkobj_ctx *ctx, const uint8_t *data, size_t len,
-                        const uint8_t id[HASH_LEN])
+/* The checks before anything is allocated: the payload's length against
+ * the raw length, a zstd payload's frame header. */
+static int payload_check(enum chunkobj_codec codec, const uint8_t *p, size_t n, uint32_t raw_len)
+{
+    if (codec == CHUNKOBJ_RAW)
+        return n == raw_len ? 0 : CKS_E_FORMAT;
+    if (codec == CHUNKOBJ_PLANES)
+        return n <= tcodec_bound(raw_len) ? 0 : CKS_E_FORMAT;
+    if (codec == CHUNKOBJ_ZSTD)
+        return zstd_check(p, n, raw_len);
+    return CKS_E_CODEC;
+}
+
+int chunkobj_payload_decode(struct chunkobj_ctx *ctx, unsigned codec, const uint8_t *p, size_t n,
+                            uint8_t *dst, uint32_t raw_len)
+{
+    if (raw_len > CHUNKOBJ_MAX_RAW)
+        return CKS_E_LIMIT;
+    int r = payload_check((enum chunkobj_codec)codec, p, n, raw_len);
+    if (r == 0)
+        r = payload_decode(ctx, (enum chunkobj_codec)codec, p, n, raw_len, dst);
+    return r;
+}
+
+int chunkobj_digest_check(const struct chunkobj_ctx *ctx, const uint8_t *data, size_t len,
+                          const uint8_t id[HASH_LEN])
 {
     uint8_t got[HASH_LEN];
     int r =
@@ -270,12 +297,8 @@ int chunkobj_decode(struct chunkobj_ctx *ctx, const uint8_t *obj, size_t len,
         return CKS_E_LIMIT;
     const uint8_t *payload = obj + CHUNKOBJ_HEADER_LEN;
     size_t plen = len - CHUNKOBJ_HEADER_LEN;
-    if (codec == CHUNKOBJ_RAW)
-        r = plen == raw_len ? 0 : CKS_E_FORMAT;
-    else if (codec == CHUNKOBJ_PLANES)
-        r = plen <= tcodec_bound(raw_len) ? 0 : CKS_E_FORMAT;
-    else
-        r = zstd_check(payload, plen, raw_len);
+    /* a recipe (codec 3) needs its bases: engine/tdelta.h decodes it */
+    r = payload_check(codec, payload, plen, raw_len);
     if (r < 0)
         return r;
 
@@ -284,7 +307,7 @@ int chunkobj_decode(struct chunkobj_ctx *ctx, const uint8_t *obj, size_t len,
         return r;
     r = payload_decode(ctx, codec, payload, plen, raw_len, out->data);
     if (r == 0)
-        r = digest_check(ctx, out->data, raw_len, id);
+        r = chunkobj_digest_check(ctx, out->data, raw_len, id);
     if (r < 0) {
         buf_reset(out);
         return r;

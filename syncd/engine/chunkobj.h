@@ -4,8 +4,9 @@
  *
  *   offset size
  *   0      4    magic "CKC1"
- *   4      1    version (2; 1 is still read)
- *   5      1    codec (0 = raw, 1 = zstd, 2 = byte planes; 2 only in version 2)
+ *   4      1    version (2; 1 is still read; 3: a recipe, DRAFT)
+ *   5      1    codec (0 = raw, 1 = zstd, 2 = byte planes; 2 only in version 2;
+ *               3 = recipe, only and always in version 3)
  *   6      2    reserved, zero
  *   8      4    raw length, little endian (<= CHUNKOBJ_MAX_RAW)
  *   12     ...  payload (raw bytes, one zstd frame, or a tcodec payload:
@@ -16,6 +17,11 @@
  * before stays readable.  Writers write version 2.  An encrypted
  * repository wraps the whole object in the sealed envelope (engine/crypt.h,
  * magic "CKE1"); the chunk format itself does not change for that.
+ *
+ * Version 3 (DRAFT, issue 27) is a recipe: the chunk rebuilt from other
+ * chunks' plaintext (bases) plus coded bytes; engine/tdelta.h writes and
+ * reads it and documents the payload.  chunkobj_encode() never writes one,
+ * and chunkobj_decode() answers CKS_E_CODEC for one (it has no bases).
  *
  * chunkobj_encode() asks tcodec_pick() whether the chunk looks like an
  * array of 2- or 4-byte floats (unless opts say otherwise) and codes it as
@@ -41,10 +47,18 @@
 
 #define CHUNKOBJ_MAGIC "CKC1"
 #define CHUNKOBJ_VERSION 2
+#define CHUNKOBJ_VERSION_RECIPE 3
 #define CHUNKOBJ_HEADER_LEN 12
 #define CHUNKOBJ_MAX_RAW (256u * 1024 * 1024)
 
-enum chunkobj_codec { CHUNKOBJ_RAW = 0, CHUNKOBJ_ZSTD = 1, CHUNKOBJ_PLANES = 2 };
+enum chunkobj_codec {
+    CHUNKOBJ_RAW = 0,
+    CHUNKOBJ_ZSTD = 1,
+    CHUNKOBJ_PLANES = 2,
+    CHUNKOBJ_RECIPE = 3 /* version 3 only: engine/tdelta.h */
+};
+/* The plain codecs (0 .. CHUNKOBJ_NCODECS - 1): those chunkobj_decode()
+ * decodes on its own. */
 #define CHUNKOBJ_NCODECS 3
 
 /* Chunks shorter than this are never coded as planes (the estimate needs
@@ -85,7 +99,8 @@ void chunkobj_ctx_free(struct chunkobj_ctx *ctx);
 int chunkobj_encode(struct chunkobj_ctx *ctx, const uint8_t *raw, size_t len,
                     const struct chunkobj_opts *opts, struct buf *out,
                     enum chunkobj_codec *ret_codec);
-/* The codec's name ("raw", "zstd", "planes"), "?" for another value. */
+/* The codec's name ("raw", "zstd", "planes", "recipe"), "?" for another
+ * value. */
 const char *chunkobj_codec_name(unsigned codec);
 /* Decodes obj into out (reset first) and verifies SHA-256(out) == id
  * (HMAC-SHA256 under ctx->keys->id when ctx has keys).
@@ -98,8 +113,25 @@ const char *chunkobj_codec_name(unsigned codec);
 int chunkobj_decode(struct chunkobj_ctx *ctx, const uint8_t *obj, size_t len,
                     const uint8_t id[HASH_LEN], size_t max_raw, struct buf *out);
 /* Parses just the header: 0, CKS_E_FORMAT, CKS_E_VERSION, CKS_E_CODEC or
- * CKS_E_LIMIT (raw length above CHUNKOBJ_MAX_RAW), as chunkobj_decode. */
+ * CKS_E_LIMIT (raw length above CHUNKOBJ_MAX_RAW), as chunkobj_decode.
+ * A recipe's header (version 3, codec 3) parses: *ret_codec says so. */
 int chunkobj_header(const uint8_t *obj, size_t len, enum chunkobj_codec *ret_codec,
                     uint32_t *ret_raw_len);
+
+/* For containers of coded pieces (engine/tdelta.c), which check the digest
+ * of the whole themselves:
+ * chunkobj_header_put() writes the 12-byte header for codec and raw_len
+ * (version 3 for CHUNKOBJ_RECIPE, else CHUNKOBJ_VERSION) at p.
+ * chunkobj_payload_decode() decodes the payload p[0..n) of a plain codec
+ * (0..2) into dst[0..raw_len), with chunkobj_decode()'s checks but no
+ * digest: 0, CKS_E_FORMAT, CKS_E_CODEC (also for codec 3 or above),
+ * CKS_E_LIMIT (raw_len above CHUNKOBJ_MAX_RAW) or -ENOMEM.
+ * chunkobj_digest_check(): 0 when data's id (as chunkobj_decode computes
+ * it) is id, else CKS_E_DIGEST (or an error of the hash). */
+void chunkobj_header_put(uint8_t *p, enum chunkobj_codec codec, uint32_t raw_len);
+int chunkobj_payload_decode(struct chunkobj_ctx *ctx, unsigned codec, const uint8_t *p, size_t n,
+                            uint8_t *dst, uint32_t raw_len);
+int chunkobj_digest_check(const struct chunkobj_ctx *ctx, const uint8_t *data, size_t len,
+                          const uint8_t id[HASH_LEN]);
 
 #endif

@@ -178,7 +178,8 @@ static void test_planes(void **state)
 
 /* A version-1 object (what every writer wrote before planes) still
  * decodes; a version-1 object claiming codec 2 does not exist and is
- * refused; version 3 is unknown. */
+ * refused; version 3 carries recipes (codec 3) only, and chunkobj_decode
+ * does not decode those (engine/tdelta.h does); version 4 is unknown. */
 static void test_version1(void **state)
 {
     uint8_t raw[4096];
@@ -197,10 +198,21 @@ static void test_version1(void **state)
     assert_int_equal(chunkobj_header(obj.data, obj.len, &c, &raw_len), CKS_E_CODEC);
     obj.data[4] = 3;
     obj.data[5] = CHUNKOBJ_ZSTD;
+    assert_int_equal(chunkobj_decode(NULL, obj.data, obj.len, id, sizeof(raw), &out), CKS_E_CODEC);
+    assert_int_equal(out.len, 0);
+    obj.data[5] = CHUNKOBJ_RECIPE;
+    assert_int_equal(chunkobj_header(obj.data, obj.len, &c, &raw_len), 0);
+    assert_int_equal(c, CHUNKOBJ_RECIPE);
+    assert_int_equal(chunkobj_decode(NULL, obj.data, obj.len, id, sizeof(raw), &out), CKS_E_CODEC);
+    obj.data[4] = 2;
+    assert_int_equal(chunkobj_header(obj.data, obj.len, &c, &raw_len), CKS_E_CODEC);
+    obj.data[4] = 4;
+    obj.data[5] = CHUNKOBJ_ZSTD;
     assert_int_equal(chunkobj_decode(NULL, obj.data, obj.len, id, sizeof(raw), &out),
                      CKS_E_VERSION);
     assert_int_equal(out.len, 0);
     assert_string_equal(chunkobj_codec_name(CHUNKOBJ_PLANES), "planes");
+    assert_string_equal(chunkobj_codec_name(CHUNKOBJ_RECIPE), "recipe");
     assert_string_equal(chunkobj_codec_name(9), "?");
     buf_free(&obj);
     buf_free(&out);
@@ -248,7 +260,8 @@ static const struct damage damages[] = {
     {"bad magic", Z, .xor_at = 0, .xor_val = 0x20, .expect = CKS_E_FORMAT},
     {"bad magic (last byte)", R, .xor_at = 3, .xor_val = 1, .expect = CKS_E_FORMAT},
     {"version 0", Z, .set_at = 4, .set_val = 0, .expect = CKS_E_VERSION},
-    {"version 3", R, .set_at = 4, .set_val = 3, .expect = CKS_E_VERSION},
+    {"version 3 (recipes only)", R, .set_at = 4, .set_val = 3, .expect = CKS_E_CODEC},
+    {"version 4", R, .set_at = 4, .set_val = 4, .expect = CKS_E_VERSION},
     {"unknown codec", Z, .set_at = 5, .set_val = 3, .expect = CKS_E_CODEC},
     {"zstd frame labelled planes", Z, .set_at = 5, .set_val = 2, .expect = CKS_E_CODEC,
      .expect_alt = CKS_E_FORMAT},
