@@ -553,8 +553,8 @@ static int push_global(struct pickle *p, const char *mod, size_t mn, const char 
 
 static int op_global(struct pickle *p)
 {
-    const char *mod, *name;
-    size_t mn, nn;
+    const char *mod = NULL, *name = NULL;
+    size_t mn = 0, nn = 0;
     int e = arg_line(p, &mod, &mn);
     if (e == 0)
         e = arg_line(p, &name, &nn);
@@ -596,7 +596,7 @@ static int op_object(struct pickle *p, bool kwargs)
 
 static int op_build(struct pickle *p)
 {
-    struct pickle_node *state, *o;
+    struct pickle_node *state = NULL, *o = NULL;
     int e = pop(p, &state);
     if (e == 0)
         e = top(p, &o);
