@@ -268,7 +268,7 @@
  *            bytes back: a write that the local disk or page cache damages
  *            after a chunk was verified is not seen.  In an encrypted
  *            repository the ids are HMAC-SHA-256 under the repository's
- *            id key (section 4), so the tree is a keyed digest: only a
+ *            id key (docs/encryption.md), so the tree is a keyed digest: only a
  *            holder of the key can compute or check it from the bytes.
  *
  * A reader of any version checks a sha256 digest against the bytes, as

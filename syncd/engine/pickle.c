@@ -553,8 +553,8 @@ static int push_global(struct pickle *p, const char *mod, size_t mn, const char 
 
 static int op_global(struct pickle *p)
 {
-    const char *mod, *name;
-    size_t mn, nn;
+    const char *mod = NULL, *name = NULL;
+    size_t mn = 0, nn = 0;
     int e = arg_line(p, &mod, &mn);
     if (e == 0)
         e = arg_line(p, &name, &nn);
@@ -596,7 +596,7 @@ static int op_object(struct pickle *p, bool kwargs)
 
 static int op_build(struct pickle *p)
 {
-    struct pickle_node *state, *o;
+    struct pickle_node *state = NULL, *o = NULL;
     int e = pop(p, &state);
     if (e == 0)
         e = top(p, &o);
@@ -607,6 +607,20 @@ static int op_build(struct pickle *p)
     if (e == 0)
         o->kids[PICKLE_OBJ_STATE] = state;
     return e;
+}
+
+/* BINPERSID, where allowed: the id on the stack becomes a PICKLE_PERSID. */
+static int op_persid(struct pickle *p)
+{
+    struct pickle_node *id, *n;
+    int e;
+    if (!p->lim.persid)
+        return fail(p, CKS_E_FORMAT, "unknown or unsupported opcode");
+    if ((e = pop(p, &id)) < 0 || !(n = mk(p, PICKLE_PERSID, &e)))
+        return e;
+    if ((e = add_kids(p, n, &id, 1)) < 0)
+        return e;
+    return push(p, n);
 }
 
 /* ---- the machine ---------------------------------------------------------- */
@@ -776,6 +790,8 @@ static int step(struct pickle *p)
         return op_object(p, true);
     case 'b':
         return op_build(p);
+    case 'Q':
+        return op_persid(p);
     case 0x95:
         return op_frame(p);
     case '.':
@@ -960,8 +976,8 @@ const struct pickle_node *pickle_attr(const struct pickle_node *obj, const char 
 
 const char *pickle_kind_name(const struct pickle_node *n)
 {
-    static const char *const names[] = {"None", "bool",      "int",   "int",   "float",
-                                        "str",  "bytes",     "tuple", "list",  "dict",
-                                        "set",  "frozenset", "class", "object"};
+    static const char *const names[] = {"None", "bool",      "int",   "int",    "float",
+                                        "str",  "bytes",     "tuple", "list",   "dict",
+                                        "set",  "frozenset", "class", "object", "persistent id"};
     return n ? names[n->kind] : "nothing";
 }

@@ -31,7 +31,9 @@
  *
  * Refused, with an error naming the offset and the opcode: a stream not
  * opening with PROTO 2..5, an unknown or unsupported opcode (the text
- * opcodes of protocol 0, INST/OBJ, persistent ids, extension codes,
+ * opcodes of protocol 0, INST/OBJ, persistent ids (unless limits.persid:
+ * BINPERSID then makes a PICKLE_PERSID node holding the id, which torch.save
+ * uses for its storages; the text PERSID stays refused), extension codes,
  * out-of-band buffers), an argument running past the end, a FRAME past
  * the end, a stack underflow or a missing MARK, an operation on the wrong
  * kind of value (APPEND to a dict), a memo index never set, bytes after
@@ -56,11 +58,12 @@ struct pickle_limits {
     size_t max_nodes;  /* values made (and memo slots, stack entries) */
     size_t max_depth;  /* nesting of the result, and open MARKs */
     size_t max_string; /* one str, bytes or name */
+    bool persid;       /* accept BINPERSID: a PICKLE_PERSID node (torch.save) */
 };
 
 #define PICKLE_LIMITS_DEFAULT                                                                      \
     {                                                                                              \
-        (size_t)256 << 20, (size_t)1 << 24, 256, (size_t)64 << 20                                  \
+        (size_t)256 << 20, (size_t)1 << 24, 256, (size_t)64 << 20, false                           \
     }
 
 enum pickle_kind {
@@ -78,6 +81,7 @@ enum pickle_kind {
     PICKLE_FROZENSET,
     PICKLE_GLOBAL,
     PICKLE_OBJECT,
+    PICKLE_PERSID, /* BINPERSID (limits.persid): kids[0] is the persistent id */
 };
 
 /* An object's kids, by index (NULL where absent). */

@@ -268,7 +268,10 @@ struct enc {
     int8_t map[TDELTA_MAX_BASES]; /* plan base -> recipe base, -1: unused */
     unsigned nused;
     unsigned used[TDELTA_MAX_BASES]; /* recipe base -> plan base */
-    struct buf recs, pay, tmp, res;  /* from opts->scratch, or own */
+    struct buf recs, tmp, res;       /* from opts->scratch, or own */
+    struct buf *out;                 /* payloads appended from pay0 on */
+    size_t pay0;
+    unsigned nbmax; /* plan bases named by a BF16 or XOR segment */
     struct tdelta_stats st;
     uint8_t sample[SAMPLE_NWIN * SAMPLE_WIN];
 };
@@ -307,24 +310,36 @@ static int rec_put(struct enc *e, unsigned kind, unsigned codec, unsigned base, 
     return buf_append(&e->recs, r, sizeof(r));
 }
 
-/* Codes p[0..n) as chunkobj_encode codes a chunk into e->tmp; *ret_codec
- * and the payload's length. */
+/* Appends the payload chunkobj_encode would write for p[0..n) (planes at
+ * width where tcodec_pick says floats and they save 1/64, else zstd or
+ * raw) to e->out; *ret_codec and the payload's length.  Planes, the usual
+ * case, are written in place; zstd goes through e->tmp. */
 static int code_piece(struct enc *e, const uint8_t *p, size_t n, unsigned width,
                       unsigned *ret_codec, size_t *ret_plen)
 {
-    struct chunkobj_opts o = {.level = e->opts->level, .tensor = true, .width = width};
+    struct buf *out = e->out;
+    size_t at = out->len;
+    unsigned w = n >= CHUNKOBJ_PLANES_MIN ? tcodec_pick(p, n, NULL) : 0;
+    if (w && width)
+        w = width;
+    int r;
+    if (w) {
+        if ((r = tcodec_encode(p, n, w, out)) < 0)
+            return r;
+        if (out->len - at + n / 64 <= n) {
+            *ret_codec = CHUNKOBJ_PLANES;
+            *ret_plen = out->len - at;
+            return 0;
+        }
+        out->len = at;
+    }
+    struct chunkobj_opts o = {.level = e->opts->level, .tensor = false};
     enum chunkobj_codec codec;
-    int r = chunkobj_encode(e->ctx, p, n, &o, &e->tmp, &codec);
-    if (r < 0)
+    if ((r = chunkobj_encode(e->ctx, p, n, &o, &e->tmp, &codec)) < 0)
         return r;
     *ret_codec = codec;
     *ret_plen = e->tmp.len - CHUNKOBJ_HEADER_LEN;
-    return 0;
-}
-
-static int pay_put_tmp(struct enc *e)
-{
-    return buf_append(&e->pay, e->tmp.data + CHUNKOBJ_HEADER_LEN, e->tmp.len - CHUNKOBJ_HEADER_LEN);
+    return buf_append(out, e->tmp.data + CHUNKOBJ_HEADER_LEN, *ret_plen);
 }
 
 static int literal_put(struct enc *e, const uint8_t *p, uint32_t n, unsigned width)
@@ -334,8 +349,6 @@ static int literal_put(struct enc *e, const uint8_t *p, uint32_t n, unsigned wid
     int r = code_piece(e, p, n, width, &codec, &plen);
     if (r == 0)
         r = rec_put(e, TDELTA_LITERAL, codec, 0, n, 0, plen, 0);
-    if (r == 0)
-        r = pay_put_tmp(e);
     e->st.bytes[TDELTA_LITERAL] += n;
     return r;
 }
@@ -362,7 +375,7 @@ static int bf16_put(struct enc *e, const uint8_t *p, const struct tdelta_seg *s)
     st16(v, nan);
     int r = rec_put(e, TDELTA_BF16, 0, base_use(e, s->base), s->len, s->off, 2, 0);
     if (r == 0)
-        r = buf_append(&e->pay, v, 2);
+        r = buf_append(e->out, v, 2);
     e->st.bytes[TDELTA_BF16] += s->len;
     return r;
 }
@@ -433,7 +446,9 @@ static int cand_best(struct enc *e, const uint8_t *p, const struct tdelta_seg *s
         if (e->opts->exact) {
             unsigned codec;
             size_t plen;
+            size_t at = e->out->len;
             int r = cand_code(e, kinds[i], p, s, &codec, &plen);
+            e->out->len = at;
             if (r < 0)
                 return r;
             size = plen;
@@ -463,21 +478,41 @@ static int delta_put(struct enc *e, const uint8_t *p, const struct tdelta_seg *s
         return r;
     r = rec_put(e, kind, codec, base_use(e, s->base), s->len, s->off, plen,
                 kind == TDELTA_SUB ? s->width : 0);
-    if (r == 0)
-        r = pay_put_tmp(e);
     e->st.bytes[kind] += s->len;
     return r;
 }
 
-/* Header, recipe head, base records, segment records, payloads. */
-static int recipe_put(struct enc *e, size_t len, size_t nsegs, struct buf *out)
+/* Room for the table before the payloads: the header, the recipe head,
+ * the records of every base the plan names, and one record per segment
+ * (a plan segment is always one record). */
+static int recipe_start(struct enc *e, const struct tdelta_seg *plan, size_t nplan)
 {
-    size_t total = CHUNKOBJ_HEADER_LEN + TDELTA_HEAD + TDELTA_BASE_REC * (size_t)e->nused +
-                   e->recs.len + e->pay.len;
-    buf_reset(out);
-    int r = buf_reserve(out, total);
-    if (r < 0)
-        return r;
+    bool named[TDELTA_MAX_BASES] = {false};
+    for (size_t i = 0; i < nplan; i++)
+        if (plan[i].kind != TDELTA_LITERAL && !named[plan[i].base]) {
+            named[plan[i].base] = true;
+            e->nbmax++;
+        }
+    e->pay0 = CHUNKOBJ_HEADER_LEN + TDELTA_HEAD + TDELTA_BASE_REC * (size_t)e->nbmax +
+              TDELTA_SEG_REC * nplan;
+    buf_reset(e->out);
+    int r = buf_reserve(e->out, e->pay0);
+    if (r == 0)
+        e->out->len = e->pay0;
+    return r;
+}
+
+/* Writes the table in front of the payloads, first moving them down over
+ * the records of bases no segment kept (after fallbacks to LITERAL). */
+static void recipe_finish(struct enc *e, size_t len, size_t nsegs)
+{
+    struct buf *out = e->out;
+    size_t gap = TDELTA_BASE_REC * (size_t)(e->nbmax - e->nused);
+    if (gap) {
+        memmove(out->data + e->pay0 - gap, out->data + e->pay0, out->len - e->pay0);
+        out->len -= gap;
+        out->data[out->len] = 0;
+    }
     uint8_t *d = out->data;
     chunkobj_header_put(d, CHUNKOBJ_RECIPE, (uint32_t)len);
     d += CHUNKOBJ_HEADER_LEN;
@@ -491,24 +526,18 @@ static int recipe_put(struct enc *e, size_t len, size_t nsegs, struct buf *out)
         le32_put(d + HASH_LEN, (uint32_t)e->bases[e->used[i]].len);
     }
     memcpy(d, e->recs.data, e->recs.len);
-    d += e->recs.len;
-    if (e->pay.len)
-        memcpy(d, e->pay.data, e->pay.len);
-    out->len = total;
-    out->data[total] = 0;
-    return 0;
 }
 
 void tdelta_scratch_free(struct tdelta_scratch *sc)
 {
-    for (unsigned i = 0; i < 4; i++)
+    for (unsigned i = 0; i < 3; i++)
         buf_free(&sc->b[i]);
 }
 
 /* Hands the buffers back to the caller's scratch, or frees them. */
 static void enc_free(struct enc *e)
 {
-    struct tdelta_scratch own = {{e->recs, e->pay, e->tmp, e->res}};
+    struct tdelta_scratch own = {{e->recs, e->tmp, e->res}};
     if (e->opts->scratch)
         *e->opts->scratch = own;
     else
@@ -542,23 +571,29 @@ int tdelta_encode(struct chunkobj_ctx *ctx, const uint8_t *raw, size_t len,
     int r = plan_check(len, plan, nplan, bases, nbases);
     if (r < 0)
         return r;
-    struct enc e = {.ctx = ctx, .opts = opts, .bases = bases, .nbases = nbases};
+    /* one zstd context for all pieces, also when the caller has none */
+    struct chunkobj_ctx local = CHUNKOBJ_CTX_INIT;
+    struct enc e = {
+        .ctx = ctx ? ctx : &local, .opts = opts, .bases = bases, .nbases = nbases, .out = out};
     memset(e.map, -1, sizeof(e.map));
     if (opts->scratch) {
         struct buf *b = opts->scratch->b;
-        e.recs = b[0], e.pay = b[1], e.tmp = b[2], e.res = b[3];
-        e.recs.len = e.pay.len = e.tmp.len = e.res.len = 0;
+        e.recs = b[0], e.tmp = b[1], e.res = b[2];
+        e.recs.len = e.tmp.len = e.res.len = 0;
     }
-    r = plan_run(&e, raw, plan, nplan);
+    r = recipe_start(&e, plan, nplan);
+    if (r == 0)
+        r = plan_run(&e, raw, plan, nplan);
     if (r == 0 && e.nused > 0) {
-        r = recipe_put(&e, len, nplan, out);
+        recipe_finish(&e, len, nplan);
         e.st.recipe = true;
     } else if (r == 0) {
         struct chunkobj_opts o = {
             .level = opts->level, .tensor = true, .width = nplan ? plan[0].width : 0};
-        r = chunkobj_encode(ctx, raw, len, &o, out, NULL);
+        r = chunkobj_encode(e.ctx, raw, len, &o, out, NULL);
     }
     enc_free(&e);
+    chunkobj_ctx_free(&local);
     if (r < 0)
         buf_reset(out);
     else if (st)
@@ -738,7 +773,10 @@ int tdelta_decode(struct chunkobj_ctx *ctx, const uint8_t *obj, size_t len,
         return r;
     if ((r = buf_reserve(out, raw_len)) < 0)
         return r;
-    r = recipe_decode(ctx, &rc, data, out->data);
+    /* one zstd context for all segments, also when the caller has none */
+    struct chunkobj_ctx local = CHUNKOBJ_CTX_INIT;
+    r = recipe_decode(ctx ? ctx : &local, &rc, data, out->data);
+    chunkobj_ctx_free(&local);
     if (r == 0)
         r = chunkobj_digest_check(ctx, out->data, raw_len, id);
     if (r < 0) {

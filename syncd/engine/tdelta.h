@@ -1,8 +1,9 @@
 /*
  * tdelta.h — successive checkpoints stored as what changed (issue 27):
- * bf16 tensors derived from their fp32 master, float tensors as XOR
- * against the parent checkpoint's same tensor, and the chunk object that
- * carries both, a recipe (chunk object version 3, codec 3; DRAFT).
+ * bf16 tensors derived from their fp32 master, float tensors as a delta
+ * (XOR, or the difference of the bit patterns) against the parent
+ * checkpoint's same tensor, and the chunk object that carries both, a
+ * recipe (chunk object version 3, codec 3; DRAFT).
  *
  * Calling sequence (encode side; the caller knows the tensors):
  *   tdelta_bf16_derivable(f32, b16, n, &nan)    // is b16 RNE of f32?
@@ -139,12 +140,12 @@ struct tdelta_seg {
 /* Buffers an encoder reuses from call to call (one thread at a time):
  * struct tdelta_scratch sc = TDELTA_SCRATCH_INIT; ... tdelta_scratch_free. */
 struct tdelta_scratch {
-    struct buf b[4];
+    struct buf b[3];
 };
 #define TDELTA_SCRATCH_INIT                                                                        \
     {                                                                                              \
         {                                                                                          \
-            BUF_INIT, BUF_INIT, BUF_INIT, BUF_INIT                                                 \
+            BUF_INIT, BUF_INIT, BUF_INIT                                                           \
         }                                                                                          \
     }
 void tdelta_scratch_free(struct tdelta_scratch *sc);
@@ -172,9 +173,9 @@ struct tdelta_stats {
  * out (reset first): a recipe naming the bases that kept a segment, or,
  * when none did, chunkobj_encode()'s object (tensor on, the first
  * segment's width).  A BF16 segment that is not derivable, and an XOR
- * segment whose residual is estimated (or, with opts->exact, coded) no
- * smaller than the bytes, are written as LITERAL (each segment coded on
- * its own, as chunkobj_encode codes a chunk).
+ * segment whose residuals (XOR, SUB) are estimated (or, with opts->exact,
+ * coded) no smaller than the bytes, are written as LITERAL; every coded
+ * piece is coded on its own, as chunkobj_encode codes a chunk.
  * Returns 0, -EINVAL (lens not summing to len, a base index or range out
  * of bounds, nplan or nbases above the bounds, a bad level or width),
  * CKS_E_LIMIT (len above CHUNKOBJ_MAX_RAW), -ENOMEM or CKS_E_CODEC.

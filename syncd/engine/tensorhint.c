@@ -2,21 +2,22 @@
  * tensorhint.c — element widths from a safetensors header (format in
  * tensorhint.h).
  *
- * The header is parsed by base/jsonread (bounded depth and node count);
- * every tensor's data_offsets are checked to be integers, ordered, within
- * the file's data section, and the ranges that get a width must not
- * overlap.  Anything else drops the whole hint: a wrong width costs only
- * compression (the chunk decodes either way), but a hint that is half
- * believed is harder to reason about than none.
+ * The header is parsed by engine/tensorview (base/jsonread underneath:
+ * bounded depth and node count); every tensor's data_offsets are checked
+ * there to be integers, ordered, within the file's data section, and here
+ * the ranges that get a width (every entry's, whatever its shape) must
+ * not overlap.  A torch.save zip's widths come the same way, from its
+ * view's storages (tensorhint_from_view).  Anything else drops the whole hint: a wrong width costs
+ * only compression (the chunk decodes either way), but a hint that is half believed is harder to
+ * reason about than none.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/buf.h"
 #include "base/err.h"
-#include "base/jsonread.h"
 #include "engine/tensorhint.h"
+#include "engine/tensorview.h"
 
 void tensorhint_free(struct tensorhint *h)
 {
@@ -43,96 +44,64 @@ size_t tensorhint_need(const uint8_t *head, size_t len, uint64_t file_size)
     return (size_t)(8 + n);
 }
 
-static unsigned dtype_width(const char *dtype)
-{
-    if (!strcmp(dtype, "BF16") || !strcmp(dtype, "F16"))
-        return 2;
-    if (!strcmp(dtype, "F32"))
-        return 4;
-    return 0;
-}
-
-/* An offset: a whole number within [0, max]. */
-static int offset_of(const struct jnode *n, uint64_t max, uint64_t *ret)
-{
-    if (!n || n->type != J_NUM || !(n->num >= 0) || n->num > (double)max ||
-        n->num != (double)(uint64_t)n->num)
-        return CKS_E_FORMAT;
-    *ret = (uint64_t)n->num;
-    return 0;
-}
-
 static int range_cmp(const void *a, const void *b)
 {
     const struct tensorhint_range *x = a, *y = b;
     return (x->begin > y->begin) - (x->begin < y->begin);
 }
 
-int tensorhint_parse(const uint8_t *head, size_t len, uint64_t file_size, struct tensorhint *h)
+int tensorhint_from_view(const struct tensorview *v, struct tensorhint *h)
 {
     tensorhint_free(h);
-    size_t need = tensorhint_need(head, len, file_size);
-    if (!need || len < need || head[8] != '{')
-        return CKS_E_FORMAT;
-    struct jnode *root = NULL;
-    struct buf err = BUF_INIT;
-    int e = jsonread_parse((const char *)head + 8, need - 8, &root, &err);
-    buf_free(&err);
-    if (e < 0)
-        return e == -ENOMEM ? e : CKS_E_FORMAT;
-    if (root->type != J_OBJ) {
-        jsonread_free(root);
-        return CKS_E_FORMAT;
-    }
-    uint64_t base = need, data = file_size - need;
-    struct tensorhint_range *v = NULL;
+    struct tensorhint_range *r = NULL;
     size_t n = 0, cap = 0;
-    for (size_t i = 0; e == 0 && i < root->nkids; i++) {
-        const struct jnode *t = root->kids[i];
-        if (!strcmp(t->key, "__metadata__"))
-            continue;
-        const struct jnode *offs = jnode_get(t, "data_offsets");
-        const char *dtype = jnode_str(jnode_get(t, "dtype"), NULL);
-        uint64_t b, end;
-        if (t->type != J_OBJ || !dtype || !offs || offs->type != J_ARR || jnode_len(offs) != 2 ||
-            offset_of(jnode_at(offs, 0), data, &b) < 0 ||
-            offset_of(jnode_at(offs, 1), data, &end) < 0 || end < b) {
-            e = CKS_E_FORMAT;
-            break;
-        }
-        unsigned w = dtype_width(dtype);
-        if (!w || end == b)
+    for (size_t i = 0; i < v->ns; i++) {
+        const struct tensorview_storage *s = &v->s[i];
+        unsigned w = s->dtype == TENSORVIEW_F32                                  ? 4
+                     : s->dtype == TENSORVIEW_BF16 || s->dtype == TENSORVIEW_F16 ? 2
+                                                                                 : 0;
+        if (!w || s->end == s->begin)
             continue;
         if (n == TENSORHINT_MAX_RANGES) {
-            e = CKS_E_LIMIT;
-            break;
+            free(r);
+            return CKS_E_FORMAT;
         }
         if (n == cap) {
             size_t nc = cap ? cap * 2 : 64;
-            struct tensorhint_range *p = realloc(v, nc * sizeof(*v));
+            struct tensorhint_range *p = realloc(r, nc * sizeof(*r));
             if (!p) {
-                e = -ENOMEM;
-                break;
+                free(r);
+                return -ENOMEM;
             }
-            v = p;
+            r = p;
             cap = nc;
         }
-        v[n++] = (struct tensorhint_range){.begin = base + b, .end = base + end, .width = w};
+        r[n++] = (struct tensorhint_range){.begin = s->begin, .end = s->end, .width = w};
     }
-    jsonread_free(root);
-    if (e == 0 && n > 1) {
-        qsort(v, n, sizeof(*v), range_cmp);
-        for (size_t i = 1; i < n; i++)
-            if (v[i].begin < v[i - 1].end)
-                e = CKS_E_FORMAT;
-    }
-    if (e < 0) {
-        free(v);
-        return e == -ENOMEM ? e : CKS_E_FORMAT;
-    }
-    h->v = v;
+    if (n > 1)
+        qsort(r, n, sizeof(*r), range_cmp);
+    for (size_t i = 1; i < n; i++)
+        if (r[i].begin < r[i - 1].end) {
+            free(r);
+            return CKS_E_FORMAT;
+        }
+    h->v = r;
     h->n = n;
     return 0;
+}
+
+int tensorhint_parse(const uint8_t *head, size_t len, uint64_t file_size, struct tensorhint *h)
+{
+    struct tensorview v = TENSORVIEW_INIT;
+    tensorhint_free(h);
+    size_t need = tensorhint_need(head, len, file_size);
+    if (!need || len < need)
+        return CKS_E_FORMAT;
+    int e = tensorview_safetensors(head, need, file_size, &v, NULL);
+    if (e == 0)
+        e = tensorhint_from_view(&v, h);
+    tensorview_free(&v);
+    return e == -ENOMEM ? e : e < 0 ? CKS_E_FORMAT : 0;
 }
 
 unsigned tensorhint_width(const struct tensorhint *h, uint64_t off, uint64_t len)

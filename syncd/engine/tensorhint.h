@@ -14,8 +14,10 @@
  *
  * Widths: BF16, F16 -> 2; F32 -> 4; every other dtype (F64, F8_*, ints,
  * BOOL) -> 0, which leaves the chunk to the encoder's own estimate.  The
- * torch zip (torch.save) and DCP keep their dtypes in pickles, which this
- * reader does not open: their chunks are estimated.
+ * torch zip (torch.save) keeps its dtypes in a pickle: engine/tensorview
+ * reads it (the caller reads the file's directory and pickle), and
+ * tensorhint_from_view turns its storages into widths the same way.  DCP
+ * files are estimated.
  *
  * A file is data, not configuration: a header that is not safetensors, or
  * is malformed (offsets past the file, overlapping or out of order,
@@ -29,6 +31,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+struct tensorview;
 
 #define TENSORHINT_MAX_HEADER (100u * 1024 * 1024) /* safetensors' own limit */
 #define TENSORHINT_MAX_RANGES 1000000u
@@ -61,5 +65,9 @@ int tensorhint_parse(const uint8_t *head, size_t len, uint64_t file_size, struct
  * cover at least 3/4 of them, else 0 (mixed, or not a tensor). */
 unsigned tensorhint_width(const struct tensorhint *h, uint64_t off, uint64_t len);
 void tensorhint_free(struct tensorhint *h);
+/* Widths from a view's storages (engine/tensorview.h): F32 -> 4, BF16 and
+ * F16 -> 2, empty or other storages none.  0; CKS_E_FORMAT (width ranges
+ * overlap, or more than TENSORHINT_MAX_RANGES: h empty), -ENOMEM. */
+int tensorhint_from_view(const struct tensorview *v, struct tensorhint *h);
 
 #endif

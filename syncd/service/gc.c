@@ -388,6 +388,14 @@ static int snapref_cmp(const void *a, const void *b)
     return c ? c : strcmp(x->id, y->id);
 }
 
+/* Copies src into dst[cap], cut at cap - 1 bytes (as snprintf would). */
+static void copy_cut(char *dst, size_t cap, const char *src)
+{
+    size_t n = strnlen(src, cap - 1);
+    memcpy(dst, src, n);
+    dst[n] = '\0';
+}
+
 static int snaplist_add(struct snaplist *l, const char *run, const char *id)
 {
     if (l->n == l->cap) {
@@ -398,8 +406,8 @@ static int snaplist_add(struct snaplist *l, const char *run, const char *id)
         l->v = p;
         l->cap = cap;
     }
-    snprintf(l->v[l->n].run, sizeof(l->v[0].run), "%s", run);
-    snprintf(l->v[l->n++].id, sizeof(l->v[0].id), "%s", id);
+    copy_cut(l->v[l->n].run, sizeof(l->v[0].run), run);
+    copy_cut(l->v[l->n++].id, sizeof(l->v[0].id), id);
     return 0;
 }
 

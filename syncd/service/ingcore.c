@@ -54,6 +54,7 @@
 #include "service/catalog.h"
 #include "service/ingcore.h"
 #include "service/runlineage.h"
+#include "service/snaprec.h"
 
 #define INGCORE_RACY_NS 20000000 /* 20 ms: several timestamp ticks */
 
@@ -916,18 +917,5 @@ int ingcore_entries(struct ingcore *c)
 
 int ingcore_record(const struct ingcore *c, struct index_txn *t)
 {
-    const struct manifest *m = &c->m;
-    struct index_snap rec = {
-        .step = m->step, .time = m->time, .bytes = c->bytes, .nfiles = manifest_regular_files(m)};
-    int e = 0;
-    for (size_t i = 0; i < m->nchunks && e == 0; i++) {
-        struct index_chunk ch = {0};
-        int ge = index_chunk_get(t, m->chunks[i].id, &ch);
-        if (ge < 0 && ge != -ENOENT)
-            return ge;
-        ch.raw_len = m->chunks[i].len;
-        ch.refcount++;
-        e = index_chunk_put(t, m->chunks[i].id, &ch);
-    }
-    return e < 0 ? e : index_snap_put(t, m->run, m->id, &rec);
+    return snaprec_add(t, &c->m, c->bytes, 0);
 }

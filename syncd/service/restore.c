@@ -52,7 +52,12 @@
  * - After the rename, the restored files enter the index, and every
  *   region holding the manifest is recorded as holding its chunks (the
  *   manifest is published only after all its chunks are), so the next
- *   snapshot does not read or upload them again.
+ *   snapshot does not read or upload them again.  The snapshot itself
+ *   enters it before the tree appears (rst_record): committed in those
+ *   regions, and, under the watch root, as what the unit is (so a daemon
+ *   does not take the tree it sees appear as a new snapshot, and answers
+ *   a commit of it with the snapshot, durable only when those regions
+ *   are a quorum).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -79,6 +84,7 @@
 #include "service/catalog.h"
 #include "service/restore.h"
 #include "service/scan.h"
+#include "service/snaprec.h"
 #include "service/unitmark.h"
 #include "service/walk.h"
 #include "service/wring.h"
@@ -132,9 +138,10 @@ struct rst {
     struct restore_result *res;
     struct buf *err;
     struct manifest m;
-    int stage;  /* staging directory fd: regular files are written here */
-    int tree;   /* where directories and links are made: stage, or target (progressive) */
-    int target; /* the target directory */
+    int stage;        /* staging directory fd: regular files are written here */
+    int tree;         /* where directories and links are made: stage, or target (progressive) */
+    int target;       /* the target directory */
+    uint32_t holders; /* slots of the regions that hold the manifest (rst_record) */
     char stage_name[MANIFEST_ID_MAX + 32];
     bool marked; /* --progressive: the staging directory says what was placed */
     bool late;   /* rst_finish_files() runs */
@@ -1513,17 +1520,57 @@ static int rst_place(struct rst *s, int target)
     return fsync(target) < 0 ? -errno : 0;
 }
 
-/* Records the restored files and their chunks' presence in the index. */
-static int rst_index(struct rst *s, int target)
+/* The snapshot in the index (service/snaprec.h), committed in the
+ * regions that hold its manifest (a node's share of a merged step is not
+ * the snapshot). */
+static int rst_snaprec(struct rst *s)
 {
     struct index_txn *t;
-    uint32_t holders = 0;
     char key[REGION_KEY_MAX];
     int e = layout_snapshot(s->m.run, s->m.id, key); /* a parsed manifest's: valid */
     for (size_t i = 0; e == 0 && i < repo_nregions(s->r); i++)
         if (repo_region_ok(s->r, i) && region_has(repo_region(s->r, i), key) == 1)
-            holders |= 1u << repo_region(s->r, i)->slot;
+            s->holders |= 1u << repo_region(s->r, i)->slot;
+    if (e < 0 || (s->o->node_count > 0 && !s->res->node_whole))
+        return e;
     if ((e = index_txn_begin(repo_index(s->r), true, &t)) < 0)
+        return e;
+    if ((e = snaprec_found(t, &s->m, s->holders)) < 0) {
+        index_txn_abort(t);
+        return e;
+    }
+    return index_txn_commit(t);
+}
+
+/* Before anything of the tree appears in the target: the snapshot in the
+ * index, and, for a target under the watch root (migrate-in), the mark
+ * that the unit is that snapshot (service/unitmark.h), so that a daemon
+ * that sees the tree the moment it is renamed in does not take it as a
+ * new one, and a commit of it is answered with it.  Neither says anything
+ * of the files, so a restore that fails after them leaves nothing untrue
+ * (the mark matches only a tree with the snapshot's content). */
+static void rst_record(struct rst *s)
+{
+    int e = rst_snaprec(s);
+    if (e < 0) {
+        log_warn("\"%s\": snapshot %s is not recorded in the index (%s): a daemon will take the "
+                 "restored tree as a new snapshot",
+                 s->o->target, s->m.id, err_str(e));
+        return;
+    }
+    if ((e = unitmark_restored(s->r, s->o->run, s->o->target, &s->m)) < 0)
+        log_warn("\"%s\": restored, but not marked as restored in the index (%s): the daemon "
+                 "will take it again",
+                 s->o->target, strerror(-e));
+}
+
+/* Records the restored files and their chunks' presence in the index. */
+static int rst_index(struct rst *s, int target)
+{
+    struct index_txn *t;
+    uint32_t holders = s->holders;
+    int e = index_txn_begin(repo_index(s->r), true, &t);
+    if (e < 0)
         return e;
     for (size_t k = 0; k < s->m.nfiles && e == 0; k++) {
         const struct mfile *f = &s->m.files[k];
@@ -1872,6 +1919,7 @@ static int rst_all(struct rst *s, int target)
         return e;
     rst_strip_setid(s);
     s->target = target;
+    rst_record(s);
     if ((e = rst_stage(s, target)) < 0)
         return e;
     s->tree = s->stage;
@@ -1977,13 +2025,6 @@ int restore_run(struct repo *r, const struct restore_opts *o, struct restore_res
     ret->step = s.m.step;
     ret->chunks = s.m.nchunks;
     e = rst_all(&s, target);
-    /* restored into the watch root (migrate-in): the daemon is not to take
-     * it again as a new snapshot */
-    int me = e == 0 ? unitmark_restored(r, o->run, o->target, &s.m) : 0;
-    if (me < 0)
-        log_warn("\"%s\": restored, but not marked as restored in the index (%s): the daemon "
-                 "will take it again",
-                 o->target, strerror(-me));
 out:
     if (s.stage >= 0 && e < 0 && s.marked) {
         rst_prog_failed(&s, target);

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "base/fileio.h"
+#include "engine/tensorview.h"
 #include "service/scan.h"
 
 int scan_init(struct scan *sc, const struct fastcdc *cdc)
@@ -46,6 +47,32 @@ unsigned scan_width(const struct scan *sc, uint64_t off, size_t len)
     return tensorhint_width(&sc->hint, off, len);
 }
 
+/* Exactly len bytes at off of the fd *ud (torchzip_read_fn). */
+static int scan_pread(void *ud, uint64_t off, void *buf, size_t len)
+{
+    for (size_t done = 0; done < len;) {
+        if (off + done > INT64_MAX)
+            return -EINVAL;
+        ssize_t n = pread(*(int *)ud, (uint8_t *)buf + done, len - done, (off_t)(off + done));
+        if (n < 0 && errno != EINTR)
+            return -errno;
+        if (n == 0)
+            return -EIO; /* shorter than its directory says */
+        done += n > 0 ? (size_t)n : 0;
+    }
+    return 0;
+}
+
+/* A torch.save zip's widths, from its directory and pickle (preads that
+ * leave the file offset alone). */
+static void scan_hint_torch(struct scan *sc, int fd, uint64_t size)
+{
+    struct tensorview v = TENSORVIEW_INIT;
+    if (tensorview_torch(size, scan_pread, &fd, &v, NULL) == 0)
+        (void)tensorhint_from_view(&v, &sc->hint);
+    tensorview_free(&v);
+}
+
 /* The hint from the file's first bytes, when fd was at its start. */
 static void scan_hint(struct scan *sc, int fd, size_t filled)
 {
@@ -56,6 +83,8 @@ static void scan_hint(struct scan *sc, int fd, size_t filled)
     size_t need = tensorhint_need(sc->buf, filled, (uint64_t)st.st_size);
     if (need && need <= filled)
         (void)tensorhint_parse(sc->buf, filled, (uint64_t)st.st_size, &sc->hint);
+    else if (torchzip_is_zip(sc->buf, filled))
+        scan_hint_torch(sc, fd, (uint64_t)st.st_size);
 }
 
 int scan_fd(struct scan *sc, int fd,

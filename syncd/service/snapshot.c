@@ -33,6 +33,7 @@
 #include "base/err.h"
 #include "base/fileio.h"
 #include "base/log.h"
+#include "base/testmeet.h"
 #include "engine/chunkobj.h"
 #include "engine/crypt.h"
 #include "service/catalog.h"
@@ -306,6 +307,9 @@ static int snap_chunk_upload(struct sjob *j, struct sworker *w, struct index_chu
     j->before = c->presence;
     if (absent == 0)
         return 0;
+    /* tests: the first chunk found absent waits here for a second job of
+     * its id; sworker.claim keeps one from coming (base/testmeet.h) */
+    testmeet_at("CKPTSYNC_TEST_SNAP_MEET", j->h.id, HASH_LEN);
     /* An encrypted repository: one seal for every region that lacks it. */
     int sealed = region_seal(w->rg[which[0]], key, w->obj.data, w->obj.len, &w->env);
     if (sealed < 0) {

@@ -89,8 +89,9 @@ int unitmark_same(struct index_txn *t, const char *run, const char *unit,
     if (index_meta_get(t, key, val, sizeof(val)) < 0 || !(rest = mark_match(val, content)))
         return 0;
     size_t rl = strlen(run);
-    if (strncmp(rest, run, rl) || rest[rl] != ' ' || strlen(rest + rl + 1) > MANIFEST_ID_MAX)
-        return 0;
+    if (strncmp(rest, run, rl) || rest[rl] != ' ' || strlen(rest + rl + 1) > MANIFEST_ID_MAX ||
+        index_snap_get(t, run, rest + rl + 1, &s) < 0)
+        return 0; /* not recorded by the restore (snaprec.h): taken again */
     snprintf(ret_id, MANIFEST_ID_MAX + 1, "%s", rest + rl + 1);
     return 1;
 }

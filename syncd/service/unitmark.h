@@ -16,7 +16,10 @@
  * index to count), and "restored:<h>" = "<content hex> <run> <id>",
  * written by a restore whose target lies under the configured watch root:
  * a tree restored there (migrate-in) is the snapshot it came from, not a
- * new one for the daemon to take.  Called inside the caller's index
+ * new one for the daemon to take (the restore records that snapshot in
+ * the index first, service/snaprec.h; a mark whose snapshot the index
+ * does not know does not count, so the daemon never answers a commit
+ * with a snapshot it cannot say where is committed).  Called inside the caller's index
  * transactions, except unitmark_restored (its own); no state.
  */
 #ifndef CKS_UNITMARK_H
@@ -35,8 +38,8 @@ void unitmark_content(const struct manifest *m, uint8_t ret[HASH_LEN]);
 int unitmark_snapshotted(struct index_txn *t, const char *unit, const uint8_t content[HASH_LEN],
                          const char *id);
 /* 1 when unit's content equals the last snapshot the daemon committed of
- * it (still in the index) or the snapshot of run restored into it; its id
- * into ret_id.  0 when not (or nothing is known). */
+ * it or the snapshot of run restored into it (either still in the index);
+ * its id into ret_id.  0 when not (or nothing is known). */
 int unitmark_same(struct index_txn *t, const char *run, const char *unit,
                   const uint8_t content[HASH_LEN], char ret_id[MANIFEST_ID_MAX + 1]);
 /* After a restore of m (of run) into target: when target/<m's root> lies

@@ -2,8 +2,8 @@
 # delta-ratio.sh — issue 27's figures: bytes stored for a pre-training
 # successor checkpoint / its raw bytes, per part (bf16 weights, fp32
 # master, AdamW moments) and in total, with today's codec, with bf16
-# derived from the master, with XOR against the parent + byte planes, and
-# both; against parents 10, 20, 40 and 80 steps back (for keyframe_every);
+# derived from the master, with XOR (or SUB) against the parent + byte
+# planes, and both; against parents 10, 20, 40 and 80 steps back (for keyframe_every);
 # and the single-core speed of the transforms and of encode/decode.
 # A benchmark, not a test: it prints one table and never fails on time.
 #
@@ -14,6 +14,8 @@
 #                   checkpoint (about 100 MB each by default) must be free
 #   D LAYERS HEADS VOCAB CTX BATCH LR WARMUP SEED THREADS
 #                   the model and run (tests/bench/delta_train.py)
+#   DATA=DIR        use the checkpoints delta_train.py wrote into DIR
+#                   before (same FINAL_STEP and model), instead of training
 #   WRITE_RESULTS=1 also puts the table in tests/bench/RESULTS.md, as the
 #                   section "## Delta codec" (replaced if there)
 #
@@ -45,13 +47,23 @@ cmake --build "$build" -j"$(nproc)" --target bench-delta-ratio > "$S/build.log" 
   { tail -20 "$S/build.log"; exit 1; }
 bench=$build/tests/bench-delta-ratio
 
-say "training to step $FINAL (saving $((FINAL - 80)), $((FINAL - 40)), $((FINAL - 20)), $((FINAL - 10)), $FINAL)"
-t0=$(date +%s)
-/usr/bin/python3 "$top/tests/bench/delta_train.py" "$S" \
-  $((FINAL - 80)) $((FINAL - 40)) $((FINAL - 20)) $((FINAL - 10)) "$FINAL" > "$S/train.log" 2>&1 ||
-  { tail -20 "$S/train.log"; exit 1; }
-train_s=$(($(date +%s) - t0))
-params=$(head -1 "$S/train.log")
+if [ -n "${DATA:-}" ]; then
+  say "using the checkpoints in $DATA"
+  for s in $((FINAL - 80)) $((FINAL - 40)) $((FINAL - 20)) $((FINAL - 10)) "$FINAL"; do
+    ln -s "$DATA/ckpt-$s.bin" "$S/ckpt-$s.bin"
+  done
+  cp "$DATA/index.txt" "$S/index.txt"
+  train_s="earlier, DATA=$DATA"
+  params=$(head -1 "$DATA/train.log" 2> /dev/null || echo "params ?")
+else
+  say "training to step $FINAL (saving $((FINAL - 80)), $((FINAL - 40)), $((FINAL - 20)), $((FINAL - 10)), $FINAL)"
+  t0=$(date +%s)
+  /usr/bin/python3 "$top/tests/bench/delta_train.py" "$S" \
+    $((FINAL - 80)) $((FINAL - 40)) $((FINAL - 20)) $((FINAL - 10)) "$FINAL" > "$S/train.log" 2>&1 ||
+    { tail -20 "$S/train.log"; exit 1; }
+  train_s="$(($(date +%s) - t0)) s"
+  params=$(head -1 "$S/train.log")
+fi
 
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 rows=$S/rows.md speed=$S/speed.txt
@@ -72,9 +84,9 @@ report=$S/report.md
   echo
   echo "Run $(date -u +%Y-%m-%dT%H:%MZ), ckptsync $(git -C "$top" rev-parse --short HEAD 2> /dev/null || echo '?')."
   echo "- cpu: $(nproc) x $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo); one core used; load average $LOAD_BEFORE before, $LOAD_AFTER after (times are the thread's CPU time)"
-  echo "- data: tests/bench/delta_train.py with Debian's python3-torch ($params; D=${D:-256} LAYERS=${LAYERS:-4} VOCAB=${VOCAB:-16384} CTX=${CTX:-64} BATCH=${BATCH:-4}, AdamW lr ${LR:-6e-4} after ${WARMUP:-50} warmup steps; trained in ${train_s} s); the successor is step $FINAL, the parent the step the first column says"
+  echo "- data: tests/bench/delta_train.py with Debian's python3-torch ($params; D=${D:-256} LAYERS=${LAYERS:-4} VOCAB=${VOCAB:-16384} CTX=${CTX:-64} BATCH=${BATCH:-4}, AdamW lr ${LR:-6e-4} after ${WARMUP:-50} warmup steps; trained: ${train_s}); the successor is step $FINAL, the parent the step the first column says"
   echo "- each part cut by FastCDC (min 512 KiB, avg 2 MiB, max 8 MiB) as a file of its own; stored/raw per chunk-min of the method and today's object; every recipe decoded and compared"
-  echo "- today: chunkobj_encode (planes at the part's width, else zstd -3); derived bf16: BF16 segments on the same checkpoint's master chunks; XOR vs parent: XOR segments on the parent's chunks, the residual coded as today (per segment the smaller of XOR and literal by tcodec_pick's estimate; 'exact': by coding both); combined: derived bf16 + XOR for master and Adam"
+  echo "- today: chunkobj_encode (planes at the part's width, else zstd -3); derived bf16: BF16 segments on the same checkpoint's master chunks; XOR vs parent: XOR segments on the parent's chunks (same offsets), the residual coded as today, per segment the smaller of XOR and literal; XOR or SUB: the same, SUB (zigzag difference of the bit patterns) also a candidate; the choice by tcodec_pick's estimate on a sample ('exact': by coding each candidate); combined: derived bf16 + XOR or SUB for master and Adam"
   echo
   cat "$rows"
   echo

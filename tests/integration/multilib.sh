@@ -9,6 +9,12 @@
 #   icks NAME args...           the CLI as instance NAME
 #   idaemon NAME                start ckptsyncd as NAME (pid in IPID[NAME])
 #   ikill NAME                  kill -9 it
+#   istop NAME                  SIGTERM it and wait for it
+# ikill and istop signal IPID[NAME] alone, so it must be the daemon's own
+# pid: a daemon started another way (a shifted clock) is started as
+# `"$CKPTSYNCD" ... &` with libfaketime by LD_PRELOAD, never under the
+# faketime program, which forks (its pid is not the daemon's, and the
+# daemon outlives istop: test-multinode-life.sh, n1s).
 #   barrier_wait FILE           spin until FILE exists (start together)
 #   repo_ids                    the repo id each region holds, one per line
 #   fresh_restore NAME RUN ID DIR   restore ID on a brand-new state, into DIR
@@ -87,10 +93,13 @@ rg_bucket() { if [ "$RK" = s3 ]; then echo "$S3_BUCKET"; else echo "ckpt-$1"; fi
 rg_url() { echo "s3://$(rg_bucket "$1")/team1"; }   # both prefixes are team1
 rg_aws() { local r=$1; shift; if [ "$RK" = s3 ]; then aws_s3 "$r" "$@"; else aws_ceph "$@"; fi; }
 # rg_keys R PREFIX: the keys (relative to the region) under PREFIX, sorted.
+# In a dir region a name starting with '.' is no key: it is a put's temp
+# file (".<name>.tmp.<pid>.<random>", base/fileio.c), which a writer killed
+# -9 leaves behind, and the region's own list() skips it as these do.
 rg_keys() {
   if [ "$RK" = dir ]; then
     [ -e "$T/regions/$1/$2" ] || return 0
-    (cd "$T/regions/$1" && find "./$2" -type f | sed 's|^\./||' | sort)
+    (cd "$T/regions/$1" && find "./$2" -type f ! -name '.*' | sed 's|^\./||' | sort)
   else
     { rg_aws "$1" s3 ls "$(rg_url "$1")/$2" --recursive 2> /dev/null || true; } |
       awk '{print $4}' | sed 's|^team1/||' | sort

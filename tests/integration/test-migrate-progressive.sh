@@ -5,10 +5,13 @@
 #      an HF completion marker, is already at its final path, so the
 #      daemon finds the unit ready; it must not take the partial
 #      checkpoint as a new snapshot ("event=snapshot_skipped
-#      reason=restoring"), and the weights are there, whole
+#      reason=restoring"), and the weights are there, whole; the index
+#      already has the snapshot (recorded before the first file)
 #   2. resumed: one JSON line per placed file, then the result with the
 #      path; the tree is the source's; a commit of the unit answers with
-#      the restored snapshot (unchanged), not a new one
+#      the restored snapshot (unchanged), not a new one, durable at once
+#      (the restore recorded it in the index, committed where its
+#      manifest is), and ls lists it
 #   3. the hook passes --progressive through
 . "$(dirname "$0")/lib.sh"
 write_config 64K 256K 1M
@@ -48,6 +51,12 @@ cmp "$src/model.safetensors" "$T/watch/r1/checkpoint-20/model.safetensors" ||
 wait_for 20 taken || { tail -20 "$T/daemon.log"; kill -9 "$mpid"; die "the daemon never looked at the unit"; }
 taken | grep 'event=snapshot_skipped .*reason=restoring' > /dev/null ||
   { taken; kill -9 "$mpid"; die "the daemon took the partially restored unit as a snapshot"; }
+# the restore records the snapshot before any file of it appears (so that
+# a daemon never sees a restored tree it does not know: a plain migrate-in
+# renames the whole tree in at once)
+cks ls --run r1 --json > "$T/ls.json"
+[ "$(json "$T/ls.json" '[(s["id"], s["regions"]) for s in d]')" = "[('$id', 3)]" ] ||
+  { cat "$T/ls.json"; kill -9 "$mpid"; die "held: the snapshot is not in the index before its files"; }
 
 step "resumed: placed lines, the path, the whole tree; the unit is the restored snapshot"
 kill -CONT "$mpid"
@@ -57,14 +66,20 @@ tail -1 "$T/m.out" > "$T/m.last"
 [ "$(json "$T/m.last" 'd["path"]')" = "$T/watch/r1/checkpoint-20" ] || { cat "$T/m.last"; die "wrong path"; }
 [ "$(json "$T/m.last" 'd["id"]')" = "$id" ] || die "migrate-in restored another snapshot"
 same_tree "$src" "$T/watch/r1/checkpoint-20"
-# the daemon answers a commit of the unit with the restored snapshot (its
-# reply then fails on the daemon's side for a snapshot it did not take
-# itself, as after a plain migrate-in: either way it names that id)
-if cks commit "$T/watch/r1/checkpoint-20" --timeout 30 --json > "$T/c.json" 2> "$T/c.err"; then
-  [ "$(json "$T/c.json" 'd["id"]')" = "$id" ] || { cat "$T/c.json"; die "the restored unit was taken as a new snapshot"; }
-else
-  grep -q "snapshot $id" "$T/c.err" || { cat "$T/c.err"; die "the restored unit was taken as a new snapshot"; }
-fi
+# the daemon answers a commit of the unit with the restored snapshot, as
+# the restore recorded it in the index: committed in the 3 regions that
+# hold its manifest, durable at once (main answered "snapshot <id>: No
+# such file or directory": the daemon's index did not know it)
+cks commit "$T/watch/r1/checkpoint-20" --timeout 30 --json > "$T/c.json" 2> "$T/c.err" ||
+  { cat "$T/c.err"; die "commit of the restored unit failed"; }
+[ "$(json "$T/c.json" 'd["id"]')" = "$id" ] || { cat "$T/c.json"; die "the restored unit was taken as a new snapshot"; }
+[ "$(json "$T/c.json" '(d["regions_committed"], d["durable"], d["replicated"])')" = "(3, True, True)" ] ||
+  { cat "$T/c.json"; die "the restored snapshot is not answered as committed in its 3 regions"; }
+cks commit "$T/watch/r1/checkpoint-20" --wait durable --timeout 30 > /dev/null 2> "$T/c.err" ||
+  { cat "$T/c.err"; die "commit --wait durable of the restored unit failed"; }
+cks ls --run r1 --json > "$T/ls.json"
+[ "$(json "$T/ls.json" '[(s["id"], s["regions"]) for s in d]')" = "[('$id', 3)]" ] ||
+  { cat "$T/ls.json"; die "ls does not show the restored snapshot in its 3 regions"; }
 if grep -E "event=snapshot run=r1 .*unit=r1/checkpoint-20" "$T/daemon.log"; then
   die "the daemon snapshotted the restored unit"
 fi

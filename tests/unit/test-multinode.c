@@ -149,6 +149,46 @@ static void test_conflict(void **state)
     buf_free(&err);
 }
 
+/* Tree digests (manifest version 5) are carried through the merge with
+ * their kind: the merged step encodes as version 5 with node fields and
+ * parses back equal; one path held with digests of two kinds (nodes that
+ * differ in [snapshot] file_digest) is refused, naming both kinds. */
+static void test_digest_kinds(void **state)
+{
+    (void)state;
+    struct manifest p[2], m, back;
+    struct buf err = BUF_INIT, out = BUF_INIT;
+    uint8_t c[HASH_LEN];
+    parts_make(p, 2);
+    p[1].files[1].dkind = MDIGEST_TREE; /* __1_0.distcp */
+    memset(c, 0xee, sizeof(c));
+    assert_int_equal(manifest_add_file(&p[1], MFILE_REG, "checkpoint-1000/.metadata", 0644, NULL),
+                     0);
+    assert_int_equal(manifest_add_chunk(&p[1], c, 7), 0);
+    manifest_set_digest(&p[1], c);
+    manifest_set_digest_kind(&p[1], MDIGEST_TREE);
+    p[0].files[2].dkind = MDIGEST_TREE; /* node 0's .metadata: the same, as a tree */
+    assert_int_equal(multinode_merge(p, 2, &m, &err), 0);
+    assert_string_equal(m.files[3].path, "checkpoint-1000/__1_0.distcp");
+    assert_int_equal(m.files[3].dkind, MDIGEST_TREE);
+    assert_int_equal(m.files[2].dkind, MDIGEST_TREE);
+    assert_int_equal(m.files[2].node, MANIFEST_NODE_SEVERAL);
+    assert_int_equal(m.files[1].dkind, MDIGEST_SHA256); /* __0_0.distcp */
+    assert_int_equal(manifest_encode(&m, &out), 0);
+    assert_int_equal(strncmp(buf_str(&out), "ckptsync-manifest 5\n", 20), 0);
+    assert_int_equal(manifest_parse(out.data, out.len, &back, &err), 0);
+    assert_true(manifest_equal(&m, &back));
+    manifest_free(&back);
+    manifest_free(&m);
+    p[0].files[2].dkind = MDIGEST_SHA256;
+    assert_int_equal(multinode_merge(p, 2, &m, &err), CKS_E_MISMATCH);
+    assert_non_null(strstr(buf_str(&err), "\"checkpoint-1000/.metadata\" has a sha256 digest on "
+                                          "node 0 and a tree digest on node 1"));
+    parts_free(p, 2);
+    buf_free(&out);
+    buf_free(&err);
+}
+
 /* A file on one node where another has a directory of that name; a root
  * or step that differs. */
 static void test_refused(void **state)
@@ -230,9 +270,8 @@ static void test_object(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_merge),
-        cmocka_unit_test(test_conflict),
-        cmocka_unit_test(test_refused),
+        cmocka_unit_test(test_merge),        cmocka_unit_test(test_conflict),
+        cmocka_unit_test(test_digest_kinds), cmocka_unit_test(test_refused),
         cmocka_unit_test(test_object),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

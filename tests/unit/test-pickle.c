@@ -189,7 +189,7 @@ static void test_refused(void **state)
 /* The limits: nodes, string length, input size, nesting, open MARKs. */
 static void test_limits(void **state)
 {
-    struct pickle_limits lim = {1024, 3, 8, 4};
+    struct pickle_limits lim = {1024, 3, 8, 4, false};
     struct pickle *p;
     struct buf err = BUF_INIT;
     uint8_t deep[64], marks[64];
@@ -204,13 +204,13 @@ static void test_limits(void **state)
                      CKS_E_LIMIT);
     assert_non_null(strstr(buf_str(&err), "string longer than the limit"));
     buf_reset(&err);
-    lim = (struct pickle_limits){8, 100, 8, 100};
+    lim = (struct pickle_limits){8, 100, 8, 100, false};
     assert_int_equal(pickle_parse((const uint8_t *)"\x80\x04NNNNNNN", 9, &lim, &p, &err),
                      CKS_E_LIMIT);
     assert_non_null(strstr(buf_str(&err), "input larger than the limit"));
     buf_reset(&err);
     /* ]]]]]]]]]aaaaaaaa. : lists nested 9 deep */
-    lim = (struct pickle_limits){1024, 100, 8, 100};
+    lim = (struct pickle_limits){1024, 100, 8, 100, false};
     deep[n++] = 0x80, deep[n++] = 4;
     for (int i = 0; i < 9; i++)
         deep[n++] = ']';
@@ -254,12 +254,40 @@ static void test_shared(void **state)
     pickle_free(p);
 }
 
+/* BINPERSID: refused by default (DCP), a PICKLE_PERSID node holding the
+ * id where limits.persid allows it (torch.save's storages); the text
+ * PERSID stays refused. */
+static void test_persid(void **state)
+{
+    static const char s[] = "\x80\x02X\x01\x00\x00\x00"
+                            "0\x85Q.";
+    struct pickle_limits lim = PICKLE_LIMITS_DEFAULT;
+    struct pickle *p;
+    struct buf err = BUF_INIT;
+    (void)state;
+    assert_int_equal(pickle_parse((const uint8_t *)s, sizeof(s) - 1, NULL, &p, &err), CKS_E_FORMAT);
+    assert_non_null(strstr(buf_str(&err), "BINPERSID (0x51)"));
+    lim.persid = true;
+    assert_int_equal(pickle_parse((const uint8_t *)s, sizeof(s) - 1, &lim, &p, NULL), 0);
+    const struct pickle_node *n = pickle_root(p);
+    assert_int_equal(n->kind, PICKLE_PERSID);
+    assert_string_equal(pickle_kind_name(n), "persistent id");
+    assert_int_equal(n->n, 1);
+    assert_int_equal(n->kids[0]->kind, PICKLE_TUPLE);
+    assert_string_equal(n->kids[0]->kids[0]->s, "0");
+    pickle_free(p);
+    assert_int_equal(pickle_parse((const uint8_t *)"\x80\x02Q.", 4, &lim, &p, NULL), CKS_E_FORMAT);
+    assert_int_equal(pickle_parse((const uint8_t *)"\x80\x02P0\n.", 6, &lim, &p, NULL),
+                     CKS_E_FORMAT);
+    buf_free(&err);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_values),  cmocka_unit_test(test_never_executes),
         cmocka_unit_test(test_refused), cmocka_unit_test(test_limits),
-        cmocka_unit_test(test_shared),
+        cmocka_unit_test(test_shared),  cmocka_unit_test(test_persid),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

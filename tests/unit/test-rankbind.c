@@ -88,6 +88,7 @@ static void step_make(struct manifest *m, bool dcp)
         assert_int_equal(manifest_add_file(m, MFILE_REG, path, 0644, NULL), 0);
         assert_int_equal(manifest_add_chunk(m, c, 100 + (uint32_t)k), 0);
         manifest_set_digest(m, c);
+        manifest_set_digest_kind(m, k % 2 ? MDIGEST_TREE : MDIGEST_SHA256); /* either kind */
         m->files[m->nfiles - 1].node = k;
         snprintf(path, sizeof(path), "iter/rng_state_%d.pth", k);
         assert_int_equal(manifest_add_file(m, MFILE_REG, path, 0644, NULL), 0);
@@ -128,6 +129,12 @@ static void check_select(const struct manifest *m, unsigned k, unsigned count, b
             fail_msg("node %u of %u:\n  got  %s\n  want %s", k, count, got, want);
         assert_int_equal(manifest_validate(&sub, NULL), 0);
         assert_string_equal(sub.id, m->id);
+        for (size_t i = 0; i < sub.nfiles; i++) /* each file's digest and its kind kept */
+            for (size_t j = 0; j < m->nfiles; j++)
+                if (!strcmp(sub.files[i].path, m->files[j].path)) {
+                    assert_int_equal(sub.files[i].dkind, m->files[j].dkind);
+                    assert_memory_equal(sub.files[i].digest, m->files[j].digest, HASH_LEN);
+                }
         manifest_free(&sub);
     }
     buf_free(&err);

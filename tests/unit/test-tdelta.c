@@ -396,6 +396,38 @@ static void test_fallback(void **state)
     fixture_free(&x);
 }
 
+/* One base dropped (its BF16 segment fell back), the other kept: the
+ * recipe names only the kept one. */
+static void test_one_base_dropped(void **state)
+{
+    (void)state;
+    struct fixture x;
+    fixture_make(&x);
+    x.raw[TEXT + 2 * 4000] ^= 1;
+    hash_sha256(x.raw, x.len, x.id);
+    struct tdelta_stats st;
+    struct tdelta_scratch sc = TDELTA_SCRATCH_INIT;
+    struct tdelta_opts o = {.level = 3, .scratch = &sc};
+    for (int pass = 0; pass < 2; pass++) { /* the scratch, fresh and reused */
+        assert_int_equal(tdelta_encode(NULL, x.raw, x.len, x.plan, 5, x.bases, 2, &o, &x.obj, &st),
+                         0);
+        assert_true(st.recipe);
+        assert_int_equal(st.fell_back, 1);
+        struct tdelta_ref refs[TDELTA_MAX_BASES];
+        size_t n = 0;
+        assert_int_equal(tdelta_refs(x.obj.data, x.obj.len, refs, TDELTA_MAX_BASES, &n), 0);
+        assert_int_equal(n, 1);
+        assert_memory_equal(refs[0].id, x.bases[1].id, HASH_LEN);
+        struct buf out = BUF_INIT;
+        assert_int_equal(
+            tdelta_decode(NULL, x.obj.data, x.obj.len, x.id, x.len, &x.bases[1], 1, &out), 0);
+        assert_memory_equal(out.data, x.raw, x.len);
+        buf_free(&out);
+    }
+    tdelta_scratch_free(&sc);
+    fixture_free(&x);
+}
+
 static void test_bad_plan(void **state)
 {
     (void)state;
@@ -658,7 +690,8 @@ int main(void)
         cmocka_unit_test(test_wrong_base),  cmocka_unit_test(test_fallback),
         cmocka_unit_test(test_bad_plan),    cmocka_unit_test(test_truncations_flips),
         cmocka_unit_test(test_hostile),     cmocka_unit_test(test_plain),
-        cmocka_unit_test(test_sub),         cmocka_unit_test(test_spec),
+        cmocka_unit_test(test_sub),         cmocka_unit_test(test_one_base_dropped),
+        cmocka_unit_test(test_spec),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
