@@ -306,6 +306,12 @@ int chunkobj_decode(struct chunkobj_ctx *ctx, const uint8_t *obj, size_t len,
     if (r < 0)
         return r;
     r = payload_decode(ctx, codec, payload, plen, raw_len, out->data);
+    return chunkobj_decoded(ctx, r, out, raw_len, id);
+}
+
+int chunkobj_decoded(const struct chunkobj_ctx *ctx, int r, struct buf *out, size_t raw_len,
+                     const uint8_t id[HASH_LEN])
+{
     if (r == 0)
         r = chunkobj_digest_check(ctx, out->data, raw_len, id);
     if (r < 0) {

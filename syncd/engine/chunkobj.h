@@ -127,11 +127,17 @@ int chunkobj_header(const uint8_t *obj, size_t len, enum chunkobj_codec *ret_cod
  * digest: 0, CKS_E_FORMAT, CKS_E_CODEC (also for codec 3 or above),
  * CKS_E_LIMIT (raw_len above CHUNKOBJ_MAX_RAW) or -ENOMEM.
  * chunkobj_digest_check(): 0 when data's id (as chunkobj_decode computes
- * it) is id, else CKS_E_DIGEST (or an error of the hash). */
+ * it) is id, else CKS_E_DIGEST (or an error of the hash).
+ * chunkobj_decoded() ends a decode of raw_len bytes into out->data (out
+ * reserved for them): with r == 0 it checks the digest; on any failure
+ * out is reset (unverified bytes are never handed on), else out->len is
+ * raw_len and the bytes NUL-terminated.  Returns r or the check's error. */
 void chunkobj_header_put(uint8_t *p, enum chunkobj_codec codec, uint32_t raw_len);
 int chunkobj_payload_decode(struct chunkobj_ctx *ctx, unsigned codec, const uint8_t *p, size_t n,
                             uint8_t *dst, uint32_t raw_len);
 int chunkobj_digest_check(const struct chunkobj_ctx *ctx, const uint8_t *data, size_t len,
                           const uint8_t id[HASH_LEN]);
+int chunkobj_decoded(const struct chunkobj_ctx *ctx, int r, struct buf *out, size_t raw_len,
+                     const uint8_t id[HASH_LEN]);
 
 #endif

@@ -777,13 +777,5 @@ int tdelta_decode(struct chunkobj_ctx *ctx, const uint8_t *obj, size_t len,
     struct chunkobj_ctx local = CHUNKOBJ_CTX_INIT;
     r = recipe_decode(ctx ? ctx : &local, &rc, data, out->data);
     chunkobj_ctx_free(&local);
-    if (r == 0)
-        r = chunkobj_digest_check(ctx, out->data, raw_len, id);
-    if (r < 0) {
-        buf_reset(out);
-        return r;
-    }
-    out->len = raw_len;
-    out->data[raw_len] = 0;
-    return 0;
+    return chunkobj_decoded(ctx, r, out, raw_len, id);
 }
