@@ -29,6 +29,7 @@
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/../.." && pwd)
+. "$top/tests/bench/benchlib.sh"
 SIZE_MIB=${1:-${SIZE_MIB:-448}}
 REPEAT=${REPEAT:-3}
 build=$top/build-rel
@@ -161,16 +162,6 @@ report=$S/report.md
 cat "$report"
 
 if [ "${WRITE_RESULTS:-0}" = 1 ]; then
-  /usr/bin/python3 - "$top/tests/bench/RESULTS.md" "$report" <<'PY'
-import os, re, sys
-path, report = sys.argv[1], open(sys.argv[2]).read().rstrip("\n") + "\n"
-old = open(path).read() if os.path.exists(path) else ""
-m = re.search(r"^## Tensor codec.*?(?=^## |\Z)", old, flags=re.S | re.M)
-if m:
-    new = old[:m.start()] + report + ("\n" + old[m.end():] if old[m.end():] else "")
-else:
-    new = old.rstrip("\n") + ("\n\n" if old else "") + report
-open(path, "w").write(new)
-PY
+  results_section "Tensor codec" "$report"
   say "wrote the Tensor codec section of tests/bench/RESULTS.md"
 fi

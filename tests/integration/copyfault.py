@@ -23,11 +23,11 @@ word of MODE_FILE, read at each copy:
 
 Each copy it sees appends "<mode> <path>" to MODE_FILE.log.
 """
-import http.client
 import http.server
-import socketserver
 import sys
 import time
+
+import s3relay
 
 UPSTREAM = int(sys.argv[1])
 MODE_FILE = sys.argv[2]
@@ -89,33 +89,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
         return True
 
     def forward(self):
-        n = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(n) if n else None
+        body = s3relay.read_body(self)
         if self.command == "PUT" and self.headers.get("x-amz-copy-source") and self.copy_fault():
             return
-        up = http.client.HTTPConnection("127.0.0.1", UPSTREAM, timeout=60)
-        hdrs = {k: v for k, v in self.headers.items() if k.lower() not in ("connection",)}
-        up.request(self.command, self.path, body=body, headers=hdrs)
-        r = up.getresponse()
-        data = r.read()
-        self.send_response(r.status, r.reason)
-        for k, v in r.getheaders():
-            if k.lower() not in ("connection", "transfer-encoding", "content-length"):
-                self.send_header(k, v)
-        self.send_header("Content-Length", str(r.getheader("Content-Length", len(data))
-                                               if self.command == "HEAD" else len(data)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(data)
-        up.close()
+        s3relay.relay(self, UPSTREAM, body)
 
     do_GET = do_PUT = do_HEAD = do_DELETE = do_POST = forward
 
 
-class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
-    daemon_threads = True
-
-
-srv = Server(("127.0.0.1", 0), Handler)
-print("ready", srv.server_address[1], flush=True)
-srv.serve_forever()
+s3relay.serve(Handler)

@@ -17,12 +17,12 @@ written):
     REQ METHOD PATH
     ANS METHOD PATH
 """
-import http.client
 import http.server
-import socketserver
 import sys
 import threading
 import time
+
+import s3relay
 
 UPSTREAM = int(sys.argv[1])
 LOG = open(sys.argv[2], "a")
@@ -44,35 +44,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def forward(self):
         log("REQ", self.command, self.path)
-        n = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(n) if n else None
+        body = s3relay.read_body(self)
         if self.command == "GET" and "/chunks/" in self.path:
             time.sleep(DELAY)
-        up = http.client.HTTPConnection("127.0.0.1", UPSTREAM, timeout=60)
-        hdrs = {k: v for k, v in self.headers.items() if k.lower() not in ("connection",)}
-        up.request(self.command, self.path, body=body, headers=hdrs)
-        r = up.getresponse()
-        data = r.read()
-        log("ANS", self.command, self.path)
-        self.send_response(r.status, r.reason)
-        for k, v in r.getheaders():
-            if k.lower() not in ("connection", "transfer-encoding", "content-length"):
-                self.send_header(k, v)
-        self.send_header("Content-Length", str(r.getheader("Content-Length", len(data))
-                                               if self.command == "HEAD" else len(data)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(data)
-        up.close()
+        s3relay.relay(self, UPSTREAM, body, on_answer=lambda: log("ANS", self.command, self.path))
 
     do_GET = do_PUT = do_HEAD = do_DELETE = do_POST = forward
 
 
-class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
-    daemon_threads = True
-    request_queue_size = 128  # the client opens many connections at once
-
-
-srv = Server(("127.0.0.1", 0), Handler)
-print("ready", srv.server_address[1], flush=True)
-srv.serve_forever()
+s3relay.serve(Handler)

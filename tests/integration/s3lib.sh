@@ -139,6 +139,21 @@ _s3_cleanup() {
 }
 CKS_CLEANUP_HOOKS+=(_s3_cleanup)
 
+# start_proxy SCRIPT ARG...: runs the test proxy tests/integration/SCRIPT
+# (reqlog.py, copyfault.py: s3relay.py's servers) with ARGs, waits for its
+# "ready <port>" and sets PROXY_PID and PROXY_PORT; it is stopped at
+# cleanup.  Its output: $T/proxy.out, $T/proxy.err.
+start_proxy() {
+  local script=$1
+  shift
+  python3 "$CKS_SOURCE_DIR/tests/integration/$script" "$@" > "$T/proxy.out" 2> "$T/proxy.err" &
+  PROXY_PID=$!
+  CKS_CLEANUP_HOOKS+=(stop_proxy)
+  wait_for 10 grep -q '^ready ' "$T/proxy.out" || { cat "$T/proxy.err"; die "the proxy ($script) did not start"; }
+  PROXY_PORT=$(awk '/^ready/ { print $2 }' "$T/proxy.out")
+}
+stop_proxy() { kill "$PROXY_PID" 2> /dev/null; wait "$PROXY_PID" 2> /dev/null || true; }
+
 s3_url() { echo "${S3_SCHEME[$1]:-http}://127.0.0.1:${S3_PORT[$1]:?s3 server $1 not started}"; }
 
 # write_s3_credentials [FILE]: the AWS CLI's INI format, mode 0600.

@@ -51,12 +51,7 @@ sum_sizes() { awk '{ s += $2 } END { print s + 0 }' "$1"; }
 
 start_s3 one --bucket "${BUCKET[b]}" --bucket "${BUCKET[c]}"
 echo pass > "$MODE"
-python3 "$CKS_SOURCE_DIR/tests/integration/copyfault.py" "${S3_PORT[one]}" "$MODE" > "$T/proxy.out" 2> "$T/proxy.err" &
-PROXY_PID=$!
-stop_proxy() { kill "$PROXY_PID" 2> /dev/null; wait "$PROXY_PID" 2> /dev/null || true; }
-CKS_CLEANUP_HOOKS+=(stop_proxy)
-wait_for 10 grep -q '^ready ' "$T/proxy.out" || { cat "$T/proxy.err"; die "the proxy did not start"; }
-PROXY_PORT=$(awk '/^ready/ { print $2 }' "$T/proxy.out")
+start_proxy copyfault.py "${S3_PORT[one]}" "$MODE"
 
 write_s3_credentials
 {

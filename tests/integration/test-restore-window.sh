@@ -22,13 +22,7 @@
 
 declare -A BUCKET=([a]=ckpt [b]=ckpt-b [c]=ckpt-c)
 start_s3 one --bucket "${BUCKET[b]}" --bucket "${BUCKET[c]}"
-python3 "$CKS_SOURCE_DIR/tests/integration/reqlog.py" "${S3_PORT[one]}" "$T/req.log" 0.2 \
-  > "$T/proxy.out" 2> "$T/proxy.err" &
-PROXY_PID=$!
-stop_proxy() { kill "$PROXY_PID" 2> /dev/null; wait "$PROXY_PID" 2> /dev/null || true; }
-CKS_CLEANUP_HOOKS+=(stop_proxy)
-wait_for 10 grep -q '^ready ' "$T/proxy.out" || { cat "$T/proxy.err"; die "the proxy did not start"; }
-PROXY_PORT=$(awk '/^ready/ { print $2 }' "$T/proxy.out")
+start_proxy reqlog.py "${S3_PORT[one]}" "$T/req.log" 0.2
 
 write_s3_credentials
 {

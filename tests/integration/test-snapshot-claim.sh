@@ -16,13 +16,7 @@
 . "$CKS_SOURCE_DIR/tests/integration/s3lib.sh"
 
 start_s3 one
-python3 "$CKS_SOURCE_DIR/tests/integration/reqlog.py" "${S3_PORT[one]}" "$T/req.log" 0 \
-  > "$T/proxy.out" 2> "$T/proxy.err" &
-PROXY_PID=$!
-stop_proxy() { kill "$PROXY_PID" 2> /dev/null; wait "$PROXY_PID" 2> /dev/null || true; }
-CKS_CLEANUP_HOOKS+=(stop_proxy)
-wait_for 10 grep -q '^ready ' "$T/proxy.out" || { cat "$T/proxy.err"; die "the proxy did not start"; }
-PROXY_PORT=$(awk '/^ready/ { print $2 }' "$T/proxy.out")
+start_proxy reqlog.py "${S3_PORT[one]}" "$T/req.log" 0
 
 write_s3_credentials
 {
