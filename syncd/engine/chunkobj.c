@@ -30,6 +30,7 @@
 #include <zstd_errors.h>
 
 #include "base/err.h"
+#include "base/le.h"
 #include "engine/chunkobj.h"
 #include "engine/crypt.h"
 #include "engine/tcodec.h"
@@ -55,11 +56,6 @@ static int zstd_err(size_t code)
     return ZSTD_getErrorCode(code) == ZSTD_error_memory_allocation ? -ENOMEM : CKS_E_CODEC;
 }
 
-static uint32_t le32_get(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
 void chunkobj_header_put(uint8_t *p, enum chunkobj_codec codec, uint32_t raw_len)
 {
     memcpy(p, CHUNKOBJ_MAGIC, 4);
@@ -67,8 +63,7 @@ void chunkobj_header_put(uint8_t *p, enum chunkobj_codec codec, uint32_t raw_len
     p[5] = (uint8_t)codec;
     p[6] = 0;
     p[7] = 0;
-    for (int i = 0; i < 4; i++)
-        p[8 + i] = (uint8_t)(raw_len >> (8 * i));
+    le32_put(p + 8, raw_len);
 }
 
 int chunkobj_header(const uint8_t *obj, size_t len, enum chunkobj_codec *ret_codec,

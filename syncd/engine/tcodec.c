@@ -41,6 +41,7 @@
 #include <string.h>
 
 #include "base/err.h"
+#include "base/le.h"
 #include "engine/tcodec.h"
 
 #define TC_HEADER 5
@@ -59,19 +60,6 @@ enum { TC_RAW = 0, TC_CONST = 1, TC_HUF = 2 };
 #define TC_MIN_SAVING_SHIFT 5
 
 #define ALWAYS_INLINE inline __attribute__((always_inline))
-
-static uint32_t le32_get(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static void le32_put(uint8_t *p, uint32_t v)
-{
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-    p[2] = (uint8_t)(v >> 16);
-    p[3] = (uint8_t)(v >> 24);
-}
 
 /* The bit streams are big endian so that codes read most significant bit
  * first: one load and a byte swap on little-endian hosts. */

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "base/err.h"
+#include "base/le.h"
 #include "engine/tcodec.h"
 #include "engine/tdelta.h"
 
@@ -26,17 +27,6 @@
 #define XOR_BLOCK 64  /* bytes per vectorized block */
 #define SAMPLE_NWIN 8 /* an estimate's windows, as tcodec_pick's */
 #define SAMPLE_WIN 2048
-
-static uint32_t le32_get(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static void le32_put(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
 
 /* Loads of little-endian values; on a little-endian host one move. */
 static inline uint32_t ld32(const uint8_t *p)
