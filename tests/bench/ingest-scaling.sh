@@ -10,6 +10,9 @@
 #              run, its reps interleaved with CKPTSYNC's ("build" column)
 #   SCALE_MIB  checkpoint size (default 512); FILES (default 8) and 1
 #   WORKERS    default "1 2";  REPS  default 3 (median shown)
+#   PIN=1      run each worker count W on W cores only (taskset -c
+#              0..W-1): the speedup then is what W cores give, not what
+#              W pool threads give beside the reader on every core
 #   PERF=1     also `perf record -g` the largest worker count: CPU share
 #              per thread (the busiest thread's share of the run's CPU
 #              and of its wall time) and the top symbols
@@ -39,7 +42,9 @@ one() { # one DIR WORKERS [BIN] -> "wall cpu"
   conf "$2" > "$S/conf"
   rm -rf "$S/state" "$S/a" "$S/b" "$S/c"
   mkdir -p "$S/a" "$S/b" "$S/c" "$S/watch"
-  /usr/bin/time -f '%e %U %S' -o "$S/t" "$bin" --config "$S/conf" --quiet snapshot "$1" --run b \
+  local pin=()
+  [ "${PIN:-0}" != 1 ] || pin=(taskset -c "0-$(($2 - 1))")
+  /usr/bin/time -f '%e %U %S' -o "$S/t" "${pin[@]}" "$bin" --config "$S/conf" --quiet snapshot "$1" --run b \
     --step 1 > /dev/null
   awk '{ print $1, $2 + $3 }' "$S/t"
 }
