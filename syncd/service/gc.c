@@ -1339,6 +1339,24 @@ static int forget_records_done(struct pr *p)
     return 0;
 }
 
+/* The region's litter (region_tidy).  A temporary is removed once it is
+ * older than any writer's put can be and still count: intent_ttl (a writer
+ * publishes nothing under an intent older than half of it) plus
+ * clock_skew (its mtime is the store's clock), whatever --grace says.
+ * Failing to tidy is logged, not a failed prune. */
+static void region_litter(struct pr *p, size_t i)
+{
+    struct region *rg = repo_region(p->r, i);
+    struct region_tidy st = {0};
+    uint64_t age = repo_conf(p->r)->intent_ttl + repo_conf(p->r)->clock_skew;
+    if (region_tidy(rg, age, &st) < 0)
+        log_warn("%s", region_last_error(rg));
+    p->res->region[i].litter_deleted += st.temps + st.folders;
+    if (st.temps + st.folders)
+        log_info("region '%s': removed %llu stale temporary file(s) and %llu empty mark folder(s)",
+                 rg->conf.name, (unsigned long long)st.temps, (unsigned long long)st.folders);
+}
+
 static int region_prune(struct pr *p, size_t i)
 {
     struct region *rg = repo_region(p->r, i);
@@ -1382,6 +1400,8 @@ static int region_prune(struct pr *p, size_t i)
     gc_list_free(&l);
     if (e == 0 && !live && strcmp(rr->state, "swept"))
         e = mark_new(p, i);
+    if (e == 0 && !p->o->dry_run)
+        region_litter(p, i);
     if (e < 0) {
         rr->err = e;
         snprintf(rr->msg, sizeof(rr->msg), "%s", rg->errmsg[0] ? rg->errmsg : err_str(e));

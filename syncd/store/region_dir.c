@@ -40,13 +40,15 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "base/fileio.h"
+#include "store/dirtidy.h"
 #include "store/region.h"
 
 #define DIR_PATH_MAX (CONFIG_PATH_MAX + REGION_KEY_MAX + 2)
 #define DIR_OBJECT_MODE 0644
 #define DIR_SUBDIR_MODE 0755
-#define DIR_PROBE_NAME ".ckptsync-probe"
-#define DIR_CLOCK_NAME ".ckptsync-clock"
+#define DIR_PROBE_NAME DIRTIDY_PROBE_NAME
+#define DIR_CLOCK_NAME DIRTIDY_CLOCK_NAME
+#define DIR_WRITE_TRIES 3 /* a folder removed under a put (dirtidy.h) */
 
 /* root + "/" + the first keylen bytes of key, without doubled slashes. */
 static int dir_path_n(const struct region *r, const char *key, size_t keylen, char *out)
@@ -133,11 +135,15 @@ static int dir_write(struct region *r, const char *what, dir_write_fn fn, const 
                      const void *data, size_t len)
 {
     const char *name = NULL;
-    int fd = dir_open_parent(r, key, &name);
-    if (fd < 0)
-        return fd;
-    int rc = fn(fd, name, data, len, DIR_OBJECT_MODE);
-    close(fd);
+    int rc = -ENOENT;
+    /* -ENOENT: prune removed the (empty) folder after it was opened */
+    for (int k = 0; k < DIR_WRITE_TRIES && rc == -ENOENT; k++) {
+        int fd = dir_open_parent(r, key, &name);
+        if (fd < 0)
+            return fd;
+        rc = fn(fd, name, data, len, DIR_OBJECT_MODE);
+        close(fd);
+    }
     if (rc < 0)
         return dir_fail_key(r, what, key, strlen(key), rc);
     return 0;
@@ -253,7 +259,7 @@ static int dir_del(struct region *r, const char *key)
     char *slash = strrchr(path, '/');
     *slash = 0; /* dir_path always puts one after the root */
     rc = fileio_fsync_dir(path[0] ? path : "/");
-    if (rc < 0)
+    if (rc < 0 && rc != -ENOENT) /* -ENOENT: the folder went, with the entry */
         return dir_fail(r, "syncing directory", path[0] ? path : "/", rc);
     return 0;
 }
@@ -477,6 +483,7 @@ static const struct region_ops dir_ops = {
     .del = dir_del,
     .check = dir_check,
     .clock = dir_clock,
+    .tidy = dirtidy_run,
     .free = dir_free,
 };
 
