@@ -12,7 +12,10 @@
  * - put is fileio_write_atomic_at(): O_EXCL temp ".<name>.tmp.*" in the
  *   target directory, fsync, rename, fsync the directory.  Names starting
  *   with '.' are therefore temp files (or check() probes) and list() skips
- *   them; a crash can leave such files, never a torn object.
+ *   them; a crash can leave such files, never a torn object.  Prune
+ *   removes the stale ones, and the empty folders of its marks (tidy,
+ *   store/dirtidy.h); a put whose folder was removed after it opened it
+ *   (ENOENT) opens it again, creating it.
  * - put_new is fileio_write_new_at(): the same temp file, link(2)ed to the
  *   name instead of renamed, so an existing object is never replaced
  *   (EEXIST), by another thread, process or host (NFS) alike.  The kind

@@ -38,7 +38,7 @@ objects() {
 
 step "litter planted in region a"
 hex=0123456789abcdef
-cdir=$(cd "$A/chunks" && ls | head -1)
+cdir=$(cd "$A/chunks" && ls | sed -n 1p)
 old=(
   "$A/chunks/$cdir/.$(printf 'f%.0s' {1..64}).tmp.4242.$hex"
   "$A/snapshots/r1/.$id.tmp.77.$hex"
