@@ -179,8 +179,8 @@ struct gc_result {
  * region finishes earlier marks (sweep, clean up), deletes forgotten
  * snapshots and makes a new mark; with grace 0 and no writer active a new
  * mark is swept at once; last, what interrupted writes left in the region
- * (store/region.h, region_tidy: temporaries older than intent_ttl +
- * clock_skew, the empty folders of cleaned-up marks).  0 when every
+ * (store/region.h, region_tidy: temporaries and empty mark folders older
+ * than intent_ttl + clock_skew).  0 when every
  * healthy region was handled;
  * CKS_E_CLOCK when a region's clock and ours disagree by more than
  * clock_skew, CKS_E_BUSY when another prune holds the lease

@@ -89,14 +89,17 @@ static void tidy_temp(struct tidy *t, int dfd, const char *name)
 
 static int tidy_dir(struct tidy *t, int fd, int depth, bool in_gc);
 
-/* A folder in dfd: walked, then removed when it is a mark's and empty. */
+/* A folder in dfd: walked, then removed when it is a mark's, empty and
+ * unchanged for min_age (a writer's put makes it anew: never a fresh one). */
 static int tidy_sub(struct tidy *t, int dfd, const char *name, int depth, bool in_gc)
 {
+    struct stat st;
     int sub = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (sub < 0)
         return errno == ENOENT || errno == ENOTDIR || errno == ELOOP ? 0 : -errno;
+    bool old = fstat(sub, &st) == 0 && st.st_mtime < t->cutoff;
     int e = tidy_dir(t, sub, depth + 1, depth == 0 && !strcmp(name, t->gc));
-    if (e == 0 && in_gc) {
+    if (e == 0 && in_gc && old) {
         if (unlinkat(dfd, name, AT_REMOVEDIR) == 0)
             t->res->folders++;
         else if (errno != ENOTEMPTY && errno != EEXIST && errno != ENOENT)
@@ -144,4 +147,14 @@ int dirtidy_run(struct region *r, uint64_t min_age, struct region_tidy *ret)
         region_set_error(r, "region '%s': tidying \"%s\": %s", r->conf.name, r->conf.path,
                          err_str(e));
     return e;
+}
+
+void dirtidy_after_del(const char *key, char *folder)
+{
+    struct layout_key k;
+    char *slash = strrchr(folder, '/');
+    if (layout_parse(key, &k) < 0 || k.kind != LAYOUT_GC || !slash || slash == folder)
+        return;
+    if (rmdir(folder) == 0)
+        *slash = 0; /* gone: its parent is the folder that changed */
 }

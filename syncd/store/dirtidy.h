@@ -13,14 +13,21 @@
  *   struct region_tidy st = {0};
  *   e = dirtidy_run(r, min_age, &st);
  *
- * Removes, under the region's root: such temporaries whose mtime is more
- * than min_age seconds old (a temporary is written continuously while
- * its put runs, and a put whose temporary is removed fails at its rename:
- * nothing a writer stored is ever lost, only a put that stalled longer
- * than min_age is made to fail), and every empty folder directly under
- * gc/ (a writer that puts into one as it is removed creates it again:
- * region_dir.c retries a put whose folder went).  Nothing else is
- * touched, and nothing that does not match those names exactly.  0, or
+ *   dirtidy_after_del(key, folder);   // region_dir.c's del, after the unlink
+ *
+ * dirtidy_run removes, under the region's root: such temporaries whose
+ * mtime is more than min_age seconds old (a temporary is written
+ * continuously while its put runs, and a put whose temporary is removed
+ * fails at its rename: nothing a writer stored is ever lost, only a put
+ * that stalled longer than min_age is made to fail), and the empty
+ * folders directly under gc/ unchanged for as long (left by a crash, or
+ * by a version before this one).  dirtidy_after_del removes a mark's
+ * folder when prune deleted its last record (service/gc.c's cleanup), so
+ * none is left behind.  A writer that puts a keep record into a folder
+ * removed as it writes makes it again (region_dir.c retries a put whose
+ * folder went), and a folder it made is fresh, so dirtidy_run never
+ * removes it.  Nothing else is touched, and nothing that does not match
+ * those names exactly.  dirtidy_run returns 0, or
  * the first error that stopped the walk (region_last_error names the
  * path); a file or folder that cannot be removed is skipped (logged at
  * debug level).  One thread per handle, as every region call.
@@ -36,5 +43,9 @@
 #define DIRTIDY_CLOCK_NAME ".ckptsync-clock"
 
 int dirtidy_run(struct region *r, uint64_t min_age, struct region_tidy *ret);
+/* key was deleted from folder (its path, without the trailing '/'): when
+ * key is a prune record (gc/<mark>/<name>) and folder is empty now,
+ * removes it and cuts folder to its parent, the folder to sync. */
+void dirtidy_after_del(const char *key, char *folder);
 
 #endif

@@ -199,12 +199,12 @@ int region_clock(struct region *r, struct region_clock *ret);
 
 /* Removes the litter interrupted writes leave where the kind keeps it
  * (prune calls it, service/gc.c): a dir region's temporaries of puts,
- * checks and clock readings last changed more than min_age seconds ago,
- * and the empty folders of prune marks (store/dirtidy.h says which
+ * checks and clock readings, and the empty folders of prune marks, last
+ * changed more than min_age seconds ago (store/dirtidy.h says which
  * names, and why a live writer loses nothing).  Counts are added to
  * *ret.  A kind with nothing to tidy returns 0 (s3: an upload cut short
  * leaves an incomplete multipart upload, which the bucket's lifecycle
- * rule removes: docs/repository.md).  Or the region's error. */
+ * rule removes: docs/retention.md).  Or the region's error. */
 struct region_tidy {
     uint64_t temps;   /* temporaries removed */
     uint64_t folders; /* empty gc/<mark>/ folders removed */

@@ -13,9 +13,9 @@
  *   target directory, fsync, rename, fsync the directory.  Names starting
  *   with '.' are therefore temp files (or check() probes) and list() skips
  *   them; a crash can leave such files, never a torn object.  Prune
- *   removes the stale ones, and the empty folders of its marks (tidy,
- *   store/dirtidy.h); a put whose folder was removed after it opened it
- *   (ENOENT) opens it again, creating it.
+ *   removes the stale ones (tidy, store/dirtidy.h); deleting the last
+ *   record of a prune mark removes the mark's folder; a put whose folder
+ *   was removed after it made or opened it (ENOENT) makes it again.
  * - put_new is fileio_write_new_at(): the same temp file, link(2)ed to the
  *   name instead of renamed, so an existing object is never replaced
  *   (EEXIST), by another thread, process or host (NFS) alike.  The kind
@@ -138,15 +138,16 @@ static int dir_write(struct region *r, const char *what, dir_write_fn fn, const 
                      const void *data, size_t len)
 {
     const char *name = NULL;
-    int rc = -ENOENT;
-    /* -ENOENT: prune removed the (empty) folder after it was opened */
+    int rc = -ENOENT, fd = -1;
+    /* -ENOENT: prune removed an (empty) folder after it was made */
     for (int k = 0; k < DIR_WRITE_TRIES && rc == -ENOENT; k++) {
-        int fd = dir_open_parent(r, key, &name);
-        if (fd < 0)
-            return fd;
+        if ((fd = rc = dir_open_parent(r, key, &name)) < 0)
+            continue;
         rc = fn(fd, name, data, len, DIR_OBJECT_MODE);
         close(fd);
     }
+    if (fd < 0)
+        return rc; /* dir_open_parent named the folder */
     if (rc < 0)
         return dir_fail_key(r, what, key, strlen(key), rc);
     return 0;
@@ -261,6 +262,7 @@ static int dir_del(struct region *r, const char *key)
         return dir_fail(r, "deleting", path, errno == ENOTDIR ? -ENOENT : -errno);
     char *slash = strrchr(path, '/');
     *slash = 0; /* dir_path always puts one after the root */
+    dirtidy_after_del(key, path);
     rc = fileio_fsync_dir(path[0] ? path : "/");
     if (rc < 0 && rc != -ENOENT) /* -ENOENT: the folder went, with the entry */
         return dir_fail(r, "syncing directory", path[0] ? path : "/", rc);

@@ -7,10 +7,12 @@
 #      (".<name>.tmp.<pid>.<16 hex>", in chunks/ and snapshots/), a check's
 #      probe and clock files, two days old; a fresh temporary (a live
 #      writer's); dot files that only look alike, two days old;
-#   3. the next prune removes the old litter, keeps the fresh temporary
-#      and the look-alikes, and cleans the mark up: its folder goes too (on
-#      main gc/<mark>/ stayed, empty, after every prune, and the litter
-#      stayed for good); every object is as it was (names and bytes);
+#      an empty mark folder two days old, and a fresh one;
+#   3. the next prune removes the old litter and the old empty folder,
+#      keeps the fresh temporary, the fresh folder and the look-alikes, and
+#      cleans the mark up: its folder goes with its last record (on main
+#      gc/<mark>/ stayed, empty, after every prune, and the litter stayed
+#      for good); every object is as it was (names and bytes);
 #      checkpoint-5 restores bit for bit; a new snapshot is stored.
 . "$(dirname "$0")/lib.sh"
 write_config 64K 256K 1M
@@ -52,15 +54,23 @@ for f in "${old[@]}" "${alike[@]}"; do
   touch -d '2 days ago' "$f"
 done
 echo live > "$fresh"
+# an empty mark folder an older version (or a crash) left, and one a
+# writer has just made
+mkdir "$A/gc/20261101T000000Z-00000000000000aa" "$A/gc/20261101T000000Z-00000000000000bb"
+touch -d '2 days ago' "$A/gc/20261101T000000Z-00000000000000aa"
 objects > "$T/objects.before"
 
 step "prune: the old litter and the cleaned-up mark's folder go; nothing else"
 cks prune --grace 0 --json > "$T/p1.json" 2> "$T/p1.err" || { cat "$T/p1.err"; die "prune failed"; }
 for f in "${old[@]}"; do [ ! -e "$f" ] || die "prune left the stale temporary $f"; done
 for f in "$fresh" "${alike[@]}"; do [ -e "$f" ] || die "prune removed $f"; done
-# region a: 4 temporaries and the mark's folder; b and c: the folder
-[ "$(json "$T/p1.json" '[g["litter_deleted"] for g in d["regions"]]')" = "[5, 1, 1]" ] ||
+# region a: 4 temporaries and the old empty folder (the cleaned-up mark's
+# folder goes with its last record)
+[ "$(json "$T/p1.json" '[g["litter_deleted"] for g in d["regions"]]')" = "[5, 0, 0]" ] ||
   { cat "$T/p1.json"; die "prune --json does not count the litter removed"; }
+[ ! -e "$A/gc/20261101T000000Z-00000000000000aa" ] || die "prune left the old empty mark folder"
+[ -d "$A/gc/20261101T000000Z-00000000000000bb" ] || die "prune removed a fresh mark folder"
+rmdir "$A/gc/20261101T000000Z-00000000000000bb"
 for r in a b c; do
   [ ! -e "$T/regions/$r/gc/$marks" ] || die "region $r: the cleaned-up mark folder gc/$marks is still there"
   empty=$(find "$T/regions/$r" -mindepth 1 -path "*/gc/*" -type d -empty)
