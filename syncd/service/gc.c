@@ -26,6 +26,7 @@
 #include "base/log.h"
 #include "engine/lineage.h"
 #include "service/gc.h"
+#include "service/snapdrop.h"
 #include "service/catalog.h"
 #include "service/multinode.h"
 #include "service/partgc.h"
@@ -1411,6 +1412,14 @@ static int region_prune(struct pr *p, size_t i)
     return e;
 }
 
+/* The local index lets go of the forgotten snapshots it knows, while
+ * their manifests are still there to tell their references. */
+static void pr_drop_forgotten(struct pr *p)
+{
+    for (size_t k = 0; k < p->forgot.n; k++)
+        snapdrop_forgotten(p->r, p->forgot.v[k].run, p->forgot.v[k].id);
+}
+
 static int pr_run(struct repo *r, const struct gc_opts *o, struct gc_result *res, struct buf *err,
                   bool lease)
 {
@@ -1435,6 +1444,8 @@ static int pr_run(struct repo *r, const struct gc_opts *o, struct gc_result *res
         goto out;
     if ((e = pr_collect(&p)) < 0)
         goto out;
+    if (!o->dry_run)
+        pr_drop_forgotten(&p);
     REPO_FOR_HEALTHY(r, i) {
         int re = region_prune(&p, i);
         if (re == CKS_E_BUSY || re == CKS_E_FATAL) {

@@ -10,8 +10,12 @@
 #      again: a new snapshot, durable, listed by the regions, restoring bit
 #      for bit on B; the forgotten id is not answered;
 #   4. a commit of the unchanged unit after that is answered from the new
-#      snapshot (still held): no third snapshot.
-# On main step 3 answered the forgotten id as durable from A's index.
+#      snapshot (still held): no third snapshot;
+#   5. A forgets that snapshot itself: its index drops the record and its
+#      references (ls no longer lists it, fsck finds the counts exact), and
+#      after A's prune a commit stores checkpoint-10 again.
+# On main step 3 answered the forgotten id as durable from A's index, and
+# step 5's ls still listed the forgotten snapshot.
 # regions: dir s3
 # encrypted: yes
 . "$(dirname "$0")/lib.sh"
@@ -72,6 +76,28 @@ grep -q "its last snapshot $id10 of run 'r1' is no longer in region" "$T/daemon.
 step "A: committed again, unchanged: answered from the new snapshot, still held"
 commit_ok "$unit" "$T/third.json"
 [ "$(json "$T/third.json" 'd["id"]')" = "$id" ] || { cat "$T/third.json"; die "a third snapshot was taken"; }
+
+step "A forgets it itself: its index lets go of the record (ls, fsck); prune; commit takes it again"
+# the record of $id10, which B forgot and pruned, stays in A's index (no
+# manifest tells its references any more): reindex drops it, and fsck
+# agrees before A forgets anything
+cks reindex > /dev/null 2> "$T/rx.err" || { cat "$T/rx.err"; die "reindex on A failed"; }
+cks fsck > "$T/fsck.out" 2>&1 || { cat "$T/fsck.out"; die "fsck after reindex"; }
+cks forget --run r1 --keep-last 1 --json > "$T/f.json"
+[ "$(json "$T/f.json" 'd["forgotten"]')" = 1 ] || { cat "$T/f.json"; die "A did not forget one snapshot"; }
+cks ls --run r1 --json > "$T/ls.json"
+[ "$(json "$T/ls.json" "[s['step'] for s in d]")" = "[20]" ] ||
+  { cat "$T/ls.json"; die "A's index still lists the snapshot it forgot"; }
+cks fsck > "$T/fsck.out" 2>&1 || { cat "$T/fsck.out"; die "fsck: dropping the record left references wrong"; }
+cks prune --grace 0 > /dev/null 2> "$T/p.err" || { cat "$T/p.err"; die "A's prune failed"; }
+cks fsck > "$T/fsck.out" 2>&1 || { cat "$T/fsck.out"; die "fsck after A's prune"; }
+commit_ok "$unit" "$T/fourth.json"
+id4=$(json "$T/fourth.json" 'd["id"]')
+[ "$id4" != "$id" ] && [ "$(json "$T/fourth.json" 'd["durable"]')" = True ] ||
+  { cat "$T/fourth.json"; die "the commit after A's own forget did not store checkpoint-10 again"; }
+b restore --run r1 --snapshot "$id4" --to "$T/out4" > /dev/null 2> "$T/r.err" ||
+  { cat "$T/r.err"; die "restore of $id4 on B failed"; }
+same_tree "$unit" "$T/out4/checkpoint-10"
 stop_daemon
 CONF=$A_CONF
 echo "commit-forgotten: ok"
