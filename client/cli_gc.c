@@ -353,6 +353,8 @@ static void prune_json(struct json *j, struct repo *r, const struct gc_result *r
         json_u64(j, g->records_deleted);
         json_key(j, "parts_deleted");
         json_u64(j, g->parts_deleted);
+        json_key(j, "litter_deleted");
+        json_u64(j, g->litter_deleted);
         json_key(j, "requests");
         json_u64(j, g->requests);
         json_key(j, "error");

@@ -52,6 +52,7 @@
 #include "engine/chunkobj.h"
 #include "service/ingcore.h"
 #include "service/restore.h"
+#include "service/snapheld.h"
 #include "service/unitmark.h"
 #include "daemon/ingest.h"
 #include "daemon/metrics.h"
@@ -142,6 +143,9 @@ struct ing {
     uint64_t queued_bytes;
     uint64_t new_bytes; /* of the distinct chunks no region had */
     uint32_t all;       /* slot bits of every region */
+    bool gone;          /* its last snapshot is no longer in the regions
+                         * (service/snapheld.h): every file is pinned and
+                         * read, as the chunks it used may be gone too */
     /* upload once: the unit's number in the send log (daemon/sendlog.h),
      * and the encoded bytes of the chunks no region had (pool threads add) */
     uint64_t unit;
@@ -314,7 +318,7 @@ static int ing_pin(struct ing *g)
         /* a file unchanged since its last snapshot, with every chunk in every
          * region, is not read: it needs no pin (and no pin link moving its
          * ctime, which is part of its identity) */
-        if (ing_known_now(g, k, g->all, &src, &st) == 1) {
+        if (ing_known_now(g, k, g->all, &src, &st) == 1 && !g->gone) {
             g->kept[k] = st;
             buf_free(&src);
             continue;
@@ -344,15 +348,23 @@ static void ing_content(struct ing *g)
 }
 
 /* 1 when the unit's last snapshot (or the one restored into it) has the
- * same content and still exists. */
+ * same content and still exists: in the index, and in the regions its
+ * record names (service/snapheld.h: another instance may have forgotten
+ * and pruned it; then the unit is taken again). */
 static int ing_unchanged(struct ing *g)
 {
     struct index_txn *t;
-    if (index_txn_begin(repo_index(g->ig->r), false, &t) < 0)
+    struct index_snap rec = {0};
+    if (g->gone || index_txn_begin(repo_index(g->ig->r), false, &t) < 0)
         return 0;
     int same = unitmark_same(t, g->job->run, g->job->unit, g->content, g->res->id);
+    if (same == 1 && index_snap_get(t, g->job->run, g->res->id, &rec) < 0)
+        same = 0;
     index_txn_abort(t);
-    return same == 1;
+    if (same == 1 && snapheld_confirm(g->ig->regions, repo_nregions(g->ig->r), g->job->run,
+                                      g->res->id, rec.committed, g->job->unit) != 1)
+        g->gone = true;
+    return same == 1 && !g->gone;
 }
 
 /* ---- the commit -------------------------------------------------------- */

@@ -26,6 +26,7 @@
 #include "base/log.h"
 #include "engine/lineage.h"
 #include "service/gc.h"
+#include "service/snapdrop.h"
 #include "service/catalog.h"
 #include "service/multinode.h"
 #include "service/partgc.h"
@@ -1339,6 +1340,24 @@ static int forget_records_done(struct pr *p)
     return 0;
 }
 
+/* The region's litter (region_tidy).  A temporary is removed once it is
+ * older than any writer's put can be and still count: intent_ttl (a writer
+ * publishes nothing under an intent older than half of it) plus
+ * clock_skew (its mtime is the store's clock), whatever --grace says.
+ * Failing to tidy is logged, not a failed prune. */
+static void region_litter(struct pr *p, size_t i)
+{
+    struct region *rg = repo_region(p->r, i);
+    struct region_tidy st = {0};
+    uint64_t age = repo_conf(p->r)->intent_ttl + repo_conf(p->r)->clock_skew;
+    if (region_tidy(rg, age, &st) < 0)
+        log_warn("%s", region_last_error(rg));
+    p->res->region[i].litter_deleted += st.temps + st.folders;
+    if (st.temps + st.folders)
+        log_info("region '%s': removed %llu stale temporary file(s) and %llu empty mark folder(s)",
+                 rg->conf.name, (unsigned long long)st.temps, (unsigned long long)st.folders);
+}
+
 static int region_prune(struct pr *p, size_t i)
 {
     struct region *rg = repo_region(p->r, i);
@@ -1382,6 +1401,8 @@ static int region_prune(struct pr *p, size_t i)
     gc_list_free(&l);
     if (e == 0 && !live && strcmp(rr->state, "swept"))
         e = mark_new(p, i);
+    if (e == 0 && !p->o->dry_run)
+        region_litter(p, i);
     if (e < 0) {
         rr->err = e;
         snprintf(rr->msg, sizeof(rr->msg), "%s", rg->errmsg[0] ? rg->errmsg : err_str(e));
@@ -1389,6 +1410,14 @@ static int region_prune(struct pr *p, size_t i)
     }
     rr->requests += rg->requests - req0;
     return e;
+}
+
+/* The local index lets go of the forgotten snapshots it knows, while
+ * their manifests are still there to tell their references. */
+static void pr_drop_forgotten(struct pr *p)
+{
+    for (size_t k = 0; k < p->forgot.n; k++)
+        snapdrop_forgotten(p->r, p->forgot.v[k].run, p->forgot.v[k].id);
 }
 
 static int pr_run(struct repo *r, const struct gc_opts *o, struct gc_result *res, struct buf *err,
@@ -1415,6 +1444,8 @@ static int pr_run(struct repo *r, const struct gc_opts *o, struct gc_result *res
         goto out;
     if ((e = pr_collect(&p)) < 0)
         goto out;
+    if (!o->dry_run)
+        pr_drop_forgotten(&p);
     REPO_FOR_HEALTHY(r, i) {
         int re = region_prune(&p, i);
         if (re == CKS_E_BUSY || re == CKS_E_FATAL) {

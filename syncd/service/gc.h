@@ -159,6 +159,7 @@ struct gc_region_result {
     uint64_t snapshots_deleted;      /* forgotten snapshots' manifests removed */
     uint64_t records_deleted;        /* commit, forget and gc records removed */
     uint64_t parts_deleted;          /* multi-node parts and node errors (service/partgc.h) */
+    uint64_t litter_deleted;         /* stale temporaries, empty mark folders (region_tidy) */
     uint64_t requests;               /* region requests made */
 };
 
@@ -177,7 +178,10 @@ struct gc_result {
  * (one request each, dry_run too), takes the lease, then for each healthy
  * region finishes earlier marks (sweep, clean up), deletes forgotten
  * snapshots and makes a new mark; with grace 0 and no writer active a new
- * mark is swept at once.  0 when every healthy region was handled;
+ * mark is swept at once; last, what interrupted writes left in the region
+ * (store/region.h, region_tidy: temporaries and empty mark folders older
+ * than intent_ttl + clock_skew).  0 when every
+ * healthy region was handled;
  * CKS_E_CLOCK when a region's clock and ours disagree by more than
  * clock_skew, CKS_E_BUSY when another prune holds the lease
  * (res->lease_holder says who): in both cases nothing was written or

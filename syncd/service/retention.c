@@ -27,6 +27,7 @@
 #include "service/multinode.h"
 #include "service/runlineage.h"
 #include "service/retention.h"
+#include "service/snapdrop.h"
 
 #define TRAINER_STATE "trainer_state.json"
 #define TRAINER_STATE_MAX (64u * 1024 * 1024)
@@ -511,6 +512,8 @@ int retention_apply(struct repo *r, struct retention_plan *plan, struct buf *err
         unsigned took = runlineage_put(r, &rec);
         if (took < worst)
             worst = took;
+        if (took > 0)
+            snapdrop_forgotten(r, plan->run, it->id); /* the local index too */
     }
     plan->forgotten_regions = plan->nforget ? worst : (unsigned)repo_healthy(r);
     if (plan->nforget && worst == 0) {

@@ -4,6 +4,9 @@
 #include "service/snaprec.h"
 
 #include <errno.h>
+#include <string.h>
+
+#include "store/queue.h"
 
 int snaprec_add(struct index_txn *t, const struct manifest *m, uint64_t bytes, uint32_t committed)
 {
@@ -47,4 +50,33 @@ int snaprec_found(struct index_txn *t, const struct manifest *m, uint32_t holder
         return e;
     rec.committed |= holders;
     return index_snap_put(t, m->run, m->id, &rec);
+}
+
+static int drop_pending_cb(void *ud, const struct pending *p)
+{
+    const struct manifest *m = ud;
+    return !strcmp(p->run, m->run) && !strcmp(p->id, m->id);
+}
+
+int snaprec_drop(struct index_txn *t, const struct manifest *m)
+{
+    struct index_snap rec;
+    int e = index_snap_get(t, m->run, m->id, &rec);
+    if (e < 0)
+        return e == -ENOENT ? 0 : e;
+    if ((e = queue_pending_foreach(t, drop_pending_cb, (void *)m)) != 0)
+        return e < 0 ? e : 0;
+    for (size_t i = 0; i < m->nchunks && e == 0; i++) {
+        struct index_chunk ch;
+        int ge = index_chunk_get(t, m->chunks[i].id, &ch);
+        if (ge == -ENOENT || (ge == 0 && ch.refcount == 0))
+            continue; /* not counted (fsck names such a chunk) */
+        if (ge < 0)
+            return ge;
+        ch.refcount--;
+        e = index_chunk_put(t, m->chunks[i].id, &ch);
+    }
+    if (e == 0)
+        e = index_snap_del(t, m->run, m->id);
+    return e < 0 ? e : 1;
 }

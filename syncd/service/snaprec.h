@@ -37,5 +37,12 @@ int snaprec_add(struct index_txn *t, const struct manifest *m, uint64_t bytes, u
  * now) and no reference is counted again.  1 when a record was created,
  * 0 when one was updated, or a negative code. */
 int snaprec_found(struct index_txn *t, const struct manifest *m, uint32_t holders);
+/* The inverse of snaprec_add, for a snapshot the regions no longer keep
+ * (service/snapdrop.h): one reference less on each chunk occurrence of m,
+ * and m's record deleted.  Not while the daemon has it pending (its region
+ * workers read the record; the queue says, store/queue.h).  1 when
+ * dropped, 0 when there was nothing to drop (no record, or pending), or a
+ * negative code. */
+int snaprec_drop(struct index_txn *t, const struct manifest *m);
 
 #endif

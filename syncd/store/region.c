@@ -631,6 +631,15 @@ int region_clock(struct region *r, struct region_clock *ret)
     return region_done(r, "reading the clock of region", r->conf.name, r->ops->clock(r, ret));
 }
 
+int region_tidy(struct region *r, uint64_t min_age, struct region_tidy *ret)
+{
+    r->errmsg[0] = 0;
+    if (!r->ops->tidy)
+        return 0;
+    r->requests++;
+    return region_done(r, "tidying region", r->conf.name, r->ops->tidy(r, min_age, ret));
+}
+
 int region_put_new(struct region *r, const char *key, const void *data, size_t len)
 {
     r->errmsg[0] = 0;

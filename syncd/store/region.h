@@ -61,6 +61,7 @@ struct region_run_name;
 struct region;
 struct region_req;
 struct region_clock;
+struct region_tidy;
 
 struct region_ops {
     const char *kind;
@@ -79,6 +80,8 @@ struct region_ops {
     int (*check)(struct region *r);
     /* Optional (see region_clock): one request that reads the store's time. */
     int (*clock)(struct region *r, struct region_clock *ret);
+    /* Optional (see region_tidy): removes what interrupted writes left. */
+    int (*tidy)(struct region *r, uint64_t min_age, struct region_tidy *ret);
     void (*free)(struct region *r);
     /* Optional (see region_copy): a server-side copy of key from src, a
      * region of the same kind; NULL: the kind cannot copy. */
@@ -193,6 +196,20 @@ struct region_clock {
     double error; /* seconds, > 0 */
 };
 int region_clock(struct region *r, struct region_clock *ret);
+
+/* Removes the litter interrupted writes leave where the kind keeps it
+ * (prune calls it, service/gc.c): a dir region's temporaries of puts,
+ * checks and clock readings, and the empty folders of prune marks, last
+ * changed more than min_age seconds ago (store/dirtidy.h says which
+ * names, and why a live writer loses nothing).  Counts are added to
+ * *ret.  A kind with nothing to tidy returns 0 (s3: an upload cut short
+ * leaves an incomplete multipart upload, which the bucket's lifecycle
+ * rule removes: docs/retention.md).  Or the region's error. */
+struct region_tidy {
+    uint64_t temps;   /* temporaries removed */
+    uint64_t folders; /* empty gc/<mark>/ folders removed */
+};
+int region_tidy(struct region *r, uint64_t min_age, struct region_tidy *ret);
 
 /* Creates key only when no object has that name: 0 created; -EEXIST when
  * one exists (left untouched); -ENOTSUP when this region does not enforce

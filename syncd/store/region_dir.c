@@ -12,7 +12,10 @@
  * - put is fileio_write_atomic_at(): O_EXCL temp ".<name>.tmp.*" in the
  *   target directory, fsync, rename, fsync the directory.  Names starting
  *   with '.' are therefore temp files (or check() probes) and list() skips
- *   them; a crash can leave such files, never a torn object.
+ *   them; a crash can leave such files, never a torn object.  Prune
+ *   removes the stale ones (tidy, store/dirtidy.h); deleting the last
+ *   record of a prune mark removes the mark's folder; a put whose folder
+ *   was removed after it made or opened it (ENOENT) makes it again.
  * - put_new is fileio_write_new_at(): the same temp file, link(2)ed to the
  *   name instead of renamed, so an existing object is never replaced
  *   (EEXIST), by another thread, process or host (NFS) alike.  The kind
@@ -40,13 +43,15 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "base/fileio.h"
+#include "store/dirtidy.h"
 #include "store/region.h"
 
 #define DIR_PATH_MAX (CONFIG_PATH_MAX + REGION_KEY_MAX + 2)
 #define DIR_OBJECT_MODE 0644
 #define DIR_SUBDIR_MODE 0755
-#define DIR_PROBE_NAME ".ckptsync-probe"
-#define DIR_CLOCK_NAME ".ckptsync-clock"
+#define DIR_PROBE_NAME DIRTIDY_PROBE_NAME
+#define DIR_CLOCK_NAME DIRTIDY_CLOCK_NAME
+#define DIR_WRITE_TRIES 3 /* a folder removed under a put (dirtidy.h) */
 
 /* root + "/" + the first keylen bytes of key, without doubled slashes. */
 static int dir_path_n(const struct region *r, const char *key, size_t keylen, char *out)
@@ -133,11 +138,16 @@ static int dir_write(struct region *r, const char *what, dir_write_fn fn, const 
                      const void *data, size_t len)
 {
     const char *name = NULL;
-    int fd = dir_open_parent(r, key, &name);
+    int rc = -ENOENT, fd = -1;
+    /* -ENOENT: prune removed an (empty) folder after it was made */
+    for (int k = 0; k < DIR_WRITE_TRIES && rc == -ENOENT; k++) {
+        if ((fd = rc = dir_open_parent(r, key, &name)) < 0)
+            continue;
+        rc = fn(fd, name, data, len, DIR_OBJECT_MODE);
+        close(fd);
+    }
     if (fd < 0)
-        return fd;
-    int rc = fn(fd, name, data, len, DIR_OBJECT_MODE);
-    close(fd);
+        return rc; /* dir_open_parent named the folder */
     if (rc < 0)
         return dir_fail_key(r, what, key, strlen(key), rc);
     return 0;
@@ -252,8 +262,9 @@ static int dir_del(struct region *r, const char *key)
         return dir_fail(r, "deleting", path, errno == ENOTDIR ? -ENOENT : -errno);
     char *slash = strrchr(path, '/');
     *slash = 0; /* dir_path always puts one after the root */
+    dirtidy_after_del(key, path);
     rc = fileio_fsync_dir(path[0] ? path : "/");
-    if (rc < 0)
+    if (rc < 0 && rc != -ENOENT) /* -ENOENT: the folder went, with the entry */
         return dir_fail(r, "syncing directory", path[0] ? path : "/", rc);
     return 0;
 }
@@ -477,6 +488,7 @@ static const struct region_ops dir_ops = {
     .del = dir_del,
     .check = dir_check,
     .clock = dir_clock,
+    .tidy = dirtidy_run,
     .free = dir_free,
 };
 

@@ -6,9 +6,11 @@
  * a listing under a missing root failing rather than coming back empty;
  * create-only puts (region_put_new) alone and raced by threads and by
  * processes, the precondition probe, and `preconditions = none`; the
- * region's clock (region_clock).
+ * region's clock (region_clock); a writer racing prune's tidy (region_tidy)
+ * that removes its empty folder.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -27,6 +29,7 @@
 #include <cmocka.h>
 
 #include "base/err.h"
+#include "base/fileio.h"
 #include "store/region.h"
 
 struct fixture {
@@ -689,6 +692,113 @@ static void test_chunk_key(void **state)
 /* A local directory's clock is this host's own (the kernel stamps the
  * probe): they agree to within the measurement's own error, the probe is
  * gone afterwards, and it costs one request. */
+/* ---- mark folders removed under writers ------------------------------- */
+
+#define TIDY_ROUNDS 500
+
+struct tidier {
+    struct fixture *f;
+    _Atomic int stop;
+    int failed;
+    uint64_t removed; /* times the folder was gone after its delete */
+};
+
+/* Prune's side: makes gc/m1/ hold a record, deletes it (its folder goes
+ * with it when nothing else is there) and tidies, until stopped. */
+static void *tidy_thread(void *arg)
+{
+    struct tidier *t = arg;
+    struct region *r;
+    struct buf err = BUF_INIT;
+    char folder[128];
+    struct stat st;
+    snprintf(folder, sizeof(folder), "%s/gc/m1", t->f->root);
+    assert_int_equal(region_new(&t->f->conf, &r, &err), 0);
+    while (!t->stop && !t->failed) {
+        struct region_tidy ts = {0};
+        if (region_put(r, "gc/m1/done", "d", 1) < 0 || region_del(r, "gc/m1/done") < 0 ||
+            region_tidy(r, 3600, &ts) < 0) {
+            print_message("prune: %s\n", region_last_error(r));
+            t->failed = 1;
+        }
+        t->removed += stat(folder, &st) < 0;
+        assert_int_equal(ts.folders, 0); /* never a fresh folder */
+    }
+    region_free(r);
+    buf_free(&err);
+    return NULL;
+}
+
+/* A writer puts keep records into a mark folder that prune empties and
+ * removes meanwhile: every put succeeds (region_dir.c makes a folder
+ * removed under a put again), and tidy never removes a fresh folder. */
+static void test_tidy_race(void **state)
+{
+    struct fixture *f = *state;
+    struct tidier t = {.f = f};
+    pthread_t th;
+    int failed = 0;
+    assert_int_equal(pthread_create(&th, NULL, tidy_thread, &t), 0);
+    for (int k = 0; k < TIDY_ROUNDS && !failed && !t.failed; k++) {
+        if (region_put(f->r, "gc/m1/keep.0", "k", 1) < 0 || region_del(f->r, "gc/m1/keep.0") < 0) {
+            print_message("round %d: %s\n", k, region_last_error(f->r));
+            failed = 1;
+        }
+    }
+    t.stop = 1;
+    pthread_join(th, NULL);
+    assert_int_equal(failed, 0);
+    assert_int_equal(t.failed, 0);
+    print_message("the mark folder was removed %llu times\n", (unsigned long long)t.removed);
+}
+
+/* dirtidy.h's rules one by one: old temporaries and old empty mark
+ * folders go; fresh ones, look-alikes and folders elsewhere stay. */
+static void test_tidy_rules(void **state)
+{
+    struct fixture *f = *state;
+    static const char *const gone[] = {"chunks/ab/.abcd.tmp.12.0123456789abcdef",
+                                       ".ckptsync-probe.77", ".ckptsync-clock.77.0badf00d",
+                                       "gc/old/"};
+    static const char *const kept[] = {"chunks/ab/.x.tmp.12",
+                                       ".tmp.1.0123456789abcdef",
+                                       ".y.tmp.1.0123456789abcdef0",
+                                       ".keep",
+                                       "gc/new/",
+                                       "snapshots/old/"};
+    char path[512];
+    struct timespec old[2] = {{.tv_sec = time(NULL) - 7200}, {.tv_sec = time(NULL) - 7200}};
+    struct region_tidy st = {0};
+    assert_int_equal(region_put(f->r, "chunks/ab/x", "x", 1), 0);
+    for (size_t k = 0; k < 2; k++) {
+        const char *const *v = k ? kept : gone;
+        for (size_t i = 0; i < (k ? 6 : 4); i++) {
+            snprintf(path, sizeof(path), "%s/%s", f->root, v[i]);
+            if (path[strlen(path) - 1] == '/') {
+                assert_int_equal(fileio_mkdir_p(path, 0755), 0);
+            } else {
+                FILE *fp = fopen(path, "w");
+                assert_non_null(fp);
+                fclose(fp);
+            }
+            if (strcmp(v[i], "gc/new/"))
+                assert_int_equal(utimensat(AT_FDCWD, path, old, 0), 0);
+        }
+    }
+    assert_int_equal(region_tidy(f->r, 3600, &st), 0);
+    assert_int_equal(st.temps, 3);
+    assert_int_equal(st.folders, 1);
+    for (size_t i = 0; i < 4; i++) {
+        snprintf(path, sizeof(path), "%s/%s", f->root, gone[i]);
+        assert_int_equal(access(path, F_OK), -1);
+    }
+    for (size_t i = 0; i < 6; i++) {
+        snprintf(path, sizeof(path), "%s/%s", f->root, kept[i]);
+        assert_int_equal(access(path, F_OK), 0);
+    }
+    expect_content(f->r, "chunks/ab/x", "x");
+}
+
 static void test_clock(void **state)
 {
     struct fixture *f = *state;
@@ -747,6 +857,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_preconditions_none, setup, teardown),
         cmocka_unit_test(test_new_kinds),
         cmocka_unit_test(test_chunk_key),
+        cmocka_unit_test_setup_teardown(test_tidy_race, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tidy_rules, setup, teardown),
         cmocka_unit_test_setup_teardown(test_clock, setup, teardown),
         cmocka_unit_test_setup_teardown(test_clock_missing_dir, setup, teardown),
     };
