@@ -105,7 +105,7 @@ done
 man_recipes_of() { grep '^recipe ' "$1" | awk '{ print $2 }' | sort -u; }
 man_recipes_of "$T/rd2.txt" > "$T/d2.keys" 2> /dev/null || true
 cmp -s "$T/d.keys" <(man_recipes_of "$T/rd.txt") || die "mkrecipes listed other recipes than d's manifest"
-ls "$D/a/gc/$mark/" | grep -q '^keep\.' || die "the held writer wrote no keep record in mark $mark"
+ls "$D/a/gc/$mark/" | grep '^keep\.' > /dev/null || die "the held writer wrote no keep record in mark $mark"
 grep -q "^r ${first} " "$D/a/gc/$mark/"keep.* || die "no keep record names recipe $first"
 
 step "(b) a prune sweeps meanwhile (grace 0): the keep record protects the recipes"
