@@ -55,6 +55,8 @@ echo "    e: $(wc -l < "$T/e.keys") recipes, $(wc -l < "$T/gone.keys") not named
 [ -s "$T/gone.keys" ] || die "every recipe of e is named by g: nothing to show deleted"
 [ -s "$T/chain.keys" ] || die "g names no recipe of c: no chain"
 for key in $(cat "$T/gone.keys"); do [ -f "$D/a/$key" ] || die "$key was not uploaded"; done
+# the index's refcounts count c lines, marked or not: nothing false on version 6
+cks fsck > "$T/fsck.txt" 2>&1 || { cat "$T/fsck.txt"; die "fsck on a version 6 repository"; }
 
 step "(a) forget p, c and e, prune: e's recipes go, g's closure stays, g restores"
 cks forget --run r --keep-last 1 -q
@@ -70,6 +72,10 @@ restore_cmp "$gid" "$T/src/g/ckpt"
 cks verify --run r > "$T/v.txt" 2>&1 || { cat "$T/v.txt"; die "verify after prune"; }
 cks prune --grace 0 --json > "$T/p2.json" || die "a second prune"
 [ "$(prune_deleted "$T/p2.json")" = 0 ] || die "a second prune deleted more: $(cat "$T/p2.json")"
+# stats count g's k lines (plain chunks it needs only as bases) as used, not garbage
+cks stats --json > "$T/stats.json" || die "stats"
+[ "$(json "$T/stats.json" 'sum(r["garbage_bytes"] for r in d["regions"])')" = 0 ] ||
+  die "stats report garbage after a full prune: $(cat "$T/stats.json")"
 
 step "(b) a mark (grace 1h) takes a forgotten snapshot's recipes as candidates"
 gen "$T/src/q/ckpt" 0 0
