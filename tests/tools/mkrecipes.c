@@ -6,6 +6,10 @@
  *
  *   mkrecipes CONFIG RUN CHILD PARENT [MODE]
  *
+ * CHILD may be a multi-node part's key (parts/<run>/s<step>.<K>-of-<N>.<id>):
+ * the part is rewritten in place as version 6 instead (before the step's
+ * last part is in, so that the merge reads it).
+ *
  * For every file chunk of CHILD that PARENT does not hold, it encodes the
  * chunk against a base (engine/tdelta.h):
  *   - bf16 (MODE bf16 or both): a file of CHILD whose path ends in
@@ -37,12 +41,14 @@
 #include "engine/tdelta.h"
 #include "service/catalog.h"
 #include "service/gc.h"
+#include "service/multinode.h"
 #include "service/presence.h"
 #include "service/recipe.h"
 #include "service/repo.h"
 #include "store/layout.h"
 
 struct mk {
+    const char *part; /* CHILD is a multi-node part's key: rewrite the part */
     struct repo *r;
     struct manifest child, parent;
     struct recipe_src *csrc, *psrc;
@@ -421,6 +427,40 @@ static void publish_as_writer(struct mk *k, const struct buf *man)
     }
 }
 
+/* A part (CHILD "parts/..."): its manifest, from the first healthy region. */
+static int part_read(struct mk *k, struct buf *err)
+{
+    struct buf b = BUF_INIT;
+    int e = -ENOENT;
+    REPO_FOR_HEALTHY(k->r, i) {
+        if ((e = region_get(repo_region(k->r, i), k->part, 64u << 20, &b)) == 0)
+            break;
+    }
+    if (e == 0)
+        e = multinode_decode(k->part, b.data, b.len, &k->child, err);
+    buf_free(&b);
+    return e;
+}
+
+/* Rewrites the part (version 6 manifest man) in every region, as a node
+ * re-publishing its part does (the same key: the merge reads it when the
+ * last part is in; run the tool before that). */
+static void part_put(struct mk *k, const struct buf *man)
+{
+    struct layout_part lp;
+    struct buf body = BUF_INIT;
+    int e = layout_part_parse(k->part, &lp);
+    if (e == 0)
+        e = multinode_encode(lp.rank, lp.nodes, man->data, man->len, &body);
+    REPO_FOR_HEALTHY(k->r, i) {
+        if (e == 0)
+            e = region_put(repo_region(k->r, i), k->part, body.data, body.len);
+    }
+    if (e < 0)
+        die("rewriting the part", e, NULL);
+    buf_free(&body);
+}
+
 /* Marks every place of a recipe id, adds the k lines, deletes the plain
  * objects, republishes. */
 static void finish(struct mk *k, struct manifest *extra_k)
@@ -445,7 +485,10 @@ static void finish(struct mk *k, struct manifest *extra_k)
         e = manifest_encode(&k->child, &man);
     if (e < 0)
         die("encoding the version 6 manifest", e, &err);
-    publish_as_writer(k, &man);
+    if (k->part)
+        part_put(k, &man);
+    else
+        publish_as_writer(k, &man);
     for (size_t i = 0; i < k->child.nextras; i++)
         if (k->child.extras[i].recipe) {
             layout_chunk(k->child.extras[i].id, key);
@@ -472,8 +515,12 @@ int main(int argc, char **argv)
     int e = config_load(argv[1], &conf, &err);
     if (e == 0)
         e = repo_open(&conf, 0, &k.r, &err);
-    if (e == 0)
+    if (e == 0 && !strncmp(argv[3], "parts/", 6)) {
+        k.part = argv[3];
+        e = part_read(&k, &err);
+    } else if (e == 0) {
         e = catalog_find(k.r, argv[2], argv[3], &k.child, NULL, &err);
+    }
     if (e == 0)
         e = catalog_find(k.r, argv[2], argv[4], &k.parent, NULL, &err);
     if (e == 0)
