@@ -439,7 +439,7 @@
  * The protocol and the argument that it loses nothing are in README.md
  * ("Retention and pruning") and syncd/service/gc.h.  Every record is text:
  *
- *   ckptsync-gc 1
+ *   ckptsync-gc 1 / 2                    2 exactly when an r item is present
  *   kind mark|intents|keep|sweep|done|lease|intent
  *   mark <YYYYmmddTHHMMSSZ>-<16 hex>     "-" for a lease or an intent
  *   host <name>                          [A-Za-z0-9._-]
@@ -450,6 +450,9 @@
  *   snapshot <run>/<id> / "-"            keep: the snapshot
  *   items <dec>
  *   c <64 hex> <size>                    mark (sorted, once each), keep (size 0)
+ *   r <64 hex>.<16 hex> <size>           version 2: as c, for recipes/<id>.<sig>
+ *                                        (c and r sorted together: by id, c
+ *                                        first, then by sig)
  *   s <run>/<id>                         mark: manifests read for it
  *   i <intent name>                      intents, done
  *   end <sha256 of every byte before this line>

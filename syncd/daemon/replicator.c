@@ -372,17 +372,18 @@ static int id_cmp(const void *a, const void *b)
     return memcmp(a, b, HASH_LEN);
 }
 
-/* The manifest's distinct chunks (presence_items) this region has not
+/* The manifest's distinct objects (presence_objects: its chunks, and a
+ * version 6 manifest's k lines and recipes) this region has not
  * confirmed for the snapshot. */
 static int rw_unconfirmed(struct rworker *w, struct presence_item **ret, size_t *ret_n,
                           uint64_t *ret_estimate)
 {
     size_t n = 0, k = 0, all;
     char waiting[GC_MARK_LEN + 1] = "";
-    int e = presence_items(repo_index(w->rp->r), &w->man, ret, &all, ret_estimate);
+    int e = presence_objects(repo_index(w->rp->r), &w->man, ret, &all, ret_estimate);
     if (e < 0)
         return e;
-    /* W1 of service/gc.h: chunks prune's marks name are confirmed again */
+    /* W1 of service/gc.h: objects prune's marks name are confirmed again */
     uint8_t *recheck = calloc(all ? all : 1, 1);
     if (!recheck)
         e = -ENOMEM;
@@ -436,6 +437,23 @@ static int rw_requeue(struct rworker *w, struct index_txn *t, uint64_t seq,
     return e == 0 || e == -ENOENT ? queue_put(t, &q) : e;
 }
 
+/* A recipe object or a base-only chunk (a version 6 manifest's r or k
+ * line) the region lacks: the daemon has no file bytes to upload it from
+ * (it writes no recipes), so the publish fails naming the object. */
+static int rw_lost_object(struct rworker *w, const struct presence_item *it)
+{
+    char key[LAYOUT_KEY_MAX];
+    if (it->recipe)
+        layout_recipe(it->id, it->sig, key);
+    else
+        layout_chunk(it->id, key);
+    region_set_error(w->rg,
+                     "region '%s': snapshot %s names \"%s\", which the region lacks and this "
+                     "instance cannot upload (no file of the snapshot holds it)",
+                     w->rg->conf.name, w->pend->id, key);
+    return CKS_E_MISMATCH;
+}
+
 /* A region replaced by an empty bucket (or wiped) lost its repo object
  * too: write the agreed one back before committing anything there, or an
  * instance configured with that region alone would start another
@@ -459,8 +477,9 @@ static int rw_confirm(struct rworker *w, uint64_t seq)
 {
     struct presence_item *v = NULL;
     struct presence_stats st = {0};
-    uint64_t estimate = 0;
-    size_t n;
+    uint64_t estimate = 0, off;
+    size_t n, file;
+    uint32_t len;
     struct index_txn *t;
     int e = rw_repo_present(w);
     if (e == 0)
@@ -472,6 +491,10 @@ static int rw_confirm(struct rworker *w, uint64_t seq)
     for (size_t i = 0; e == 0 && i < n; i++) {
         if (!v[i].missing) {
             rw_confirmed(w, v[i].id);
+        } else if (v[i].recipe || manifest_chunk_at(&w->man, v[i].id, &file, &off, &len) < 0) {
+            e = rw_lost_object(w, &v[i]); /* no file chunk to upload it from */
+            index_txn_abort(t);
+            break;
         } else if ((e = rw_requeue(w, t, seq, v[i].id)) < 0) {
             index_txn_abort(t);
             break;

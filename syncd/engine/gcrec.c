@@ -61,8 +61,20 @@ int gcrec_add_chunk(struct gcrec *g, const uint8_t id[HASH_LEN], uint64_t size)
 {
     if (grow((void **)&g->chunks, g->nchunks, sizeof(*g->chunks)) < 0)
         return -ENOMEM;
-    memcpy(g->chunks[g->nchunks].id, id, HASH_LEN);
-    g->chunks[g->nchunks++].size = size;
+    struct gc_chunk *c = &g->chunks[g->nchunks++];
+    memset(c, 0, sizeof(*c));
+    memcpy(c->id, id, HASH_LEN);
+    c->size = size;
+    return 0;
+}
+
+int gcrec_add_recipe(struct gcrec *g, const uint8_t id[HASH_LEN],
+                     const uint8_t sig[MANIFEST_RECIPE_SIG], uint64_t size)
+{
+    if (gcrec_add_chunk(g, id, size) < 0)
+        return -ENOMEM;
+    g->chunks[g->nchunks - 1].recipe = true;
+    memcpy(g->chunks[g->nchunks - 1].sig, sig, MANIFEST_RECIPE_SIG);
     return 0;
 }
 
@@ -89,25 +101,41 @@ int gcrec_add_intent(struct gcrec *g, const char *name)
     return 0;
 }
 
-static int chunk_cmp(const void *a, const void *b)
+int gcrec_chunk_cmp(const void *a, const void *b)
 {
-    return memcmp(a, b, HASH_LEN);
+    const struct gc_chunk *x = a, *y = b;
+    int c = memcmp(x->id, y->id, HASH_LEN);
+    if (c == 0 && x->recipe != y->recipe)
+        c = x->recipe ? 1 : -1;
+    if (c == 0 && x->recipe)
+        c = memcmp(x->sig, y->sig, MANIFEST_RECIPE_SIG);
+    return c;
 }
 
 void gcrec_sort_chunks(struct gcrec *g)
 {
     size_t out = 0;
     if (g->nchunks > 1)
-        qsort(g->chunks, g->nchunks, sizeof(*g->chunks), chunk_cmp);
+        qsort(g->chunks, g->nchunks, sizeof(*g->chunks), gcrec_chunk_cmp);
     for (size_t i = 0; i < g->nchunks; i++)
-        if (!out || memcmp(g->chunks[out - 1].id, g->chunks[i].id, HASH_LEN))
+        if (!out || gcrec_chunk_cmp(&g->chunks[out - 1], &g->chunks[i]))
             g->chunks[out++] = g->chunks[i];
     g->nchunks = out;
 }
 
+bool gcrec_has_object(const struct gcrec *g, const uint8_t id[HASH_LEN], bool recipe,
+                      const uint8_t *sig)
+{
+    struct gc_chunk k = {.recipe = recipe};
+    memcpy(k.id, id, HASH_LEN);
+    if (recipe)
+        memcpy(k.sig, sig, MANIFEST_RECIPE_SIG);
+    return g->nchunks && bsearch(&k, g->chunks, g->nchunks, sizeof(k), gcrec_chunk_cmp);
+}
+
 bool gcrec_has_chunk(const struct gcrec *g, const uint8_t id[HASH_LEN])
 {
-    return g->nchunks && bsearch(id, g->chunks, g->nchunks, sizeof(*g->chunks), chunk_cmp);
+    return gcrec_has_object(g, id, false, NULL);
 }
 
 /* ---- names ------------------------------------------------------------- */
@@ -282,6 +310,17 @@ static int snapref_put(struct buf *out, const char *key, const struct gc_snapref
                      : buf_printf(out, "%s -\n", key);
 }
 
+/* "c <hex> <size>" or "r <hex>.<sig hex> <size>". */
+static int item_put(struct buf *out, const struct gc_chunk *c)
+{
+    char hex[HASH_HEX_LEN + 1], sig[2 * MANIFEST_RECIPE_SIG + 1];
+    hex_encode(c->id, HASH_LEN, hex);
+    if (!c->recipe)
+        return buf_printf(out, "c %s %llu\n", hex, (unsigned long long)c->size);
+    hex_encode(c->sig, MANIFEST_RECIPE_SIG, sig);
+    return buf_printf(out, "r %s.%s %llu\n", hex, sig, (unsigned long long)c->size);
+}
+
 int gcrec_encode(const struct gcrec *g, struct buf *out)
 {
     char host[GC_FIELD_MAX + 1], hex[HASH_HEX_LEN + 1];
@@ -292,8 +331,11 @@ int gcrec_encode(const struct gcrec *g, struct buf *out)
         items > GC_MAX_ITEMS + GC_MAX_ITEMS || (g->boot[0] && strlen(g->boot) != 32))
         return -EINVAL;
     lineage_sanitise(g->host, host, sizeof(host));
-    int e = buf_printf(out, "ckptsync-gc 1\nkind %s\nmark %s\nhost %s\nboot %s\ntime %lld\n",
-                       kind_names[g->kind], nomark ? "-" : g->mark, host,
+    int version = 1;
+    for (size_t i = 0; i < g->nchunks && version == 1; i++)
+        version += g->chunks[i].recipe;
+    int e = buf_printf(out, "ckptsync-gc %d\nkind %s\nmark %s\nhost %s\nboot %s\ntime %lld\n",
+                       version, kind_names[g->kind], nomark ? "-" : g->mark, host,
                        g->boot[0] ? g->boot : "-", (long long)g->time);
     if (e == 0)
         e = g->expires >= 0 ? buf_printf(out, "expires %lld\n", (long long)g->expires)
@@ -305,10 +347,8 @@ int gcrec_encode(const struct gcrec *g, struct buf *out)
         e = snapref_put(out, "snapshot", &g->snap);
     if (e == 0)
         e = buf_printf(out, "items %zu\n", items);
-    for (size_t i = 0; e == 0 && i < g->nchunks; i++) {
-        hex_encode(g->chunks[i].id, HASH_LEN, hex);
-        e = buf_printf(out, "c %s %llu\n", hex, (unsigned long long)g->chunks[i].size);
-    }
+    for (size_t i = 0; e == 0 && i < g->nchunks; i++)
+        e = item_put(out, &g->chunks[i]);
     for (size_t i = 0; e == 0 && i < g->nsnaps; i++)
         e = snapref_put(out, "s", &g->snaps[i]);
     for (size_t i = 0; e == 0 && i < g->nintents; i++)
@@ -364,26 +404,38 @@ static bool snapref_parse(const char *v, struct gc_snapref *s)
     return manifest_run_check(s->run) == 0 && manifest_id_check(s->id) == 0;
 }
 
+/* "c <hex> <size>" or (version 2) "r <hex>.<sig hex> <size>": gp_field
+ * refuses the space, so split by hand.  Items sorted, each once. */
+static int gp_object(struct gp *l, struct gcrec *g, const char *nl)
+{
+    size_t n = (size_t)(nl - l->p), sl = 2 * MANIFEST_RECIPE_SIG;
+    struct gc_chunk c = {.recipe = l->p[0] == 'r'};
+    size_t at = 2 + HASH_HEX_LEN + (c.recipe ? 1 + sl : 0); /* the space before size */
+    int64_t size;
+    if (c.recipe && g->version < 2)
+        return CKS_E_FORMAT;
+    if (n < at + 2 || l->p[at] != ' ' || !hex_n(l->p + 2, HASH_HEX_LEN) ||
+        hex_decode(l->p + 2, HASH_LEN, c.id) < 0 || !dec_n(l->p + at + 1, n - at - 1, &size))
+        return CKS_E_FORMAT;
+    if (c.recipe && (l->p[2 + HASH_HEX_LEN] != '.' || !hex_n(l->p + 3 + HASH_HEX_LEN, sl) ||
+                     hex_decode(l->p + 3 + HASH_HEX_LEN, MANIFEST_RECIPE_SIG, c.sig) < 0))
+        return CKS_E_FORMAT;
+    if (g->nchunks && gcrec_chunk_cmp(&g->chunks[g->nchunks - 1], &c) >= 0)
+        return CKS_E_FORMAT; /* sorted, each once */
+    l->p = nl + 1;
+    return c.recipe ? gcrec_add_recipe(g, c.id, c.sig, (uint64_t)size)
+                    : gcrec_add_chunk(g, c.id, (uint64_t)size);
+}
+
 static int gp_item(struct gp *l, struct gcrec *g)
 {
     const char *nl = memchr(l->p, '\n', (size_t)(l->end - l->p));
     size_t n = nl ? (size_t)(nl - l->p) : 0;
-    int64_t size;
     if (!nl || n < 3 || l->p[1] != ' ')
         return CKS_E_FORMAT;
     char c = l->p[0];
-    if (c == 'c' && (g->kind == GC_MARK || g->kind == GC_KEEP)) {
-        /* "c <hex> <size>": gp_field refuses the space, so split by hand */
-        uint8_t id[HASH_LEN];
-        if (n < 2 + HASH_HEX_LEN + 2 || l->p[2 + HASH_HEX_LEN] != ' ' ||
-            !hex_n(l->p + 2, HASH_HEX_LEN) || hex_decode(l->p + 2, HASH_LEN, id) < 0 ||
-            !dec_n(l->p + 3 + HASH_HEX_LEN, n - 3 - HASH_HEX_LEN, &size))
-            return CKS_E_FORMAT;
-        if (g->nchunks && memcmp(g->chunks[g->nchunks - 1].id, id, HASH_LEN) >= 0)
-            return CKS_E_FORMAT; /* sorted, each once */
-        l->p = nl + 1;
-        return gcrec_add_chunk(g, id, (uint64_t)size);
-    }
+    if ((c == 'c' || c == 'r') && (g->kind == GC_MARK || g->kind == GC_KEEP))
+        return gp_object(l, g, nl);
     const char *v = gp_field(l, c == 's' ? "s" : c == 'i' ? "i" : "?");
     if (!v)
         return CKS_E_FORMAT;
@@ -460,12 +512,13 @@ int gcrec_parse(const uint8_t *data, size_t len, struct gcrec *g)
     const char *nl = memchr(l.p, '\n', len);
     if (!nl || (size_t)(nl - l.p) < 12 || memcmp(l.p, "ckptsync-gc ", 12))
         return CKS_E_FORMAT;
-    if (nl - l.p != 13 || l.p[12] != '1') {
+    if (nl - l.p != 13 || (l.p[12] != '1' && l.p[12] != '2')) {
         for (const char *c = l.p + 12; c < nl; c++)
             if (*c < '0' || *c > '9')
                 return CKS_E_FORMAT;
         return CKS_E_VERSION; /* a version we do not know */
     }
+    g->version = l.p[12] - '0';
     l.p = nl + 1;
     int e = gp_body(&l, g);
     if (e < 0)

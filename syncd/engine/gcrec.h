@@ -21,7 +21,9 @@
  * <mark> is "<YYYYmmddTHHMMSSZ>-<16 hex>": marks sort by time.
  *
  * Body (text, lines in this order, fields printable, one space):
- *   ckptsync-gc 1
+ *   ckptsync-gc <1|2>             2 exactly when an "r" item is present,
+ *                                  so a record without recipes reads as
+ *                                  before with an older build
  *   kind mark|intents|keep|sweep|done|lease|intent
  *   mark <mark>                    ("-" for a lease or an intent)
  *   host <name>
@@ -35,6 +37,10 @@
  *   items <n>
  *   n item lines:  "c <64 hex> <size>"   mark: candidates, sorted, each once
  *                                        keep: chunks (size 0)
+ *                  "r <64 hex>.<16 hex> <size>"  (version 2) as "c", for a
+ *                                        recipe object recipes/<id>.<sig>;
+ *                                        c and r items in one order: by
+ *                                        id, then c before r, then sig
  *                  "s <run>/<id>"        mark: the manifests it read
  *                  "i <intent name>"     intents, done
  *   end <sha256 of every byte before this line>
@@ -58,9 +64,13 @@
 
 enum gc_kind { GC_MARK, GC_INTENTS, GC_KEEP, GC_SWEEP, GC_DONE, GC_LEASE, GC_INTENT };
 
+/* An object a mark or keep names: chunks/<id>, or (recipe) the recipe
+ * object recipes/<id>.<sig> (docs/deltas.md). */
 struct gc_chunk {
     uint8_t id[HASH_LEN];
     uint64_t size;
+    bool recipe;
+    uint8_t sig[MANIFEST_RECIPE_SIG]; /* recipe only; zero otherwise */
 };
 
 struct gc_snapref {
@@ -70,6 +80,7 @@ struct gc_snapref {
 
 struct gcrec {
     enum gc_kind kind;
+    int version;                /* parsed: the body's version (1 or 2); encoding picks its own */
     char mark[GC_MARK_LEN + 1]; /* "" for a lease or an intent */
     char host[GC_FIELD_MAX + 1];
     char boot[33]; /* "" unknown */
@@ -89,18 +100,28 @@ void gcrec_init(struct gcrec *g, enum gc_kind kind);
 void gcrec_free(struct gcrec *g);
 /* Appends an item (grows the arrays); -ENOMEM. */
 int gcrec_add_chunk(struct gcrec *g, const uint8_t id[HASH_LEN], uint64_t size);
+/* Appends a recipe object's item (id, sig). */
+int gcrec_add_recipe(struct gcrec *g, const uint8_t id[HASH_LEN],
+                     const uint8_t sig[MANIFEST_RECIPE_SIG], uint64_t size);
+/* The order of items: by id, a chunk before a recipe, then by sig
+ * (qsort/bsearch over struct gc_chunk). */
+int gcrec_chunk_cmp(const void *a, const void *b);
 int gcrec_add_snap(struct gcrec *g, const char *run, const char *id);
 int gcrec_add_intent(struct gcrec *g, const char *name);
 
-/* Sorts and dedups chunks (mark and keep bodies must be sorted). */
+/* Sorts and dedups the items (mark and keep bodies must be sorted). */
 void gcrec_sort_chunks(struct gcrec *g);
 int gcrec_encode(const struct gcrec *g, struct buf *out);
 /* 0, CKS_E_FORMAT, CKS_E_VERSION, CKS_E_DIGEST or -ENOMEM; g is
  * initialised by the call and must be freed (also after a failure). */
 int gcrec_parse(const uint8_t *data, size_t len, struct gcrec *g);
 
-/* Is id among g's (sorted) chunks? */
+/* Is chunks/<id> among g's (sorted) items? */
 bool gcrec_has_chunk(const struct gcrec *g, const uint8_t id[HASH_LEN]);
+/* Is the object (recipe: recipes/<id>.<sig>; else chunks/<id>, sig
+ * ignored and may be NULL) among g's (sorted) items? */
+bool gcrec_has_object(const struct gcrec *g, const uint8_t id[HASH_LEN], bool recipe,
+                      const uint8_t *sig);
 
 /* Names.  A mark id: now (UTC) and 64 random bits. */
 int gc_mark_make(char out[GC_MARK_LEN + 1]);

@@ -306,6 +306,17 @@ static const struct gcrec *cache_mark(struct region *rg, struct gc_cache *c, con
     return &p[c->n++];
 }
 
+/* A writer's item against a mark's candidate, in the one order both are
+ * sorted by (gcrec_chunk_cmp, presence_item_cmp). */
+static int item_cand_cmp(const struct presence_item *a, const struct gc_chunk *b)
+{
+    struct gc_chunk k = {.recipe = a->recipe != 0};
+    memcpy(k.id, a->id, HASH_LEN);
+    if (a->recipe)
+        memcpy(k.sig, a->sig, MANIFEST_RECIPE_SIG);
+    return gcrec_chunk_cmp(&k, b);
+}
+
 int gc_writer_check(struct region *rg, struct gc_cache *cache, const struct config *conf,
                     const struct presence_item *items, size_t n, const char *run, const char *id,
                     uint8_t *recheck, char ret_waiting[GC_MARK_LEN + 1])
@@ -322,16 +333,17 @@ int gc_writer_check(struct region *rg, struct gc_cache *cache, const struct conf
                 e = 0;
             continue;
         }
-        /* K: the snapshot's chunks among the candidates (both sorted) */
+        /* K: the snapshot's objects among the candidates (both sorted) */
         struct gcrec keep;
         rec_fill(&keep, GC_KEEP, mk->mark);
         snprintf(keep.snap.run, sizeof(keep.snap.run), "%s", run);
         snprintf(keep.snap.id, sizeof(keep.snap.id), "%s", id);
         size_t a = 0, b = 0;
         while (e == 0 && a < n && b < m->nchunks) {
-            int c = memcmp(items[a].id, m->chunks[b].id, HASH_LEN);
+            int c = item_cand_cmp(&items[a], &m->chunks[b]);
             if (c == 0)
-                e = gcrec_add_chunk(&keep, items[a].id, 0);
+                e = items[a].recipe ? gcrec_add_recipe(&keep, items[a].id, items[a].sig, 0)
+                                    : gcrec_add_chunk(&keep, items[a].id, 0);
             a += c <= 0;
             b += c >= 0;
         }
@@ -361,7 +373,7 @@ int gc_writer_check(struct region *rg, struct gc_cache *cache, const struct conf
         }
         if (e == 0 && done && keep.nchunks) {
             for (size_t i = 0, j = 0; i < n && j < keep.nchunks;) {
-                int c = memcmp(items[i].id, keep.chunks[j].id, HASH_LEN);
+                int c = item_cand_cmp(&items[i], &keep.chunks[j]);
                 if (c == 0)
                     recheck[i] = 1;
                 i += c <= 0;
@@ -484,14 +496,22 @@ static int forgets_cb(void *ud, const char *key, uint64_t size)
     return snaplist_add(l, rec.run, rec.id);
 }
 
+/* A recipe object's key: recipes/<id>.<sig>. */
+struct rref {
+    uint8_t id[HASH_LEN];
+    uint8_t sig[MANIFEST_RECIPE_SIG];
+};
+
 struct pr {
     struct repo *r;
     const struct gc_opts *o;
     struct gc_result *res;
     struct buf *err;
     int64_t grace;
-    uint8_t (*refs)[HASH_LEN];
+    uint8_t (*refs)[HASH_LEN]; /* chunks/ objects named, sorted */
     size_t nrefs, refcap;
+    struct rref *rrefs; /* recipes/ objects named, sorted */
+    size_t nrrefs, rrefcap;
     struct snaplist seen;   /* manifests read, sorted */
     struct snaplist forgot; /* forgotten snapshots, sorted */
     /* lease */
@@ -504,34 +524,63 @@ static int id_cmp(const void *a, const void *b)
     return memcmp(a, b, HASH_LEN);
 }
 
+static int rref_cmp(const void *a, const void *b)
+{
+    return memcmp(a, b, sizeof(struct rref));
+}
+
 static bool pr_referenced(const struct pr *p, const uint8_t id[HASH_LEN])
 {
     return p->nrefs && bsearch(id, p->refs, p->nrefs, HASH_LEN, id_cmp);
 }
 
-/* A manifest's references among chunks/ keys: its files' chunks and
- * (version 6) its k lines, the plain chunks it needs only as bases.
- * Its recipes/ objects are not candidates (gc_mark lists chunks/ only),
- * so they stay; see docs/deltas.md. */
-static int pr_add_refs(struct pr *p, const struct manifest *m)
+/* Is the object (a chunk, or the recipe recipes/<id>.<sig>) named by a
+ * manifest read? */
+static bool pr_referenced_obj(const struct pr *p, const struct gc_chunk *c)
 {
-    size_t need = m->nchunks + m->nextras;
-    if (p->nrefs + need > p->refcap) {
-        size_t cap = p->refcap ? p->refcap : 1024;
-        while (cap < p->nrefs + need)
-            cap *= 2;
+    struct rref k;
+    if (!c->recipe)
+        return pr_referenced(p, c->id);
+    memcpy(k.id, c->id, HASH_LEN);
+    memcpy(k.sig, c->sig, MANIFEST_RECIPE_SIG);
+    return p->nrrefs && bsearch(&k, p->rrefs, p->nrrefs, sizeof(k), rref_cmp);
+}
+
+static int pr_add_ref(void *arg, const uint8_t id[HASH_LEN], uint32_t len, bool recipe,
+                      const uint8_t sig[MANIFEST_RECIPE_SIG])
+{
+    struct pr *p = arg;
+    (void)len;
+    if (!recipe && p->nrefs == p->refcap) {
+        size_t cap = p->refcap ? p->refcap * 2 : 1024;
         uint8_t(*v)[HASH_LEN] = realloc(p->refs, cap * HASH_LEN);
         if (!v)
             return -ENOMEM;
         p->refs = v;
         p->refcap = cap;
+    } else if (recipe && p->nrrefs == p->rrefcap) {
+        size_t cap = p->rrefcap ? p->rrefcap * 2 : 64;
+        struct rref *v = realloc(p->rrefs, cap * sizeof(*v));
+        if (!v)
+            return -ENOMEM;
+        p->rrefs = v;
+        p->rrefcap = cap;
     }
-    for (size_t i = 0; i < m->nchunks; i++)
-        memcpy(p->refs[p->nrefs++], m->chunks[i].id, HASH_LEN);
-    for (size_t i = 0; i < m->nextras; i++)
-        if (!m->extras[i].recipe)
-            memcpy(p->refs[p->nrefs++], m->extras[i].id, HASH_LEN);
+    if (!recipe) {
+        memcpy(p->refs[p->nrefs++], id, HASH_LEN);
+        return 0;
+    }
+    memcpy(p->rrefs[p->nrrefs].id, id, HASH_LEN);
+    memcpy(p->rrefs[p->nrrefs++].sig, sig, MANIFEST_RECIPE_SIG);
     return 0;
+}
+
+/* A manifest's references: every object it needs (manifest_each_object):
+ * its plain file chunks and (version 6) its k lines under chunks/, its
+ * recipes under recipes/ (docs/deltas.md). */
+static int pr_add_refs(struct pr *p, const struct manifest *m)
+{
+    return manifest_each_object(m, pr_add_ref, p);
 }
 
 static void pr_sort_refs(struct pr *p)
@@ -543,6 +592,13 @@ static void pr_sort_refs(struct pr *p)
         if (!out || memcmp(p->refs[out - 1], p->refs[i], HASH_LEN))
             memmove(p->refs[out++], p->refs[i], HASH_LEN);
     p->nrefs = out;
+    out = 0;
+    if (p->nrrefs > 1)
+        qsort(p->rrefs, p->nrrefs, sizeof(*p->rrefs), rref_cmp);
+    for (size_t i = 0; i < p->nrrefs; i++)
+        if (!out || rref_cmp(&p->rrefs[out - 1], &p->rrefs[i]))
+            p->rrefs[out++] = p->rrefs[i];
+    p->nrrefs = out;
 }
 
 /* Lists every healthy region's manifests and forget records and reads the
@@ -618,7 +674,7 @@ static int pr_collect_manifests(struct pr *p)
         free(p->forgot.v);
         p->forgot = forgot;
         forgot.v = NULL;
-        p->res->referenced = p->nrefs;
+        p->res->referenced = p->nrefs + p->nrrefs;
         p->res->forgotten = p->forgot.n;
     }
     free(all.v);
@@ -648,7 +704,7 @@ static int pr_collect(struct pr *p)
                            "part needs");
     if (e == 0) {
         pr_sort_refs(p);
-        p->res->referenced = p->nrefs;
+        p->res->referenced = p->nrefs + p->nrrefs;
     }
     multinode_roots_free(&roots);
     return e;
@@ -1065,7 +1121,8 @@ static int sweep_kept(struct region *rg, const char *mark, struct gcrec *kept)
         int ge = get_rec(rg, key, &g);
         if (ge == 0 && g.kind == GC_KEEP) {
             for (size_t c = 0; e == 0 && c < g.nchunks; c++)
-                e = gcrec_add_chunk(kept, g.chunks[c].id, 0);
+                e = g.chunks[c].recipe ? gcrec_add_recipe(kept, g.chunks[c].id, g.chunks[c].sig, 0)
+                                       : gcrec_add_chunk(kept, g.chunks[c].id, 0);
         } else if (ge != -ENOENT) {
             /* a keep we cannot read could name anything: keep everything */
             log_warn("%s; the sweep of mark %s stops", region_last_error(rg), mark);
@@ -1076,6 +1133,15 @@ static int sweep_kept(struct region *rg, const char *mark, struct gcrec *kept)
     gcrec_sort_chunks(kept);
     gc_list_free(&l);
     return e;
+}
+
+/* chunks/<id>, or recipes/<id>.<sig> for a recipe candidate. */
+static void cand_key(const struct gc_chunk *c, char *key)
+{
+    if (c->recipe)
+        layout_recipe(c->id, c->sig, key);
+    else
+        layout_chunk(c->id, key);
 }
 
 /* S1-S3 of one mark (gc.h). */
@@ -1106,7 +1172,7 @@ static int mark_sweep(struct pr *p, size_t i, const struct gc_mk *mk)
         e = -ENOMEM;
     for (size_t c = 0; e == 0 && c < m.nchunks; c++) {
         const struct gc_chunk *ch = &m.chunks[c];
-        if (pr_referenced(p, ch->id) || gcrec_has_chunk(&kept, ch->id)) {
+        if (pr_referenced_obj(p, ch) || gcrec_has_object(&kept, ch->id, ch->recipe, ch->sig)) {
             rr->kept++;
             continue;
         }
@@ -1114,11 +1180,12 @@ static int mark_sweep(struct pr *p, size_t i, const struct gc_mk *mk)
         if (now() >= expires - (int64_t)repo_conf(p->r)->prune_lease / 2 &&
             ((e = sweep_record(p, rg, mk->mark, &expires)) < 0 || (e = lease_renew(p)) < 0))
             break;
-        layout_chunk(ch->id, key);
+        cand_key(ch, key);
         if ((e = region_del(rg, key)) == 0 || e == -ENOENT) {
             rr->deleted++;
             rr->deleted_bytes += ch->size;
-            memcpy(batch[nbatch++], ch->id, HASH_LEN);
+            if (!ch->recipe) /* the index records chunks/ presence only */
+                memcpy(batch[nbatch++], ch->id, HASH_LEN);
             e = 0;
             test_stop_after_deletes();
         }
@@ -1195,20 +1262,26 @@ struct cand_ctx {
     struct gc_region_result *rr;
 };
 
+/* A listed chunks/ or recipes/ key no manifest read names: a candidate. */
 static int chunks_cb(void *ud, const char *key, uint64_t size)
 {
     struct cand_ctx *c = ud;
     struct layout_key k;
-    const uint8_t *id = k.id;
-    if (layout_parse(key, &k) < 0 || k.kind != LAYOUT_CHUNK)
+    struct gc_chunk cand = {0};
+    if (layout_parse(key, &k) < 0 || (k.kind != LAYOUT_CHUNK && k.kind != LAYOUT_RECIPE))
         return 0;
+    memcpy(cand.id, k.id, HASH_LEN);
+    cand.recipe = k.kind == LAYOUT_RECIPE;
+    if (cand.recipe)
+        memcpy(cand.sig, k.sig, MANIFEST_RECIPE_SIG);
     c->rr->chunks++;
     c->rr->chunk_bytes += size;
-    if (pr_referenced(c->p, id) || c->m->nchunks >= GC_MAX_ITEMS)
+    if (pr_referenced_obj(c->p, &cand) || c->m->nchunks >= GC_MAX_ITEMS)
         return 0;
     c->rr->marked++;
     c->rr->marked_bytes += size;
-    return gcrec_add_chunk(c->m, id, size);
+    return cand.recipe ? gcrec_add_recipe(c->m, cand.id, cand.sig, size)
+                       : gcrec_add_chunk(c->m, cand.id, size);
 }
 
 /* P1-P2: a new mark; swept at once when it is ready (grace 0, no writer). */
@@ -1226,6 +1299,10 @@ static int mark_new(struct pr *p, size_t i)
     layout_prefix(LAYOUT_CHUNK, NULL, prefix);
     if (e == 0)
         e = region_list(rg, prefix, chunks_cb, &c);
+    if (e == 0 || e == -ENOENT) { /* recipe objects are candidates too */
+        layout_prefix(LAYOUT_RECIPE, NULL, prefix);
+        e = region_list(rg, prefix, chunks_cb, &c);
+    }
     if (e == -ENOENT)
         e = 0;
     for (size_t k = 0; e == 0 && k < p->seen.n; k++)
@@ -1472,6 +1549,7 @@ out:
         res->region[i].requests = repo_region(r, i)->requests - req0[i];
     res->seconds = mono() - t0;
     free(p.refs);
+    free(p.rrefs);
     free(p.seen.v);
     free(p.forgot.v);
     return e;

@@ -31,7 +31,9 @@
  * Prune (one at a time per repository: the lease, locks/prune/<n>, in the
  * first configured region), per region:
  *   P1  references: every manifest any healthy region lists and no forget
- *       record removes; candidates: the chunks R lists that none names;
+ *       record removes (every object it names: manifest_each_object);
+ *       candidates: the chunks/ and recipes/ keys R lists that none names
+ *       (a "chunk" below is either; docs/retention.md);
  *   P2  write gc/M/mark (the candidates), THEN list intents/ and write
  *       gc/M/intents (those alive now);
  *   S0  wait: M at least `grace` old, and every intent of gc/M/intents gone
@@ -128,9 +130,11 @@ bool gc_intent_publishable(const struct gc_intent *in);
  * gives the region up (confirming takes longer than ttl/2 each time). */
 #define GC_RECONFIRM_MAX 3
 
-/* W1: items (sorted by id, as presence_items makes them) are a snapshot's
- * distinct chunks; sets recheck[k] = 1 for each chunk that must be
- * confirmed with rg again before the publish.  0; -EAGAIN when a sweep
+/* W1: items (sorted by presence_item_cmp, as presence_objects makes them)
+ * are the distinct objects a snapshot's manifest names: chunks/ keys and
+ * (version 6) recipes/<id>.<sig> keys, both prune candidates; sets
+ * recheck[k] = 1 for each object that must be confirmed with rg again
+ * before the publish.  0; -EAGAIN when a sweep
  * that may delete some of them is under way (try again later); or the
  * region's error.  *ret_waiting names the mark when -EAGAIN. */
 int gc_writer_check(struct region *rg, struct gc_cache *cache, const struct config *conf,

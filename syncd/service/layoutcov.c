@@ -22,7 +22,7 @@
 #include "engine/dcpmeta.h"
 #include "engine/hfindex.h"
 #include "engine/ranknames.h"
-#include "store/layout.h"
+#include "service/rgchunk.h"
 #include "store/region.h"
 
 struct cov {
@@ -173,8 +173,7 @@ int layoutcov_region_read(void *ud, const struct manifest *m, const struct mfile
 {
     struct region *rg = ud;
     struct chunkobj_ctx z = CHUNKOBJ_CTX_INIT;
-    struct buf obj = BUF_INIT, raw = BUF_INIT;
-    char key[LAYOUT_KEY_MAX];
+    struct buf raw = BUF_INIT;
     int e = 0;
     buf_reset(out);
     if (f->size > LAYOUTCOV_MAX_FILE) {
@@ -183,22 +182,13 @@ int layoutcov_region_read(void *ud, const struct manifest *m, const struct mfile
         return CKS_E_LIMIT;
     }
     z.keys = rg->seal;
+    /* a chunk stored as a recipe (version 6) is read as one: rgchunk.h */
     for (uint64_t k = 0; e == 0 && k < f->nchunks; k++) {
         const struct mchunk *ch = &m->chunks[f->first_chunk + k];
-        layout_chunk(ch->id, key);
-        e = region_get(rg, key, CHUNKOBJ_HEADER_LEN + (size_t)ch->len + ch->len / 8 + 1024, &obj);
-        if (e < 0)
-            buf_printf(err, "region '%s': chunk \"%s\": %s", rg->conf.name, key,
-                       region_last_error(rg));
-        else if ((e = chunkobj_decode(&z, obj.data, obj.len, ch->id, ch->len, &raw)) < 0 ||
-                 raw.len != ch->len)
-            buf_printf(err, "region '%s': chunk \"%s\": %s", rg->conf.name, key,
-                       err_str(e < 0 ? e : (e = CKS_E_FORMAT)));
-        if (e == 0)
+        if ((e = rgchunk_get(rg, &z, m, ch->id, ch->len, &raw, err)) == 0)
             e = buf_append(out, raw.data, raw.len);
     }
     chunkobj_ctx_free(&z);
-    buf_free(&obj);
     buf_free(&raw);
     return e;
 }

@@ -39,6 +39,7 @@
 #include "engine/filedigest.h"
 #include "engine/hash.h"
 #include "engine/gcrec.h"
+#include "service/mnextras.h"
 #include "service/nodeerr.h"
 #include "service/partcheck.h"
 #include "service/layoutcov.h"
@@ -285,9 +286,12 @@ static int merge_entries(struct manifest *m, const struct manifest *p, unsigned 
         if (skip[f] == MERGE_SKIP)
             continue;
         e = manifest_add_file(m, x->type, x->path, x->mode, x->link);
-        for (uint64_t c = 0; e == 0 && x->type == MFILE_REG && c < x->nchunks; c++)
+        for (uint64_t c = 0; e == 0 && x->type == MFILE_REG && c < x->nchunks; c++) {
             e = manifest_add_chunk(m, p->chunks[x->first_chunk + c].id,
                                    p->chunks[x->first_chunk + c].len);
+            if (e == 0 && manifest_chunk_recipe(p, x->first_chunk + c)) /* version 6 */
+                e = manifest_mark_recipe(m, m->nchunks - 1, true);
+        }
         if (e == 0) {
             m->files[m->nfiles - 1].mtime_ns = x->mtime_ns;
             m->files[m->nfiles - 1].node =
@@ -317,6 +321,8 @@ int multinode_merge(const struct manifest *parts, size_t n, struct manifest *ret
         e = merge_dups(parts, n, base, skip, err);
     for (size_t p = 0; e == 0 && p < n; p++)
         e = merge_entries(ret, &parts[p], (unsigned)p, skip + base[p]);
+    if (e == 0) /* version 6 parts: the recipes the merged chunks need */
+        e = mnextras_merge(ret, parts, n);
     if (e == 0 && manifest_validate(ret, err) < 0) /* e.g. a file one node has where another */
         e = CKS_E_MISMATCH;                        /* has a directory of that name */
     free(base);

@@ -19,8 +19,79 @@
 
 int presence_item_cmp(const void *a, const void *b)
 {
-    return memcmp(((const struct presence_item *)a)->id, ((const struct presence_item *)b)->id,
-                  HASH_LEN);
+    const struct presence_item *x = a, *y = b;
+    int c = memcmp(x->id, y->id, HASH_LEN);
+    if (c == 0 && x->recipe != y->recipe)
+        c = x->recipe ? 1 : -1;
+    if (c == 0 && x->recipe)
+        c = memcmp(x->sig, y->sig, MANIFEST_RECIPE_SIG);
+    return c;
+}
+
+static void item_key(const struct presence_item *it, char *key)
+{
+    if (it->recipe)
+        layout_recipe(it->id, it->sig, key);
+    else
+        layout_chunk(it->id, key);
+}
+
+struct objs {
+    struct presence_item *v;
+    size_t n, cap;
+};
+
+static int objs_cb(void *arg, const uint8_t id[HASH_LEN], uint32_t len, bool recipe,
+                   const uint8_t sig[MANIFEST_RECIPE_SIG])
+{
+    struct objs *o = arg;
+    (void)len;
+    if (o->n == o->cap) {
+        size_t cap = o->cap ? o->cap * 2 : 64;
+        struct presence_item *p = realloc(o->v, cap * sizeof(*p));
+        if (!p)
+            return -ENOMEM;
+        o->v = p;
+        o->cap = cap;
+    }
+    struct presence_item *it = &o->v[o->n++];
+    memset(it, 0, sizeof(*it));
+    memcpy(it->id, id, HASH_LEN);
+    it->recipe = recipe;
+    if (recipe)
+        memcpy(it->sig, sig, MANIFEST_RECIPE_SIG);
+    return 0;
+}
+
+int presence_objects(struct index *ix, const struct manifest *m, struct presence_item **ret,
+                     size_t *ret_n, uint64_t *ret_estimate)
+{
+    struct objs o = {0};
+    struct index_txn *t;
+    size_t n = 0;
+    int e = manifest_each_object(m, objs_cb, &o);
+    if (e == 0 && o.n > 1)
+        qsort(o.v, o.n, sizeof(*o.v), presence_item_cmp);
+    for (size_t i = 0; e == 0 && i < o.n; i++)
+        if (!n || presence_item_cmp(&o.v[n - 1], &o.v[i]))
+            o.v[n++] = o.v[i];
+    if (e == 0 && (e = index_txn_begin(ix, false, &t)) == 0) {
+        for (size_t i = 0; i < n; i++) {
+            struct index_chunk c;
+            if (!o.v[i].recipe && index_chunk_get(t, o.v[i].id, &c) == 0)
+                o.v[i].size = c.stored_len;
+        }
+        *ret_estimate = 0;
+        index_chunk_count(t, ret_estimate);
+        index_txn_abort(t);
+    }
+    if (e < 0) {
+        free(o.v);
+        return e;
+    }
+    *ret = o.v ? o.v : calloc(1, sizeof(*o.v));
+    *ret_n = n;
+    return *ret ? 0 : -ENOMEM;
 }
 
 int presence_items(struct index *ix, const struct manifest *m, struct presence_item **ret,
@@ -71,9 +142,13 @@ static int list_cb(void *ud, const char *key, uint64_t size)
     struct presence_item probe;
     struct layout_key k;
     c->listed++;
-    if (layout_parse(key, &k) < 0 || k.kind != LAYOUT_CHUNK)
+    if (layout_parse(key, &k) < 0 || (k.kind != LAYOUT_CHUNK && k.kind != LAYOUT_RECIPE))
         return 0;
+    memset(&probe, 0, sizeof(probe));
     memcpy(probe.id, k.id, HASH_LEN);
+    probe.recipe = k.kind == LAYOUT_RECIPE;
+    if (probe.recipe)
+        memcpy(probe.sig, k.sig, MANIFEST_RECIPE_SIG);
     struct presence_item *it = bsearch(&probe, c->items, c->n, sizeof(probe), presence_item_cmp);
     if (it && (it->size == 0 || it->size == size))
         it->missing = 0;
@@ -85,10 +160,17 @@ static int confirm_by_list(struct region *rg, struct presence_item *items, size_
 {
     struct list_ctx c = {.items = items, .n = n};
     char prefix[REGION_KEY_MAX];
-    for (size_t i = 0; i < n; i++)
+    bool recipes = false;
+    for (size_t i = 0; i < n; i++) {
         items[i].missing = 1;
+        recipes |= items[i].recipe;
+    }
     layout_prefix(LAYOUT_CHUNK, NULL, prefix);
     int e = region_list(rg, prefix, list_cb, &c);
+    if ((e == 0 || e == -ENOENT) && recipes) {
+        layout_prefix(LAYOUT_RECIPE, NULL, prefix);
+        e = region_list(rg, prefix, list_cb, &c);
+    }
     st->listed += c.listed;
     st->listings++;
     return e == -ENOENT ? 0 : e;
@@ -122,7 +204,7 @@ static int confirm_by_head(struct region *rg, struct presence_item *items, size_
             q->kind = RREQ_HAS;
             q->size = items[next].size;
             q->ud = &items[next];
-            layout_chunk(items[next].id, q->key);
+            item_key(&items[next], q->key);
             next++;
             int e = region_submit(rg, q);
             if (e < 0) {

@@ -27,10 +27,14 @@
 #include "store/index.h"
 #include "store/region.h"
 
+/* An object: chunks/<id>, or (recipe) recipes/<id>.<sig> (version 6
+ * manifests, docs/deltas.md).  Zero the struct before filling it. */
 struct presence_item {
     uint8_t id[HASH_LEN];
     uint32_t size;   /* encoded object size, 0 = unknown (any size) */
     uint8_t missing; /* out: 1 when the region lacks it */
+    uint8_t recipe;  /* 1: the recipe object recipes/<id>.<sig> */
+    uint8_t sig[MANIFEST_RECIPE_SIG];
 };
 
 struct presence_stats {
@@ -47,6 +51,8 @@ struct presence_stats {
 int presence_confirm(struct region *rg, struct presence_item *items, size_t n, uint64_t estimate,
                      struct presence_stats *st);
 
+/* By id, a chunk before a recipe of that id, then by sig (the order of
+ * engine/gcrec.h's items). */
 int presence_item_cmp(const void *a, const void *b);
 
 /* The distinct chunks of m, sorted by id (as presence_confirm wants them),
@@ -54,5 +60,11 @@ int presence_item_cmp(const void *a, const void *b);
  * the index knows (presence_confirm's estimate).  *ret is malloc'ed. */
 int presence_items(struct index *ix, const struct manifest *m, struct presence_item **ret,
                    size_t *ret_n, uint64_t *ret_estimate);
+/* As presence_items, but every object m needs (manifest_each_object): its
+ * plain file chunks and k lines as chunks/ items, its recipes as recipe
+ * items; sorted by presence_item_cmp, each once.  The writer's check
+ * against prune's marks (service/gc.h W1) takes these. */
+int presence_objects(struct index *ix, const struct manifest *m, struct presence_item **ret,
+                     size_t *ret_n, uint64_t *ret_estimate);
 
 #endif

@@ -634,18 +634,38 @@ static int snap_gc_check(struct snap *s, size_t i, const struct presence_item *a
             return e;
         *ret_all = true;
     }
-    for (;;) {
-        int e = gc_writer_check(rg, &s->gcc[i], repo_conf(s->r), all, n, s->core.m.run,
-                                s->core.m.id, recheck, waiting);
+    /* the marks are checked against every object the manifest names
+     * (recipes and k lines too: manifest_each_object); a recheck of any
+     * object of a chunk id is a recheck of all's item of that id */
+    struct presence_item *objs = NULL;
+    uint8_t *orecheck = NULL;
+    size_t nobj = 0;
+    uint64_t estimate;
+    int e = presence_objects(repo_index(s->r), &s->core.m, &objs, &nobj, &estimate);
+    if (e == 0 && !(orecheck = calloc(nobj ? nobj : 1, 1)))
+        e = -ENOMEM;
+    for (; e == 0;) {
+        e = gc_writer_check(rg, &s->gcc[i], repo_conf(s->r), objs, nobj, s->core.m.run,
+                            s->core.m.id, orecheck, waiting);
         if (e != -EAGAIN)
-            return e;
+            break;
         if (!told)
             log_info("region '%s': a prune is deleting chunks this snapshot uses (mark %s); "
                      "waiting for it to finish, then uploading them again",
                      rg->conf.name, waiting);
         told = true;
+        e = 0;
         sleep(2);
     }
+    for (size_t k = 0, j = 0; e == 0 && k < nobj; k++) {
+        while (j < n && memcmp(all[j].id, objs[k].id, HASH_LEN) < 0)
+            j++;
+        if (orecheck[k] && j < n && !memcmp(all[j].id, objs[k].id, HASH_LEN))
+            recheck[j] = 1;
+    }
+    free(objs);
+    free(orecheck);
+    return e;
 }
 
 static int snap_confirm_region(struct snap *s, size_t i, struct presence_item *all,

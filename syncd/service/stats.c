@@ -125,8 +125,8 @@ static int st_read_manifests(struct st *s, struct buf *err)
         ss->step = m.step;
         for (size_t f = 0; f < m.nfiles; f++)
             ss->logical += m.files[f].size;
-        if (s->nuse + m.nchunks > s->ucap) {
-            while (s->ucap < s->nuse + m.nchunks)
+        if (s->nuse + m.nchunks + m.nextras > s->ucap) {
+            while (s->ucap < s->nuse + m.nchunks + m.nextras)
                 s->ucap = s->ucap ? s->ucap * 2 : 4096;
             struct use *p = realloc(s->uses, s->ucap * sizeof(*p));
             if (!p) {
@@ -140,6 +140,11 @@ static int st_read_manifests(struct st *s, struct buf *err)
             memcpy(s->uses[s->nuse].id, m.chunks[ch].id, HASH_LEN);
             s->uses[s->nuse++].snap = (uint32_t)k;
         }
+        for (size_t x = 0; x < m.nextras; x++) /* version 6: k lines are chunks/ it needs */
+            if (!m.extras[x].recipe) {
+                memcpy(s->uses[s->nuse].id, m.extras[x].id, HASH_LEN);
+                s->uses[s->nuse++].snap = (uint32_t)k;
+            }
         manifest_free(&m);
     }
     free(snaps);

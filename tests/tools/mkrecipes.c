@@ -6,6 +6,10 @@
  *
  *   mkrecipes CONFIG RUN CHILD PARENT [MODE]
  *
+ * CHILD may be a multi-node part's key (parts/<run>/s<step>.<K>-of-<N>.<id>):
+ * the part is rewritten in place as version 6 instead (before the step's
+ * last part is in, so that the merge reads it).
+ *
  * For every file chunk of CHILD that PARENT does not hold, it encodes the
  * chunk against a base (engine/tdelta.h):
  *   - bf16 (MODE bf16 or both): a file of CHILD whose path ends in
@@ -19,7 +23,8 @@
  * A chunk whose encoding is a recipe is uploaded to recipes/ in every
  * region, its chunks/ object DELETED everywhere (so a reader must use the
  * recipe), and the manifest republished as version 6 with its commit
- * record.  Prints one line per recipe: "recipe <key> file <path> base
+ * record (as a writer publishes: intents, the check against prune's
+ * marks, see publish_as_writer).  Prints one line per recipe: "recipe <key> file <path> base
  * <chunk key>..." and per k line "k <chunk key>", so a test can damage
  * what it names.
  */
@@ -27,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/config.h"
 #include "base/err.h"
@@ -34,11 +40,15 @@
 #include "engine/chunkobj.h"
 #include "engine/tdelta.h"
 #include "service/catalog.h"
+#include "service/gc.h"
+#include "service/multinode.h"
+#include "service/presence.h"
 #include "service/recipe.h"
 #include "service/repo.h"
 #include "store/layout.h"
 
 struct mk {
+    const char *part; /* CHILD is a multi-node part's key: rewrite the part */
     struct repo *r;
     struct manifest child, parent;
     struct recipe_src *csrc, *psrc;
@@ -360,6 +370,97 @@ static void encode_all(struct mk *k, struct manifest *extra_k)
     }
 }
 
+/* W0-W1 of service/gc.h in region i, as a writer does before publishing:
+ * an intent, then the check against prune's marks with every object the
+ * manifest names (a keep record naming the recipes a mark not done holds
+ * as candidates).  The objects were uploaded before the intent, and the
+ * tool does not confirm objects again: a mark done that names some of
+ * them stops it (a test runs it with no such mark). */
+static int writer_check(struct mk *k, size_t i, struct gc_intent *in)
+{
+    struct region *rg = repo_region(k->r, i);
+    struct gc_cache gcc = {0};
+    struct presence_item *items = NULL;
+    size_t n = 0;
+    uint64_t est;
+    char waiting[GC_MARK_LEN + 1];
+    int e = gc_intent_begin(rg, repo_conf(k->r), in);
+    if (e == 0)
+        e = presence_objects(repo_index(k->r), &k->child, &items, &n, &est);
+    uint8_t *recheck = e == 0 ? calloc(n ? n : 1, 1) : NULL;
+    if (e == 0 && !recheck)
+        e = -ENOMEM;
+    while (e == 0 && (e = gc_writer_check(rg, &gcc, repo_conf(k->r), items, n, k->child.run,
+                                          k->child.id, recheck, waiting)) == -EAGAIN) {
+        e = 0; /* a sweep under way: ask again */
+        sleep(1);
+    }
+    for (size_t j = 0; e == 0 && j < n; j++)
+        if (recheck[j])
+            e = -EAGAIN;
+    gc_cache_free(&gcc);
+    free(items);
+    free(recheck);
+    return e;
+}
+
+/* Publishes the version 6 manifest as a writer does (service/gc.h
+ * W0-W2): writer_check in every region, then in each region
+ * gc_intent_publishable (its test hook, CKPTSYNC_TEST_STOP_BEFORE_PUBLISH=1,
+ * stops the tool there, every keep record written), the manifest and
+ * commit record, and the intent's end. */
+static void publish_as_writer(struct mk *k, const struct buf *man)
+{
+    struct gc_intent in[CONFIG_MAX_REGIONS];
+    int e = 0;
+    memset(in, 0, sizeof(in));
+    REPO_FOR_HEALTHY(k->r, i) {
+        if ((e = writer_check(k, i, &in[i])) < 0)
+            die("checking prune's marks", e, NULL);
+    }
+    REPO_FOR_HEALTHY(k->r, i) {
+        if (!gc_intent_publishable(&in[i]))
+            die("publishing", -ETIMEDOUT, NULL);
+        if ((e = catalog_publish(repo_region(k->r, i), &k->child, man->data, man->len)) < 0)
+            die("republishing the manifest", e, NULL);
+        gc_intent_end(repo_region(k->r, i), &in[i]);
+    }
+}
+
+/* A part (CHILD "parts/..."): its manifest, from the first healthy region. */
+static int part_read(struct mk *k, struct buf *err)
+{
+    struct buf b = BUF_INIT;
+    int e = -ENOENT;
+    REPO_FOR_HEALTHY(k->r, i) {
+        if ((e = region_get(repo_region(k->r, i), k->part, 64u << 20, &b)) == 0)
+            break;
+    }
+    if (e == 0)
+        e = multinode_decode(k->part, b.data, b.len, &k->child, err);
+    buf_free(&b);
+    return e;
+}
+
+/* Rewrites the part (version 6 manifest man) in every region, as a node
+ * re-publishing its part does (the same key: the merge reads it when the
+ * last part is in; run the tool before that). */
+static void part_put(struct mk *k, const struct buf *man)
+{
+    struct layout_part lp;
+    struct buf body = BUF_INIT;
+    int e = layout_part_parse(k->part, &lp);
+    if (e == 0)
+        e = multinode_encode(lp.rank, lp.nodes, man->data, man->len, &body);
+    REPO_FOR_HEALTHY(k->r, i) {
+        if (e == 0)
+            e = region_put(repo_region(k->r, i), k->part, body.data, body.len);
+    }
+    if (e < 0)
+        die("rewriting the part", e, NULL);
+    buf_free(&body);
+}
+
 /* Marks every place of a recipe id, adds the k lines, deletes the plain
  * objects, republishes. */
 static void finish(struct mk *k, struct manifest *extra_k)
@@ -384,10 +485,10 @@ static void finish(struct mk *k, struct manifest *extra_k)
         e = manifest_encode(&k->child, &man);
     if (e < 0)
         die("encoding the version 6 manifest", e, &err);
-    REPO_FOR_HEALTHY(k->r, i) {
-        if ((e = catalog_publish(repo_region(k->r, i), &k->child, man.data, man.len)) < 0)
-            die("republishing the manifest", e, NULL);
-    }
+    if (k->part)
+        part_put(k, &man);
+    else
+        publish_as_writer(k, &man);
     for (size_t i = 0; i < k->child.nextras; i++)
         if (k->child.extras[i].recipe) {
             layout_chunk(k->child.extras[i].id, key);
@@ -414,8 +515,12 @@ int main(int argc, char **argv)
     int e = config_load(argv[1], &conf, &err);
     if (e == 0)
         e = repo_open(&conf, 0, &k.r, &err);
-    if (e == 0)
+    if (e == 0 && !strncmp(argv[3], "parts/", 6)) {
+        k.part = argv[3];
+        e = part_read(&k, &err);
+    } else if (e == 0) {
         e = catalog_find(k.r, argv[2], argv[3], &k.child, NULL, &err);
+    }
     if (e == 0)
         e = catalog_find(k.r, argv[2], argv[4], &k.parent, NULL, &err);
     if (e == 0)

@@ -140,6 +140,12 @@ static int parse_text(const char *body)
 #define HEAD(kind, mark) "ckptsync-gc 1\nkind " kind "\nmark " mark "\nhost h\nboot -\ntime 5\n"
 #define C1 "c 0000000000000000000000000000000000000000000000000000000000000001 5\n"
 #define C2 "c 0000000000000000000000000000000000000000000000000000000000000002 5\n"
+#define HEAD2(kind, mark) "ckptsync-gc 2\nkind " kind "\nmark " mark "\nhost h\nboot -\ntime 5\n"
+#define R1A                                                                                        \
+    "r 0000000000000000000000000000000000000000000000000000000000000001.00000000000000aa 5\n"
+#define R1B                                                                                        \
+    "r 0000000000000000000000000000000000000000000000000000000000000001.00000000000000ab 5\n"
+#define TAIL(n) "expires -\nseq -\nsnapshot -\nitems " #n "\n"
 
 static void test_hostile(void **state)
 {
@@ -186,7 +192,33 @@ static void test_hostile(void **state)
         {HEAD("mark", "-") "expires -\nseq -\nsnapshot -\nitems 0\n", CKS_E_FORMAT},
         {HEAD("intent", "-") "expires 9\nseq 7\nsnapshot -\nitems 0\n", 0},
         {HEAD("frob", MARK) "expires -\nseq -\nsnapshot -\nitems 0\n", CKS_E_FORMAT},
-        {"ckptsync-gc 2\nkind mark\n", CKS_E_VERSION},
+        {"ckptsync-gc 3\nkind mark\n", CKS_E_VERSION},
+        {"ckptsync-gc 2\nkind mark\n", CKS_E_FORMAT}, /* version 2 is known: truncated */
+        /* version 2: recipe items, one order with the chunks */
+        {HEAD2("mark", MARK) TAIL(4) C1 R1A R1B C2, 0},
+        {HEAD2("mark", MARK) TAIL(1) C1, 0}, /* 2 without r: read (never written) */
+        {HEAD2("keep", MARK) "expires -\nseq -\nsnapshot r/x\nitems 2\n" C1 R1A, 0},
+        {HEAD("mark", MARK) TAIL(2) C1 R1A, CKS_E_FORMAT},   /* r in version 1 */
+        {HEAD2("mark", MARK) TAIL(2) R1A C1, CKS_E_FORMAT},  /* r before c of its id */
+        {HEAD2("mark", MARK) TAIL(2) R1B R1A, CKS_E_FORMAT}, /* sigs unsorted */
+        {HEAD2("mark", MARK) TAIL(2) R1A R1A, CKS_E_FORMAT}, /* twice */
+        {HEAD2("mark", MARK) TAIL(1) "r "
+                                     "0000000000000000000000000000000000000000000000000000000000000"
+                                     "001.00000000000000a 5\n",
+         CKS_E_FORMAT}, /* short sig */
+        {HEAD2("mark", MARK) TAIL(1) "r "
+                                     "0000000000000000000000000000000000000000000000000000000000000"
+                                     "001.00000000000000AA 5\n",
+         CKS_E_FORMAT}, /* upper case */
+        {HEAD2("mark", MARK)
+             TAIL(1) "r 0000000000000000000000000000000000000000000000000000000000000001 "
+                     "00000000000000aa 5\n",
+         CKS_E_FORMAT}, /* no dot */
+        {HEAD2("mark", MARK) TAIL(1) "r "
+                                     "0000000000000000000000000000000000000000000000000000000000000"
+                                     "001.00000000000000aa\n",
+         CKS_E_FORMAT},                                     /* no size */
+        {HEAD2("intents", MARK) TAIL(1) R1A, CKS_E_FORMAT}, /* wrong item */
         {"ckptsync-gc 1\r\nkind mark\n", CKS_E_FORMAT},
         {"ckptsync-gc 1\nkind mark\nmark " MARK "\nhost h h\n", CKS_E_FORMAT},
         {"ckptsync-gc 1\nkind mark\nmark " MARK "\nhost h\nboot 12\n", CKS_E_FORMAT},
@@ -209,6 +241,80 @@ static void test_hostile(void **state)
     assert_int_equal(gcrec_parse(b.data, b.len, &back), CKS_E_FORMAT); /* trailing bytes */
     gcrec_free(&back);
     buf_free(&b);
+}
+
+/* Recipe items: a record with one is version 2, one without is written
+ * as version 1 byte for byte (what an older build reads), and both kinds
+ * of item are found by (id, recipe, sig). */
+static void test_recipes(void **state)
+{
+    (void)state;
+    struct buf a = BUF_INIT;
+    struct gcrec g = make(GC_MARK), back;
+    uint8_t id[HASH_LEN], other[HASH_LEN], s1[MANIFEST_RECIPE_SIG] = {1},
+                                           s2[MANIFEST_RECIPE_SIG] = {2};
+    id_of(1, id);
+    id_of(2, other);
+    assert_int_equal(gcrec_add_chunk(&g, other, 7), 0);
+    encode(&g, &a);
+    assert_int_equal(memcmp(a.data, "ckptsync-gc 1\n", 14), 0); /* no recipe: version 1 */
+    assert_int_equal(gcrec_add_recipe(&g, id, s2, 9), 0);
+    assert_int_equal(gcrec_add_recipe(&g, id, s1, 8), 0);
+    assert_int_equal(gcrec_add_chunk(&g, id, 5), 0);
+    assert_int_equal(gcrec_add_recipe(&g, id, s1, 8), 0); /* a duplicate */
+    gcrec_sort_chunks(&g);
+    assert_int_equal(g.nchunks, 4);
+    encode(&g, &a);
+    assert_int_equal(memcmp(a.data, "ckptsync-gc 2\n", 14), 0);
+    assert_int_equal(gcrec_parse(a.data, a.len, &back), 0);
+    assert_int_equal(back.version, 2);
+    assert_int_equal(back.nchunks, 4);
+    assert_true(gcrec_has_chunk(&back, id));
+    assert_true(gcrec_has_chunk(&back, other));
+    assert_true(gcrec_has_object(&back, id, true, s1));
+    assert_true(gcrec_has_object(&back, id, true, s2));
+    assert_false(gcrec_has_object(&back, other, true, s1)); /* only its plain chunk */
+    for (size_t i = 0; i < back.nchunks; i++) {
+        assert_int_equal(back.chunks[i].recipe, g.chunks[i].recipe);
+        assert_int_equal(back.chunks[i].size, g.chunks[i].size);
+        assert_memory_equal(back.chunks[i].sig, g.chunks[i].sig, MANIFEST_RECIPE_SIG);
+    }
+    for (size_t n = 0; n < a.len; n++) { /* every truncation is refused */
+        struct gcrec t;
+        assert_true(gcrec_parse(a.data, n, &t) < 0);
+        gcrec_free(&t);
+    }
+    gcrec_free(&back);
+    gcrec_free(&g);
+    buf_free(&a);
+}
+
+/* A keep record as the build before recipes wrote it (version 1, text
+ * fixed here) is still read. */
+static void test_old_record(void **state)
+{
+    (void)state;
+    assert_int_equal(
+        parse_text(HEAD("keep", MARK) "expires -\nseq -\nsnapshot r/x\nitems 2\n" C1 C2), 0);
+    struct buf b = BUF_INIT;
+    uint8_t d[HASH_LEN];
+    char hex[HASH_HEX_LEN + 1];
+    struct gcrec g;
+    buf_printf(&b, "%s", HEAD("mark", MARK) TAIL(2) C1 C2);
+    hash_sha256(b.data, b.len, d);
+    hex_encode(d, HASH_LEN, hex);
+    buf_printf(&b, "end %s\n", hex);
+    assert_int_equal(gcrec_parse(b.data, b.len, &g), 0);
+    assert_int_equal(g.version, 1);
+    assert_int_equal(g.nchunks, 2);
+    assert_false(g.chunks[0].recipe || g.chunks[1].recipe);
+    struct buf again = BUF_INIT; /* and written back the same */
+    encode(&g, &again);
+    assert_int_equal(again.len, b.len);
+    assert_memory_equal(again.data, b.data, b.len);
+    gcrec_free(&g);
+    buf_free(&b);
+    buf_free(&again);
 }
 
 static void test_names(void **state)
@@ -269,7 +375,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_roundtrip),  cmocka_unit_test(test_sort_dedup),
         cmocka_unit_test(test_hostile),    cmocka_unit_test(test_names),
-        cmocka_unit_test(test_owner_dead),
+        cmocka_unit_test(test_owner_dead), cmocka_unit_test(test_recipes),
+        cmocka_unit_test(test_old_record),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

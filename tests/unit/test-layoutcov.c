@@ -18,7 +18,9 @@
 
 #include "base/err.h"
 #include "base/fileio.h"
+#include "engine/tdelta.h"
 #include "service/layoutcov.h"
+#include "store/layout.h"
 #include "store/region.h"
 
 struct files {
@@ -171,12 +173,105 @@ static void test_region_bound(void **state)
     buf_free(&err);
 }
 
+/* A dir region in a fresh folder (removed by region_gone). */
+static struct region *region_here(char root[64])
+{
+    struct region_conf conf;
+    struct region *rg;
+    struct buf err = BUF_INIT;
+    memset(&conf, 0, sizeof(conf));
+    snprintf(root, 64, "/tmp/cks-test-layoutcov-XXXXXX");
+    assert_non_null(mkdtemp(root));
+    snprintf(conf.name, sizeof(conf.name), "a");
+    conf.kind = REGION_KIND_DIR;
+    snprintf(conf.path, sizeof(conf.path), "%s", root);
+    assert_int_equal(region_new(&conf, &rg, &err), 0);
+    buf_free(&err);
+    return rg;
+}
+
+static void region_gone(struct region *rg, const char *root)
+{
+    char cmd[128];
+    region_free(rg);
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
+    assert_int_equal(system(cmd), 0);
+}
+
+/* A Hugging Face index stored as a recipe (version 6: XOR against a base
+ * that is a k line) in a dir region is read through the recipe; with the
+ * recipe object gone, the check fails naming the file and the recipe's
+ * key, not a chunks/ key. */
+static void test_region_recipe(void **state)
+{
+    static const char head[] = "{\"weight_map\": {\"a\": \"s1.safetensors\"}, \"n\": \"";
+    uint8_t x[4096], b[4096], xid[HASH_LEN], bid[HASH_LEN], bases[1][HASH_LEN];
+    struct chunkobj_ctx z = CHUNKOBJ_CTX_INIT;
+    struct tdelta_opts o = {.level = 3};
+    struct tdelta_base tb;
+    struct tdelta_seg seg = {.kind = TDELTA_XOR, .len = sizeof(x), .width = 4};
+    struct tdelta_stats st;
+    struct buf obj = BUF_INIT, missing = BUF_INIT, bad = BUF_INIT, err = BUF_INIT;
+    enum chunkobj_codec codec;
+    struct chunkobj_opts co = {.level = 3};
+    struct manifest m;
+    char root[64], key[LAYOUT_KEY_MAX];
+    (void)state;
+    uint32_t r = 12345; /* a long string of letters: a file the plain codec cannot shrink much */
+    for (size_t i = 0; i < sizeof(x); i++, r = r * 1103515245u + 12345u)
+        x[i] = (uint8_t)('a' + (r >> 16) % 26);
+    memcpy(x, head, sizeof(head) - 1);
+    memcpy(x + sizeof(x) - 2, "\"}", 2);
+    memcpy(b, x, sizeof(b));
+    for (size_t i = 100; i < sizeof(b) - 2; i += 613)
+        b[i] = 'z';
+    hash_sha256(x, sizeof(x), xid);
+    hash_sha256(b, sizeof(b), bid);
+    struct region *rg = region_here(root);
+    assert_int_equal(chunkobj_encode(&z, b, sizeof(b), &co, &obj, &codec), 0);
+    layout_chunk(bid, key);
+    assert_int_equal(region_put(rg, key, obj.data, obj.len), 0);
+    memcpy(tb.id, bid, HASH_LEN);
+    tb.data = b;
+    tb.len = sizeof(b);
+    assert_int_equal(tdelta_encode(&z, x, sizeof(x), &seg, 1, &tb, 1, &o, &obj, &st), 0);
+    assert_true(st.recipe);
+    manifest_init(&m);
+    assert_int_equal(manifest_add_file(&m, MFILE_REG, "model.safetensors.index.json", 0644, NULL),
+                     0);
+    assert_int_equal(manifest_add_chunk(&m, xid, sizeof(x)), 0);
+    add_reg(&m, "s1.safetensors", 0);
+    assert_int_equal(manifest_mark_recipe(&m, 0, true), 0);
+    memcpy(bases[0], bid, HASH_LEN);
+    assert_int_equal(manifest_add_extra(&m, xid, sizeof(x), (const uint8_t(*)[HASH_LEN])bases, 1),
+                     0);
+    assert_int_equal(manifest_add_extra(&m, bid, sizeof(b), NULL, 0), 0);
+    manifest_sort_extras(&m);
+    layout_recipe(xid, manifest_extra(&m, xid)->sig, key);
+    assert_int_equal(region_put(rg, key, obj.data, obj.len), 0);
+    /* read through the recipe: covered */
+    assert_int_equal(layoutcov_check(&m, layoutcov_region_read, rg, &missing, &bad, &err), 0);
+    /* the recipe object gone: the file and the recipe's key are named */
+    assert_int_equal(region_del(rg, key), 0);
+    assert_true(layoutcov_check(&m, layoutcov_region_read, rg, &missing, &bad, &err) < 0);
+    assert_string_equal(buf_str(&bad), "model.safetensors.index.json");
+    assert_non_null(strstr(buf_str(&err), key));
+    manifest_free(&m);
+    chunkobj_ctx_free(&z);
+    buf_free(&obj);
+    buf_free(&missing);
+    buf_free(&bad);
+    buf_free(&err);
+    region_gone(rg, root);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dcp),
         cmocka_unit_test(test_hf_and_ranks),
         cmocka_unit_test(test_region_bound),
+        cmocka_unit_test(test_region_recipe),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -122,6 +122,88 @@ static void test_merge(void **state)
     buf_free(&err);
 }
 
+/* Marks part p's file chunk of id c (its only place) as a recipe. */
+static void mark_chunk(struct manifest *p, uint8_t c)
+{
+    for (size_t i = 0; i < p->nchunks; i++)
+        if (p->chunks[i].id[0] == c)
+            assert_int_equal(manifest_mark_recipe(p, i, true), 0);
+}
+
+/* Chunk ids of part_make: node k's is all k + 1; K a base outside any file. */
+static void id_fill(uint8_t id[HASH_LEN], uint8_t c)
+{
+    memset(id, c, HASH_LEN);
+}
+
+/* Version 6 parts: node 0 stores its chunk (1) as a recipe over K (a k
+ * line); node 1 its chunk (2) over node 0's (a chain: 1's r line and K
+ * copied into its closure); node 2 its chunk (3) over node 3's (4, a k
+ * line there).  Parts 0 and 1 merge with the union of their extras, each
+ * once; with 2 and 3, node 3's file chunk 4 makes node 2's k line go, and
+ * node 3 also storing chunk 1 plain (shared.bin) makes 1 plain everywhere:
+ * its r line and K go, 2's recipe over 1 stays. */
+static void test_merge_recipes(void **state)
+{
+    (void)state;
+    struct manifest p[4], m, back;
+    struct buf err = BUF_INIT, a = BUF_INIT;
+    uint8_t id[HASH_LEN], b1[1][HASH_LEN], k[1][HASH_LEN], b4[1][HASH_LEN];
+    parts_make(p, 4);
+    memset(k[0], 0x55, HASH_LEN);
+    id_fill(b1[0], 1);
+    id_fill(b4[0], 4);
+    id_fill(id, 1);
+    mark_chunk(&p[0], 1);
+    assert_int_equal(manifest_add_extra(&p[0], id, 100, (const uint8_t(*)[HASH_LEN])k, 1), 0);
+    assert_int_equal(manifest_add_extra(&p[0], k[0], 50, NULL, 0), 0);
+    mark_chunk(&p[1], 2);
+    id_fill(id, 2);
+    assert_int_equal(manifest_add_extra(&p[1], id, 101, (const uint8_t(*)[HASH_LEN])b1, 1), 0);
+    assert_int_equal(manifest_add_extra(&p[1], b1[0], 100, (const uint8_t(*)[HASH_LEN])k, 1), 0);
+    assert_int_equal(manifest_add_extra(&p[1], k[0], 50, NULL, 0), 0);
+    mark_chunk(&p[2], 3);
+    id_fill(id, 3);
+    assert_int_equal(manifest_add_extra(&p[2], id, 102, (const uint8_t(*)[HASH_LEN])b4, 1), 0);
+    assert_int_equal(manifest_add_extra(&p[2], b4[0], 103, NULL, 0), 0);
+    for (int i = 0; i < 3; i++) {
+        manifest_sort_extras(&p[i]);
+        assert_int_equal(manifest_validate(&p[i], &err), 0); /* each part is closed */
+    }
+    assert_int_equal(multinode_merge(p, 2, &m, &err), 0);
+    assert_int_equal(m.nextras, 3); /* r 1, r 2, k K: each once */
+    assert_true(manifest_extra(&m, b1[0])->recipe);
+    assert_false(manifest_extra(&m, k[0])->recipe);
+    assert_int_equal(manifest_encode(&m, &a), 0); /* closed: the check passes */
+    assert_int_equal(manifest_parse(a.data, a.len, &back, &err), 0);
+    assert_true(manifest_equal(&m, &back));
+    manifest_free(&back);
+    manifest_free(&m);
+    /* node 3 holds chunk 1 plain too */
+    assert_int_equal(manifest_add_file(&p[3], MFILE_REG, "checkpoint-1000/shared.bin", 0644, NULL),
+                     0);
+    assert_int_equal(manifest_add_chunk(&p[3], b1[0], 100), 0);
+    manifest_set_digest(&p[3], b1[0]);
+    assert_int_equal(multinode_merge(p, 4, &m, &err), 0);
+    assert_int_equal(m.nextras, 2); /* r 2 (over plain 1), r 3 (over file chunk 4) */
+    id_fill(id, 2);
+    assert_true(manifest_extra(&m, id) && manifest_extra(&m, id)->recipe);
+    id_fill(id, 3);
+    assert_true(manifest_extra(&m, id) && manifest_extra(&m, id)->recipe);
+    assert_null(manifest_extra(&m, b1[0]));
+    assert_null(manifest_extra(&m, k[0]));
+    assert_null(manifest_extra(&m, b4[0]));
+    for (size_t i = 0; i < m.nchunks; i++) /* 1 and 4 plain, 2 and 3 recipes */
+        assert_int_equal(manifest_chunk_recipe(&m, i),
+                         m.chunks[i].id[0] == 2 || m.chunks[i].id[0] == 3);
+    buf_reset(&a);
+    assert_int_equal(manifest_encode(&m, &a), 0);
+    manifest_free(&m);
+    parts_free(p, 4);
+    buf_free(&a);
+    buf_free(&err);
+}
+
 /* The same bytes at one path on two nodes: merged once; other bytes: refused. */
 static void test_conflict(void **state)
 {
@@ -272,7 +354,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_merge),        cmocka_unit_test(test_conflict),
         cmocka_unit_test(test_digest_kinds), cmocka_unit_test(test_refused),
-        cmocka_unit_test(test_object),
+        cmocka_unit_test(test_object),       cmocka_unit_test(test_merge_recipes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
