@@ -1,0 +1,578 @@
+/*
+ * dwrite.c — the writer of derived-bf16 recipes (see dwrite.h).
+ *
+ * Design notes.
+ * - Matching is by (numel, a fingerprint of DW_SAMPLES elements at spread
+ *   places): the fp32 side's samples are derived (tdelta_bf16_derive) and
+ *   hashed, the bf16 side's hashed as read, and the fp32 fingerprints
+ *   sorted, so n tensors cost O(n log n) and DW_SAMPLES preads each,
+ *   whatever their shapes.  Tensors under DW_MIN_NUMEL elements are left
+ *   alone (a recipe's tables would eat what they save).
+ * - Phase B keeps the base chunks of the last chunk: consecutive bf16
+ *   chunks derive from neighbouring fp32 chunks.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/err.h"
+#include "base/log.h"
+#include "engine/dplan.h"
+#include "engine/tdelta.h"
+#include "engine/tensorview.h"
+#include "service/dwrite.h"
+#include "service/scan.h"
+#include "store/layout.h"
+
+#define DW_SAMPLES 32
+#define DW_MIN_NUMEL 1024
+
+struct dw_range {
+    uint64_t off, len;
+};
+
+struct dw_file {
+    struct dplan_pair *pairs; /* its bf16 ranges, sorted by b16, disjoint */
+    size_t npairs, pcap;
+    struct dw_range *f32; /* its matched fp32 ranges, sorted, merged */
+    size_t nf32, fcap;
+    struct dplan_cut *cuts; /* phase B: its chunks, from the manifest */
+    size_t ncuts;
+};
+
+struct dw_item {
+    size_t file;
+    uint64_t off;
+    uint32_t len;
+    uint8_t id[HASH_LEN];
+    bool recipe; /* phase B's decision */
+};
+
+/* A candidate tensor of the pre-pass. */
+struct dw_cand {
+    size_t file;
+    uint64_t begin, numel, fp;
+};
+
+struct dwrite {
+    size_t nfiles;
+    struct dw_file *f;
+    pthread_mutex_t mu; /* def */
+    struct dw_item *def;
+    size_t ndef, dcap;
+    struct dw_cand *c16, *c32;
+    size_t n16, n32, cap16, cap32;
+    struct dwrite_stats st;
+};
+
+/* A base chunk's plaintext, read in phase B. */
+struct dw_bbuf {
+    uint8_t id[HASH_LEN];
+    struct buf b;
+    bool have;
+};
+
+int dwrite_new(size_t nfiles, struct dwrite **ret)
+{
+    struct dwrite *d = calloc(1, sizeof(*d));
+    if (!d || !(d->f = calloc(nfiles ? nfiles : 1, sizeof(*d->f)))) {
+        free(d);
+        return -ENOMEM;
+    }
+    d->nfiles = nfiles;
+    pthread_mutex_init(&d->mu, NULL);
+    *ret = d;
+    return 0;
+}
+
+void dwrite_free(struct dwrite *d)
+{
+    if (!d)
+        return;
+    for (size_t k = 0; k < d->nfiles; k++) {
+        free(d->f[k].pairs);
+        free(d->f[k].f32);
+        free(d->f[k].cuts);
+    }
+    free(d->f);
+    free(d->def);
+    free(d->c16);
+    free(d->c32);
+    pthread_mutex_destroy(&d->mu);
+    free(d);
+}
+
+const struct dwrite_stats *dwrite_stats(const struct dwrite *d)
+{
+    return &d->st;
+}
+
+/* Grows *v (of *cap elements of size sz) to hold n + 1. */
+static int dw_grow(void **v, size_t *cap, size_t n, size_t sz)
+{
+    if (n < *cap)
+        return 0;
+    size_t c = *cap ? 2 * *cap : 64;
+    void *p = realloc(*v, c * sz);
+    if (!p)
+        return -ENOMEM;
+    *v = p;
+    *cap = c;
+    return 0;
+}
+
+/* ---- the pre-pass ------------------------------------------------------ */
+
+static uint64_t dw_fnv(uint64_t h, const uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* The fingerprint of tensor t (bf16, or fp32 derived to bf16): 0 and
+ * *ret_fp, or -1 when it cannot be read. */
+static int dw_fingerprint(int fd, const struct tensorview_tensor *t, bool f32, uint64_t *ret_fp)
+{
+    uint8_t s[2 * DW_SAMPLES];
+    size_t w = f32 ? 4 : 2;
+    for (size_t j = 0; j < DW_SAMPLES; j++) {
+        uint64_t at = t->begin + (t->numel - 1) * j / (DW_SAMPLES - 1) * w;
+        uint8_t e[4];
+        if (pread(fd, e, w, (off_t)at) != (ssize_t)w)
+            return -1;
+        if (f32)
+            tdelta_bf16_derive(e, 1, TDELTA_NAN_TORCH_CPU, s + 2 * j);
+        else
+            memcpy(s + 2 * j, e, 2);
+    }
+    uint8_t n[8];
+    for (int i = 0; i < 8; i++)
+        n[i] = (uint8_t)(t->numel >> (8 * i));
+    *ret_fp = dw_fnv(dw_fnv(0xcbf29ce484222325ull, n, 8), s, sizeof(s));
+    return 0;
+}
+
+/* File k's candidate tensors into d's lists. */
+static int dw_view_cands(struct dwrite *d, size_t k, int fd, const struct tensorview *v)
+{
+    for (size_t i = 0; i < v->n; i++) {
+        const struct tensorview_tensor *t = &v->t[i];
+        bool f32 = t->dtype == TENSORVIEW_F32;
+        if (!t->contiguous || t->numel < DW_MIN_NUMEL || (!f32 && t->dtype != TENSORVIEW_BF16))
+            continue;
+        struct dw_cand c = {.file = k, .begin = t->begin, .numel = t->numel};
+        if (dw_fingerprint(fd, t, f32, &c.fp) < 0)
+            continue;
+        struct dw_cand **v_ = f32 ? &d->c32 : &d->c16;
+        size_t *n = f32 ? &d->n32 : &d->n16, *cap = f32 ? &d->cap32 : &d->cap16;
+        if (dw_grow((void **)v_, cap, *n, sizeof(**v_)) < 0)
+            return -ENOMEM;
+        (*v_)[(*n)++] = c;
+    }
+    return 0;
+}
+
+static int dw_cand_cmp(const void *a, const void *b)
+{
+    const struct dw_cand *x = a, *y = b;
+    if (x->fp != y->fp)
+        return x->fp < y->fp ? -1 : 1;
+    return x->numel < y->numel ? -1 : x->numel > y->numel;
+}
+
+/* The pair b (bf16) <- f (fp32) into their files' lists. */
+static int dw_add_pair(struct dwrite *d, const struct dw_cand *b, const struct dw_cand *f)
+{
+    struct dw_file *bf = &d->f[b->file], *ff = &d->f[f->file];
+    if (dw_grow((void **)&bf->pairs, &bf->pcap, bf->npairs, sizeof(*bf->pairs)) < 0 ||
+        dw_grow((void **)&ff->f32, &ff->fcap, ff->nf32, sizeof(*ff->f32)) < 0)
+        return -ENOMEM;
+    bf->pairs[bf->npairs++] =
+        (struct dplan_pair){.b16 = b->begin, .f32 = f->begin, .n = b->numel, .file = f->file};
+    ff->f32[ff->nf32++] = (struct dw_range){f->begin, 4 * f->numel};
+    return 0;
+}
+
+static int dw_pair_cmp(const void *a, const void *b)
+{
+    const struct dplan_pair *x = a, *y = b;
+    return x->b16 < y->b16 ? -1 : x->b16 > y->b16;
+}
+
+static int dw_range_cmp(const void *a, const void *b)
+{
+    const struct dw_range *x = a, *y = b;
+    return x->off < y->off ? -1 : x->off > y->off;
+}
+
+/* Each file's pairs sorted and disjoint (a tied tensor once), its fp32
+ * ranges sorted and merged. */
+static void dw_tidy(struct dw_file *f)
+{
+    size_t n = 0;
+    if (f->npairs > 1)
+        qsort(f->pairs, f->npairs, sizeof(*f->pairs), dw_pair_cmp);
+    for (size_t i = 0; i < f->npairs; i++)
+        if (!n || f->pairs[i].b16 >= f->pairs[n - 1].b16 + 2 * f->pairs[n - 1].n)
+            f->pairs[n++] = f->pairs[i];
+    f->npairs = n;
+    n = 0;
+    if (f->nf32 > 1)
+        qsort(f->f32, f->nf32, sizeof(*f->f32), dw_range_cmp);
+    for (size_t i = 0; i < f->nf32; i++) {
+        struct dw_range *last = n ? &f->f32[n - 1] : NULL;
+        if (last && f->f32[i].off <= last->off + last->len) {
+            uint64_t end = f->f32[i].off + f->f32[i].len;
+            if (end > last->off + last->len)
+                last->len = end - last->off;
+        } else {
+            f->f32[n++] = f->f32[i];
+        }
+    }
+    f->nf32 = n;
+}
+
+static int dw_pairs(struct dwrite *d)
+{
+    if (d->n32 > 1)
+        qsort(d->c32, d->n32, sizeof(*d->c32), dw_cand_cmp);
+    for (size_t i = 0; d->n32 && i < d->n16; i++) {
+        const struct dw_cand *f = bsearch(&d->c16[i], d->c32, d->n32, sizeof(*d->c32), dw_cand_cmp);
+        if (f && dw_add_pair(d, &d->c16[i], f) < 0)
+            return -ENOMEM;
+        d->st.pairs += f != NULL;
+    }
+    for (size_t k = 0; k < d->nfiles; k++)
+        dw_tidy(&d->f[k]);
+    free(d->c16);
+    free(d->c32);
+    d->c16 = d->c32 = NULL;
+    d->n16 = d->n32 = d->cap16 = d->cap32 = 0;
+    return 0;
+}
+
+int dwrite_match(struct dwrite *d, dwrite_open_fn open, void *ud, const uint64_t *sizes)
+{
+    int e = 0;
+    for (size_t k = 0; k < d->nfiles && e == 0; k++) {
+        if (sizes[k] < 8)
+            continue;
+        int fd = open(ud, k);
+        if (fd < 0)
+            continue;
+        struct tensorview v = TENSORVIEW_INIT;
+        if (scan_view(fd, sizes[k], &v) == 0)
+            e = dw_view_cands(d, k, fd, &v);
+        tensorview_free(&v);
+        close(fd);
+    }
+    return e < 0 ? e : dw_pairs(d);
+}
+
+/* ---- during the read ---------------------------------------------------- */
+
+static bool dw_overlaps_f32(const struct dw_file *f, uint64_t off, uint64_t len)
+{
+    size_t lo = 0, hi = f->nf32;
+    while (lo < hi) { /* the first range ending after off */
+        size_t mid = lo + (hi - lo) / 2;
+        if (f->f32[mid].off + f->f32[mid].len <= off)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < f->nf32 && f->f32[lo].off < off + len;
+}
+
+bool dwrite_defer(struct dwrite *d, size_t k, uint64_t off, uint32_t len,
+                  const uint8_t id[HASH_LEN])
+{
+    if (k >= d->nfiles || d->f[k].npairs == 0 ||
+        !dplan_overlaps_b16(d->f[k].pairs, d->f[k].npairs, off, len) ||
+        dw_overlaps_f32(&d->f[k], off, len))
+        return false;
+    pthread_mutex_lock(&d->mu);
+    bool ok = dw_grow((void **)&d->def, &d->dcap, d->ndef, sizeof(*d->def)) == 0;
+    if (ok) {
+        struct dw_item *it = &d->def[d->ndef++];
+        *it = (struct dw_item){.file = k, .off = off, .len = len};
+        memcpy(it->id, id, HASH_LEN);
+    }
+    pthread_mutex_unlock(&d->mu);
+    return ok;
+}
+
+/* ---- phase B ------------------------------------------------------------ */
+
+static int dw_item_cmp(const void *a, const void *b)
+{
+    return memcmp(((const struct dw_item *)a)->id, ((const struct dw_item *)b)->id, HASH_LEN);
+}
+
+static struct dw_item *dw_deferred(const struct dwrite *d, const uint8_t id[HASH_LEN])
+{
+    struct dw_item probe;
+    memcpy(probe.id, id, HASH_LEN);
+    return d->ndef ? bsearch(&probe, d->def, d->ndef, sizeof(*d->def), dw_item_cmp) : NULL;
+}
+
+/* A base may be used when its id is nowhere deferred: it is then a plain
+ * chunk of the snapshot. */
+static bool dw_usable(void *ud, const struct dplan_cut *c)
+{
+    return dw_deferred(ud, c->id) == NULL;
+}
+
+/* Each base file's chunks, from m, and each pair's cuts. */
+static int dw_cuts(struct dwrite *d, const struct manifest *m)
+{
+    for (size_t k = 0; k < d->nfiles && k < m->nfiles; k++) {
+        struct dw_file *f = &d->f[k];
+        const struct mfile *mf = &m->files[k];
+        if (f->nf32 == 0 || mf->type != MFILE_REG)
+            continue;
+        if (!(f->cuts = calloc(mf->nchunks ? mf->nchunks : 1, sizeof(*f->cuts))))
+            return -ENOMEM;
+        uint64_t off = 0;
+        for (uint64_t c = 0; c < mf->nchunks; c++) {
+            const struct mchunk *mc = &m->chunks[mf->first_chunk + c];
+            f->cuts[c].off = off;
+            f->cuts[c].len = mc->len;
+            memcpy(f->cuts[c].id, mc->id, HASH_LEN);
+            off += mc->len;
+        }
+        f->ncuts = (size_t)mf->nchunks;
+    }
+    for (size_t k = 0; k < d->nfiles; k++)
+        for (size_t i = 0; i < d->f[k].npairs; i++) {
+            struct dplan_pair *p = &d->f[k].pairs[i];
+            p->cuts = p->file < d->nfiles ? d->f[p->file].cuts : NULL;
+            p->ncuts = p->file < d->nfiles ? d->f[p->file].ncuts : 0;
+        }
+    return 0;
+}
+
+/* Bytes [off, off + len) of manifest file k into out, checked to be
+ * chunk id: 0, CKS_E_CHANGED (err says which file), or an error. */
+static int dw_read(const struct manifest *m, const struct dwrite_env *env, size_t k, uint64_t off,
+                   uint32_t len, const uint8_t id[HASH_LEN], struct buf *out)
+{
+    uint8_t got[HASH_LEN];
+    buf_reset(out);
+    if (buf_reserve(out, len ? len : 1) < 0)
+        return -ENOMEM;
+    int fd = env->open(env->ud, k);
+    if (fd < 0)
+        return fd;
+    ssize_t n = pread(fd, out->data, len, (off_t)off);
+    int e = n < 0 ? -errno : 0;
+    close(fd);
+    if (e < 0) {
+        buf_printf(env->err, "reading \"%s\": %s", m->files[k].path, err_str(e));
+        return e;
+    }
+    out->len = (size_t)n;
+    env->chunk_id(env->ud, out->data, out->len, got);
+    if ((size_t)n != len || memcmp(got, id, HASH_LEN)) {
+        buf_printf(env->err, "\"%s\" changed during the snapshot; take it again", m->files[k].path);
+        return CKS_E_CHANGED;
+    }
+    return 0;
+}
+
+/* The plan's bases read (or kept from the last chunk's, prev) into cur
+ * and tb. */
+static int dw_bases(const struct manifest *m, const struct dwrite_env *env, const struct dplan *p,
+                    struct dw_bbuf *prev, struct dw_bbuf *cur, struct tdelta_base *tb)
+{
+    for (size_t k = 0; k < p->nbase; k++) {
+        const struct dplan_cut *c = p->base[k].cut;
+        for (size_t j = 0; j < TDELTA_MAX_BASES && !cur[k].have; j++)
+            if (prev[j].have && !memcmp(prev[j].id, c->id, HASH_LEN)) {
+                struct dw_bbuf t = cur[k];
+                cur[k] = prev[j];
+                prev[j] = t;
+            }
+        if (!cur[k].have) {
+            int e = dw_read(m, env, p->base[k].file, c->off, c->len, c->id, &cur[k].b);
+            if (e < 0)
+                return e;
+            memcpy(cur[k].id, c->id, HASH_LEN);
+            cur[k].have = true;
+        }
+        memcpy(tb[k].id, c->id, HASH_LEN);
+        tb[k].data = cur[k].b.data;
+        tb[k].len = cur[k].b.len;
+    }
+    return 0;
+}
+
+/* Phase B's buffers. */
+struct dw_b {
+    struct dplan p;
+    struct buf raw, obj, back;
+    struct dw_bbuf bb[2][TDELTA_MAX_BASES]; /* the last chunk's bases, this one's */
+    int cur;
+    struct tdelta_scratch sc;
+};
+
+static void dw_b_free(struct dw_b *b)
+{
+    dplan_free(&b->p);
+    buf_free(&b->raw);
+    buf_free(&b->obj);
+    buf_free(&b->back);
+    for (int s = 0; s < 2; s++)
+        for (size_t k = 0; k < TDELTA_MAX_BASES; k++)
+            buf_free(&b->bb[s][k].b);
+    tdelta_scratch_free(&b->sc);
+}
+
+/* Chunk it (in b->raw) encoded as a recipe into b->obj, checked by
+ * decoding it: *ret_ok, or not (it stays plain). */
+static int dw_encode(struct dwrite *d, const struct manifest *m, const struct dwrite_env *env,
+                     const struct dw_item *it, struct dw_b *b, bool *ret_ok)
+{
+    struct tdelta_base tb[TDELTA_MAX_BASES];
+    struct tdelta_stats st;
+    const struct dw_file *f = &d->f[it->file];
+    *ret_ok = false;
+    int e = dplan_chunk(&b->p, it->off, it->len, f->pairs, f->npairs, dw_usable, d);
+    if (e == CKS_E_LIMIT || (e == 0 && b->p.derived == 0))
+        return 0;
+    struct dw_bbuf *prev = b->bb[b->cur], *cur = b->bb[!b->cur];
+    for (size_t k = 0; k < TDELTA_MAX_BASES; k++)
+        cur[k].have = false;
+    if (e == 0)
+        e = dw_bases(m, env, &b->p, prev, cur, tb);
+    b->cur = !b->cur; /* what this chunk read is the next one's prev */
+    if (e < 0)
+        return e;
+    struct tdelta_opts o = {.level = env->level, .scratch = &b->sc};
+    e = tdelta_encode(env->z, b->raw.data, b->raw.len, b->p.seg, b->p.nseg, tb, b->p.nbase, &o,
+                      &b->obj, &st);
+    if (e < 0) {
+        buf_printf(env->err, "encoding a recipe of \"%s\": %s", m->files[it->file].path,
+                   err_str(e));
+        return e;
+    }
+    if (!st.recipe)
+        return 0;
+    e = tdelta_decode(env->z, b->obj.data, b->obj.len, it->id, it->len, tb, b->p.nbase, &b->back);
+    if (e < 0)
+        log_warn("a recipe of \"%s\" at byte %llu did not decode to its chunk (%s); storing the "
+                 "chunk plain",
+                 m->files[it->file].path, (unsigned long long)it->off, err_str(e));
+    *ret_ok = e == 0;
+    return 0;
+}
+
+static int dw_mbase_cmp(const void *a, const void *b)
+{
+    return memcmp(((const struct mbase *)a)->id, ((const struct mbase *)b)->id, HASH_LEN);
+}
+
+/* The recipe in b->obj of chunk it: stored (env->put) and its r line
+ * added to m. */
+static int dw_store(struct dwrite *d, struct manifest *m, const struct dwrite_env *env,
+                    const struct dw_item *it, struct dw_b *b)
+{
+    struct tdelta_ref refs[TDELTA_MAX_BASES];
+    uint8_t ids[TDELTA_MAX_BASES][HASH_LEN];
+    struct mbase mb[TDELTA_MAX_BASES];
+    uint8_t sig[MANIFEST_RECIPE_SIG];
+    char key[LAYOUT_KEY_MAX];
+    size_t n;
+    int e = tdelta_refs(b->obj.data, b->obj.len, refs, TDELTA_MAX_BASES, &n);
+    if (e < 0)
+        return e;
+    for (size_t k = 0; k < n; k++) {
+        memcpy(ids[k], refs[k].id, HASH_LEN);
+        memcpy(mb[k].id, refs[k].id, HASH_LEN);
+    }
+    qsort(mb, n, sizeof(*mb), dw_mbase_cmp);
+    manifest_recipe_sig(mb, n, sig);
+    layout_recipe(it->id, sig, key);
+    if ((e = env->put(env->ud, key, b->obj.data, b->obj.len, it->len)) < 0)
+        return e;
+    if ((e = manifest_add_extra(m, it->id, it->len, (const uint8_t(*)[HASH_LEN])ids, n)) < 0) {
+        buf_printf(env->err, "adding a recipe to the manifest: %s", err_str(e));
+        return e;
+    }
+    d->st.recipes++;
+    d->st.recipe_raw += it->len;
+    d->st.recipe_bytes += b->obj.len;
+    return 0;
+}
+
+/* One distinct deferred chunk: a recipe, or plain. */
+static int dw_one(struct dwrite *d, struct manifest *m, const struct dwrite_env *env,
+                  struct dw_item *it, struct dw_b *b)
+{
+    bool ok;
+    it->recipe = false;
+    if (env->have_plain(env->ud, it->id))
+        return 0; /* stored plain meanwhile (the same bytes elsewhere) */
+    int e = dw_read(m, env, it->file, it->off, it->len, it->id, &b->raw);
+    if (e == 0)
+        e = dw_encode(d, m, env, it, b, &ok);
+    if (e == 0 && ok && (e = dw_store(d, m, env, it, b)) == 0)
+        it->recipe = true;
+    if (e == 0 && !it->recipe) {
+        d->st.plain++;
+        e = env->plain(env->ud, it->id, b->raw.data, b->raw.len);
+    }
+    return e;
+}
+
+/* Every place in m of a chunk stored as a recipe marked. */
+static int dw_mark(const struct dwrite *d, struct manifest *m)
+{
+    for (size_t i = 0; i < m->nchunks; i++) {
+        const struct dw_item *it = dw_deferred(d, m->chunks[i].id);
+        int e = it && it->recipe ? manifest_mark_recipe(m, i, true) : 0;
+        if (e < 0)
+            return e;
+    }
+    manifest_sort_extras(m);
+    return 0;
+}
+
+static int dw_place_cmp(const void *a, const void *b)
+{
+    const struct dw_item *x = *(struct dw_item *const *)a, *y = *(struct dw_item *const *)b;
+    if (x->file != y->file)
+        return x->file < y->file ? -1 : 1;
+    return x->off < y->off ? -1 : x->off > y->off;
+}
+
+int dwrite_finish(struct dwrite *d, struct manifest *m, const struct dwrite_env *env)
+{
+    struct dw_b b = {.p = DPLAN_INIT, .sc = TDELTA_SCRATCH_INIT};
+    size_t n = 0;
+    if (d->ndef == 0)
+        return 0;
+    if (d->ndef > 1)
+        qsort(d->def, d->ndef, sizeof(*d->def), dw_item_cmp);
+    for (size_t i = 0; i < d->ndef; i++) /* each id once: its first place read */
+        if (!n || memcmp(d->def[n - 1].id, d->def[i].id, HASH_LEN))
+            d->def[n++] = d->def[i];
+    d->ndef = n;
+    d->st.deferred = n;
+    struct dw_item **ord = malloc(n * sizeof(*ord)); /* in file order: bases shared */
+    if (!ord)
+        return -ENOMEM;
+    for (size_t i = 0; i < n; i++)
+        ord[i] = &d->def[i];
+    qsort(ord, n, sizeof(*ord), dw_place_cmp);
+    int e = dw_cuts(d, m);
+    for (size_t i = 0; e == 0 && i < n; i++)
+        e = dw_one(d, m, env, ord[i], &b);
+    free(ord);
+    dw_b_free(&b);
+    return e < 0 ? e : dw_mark(d, m);
+}
