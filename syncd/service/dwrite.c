@@ -26,6 +26,7 @@
 #include "service/dwrite.h"
 #include "service/scan.h"
 #include "store/layout.h"
+#include "store/recidx.h"
 
 #define DW_SAMPLES 32
 #define DW_MIN_NUMEL 1024
@@ -63,6 +64,8 @@ struct dwrite {
     pthread_mutex_t mu; /* def */
     struct dw_item *def;
     size_t ndef, dcap;
+    struct mbase *ids; /* phase B: the manifest's chunk ids, sorted */
+    size_t nids;
     struct dw_cand *c16, *c32;
     size_t n16, n32, cap16, cap32;
     struct dwrite_stats st;
@@ -99,6 +102,7 @@ void dwrite_free(struct dwrite *d)
     }
     free(d->f);
     free(d->def);
+    free(d->ids);
     free(d->c16);
     free(d->c32);
     pthread_mutex_destroy(&d->mu);
@@ -476,36 +480,119 @@ static int dw_mbase_cmp(const void *a, const void *b)
     return memcmp(((const struct mbase *)a)->id, ((const struct mbase *)b)->id, HASH_LEN);
 }
 
-/* The recipe in b->obj of chunk it: stored (env->put) and its r line
- * added to m. */
+/* The index's record of recipe r of chunk id, its presence merged with
+ * what it had. */
+static int dw_record(const struct dwrite_env *env, const uint8_t id[HASH_LEN], struct recidx *r)
+{
+    struct index_txn *t;
+    struct recidx old;
+    int e = index_txn_begin(env->ix, true, &t);
+    if (e < 0)
+        return e;
+    if (recidx_get(t, id, r->sig, &old) == 0)
+        r->presence |= old.presence;
+    if ((e = recidx_put(t, id, r)) < 0) {
+        index_txn_abort(t);
+        return e;
+    }
+    return index_txn_commit(t);
+}
+
+/* The r line of chunk it over bases refs[0 .. n) into m. */
+static int dw_add_r(struct manifest *m, const struct dwrite_env *env, const struct dw_item *it,
+                    const struct tdelta_ref *refs, size_t n)
+{
+    uint8_t ids[TDELTA_MAX_BASES][HASH_LEN];
+    for (size_t k = 0; k < n; k++)
+        memcpy(ids[k], refs[k].id, HASH_LEN);
+    int e = manifest_add_extra(m, it->id, it->len, (const uint8_t(*)[HASH_LEN])ids, n);
+    if (e < 0)
+        buf_printf(env->err, "adding a recipe to the manifest: %s", err_str(e));
+    return e;
+}
+
+/* The recipe in b->obj of chunk it: stored (env->put), recorded in the
+ * index, and its r line added to m. */
 static int dw_store(struct dwrite *d, struct manifest *m, const struct dwrite_env *env,
                     const struct dw_item *it, struct dw_b *b)
 {
-    struct tdelta_ref refs[TDELTA_MAX_BASES];
-    uint8_t ids[TDELTA_MAX_BASES][HASH_LEN];
+    struct recidx r = {.depth = 1, .raw_len = it->len, .stored_len = (uint32_t)b->obj.len};
     struct mbase mb[TDELTA_MAX_BASES];
-    uint8_t sig[MANIFEST_RECIPE_SIG];
     char key[LAYOUT_KEY_MAX];
-    size_t n;
-    int e = tdelta_refs(b->obj.data, b->obj.len, refs, TDELTA_MAX_BASES, &n);
+    int e = tdelta_refs(b->obj.data, b->obj.len, r.base, TDELTA_MAX_BASES, &r.nbases);
     if (e < 0)
         return e;
-    for (size_t k = 0; k < n; k++) {
-        memcpy(ids[k], refs[k].id, HASH_LEN);
-        memcpy(mb[k].id, refs[k].id, HASH_LEN);
-    }
-    qsort(mb, n, sizeof(*mb), dw_mbase_cmp);
-    manifest_recipe_sig(mb, n, sig);
-    layout_recipe(it->id, sig, key);
-    if ((e = env->put(env->ud, key, b->obj.data, b->obj.len, it->len)) < 0)
+    for (size_t k = 0; k < r.nbases; k++)
+        memcpy(mb[k].id, r.base[k].id, HASH_LEN);
+    qsort(mb, r.nbases, sizeof(*mb), dw_mbase_cmp);
+    manifest_recipe_sig(mb, r.nbases, r.sig);
+    layout_recipe(it->id, r.sig, key);
+    if ((e = env->put(env->ud, key, b->obj.data, b->obj.len, it->len, &r.presence)) < 0 ||
+        (e = dw_record(env, it->id, &r)) < 0 || (e = dw_add_r(m, env, it, r.base, r.nbases)) < 0)
         return e;
-    if ((e = manifest_add_extra(m, it->id, it->len, (const uint8_t(*)[HASH_LEN])ids, n)) < 0) {
-        buf_printf(env->err, "adding a recipe to the manifest: %s", err_str(e));
-        return e;
-    }
     d->st.recipes++;
     d->st.recipe_raw += it->len;
     d->st.recipe_bytes += b->obj.len;
+    return 0;
+}
+
+/* Whether id is a plain file chunk of the snapshot (not deferred). */
+static bool dw_plain_file_chunk(const struct dwrite *d, const uint8_t id[HASH_LEN])
+{
+    struct mbase probe;
+    memcpy(probe.id, id, HASH_LEN);
+    return d->nids && bsearch(&probe, d->ids, d->nids, sizeof(*d->ids), dw_mbase_cmp) &&
+           !dw_deferred(d, id);
+}
+
+struct dw_known {
+    const struct dwrite *d;
+    struct recidx r;
+    bool found;
+};
+
+static int dw_known_cb(void *ud, const struct recidx *r)
+{
+    struct dw_known *k = ud;
+    if (r->depth != 1)
+        return 0;
+    for (size_t i = 0; i < r->nbases; i++)
+        if (!dw_plain_file_chunk(k->d, r->base[i].id))
+            return 0;
+    k->r = *r;
+    k->found = true;
+    return 1;
+}
+
+/* A recipe of chunk it the index knows, over plain file chunks of the
+ * snapshot and held by every region (asked now): named again (*ret_done). */
+static int dw_reuse(struct dwrite *d, struct manifest *m, const struct dwrite_env *env,
+                    const struct dw_item *it, bool *ret_done)
+{
+    struct dw_known k = {.d = d};
+    struct index_txn *t;
+    char key[LAYOUT_KEY_MAX];
+    uint32_t slots, need = env->slots(env->ud);
+    *ret_done = false;
+    int e = index_txn_begin(env->ix, false, &t);
+    if (e < 0)
+        return e;
+    e = recidx_each(t, it->id, dw_known_cb, &k);
+    index_txn_abort(t);
+    if (e < 0 || !k.found || k.r.raw_len != it->len)
+        return e < 0 && e != CKS_E_FORMAT ? e : 0; /* a damaged record: encode again */
+    layout_recipe(it->id, k.r.sig, key);
+    if ((e = env->has(env->ud, key, k.r.stored_len, &slots)) < 0 || (slots & need) != need)
+        return e;
+    k.r.presence = slots;
+    if ((e = dw_record(env, it->id, &k.r)) < 0 ||
+        (e = dw_add_r(m, env, it, k.r.base, k.r.nbases)) < 0)
+        return e;
+    d->st.recipes++;
+    d->st.reused++;
+    d->st.recipe_raw += it->len;
+    d->st.recipe_bytes += k.r.stored_len;
+    *ret_done = true;
     return 0;
 }
 
@@ -517,7 +604,10 @@ static int dw_one(struct dwrite *d, struct manifest *m, const struct dwrite_env 
     it->recipe = false;
     if (env->have_plain(env->ud, it->id))
         return 0; /* stored plain meanwhile (the same bytes elsewhere) */
-    int e = dw_read(m, env, it->file, it->off, it->len, it->id, &b->raw);
+    int e = dw_reuse(d, m, env, it, &it->recipe);
+    if (e < 0 || it->recipe)
+        return e;
+    e = dw_read(m, env, it->file, it->off, it->len, it->id, &b->raw);
     if (e == 0)
         e = dw_encode(d, m, env, it, b, &ok);
     if (e == 0 && ok && (e = dw_store(d, m, env, it, b)) == 0)
@@ -539,6 +629,19 @@ static int dw_mark(const struct dwrite *d, struct manifest *m)
             return e;
     }
     manifest_sort_extras(m);
+    return 0;
+}
+
+/* The manifest's chunk ids, sorted (dw_plain_file_chunk). */
+static int dw_ids(struct dwrite *d, const struct manifest *m)
+{
+    if (!(d->ids = malloc((m->nchunks ? m->nchunks : 1) * sizeof(*d->ids))))
+        return -ENOMEM;
+    for (size_t i = 0; i < m->nchunks; i++)
+        memcpy(d->ids[i].id, m->chunks[i].id, HASH_LEN);
+    d->nids = m->nchunks;
+    if (d->nids > 1)
+        qsort(d->ids, d->nids, sizeof(*d->ids), dw_mbase_cmp);
     return 0;
 }
 
@@ -570,6 +673,8 @@ int dwrite_finish(struct dwrite *d, struct manifest *m, const struct dwrite_env 
         ord[i] = &d->def[i];
     qsort(ord, n, sizeof(*ord), dw_place_cmp);
     int e = dw_cuts(d, m);
+    if (e == 0)
+        e = dw_ids(d, m);
     for (size_t i = 0; e == 0 && i < n; i++)
         e = dw_one(d, m, env, ord[i], &b);
     free(ord);

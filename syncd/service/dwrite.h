@@ -23,6 +23,13 @@
  * dwrite_defer in its run op, and dwrite_finish with an env whose put
  * queues the recipe for its region workers instead of writing it.
  *
+ * Dedup: a recipe the index records (store/recidx.h) for a deferred
+ * chunk id, whose bases are plain file chunks of this snapshot, is named
+ * again without reading or encoding anything, once every region answers
+ * that it holds the object; else the chunk is encoded and the object
+ * asked for and uploaded where missing.  Every recipe the snapshot names
+ * is so confirmed in every region during phase B.
+ *
  * Trust: the views and fingerprints only propose; a recipe is kept only
  * when tdelta_encode made one and tdelta_decode of it, with the bases read
  * again from the files and checked against their ids, gives the chunk's
@@ -45,6 +52,7 @@
 #include "engine/chunkobj.h"
 #include "engine/hash.h"
 #include "engine/manifest.h"
+#include "store/index.h"
 
 struct dwrite;
 
@@ -57,14 +65,22 @@ struct dwrite_env {
     /* The chunk id of bytes (the repository's: SHA-256 or HMAC). */
     void (*chunk_id)(void *ud, const uint8_t *data, size_t len, uint8_t id[HASH_LEN]);
     /* Stores the recipe obj (its key, layout_recipe) of a chunk of raw
-     * bytes in every region; < 0 fails the snapshot. */
-    int (*put)(void *ud, const char *key, const uint8_t *obj, size_t len, uint32_t raw);
+     * bytes in every region that lacks it (asked first); *ret_slots: the
+     * region slots that hold it now.  < 0 fails the snapshot. */
+    int (*put)(void *ud, const char *key, const uint8_t *obj, size_t len, uint32_t raw,
+               uint32_t *ret_slots);
+    /* Asks every region for key (an object of len bytes): *ret_slots, the
+     * slots that hold it.  < 0 fails the snapshot. */
+    int (*has)(void *ud, const char *key, size_t len, uint32_t *ret_slots);
+    /* The slots of the regions still in the snapshot. */
+    uint32_t (*slots)(void *ud);
     /* The deferred chunk id (bytes data) stays a plain chunk: store it as
      * the read would have; < 0 fails the snapshot. */
     int (*plain)(void *ud, const uint8_t id[HASH_LEN], const uint8_t *data, size_t len);
     /* Whether the index holds chunk id plain wherever it is needed. */
     bool (*have_plain)(void *ud, const uint8_t id[HASH_LEN]);
     struct chunkobj_ctx *z; /* the repository's (repo_chunkobj_ctx) */
+    struct index *ix;       /* recipe records (store/recidx.h) */
     int level;              /* zstd level of literals */
     void *ud;
     struct buf *err; /* a message naming what failed */
@@ -77,6 +93,8 @@ struct dwrite_stats {
     uint64_t recipe_raw;   /* their raw bytes */
     uint64_t recipe_bytes; /* their objects' bytes */
     uint64_t plain;        /* deferred chunks stored plain after all */
+    uint64_t reused;       /* of the recipes, known to the index and found in
+                            * every region: not read or encoded again */
 };
 
 int dwrite_new(size_t nfiles, struct dwrite **ret);

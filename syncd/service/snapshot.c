@@ -599,22 +599,26 @@ static void snap_dw_test_stop(void)
         raise(SIGSTOP);
 }
 
-/* Object obj (key) in every region still in the snapshot: asked for
- * first, written where it is missing.  Returns the regions written. */
+/* Object obj (key; len bytes) in every region still in the snapshot:
+ * asked for first, and, with obj, written where it is missing.  Returns
+ * the regions (indices) written and the slots that hold it. */
 static int snap_dw_store(struct snap *s, const char *key, const uint8_t *obj, size_t len,
-                         uint32_t *ret_written)
+                         uint32_t *ret_written, uint32_t *ret_slots)
 {
-    *ret_written = 0;
+    *ret_written = *ret_slots = 0;
     REPO_FOR_HEALTHY(s->r, i) {
         struct region *rg = repo_region(s->r, i);
         int e = region_has_size(rg, key, len);
-        if (e == 0 && (e = region_put(rg, key, obj, len)) == 0) {
+        if (e == 0 && obj && (e = region_put(rg, key, obj, len)) == 0) {
             s->res->region[i].objects_put++;
             s->res->region[i].bytes_put += len;
             *ret_written |= 1u << i;
+            e = 1;
         }
         if (e < 0)
             snap_region_fail(s, i, e);
+        else if (e > 0)
+            *ret_slots |= 1u << rg->slot;
     }
     if (repo_healthy(s->r) == 0) {
         buf_printf(s->err, "every region failed");
@@ -623,11 +627,12 @@ static int snap_dw_store(struct snap *s, const char *key, const uint8_t *obj, si
     return 0;
 }
 
-static int snap_dw_put(void *ud, const char *key, const uint8_t *obj, size_t len, uint32_t raw)
+static int snap_dw_put(void *ud, const char *key, const uint8_t *obj, size_t len, uint32_t raw,
+                       uint32_t *ret_slots)
 {
     struct snap *s = ud;
     uint32_t written;
-    int e = snap_dw_store(s, key, obj, len, &written);
+    int e = snap_dw_store(s, key, obj, len, &written, ret_slots);
     if (e == 0 && written) {
         s->res->new_chunks++;
         s->res->new_bytes += raw;
@@ -635,6 +640,17 @@ static int snap_dw_put(void *ud, const char *key, const uint8_t *obj, size_t len
         snap_dw_test_stop();
     }
     return e;
+}
+
+static int snap_dw_has(void *ud, const char *key, size_t len, uint32_t *ret_slots)
+{
+    uint32_t written;
+    return snap_dw_store(ud, key, NULL, len, &written, ret_slots);
+}
+
+static uint32_t snap_dw_slots(void *ud)
+{
+    return snap_healthy_mask(ud);
 }
 
 /* A deferred chunk that stays plain: stored and recorded as the read
@@ -646,7 +662,7 @@ static int snap_dw_plain(void *ud, const uint8_t id[HASH_LEN], const uint8_t *da
     struct index_txn *t;
     enum chunkobj_codec codec;
     char key[REGION_KEY_MAX];
-    uint32_t written;
+    uint32_t written, slots;
     struct chunkobj_opts o = repo_chunk_opts(s->r);
     o.width = 2;
     int e = chunkobj_encode(&s->z, data, len, &o, &s->obj, &codec);
@@ -655,7 +671,7 @@ static int snap_dw_plain(void *ud, const uint8_t id[HASH_LEN], const uint8_t *da
         return e;
     }
     layout_chunk(id, key);
-    if ((e = snap_dw_store(s, key, s->obj.data, s->obj.len, &written)) < 0)
+    if ((e = snap_dw_store(s, key, s->obj.data, s->obj.len, &written, &slots)) < 0)
         return e;
     if (written) {
         s->res->new_chunks++;
@@ -669,12 +685,12 @@ static int snap_dw_plain(void *ud, const uint8_t id[HASH_LEN], const uint8_t *da
     c.raw_len = (uint32_t)len;
     c.stored_len = (uint32_t)s->obj.len;
     c.codec = (uint8_t)codec;
-    c.presence |= snap_healthy_mask(s);
+    c.presence |= slots;
     if (e < 0 || (e = index_chunk_put(t, id, &c)) < 0)
         index_txn_abort(t);
     else
         e = index_txn_commit(t);
-    return e < 0 ? e : snap_seen(s, id, snap_healthy_mask(s));
+    return e < 0 ? e : snap_seen(s, id, slots);
 }
 
 /* ---- confirming presence ------------------------------------------------ */
@@ -1031,9 +1047,12 @@ static int snap_dwrite(struct snap *s)
     struct dwrite_env env = {.open = snap_dw_open,
                              .chunk_id = snap_dw_id,
                              .put = snap_dw_put,
+                             .has = snap_dw_has,
+                             .slots = snap_dw_slots,
                              .plain = snap_dw_plain,
                              .have_plain = snap_dw_have,
                              .z = &z,
+                             .ix = repo_index(s->r),
                              .level = repo_chunk_opts(s->r).level,
                              .ud = s,
                              .err = s->err};
@@ -1041,10 +1060,10 @@ static int snap_dwrite(struct snap *s)
     chunkobj_ctx_free(&z);
     const struct dwrite_stats *st = dwrite_stats(s->dw);
     log_info("derived bf16: %llu tensor pair(s); %llu chunk(s) of %llu bytes stored as recipes of "
-             "%llu bytes, %llu stored plain",
+             "%llu bytes (%llu known from the index), %llu stored plain",
              (unsigned long long)st->pairs, (unsigned long long)st->recipes,
              (unsigned long long)st->recipe_raw, (unsigned long long)st->recipe_bytes,
-             (unsigned long long)st->plain);
+             (unsigned long long)st->reused, (unsigned long long)st->plain);
     return e;
 }
 

@@ -12,7 +12,9 @@
 # figures printed); restore is bit for bit and verify is clean; a snapshot
 # killed -9 in phase B (after its third recipe upload) leaves nothing
 # published, and the rerun publishes a good snapshot; a second snapshot of
-# the same files stores nothing new; a bad derive_bf16 value is refused.
+# the same files names the recipes the index recorded (confirmed in every
+# region, nothing read, encoded or stored again); a bad derive_bf16 value
+# is refused.
 . "$(dirname "$0")/lib.sh"
 write_config 16K 64K 256K
 /usr/bin/python3 -c 'import torch' 2> /dev/null || skip "Debian's python3-torch is not installed"
@@ -118,9 +120,16 @@ cks ls --run r --remote --json > "$T/ls.json" || die "ls"
 [ "$(json "$T/ls.json" 'len(d)')" = 1 ] || die "not exactly one snapshot after the rerun"
 cks verify --run r > "$T/v.txt" 2>&1 || { cat "$T/v.txt"; die "verify failed"; }
 
-step "a second snapshot of the same files stores nothing new"
+step "a second snapshot of the same files: every recipe known from the index, nothing stored"
 cks snapshot "$SRC" --run r --step 2 --json > "$T/s2.json" 2> "$T/s2.err" || { cat "$T/s2.err"; die "snapshot 2"; }
+line=$(dw_line "$T/s2.err")
+echo "    $line"
+echo "$line" | grep -q "($nrec known from the index)" || die "the recipes were not taken from the index"
 [ "$(json "$T/s2.json" 'd["stored_bytes"]')" = 0 ] || die "the second snapshot stored bytes again"
+# (restore must not have recorded the recipe chunks as chunks/ objects in
+# the index: the snapshot would then find them "gone" and upload them)
+[ "$(json "$T/s2.json" 'sum(r["objects_put"] for r in d["regions"]) + d["reuploaded_chunks"]')" = 0 ] ||
+  { cat "$T/s2.err"; die "the second snapshot uploaded objects"; }
 id2=$(json "$T/s2.json" 'd["id"]')
 cks restore --run r --snapshot "$id2" --to "$T/rs2" -q 2> "$T/rs2.err" || { cat "$T/rs2.err"; die "restore 2"; }
 for f in $FILES; do cmp "$SRC/$f" "$T/rs2/ckpt/$f" || die "$f differs (snapshot 2)"; done
