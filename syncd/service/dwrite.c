@@ -24,6 +24,7 @@
 #include "engine/tdelta.h"
 #include "engine/tensorview.h"
 #include "service/dwrite.h"
+#include "service/pool.h"
 #include "service/scan.h"
 #include "store/layout.h"
 #include "store/recidx.h"
@@ -361,67 +362,46 @@ static int dw_cuts(struct dwrite *d, const struct manifest *m)
 }
 
 /* Bytes [off, off + len) of manifest file k into out, checked to be
- * chunk id: 0, CKS_E_CHANGED (err says which file), or an error. */
-static int dw_read(const struct manifest *m, const struct dwrite_env *env, size_t k, uint64_t off,
-                   uint32_t len, const uint8_t id[HASH_LEN], struct buf *out)
+ * chunk id: 0, CKS_E_CHANGED (err says which file), or an error.  Any
+ * thread (env->open, which may write env->err, under d->mu). */
+static int dw_read(struct dwrite *d, const struct manifest *m, const struct dwrite_env *env,
+                   size_t k, uint64_t off, uint32_t len, const uint8_t id[HASH_LEN],
+                   struct buf *out, struct buf *err)
 {
     uint8_t got[HASH_LEN];
     buf_reset(out);
     if (buf_reserve(out, len ? len : 1) < 0)
         return -ENOMEM;
+    pthread_mutex_lock(&d->mu);
     int fd = env->open(env->ud, k);
+    pthread_mutex_unlock(&d->mu);
     if (fd < 0)
         return fd;
     ssize_t n = pread(fd, out->data, len, (off_t)off);
     int e = n < 0 ? -errno : 0;
     close(fd);
     if (e < 0) {
-        buf_printf(env->err, "reading \"%s\": %s", m->files[k].path, err_str(e));
+        buf_printf(err, "reading \"%s\": %s", m->files[k].path, err_str(e));
         return e;
     }
     out->len = (size_t)n;
     env->chunk_id(env->ud, out->data, out->len, got);
     if ((size_t)n != len || memcmp(got, id, HASH_LEN)) {
-        buf_printf(env->err, "\"%s\" changed during the snapshot; take it again", m->files[k].path);
+        buf_printf(err, "\"%s\" changed during the snapshot; take it again", m->files[k].path);
         return CKS_E_CHANGED;
     }
     return 0;
 }
 
-/* The plan's bases read (or kept from the last chunk's, prev) into cur
- * and tb. */
-static int dw_bases(const struct manifest *m, const struct dwrite_env *env, const struct dplan *p,
-                    struct dw_bbuf *prev, struct dw_bbuf *cur, struct tdelta_base *tb)
-{
-    for (size_t k = 0; k < p->nbase; k++) {
-        const struct dplan_cut *c = p->base[k].cut;
-        for (size_t j = 0; j < TDELTA_MAX_BASES && !cur[k].have; j++)
-            if (prev[j].have && !memcmp(prev[j].id, c->id, HASH_LEN)) {
-                struct dw_bbuf t = cur[k];
-                cur[k] = prev[j];
-                prev[j] = t;
-            }
-        if (!cur[k].have) {
-            int e = dw_read(m, env, p->base[k].file, c->off, c->len, c->id, &cur[k].b);
-            if (e < 0)
-                return e;
-            memcpy(cur[k].id, c->id, HASH_LEN);
-            cur[k].have = true;
-        }
-        memcpy(tb[k].id, c->id, HASH_LEN);
-        tb[k].data = cur[k].b.data;
-        tb[k].len = cur[k].b.len;
-    }
-    return 0;
-}
-
-/* Phase B's buffers. */
+/* Phase B's buffers, one set per thread. */
 struct dw_b {
     struct dplan p;
     struct buf raw, obj, back;
     struct dw_bbuf bb[2][TDELTA_MAX_BASES]; /* the last chunk's bases, this one's */
     int cur;
     struct tdelta_scratch sc;
+    struct chunkobj_ctx z; /* the repository's keys, this thread's coders */
+    struct buf err;
 };
 
 static void dw_b_free(struct dw_b *b)
@@ -434,6 +414,37 @@ static void dw_b_free(struct dw_b *b)
         for (size_t k = 0; k < TDELTA_MAX_BASES; k++)
             buf_free(&b->bb[s][k].b);
     tdelta_scratch_free(&b->sc);
+    chunkobj_ctx_free(&b->z);
+    buf_free(&b->err);
+}
+
+/* The plan's bases read (or kept from the last chunk's, prev) into cur
+ * and tb. */
+static int dw_bases(struct dwrite *d, const struct manifest *m, const struct dwrite_env *env,
+                    struct dw_b *b, struct dw_bbuf *prev, struct dw_bbuf *cur,
+                    struct tdelta_base *tb)
+{
+    const struct dplan *p = &b->p;
+    for (size_t k = 0; k < p->nbase; k++) {
+        const struct dplan_cut *c = p->base[k].cut;
+        for (size_t j = 0; j < TDELTA_MAX_BASES && !cur[k].have; j++)
+            if (prev[j].have && !memcmp(prev[j].id, c->id, HASH_LEN)) {
+                struct dw_bbuf t = cur[k];
+                cur[k] = prev[j];
+                prev[j] = t;
+            }
+        if (!cur[k].have) {
+            int e = dw_read(d, m, env, p->base[k].file, c->off, c->len, c->id, &cur[k].b, &b->err);
+            if (e < 0)
+                return e;
+            memcpy(cur[k].id, c->id, HASH_LEN);
+            cur[k].have = true;
+        }
+        memcpy(tb[k].id, c->id, HASH_LEN);
+        tb[k].data = cur[k].b.data;
+        tb[k].len = cur[k].b.len;
+    }
+    return 0;
 }
 
 /* Chunk it (in b->raw) encoded as a recipe into b->obj, checked by
@@ -452,21 +463,20 @@ static int dw_encode(struct dwrite *d, const struct manifest *m, const struct dw
     for (size_t k = 0; k < TDELTA_MAX_BASES; k++)
         cur[k].have = false;
     if (e == 0)
-        e = dw_bases(m, env, &b->p, prev, cur, tb);
+        e = dw_bases(d, m, env, b, prev, cur, tb);
     b->cur = !b->cur; /* what this chunk read is the next one's prev */
     if (e < 0)
         return e;
     struct tdelta_opts o = {.level = env->level, .scratch = &b->sc};
-    e = tdelta_encode(env->z, b->raw.data, b->raw.len, b->p.seg, b->p.nseg, tb, b->p.nbase, &o,
+    e = tdelta_encode(&b->z, b->raw.data, b->raw.len, b->p.seg, b->p.nseg, tb, b->p.nbase, &o,
                       &b->obj, &st);
     if (e < 0) {
-        buf_printf(env->err, "encoding a recipe of \"%s\": %s", m->files[it->file].path,
-                   err_str(e));
+        buf_printf(&b->err, "encoding a recipe of \"%s\": %s", m->files[it->file].path, err_str(e));
         return e;
     }
     if (!st.recipe)
         return 0;
-    e = tdelta_decode(env->z, b->obj.data, b->obj.len, it->id, it->len, tb, b->p.nbase, &b->back);
+    e = tdelta_decode(&b->z, b->obj.data, b->obj.len, it->id, it->len, tb, b->p.nbase, &b->back);
     if (e < 0)
         log_warn("a recipe of \"%s\" at byte %llu did not decode to its chunk (%s); storing the "
                  "chunk plain",
@@ -514,12 +524,12 @@ static int dw_add_r(struct manifest *m, const struct dwrite_env *env, const stru
 /* The recipe in b->obj of chunk it: stored (env->put), recorded in the
  * index, and its r line added to m. */
 static int dw_store(struct dwrite *d, struct manifest *m, const struct dwrite_env *env,
-                    const struct dw_item *it, struct dw_b *b)
+                    const struct dw_item *it, const struct buf *obj)
 {
-    struct recidx r = {.depth = 1, .raw_len = it->len, .stored_len = (uint32_t)b->obj.len};
+    struct recidx r = {.depth = 1, .raw_len = it->len, .stored_len = (uint32_t)obj->len};
     struct mbase mb[TDELTA_MAX_BASES];
     char key[LAYOUT_KEY_MAX];
-    int e = tdelta_refs(b->obj.data, b->obj.len, r.base, TDELTA_MAX_BASES, &r.nbases);
+    int e = tdelta_refs(obj->data, obj->len, r.base, TDELTA_MAX_BASES, &r.nbases);
     if (e < 0)
         return e;
     for (size_t k = 0; k < r.nbases; k++)
@@ -527,12 +537,12 @@ static int dw_store(struct dwrite *d, struct manifest *m, const struct dwrite_en
     qsort(mb, r.nbases, sizeof(*mb), dw_mbase_cmp);
     manifest_recipe_sig(mb, r.nbases, r.sig);
     layout_recipe(it->id, r.sig, key);
-    if ((e = env->put(env->ud, key, b->obj.data, b->obj.len, it->len, &r.presence)) < 0 ||
+    if ((e = env->put(env->ud, key, obj->data, obj->len, it->len, &r.presence)) < 0 ||
         (e = dw_record(env, it->id, &r)) < 0 || (e = dw_add_r(m, env, it, r.base, r.nbases)) < 0)
         return e;
     d->st.recipes++;
     d->st.recipe_raw += it->len;
-    d->st.recipe_bytes += b->obj.len;
+    d->st.recipe_bytes += obj->len;
     return 0;
 }
 
@@ -596,27 +606,140 @@ static int dw_reuse(struct dwrite *d, struct manifest *m, const struct dwrite_en
     return 0;
 }
 
-/* One distinct deferred chunk: a recipe, or plain. */
-static int dw_one(struct dwrite *d, struct manifest *m, const struct dwrite_env *env,
-                  struct dw_item *it, struct dw_b *b)
+/* A batch of deferred chunks, encoded on a pool thread: each read again
+ * and checked, planned, encoded and decoded (dw_encode); the recipes
+ * are stored, or the chunks stored plain, on the calling thread
+ * (dw_apply), in file order. */
+#define DW_BATCH 8
+
+struct dw_job {
+    struct pool_job pj;
+    struct dwrite *d;
+    const struct manifest *m;
+    const struct dwrite_env *env;
+    struct dw_item **items;
+    size_t n;
+    struct buf obj[DW_BATCH]; /* the recipe of items[i], when ok[i] */
+    bool ok[DW_BATCH];
+    struct dw_b b;
+    int e;
+};
+
+static void dw_job_run(struct pool_job *pj, size_t thread)
 {
-    bool ok;
-    it->recipe = false;
-    if (env->have_plain(env->ud, it->id))
-        return 0; /* stored plain meanwhile (the same bytes elsewhere) */
-    int e = dw_reuse(d, m, env, it, &it->recipe);
-    if (e < 0 || it->recipe)
-        return e;
-    e = dw_read(m, env, it->file, it->off, it->len, it->id, &b->raw);
-    if (e == 0)
-        e = dw_encode(d, m, env, it, b, &ok);
-    if (e == 0 && ok && (e = dw_store(d, m, env, it, b)) == 0)
-        it->recipe = true;
-    if (e == 0 && !it->recipe) {
-        d->st.plain++;
-        e = env->plain(env->ud, it->id, b->raw.data, b->raw.len);
+    struct dw_job *j = (struct dw_job *)pj;
+    (void)thread;
+    j->e = 0;
+    buf_reset(&j->b.err);
+    for (size_t i = 0; i < j->n && j->e == 0; i++) {
+        const struct dw_item *it = j->items[i];
+        j->ok[i] = false;
+        j->e =
+            dw_read(j->d, j->m, j->env, it->file, it->off, it->len, it->id, &j->b.raw, &j->b.err);
+        if (j->e == 0)
+            j->e = dw_encode(j->d, j->m, j->env, it, &j->b, &j->ok[i]);
+        if (j->e == 0 && j->ok[i]) {
+            struct buf t = j->obj[i];
+            j->obj[i] = j->b.obj;
+            j->b.obj = t;
+        }
     }
+}
+
+/* The batch's outcome: each recipe stored, each other chunk stored plain
+ * (read again here, checked). */
+static int dw_apply(struct dw_job *j, struct manifest *m, struct buf *raw)
+{
+    const struct dwrite_env *env = j->env;
+    if (j->e < 0) {
+        buf_printf(env->err, "%s", buf_str(&j->b.err));
+        return j->e;
+    }
+    for (size_t i = 0; i < j->n; i++) {
+        struct dw_item *it = j->items[i];
+        int e = j->ok[i] ? dw_store(j->d, m, env, it, &j->obj[i]) : 0;
+        it->recipe = j->ok[i] && e == 0;
+        if (e == 0 && !j->ok[i]) {
+            j->d->st.plain++;
+            e = dw_read(j->d, m, env, it->file, it->off, it->len, it->id, raw, env->err);
+            if (e == 0)
+                e = env->plain(env->ud, it->id, raw->data, raw->len);
+        }
+        if (e < 0)
+            return e;
+    }
+    return 0;
+}
+
+/* The deferred chunks (todo, in file order) through the pool, env->njobs
+ * batches at a time (inline without a pool). */
+static int dw_encode_all(struct dwrite *d, struct manifest *m, const struct dwrite_env *env,
+                         struct dw_item **todo, size_t n)
+{
+    size_t nj = env->pool && env->njobs ? env->njobs : 1, next = 0;
+    struct dw_job *jobs = calloc(nj, sizeof(*jobs));
+    struct pool_job **jp = calloc(nj, sizeof(*jp));
+    struct buf raw = BUF_INIT;
+    struct pool_window w;
+    int e = jobs && jp ? 0 : -ENOMEM;
+    for (size_t k = 0; e == 0 && k < nj; k++) {
+        jobs[k] = (struct dw_job){.d = d, .m = m, .env = env, .pj.run = dw_job_run};
+        jobs[k].b = (struct dw_b){.p = DPLAN_INIT, .sc = TDELTA_SCRATCH_INIT};
+        jobs[k].b.z.keys = env->z->keys;
+        jp[k] = &jobs[k].pj;
+    }
+    if (e == 0 && env->pool)
+        pool_window_init(&w, env->pool, jp, nj);
+    for (struct pool_job *done; e == 0 && (next < n || (env->pool && w.count));) {
+        if (!env->pool) { /* inline */
+            jobs[0].items = todo + next;
+            jobs[0].n = n - next < DW_BATCH ? n - next : DW_BATCH;
+            next += jobs[0].n;
+            dw_job_run(&jobs[0].pj, 0);
+            e = dw_apply(&jobs[0], m, &raw);
+        } else if (next < n && !pool_window_full(&w)) {
+            struct dw_job *j = &jobs[pool_window_next(&w)];
+            j->items = todo + next;
+            j->n = n - next < DW_BATCH ? n - next : DW_BATCH;
+            next += j->n;
+            pool_window_submit(&w);
+        } else if ((done = pool_window_oldest(&w))) {
+            e = dw_apply((struct dw_job *)done, m, &raw);
+        }
+    }
+    while (e < 0 && env->pool && jobs && jp && pool_window_oldest(&w)) /* drain */
+        ;
+    for (size_t k = 0; jobs && k < nj; k++) {
+        dw_b_free(&jobs[k].b);
+        for (size_t i = 0; i < DW_BATCH; i++)
+            buf_free(&jobs[k].obj[i]);
+    }
+    free(jobs);
+    free(jp);
+    buf_free(&raw);
     return e;
+}
+
+/* The deferred chunks that need no encoding: stored plain meanwhile (the
+ * same bytes elsewhere), or a recipe the index knows; the others into
+ * todo (file order kept). */
+static int dw_known_all(struct dwrite *d, struct manifest *m, const struct dwrite_env *env,
+                        struct dw_item **ord, size_t n, size_t *ret_todo)
+{
+    size_t t = 0;
+    for (size_t i = 0; i < n; i++) {
+        struct dw_item *it = ord[i];
+        it->recipe = false;
+        if (env->have_plain(env->ud, it->id))
+            continue;
+        int e = dw_reuse(d, m, env, it, &it->recipe);
+        if (e < 0)
+            return e;
+        if (!it->recipe)
+            ord[t++] = it;
+    }
+    *ret_todo = t;
+    return 0;
 }
 
 /* Every place in m of a chunk stored as a recipe marked. */
@@ -655,8 +778,7 @@ static int dw_place_cmp(const void *a, const void *b)
 
 int dwrite_finish(struct dwrite *d, struct manifest *m, const struct dwrite_env *env)
 {
-    struct dw_b b = {.p = DPLAN_INIT, .sc = TDELTA_SCRATCH_INIT};
-    size_t n = 0;
+    size_t n = 0, todo = 0;
     if (d->ndef == 0)
         return 0;
     if (d->ndef > 1)
@@ -675,9 +797,10 @@ int dwrite_finish(struct dwrite *d, struct manifest *m, const struct dwrite_env 
     int e = dw_cuts(d, m);
     if (e == 0)
         e = dw_ids(d, m);
-    for (size_t i = 0; e == 0 && i < n; i++)
-        e = dw_one(d, m, env, ord[i], &b);
+    if (e == 0)
+        e = dw_known_all(d, m, env, ord, n, &todo);
+    if (e == 0)
+        e = dw_encode_all(d, m, env, ord, todo);
     free(ord);
-    dw_b_free(&b);
     return e < 0 ? e : dw_mark(d, m);
 }

@@ -52,6 +52,7 @@
 #include "engine/chunkobj.h"
 #include "engine/hash.h"
 #include "engine/manifest.h"
+#include "service/pool.h"
 #include "store/index.h"
 
 struct dwrite;
@@ -81,7 +82,13 @@ struct dwrite_env {
     bool (*have_plain)(void *ud, const uint8_t id[HASH_LEN]);
     struct chunkobj_ctx *z; /* the repository's (repo_chunkobj_ctx) */
     struct index *ix;       /* recipe records (store/recidx.h) */
-    int level;              /* zstd level of literals */
+    /* The deferred chunks are encoded on pool (NULL: on the calling
+     * thread), njobs batches of 8 at a time (each holds a chunk and its
+     * bases, twice: budget about 9 x [chunker] max per job); open and
+     * chunk_id are then called from its threads (open under a lock). */
+    struct pool *pool;
+    size_t njobs;
+    int level; /* zstd level of literals */
     void *ud;
     struct buf *err; /* a message naming what failed */
 };

@@ -1037,6 +1037,16 @@ static int snap_dwrite_match(struct snap *s)
     return e;
 }
 
+/* Phase B's batches in flight: one per pool thread, each holding about
+ * 9 x [chunker] max (a chunk, its bases and the last chunk's), within
+ * the memory budget. */
+static size_t snap_dw_jobs(const struct snap *s)
+{
+    uint64_t cap = repo_conf(s->r)->memory / (9 * (uint64_t)repo_params(s->r)->chunk_max + 1);
+    size_t n = pool_size(s->pool);
+    return cap < n ? (cap > 1 ? (size_t)cap : 1) : n;
+}
+
 /* Phase B: every entry read, the deferred chunks stored as recipes (or
  * plain), before the confirmation. */
 static int snap_dwrite(struct snap *s)
@@ -1053,6 +1063,8 @@ static int snap_dwrite(struct snap *s)
                              .have_plain = snap_dw_have,
                              .z = &z,
                              .ix = repo_index(s->r),
+                             .pool = s->pool,
+                             .njobs = snap_dw_jobs(s),
                              .level = repo_chunk_opts(s->r).level,
                              .ud = s,
                              .err = s->err};

@@ -5,9 +5,11 @@
 # checkpoints written by Debian's torch holding bf16 weights that are
 # master.to(torch.bfloat16) and the fp32 master, (a) in one file and (b) in
 # two, and (c) a bf16 file that is the master TRUNCATED (not the
-# rounding).  `ckptsync snapshot` stores (a) and (b)'s bf16 chunks as
-# recipes over the master's chunks of the same snapshot (manifest version
-# 6, recipes/ objects in every region), (c) plain; the bytes stored are
+# rounding), and (d) a bf16 tensor that is the rounding only where the
+# writer samples (matched, refused by the full check).  `ckptsync
+# snapshot` stores (a) and (b)'s bf16 chunks as recipes over the master's
+# chunks of the same snapshot (manifest version 6, recipes/ objects in
+# every region), (c) and (d) plain; the bytes stored are
 # much smaller than with [compress] derive_bf16 = off (two repositories,
 # figures printed); restore is bit for bit and verify is clean; a snapshot
 # killed -9 in phase B (after its third recipe upload) leaves nothing
@@ -19,9 +21,9 @@
 write_config 16K 64K 256K
 /usr/bin/python3 -c 'import torch' 2> /dev/null || skip "Debian's python3-torch is not installed"
 SRC="$T/src/ckpt"
-FILES="one.pt master.pt weights.pt trunc.pt"
+FILES="one.pt master.pt weights.pt trunc.pt noisy.pt"
 
-step "torch.save: (a) one.pt, (b) master.pt + weights.pt, (c) trunc.pt"
+step "torch.save: (a) one.pt, (b) master.pt + weights.pt, (c) trunc.pt, (d) noisy.pt"
 /usr/bin/python3 - "$SRC" <<'PY'
 import os, sys, torch
 d = sys.argv[1]
@@ -40,6 +42,16 @@ trunc = lambda t: (t.view(torch.int32) >> 16).to(torch.int16).view(torch.bfloat1
 t = {k: trunc(v) for k, v in b.items()}
 assert any(not torch.equal(t[k], v.to(torch.bfloat16)) for k, v in b.items())
 torch.save(t, os.path.join(d, "trunc.pt"))
+# (d) a bf16 tensor that is the rounding only at the 32 places the writer
+# samples (service/dwrite.c, dw_fingerprint), its other elements one ulp
+# off: matched, then refused by the full check, so stored plain
+w = torch.randn(512, 512)
+n = w.numel()
+r = w.to(torch.bfloat16).view(torch.int16).flatten().clone()
+keep = torch.zeros(n, dtype=torch.bool)
+keep[[(n - 1) * j // 31 for j in range(32)]] = True
+r[~keep] ^= 1
+torch.save({"w": r.view(torch.bfloat16).view(512, 512), "master": w}, os.path.join(d, "noisy.pt"))
 PY
 
 step "a bad derive_bf16 value is refused, naming the setting"
@@ -87,7 +99,8 @@ line=$(dw_line "$T/s1.err")
 echo "    $line"
 pairs=$(echo "$line" | sed -n 's/.*: \([0-9]*\) tensor pair.*/\1/p')
 nrec=$(echo "$line" | sed -n 's/.*; \([0-9]*\) chunk(s) of.*/\1/p')
-[ "$pairs" = 4 ] || die "expected the 4 weight matrices of one.pt and weights.pt paired, got '$pairs'"
+[ "$pairs" = 5 ] ||
+  die "expected the 4 weight matrices of one.pt and weights.pt and noisy.pt's paired, got '$pairs'"
 [ "${nrec:-0}" -ge 10 ] || die "only '${nrec:-0}' chunks stored as recipes"
 for r in a b c; do
   n=$(recipes_in $r)
@@ -110,7 +123,8 @@ if [ "${CKS_TEST_ENCRYPT:-0}" != 1 ]; then # sealed otherwise
   sed 's/^/    recipes of /' "$T/marks.txt"
   grep -q '^ckpt/one.pt ' "$T/marks.txt" || die "(a) one.pt has no recipe"
   grep -q '^ckpt/weights.pt ' "$T/marks.txt" || die "(b) weights.pt has no recipe"
-  grep -Eq '^ckpt/(master|trunc).pt ' "$T/marks.txt" && die "a master or trunc.pt chunk is a recipe"
+  grep -Eq '^ckpt/(master|trunc|noisy).pt ' "$T/marks.txt" &&
+    die "a chunk of master.pt, trunc.pt or noisy.pt is a recipe"
 fi
 
 step "restore bit for bit; verify clean"
@@ -154,4 +168,10 @@ print(f"    raw {raw} bytes; stored: derive_bf16 on {on} ({on / raw:.3f}), off {
 PY
 [ $((on * 100)) -lt $((off * 85)) ] || die "derive_bf16 on stored $on bytes, not well under off's $off"
 grep -q "derived bf16" "$T/cmp-off.err" && die "derive_bf16 = off derived"
+# (the killed run above stored noisy.pt's chunks plain before its stop: a
+# fresh repository shows the check refusing them)
+line=$(dw_line "$T/cmp-on.err")
+echo "    fresh repository: $line"
+nplain=$(echo "$line" | sed -n 's/.*, \([0-9]*\) stored plain.*/\1/p')
+[ "${nplain:-0}" -ge 3 ] || die "noisy.pt's chunks were not stored plain after the check ('$nplain')"
 echo "PASS"
