@@ -161,13 +161,16 @@ static int dw_fingerprint(int fd, const struct tensorview_tensor *t, bool f32, u
     return 0;
 }
 
-/* File k's candidate tensors into d's lists. */
-static int dw_view_cands(struct dwrite *d, size_t k, int fd, const struct tensorview *v)
+/* File k's candidate tensors into d's lists (only its fp32 ones when
+ * bases_only: it will not be read). */
+static int dw_view_cands(struct dwrite *d, size_t k, int fd, const struct tensorview *v,
+                         bool bases_only)
 {
     for (size_t i = 0; i < v->n; i++) {
         const struct tensorview_tensor *t = &v->t[i];
         bool f32 = t->dtype == TENSORVIEW_F32;
-        if (!t->contiguous || t->numel < DW_MIN_NUMEL || (!f32 && t->dtype != TENSORVIEW_BF16))
+        if (!t->contiguous || t->numel < DW_MIN_NUMEL ||
+            (!f32 && (bases_only || t->dtype != TENSORVIEW_BF16)))
             continue;
         struct dw_cand c = {.file = k, .begin = t->begin, .numel = t->numel};
         if (dw_fingerprint(fd, t, f32, &c.fp) < 0)
@@ -260,7 +263,8 @@ static int dw_pairs(struct dwrite *d)
     return 0;
 }
 
-int dwrite_match(struct dwrite *d, dwrite_open_fn open, void *ud, const uint64_t *sizes)
+int dwrite_match(struct dwrite *d, dwrite_open_fn open, void *ud, const uint64_t *sizes,
+                 const bool *unchanged)
 {
     int e = 0;
     for (size_t k = 0; k < d->nfiles && e == 0; k++) {
@@ -271,7 +275,7 @@ int dwrite_match(struct dwrite *d, dwrite_open_fn open, void *ud, const uint64_t
             continue;
         struct tensorview v = TENSORVIEW_INIT;
         if (scan_view(fd, sizes[k], &v) == 0)
-            e = dw_view_cands(d, k, fd, &v);
+            e = dw_view_cands(d, k, fd, &v, unchanged && unchanged[k]);
         tensorview_free(&v);
         close(fd);
     }

@@ -8,7 +8,7 @@
  * its files):
  *   struct dwrite *d;
  *   dwrite_new(nfiles, &d);
- *   dwrite_match(d, open_fn, ud, sizes)  // before the read: tensor views,
+ *   dwrite_match(d, open_fn, ud, sizes, unchanged) // before the read: views,
  *                                        // pairs proposed by fingerprint
  *   ... the read: for each chunk, on any thread, before its upload:
  *       if (dwrite_defer(d, file, off, len, id)) do not upload it ...
@@ -110,10 +110,13 @@ void dwrite_free(struct dwrite *d);
 /* The pre-pass: each file k < nfiles with sizes[k] > 0 (0: not a regular
  * file to read) opened with open(ud, k) and its tensor view read; pairs
  * (a bf16 tensor, an fp32 tensor of the same numel, contiguous, in any of
- * the files) proposed by a sampled fingerprint.  A file that cannot be
- * opened or has no view proposes nothing (the read reports its errors).
- * 0 or -ENOMEM. */
-int dwrite_match(struct dwrite *d, dwrite_open_fn open, void *ud, const uint64_t *sizes);
+ * the files) proposed by a sampled fingerprint.  unchanged (may be NULL):
+ * files the index will give unchanged, not read, so their bf16 tensors
+ * are no candidates (their fp32 ones still are, as bases).  A file that
+ * cannot be opened or has no view proposes nothing (the read reports its
+ * errors).  0 or -ENOMEM. */
+int dwrite_match(struct dwrite *d, dwrite_open_fn open, void *ud, const uint64_t *sizes,
+                 const bool *unchanged);
 
 /* Whether the chunk [off, off + len) of file k, id, is deferred to phase
  * B (recorded; the caller must not upload it): it overlaps a matched bf16

@@ -1012,24 +1012,31 @@ out:
     return e;
 }
 
-/* The pre-pass of service/dwrite.h over the files to read: the bf16
- * tensors that may be the rounding of an fp32 one.  s->dw stays NULL when
- * derive_bf16 is off or no pair is found. */
+/* The pre-pass of service/dwrite.h: the bf16 tensors of the files to read
+ * that may be the rounding of an fp32 one of any file (a file the index
+ * gives unchanged offers bases only).  s->dw stays NULL when derive_bf16
+ * is off or no pair is found. */
 static int snap_dwrite_match(struct snap *s)
 {
     const struct walk *w = &s->core.w;
     if (!repo_conf(s->r)->derive_bf16 || w->n == 0)
         return 0;
     uint64_t *sizes = calloc(w->n, sizeof(*sizes));
-    if (!sizes)
-        return -ENOMEM;
-    for (size_t k = 0; k < w->n; k++)
-        if (w->v[k].type == MFILE_REG && !w->v[k].link)
-            sizes[k] = (uint64_t)w->v[k].st.st_size;
-    int e = dwrite_new(w->n, &s->dw);
+    bool *unchanged = calloc(w->n, sizeof(*unchanged));
+    int e = sizes && unchanged ? dwrite_new(w->n, &s->dw) : -ENOMEM;
+    for (size_t k = 0; e == 0 && k < w->n; k++) {
+        struct index_file_key key;
+        uint8_t digest[HASH_LEN];
+        if (w->v[k].type != MFILE_REG || w->v[k].link)
+            continue;
+        sizes[k] = (uint64_t)w->v[k].st.st_size;
+        index_file_key_of(&w->v[k].st, &key); /* as the read will find it, most likely */
+        unchanged[k] = ingcore_known(s->r, &key, snap_healthy_mask(s), digest, NULL, NULL) == 1;
+    }
     if (e == 0)
-        e = dwrite_match(s->dw, snap_dw_open_quiet, s, sizes);
+        e = dwrite_match(s->dw, snap_dw_open_quiet, s, sizes, unchanged);
     free(sizes);
+    free(unchanged);
     if (e == 0 && dwrite_stats(s->dw)->pairs == 0) {
         dwrite_free(s->dw);
         s->dw = NULL;
