@@ -120,6 +120,7 @@ static int parse_size(const struct key_def *d, const char *value, void *field, c
 static int parse_bool(const struct key_def *d, const char *value, void *field, char *why);
 static int parse_kind(const struct key_def *d, const char *value, void *field, char *why);
 static int parse_tensor(const struct key_def *d, const char *value, void *field, char *why);
+static int parse_on_off(const struct key_def *d, const char *value, void *field, char *why);
 static int parse_file_digest(const struct key_def *d, const char *value, void *field, char *why);
 static int parse_durable_first(const struct key_def *d, const char *value, void *field, char *why);
 static int parse_encryption(const struct key_def *d, const char *value, void *field, char *why);
@@ -174,6 +175,7 @@ static const struct key_def config_keys[] = {
     {SEC_CHUNKER, "normalization", parse_uint, check_uint, CFG(normalization), 0, 3, 0},
     {SEC_COMPRESS, "level", parse_int, check_int, CFG(zstd_level), 1, 19, 0},
     {SEC_COMPRESS, "tensor", parse_tensor, NULL, CFG(tensor), 0, 0, 0},
+    {SEC_COMPRESS, "derive_bf16", parse_on_off, NULL, CFG(derive_bf16), 0, 0, 0},
     {SEC_RETENTION, "keep_last", parse_uint, check_uint, POL(keep_last), 0, KEEP_COUNT_MAX, 0},
     {SEC_RETENTION, "keep_every", parse_uint64, check_uint64, POL(keep_every), 0, KEEP_EVERY_MAX,
      0},
@@ -792,6 +794,12 @@ static int parse_tensor(const struct key_def *d, const char *value, void *field,
                            field, why);
 }
 
+static int parse_on_off(const struct key_def *d, const char *value, void *field, char *why)
+{
+    static const struct word words[] = {{"on", 1}, {"off", 0}};
+    return parse_flag_word(words, ARRAY_SIZE(words), "on or off", value, field, why);
+}
+
 static int parse_file_digest(const struct key_def *d, const char *value, void *field, char *why)
 {
     static const struct word words[] = {{"tree", 0}, {"sha256", 1}};
@@ -1002,6 +1010,7 @@ void config_default(struct config *c)
     c->normalization = 1;
     c->zstd_level = 3;
     c->tensor = true;
+    c->derive_bf16 = true;
     policy_default(&c->retention, "");
     c->npolicies = 0;
     c->prune_grace = 3600;

@@ -14,7 +14,7 @@
  *             control_idle_timeout, nodes, node_rank, part_timeout, part_expire (a job on
  *             several nodes: config_nodes_env)
  *   [chunker] min, avg, max, normalization
- *   [compress] level
+ *   [compress] level, tensor, derive_bf16
  *   [retention], [retention.RUN]  keep_last, keep_every, keep_within,
  *                 keep_best, best_metric, best_mode  (the default policy,
  *                 and one run's: a run's section replaces the default whole)
@@ -143,8 +143,10 @@ struct config {
     uint64_t chunk_min, chunk_avg, chunk_max; /* defaults 512K, 2M, 8M */
     unsigned normalization;                   /* default 1, 0..3 */
     /* [compress] */
-    int zstd_level; /* default 3, 1..19 */
-    bool tensor;    /* float chunks as byte planes (engine/tcodec.h): "auto" (default) or "off" */
+    int zstd_level;   /* default 3, 1..19 */
+    bool tensor;      /* float chunks as byte planes (engine/tcodec.h): "auto" (default) or "off" */
+    bool derive_bf16; /* bf16 tensors that round the snapshot's fp32 ones stored as recipes
+                       * (service/dwrite.h): "on" (default) or "off" */
     /* [repository]: applies when a repository is created; an existing one
      * says itself whether it is encrypted (engine/repoobj.h) */
     bool encryption;                       /* "aes-256-gcm", default "none" */

@@ -438,6 +438,7 @@ static int ic_chunk(void *ud, const uint8_t *data, size_t len, uint64_t off)
     buf_reset(&j->raw);
     if (buf_append(&j->raw, data, len) < 0)
         return -ENOMEM;
+    j->file = rd->file;
     j->off = off;
     j->width = scan_width(&rd->scan, off, len);
     j->err = 0;

@@ -64,6 +64,7 @@ struct ingcore_job {
     struct pool_job pj;
     struct ingcore *c;
     struct buf raw; /* a copy of the chunk's bytes */
+    size_t file;    /* its manifest file (walk entry) */
     uint64_t off;   /* in its file */
     unsigned width; /* element width from the file's metadata (scan_width), 0: none */
     uint8_t id[HASH_LEN];

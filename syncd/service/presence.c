@@ -94,18 +94,41 @@ int presence_objects(struct index *ix, const struct manifest *m, struct presence
     return *ret ? 0 : -ENOMEM;
 }
 
+/* manifest_each_object's callback: the plain objects into a list. */
+struct plain_list {
+    struct presence_item *v;
+    size_t n, cap;
+};
+
+static int plain_add(void *arg, const uint8_t id[HASH_LEN], uint32_t len, bool recipe,
+                     const uint8_t sig[MANIFEST_RECIPE_SIG])
+{
+    struct plain_list *l = arg;
+    (void)len;
+    (void)sig;
+    if (recipe)
+        return 0;
+    if (l->n == l->cap)
+        return -ENOMEM; /* cannot happen: at most nchunks + nextras */
+    memcpy(l->v[l->n++].id, id, HASH_LEN);
+    return 0;
+}
+
 int presence_items(struct index *ix, const struct manifest *m, struct presence_item **ret,
                    size_t *ret_n, uint64_t *ret_estimate)
 {
     size_t n = 0;
     struct index_txn *t;
-    struct presence_item *v = calloc(m->nchunks ? m->nchunks : 1, sizeof(*v));
+    struct plain_list l = {.cap = m->nchunks + m->nextras};
+    struct presence_item *v = l.v = calloc(l.cap ? l.cap : 1, sizeof(*v));
     if (!v)
         return -ENOMEM;
-    for (size_t i = 0; i < m->nchunks; i++)
-        memcpy(v[i].id, m->chunks[i].id, HASH_LEN);
-    qsort(v, m->nchunks, sizeof(*v), presence_item_cmp);
-    for (size_t i = 0; i < m->nchunks; i++)
+    if (manifest_each_object(m, plain_add, &l) < 0) {
+        free(v);
+        return -ENOMEM;
+    }
+    qsort(v, l.n, sizeof(*v), presence_item_cmp);
+    for (size_t i = 0; i < l.n; i++)
         if (!n || memcmp(v[n - 1].id, v[i].id, HASH_LEN))
             v[n++] = v[i];
     int e = index_txn_begin(ix, false, &t);

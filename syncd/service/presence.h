@@ -55,7 +55,9 @@ int presence_confirm(struct region *rg, struct presence_item *items, size_t n, u
  * engine/gcrec.h's items). */
 int presence_item_cmp(const void *a, const void *b);
 
-/* The distinct chunks of m, sorted by id (as presence_confirm wants them),
+/* The distinct plain chunk objects of m (chunks/ keys: its file chunks not
+ * stored as recipes and its k lines, manifest_each_object), sorted by id
+ * (as presence_confirm wants them),
  * each with its encoded size from the index; *ret_estimate: how many chunks
  * the index knows (presence_confirm's estimate).  *ret is malloc'ed. */
 int presence_items(struct index *ix, const struct manifest *m, struct presence_item **ret,

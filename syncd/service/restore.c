@@ -1564,7 +1564,8 @@ static void rst_record(struct rst *s)
                  s->o->target, strerror(-e));
 }
 
-/* Records the restored files and their chunks' presence in the index. */
+/* Records the restored files and their plain chunks' presence in the index
+ * (a chunk stored as a recipe has no chunks/ object to be present). */
 static int rst_index(struct rst *s, int target)
 {
     struct index_txn *t;
@@ -1585,6 +1586,8 @@ static int rst_index(struct rst *s, int target)
         for (uint64_t c = 0; c < f->nchunks && e == 0; c++) {
             const struct mchunk *mc = &s->m.chunks[f->first_chunk + c];
             struct index_chunk ic = {0};
+            if (manifest_chunk_recipe(&s->m, (size_t)(f->first_chunk + c)))
+                continue; /* its chunks/ object does not exist: only its recipe */
             int g = index_chunk_get(t, mc->id, &ic);
             if (g < 0 && g != -ENOENT) {
                 e = g;

@@ -12,7 +12,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/err.h"
 #include "base/fileio.h"
+#include "base/le.h"
 #include "engine/tensorview.h"
 #include "service/scan.h"
 
@@ -71,6 +73,26 @@ static void scan_hint_torch(struct scan *sc, int fd, uint64_t size)
     if (tensorview_torch(size, scan_pread, &fd, &v, NULL) == 0)
         (void)tensorhint_from_view(&v, &sc->hint);
     tensorview_free(&v);
+}
+
+int scan_view(int fd, uint64_t size, struct tensorview *v)
+{
+    uint8_t head[8];
+    int e = size >= 8 ? scan_pread(&fd, 0, head, 8) : CKS_E_FORMAT;
+    if (e < 0)
+        return e;
+    if (torchzip_is_zip(head, 8))
+        return tensorview_torch(size, scan_pread, &fd, v, NULL);
+    uint64_t n = (uint64_t)le32_get(head) | (uint64_t)le32_get(head + 4) << 32;
+    if (n > TENSORVIEW_MAX_HEADER || n + 8 > size)
+        return CKS_E_FORMAT;
+    uint8_t *h = malloc((size_t)n + 8);
+    if (!h)
+        return -ENOMEM;
+    if ((e = scan_pread(&fd, 0, h, (size_t)n + 8)) == 0)
+        e = tensorview_safetensors(h, (size_t)n + 8, size, v, NULL);
+    free(h);
+    return e;
 }
 
 /* The hint from the file's first bytes, when fd was at its start. */

@@ -24,6 +24,7 @@
 #include "engine/fastcdc.h"
 #include "engine/hash.h"
 #include "engine/tensorhint.h"
+#include "engine/tensorview.h"
 
 struct scan {
     const struct fastcdc *cdc;
@@ -46,5 +47,9 @@ int scan_fd(struct scan *sc, int fd,
  * [off, off + len) (2 or 4), 0 when it gives none.  Valid from the first
  * on_chunk call of a scan until the next scan_fd. */
 unsigned scan_width(const struct scan *sc, uint64_t off, size_t len);
+/* The tensor view of the regular file fd (size bytes; read with preads,
+ * its offset left alone): a torch.save zip or a safetensors file.  0,
+ * CKS_E_FORMAT (neither), the view's other errors, -errno. */
+int scan_view(int fd, uint64_t size, struct tensorview *v);
 
 #endif

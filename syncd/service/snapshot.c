@@ -22,6 +22,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +38,7 @@
 #include "engine/chunkobj.h"
 #include "engine/crypt.h"
 #include "service/catalog.h"
+#include "service/dwrite.h"
 #include "service/fanout.h"
 #include "service/gc.h"
 #include "service/ingcore.h"
@@ -94,6 +96,7 @@ struct snap {
     struct fanout *fan;       /* upload once, then copy (service/fanout.h) */
     pthread_mutex_t claim_mu; /* sworker.claim */
     pthread_cond_t claim_cv;
+    struct dwrite *dw; /* derived bf16 ([compress] derive_bf16; NULL: off) */
 };
 
 /* A chunk this snapshot uploaded or found in the regions of mask (slot
@@ -392,6 +395,26 @@ static int snap_job_run(struct ingcore_job *hj, size_t t)
     return e;
 }
 
+/* The slots of every region the job may use. */
+static uint32_t snap_job_slots(const struct sjob *j)
+{
+    uint32_t m = 0;
+    for (size_t i = 0; i < repo_nregions(snap_of(j)->r); i++)
+        if (j->healthy >> i & 1)
+            m |= 1u << repo_region(snap_of(j)->r, i)->slot;
+    return m;
+}
+
+/* Whether the chunk waits for phase B (a bf16 chunk of a derivable
+ * tensor, not already stored plain everywhere). */
+static bool snap_defer(struct snap *s, struct sjob *j, const struct index_chunk *c)
+{
+    uint32_t need = snap_job_slots(j);
+    if (!s->dw || (need && (c->presence & need) == need))
+        return false;
+    return dwrite_defer(s->dw, j->h.file, j->h.off, (uint32_t)j->h.raw.len, j->h.id);
+}
+
 /* Looks the chunk up, uploads it where it is missing, records it. */
 static int snap_job_chunk(struct sjob *j, struct snap *s, struct sworker *w)
 {
@@ -410,6 +433,11 @@ static int snap_job_chunk(struct sjob *j, struct snap *s, struct sworker *w)
         c.raw_len = (uint32_t)j->h.raw.len;
     }
     j->was = c;
+    if (snap_defer(s, j, &c)) { /* phase B stores it (snap_dwrite) */
+        j->before = c.presence;
+        j->c = c;
+        return 0;
+    }
     if ((e = snap_chunk_upload(j, w, &c)) < 0)
         return e;
     j->c = c;
@@ -513,6 +541,156 @@ static int snap_entries(struct snap *s)
     s->res->files_unchanged = c->files_unchanged;
     s->res->readers = c->readers_used;
     return e;
+}
+
+/* ---- derived bf16 (service/dwrite.h) ------------------------------------ */
+
+/* The pre-pass opens files quietly: one that cannot be opened proposes
+ * nothing, and the read reports it. */
+static int snap_dw_open_quiet(void *ud, size_t k)
+{
+    struct snap *s = ud;
+    size_t keep = s->err->len;
+    int fd = ingcore_open(&s->core, k);
+    if (fd < 0 && s->err->data) {
+        s->err->len = keep;
+        s->err->data[keep] = 0;
+    }
+    return fd;
+}
+
+static int snap_dw_open(void *ud, size_t k)
+{
+    return ingcore_open(&((struct snap *)ud)->core, k);
+}
+
+static void snap_dw_id(void *ud, const uint8_t *data, size_t len, uint8_t id[HASH_LEN])
+{
+    repo_chunk_id(((struct snap *)ud)->r, data, len, id);
+}
+
+/* The slots of the regions still in the snapshot whose presence bit is
+ * not in have (0 when every one is). */
+static uint32_t snap_lacking(struct snap *s, uint32_t have)
+{
+    return snap_healthy_mask(s) & ~have;
+}
+
+static bool snap_dw_have(void *ud, const uint8_t id[HASH_LEN])
+{
+    struct snap *s = ud;
+    struct index_txn *t;
+    struct index_chunk c;
+    if (index_txn_begin(repo_index(s->r), false, &t) < 0)
+        return false;
+    int e = index_chunk_get(t, id, &c);
+    index_txn_abort(t);
+    return e == 0 && snap_lacking(s, c.presence) == 0;
+}
+
+/* Test hook: CKPTSYNC_TEST_DWRITE_STOP_AFTER=N stops the process
+ * (SIGSTOP) once N recipe objects were written, so that a test can kill
+ * -9 a snapshot in phase B at a known point. */
+static void snap_dw_test_stop(void)
+{
+    static unsigned long n;
+    const char *v = getenv("CKPTSYNC_TEST_DWRITE_STOP_AFTER");
+    if (v && ++n == strtoul(v, NULL, 10))
+        raise(SIGSTOP);
+}
+
+/* Object obj (key; len bytes) in every region still in the snapshot:
+ * asked for first, and, with obj, written where it is missing.  Returns
+ * the regions (indices) written and the slots that hold it. */
+static int snap_dw_store(struct snap *s, const char *key, const uint8_t *obj, size_t len,
+                         uint32_t *ret_written, uint32_t *ret_slots)
+{
+    *ret_written = *ret_slots = 0;
+    REPO_FOR_HEALTHY(s->r, i) {
+        struct region *rg = repo_region(s->r, i);
+        int e = region_has_size(rg, key, len);
+        if (e == 0 && obj && (e = region_put(rg, key, obj, len)) == 0) {
+            s->res->region[i].objects_put++;
+            s->res->region[i].bytes_put += len;
+            *ret_written |= 1u << i;
+            e = 1;
+        }
+        if (e < 0)
+            snap_region_fail(s, i, e);
+        else if (e > 0)
+            *ret_slots |= 1u << rg->slot;
+    }
+    if (repo_healthy(s->r) == 0) {
+        buf_printf(s->err, "every region failed");
+        return CKS_E_QUORUM;
+    }
+    return 0;
+}
+
+static int snap_dw_put(void *ud, const char *key, const uint8_t *obj, size_t len, uint32_t raw,
+                       uint32_t *ret_slots)
+{
+    struct snap *s = ud;
+    uint32_t written;
+    int e = snap_dw_store(s, key, obj, len, &written, ret_slots);
+    if (e == 0 && written) {
+        s->res->new_chunks++;
+        s->res->new_bytes += raw;
+        s->res->stored_bytes += len;
+        snap_dw_test_stop();
+    }
+    return e;
+}
+
+static int snap_dw_has(void *ud, const char *key, size_t len, uint32_t *ret_slots)
+{
+    uint32_t written;
+    return snap_dw_store(ud, key, NULL, len, &written, ret_slots);
+}
+
+static uint32_t snap_dw_slots(void *ud)
+{
+    return snap_healthy_mask(ud);
+}
+
+/* A deferred chunk that stays plain: stored and recorded as the read
+ * would have. */
+static int snap_dw_plain(void *ud, const uint8_t id[HASH_LEN], const uint8_t *data, size_t len)
+{
+    struct snap *s = ud;
+    struct index_chunk c = {.raw_len = (uint32_t)len};
+    struct index_txn *t;
+    enum chunkobj_codec codec;
+    char key[REGION_KEY_MAX];
+    uint32_t written, slots;
+    struct chunkobj_opts o = repo_chunk_opts(s->r);
+    o.width = 2;
+    int e = chunkobj_encode(&s->z, data, len, &o, &s->obj, &codec);
+    if (e < 0) {
+        buf_printf(s->err, "compressing a chunk: %s", err_str(e));
+        return e;
+    }
+    layout_chunk(id, key);
+    if ((e = snap_dw_store(s, key, s->obj.data, s->obj.len, &written, &slots)) < 0)
+        return e;
+    if (written) {
+        s->res->new_chunks++;
+        s->res->new_bytes += len;
+        s->res->stored_bytes += s->obj.len;
+    }
+    if ((e = index_txn_begin(repo_index(s->r), true, &t)) < 0)
+        return e;
+    if ((e = index_chunk_get(t, id, &c)) == -ENOENT)
+        e = 0;
+    c.raw_len = (uint32_t)len;
+    c.stored_len = (uint32_t)s->obj.len;
+    c.codec = (uint8_t)codec;
+    c.presence |= slots;
+    if (e < 0 || (e = index_chunk_put(t, id, &c)) < 0)
+        index_txn_abort(t);
+    else
+        e = index_txn_commit(t);
+    return e < 0 ? e : snap_seen(s, id, slots);
 }
 
 /* ---- confirming presence ------------------------------------------------ */
@@ -854,6 +1032,80 @@ out:
     return e;
 }
 
+/* The pre-pass of service/dwrite.h: the bf16 tensors of the files to read
+ * that may be the rounding of an fp32 one of any file (a file the index
+ * gives unchanged offers bases only).  s->dw stays NULL when derive_bf16
+ * is off or no pair is found. */
+static int snap_dwrite_match(struct snap *s)
+{
+    const struct walk *w = &s->core.w;
+    if (!repo_conf(s->r)->derive_bf16 || w->n == 0)
+        return 0;
+    uint64_t *sizes = calloc(w->n, sizeof(*sizes));
+    bool *unchanged = calloc(w->n, sizeof(*unchanged));
+    int e = sizes && unchanged ? dwrite_new(w->n, &s->dw) : -ENOMEM;
+    for (size_t k = 0; e == 0 && k < w->n; k++) {
+        struct index_file_key key;
+        uint8_t digest[HASH_LEN];
+        if (w->v[k].type != MFILE_REG || w->v[k].link)
+            continue;
+        sizes[k] = (uint64_t)w->v[k].st.st_size;
+        index_file_key_of(&w->v[k].st, &key); /* as the read will find it, most likely */
+        unchanged[k] = ingcore_known(s->r, &key, snap_healthy_mask(s), digest, NULL, NULL) == 1;
+    }
+    if (e == 0)
+        e = dwrite_match(s->dw, snap_dw_open_quiet, s, sizes, unchanged);
+    free(sizes);
+    free(unchanged);
+    if (e == 0 && dwrite_stats(s->dw)->pairs == 0) {
+        dwrite_free(s->dw);
+        s->dw = NULL;
+    }
+    return e;
+}
+
+/* Phase B's batches in flight: one per pool thread, each holding about
+ * 9 x [chunker] max (a chunk, its bases and the last chunk's), within
+ * the memory budget. */
+static size_t snap_dw_jobs(const struct snap *s)
+{
+    uint64_t cap = repo_conf(s->r)->memory / (9 * (uint64_t)repo_params(s->r)->chunk_max + 1);
+    size_t n = pool_size(s->pool);
+    return cap < n ? (cap > 1 ? (size_t)cap : 1) : n;
+}
+
+/* Phase B: every entry read, the deferred chunks stored as recipes (or
+ * plain), before the confirmation. */
+static int snap_dwrite(struct snap *s)
+{
+    if (!s->dw)
+        return 0;
+    struct chunkobj_ctx z = repo_chunkobj_ctx(s->r);
+    struct dwrite_env env = {.open = snap_dw_open,
+                             .chunk_id = snap_dw_id,
+                             .put = snap_dw_put,
+                             .has = snap_dw_has,
+                             .slots = snap_dw_slots,
+                             .plain = snap_dw_plain,
+                             .have_plain = snap_dw_have,
+                             .z = &z,
+                             .ix = repo_index(s->r),
+                             .pool = s->pool,
+                             .njobs = snap_dw_jobs(s),
+                             .level = repo_chunk_opts(s->r).level,
+                             .ud = s,
+                             .err = s->err};
+    int e = dwrite_finish(s->dw, &s->core.m, &env);
+    chunkobj_ctx_free(&z);
+    const struct dwrite_stats *st = dwrite_stats(s->dw);
+    log_info("derived bf16: %llu tensor pair(s); %llu chunk(s) of %llu bytes stored as recipes of "
+             "%llu bytes (%llu known from the index), %llu stored plain",
+             (unsigned long long)st->pairs, (unsigned long long)st->recipes,
+             (unsigned long long)st->recipe_raw, (unsigned long long)st->recipe_bytes,
+             (unsigned long long)st->reused, (unsigned long long)st->plain);
+    return e;
+}
+
 /* ---- entry point ------------------------------------------------------- */
 
 /* The pool and the reading core: two jobs a thread, within the memory
@@ -959,6 +1211,7 @@ static void snap_teardown(struct snap *s)
     }
     free(s->wk);
     fanout_free(s->fan);
+    dwrite_free(s->dw);
     pthread_mutex_destroy(&s->claim_mu);
     pthread_cond_destroy(&s->claim_cv);
 }
@@ -995,8 +1248,9 @@ int snapshot_take(struct repo *r, const struct snapshot_opts *o, struct snapshot
     if (repo_nregions(r) > 1 && (e = fanout_new(r, 0, &s.fan)) < 0)
         goto out;
     if ((e = snap_setup(&s)) < 0 || (e = ingcore_begin(&s.core, o->path)) < 0 ||
-        (e = snap_workers(&s)) < 0 || (e = snap_intents(&s)) < 0 || (e = snap_entries(&s)) < 0 ||
-        (e = snap_confirm(&s)) < 0 || (e = snap_commit(&s)) < 0)
+        (e = snap_workers(&s)) < 0 || (e = snap_intents(&s)) < 0 ||
+        (e = snap_dwrite_match(&s)) < 0 || (e = snap_entries(&s)) < 0 ||
+        (e = snap_dwrite(&s)) < 0 || (e = snap_confirm(&s)) < 0 || (e = snap_commit(&s)) < 0)
         goto out;
     memcpy(ret->id, s.core.m.id, sizeof(ret->id));
     snprintf(ret->root, sizeof(ret->root), "%s", s.core.m.root);

@@ -2,7 +2,7 @@
  * index.c — the local index on LMDB.
  *
  * Design notes:
- * - One environment, four named databases opened once in index_open() and
+ * - One environment, seven named databases opened once in index_open() and
  *   reused by every transaction (LMDB DBI handles outlive the txn that
  *   opened them once it commits).  maxdbs leaves room for the per-region
  *   queues added later.
@@ -333,6 +333,8 @@ static int ix_init_dbs(struct index *ix)
         rc = mdb_dbi_open(txn, "queue", MDB_CREATE, &ix->tables[INDEX_QUEUE]);
     if (rc == 0)
         rc = mdb_dbi_open(txn, "pending", MDB_CREATE, &ix->tables[INDEX_PENDING]);
+    if (rc == 0)
+        rc = mdb_dbi_open(txn, "recipes", MDB_CREATE, &ix->tables[INDEX_RECIPES]);
     int r = ix_errno(ix, rc);
     if (r == 0)
         r = ix_check_format(ix, txn);

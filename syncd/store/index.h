@@ -8,6 +8,7 @@
  *   files      struct index_file_key (40 bytes; 41 with a digest kind) ->
  *              digest[32] + n * {id[32], len u32 LE}
  *   snapshots  "<run>\0<id>" -> struct index_snap
+ *   recipes    id[32] + sig[8] -> a recipe object (store/recidx.h)
  *
  * Calling sequence:
  *   index_open(dir, &ix);
@@ -54,8 +55,9 @@ struct index;
 struct index_txn;
 
 /* Tables whose records are encoded by the modules that own them (the
- * daemon's queue and pending snapshots: store/queue.c). */
-enum index_table { INDEX_QUEUE = 0, INDEX_PENDING = 1, INDEX_TABLE_COUNT };
+ * daemon's queue and pending snapshots: store/queue.c; recipe objects:
+ * store/recidx.c). */
+enum index_table { INDEX_QUEUE = 0, INDEX_PENDING = 1, INDEX_RECIPES = 2, INDEX_TABLE_COUNT };
 
 struct index_chunk {
     uint32_t raw_len;

@@ -73,6 +73,7 @@ static void test_defaults(void **state)
     assert_int_equal(c->chunk_max, 8u << 20);
     assert_int_equal(c->normalization, 1);
     assert_int_equal(c->zstd_level, 3);
+    assert_true(c->derive_bf16);
     /* [retention]: no rule, so everything is kept; [prune] */
     assert_string_equal(c->retention.run, "");
     assert_int_equal(c->retention.keep_last, 0);
@@ -226,6 +227,7 @@ static const char full_file[] = "\xEF\xBB\xBF; ckptsync configuration\r\n"
                                 "normalization = 2\n"
                                 "[compress]\n"
                                 "level = 19\n"
+                                "derive_bf16 = off\n"
                                 "[region.local]\n"
                                 "kind = dir\n"
                                 "path = /nas/ckpt\n"
@@ -269,6 +271,7 @@ static void test_full_file(void **state)
     assert_int_equal(c->chunk_max, 8u << 20);
     assert_int_equal(c->normalization, 2);
     assert_int_equal(c->zstd_level, 19);
+    assert_false(c->derive_bf16);
     assert_false(c->default_regions);
     assert_int_equal(c->nregions, 3);
 
@@ -597,6 +600,7 @@ static const struct err_case err_cases[] = {
     {"[chunker]\nmin = 64\navg = 64\nmax = 64\nnormalization = 2\n", 5, "normalization", "FastCDC"},
     {"[compress]\nlevel = 0\n", 2, "[compress] level", "out of range (1 to 19)"},
     {"[compress]\nlevel = 20\n", 2, "level", "out of range"},
+    {"[compress]\nderive_bf16 = maybe\n", 2, "[compress] derive_bf16", "'maybe' is not on or off"},
     {"[region.a]\nkind = s3\nendpoint = http://h\nbucket = b\ntls_verify = maybe\n", 5,
      "tls_verify", "not a boolean"},
     {"[region.a]\nkind = nfs\n", 2, "kind", "not a region kind"},

@@ -21,6 +21,7 @@
 
 #include "base/err.h"
 #include "store/index.h"
+#include "store/recidx.h"
 
 struct fixture {
     char tmp[64];
@@ -494,6 +495,73 @@ static void test_failed_commit_is_fatal(void **state)
     assert_int_equal(index_txn_commit(t), 0);
 }
 
+static int count_recipes(void *ud, const struct recidx *r)
+{
+    (void)r;
+    ++*(int *)ud;
+    return 0;
+}
+
+/* Recipe object records (store/recidx.h): each (id, sig) apart, listed
+ * per chunk id, kept across a reopen; a damaged record is refused. */
+static void test_recidx(void **state)
+{
+    struct fixture *f = *state;
+    struct index_txn *t;
+    uint8_t id[HASH_LEN], other[HASH_LEN];
+    memset(id, 0x11, sizeof(id));
+    memset(other, 0x12, sizeof(other));
+    struct recidx r = {.sig = {1, 2, 3, 4, 5, 6, 7, 8},
+                       .depth = 1,
+                       .raw_len = 65536,
+                       .stored_len = 400,
+                       .presence = 5,
+                       .nbases = 2};
+    memset(r.base[0].id, 0xa0, HASH_LEN);
+    r.base[0].len = 70000;
+    memset(r.base[1].id, 0xb0, HASH_LEN);
+    r.base[1].len = 80000;
+    struct recidx r2 = r;
+    r2.sig[7] = 9;
+    r2.nbases = 1;
+    assert_int_equal(index_txn_begin(f->ix, true, &t), 0);
+    assert_int_equal(recidx_put(t, id, &r), 0);
+    assert_int_equal(recidx_put(t, id, &r2), 0);
+    assert_int_equal(recidx_put(t, other, &r), 0);
+    struct recidx bad = r;
+    bad.nbases = 0;
+    assert_int_equal(recidx_put(t, id, &bad), -EINVAL);
+    assert_int_equal(index_txn_commit(t), 0);
+    reopen(f);
+    struct recidx got;
+    int n = 0;
+    assert_int_equal(index_txn_begin(f->ix, false, &t), 0);
+    assert_int_equal(recidx_get(t, id, r.sig, &got), 0);
+    assert_memory_equal(got.sig, r.sig, sizeof(r.sig));
+    assert_int_equal(got.depth, 1);
+    assert_int_equal(got.raw_len, 65536);
+    assert_int_equal(got.stored_len, 400);
+    assert_int_equal(got.presence, 5);
+    assert_int_equal(got.nbases, 2);
+    assert_memory_equal(got.base[1].id, r.base[1].id, HASH_LEN);
+    assert_int_equal(got.base[1].len, 80000);
+    assert_int_equal(recidx_each(t, id, count_recipes, &n), 0);
+    assert_int_equal(n, 2);
+    uint8_t sig0[MANIFEST_RECIPE_SIG] = {0};
+    assert_int_equal(recidx_get(t, id, sig0, &got), -ENOENT);
+    index_txn_abort(t);
+    /* a record of the wrong length */
+    uint8_t key[HASH_LEN + MANIFEST_RECIPE_SIG], val[17] = {1, 1, 1};
+    memcpy(key, id, HASH_LEN);
+    memcpy(key + HASH_LEN, r.sig, MANIFEST_RECIPE_SIG);
+    assert_int_equal(index_txn_begin(f->ix, true, &t), 0);
+    assert_int_equal(index_raw_put(t, INDEX_RECIPES, key, sizeof(key), val, sizeof(val)), 0);
+    assert_int_equal(recidx_get(t, id, r.sig, &got), CKS_E_FORMAT);
+    n = 0;
+    assert_int_equal(recidx_each(t, id, count_recipes, &n), CKS_E_FORMAT);
+    index_txn_abort(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -503,6 +571,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_region_slots_stable, setup, teardown),
         cmocka_unit_test_setup_teardown(test_region_slot_limit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_chunks, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_recidx, setup, teardown),
         cmocka_unit_test_setup_teardown(test_abort_discards, setup, teardown),
         cmocka_unit_test_setup_teardown(test_files, setup, teardown),
         cmocka_unit_test_setup_teardown(test_snapshots, setup, teardown),
