@@ -52,6 +52,7 @@
 #include "engine/chunkobj.h"
 #include "service/dwrite.h"
 #include "service/ingcore.h"
+#include "service/multinode.h"
 #include "service/restore.h"
 #include "service/unitmark.h"
 #include "daemon/ingest.h"
@@ -470,11 +471,14 @@ static int ing_dw_plain(void *ud, const uint8_t id[HASH_LEN], const uint8_t *dat
 
 /* The pre-pass over the pinned files.  g->dw stays NULL when derive_bf16
  * is off, the unit could not be pinned (a recipe is spooled in the pin
- * folder), or no pair is found. */
+ * folder), the snapshot is a node's part of a multi-node step (the merge,
+ * service/multinode.c, does not carry a part's r lines yet), or no pair
+ * is found. */
 static int ing_dwrite_match(struct ing *g)
 {
     const struct walk *w = &g->core.w;
-    if (!repo_conf(g->ig->r)->derive_bf16 || !g->pinned || w->n == 0)
+    const struct config *conf = repo_conf(g->ig->r);
+    if (!conf->derive_bf16 || !g->pinned || w->n == 0 || multinode_wanted(conf, &g->core.m))
         return 0;
     uint64_t *sizes = calloc(w->n, sizeof(*sizes));
     if (!sizes)

@@ -207,7 +207,7 @@ static int qstats_cb(void *ud, const void *key, size_t klen, const void *val, si
     int e = qdecode(key, klen, val, vlen, &q);
     if (e < 0)
         return e;
-    if (q.kind == QUEUE_CHUNK) {
+    if (q.kind != QUEUE_PUBLISH) { /* a chunk or recipe object to upload */
         st->chunks++;
         st->bytes += q.len;
     }

@@ -72,11 +72,13 @@ int queue_walk(struct index_txn *t, unsigned slot, int (*cb)(void *ud, const str
                void *ud);
 /* Does seq still have entries in any region? 1 yes, 0 no. */
 int queue_has_seq(struct index_txn *t, uint64_t seq, unsigned nslots);
-/* Chunk bytes still queued for seq over all regions. */
+/* Object bytes (chunks' raw, recipes' encoded) still queued for seq over
+ * all regions. */
 int queue_seq_bytes(struct index_txn *t, uint64_t seq, unsigned nslots, uint64_t *ret);
 /* Deletes every entry of seq in every region. */
 int queue_drop_seq(struct index_txn *t, uint64_t seq, unsigned nslots);
-/* Entries and bytes waiting for a region, and the oldest seq among them. */
+/* Object entries (chunks and recipes) and their bytes waiting for a
+ * region, and the oldest seq among them. */
 int queue_stats(struct index_txn *t, unsigned slot, uint64_t *ret_chunks, uint64_t *ret_bytes,
                 uint64_t *ret_oldest_seq);
 /* Allocates the next snapshot sequence number (write transaction). */

@@ -35,7 +35,7 @@ PY
 recipes_in() { find "$T/regions/$1/recipes" -type f 2> /dev/null | grep -c . || true; }
 # spooled NAME: the number of recipes phase B spooled for the unit (its log line)
 spooled() {
-  grep -o "\"r1/$1\": derived bf16: .*" "$T/daemon.log" | tail -1 |
+  { grep -o "\"r1/$1\": derived bf16: .*" "$T/daemon.log" || true; } | tail -1 |
     sed -n 's/.*; \([0-9]*\) chunk(s) of.*/\1/p'
 }
 # published ID: snapshot ID's manifest in every region, version 6 with
@@ -89,7 +89,7 @@ cks commit "$T/watch/r1/checkpoint-2" > /dev/null 2>&1 || true
 wait_for 40 grep -q "event=snapshot run=r1 snapshot=.* unit=\"\?r1/checkpoint-2" "$T/daemon.log" ||
   { tail -30 "$T/daemon.log"; die "checkpoint-2 was not ingested"; }
 id2=$(grep -o "event=snapshot run=r1 snapshot=[^ ]* unit=\"\?r1/checkpoint-2" "$T/daemon.log" |
-  sed 's/.*snapshot=\([^ ]*\) .*/\1/' | head -1)
+  sed -n '1s/.*snapshot=\([^ ]*\) .*/\1/p')
 n2=$(spooled checkpoint-2)
 pin="$T/watch/.ckptsync-pins/$id2"
 echo "    $id2: ${n2:-0} recipe(s) spooled in $pin"
