@@ -425,10 +425,14 @@ static int ing_grow(void **v, size_t n, size_t *cap, size_t size)
 }
 
 /* A recipe object of phase B: sealed once (an encrypted repository),
- * spooled durably, remembered for the commit's queue entries. */
-static int ing_dw_put(void *ud, const char *key, const uint8_t *obj, size_t len, uint32_t raw)
+ * spooled durably, remembered for the commit's queue entries.  No region
+ * holds it yet as far as this thread knows (*ret_slots 0): the workers
+ * ask. */
+static int ing_dw_put(void *ud, const char *key, const uint8_t *obj, size_t len, uint32_t raw,
+                      uint32_t *ret_slots)
 {
     struct ing *g = ud;
+    *ret_slots = 0;
     struct layout_key lk;
     struct buf *env = &g->ig->envs[0]; /* the pool is idle in phase B */
     if (layout_parse(key, &lk) < 0 || lk.kind != LAYOUT_RECIPE) {
@@ -451,6 +455,24 @@ static int ing_dw_put(void *ud, const char *key, const uint8_t *obj, size_t len,
     x->raw = raw;
     x->sealed = sealed == 1;
     return 0;
+}
+
+/* Ingest does not wait on the regions: a recipe the index knows is not
+ * asked for here (no slot holds it, as far as phase B is told), so it is
+ * encoded again and queued, and each region worker asks its region before
+ * uploading it (a HEAD, off the ingest path). */
+static int ing_dw_has(void *ud, const char *key, size_t len, uint32_t *ret_slots)
+{
+    (void)ud;
+    (void)key;
+    (void)len;
+    *ret_slots = 0;
+    return 0;
+}
+
+static uint32_t ing_dw_slots(void *ud)
+{
+    return ((struct ing *)ud)->all;
 }
 
 /* A deferred chunk that stays plain: fed as the read would have. */
@@ -507,9 +529,12 @@ static int ing_dwrite(struct ing *g)
     struct dwrite_env env = {.open = ing_dw_open,
                              .chunk_id = ing_dw_id,
                              .put = ing_dw_put,
+                             .has = ing_dw_has,
+                             .slots = ing_dw_slots,
                              .plain = ing_dw_plain,
                              .have_plain = ing_dw_have,
                              .z = &z,
+                             .ix = repo_index(g->ig->r),
                              .level = repo_chunk_opts(g->ig->r).level,
                              .ud = g,
                              .err = &g->err};
