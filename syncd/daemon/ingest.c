@@ -32,8 +32,20 @@
  *   before the snapshot is committed, and no worker reads, hashes or
  *   compresses the chunk again.  A worker that finds its chunk no longer
  *   buffered (it fell behind) reads it back from the pin.
+ * - Derived bf16 (issue 27, docs/deltas.md "The daemon writes recipes"):
+ *   service/dwrite is called as `ckptsync snapshot` calls it, on the
+ *   pinned files: dwrite_match before the read, dwrite_defer in ing_feed
+ *   (a deferred chunk is not fed), dwrite_finish before the commit.  A
+ *   recipe object cannot be made again from the pin as a chunk's can, so
+ *   phase B spools it durably in the pin folder (daemon/rspool.h) before
+ *   the commit transaction queues it for every region (QUEUE_RECIPE,
+ *   before the publish entry); the workers upload it from there, after a
+ *   restart too.  A deferred chunk phase B keeps plain is fed as the read
+ *   would have.  An unpinned unit, or a node's part of a multi-node step,
+ *   is not derived.
  * - Memory: one read buffer of two maximal chunks, one encoded object,
- *   the manifest; the buffer's budget is the replicator's.
+ *   the manifest; the buffer's budget is the replicator's.  Phase B: as
+ *   service/dwrite.h says (a deferred chunk's bytes are read again).
  */
 #include <errno.h>
 #include <fcntl.h>

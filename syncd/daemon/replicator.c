@@ -14,6 +14,11 @@
  *   a framework rewrote a file in place after ingest, the snapshot is
  *   dropped whole and its unit handed back for a retake, rather than
  *   publish a torn checkpoint.
+ * - A recipe entry (QUEUE_RECIPE, issue 27) uploads the object ingest
+ *   spooled in the pin folder (daemon/rspool.h) under its recipes/ key
+ *   (the sig from the manifest's r line): HAS, then PUT where missing,
+ *   never copied; done, its entry goes and no chunk presence is
+ *   recorded.  It sorts before the publish entry like a chunk entry.
  * - Every state change is one index transaction, made after the region
  *   confirmed the write: chunk presence, then committed bits.  A crash
  *   between the two repeats the region write, which is idempotent.
