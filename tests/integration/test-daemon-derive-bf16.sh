@@ -11,7 +11,9 @@
 # checkpoint's ingest commits, its recipes are in the spool (the pin
 # folder) and in no region, nothing is published; kill -9; the restarted
 # daemon publishes that very snapshot, with its recipes, in every region,
-# and it restores bit for bit.
+# and it restores bit for bit.  (3) The same bytes committed as another
+# unit: its recipes are queued again and every region answers that it
+# holds them (HAS of the object's size, sealed or not): nothing is put.
 . "$(dirname "$0")/lib.sh"
 write_config 16K 64K 256K
 set_settle 1
@@ -114,5 +116,22 @@ restores "$id1" checkpoint-1
 cks verify --run r1 > "$T/v.txt" 2>&1 || { cat "$T/v.txt"; die "verify after the restart"; }
 [ -e "$pin" ] && die "the pin folder (and spool) of $id2 was left behind"
 grep -q 'retake\|dropping it' "$T/daemon.log" && die "a snapshot was dropped or retaken"
+
+step "the same bytes as another unit: recipes found in every region (HAS), nothing put"
+puts() { cks status --json > "$T/st.json"; json "$T/st.json" "[r['objects_put'] for r in d['regions']]"; }
+before=$(puts)
+cp -r "$T/src/checkpoint-1" "$T/watch/r1/checkpoint-3"
+cp -r "$T/src/checkpoint-1" "$T/src/checkpoint-3"
+cks commit "$T/watch/r1/checkpoint-3" --wait replicated --timeout 60 --json > "$T/c3.json" ||
+  { tail -30 "$T/daemon.log"; die "commit of checkpoint-3"; }
+id3=$(json "$T/c3.json" 'd["id"]')
+n3=$(spooled checkpoint-3)
+[ "${n3:-0}" = "$n1" ] || die "checkpoint-3 made '${n3:-0}' recipes, checkpoint-1 $n1"
+[ "$(puts)" = "$before" ] || die "objects were put again: $before -> $(puts)"
+for r in a b c; do
+  [ "$(recipes_in $r)" = $((n1 + n2)) ] || die "region $r holds $(recipes_in $r) recipes, not $((n1 + n2))"
+done
+published "$id3" "$n3"
+restores "$id3" checkpoint-3
 stop_daemon
 echo "daemon-derive-bf16: ok"
