@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# regions: dir s3
 # encrypted: yes
 # The daemon writes derived-bf16 recipes (issue 27, docs/deltas.md "The
 # daemon writes recipes"): a torch.save checkpoint written by Debian's
@@ -33,8 +34,25 @@ torch.save({"model": {k: v.to(torch.bfloat16) for k, v in a.items()}, "master": 
            os.path.join(d, "model.pt"))
 PY
 }
+# keys_in REGION TOP: the keys under TOP/ (chunks, recipes) in the region
+keys_in() {
+  if [ "${CKS_REGIONS:-dir}" = s3 ]; then
+    { aws_s3 "$1" s3 ls "s3://$S3_BUCKET/$S3_PREFIX/$2/" --recursive || true; } |
+      awk '{print $4}' | sed "s|^$S3_PREFIX/||"
+  else
+    (cd "$T/regions/$1" && find "$2" -type f 2> /dev/null || true)
+  fi
+}
 # recipes_in REGION: recipes/ objects in it
-recipes_in() { find "$T/regions/$1/recipes" -type f 2> /dev/null | grep -c . || true; }
+recipes_in() { keys_in "$1" recipes | grep -c . || true; }
+# man_text REGION ID: the manifest of snapshot ID (plain text: not encrypted)
+man_text() {
+  if [ "${CKS_REGIONS:-dir}" = s3 ]; then
+    aws_s3 "$1" s3 cp "s3://$S3_BUCKET/$S3_PREFIX/snapshots/r1/$2" - 2> /dev/null
+  else
+    cat "$T/regions/$1/snapshots/r1/$2"
+  fi
+}
 # spooled NAME: the number of recipes phase B spooled for the unit (its log line)
 spooled() {
   { grep -o "\"r1/$1\": derived bf16: .*" "$T/daemon.log" || true; } | tail -1 |
@@ -48,14 +66,16 @@ published() {
   [ "$(json "$T/ls.json" "[x['regions'] for x in d if x['id'] == '$id']")" = "[3]" ] ||
     die "$id is not published in the 3 regions"
   [ "$ENC" = 1 ] && return 0 # sealed, keyed names: the readers check it (restore, verify)
+  man_text a "$id" > "$T/man.txt" || die "reading the manifest of $id" # the same bytes everywhere
+  [ "$(sed -n 1p "$T/man.txt")" = 'ckptsync-manifest 6' ] || die "$id is not version 6"
+  awk '/^r /{print $2, $4}' "$T/man.txt" > "$T/rlines"
+  [ "$(grep -c . "$T/rlines")" = "$2" ] || die "$id: r lines are not $2"
   for r in a b c; do
-    man="$T/regions/$r/snapshots/r1/$id"
-    [ "$(sed -n 1p "$man")" = 'ckptsync-manifest 6' ] || die "$id in region $r is not version 6"
-    awk '/^r /{print $2, $4}' "$man" > "$T/rlines"
-    [ "$(grep -c . "$T/rlines")" = "$2" ] || die "$id in region $r: r lines are not $2"
+    keys_in $r recipes > "$T/rkeys"
+    keys_in $r chunks > "$T/ckeys"
     while read -r cid sig; do
-      [ -f "$T/regions/$r/recipes/${cid:0:2}/$cid.$sig" ] || die "region $r lacks recipe $cid.$sig"
-      [ -e "$T/regions/$r/chunks/${cid:0:2}/$cid" ] && die "region $r holds chunk $cid plain"
+      grep -qx "recipes/${cid:0:2}/$cid.$sig" "$T/rkeys" || die "region $r lacks recipe $cid.$sig"
+      grep -qx "chunks/${cid:0:2}/$cid" "$T/ckeys" && die "region $r holds chunk $cid plain"
     done < "$T/rlines"
   done
   return 0
