@@ -531,8 +531,21 @@ static int ing_dwrite_match(struct ing *g)
     return e;
 }
 
+/* Phase B's batches in flight on the ingest pool (idle by then): one per
+ * thread, each holding about 9 x [chunker] max (a chunk, its bases and the
+ * last chunk's), within the quarter of the budget the read had. */
+static size_t ing_dw_jobs(const struct ing *g)
+{
+    const struct repo *r = g->ig->r;
+    uint64_t cap = repo_conf(r)->memory / (4 * 9 * (uint64_t)repo_params(r)->chunk_max + 1);
+    size_t n = pool_size(g->ig->pool);
+    return cap < n ? (cap > 1 ? (size_t)cap : 1) : n;
+}
+
 /* Phase B: every entry read, the deferred chunks spooled as recipes (or
- * fed plain), before the commit that queues them. */
+ * fed plain), before the commit that queues them.  The encoding runs on
+ * the pool (open and chunk_id from its threads); put, plain and the rest
+ * on this thread, so thread 0's encoder (ing_feed) is free for plain. */
 static int ing_dwrite(struct ing *g)
 {
     if (!g->dw)
@@ -547,6 +560,8 @@ static int ing_dwrite(struct ing *g)
                              .have_plain = ing_dw_have,
                              .z = &z,
                              .ix = repo_index(g->ig->r),
+                             .pool = g->ig->pool,
+                             .njobs = ing_dw_jobs(g),
                              .level = repo_chunk_opts(g->ig->r).level,
                              .ud = g,
                              .err = &g->err};
