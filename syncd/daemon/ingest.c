@@ -32,8 +32,20 @@
  *   before the snapshot is committed, and no worker reads, hashes or
  *   compresses the chunk again.  A worker that finds its chunk no longer
  *   buffered (it fell behind) reads it back from the pin.
+ * - Derived bf16 (issue 27, docs/deltas.md "The daemon writes recipes"):
+ *   service/dwrite is called as `ckptsync snapshot` calls it, on the
+ *   pinned files: dwrite_match before the read, dwrite_defer in ing_feed
+ *   (a deferred chunk is not fed), dwrite_finish before the commit.  A
+ *   recipe object cannot be made again from the pin as a chunk's can, so
+ *   phase B spools it durably in the pin folder (daemon/rspool.h) before
+ *   the commit transaction queues it for every region (QUEUE_RECIPE,
+ *   before the publish entry); the workers upload it from there, after a
+ *   restart too.  A deferred chunk phase B keeps plain is fed as the read
+ *   would have.  An unpinned unit, or a node's part of a multi-node step,
+ *   is not derived.
  * - Memory: one read buffer of two maximal chunks, one encoded object,
- *   the manifest; the buffer's budget is the replicator's.
+ *   the manifest; the buffer's budget is the replicator's.  Phase B: as
+ *   service/dwrite.h says (a deferred chunk's bytes are read again).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -50,7 +62,9 @@
 #include "base/log.h"
 #include "base/ring.h"
 #include "engine/chunkobj.h"
+#include "service/dwrite.h"
 #include "service/ingcore.h"
+#include "service/multinode.h"
 #include "service/restore.h"
 #include "service/snapheld.h"
 #include "service/unitmark.h"
@@ -58,8 +72,10 @@
 #include "daemon/metrics.h"
 #include "daemon/objbuf.h"
 #include "daemon/pin.h"
+#include "daemon/rspool.h"
 #include "daemon/rungen.h"
 #include "daemon/sendlog.h"
+#include "store/layout.h"
 #include "store/queue.h"
 #include "service/snapshot.h"
 
@@ -126,6 +142,20 @@ struct cflags {
     size_t cap;
 };
 
+/* A recipe object phase B spooled (daemon/rspool.h), queued at the commit. */
+struct irecipe {
+    uint8_t id[HASH_LEN];
+    uint32_t len; /* the object's, before sealing */
+    uint32_t raw; /* the chunk's */
+    bool sealed;  /* the spooled bytes are the sealed envelope */
+};
+
+/* A deferred chunk phase B handed back as plain, and what feeding it did. */
+struct iplain {
+    uint8_t id[HASH_LEN];
+    struct cflag fl;
+};
+
 /* Per-unit work state. */
 struct ing {
     struct ingester *ig;
@@ -150,6 +180,13 @@ struct ing {
      * and the encoded bytes of the chunks no region had (pool threads add) */
     uint64_t unit;
     _Atomic uint64_t stored_new;
+    /* derived bf16 (service/dwrite.h; NULL: off, the unit unpinned, or no
+     * pair): phase B's recipes and the deferred chunks it kept plain */
+    struct dwrite *dw;
+    struct irecipe *recipes;
+    size_t nrecipes, recipes_cap;
+    struct iplain *plains;
+    size_t nplains, plains_cap;
 };
 
 /* ---- reading -----------------------------------------------------------
@@ -159,9 +196,11 @@ struct ing {
  * into the object buffer. */
 
 /* Encodes a chunk some region lacks and hands it to the region workers
- * (this may wait while the fastest quorum catches up). */
-static int ing_feed(struct ing *g, size_t thread, const uint8_t id[HASH_LEN], const uint8_t *data,
-                    size_t len, unsigned width, uint32_t *ret_fed, bool *ret_fresh)
+ * (this may wait while the fastest quorum catches up).  A chunk read by
+ * job hj (NULL: phase B's) that derived bf16 defers is left to phase B. */
+static int ing_feed(struct ing *g, size_t thread, const struct ingcore_job *hj,
+                    const uint8_t id[HASH_LEN], const uint8_t *data, size_t len, unsigned width,
+                    uint32_t *ret_fed, bool *ret_fresh)
 {
     struct chunkobj_ctx *z = &g->ig->z[thread];
     struct buf *obj = &g->ig->objs[thread];
@@ -178,7 +217,9 @@ static int ing_feed(struct ing *g, size_t thread, const uint8_t id[HASH_LEN], co
     if (e < 0 && e != -ENOENT)
         return e;
     uint32_t needs = g->all & ~(e == 0 ? c.presence : 0);
-    if (!needs || objbuf_has(ob, id))
+    if (!needs || (hj && g->dw && dwrite_defer(g->dw, hj->file, hj->off, (uint32_t)len, id)))
+        return 0;
+    if (objbuf_has(ob, id))
         return 0;
     *ret_fresh = e == -ENOENT || c.presence == 0;
     struct chunkobj_opts o = repo_chunk_opts(r);
@@ -215,7 +256,8 @@ static int ing_job_run(struct ingcore_job *hj, size_t t)
     struct ijob *j = (struct ijob *)hj;
     j->fed = 0;
     j->fresh = false;
-    return ing_feed(ing_of(j), t, hj->id, hj->raw.data, hj->raw.len, hj->width, &j->fed, &j->fresh);
+    return ing_feed(ing_of(j), t, hj, hj->id, hj->raw.data, hj->raw.len, hj->width, &j->fed,
+                    &j->fresh);
 }
 
 /* Room for chunk i of file k's flags. */
@@ -338,6 +380,206 @@ static int ing_pin(struct ing *g)
     return 0;
 }
 
+/* ---- derived bf16 (service/dwrite.h) -------------------------------------
+ *
+ * As `ckptsync snapshot` does (service/snapshot.c), on the pinned files:
+ * the pre-pass before the read, the bf16 chunks of a matched tensor
+ * deferred by the read (ing_feed), phase B after it.  What differs is the
+ * way to the regions: a recipe object is spooled in the pin folder
+ * (daemon/rspool.h) and queued for the region workers by the commit
+ * (QUEUE_RECIPE); a deferred chunk kept plain is fed as the read would
+ * have. */
+
+/* The pre-pass opens files quietly: one that cannot be opened (a file
+ * kept from the index has no pin link) proposes nothing. */
+static int ing_dw_open_quiet(void *ud, size_t k)
+{
+    struct ing *g = ud;
+    size_t keep = g->err.len;
+    int fd = ingcore_open(&g->core, k);
+    if (fd < 0 && g->err.data) {
+        g->err.len = keep;
+        g->err.data[keep] = 0;
+    }
+    return fd;
+}
+
+static int ing_dw_open(void *ud, size_t k)
+{
+    return ingcore_open(&((struct ing *)ud)->core, k);
+}
+
+static void ing_dw_id(void *ud, const uint8_t *data, size_t len, uint8_t id[HASH_LEN])
+{
+    repo_chunk_id(((struct ing *)ud)->ig->r, data, len, id);
+}
+
+static bool ing_dw_have(void *ud, const uint8_t id[HASH_LEN])
+{
+    struct ing *g = ud;
+    struct index_txn *t;
+    struct index_chunk c;
+    if (index_txn_begin(repo_index(g->ig->r), false, &t) < 0)
+        return false;
+    int e = index_chunk_get(t, id, &c);
+    index_txn_abort(t);
+    return e == 0 && (c.presence & g->all) == g->all;
+}
+
+/* Room for one more of a growing array. */
+static int ing_grow(void **v, size_t n, size_t *cap, size_t size)
+{
+    if (n < *cap)
+        return 0;
+    size_t c = *cap ? *cap * 2 : 16;
+    void *p = realloc(*v, c * size);
+    if (!p)
+        return -ENOMEM;
+    *v = p;
+    *cap = c;
+    return 0;
+}
+
+/* A recipe object of phase B: sealed once (an encrypted repository),
+ * spooled durably, remembered for the commit's queue entries.  No region
+ * holds it yet as far as this thread knows (*ret_slots 0): the workers
+ * ask. */
+static int ing_dw_put(void *ud, const char *key, const uint8_t *obj, size_t len, uint32_t raw,
+                      uint32_t *ret_slots)
+{
+    struct ing *g = ud;
+    *ret_slots = 0;
+    struct layout_key lk;
+    struct buf *env = &g->ig->envs[0]; /* the pool is idle in phase B */
+    if (layout_parse(key, &lk) < 0 || lk.kind != LAYOUT_RECIPE) {
+        buf_printf(&g->err, "phase B made a recipe object with the key \"%s\"", key);
+        return CKS_E_FORMAT;
+    }
+    int sealed = region_seal(g->ig->regions[0], key, obj, len, env);
+    int e = sealed < 0
+                ? sealed
+                : ing_grow((void **)&g->recipes, g->nrecipes, &g->recipes_cap, sizeof(*g->recipes));
+    if (e == 0)
+        e = rspool_put(buf_str(&g->pin), lk.id, sealed ? env->data : obj, sealed ? env->len : len);
+    if (e < 0) {
+        buf_printf(&g->err, "spooling recipe %s in \"%s\": %s", key, buf_str(&g->pin), err_str(e));
+        return e;
+    }
+    struct irecipe *x = &g->recipes[g->nrecipes++];
+    memcpy(x->id, lk.id, HASH_LEN);
+    x->len = (uint32_t)len;
+    x->raw = raw;
+    x->sealed = sealed == 1;
+    return 0;
+}
+
+/* Ingest does not wait on the regions: a recipe the index knows is not
+ * asked for here (no slot holds it, as far as phase B is told), so it is
+ * encoded again and queued, and each region worker asks its region before
+ * uploading it (a HEAD, off the ingest path). */
+static int ing_dw_has(void *ud, const char *key, size_t len, uint32_t *ret_slots)
+{
+    (void)ud;
+    (void)key;
+    (void)len;
+    *ret_slots = 0;
+    return 0;
+}
+
+static uint32_t ing_dw_slots(void *ud)
+{
+    return ((struct ing *)ud)->all;
+}
+
+/* A deferred chunk that stays plain: fed as the read would have. */
+static int ing_dw_plain(void *ud, const uint8_t id[HASH_LEN], const uint8_t *data, size_t len)
+{
+    struct ing *g = ud;
+    int e = ing_grow((void **)&g->plains, g->nplains, &g->plains_cap, sizeof(*g->plains));
+    if (e < 0)
+        return e;
+    struct iplain *p = &g->plains[g->nplains];
+    memset(p, 0, sizeof(*p));
+    memcpy(p->id, id, HASH_LEN);
+    if ((e = ing_feed(g, 0, NULL, id, data, len, 2, &p->fl.fed, &p->fl.fresh)) < 0)
+        return e;
+    g->nplains++;
+    return 0;
+}
+
+/* The pre-pass over the pinned files.  g->dw stays NULL when derive_bf16
+ * is off, the unit could not be pinned (a recipe is spooled in the pin
+ * folder), the snapshot is a node's part of a multi-node step (the merge,
+ * service/multinode.c, does not carry a part's r lines yet), or no pair
+ * is found. */
+static int ing_dwrite_match(struct ing *g)
+{
+    const struct walk *w = &g->core.w;
+    const struct config *conf = repo_conf(g->ig->r);
+    if (!conf->derive_bf16 || !g->pinned || w->n == 0 || multinode_wanted(conf, &g->core.m))
+        return 0;
+    uint64_t *sizes = calloc(w->n, sizeof(*sizes));
+    if (!sizes)
+        return -ENOMEM;
+    for (size_t k = 0; k < w->n; k++)
+        if (w->v[k].type == MFILE_REG && !w->v[k].link && !(g->kept && g->kept[k].st_ino))
+            sizes[k] = (uint64_t)w->v[k].st.st_size;
+    int e = dwrite_new(w->n, &g->dw);
+    if (e == 0)
+        e = dwrite_match(g->dw, ing_dw_open_quiet, g, sizes);
+    free(sizes);
+    if (e == 0 && dwrite_stats(g->dw)->pairs == 0) {
+        dwrite_free(g->dw);
+        g->dw = NULL;
+    }
+    return e;
+}
+
+/* Phase B's batches in flight on the ingest pool (idle by then): one per
+ * thread, each holding about 9 x [chunker] max (a chunk, its bases and the
+ * last chunk's), within the quarter of the budget the read had. */
+static size_t ing_dw_jobs(const struct ing *g)
+{
+    const struct repo *r = g->ig->r;
+    uint64_t cap = repo_conf(r)->memory / (4 * 9 * (uint64_t)repo_params(r)->chunk_max + 1);
+    size_t n = pool_size(g->ig->pool);
+    return cap < n ? (cap > 1 ? (size_t)cap : 1) : n;
+}
+
+/* Phase B: every entry read, the deferred chunks spooled as recipes (or
+ * fed plain), before the commit that queues them.  The encoding runs on
+ * the pool (open and chunk_id from its threads); put, plain and the rest
+ * on this thread, so thread 0's encoder (ing_feed) is free for plain. */
+static int ing_dwrite(struct ing *g)
+{
+    if (!g->dw)
+        return 0;
+    struct chunkobj_ctx z = repo_chunkobj_ctx(g->ig->r);
+    struct dwrite_env env = {.open = ing_dw_open,
+                             .chunk_id = ing_dw_id,
+                             .put = ing_dw_put,
+                             .has = ing_dw_has,
+                             .slots = ing_dw_slots,
+                             .plain = ing_dw_plain,
+                             .have_plain = ing_dw_have,
+                             .z = &z,
+                             .ix = repo_index(g->ig->r),
+                             .pool = g->ig->pool,
+                             .njobs = ing_dw_jobs(g),
+                             .level = repo_chunk_opts(g->ig->r).level,
+                             .ud = g,
+                             .err = &g->err};
+    int e = dwrite_finish(g->dw, &g->core.m, &env);
+    chunkobj_ctx_free(&z);
+    const struct dwrite_stats *st = dwrite_stats(g->dw);
+    log_info("\"%s\": derived bf16: %llu tensor pair(s); %llu chunk(s) of %llu bytes spooled as "
+             "recipes of %llu bytes, %llu stored plain",
+             g->job->unit, (unsigned long long)st->pairs, (unsigned long long)st->recipes,
+             (unsigned long long)st->recipe_raw, (unsigned long long)st->recipe_bytes,
+             (unsigned long long)st->plain);
+    return e;
+}
+
 /* ---- the manifest ------------------------------------------------------ */
 
 /* What the unit holds, without id, time or host: equal digests mean an
@@ -374,9 +616,25 @@ static int cref_cmp(const void *a, const void *b)
     return memcmp(((const struct cref *)a)->id, ((const struct cref *)b)->id, HASH_LEN);
 }
 
+/* What feeding the chunks phase B kept plain did, onto their references
+ * (v sorted by id, one per distinct chunk). */
+static void ing_refs_plain(const struct ing *g, struct cref *v, size_t n)
+{
+    for (size_t k = 0; k < g->nplains; k++) {
+        struct cref key;
+        memcpy(key.id, g->plains[k].id, HASH_LEN);
+        struct cref *c = bsearch(&key, v, n, sizeof(*v), cref_cmp);
+        if (c) {
+            c->fed |= g->plains[k].fl.fed;
+            c->fresh |= g->plains[k].fl.fresh;
+        }
+    }
+}
+
 /* The manifest's chunk references with where their bytes are (file,
  * offset) and what reading them did, sorted by id, one per distinct
- * chunk.  The caller frees *ret. */
+ * chunk; a chunk stored as a recipe is not one (its recipe is queued,
+ * ing_enqueue_recipes).  The caller frees *ret. */
 static int ing_refs(struct ing *g, struct cref **ret, size_t *ret_n)
 {
     const struct manifest *m = &g->core.m;
@@ -390,6 +648,10 @@ static int ing_refs(struct ing *g, struct cref **ret, size_t *ret_n)
         if (f->type != MFILE_REG)
             continue;
         for (size_t i = f->first_chunk; i < f->first_chunk + (size_t)f->nchunks; i++) {
+            if (manifest_chunk_recipe(m, i)) {
+                off += m->chunks[i].len;
+                continue;
+            }
             struct cref *c = &v[n++];
             memcpy(c->id, m->chunks[i].id, HASH_LEN);
             c->len = m->chunks[i].len;
@@ -410,9 +672,36 @@ static int ing_refs(struct ing *g, struct cref **ret, size_t *ret_n)
             v[out - 1].fed |= v[k].fed;
             v[out - 1].fresh |= v[k].fresh;
         }
+    ing_refs_plain(g, v, out);
     *ret = v;
     *ret_n = out;
     return 0;
+}
+
+/* Every region gets a queue entry for each recipe phase B spooled: the
+ * index records no presence of recipes/ objects, so each worker asks its
+ * region first (replicator.c, rw_start_recipe). */
+static int ing_enqueue_recipes(struct ing *g, struct index_txn *t, uint64_t seq)
+{
+    struct repo *r = g->ig->r;
+    int e = 0;
+    for (size_t k = 0; k < g->nrecipes && e == 0; k++) {
+        const struct irecipe *x = &g->recipes[k];
+        for (size_t i = 0; i < repo_nregions(r) && e == 0; i++) {
+            struct qentry q = {.slot = repo_region(r, i)->slot,
+                               .seq = seq,
+                               .kind = QUEUE_RECIPE,
+                               .file = x->sealed,
+                               .off = x->raw,
+                               .len = x->len};
+            memcpy(q.id, x->id, HASH_LEN);
+            e = queue_put(t, &q);
+            g->queued_bytes += q.len;
+        }
+        g->res->new_chunks++;
+        g->new_bytes += x->raw;
+    }
+    return e;
 }
 
 static int ing_enqueue(struct ing *g, struct index_txn *t, uint64_t seq)
@@ -452,6 +741,8 @@ static int ing_enqueue(struct ing *g, struct index_txn *t, uint64_t seq)
         g->res->new_chunks += fresh;
         g->new_bytes += fresh ? refs[k].len : 0;
     }
+    if (e == 0)
+        e = ing_enqueue_recipes(g, t, seq);
     for (size_t i = 0; i < repo_nregions(r) && e == 0; i++) {
         struct qentry q = {.slot = repo_region(r, i)->slot, .seq = seq, .kind = QUEUE_PUBLISH};
         e = queue_put(t, &q);
@@ -541,6 +832,13 @@ static void ing_reset(struct ing *g)
     free(g->kept);
     g->kept = NULL;
     ing_flags_free(g);
+    dwrite_free(g->dw);
+    g->dw = NULL;
+    free(g->recipes);
+    free(g->plains);
+    g->recipes = NULL;
+    g->plains = NULL;
+    g->nrecipes = g->recipes_cap = g->nplains = g->plains_cap = 0;
     g->queued_bytes = 0;
     g->new_bytes = 0;
 }
@@ -629,6 +927,8 @@ static int ing_once(struct ing *g)
         return e;
     g->core.pin = g->pinned ? buf_str(&g->pin) : NULL;
     g->core.kept = g->kept;
+    if ((e = ing_dwrite_match(g)) < 0)
+        return e;
     e = ingcore_entries(&g->core);
     g->res->files = g->core.files;
     g->res->bytes = g->core.bytes;
@@ -639,6 +939,8 @@ static int ing_once(struct ing *g)
         g->res->unchanged = true;
         return 0;
     }
+    if ((e = ing_dwrite(g)) < 0)
+        return e;
     return ing_commit(g);
 }
 

@@ -14,6 +14,11 @@
  *   a framework rewrote a file in place after ingest, the snapshot is
  *   dropped whole and its unit handed back for a retake, rather than
  *   publish a torn checkpoint.
+ * - A recipe entry (QUEUE_RECIPE, issue 27) uploads the object ingest
+ *   spooled in the pin folder (daemon/rspool.h) under its recipes/ key
+ *   (the sig from the manifest's r line): HAS, then PUT where missing,
+ *   never copied; done, its entry goes and no chunk presence is
+ *   recorded.  It sorts before the publish entry like a chunk entry.
  * - Every state change is one index transaction, made after the region
  *   confirmed the write: chunk presence, then committed bits.  A crash
  *   between the two repeats the region write, which is idempotent.
@@ -68,6 +73,7 @@
 #include "store/queue.h"
 #include "daemon/replicator.h"
 #include "daemon/retakes.h"
+#include "daemon/rspool.h"
 #include "daemon/rungen.h"
 
 #define BACKOFF_MIN_MS 1000
@@ -122,6 +128,10 @@ struct slot {
     struct buf obj;
     struct objbuf_ent *ent;
     struct index_chunk rec;
+    /* a QUEUE_RECIPE entry: obj is the spooled object (sealed: its
+     * envelope), rkey its recipes/ key; no index record is made */
+    bool recipe, rsealed;
+    char rkey[REGION_KEY_MAX];
     /* upload once, then copy (service/fanout.h) */
     bool parked;          /* busy, nothing in flight: waits for the upload region */
     bool copied;          /* a copy succeeded: the HAS in flight confirms it */
@@ -858,6 +868,7 @@ static void rw_slot_end(struct rworker *w, struct slot *sl, bool stored)
     sl->ent = NULL;
     sl->feed = false;
     sl->copied = false;
+    sl->recipe = sl->rsealed = false;
     if (sl->parked) {
         sl->parked = false;
         w->nparked--;
@@ -889,8 +900,12 @@ static void rw_ask(struct rworker *w, struct slot *sl)
 {
     memset(&sl->req, 0, sizeof(sl->req));
     sl->req.kind = RREQ_HAS;
-    sl->req.size = sl->ent ? sl->ent->stored_len : sl->obj.len; /* the plain object's */
-    layout_chunk(sl->q.id, sl->req.key);
+    /* the plain object's */
+    sl->req.size = sl->recipe ? sl->q.len : sl->ent ? sl->ent->stored_len : sl->obj.len;
+    if (sl->recipe)
+        memcpy(sl->req.key, sl->rkey, sizeof(sl->req.key));
+    else
+        layout_chunk(sl->q.id, sl->req.key);
     sl->req.ud = sl;
     sl->epoch = w->epoch;
     rw_submit(w, sl);
@@ -923,10 +938,52 @@ static void rw_start_feed(struct rworker *w, struct slot *sl, struct objbuf_ent 
     rw_ask(w, sl);
 }
 
+/* Starts a recipe entry in slot sl: its key from the snapshot's r line,
+ * its object from the spool (daemon/rspool.h), then HAS as for a chunk.
+ * The index records no presence of recipes/ objects: every region's
+ * entry asks its region.  A spool that lost the object (its pin folder
+ * removed) drops the snapshot for a retake, as a pin that lost a file. */
+static void rw_start_recipe(struct rworker *w, struct slot *sl, const struct qentry *q)
+{
+    int e = rw_load(w, q->seq);
+    if (e == -ENOENT) { /* released or dropped under us: a stale entry */
+        if ((e = rw_skip(w, q)) < 0)
+            rw_fail_round(w, e, NULL);
+        return;
+    }
+    const struct mextra *x = e == 0 ? manifest_extra(&w->man, q->id) : NULL;
+    if (e == 0 && (!x || !x->recipe)) {
+        region_set_error(w->rg, "region '%s': snapshot %s: a queued recipe has no r line",
+                         w->rg->conf.name, w->pend->id);
+        e = CKS_E_FORMAT;
+    }
+    sl->q = *q;
+    memset(&sl->rec, 0, sizeof(sl->rec));
+    if (e == 0 &&
+        (e = rspool_get(w->pend->pin, q->id, (size_t)q->len + 4096, &sl->obj)) == -ENOENT) {
+        log_error("snapshot %s: a recipe object is missing from its spool \"%s\"", w->pend->id,
+                  w->pend->pin);
+        w->drop = true;
+        return;
+    }
+    if (e < 0) {
+        rw_fail_round(w, e, NULL);
+        return;
+    }
+    sl->recipe = true;
+    sl->rsealed = q->file == 1;
+    layout_recipe(q->id, x->sig, sl->rkey);
+    rw_ask(w, sl);
+}
+
 /* Starts one chunk entry in slot sl: checks, reads, asks the region. */
 static void rw_start(struct rworker *w, struct slot *sl, const struct qentry *q)
 {
     struct index_chunk c;
+    if (q->kind == QUEUE_RECIPE) {
+        rw_start_recipe(w, sl, q);
+        return;
+    }
     int e = rw_load(w, q->seq);
     if (e == -ENOENT) { /* released or dropped under us: a stale entry */
         if ((e = rw_skip(w, q)) < 0)
@@ -988,8 +1045,14 @@ static bool rw_in_flight(const struct rworker *w, const struct qentry *q)
 static int fill_cb(void *ud, const struct qentry *q)
 {
     struct fill *f = ud;
+#ifdef CKS_TEST_HOOKS
+    /* CKPTSYNC_TEST_RECIPE_HOLD: recipe entries stay queued, and so does
+     * everything after them, the publish included (a kill -9 test) */
+    if (q->kind == QUEUE_RECIPE && getenv("CKPTSYNC_TEST_RECIPE_HOLD"))
+        return 1;
+#endif
     if (q->kind == QUEUE_PUBLISH) {
-        /* A publish waits for every chunk before it. */
+        /* A publish waits for every chunk (and recipe) before it. */
         if (f->n == 0 && f->w->busy == 0) {
             f->publish_first = true;
             f->publish = *q;
@@ -1094,7 +1157,7 @@ static void rw_put(struct rworker *w, struct slot *sl)
 {
     sl->req.kind = RREQ_PUT;
     sl->req.data = sl_obj(sl, &sl->req.len);
-    sl->req.sealed = sl->ent && sl->ent->sealed;
+    sl->req.sealed = sl->ent ? sl->ent->sealed : sl->rsealed;
     rw_submit(w, sl);
 }
 
@@ -1151,6 +1214,10 @@ static void rw_copy(struct rworker *w, struct slot *sl)
  * confirmation: absent means the copy did not take, so upload. */
 static void rw_absent(struct rworker *w, struct slot *sl)
 {
+    if (sl->recipe) { /* a few hundred bytes: no copy (the index knows no presence) */
+        rw_put(w, sl);
+        return;
+    }
     if (sl->copied) {
         sl->copied = false;
         metrics_copy(w->rp->m, w->i, METRICS_COPY_FAILED, 0);
@@ -1293,10 +1360,11 @@ static void rw_complete(struct rworker *w, struct region_req *req)
     }
     bool stored = req->kind == RREQ_PUT || req->ret == 1;
     if (stored) {
-        int e = rw_chunk_done(w, sl);
+        /* a recipe: its entry goes, and no chunk is recorded present */
+        int e = sl->recipe ? rw_skip(w, &sl->q) : rw_chunk_done(w, sl);
         if (e < 0)
             rw_fail_round(w, e, NULL);
-        else
+        else if (!sl->recipe)
             rw_fan_stored(w, sl, len);
     }
     rw_slot_end(w, sl, stored);

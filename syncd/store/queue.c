@@ -18,6 +18,7 @@
 #define QKEY_LEN (1 + 8 + 1 + HASH_LEN)
 #define QVAL_LEN (1 + 4 + 8 + 4)
 #define REC_VERSION 1
+#define REC_RECIPE 2 /* a QUEUE_RECIPE entry: keyed as a chunk entry (before the publish) */
 #define PENDING_HEAD (1 + 8 + 8 + 1 + 8)
 
 static void be64(uint8_t *p, uint64_t v)
@@ -52,7 +53,7 @@ static void qkey(const struct qentry *q, uint8_t k[QKEY_LEN])
 {
     k[0] = (uint8_t)q->slot;
     be64(k + 1, ~q->seq);
-    k[9] = (uint8_t)q->kind;
+    k[9] = (uint8_t)(q->kind == QUEUE_RECIPE ? QUEUE_CHUNK : q->kind);
     memcpy(k + 10, q->id, HASH_LEN);
 }
 
@@ -60,7 +61,7 @@ int queue_put(struct index_txn *t, const struct qentry *q)
 {
     uint8_t k[QKEY_LEN], v[QVAL_LEN];
     qkey(q, k);
-    v[0] = REC_VERSION;
+    v[0] = q->kind == QUEUE_RECIPE ? REC_RECIPE : REC_VERSION;
     le(v + 1, q->file, 4);
     le(v + 5, q->off, 8);
     le(v + 13, q->len, 4);
@@ -76,11 +77,12 @@ int queue_del(struct index_txn *t, const struct qentry *q)
 
 static int qdecode(const uint8_t *k, size_t klen, const uint8_t *v, size_t vlen, struct qentry *ret)
 {
-    if (klen != QKEY_LEN || vlen != QVAL_LEN || v[0] != REC_VERSION || k[9] > QUEUE_PUBLISH)
+    if (klen != QKEY_LEN || vlen != QVAL_LEN || k[9] > QUEUE_PUBLISH ||
+        (v[0] != REC_VERSION && (v[0] != REC_RECIPE || k[9] != QUEUE_CHUNK)))
         return CKS_E_FORMAT;
     ret->slot = k[0];
     ret->seq = ~get_be64(k + 1);
-    ret->kind = (enum qkind)k[9];
+    ret->kind = v[0] == REC_RECIPE ? QUEUE_RECIPE : (enum qkind)k[9];
     memcpy(ret->id, k + 10, HASH_LEN);
     ret->file = (uint32_t)get_le(v + 1, 4);
     ret->off = get_le(v + 5, 8);
@@ -205,7 +207,7 @@ static int qstats_cb(void *ud, const void *key, size_t klen, const void *val, si
     int e = qdecode(key, klen, val, vlen, &q);
     if (e < 0)
         return e;
-    if (q.kind == QUEUE_CHUNK) {
+    if (q.kind != QUEUE_PUBLISH) { /* a chunk or recipe object to upload */
         st->chunks++;
         st->bytes += q.len;
     }

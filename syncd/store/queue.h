@@ -21,16 +21,24 @@
 #include "engine/manifest.h"
 #include "store/index.h"
 
-enum qkind { QUEUE_CHUNK = 0, QUEUE_PUBLISH = 1 };
+/* QUEUE_RECIPE (issue 27): the recipe object of chunk id, whose key is
+ * layout_recipe(id, the sig of id's r line in the snapshot's manifest) and
+ * whose bytes are spooled (daemon/rspool.h), never a chunks/ object.  It
+ * sorts with the chunk entries, before the publish entry (its key is a
+ * chunk entry's; a snapshot names an id either plain or as a recipe, so
+ * the two never share a key), and its record says which it is (an older
+ * daemon reads it as CKS_E_FORMAT). */
+enum qkind { QUEUE_CHUNK = 0, QUEUE_PUBLISH = 1, QUEUE_RECIPE = 2 };
 
 struct qentry {
     unsigned slot;
     uint64_t seq;
     enum qkind kind;
     uint8_t id[HASH_LEN]; /* zero for PUBLISH */
-    uint32_t file;        /* manifest file index holding the chunk */
-    uint64_t off;
-    uint32_t len;
+    uint32_t file;        /* manifest file index holding the chunk; RECIPE: 1 when
+                           * the spooled bytes are sealed (an encrypted repository) */
+    uint64_t off;         /* RECIPE: the chunk's raw length */
+    uint32_t len;         /* RECIPE: the object's length before sealing */
 };
 
 struct pending {
@@ -64,11 +72,13 @@ int queue_walk(struct index_txn *t, unsigned slot, int (*cb)(void *ud, const str
                void *ud);
 /* Does seq still have entries in any region? 1 yes, 0 no. */
 int queue_has_seq(struct index_txn *t, uint64_t seq, unsigned nslots);
-/* Chunk bytes still queued for seq over all regions. */
+/* Object bytes (chunks' raw, recipes' encoded) still queued for seq over
+ * all regions. */
 int queue_seq_bytes(struct index_txn *t, uint64_t seq, unsigned nslots, uint64_t *ret);
 /* Deletes every entry of seq in every region. */
 int queue_drop_seq(struct index_txn *t, uint64_t seq, unsigned nslots);
-/* Entries and bytes waiting for a region, and the oldest seq among them. */
+/* Object entries (chunks and recipes) and their bytes waiting for a
+ * region, and the oldest seq among them. */
 int queue_stats(struct index_txn *t, unsigned slot, uint64_t *ret_chunks, uint64_t *ret_bytes,
                 uint64_t *ret_oldest_seq);
 /* Allocates the next snapshot sequence number (write transaction). */

@@ -6,8 +6,9 @@
  * says, queue_drop_seq removes one snapshot from every region and nothing
  * else, queue_has_seq / queue_seq_bytes / queue_stats count what is
  * there, queue_next_seq allocates and refuses a damaged counter, pending
- * records round-trip and survive a reopen, and a corrupt record of
- * either table reads as CKS_E_FORMAT.
+ * records round-trip and survive a reopen, a recipe entry (issue 27)
+ * round-trips and sorts with the chunk entries, before the publish entry,
+ * and a corrupt record of either table reads as CKS_E_FORMAT.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -70,6 +71,17 @@ static struct qentry chunk(unsigned slot, uint64_t seq, uint8_t idbyte, uint32_t
 static struct qentry publish(unsigned slot, uint64_t seq)
 {
     return (struct qentry){.slot = slot, .seq = seq, .kind = QUEUE_PUBLISH};
+}
+
+/* A recipe entry (QUEUE_RECIPE): file is its sealed flag, off the
+ * chunk's raw length, len the object's. */
+static struct qentry recipe(unsigned slot, uint64_t seq, uint8_t idbyte, uint32_t len)
+{
+    struct qentry q = {.slot = slot, .seq = seq, .kind = QUEUE_RECIPE, .len = len};
+    memset(q.id, idbyte, HASH_LEN);
+    q.file = idbyte & 1;
+    q.off = 65536;
+    return q;
 }
 
 static void put_all(struct fixture *f, const struct qentry *v, size_t n)
@@ -348,7 +360,7 @@ static void test_corrupt_queue_record(void **state)
     assert_int_equal(rk.n, 1);
     /* a value of another version, one too short, and a key of a kind
      * that does not exist (and one of another length) in the same slot */
-    uint8_t v2[17] = {2}, shortv[16] = {1}, val[17] = {1};
+    uint8_t v2[17] = {3}, shortv[16] = {1}, val[17] = {1};
     assert_int_equal(index_raw_put(t, INDEX_QUEUE, rk.k, rk.len, v2, sizeof(v2)), 0);
     assert_int_equal(index_txn_commit(t), 0);
     t = txn(f, false);
@@ -385,6 +397,56 @@ static void test_corrupt_queue_record(void **state)
     t = txn(f, true);
     assert_int_equal(queue_first(t, 0, &got), CKS_E_FORMAT);
     assert_int_equal(queue_drop_seq(t, 9, 1), CKS_E_FORMAT); /* a key it cannot name */
+    index_txn_abort(t);
+}
+
+/* Recipe entries round-trip, sort with the chunk entries by id (before
+ * the publish entry, which waits for them), count in the stats, and go
+ * with queue_del and queue_drop_seq; a recipe record under a publish key
+ * is CKS_E_FORMAT. */
+static void test_recipe_entries(void **state)
+{
+    struct fixture *f = *state;
+    const struct qentry in[] = {publish(0, 4),         recipe(0, 4, 0xc0, 300),
+                                chunk(0, 4, 0x80, 50), recipe(0, 4, 0x11, 200),
+                                recipe(0, 3, 0x22, 9), publish(0, 3)};
+    put_all(f, in, sizeof(in) / sizeof(in[0]));
+    const struct qentry want[] = {recipe(0, 4, 0x11, 200), chunk(0, 4, 0x80, 50),
+                                  recipe(0, 4, 0xc0, 300), publish(0, 4),
+                                  recipe(0, 3, 0x22, 9),   publish(0, 3)};
+    struct seen s = {0};
+    struct index_txn *t = txn(f, false);
+    assert_int_equal(queue_walk(t, 0, seen_cb, &s), 0);
+    assert_int_equal(s.n, 6);
+    for (size_t i = 0; i < 6; i++)
+        assert_entry(&s.v[i], &want[i]);
+    uint64_t c, b, o;
+    assert_int_equal(queue_stats(t, 0, &c, &b, &o), 0);
+    assert_int_equal(c, 4);
+    assert_int_equal(b, 200 + 50 + 300 + 9);
+    index_txn_abort(t);
+    t = txn(f, true);
+    assert_int_equal(queue_del(t, &want[0]), 0);
+    assert_int_equal(queue_drop_seq(t, 3, 1), 0);
+    assert_int_equal(index_txn_commit(t), 0);
+    struct seen s2 = {0};
+    t = txn(f, false);
+    assert_int_equal(queue_walk(t, 0, seen_cb, &s2), 0);
+    index_txn_abort(t);
+    assert_int_equal(s2.n, 3);
+    for (size_t i = 0; i < 3; i++)
+        assert_entry(&s2.v[i], &want[i + 1]);
+    /* a recipe record (version byte 2) under a publish entry's key */
+    struct rawkey rk = {0};
+    uint8_t v2[17] = {2};
+    t = txn(f, true);
+    assert_int_equal(index_raw_foreach(t, INDEX_QUEUE, NULL, 0, rawkey_cb, &rk), 0);
+    assert_int_equal(rk.k[9], QUEUE_PUBLISH); /* the last one seen: seq 4's publish */
+    assert_int_equal(index_raw_put(t, INDEX_QUEUE, rk.k, rk.len, v2, sizeof(v2)), 0);
+    assert_int_equal(index_txn_commit(t), 0);
+    size_t n = 0;
+    t = txn(f, false);
+    assert_int_equal(queue_walk(t, 0, count_cb, &n), CKS_E_FORMAT);
     index_txn_abort(t);
 }
 
@@ -434,6 +496,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_work_order, setup, teardown),
         cmocka_unit_test_setup_teardown(test_order_wide_seqs, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_recipe_entries, setup, teardown),
         cmocka_unit_test_setup_teardown(test_del_drop_and_counts, setup, teardown),
         cmocka_unit_test_setup_teardown(test_next_seq, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pending, setup, teardown),
