@@ -526,7 +526,7 @@ static int ing_dwrite_match(struct ing *g)
             sizes[k] = (uint64_t)w->v[k].st.st_size;
     int e = dwrite_new(w->n, &g->dw);
     if (e == 0)
-        e = dwrite_match(g->dw, ing_dw_open_quiet, g, sizes);
+        e = dwrite_match(g->dw, ing_dw_open_quiet, g, sizes, NULL);
     free(sizes);
     if (e == 0 && dwrite_stats(g->dw)->pairs == 0) {
         dwrite_free(g->dw);

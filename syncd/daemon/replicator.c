@@ -464,6 +464,29 @@ static int rw_lost_object(struct rworker *w, const struct presence_item *it)
     return CKS_E_MISMATCH;
 }
 
+/* Queues a recipe object the region lacks again, from the snapshot's
+ * spool (daemon/rspool.h): -ENOENT when the spool has none. */
+static int rw_requeue_recipe(struct rworker *w, struct index_txn *t, uint64_t seq,
+                             const struct presence_item *it)
+{
+    const struct mextra *x = manifest_extra(&w->man, it->id);
+    char key[LAYOUT_KEY_MAX];
+    struct buf obj = BUF_INIT;
+    if (!x || !x->recipe)
+        return -ENOENT;
+    int e = rspool_get(w->pend->pin, it->id, (size_t)CHUNKOBJ_MAX_RAW + (1u << 20), &obj);
+    layout_recipe(it->id, it->sig, key);
+    struct qentry q = {.slot = w->rg->slot,
+                       .seq = seq,
+                       .kind = QUEUE_RECIPE,
+                       .file = region_key_sealed(w->rg, key),
+                       .off = x->len,
+                       .len = (uint32_t)obj.len};
+    memcpy(q.id, it->id, HASH_LEN);
+    buf_free(&obj);
+    return e < 0 ? e : queue_put(t, &q);
+}
+
 /* A region replaced by an empty bucket (or wiped) lost its repo object
  * too: write the agreed one back before committing anything there, or an
  * instance configured with that region alone would start another
@@ -501,6 +524,11 @@ static int rw_confirm(struct rworker *w, uint64_t seq)
     for (size_t i = 0; e == 0 && i < n; i++) {
         if (!v[i].missing) {
             rw_confirmed(w, v[i].id);
+        } else if (v[i].recipe && (e = rw_requeue_recipe(w, t, seq, &v[i])) != -ENOENT) {
+            if (e < 0) {
+                index_txn_abort(t);
+                break;
+            }
         } else if (v[i].recipe || manifest_chunk_at(&w->man, v[i].id, &file, &off, &len) < 0) {
             e = rw_lost_object(w, &v[i]); /* no file chunk to upload it from */
             index_txn_abort(t);

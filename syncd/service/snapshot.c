@@ -798,6 +798,29 @@ static int snap_presence_bit(struct snap *s, size_t i, const uint8_t id[HASH_LEN
  * confirm again (recheck), waiting while a sweep that may delete some of
  * them runs.  An intent too old to publish under is replaced first, and
  * then everything is confirmed again (*ret_all). */
+/* An object a prune's mark named that is not a plain file chunk of the
+ * snapshot (a recipe, a base-only chunk): phase B's objects are not kept,
+ * so it is only confirmed; gone, the region fails (publishing there would
+ * name an object it lacks) and a later snapshot uploads it again. */
+static int snap_recheck_extra(struct snap *s, size_t i, const struct presence_item *it)
+{
+    struct region *rg = repo_region(s->r, i);
+    char key[LAYOUT_KEY_MAX];
+    if (it->recipe)
+        layout_recipe(it->id, it->sig, key);
+    else
+        layout_chunk(it->id, key);
+    int e = region_has(rg, key);
+    if (e == 0) {
+        region_set_error(rg,
+                         "region '%s': a prune deleted \"%s\", which snapshot %s names; "
+                         "take the snapshot again to upload it",
+                         rg->conf.name, key, s->core.m.id);
+        e = -ENOENT;
+    }
+    return e < 0 ? e : 0;
+}
+
 static int snap_gc_check(struct snap *s, size_t i, const struct presence_item *all, size_t n,
                          uint8_t *recheck, bool *ret_all)
 {
@@ -838,8 +861,12 @@ static int snap_gc_check(struct snap *s, size_t i, const struct presence_item *a
     for (size_t k = 0, j = 0; e == 0 && k < nobj; k++) {
         while (j < n && memcmp(all[j].id, objs[k].id, HASH_LEN) < 0)
             j++;
-        if (orecheck[k] && j < n && !memcmp(all[j].id, objs[k].id, HASH_LEN))
+        if (!orecheck[k])
+            continue;
+        if (!objs[k].recipe && j < n && !memcmp(all[j].id, objs[k].id, HASH_LEN))
             recheck[j] = 1;
+        else
+            e = snap_recheck_extra(s, i, &objs[k]);
     }
     free(objs);
     free(orecheck);
