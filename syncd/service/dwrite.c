@@ -384,17 +384,23 @@ static int dw_read(struct dwrite *d, const struct manifest *m, const struct dwri
     ssize_t n = pread(fd, out->data, len, (off_t)off);
     int e = n < 0 ? -errno : 0;
     close(fd);
-    if (e < 0) {
-        buf_printf(err, "reading \"%s\": %s", m->files[k].path, err_str(e));
-        return e;
+    if (e == 0) {
+        out->len = (size_t)n;
+        env->chunk_id(env->ud, out->data, out->len, got);
+        if ((size_t)n != len || memcmp(got, id, HASH_LEN))
+            e = CKS_E_CHANGED;
     }
-    out->len = (size_t)n;
-    env->chunk_id(env->ud, out->data, out->len, got);
-    if ((size_t)n != len || memcmp(got, id, HASH_LEN)) {
+    if (e == 0)
+        return 0;
+    /* under d->mu: err may be env->err, which env->open writes on a pool
+     * thread meanwhile */
+    pthread_mutex_lock(&d->mu);
+    if (e == CKS_E_CHANGED)
         buf_printf(err, "\"%s\" changed during the snapshot; take it again", m->files[k].path);
-        return CKS_E_CHANGED;
-    }
-    return 0;
+    else
+        buf_printf(err, "reading \"%s\": %s", m->files[k].path, err_str(e));
+    pthread_mutex_unlock(&d->mu);
+    return e;
 }
 
 /* Phase B's buffers, one set per thread. */
