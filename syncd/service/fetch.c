@@ -4,8 +4,9 @@
  * One loop per part: fill each region's window with the next jobs (job i
  * prefers region i mod n, so load spreads evenly whatever the order of
  * completion), poll the regions that have requests in flight, verify
- * each object (chunkobj_decode checks format, length and SHA-256), and
- * hand the raw bytes over.  Failed jobs go to a retry list that is served
+ * each object (chunkobj_decode checks format, length and SHA-256; a
+ * recipe job's object goes to the run's decoder instead, fetch_run_dec),
+ * and hand the raw bytes over.  Failed jobs go to a retry list that is served
  * before new jobs, each to a region not yet tried.
  *
  * Parts: the jobs are cut into as many contiguous ranges as the repo has

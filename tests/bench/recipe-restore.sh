@@ -17,6 +17,7 @@
 #   WORKERS        the worker counts to run (default "1 2")
 #   REPS           runs per build and count (default 3); the median shows
 #   SHM            the tmpfs parent (default /dev/shm): ~4 x SIZE free
+#   KEEP=1         leaves the scratch directory (its path is printed)
 #   WRITE_RESULTS=1  also puts the table in tests/bench/RESULTS.md as the
 #                  section "## Recipe restore" (benchlib's results_section)
 # Data: the master's values are a Gaussian's upper halves (a 1 Mi-value
@@ -27,7 +28,9 @@
 # weights.bin's chunks into derived bf16 recipes over master.bin's, the
 # plain objects deleted.  A run: `restore` of the snapshot from three dir
 # regions on tmpfs into tmpfs, on a fresh instance, every chunk and file
-# digest checked, files fsynced, compared with the source.  "plain" is NEW
+# digest checked, files fsynced, compared with the source; "-w" rows
+# restore weights.bin alone (every object through the recipe path, the
+# master's chunks fetched as bases only).  "plain" is NEW
 # restoring the same checkpoint stored without recipes (a keyframe) in
 # three other regions on the same tmpfs.
 set -euo pipefail
@@ -46,7 +49,8 @@ done
 . "$top/tests/bench/benchlib.sh"
 
 S=$(mktemp -d "${SHM:-/dev/shm}/cks-rrecipe.XXXXXX")
-trap 'rm -rf "$S"' EXIT
+echo "recipe-restore: scratch $S" >&2
+[ "${KEEP:-0}" = 1 ] || trap 'rm -rf "$S"' EXIT
 say() { echo "recipe-restore: $*" >&2; }
 
 conf() { # conf FILE WORKERS [REGIONS: "" the recipes', "p" the plain copy's]
@@ -115,16 +119,19 @@ say "mkrecipes: weights.bin as derived bf16"
 NREC=$(grep -c '^recipe ' "$S/recipes.txt" || true)
 say "$NREC recipes"
 
-# one BIN RUN ID WORKERS [p]: "wall_s/cpu_s/fetched" of one restore
+# one BIN RUN ID WORKERS REGIONS ["w": weights.bin alone]: "wall_s/cpu_s/fetched"
+# of one restore
 one() {
-  conf "$S/r.conf" "$4" "${5:-}"
-  rm -rf "$S/state${5:-}" "$S/out"
-  local t0 t1 u s
+  conf "$S/r.conf" "$4" "$5"
+  rm -rf "$S/state$5" "$S/out"
+  local t0 t1 u s files="master.bin weights.bin" ex=()
+  [ "${6:-}" = w ] && files=weights.bin ex=(--exclude master.bin)
   t0=$(date +%s.%N)
   /usr/bin/time -f "%U %S" -o "$S/time" \
-    "$1" --config "$S/r.conf" restore --run "$2" --snapshot "$3" --to "$S/out" --json > "$S/r.json"
+    "$1" --config "$S/r.conf" restore --run "$2" --snapshot "$3" --to "$S/out" "${ex[@]}" \
+    --json > "$S/r.json"
   t1=$(date +%s.%N)
-  for f in master.bin weights.bin; do
+  for f in $files; do
     cmp -s "$S/src/ckpt/$f" "$S/out/ckpt/$f" ||
       { echo "recipe-restore.sh: $1 restored a different $f" >&2; exit 1; }
   done
@@ -139,15 +146,17 @@ median() { sort -n | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
 avail=$(df -m --output=avail "$S" | tail -1 | tr -d ' ')
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 declare -A T=() C=() F=()
-builds="plain new"
-[ -n "$BASE" ] && builds="plain base new"
+builds="plain new new-w"
+[ -n "$BASE" ] && builds="plain base new base-w new-w"
 for w in $WORKERS; do
   for rep in $(seq 1 "$REPS"); do
     for b in $builds; do
       case $b in
         plain) r=$(one "$NEW/ckptsync" plain "$kid" "$w" p) ;;
-        base) r=$(one "$BASE/ckptsync" bench "$cid" "$w") ;;
-        new) r=$(one "$NEW/ckptsync" bench "$cid" "$w") ;;
+        base) r=$(one "$BASE/ckptsync" bench "$cid" "$w" "") ;;
+        new) r=$(one "$NEW/ckptsync" bench "$cid" "$w" "") ;;
+        base-w) r=$(one "$BASE/ckptsync" bench "$cid" "$w" "" w) ;;
+        new-w) r=$(one "$NEW/ckptsync" bench "$cid" "$w" "" w) ;;
       esac
       T[$b.$w]="${T[$b.$w]:-} ${r%%/*}"
       r=${r#*/}
@@ -159,7 +168,7 @@ done
 LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
 
 table() {
-  echo "| build | workers | wall s | MB/s | vs 1 worker | CPU s | fetched MiB |"
+  echo "| build | workers | wall s | MB/s restored | vs 1 worker | CPU s | fetched MiB |"
   echo "|---|---|---|---|---|---|---|"
   for b in $builds; do
     local w1=
@@ -167,7 +176,9 @@ table() {
       m=$(printf '%s\n' ${T[$b.$w]} | median)
       c=$(printf '%s\n' ${C[$b.$w]} | median)
       [ -n "$w1" ] || w1=$m
-      awk -v b="$b" -v w="$w" -v m="$m" -v mib="$SIZE_MIB" -v w1="$w1" -v c="$c" -v f="${F[$b.$w]}" \
+      mib=$SIZE_MIB
+      [ "${b%-w}" = "$b" ] || mib=$(awk -v m="$SIZE_MIB" 'BEGIN {print m / 3}')
+      awk -v b="$b" -v w="$w" -v m="$m" -v mib="$mib" -v w1="$w1" -v c="$c" -v f="${F[$b.$w]}" \
         'BEGIN {printf "| %s | %s | %.2f | %.0f | %.2fx | %.2f | %.1f |\n", b, w, m,
                 mib * 1.048576 / m, w1 / m, c, f / 1048576}'
     done
@@ -179,7 +190,8 @@ table() {
   echo "$SIZE_MIB MiB checkpoint: master.bin fp32 and weights.bin its bf16 rounding," \
     "weights.bin stored as $NREC derived recipes; three dir regions on tmpfs, restore into" \
     "tmpfs, median of $REPS.  plain: the same checkpoint stored without recipes (NEW);" \
-    "base: ${BASE:-none}; new: $NEW."
+    "base: ${BASE:-none}; new: $NEW; -w: weights.bin alone (--exclude master.bin: every" \
+    "object through the recipe path, the master's chunks as bases only)."
   echo
   table
   echo
