@@ -12,7 +12,10 @@
  *      bases are all in the cache first (the plain fetch leaves there the
  *      last bases it delivered), else in job (file) order;
  *   2. a batch is the next targets of one depth whose bases' bytes stay
- *      within the level budget (at least one target);
+ *      within the level budget (at least one target), the depth's
+ *      targets cut into batches of about even size (a fetch run gives a
+ *      part to every 4 jobs per region only, so a small last batch would
+ *      run on one core);
  *   3. its bases, each once, are taken out of the cache; the missing
  *      recipe ones (a chain) are rebuilt first by this same procedure one
  *      level down, delivering into the batch; the missing plain ones (k
@@ -188,16 +191,28 @@ static int rp_order_build(struct rp *p, const struct fetch_job *jobs, size_t n,
     return 0;
 }
 
-/* How many of o[0..n) make the next batch. */
+static uint64_t rp_bases_bytes(const struct rp *p, const struct rp_order *o)
+{
+    uint64_t b = 0;
+    for (uint32_t i = 0; i < o->x->nbases; i++)
+        b += recipe_base_len(p->src, rp_bid(p, o->x, i)->id);
+    return b;
+}
+
+/* How many of o[0..n) make the next batch: of o[0]'s depth, within the
+ * budget, and the depth's rest cut into batches of even size (a last
+ * batch of a few recipes would fetch them on one part). */
 static size_t rp_cut(const struct rp *p, const struct rp_order *o, size_t n)
 {
-    uint64_t bytes = 0;
+    uint64_t bytes = 0, rest = 0, budget = p->budget ? p->budget : 1;
     size_t k = 0;
-    for (; k < n && o[k].depth == o[0].depth; k++) {
-        uint64_t b = 0;
-        for (uint32_t i = 0; i < o[k].x->nbases; i++)
-            b += recipe_base_len(p->src, rp_bid(p, o[k].x, i)->id);
-        if (k && bytes + b > p->budget)
+    for (size_t i = 0; i < n && o[i].depth == o[0].depth; i++)
+        rest += rp_bases_bytes(p, &o[i]);
+    uint64_t batches = (rest + budget - 1) / budget;
+    uint64_t even = batches > 1 ? (rest + batches - 1) / batches : budget;
+    for (; k < n && o[k].depth == o[0].depth && bytes < even; k++) {
+        uint64_t b = rp_bases_bytes(p, &o[k]);
+        if (k && bytes + b > budget)
             break;
         bytes += b;
     }
