@@ -143,7 +143,7 @@ one() {
     'BEGIN {printf "%.3f/%.3f/%s\n", b - a, u + s, f}'
 }
 median() { sort -n | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
-best() { sort -n | head -1; }
+best() { sort -n | sed -n 1p; }
 
 avail=$(df -m --output=avail "$S" | tail -1 | tr -d ' ')
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
