@@ -13,7 +13,9 @@
 # everywhere
 # fails the restore naming the snapshot, the file and the base, with
 # nothing placed, --progressive too (at its end); back in c, the whole
-# snapshot restores.
+# snapshot restores.  A grandchild stored as XOR against the child's
+# recipes (a chain, rebuilt a level down per batch) restores bit for bit,
+# and fails naming the child's recipe when that is gone everywhere.
 . "$(dirname "$0")/lib.sh"
 write_config 8K 16K 32K
 sed -i "/^\[daemon\]/a workers = 2\nmemory = 4M" "$CONF"
@@ -102,4 +104,40 @@ mv "$T/bkey.c" "$D/c/$bkey"
 cks restore --run r --snapshot "$cid" --to "$T/rs2" -q || die "restore with the base back in c"
 cmp "$T/src/c/ckpt/master.bin" "$T/rs2/ckpt/master.bin" || die "master.bin differs"
 cmp "$T/src/c/ckpt/weights.bin" "$T/rs2/ckpt/weights.bin" || die "weights.bin differs"
+
+step "a grandchild as XOR against the child: a chain over the child's recipes, rebuilt level by level"
+python3 - "$T/src/c/ckpt" "$T/src/g/ckpt" <<'PY'
+import os, struct, sys
+n = 512 * 1024
+u = list(struct.unpack("<%dI" % n, open(os.path.join(sys.argv[1], "master.bin"), "rb").read()))
+for i in range(0, n, 7):
+    u[i] ^= 1 << 16  # one bf16 ulp: the weights change too
+bf = [((x + 0x7FFF + ((x >> 16) & 1)) >> 16) & 0xFFFF for x in u]
+os.makedirs(sys.argv[2])
+open(os.path.join(sys.argv[2], "master.bin"), "wb").write(struct.pack("<%dI" % n, *u))
+open(os.path.join(sys.argv[2], "weights.bin"), "wb").write(struct.pack("<%dH" % n, *bf))
+PY
+gid=$(snap "$T/src/g/ckpt" 30)
+"$MK" "$CONF" r "$gid" "$cid" xor > "$T/recipes2.txt" 2> "$T/mk.err" ||
+  { cat "$T/mk.err" >&2; die "mkrecipes of the grandchild"; }
+# the child's recipes that some grandchild recipe names as a base
+awk '$1 == "recipe" { print $2 }' "$T/recipes.txt" | sort > "$T/rkeys.c"
+grep -o 'base chunks/[0-9a-f/]*' "$T/recipes2.txt" | sed 's|base chunks/[0-9a-f]*/||' | sort -u > "$T/gbases"
+sed 's|^recipes/[0-9a-f]*/||; s|\..*||' "$T/rkeys.c" | sort > "$T/rids.c"
+chain=$(comm -12 "$T/rids.c" "$T/gbases" | wc -l)
+echo "    $(grep -c '^recipe ' "$T/recipes2.txt") recipes, $chain child recipes among their bases"
+[ "$chain" -ge 8 ] || die "only $chain grandchild bases are recipes of the child: no chain to rebuild"
+rm -rf "$T/rs3"
+cks restore --run r --snapshot "$gid" --to "$T/rs3" -q || die "restore of the grandchild"
+cmp "$T/src/g/ckpt/master.bin" "$T/rs3/ckpt/master.bin" || die "grandchild: master.bin differs"
+cmp "$T/src/g/ckpt/weights.bin" "$T/rs3/ckpt/weights.bin" || die "grandchild: weights.bin differs"
+step "a child recipe the chain needs, gone everywhere: the grandchild's restore names it"
+cid1=$(comm -12 "$T/rids.c" "$T/gbases" | sed -n 3p)
+ckey=$(grep "/$cid1\." "$T/rkeys.c")
+for g in a c; do mv "$D/$g/$ckey" "$T/ckey.$g"; done # b lost it in step 3
+rm -rf "$T/rs3"
+expect_fail 1 cks restore --run r --snapshot "$gid" --to "$T/rs3"
+grep -q "$cid1" "$T/err" || { cat "$T/err"; die "restore did not name the child's recipe"; }
+grep -q "$gid" "$T/err" || { cat "$T/err"; die "restore did not name the snapshot"; }
+[ ! -e "$T/rs3/ckpt/weights.bin" ] || die "weights.bin placed without its chain"
 echo "PASS"
