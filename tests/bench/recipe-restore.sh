@@ -19,6 +19,8 @@
 #                  the best (least disturbed by other work) show
 #   SHM            the tmpfs parent (default /dev/shm): ~4 x SIZE free
 #   KEEP=1         leaves the scratch directory (its path is printed)
+#   NEW_NAME, BASE_NAME  what the report calls the builds (default: their
+#                  directories)
 #   WRITE_RESULTS=1  also puts the table in tests/bench/RESULTS.md as the
 #                  section "## Recipe restore" (benchlib's results_section)
 # Data: the master's values are a Gaussian's upper halves (a 1 Mi-value
@@ -194,7 +196,7 @@ table() {
   echo "$SIZE_MIB MiB checkpoint: master.bin fp32 and weights.bin its bf16 rounding," \
     "weights.bin stored as $NREC derived recipes; three dir regions on tmpfs, restore into" \
     "tmpfs, median (and best) of $REPS.  plain: the same checkpoint stored without recipes (NEW);" \
-    "base: ${BASE:-none}; new: $NEW; -w: weights.bin alone (--exclude master.bin: every" \
+    "base: ${BASE_NAME:-${BASE:-none}}; new: ${NEW_NAME:-$NEW}; -w: weights.bin alone (--exclude master.bin: every" \
     "object through the recipe path, the master's chunks as bases only)."
   echo
   table
