@@ -4,8 +4,9 @@
  * One loop per part: fill each region's window with the next jobs (job i
  * prefers region i mod n, so load spreads evenly whatever the order of
  * completion), poll the regions that have requests in flight, verify
- * each object (chunkobj_decode checks format, length and SHA-256), and
- * hand the raw bytes over.  Failed jobs go to a retry list that is served
+ * each object (chunkobj_decode checks format, length and SHA-256; a
+ * recipe job's object goes to the run's decoder instead, fetch_run_dec),
+ * and hand the raw bytes over.  Failed jobs go to a retry list that is served
  * before new jobs, each to a region not yet tried.
  *
  * Parts: the jobs are cut into as many contiguous ranges as the repo has
@@ -32,6 +33,7 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "engine/chunkobj.h"
+#include "engine/tdelta.h"
 #include "service/fetch.h"
 
 struct fslot {
@@ -47,7 +49,8 @@ struct fetch_shared {
     bool keep_going; /* FETCH_KEEP_GOING */
     int (*on_chunk)(void *, const struct fetch_job *, const uint8_t *, size_t);
     void *ud;
-    atomic_int failed; /* a part failed: the others stop */
+    const struct fetch_decoder *dec; /* recipe jobs' (fetch_run_dec) */
+    atomic_int failed;               /* a part failed: the others stop */
     /* the group gate, under gmu */
     pthread_mutex_t gmu;
     pthread_cond_t gcv;          /* an answer came: the gate may open */
@@ -112,8 +115,14 @@ static bool f_submit(struct fetcher *f, struct fetch_job *job, size_t i)
     if (!sl)
         return false;
     sl->req.kind = RREQ_GET;
-    layout_chunk(job->id, sl->req.key);
     sl->req.max = CHUNKOBJ_HEADER_LEN + (size_t)job->len + job->len / 8 + 1024;
+    if (job->sig) {
+        layout_recipe(job->id, job->sig, sl->req.key);
+        sl->req.max += TDELTA_HEAD + TDELTA_BASE_REC * TDELTA_MAX_BASES +
+                       (size_t)TDELTA_SEG_REC * TDELTA_MAX_SEGS;
+    } else {
+        layout_chunk(job->id, sl->req.key);
+    }
     sl->req.ud = sl;
     sl->job = job;
     sl->region = i;
@@ -231,13 +240,15 @@ static int f_fill(struct fetcher *f)
             char hex[HASH_HEX_LEN + 1];
             hex_encode(job->id, HASH_LEN, hex);
             if (!f->st->lost) { /* the first one lost is the one named */
-                buf_printf(f->err, "chunk %s is not available intact in any region", hex);
+                buf_printf(f->err, "%s %s is not available intact in any region",
+                           job->sig ? "recipe" : "chunk", hex);
                 f->st->lost = true;
                 f->st->lost_tag = job->tag;
             }
             if (!f->sh->keep_going)
                 return CKS_E_DIGEST;
-            log_error("chunk %s is not available intact in any region", hex);
+            log_error("%s %s is not available intact in any region", job->sig ? "recipe" : "chunk",
+                      hex);
             f->lost_e = CKS_E_DIGEST;
             f->nretry--;
             continue;
@@ -259,7 +270,8 @@ static void f_failed(struct fetcher *f, struct fslot *sl, int e)
 {
     char hex[HASH_HEX_LEN + 1];
     hex_encode(sl->job->id, HASH_LEN, hex);
-    log_warn("region '%s': chunk %s: %s; trying the next region", f->rg[sl->region]->conf.name, hex,
+    log_warn("region '%s': %s %s: %s; trying the next region", f->rg[sl->region]->conf.name,
+             sl->job->sig ? "recipe" : "chunk", hex,
              e == -ENOENT        ? "missing"
              : sl->req.errmsg[0] ? sl->req.errmsg
                                  : err_str(e));
@@ -277,7 +289,10 @@ static int f_complete(struct fetcher *f, struct region_req *req,
     f->busy[sl->region]--;
     f->inflight--;
     f_gate_give(f->sh, sl->job, false);
-    if (e == 0)
+    if (e == 0 && sl->job->sig)
+        e = f->sh->dec->decode(f->sh->dec->ud, &f->z, sl->job, req->out.data, req->out.len,
+                               &f->raw);
+    else if (e == 0)
         e = chunkobj_decode(&f->z, req->out.data, req->out.len, sl->job->id, sl->job->len, &f->raw);
     if (e == 0 && f->raw.len != sl->job->len)
         e = CKS_E_FORMAT;
@@ -472,8 +487,18 @@ int fetch_run(struct repo *r, struct fetch_job *jobs, size_t n, unsigned flags,
               int (*on_chunk)(void *ud, const struct fetch_job *j, const uint8_t *data, size_t len),
               void *ud, struct fetch_stats *stats, struct buf *err)
 {
+    return fetch_run_dec(r, jobs, n, flags, NULL, on_chunk, ud, stats, err);
+}
+
+int fetch_run_dec(struct repo *r, struct fetch_job *jobs, size_t n, unsigned flags,
+                  const struct fetch_decoder *dec,
+                  int (*on_chunk)(void *ud, const struct fetch_job *j, const uint8_t *data,
+                                  size_t len),
+                  void *ud, struct fetch_stats *stats, struct buf *err)
+{
     struct fetch_shared sh = {.on_chunk = on_chunk,
                               .ud = ud,
+                              .dec = dec,
                               .concurrent = (flags & FETCH_CONCURRENT) != 0,
                               .keep_going = (flags & FETCH_KEEP_GOING) != 0};
     size_t parts = f_parts(r, n);

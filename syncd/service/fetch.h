@@ -40,11 +40,14 @@
 #include "service/repo.h"
 
 struct fetch_job {
-    const uint8_t *id; /* HASH_LEN bytes, owned by the caller */
-    uint32_t len;      /* raw length */
-    size_t tag;        /* the caller's */
-    uint8_t group;     /* priority group, below FETCH_GROUPS (see above) */
-    uint32_t tried;    /* internal: regions asked */
+    const uint8_t *id;  /* HASH_LEN bytes, owned by the caller */
+    uint32_t len;       /* raw length */
+    size_t tag;         /* the caller's */
+    uint8_t group;      /* priority group, below FETCH_GROUPS (see above) */
+    const uint8_t *sig; /* non-NULL (MANIFEST_RECIPE_SIG bytes): the object is the
+                         * recipe recipes/<id>.<sig>, decoded by the run's
+                         * decoder (fetch_run_dec); NULL: chunks/<id> */
+    uint32_t tried;     /* internal: regions asked */
 };
 
 #define FETCH_GROUPS 8
@@ -64,5 +67,23 @@ enum fetch_flags { FETCH_CONCURRENT = 1 << 0, FETCH_KEEP_GOING = 1 << 1 };
 int fetch_run(struct repo *r, struct fetch_job *jobs, size_t n, unsigned flags,
               int (*on_chunk)(void *ud, const struct fetch_job *j, const uint8_t *data, size_t len),
               void *ud, struct fetch_stats *stats, struct buf *err);
+
+/* As fetch_run, with recipe jobs (a sig): dec->decode turns a recipe
+ * object's bytes into the chunk's plaintext in out (reset first),
+ * checked against j->id, with the part's codec context z; it runs on the
+ * parts' threads, several at once.  A negative code counts as that
+ * region's copy being damaged (the next region is asked).  Plain jobs
+ * are decoded as by fetch_run. */
+struct chunkobj_ctx;
+struct fetch_decoder {
+    int (*decode)(void *ud, struct chunkobj_ctx *z, const struct fetch_job *j, const uint8_t *obj,
+                  size_t len, struct buf *out);
+    void *ud;
+};
+int fetch_run_dec(struct repo *r, struct fetch_job *jobs, size_t n, unsigned flags,
+                  const struct fetch_decoder *dec,
+                  int (*on_chunk)(void *ud, const struct fetch_job *j, const uint8_t *data,
+                                  size_t len),
+                  void *ud, struct fetch_stats *stats, struct buf *err);
 
 #endif

@@ -59,19 +59,23 @@ static int flen_cmp(const void *a, const void *b)
     return memcmp(a, b, HASH_LEN);
 }
 
-/* The plain file chunks that some r line names as a base: what
- * recipe_src_seed keeps. */
+/* The file chunks that some r line names as a base (plain, or rebuilt
+ * from their own recipe): what recipe_src_seed keeps. */
 static int want_build(struct recipe_src *s)
 {
     const struct manifest *m = s->m;
     if (m->nbases && !(s->want = calloc(m->nbases, sizeof(*s->want))))
         return -ENOMEM;
     for (size_t i = 0; i < m->nbases; i++)
-        if (!manifest_extra(m, m->bases[i].id) &&
-            bsearch(m->bases[i].id, s->fl, s->nfl, sizeof(*s->fl), flen_cmp))
+        if (bsearch(m->bases[i].id, s->fl, s->nfl, sizeof(*s->fl), flen_cmp))
             s->want[s->nwant++] = m->bases[i];
     if (s->nwant)
         qsort(s->want, s->nwant, sizeof(*s->want), flen_cmp);
+    size_t u = 0; /* each id once */
+    for (size_t i = 0; i < s->nwant; i++)
+        if (!u || memcmp(s->want[u - 1].id, s->want[i].id, HASH_LEN))
+            s->want[u++] = s->want[i];
+    s->nwant = u;
     return 0;
 }
 
@@ -200,12 +204,12 @@ static int plain_get(struct recipe_src *s, const uint8_t id[HASH_LEN], uint32_t 
     return e;
 }
 
-/* The object obj names exactly x's bases (ids; lengths checked by decode). */
-static int refs_match(const struct recipe_src *s, const struct mextra *x, const struct buf *obj)
+int recipe_refs_match(const struct manifest *m, const struct mextra *x, const uint8_t *obj,
+                      size_t len)
 {
     struct tdelta_ref refs[TDELTA_MAX_BASES];
     size_t n = 0;
-    int e = tdelta_refs(obj->data, obj->len, refs, TDELTA_MAX_BASES, &n);
+    int e = tdelta_refs(obj, len, refs, TDELTA_MAX_BASES, &n);
     if (e < 0)
         return e;
     if (n != x->nbases)
@@ -213,14 +217,14 @@ static int refs_match(const struct recipe_src *s, const struct mextra *x, const 
     for (size_t k = 0; k < n; k++) {
         bool found = false;
         for (uint32_t b = 0; b < x->nbases && !found; b++)
-            found = !memcmp(refs[k].id, s->m->bases[x->first_base + b].id, HASH_LEN);
+            found = !memcmp(refs[k].id, m->bases[x->first_base + b].id, HASH_LEN);
         if (!found)
             return CKS_E_FORMAT;
     }
     return 0;
 }
 
-static uint32_t base_len(const struct recipe_src *s, const uint8_t id[HASH_LEN])
+uint32_t recipe_base_len(const struct recipe_src *s, const uint8_t id[HASH_LEN])
 {
     const struct mextra *x = manifest_extra(s->m, id);
     if (x)
@@ -235,7 +239,7 @@ static int bases_get(struct recipe_src *s, const struct mextra *x, struct buf *b
 {
     for (uint32_t k = 0; k < x->nbases; k++) {
         const uint8_t *id = s->m->bases[x->first_base + k].id;
-        int e = recipe_get(s, id, base_len(s, id), &bb[k], err);
+        int e = recipe_get(s, id, recipe_base_len(s, id), &bb[k], err);
         if (e < 0)
             return e;
         memcpy(tb[k].id, id, HASH_LEN);
@@ -256,7 +260,7 @@ static int recipe_in(struct recipe_src *s, size_t i, const struct mextra *x,
     int e = region_get(repo_region(s->r, i), key, max, obj);
     s->fetched += e == 0 ? obj->len : 0;
     if (e == 0)
-        e = refs_match(s, x, obj);
+        e = recipe_refs_match(s->m, x, obj->data, obj->len);
     if (e == 0 && !quick)
         e = tdelta_decode(&s->z, obj->data, obj->len, x->id, x->len, tb, x->nbases, out);
     if (e == 0 && !quick && out->len != x->len)
@@ -327,6 +331,62 @@ void recipe_src_seed(struct recipe_src *s, const uint8_t id[HASH_LEN], const uin
     pthread_mutex_unlock(&s->mu);
 }
 
+bool recipe_src_take(struct recipe_src *s, const uint8_t id[HASH_LEN], struct buf *out)
+{
+    pthread_mutex_lock(&s->mu);
+    struct rc_entry *c = rc_find(s, id);
+    if (c) {
+        buf_free(out);
+        *out = c->data;
+        s->bytes -= c->data.len;
+        *c = s->c[--s->nc];
+    }
+    pthread_mutex_unlock(&s->mu);
+    return c != NULL;
+}
+
+bool recipe_src_cached(struct recipe_src *s, const uint8_t id[HASH_LEN])
+{
+    pthread_mutex_lock(&s->mu);
+    bool yes = false;
+    for (size_t i = 0; i < s->nc && !yes; i++)
+        yes = !memcmp(s->c[i].id, id, HASH_LEN);
+    pthread_mutex_unlock(&s->mu);
+    return yes;
+}
+
+void recipe_src_keep(struct recipe_src *s, const uint8_t id[HASH_LEN], struct buf *data)
+{
+    pthread_mutex_lock(&s->mu);
+    if (!rc_find(s, id) && data->len <= s->max_bytes) {
+        while (s->nc && (s->nc == RECIPE_CACHE_MAX || s->bytes + data->len > s->max_bytes))
+            rc_evict(s);
+        struct rc_entry *c = &s->c[s->nc++];
+        memcpy(c->id, id, HASH_LEN);
+        c->data = *data;
+        c->tick = ++s->tick;
+        s->bytes += data->len;
+        *data = (struct buf)BUF_INIT;
+    }
+    pthread_mutex_unlock(&s->mu);
+    buf_free(data);
+}
+
+struct repo *recipe_src_repo(const struct recipe_src *s)
+{
+    return s->r;
+}
+
+const struct manifest *recipe_src_manifest(const struct recipe_src *s)
+{
+    return s->m;
+}
+
+uint64_t recipe_src_budget(const struct recipe_src *s)
+{
+    return s->max_bytes;
+}
+
 uint64_t recipe_src_fetched(const struct recipe_src *s)
 {
     return s->fetched;
@@ -349,24 +409,6 @@ int recipe_check_in(struct recipe_src *s, size_t i, const struct mextra *x, bool
     for (size_t k = 0; k < TDELTA_MAX_BASES; k++)
         buf_free(&bb[k]);
     buf_free(&obj);
-    buf_free(&out);
-    return e;
-}
-
-int recipe_run(struct recipe_src *s, struct fetch_job *jobs, size_t n,
-               int (*on_chunk)(void *ud, const struct fetch_job *j, const uint8_t *data,
-                               size_t len),
-               void *ud, size_t *ret_lost, struct buf *err)
-{
-    struct buf out = BUF_INIT;
-    int e = 0;
-    for (size_t k = 0; k < n && e == 0; k++) {
-        e = recipe_get(s, jobs[k].id, jobs[k].len, &out, err);
-        if (e < 0 && ret_lost)
-            *ret_lost = k;
-        if (e == 0 && (e = on_chunk(ud, &jobs[k], out.data, out.len)) < 0 && ret_lost)
-            *ret_lost = SIZE_MAX;
-    }
     buf_free(&out);
     return e;
 }

@@ -8,8 +8,10 @@
  *   struct recipe_src *src;
  *   recipe_src_open(repo, &manifest, cache_bytes, &src);
  *   recipe_get(src, id, len, &plain, &err);     // verified against id
- *   recipe_run(src, jobs, n, on_chunk, ud, &err);  // fetch.h's shape
  *   recipe_src_close(src);
+ *
+ * Restore rebuilds many recipes at once with service/recipar.h, which
+ * uses this source's cache (recipe_src_take/keep) and checks.
  *
  * Every object is read from the healthy regions in order, the next one
  * asked when a region lacks it or holds it damaged (undecodable, a recipe
@@ -21,9 +23,9 @@
  * Memory: each decoded object is kept in an LRU cache of at most
  * cache_bytes (bases shared by several recipes are fetched once); a
  * recipe being decoded holds its bases' plaintext, down its chain (depth
- * at most MANIFEST_MAX_DEPTH).  Simplest correct first: recipe_get and
- * recipe_run on one thread, the repo's own region handles (the caller's
- * thread owns them), serial fetches; recipe_src_seed from any thread.
+ * at most MANIFEST_MAX_DEPTH).  recipe_get on one thread, the repo's own
+ * region handles (the caller's thread owns them), serial fetches (verify);
+ * the cache calls (seed, take, keep, cached) from any thread.
  */
 #ifndef CKS_RECIPE_H
 #define CKS_RECIPE_H
@@ -50,20 +52,29 @@ void recipe_src_close(struct recipe_src *s);
 int recipe_get(struct recipe_src *s, const uint8_t id[HASH_LEN], uint32_t len, struct buf *out,
                struct buf *err);
 
-/* Resolves jobs[0..n) (chunks of the manifest stored as recipes) one by
- * one and hands each one's plaintext to on_chunk as fetch_run does (in
- * job order; data valid during the call).  Stops at the first failure;
- * *ret_lost (may be NULL) gets the failing job's index, or SIZE_MAX when
- * on_chunk failed. */
-int recipe_run(struct recipe_src *s, struct fetch_job *jobs, size_t n,
-               int (*on_chunk)(void *ud, const struct fetch_job *j, const uint8_t *data,
-                               size_t len),
-               void *ud, size_t *ret_lost, struct buf *err);
-
 /* Offers a plain chunk's verified plaintext (a fetch's on_chunk): kept in
  * the cache when some recipe names it as a base.  Thread-safe. */
 void recipe_src_seed(struct recipe_src *s, const uint8_t id[HASH_LEN], const uint8_t *data,
                      size_t len);
+/* Moves chunk id's plaintext out of the cache into out (its old contents
+ * freed): true, or false when not cached. */
+bool recipe_src_take(struct recipe_src *s, const uint8_t id[HASH_LEN], struct buf *out);
+/* Moves data (chunk id's verified plaintext) into the cache, evicting the
+ * least recently used; data is left empty (freed when not kept). */
+void recipe_src_keep(struct recipe_src *s, const uint8_t id[HASH_LEN], struct buf *data);
+/* Whether chunk id is in the cache now. */
+bool recipe_src_cached(struct recipe_src *s, const uint8_t id[HASH_LEN]);
+/* A base's plaintext length: its extra's, else its file chunk's; 0 when
+ * the manifest does not know it. */
+uint32_t recipe_base_len(const struct recipe_src *s, const uint8_t id[HASH_LEN]);
+/* 0 when the recipe object obj[0..len) names exactly x's bases (ids), else
+ * CKS_E_FORMAT (or tdelta_refs's code). */
+int recipe_refs_match(const struct manifest *m, const struct mextra *x, const uint8_t *obj,
+                      size_t len);
+/* What recipe_src_open was given: the repo, the manifest, cache_bytes. */
+struct repo *recipe_src_repo(const struct recipe_src *s);
+const struct manifest *recipe_src_manifest(const struct recipe_src *s);
+uint64_t recipe_src_budget(const struct recipe_src *s);
 /* Object bytes the source downloaded so far. */
 uint64_t recipe_src_fetched(const struct recipe_src *s);
 

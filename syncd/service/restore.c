@@ -80,6 +80,7 @@
 #include "engine/rankbind.h"
 #include "engine/ref.h"
 #include "service/fetch.h"
+#include "service/recipar.h"
 #include "service/recipe.h"
 #include "service/catalog.h"
 #include "service/restore.h"
@@ -950,7 +951,7 @@ static void rst_lost(struct rst *s, size_t g)
 
 /* Version 6: the jobs of chunks stored as recipes move to the end (jobs
  * [*n - ret, *n)) and *n counts the others; fetch_run takes those, then
- * rst_recipes() the rest (service/recipe.h). */
+ * rst_recipes() the rest (service/recipar.h). */
 static size_t rst_split_recipes(struct rst *s, struct fetch_job *jobs, size_t *n)
 {
     size_t out = 0, nrec = 0;
@@ -980,19 +981,24 @@ static int rst_chunk_seed(void *ud, const struct fetch_job *j, const uint8_t *da
     return rst_chunk(ud, j, data, len);
 }
 
-/* Rebuilds the recipe chunks jobs[0..n) from their bases (s->rsrc); a
- * failure names the snapshot and the file (err already names the base). */
-static int rst_recipes(struct rst *s, struct fetch_job *jobs, size_t n)
+/* Rebuilds the recipe chunks jobs[0..n) from their bases (s->rsrc), in
+ * parallel (service/recipar.h); a failure names the snapshot and the file
+ * (err already names the object).  Counts go into st. */
+static int rst_recipes(struct rst *s, struct fetch_job *jobs, size_t n, struct fetch_stats *st)
 {
-    size_t lost = SIZE_MAX;
-    int e = recipe_run(s->rsrc, jobs, n, rst_chunk, s, &lost, s->err);
-    s->res->fetched_bytes += recipe_src_fetched(s->rsrc);
-    if (e < 0 && lost != SIZE_MAX) {
-        const struct mfile *f = &s->m.files[s->chunk_file[jobs[lost].tag]];
+    struct fetch_stats rs;
+    unsigned fl = s->o->progressive ? FETCH_KEEP_GOING : 0;
+    int e = recipar_run(s->rsrc, jobs, n, fl, rst_chunk, s, &rs, s->err);
+    st->fetched_bytes += rs.fetched_bytes + recipe_src_fetched(s->rsrc);
+    st->failovers += rs.failovers;
+    for (size_t i = 0; i < CONFIG_MAX_REGIONS; i++)
+        st->region_chunks[i] += rs.region_chunks[i];
+    if (e < 0 && rs.lost) {
+        const struct mfile *f = &s->m.files[s->chunk_file[rs.lost_tag]];
         buf_printf(s->err,
-                   "; snapshot %s: \"%s\" (offset %llu) is stored as a recipe whose base "
-                   "no region holds intact",
-                   s->m.id, f->path, (unsigned long long)s->chunk_off[jobs[lost].tag]);
+                   "; snapshot %s: \"%s\" (offset %llu) is stored as a recipe that no region "
+                   "holds intact with its bases",
+                   s->m.id, f->path, (unsigned long long)s->chunk_off[rs.lost_tag]);
     }
     return e;
 }
@@ -1025,7 +1031,7 @@ static int rst_files(struct rst *s)
         if (e < 0 && st.lost)
             rst_lost(s, st.lost_tag);
         if (nrec && (e == 0 || s->o->progressive)) {
-            int re = rst_recipes(s, jobs + njobs, nrec);
+            int re = rst_recipes(s, jobs + njobs, nrec, &st);
             e = e < 0 ? e : re;
         }
         s->res->fetched_bytes += st.fetched_bytes;
