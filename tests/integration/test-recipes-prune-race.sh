@@ -129,7 +129,7 @@ finish_prune
 brc=0; wait "$bpid" || brc=$?
 bid=$(json "$T/b.json" 'd["id"]')
 echo "    B $bid exited $brc"
-grep -o 'derived bf16: .*' "$T/b.err" | sed 's/^/    B: /'
+{ grep -o 'derived bf16: .*' "$T/b.err" || true; } | sed 's/^/    B: /'
 if plain; then
   man_objects b r "$bid" | grep '^recipes/' > "$T/b.recipes" || die "B names no recipes"
   gone "$T/b.recipes" > "$T/b.gone"
