@@ -71,9 +71,10 @@ until_stopped() {
     sleep 0.05
   done
 }
-PPID_=
-kill_prune() { [ -z "$PPID_" ] || kill -9 "$PPID_" 2> /dev/null || true; }
-CKS_CLEANUP_HOOKS+=(kill_prune)
+PPID_= bpid= cpid=
+# (a failure leaves no prune, snapshot or commit of this test running)
+kill_ours() { for p in $PPID_ $bpid $cpid; do kill -9 "$p" 2> /dev/null || true; done; }
+CKS_CLEANUP_HOOKS+=(kill_ours)
 # held_prune RUN: forget all but RUN's newest, start prune --grace 0 stopped
 # after its sweep's first delete (region a, the first swept); sets PPID_
 held_prune() {
@@ -127,6 +128,7 @@ wait_for 60 grep -q "region 'a': a prune is deleting chunks this snapshot uses" 
   { cat "$T/b.err"; die "snapshot B did not wait for the sweep"; }
 finish_prune
 brc=0; wait "$bpid" || brc=$?
+bpid=
 bid=$(json "$T/b.json" 'd["id"]')
 echo "    B $bid exited $brc"
 { grep -o 'derived bf16: .*' "$T/b.err" || true; } | sed 's/^/    B: /'
@@ -184,6 +186,7 @@ wait_for 60 grep -q "region 'a': a prune is deleting chunks snapshot .* uses" "$
   { tail -30 "$T/daemon.log"; die "the daemon did not wait for the sweep"; }
 finish_prune
 crc=0; wait "$cpid" || crc=$?
+cpid=
 [ "$crc" = 0 ] || { cat "$T/c3.err"; tail -30 "$T/daemon.log"; cks status || true; die "commit of checkpoint-3 exited $crc"; }
 id3=$(json "$T/c3.json" 'd["id"]')
 n=$(json "$T/prune.json" '[x["deleted"] for x in d["regions"] if x["name"] == "a"][0]')
