@@ -592,7 +592,8 @@ static void ing_content(struct ing *g)
 /* 1 when the unit's last snapshot (or the one restored into it) has the
  * same content and still exists: in the index, and in the regions its
  * record names (service/snapheld.h: another instance may have forgotten
- * and pruned it; then the unit is taken again). */
+ * and pruned it; then the unit is taken again; a node's part is not
+ * asked). */
 static int ing_unchanged(struct ing *g)
 {
     struct index_txn *t;
@@ -603,8 +604,13 @@ static int ing_unchanged(struct ing *g)
     if (same == 1 && index_snap_get(t, g->job->run, g->res->id, &rec) < 0)
         same = 0;
     index_txn_abort(t);
-    if (same == 1 && snapheld_confirm(g->ig->regions, repo_nregions(g->ig->r), g->job->run,
-                                      g->res->id, rec.committed, g->job->unit) != 1)
+    /* a node's part of a multi-node step is published under parts/, not
+     * as a snapshot (service/multinode.h): snapheld asks for the latter,
+     * so a part is not asked (and a stale part record still answers) */
+    bool part = multinode_wanted(repo_conf(g->ig->r), &g->core.m);
+    if (same == 1 && !part &&
+        snapheld_confirm(g->ig->regions, repo_nregions(g->ig->r), g->job->run, g->res->id,
+                         rec.committed, g->job->unit) != 1)
         g->gone = true;
     return same == 1 && !g->gone;
 }

@@ -799,8 +799,10 @@ static void rw_failed(struct rworker *w, int e)
     w->st.retry_at_ms = now_ms(CLOCK_MONOTONIC) + delay;
     w->st.last_error_ms = now_ms(CLOCK_REALTIME);
     w->st.last_code = e;
-    snprintf(w->st.last_error, sizeof(w->st.last_error), "%s",
-             region_last_error(w->rg)[0] ? region_last_error(w->rg) : err_str(e));
+    const char *why_now = region_last_error(w->rg)[0] ? region_last_error(w->rg) : err_str(e);
+    /* a new reason is logged at once, not at the next tenth attempt */
+    bool changed = strncmp(w->st.last_error, why_now, sizeof(w->st.last_error) - 1) != 0;
+    snprintf(w->st.last_error, sizeof(w->st.last_error), "%s", why_now);
     unsigned n = w->st.failures;
     pthread_mutex_unlock(&w->rp->mu);
     objbuf_lagging(w->rp->ob, w->rg->slot, true);
@@ -815,7 +817,7 @@ static void rw_failed(struct rworker *w, int e)
                   "%s; region '%s' is stopped until the configuration changes or "
                   "`ckptsync retry %s`",
                   w->st.last_error, w->rg->conf.name, w->rg->conf.name);
-    else if (n == 1 || n % 10 == 0)
+    else if (n == 1 || n % 10 == 0 || changed)
         log_event(LOG_LVL_ERROR, f, "%s (attempt %u; retrying in %.1fs)", w->st.last_error, n,
                   (double)delay / 1000);
     if (!stop)

@@ -812,10 +812,11 @@ static int snap_recheck_extra(struct snap *s, size_t i, const struct presence_it
         layout_chunk(it->id, key);
     int e = region_has(rg, key);
     if (e == 0) {
-        region_set_error(rg,
-                         "region '%s': a prune deleted \"%s\", which snapshot %s names; "
-                         "take the snapshot again to upload it",
-                         rg->conf.name, key, s->core.m.id);
+        region_set_error(
+            rg,
+            "region '%s': a prune deleted \"%s\", which snapshot %s names; "
+            "take the snapshot again, or run `ckptsync verify --repair` to complete this one there",
+            rg->conf.name, key, s->core.m.id);
         e = -ENOENT;
     }
     return e < 0 ? e : 0;
