@@ -16,7 +16,7 @@
 #      f2 from the index without a pin link, the region workers' confirmation
 #      before the publish finds their chunks missing and queues them again;
 #   4. the commit ends durable, with no retake; the regions list it and B
-#      restores it bit for bit; fsck on A is clean.
+#      restores it bit for bit; fsck on A is clean (after a reindex).
 # The order is sequential (B's prune ends before A sees checkpoint-20), so
 # no hook is needed.  On main step 3's commit failed with "snapshot <id>:
 # No such file or directory" (the worker found no pin link for f1: event
@@ -79,5 +79,8 @@ same_tree "$c20" "$T/out/checkpoint-20"
 (cd "$T/out/checkpoint-20" && sha256sum -c --quiet "$T/sums10") || die "f1/f2 restored differ"
 [ -z "$(ls -A "$T/watch/.ckptsync-pins" 2>/dev/null)" ] || die "pins left after replication"
 stop_daemon
+# A's index keeps the record of checkpoint-10's snapshot, which B forgot
+# (as in test-commit-forgotten): reindex drops it, then fsck is clean
+cks reindex > /dev/null 2> "$T/rx.err" || { cat "$T/rx.err"; die "reindex on A failed"; }
 cks fsck > "$T/fsck.out" 2>&1 || { cat "$T/fsck.out"; die "fsck on A"; }
 echo "daemon-unpinned-reupload: ok"
