@@ -3,6 +3,8 @@
  * (daemon/latepin.h).
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,6 +68,31 @@ static int latepin_rekey(struct index_txn *t, const char *link, const struct sta
     return e < 0 ? e : 1;
 }
 
+#ifdef CKS_TEST_HOOKS
+/* CKPTSYNC_TEST_LATEPIN_GATE=<path>: the first late pin of the process
+ * creates <path>.reached and waits (60 s at most) until <path> exists,
+ * before its identity test, so a test changes the file at that point. */
+static void latepin_test_gate(void)
+{
+    static atomic_bool spent;
+    const char *gate = getenv("CKPTSYNC_TEST_LATEPIN_GATE");
+    char reached[4096];
+    if (!gate || atomic_exchange(&spent, true))
+        return;
+    snprintf(reached, sizeof(reached), "%s.reached", gate);
+    int fd = open(reached, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    if (fd >= 0)
+        close(fd);
+    log_info("test gate: late pin waits for \"%s\"", gate);
+    for (int i = 0; i < 6000 && access(gate, F_OK) < 0; i++)
+        usleep(10000);
+}
+#else
+static void latepin_test_gate(void)
+{
+}
+#endif
+
 /* Links src as <pin>/k (link) when the index still maps its identity to
  * f's digest: 1 linked, 0 changed or gone, < 0 an error. */
 static int latepin_link(struct index_txn *t, const char *pin, size_t k, const char *src,
@@ -74,6 +101,7 @@ static int latepin_link(struct index_txn *t, const char *pin, size_t k, const ch
     struct mchunk *chunks = NULL;
     size_t n = 0;
     struct stat st;
+    latepin_test_gate();
     if (lstat(src, &st) < 0)
         return errno == ENOENT || errno == ENOTDIR ? 0 : -errno;
     int e = S_ISREG(st.st_mode) ? latepin_known(t, &st, f, &chunks, &n) : 0;
