@@ -94,7 +94,7 @@ static void latepin_test_gate(void)
 #endif
 
 /* Links src as <pin>/k (link) when the index still maps its identity to
- * f's digest: 1 linked, 0 changed or gone, < 0 an error. */
+ * f's digest: 1 linked, 0 changed, gone or not linkable, < 0 an error. */
 static int latepin_link(struct index_txn *t, const char *pin, size_t k, const char *src,
                         const char *link, const struct mfile *f)
 {
@@ -108,7 +108,9 @@ static int latepin_link(struct index_txn *t, const char *pin, size_t k, const ch
     if (e == 1 && (e = pin_link(pin, k, src)) == 0)
         e = latepin_rekey(t, link, &st, f, chunks, n);
     free(chunks);
-    return e == -ENOENT ? 0 : e; /* rotated away between the check and the link */
+    /* rotated away between the check and the link, or a file that cannot
+     * be linked (ingest then reads the retaken unit in place) */
+    return e == -ENOENT || e == -EXDEV || e == -EPERM || e == -EMLINK ? 0 : e;
 }
 
 int latepin_file(struct index_txn *t, const char *pin, const char *unit, const struct mfile *f,
@@ -128,8 +130,8 @@ int latepin_file(struct index_txn *t, const char *pin, const char *unit, const s
     if (e == 0)
         e = latepin_link(t, pin, k, buf_str(&src), buf_str(&link), f);
     if (e == 0)
-        log_warn("\"%s\": not pinned at ingest, and changed or gone since; snapshot "
-                 "chunks that a region lost cannot be uploaded again from it",
+        log_warn("\"%s\": not pinned at ingest, and changed, gone or not linkable since; "
+                 "snapshot chunks that a region lost cannot be uploaded again from it",
                  buf_str(&src));
     else if (e == 1)
         log_info("\"%s\": pinned now (a region lost chunks of it that the index recorded "

@@ -17,11 +17,11 @@
  * index maps to f's digest: the same test ingest used to take it unread.  The link
  * moves ctime, so the index record is put again under the identity after
  * the link (in t), which rw_unpin keys again when the pin goes.  A file
- * changed or gone is not linked: the worker then finds no link, and the
- * snapshot is dropped and its unit taken again, as for a pinned file that
- * changed.  A rewrite between the check and the link that keeps the inode
- * is caught by the worker's id check of every chunk it reads.
- * Thread-safe (no state; t is the caller's).
+ * changed or gone is not linked (nor one the filesystem refuses to link):
+ * the worker then finds no link, and the snapshot is dropped and its unit
+ * taken again, as for a pinned file that changed.  A rewrite between the check and the link that
+ * keeps the inode is caught by the worker's id check of every chunk it reads. Thread-safe (no
+ * state; t is the caller's).
  */
 #ifndef CKS_LATEPIN_H
 #define CKS_LATEPIN_H
@@ -33,8 +33,8 @@
 
 /* pin: the snapshot's pin folder (<root>/.ckptsync-pins/<id>, pin.h);
  * unit: relative to root; f: manifest file k, a regular file.  1: <pin>/k
- * is there (made now or before); 0: the file changed or is gone (logged);
- * < 0: an error. */
+ * is there (made now or before); 0: the file changed, is gone or cannot
+ * be linked (logged); < 0: an error. */
 int latepin_file(struct index_txn *t, const char *pin, const char *unit, const struct mfile *f,
                  size_t k);
 

@@ -59,7 +59,7 @@ wait "$cpid" || rc=$?
 grep -q "was dropped before it was committed in enough regions" "$T/c.err" ||
   { cat "$T/c.err"; die "the commit's error does not say the snapshot was dropped"; }
 grep -q "event=retake .*unit=r1/checkpoint-20" "$T/daemon.log" || die "no retake of checkpoint-20"
-grep -q "not pinned at ingest, and changed or gone since" "$T/daemon.log" || die "no late-pin warning"
+grep -q "not pinned at ingest, and changed, gone or not linkable since" "$T/daemon.log" || die "no late-pin warning"
 b ls --remote --run r1 --json > "$T/ls.json"
 [ "$(json "$T/ls.json" "[s['id'] for s in d if s['step'] == 20]")" = "[]" ] ||
   { cat "$T/ls.json"; die "a region lists a snapshot of checkpoint-20 with f1's old bytes"; }
