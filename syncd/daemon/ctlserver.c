@@ -348,6 +348,15 @@ static int snap_committed(struct ctlserver *s, const char *run, const char *id)
 static void check_snap_waiter(struct ctlserver *s, struct conn *c, int64_t now)
 {
     int k = snap_committed(s, c->run, c->id);
+    if (k == -ENOENT && c->unit[0]) { /* dropped (replicator.c, rw_drop) or forgotten */
+        conn_reply_errf(s, c, CTL_ERR_INTERNAL,
+                        "snapshot %s of \"%s\" was dropped before it was committed in enough "
+                        "regions (a file of it changed or went away after it was read, or it "
+                        "was forgotten); the daemon takes the unit again: commit it again to "
+                        "wait for that snapshot",
+                        c->id, c->unit);
+        return;
+    }
     if (k < 0) {
         conn_reply_errf(s, c, CTL_ERR_INTERNAL, "snapshot %s: %s", c->id, err_str(k));
         return;

@@ -20,7 +20,19 @@
  *   pin once the snapshot is replicated moves ctime again, so a later
  *   snapshot of the same file reads it again: slower, never wrong (a
  *   rewrite in place that keeps size and mtime must not be taken for the
- *   old bytes).
+ *   old bytes).  Such a file, when every region holds each of its chunks
+ *   by the index's word, is not pinned at all (ing_pin: the link would
+ *   move its ctime).  If a region lost those chunks after all (another
+ *   instance sharing the regions forgot and pruned the snapshot that
+ *   stored them, or a lifecycle rule deleted them), the region worker's
+ *   confirmation before the publish pins the file then, when its identity
+ *   still maps to the manifest's digest (daemon/latepin.h), and uploads
+ *   the chunks again from that link; a file changed or gone by then drops
+ *   the snapshot for a retake.  Chosen over pinning every file: its link
+ *   moves ctime, so an unchanged file would no longer be known by its
+ *   identity and be read again in every unit (or be taken by an identity
+ *   from before its link); the late pin costs nothing unless chunks were
+ *   lost, and then the same identity test ingest made.
  * - Everything the snapshot needs is written in one transaction: the
  *   pending record, the snapshot record with its refcounts, the file
  *   records, and for every region the chunks it lacks plus the publish

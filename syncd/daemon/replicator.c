@@ -72,6 +72,7 @@
 #include "service/presence.h"
 #include "store/queue.h"
 #include "daemon/replicator.h"
+#include "daemon/latepin.h"
 #include "daemon/retakes.h"
 #include "daemon/rspool.h"
 #include "daemon/rungen.h"
@@ -428,7 +429,10 @@ static int rw_unconfirmed(struct rworker *w, struct presence_item **ret, size_t 
 }
 
 /* Queues a chunk the region lacks again (its bytes are in the pin) and
- * clears the index's belief that the region holds it. */
+ * clears the index's belief that the region holds it.  A file ingest did
+ * not pin (unchanged, its chunks in every region by the index's word) is
+ * pinned now (daemon/latepin.h); one that changed since is not, and the
+ * worker's read then drops the snapshot for a retake. */
 static int rw_requeue(struct rworker *w, struct index_txn *t, uint64_t seq,
                       const uint8_t id[HASH_LEN])
 {
@@ -439,7 +443,12 @@ static int rw_requeue(struct rworker *w, struct index_txn *t, uint64_t seq,
         return CKS_E_FORMAT;
     q.file = (uint32_t)file;
     memcpy(q.id, id, HASH_LEN);
-    int e = index_chunk_get(t, id, &c);
+    int e = w->pend->pinned
+                ? latepin_file(t, w->pend->pin, w->pend->unit, &w->man.files[file], file)
+                : 0;
+    if (e < 0)
+        return e;
+    e = index_chunk_get(t, id, &c);
     if (e == 0) {
         c.presence &= ~(1u << w->rg->slot);
         e = index_chunk_put(t, id, &c);
