@@ -42,6 +42,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,7 +57,8 @@
 #include "service/runlineage.h"
 #include "service/snaprec.h"
 
-#define INGCORE_RACY_NS 20000000 /* 20 ms: several timestamp ticks */
+#define INGCORE_RACY_NS 20000000        /* 20 ms: several timestamp ticks */
+#define INGCORE_WRITING_NS 2000000000LL /* 2 s: a writer that holds the file open */
 
 static struct ingcore_job *ic_job(struct ingcore *c, size_t k)
 {
@@ -536,19 +538,65 @@ int ingcore_open(struct ingcore *c, size_t k)
     return ic_open(c, k, c->err);
 }
 
-/* Gives a file written in the last few milliseconds time to age, then
- * takes its identity again. */
-static void ic_age(int fd, struct stat *st)
+/* 1 when some process holds the file open for writing (the kernel refuses
+ * a read lease then), 0 when none does, -1 when it cannot tell (not the
+ * file's owner without CAP_LEASE, leases disabled, a filesystem without
+ * them: NFS, FUSE). */
+static int ic_writers(int fd)
+{
+    /* A writer's open() in the microseconds the lease is held breaks it,
+     * which signals the holder: SIGIO, whose default ends the process,
+     * unless the file names another signal.  SIGURG is ignored by
+     * default. */
+    if (fcntl(fd, F_SETSIG, SIGURG) < 0)
+        return -1;
+    if (fcntl(fd, F_SETLEASE, F_RDLCK) == 0) {
+        fcntl(fd, F_SETLEASE, F_UNLCK);
+        return 0;
+    }
+    return errno == EAGAIN ? 1 : -1;
+}
+
+static int64_t ic_age_ns(const struct stat *st)
 {
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
-    int64_t age_ns = ((int64_t)now.tv_sec - st->st_mtim.tv_sec) * 1000000000 +
-                     (now.tv_nsec - st->st_mtim.tv_nsec);
-    if (age_ns >= 0 && age_ns < INGCORE_RACY_NS) {
+    return ((int64_t)now.tv_sec - st->st_mtim.tv_sec) * 1000000000 +
+           (now.tv_nsec - st->st_mtim.tv_nsec);
+}
+
+/* Whether a file's identity (st) proves that a write during the read
+ * would show in it.  Not when its mtime is younger than a few timestamp
+ * ticks: a write in the same tick leaves mtime and ctime as they were
+ * (git's "racily clean" files).  Nor when a writer holds it open and its
+ * mtime is younger than INGCORE_WRITING_NS: a write() updates the times
+ * before it copies the bytes, so a writer preempted in the middle of one
+ * (a loaded machine) goes on changing bytes under an identity that looks
+ * settled; a file whose writer has not written for that long (an idle log
+ * kept open) is read as before. */
+static bool ic_settled(int fd, const struct stat *st)
+{
+    int64_t age = ic_age_ns(st);
+    if (age < 0) /* a clock step back: as before, not waited for */
+        return true;
+    return age >= INGCORE_RACY_NS && (age >= INGCORE_WRITING_NS || ic_writers(fd) != 1);
+}
+
+/* Gives a file written in the last moments time to age, taking its
+ * identity again, until it is settled (ic_settled).  False when it is not
+ * within INGCORE_WRITING_NS: its identity proves nothing, the caller
+ * reads it later. */
+static bool ic_age(int fd, struct stat *st)
+{
+    for (int64_t waited = 0; !ic_settled(fd, st); waited += INGCORE_RACY_NS) {
+        if (waited >= INGCORE_WRITING_NS)
+            return false;
         struct timespec d = {0, INGCORE_RACY_NS};
         nanosleep(&d, NULL);
-        fstat(fd, st);
+        if (fstat(fd, st) < 0)
+            return false;
     }
+    return true;
 }
 
 /* A file the index knows: its size counted done and unchanged. */
@@ -626,7 +674,10 @@ static int ic_file_once(struct ingcore_reader *rd, struct stat *ret_st, uint8_t 
         buf_printf(rd->err, "\"%s/%s\": %s", c->w.base, c->w.v[k].path, strerror(-e));
         goto out;
     }
-    ic_age(fd, &st1);
+    if (!ic_age(fd, &st1)) {
+        e = CKS_E_CHANGED; /* still being written: ic_read_file's retries */
+        goto out;
+    }
     index_file_key_of(&st1, key);
     key->kind = c->dkind; /* the record it gets (front end's file_read, the daemon's) */
     e = ingcore_known(c->r, key, c->o.reuse_need ? c->o.reuse_need(c->o.ud) : 0, digest, &v, &n);
