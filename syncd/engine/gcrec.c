@@ -104,12 +104,7 @@ int gcrec_add_intent(struct gcrec *g, const char *name)
 int gcrec_chunk_cmp(const void *a, const void *b)
 {
     const struct gc_chunk *x = a, *y = b;
-    int c = memcmp(x->id, y->id, HASH_LEN);
-    if (c == 0 && x->recipe != y->recipe)
-        c = x->recipe ? 1 : -1;
-    if (c == 0 && x->recipe)
-        c = memcmp(x->sig, y->sig, MANIFEST_RECIPE_SIG);
-    return c;
+    return manifest_object_cmp(x->id, x->recipe, x->sig, y->id, y->recipe, y->sig);
 }
 
 void gcrec_sort_chunks(struct gcrec *g)

@@ -1716,3 +1716,14 @@ int manifest_parse(const uint8_t *data, size_t len, struct manifest *m, struct b
         manifest_free(m);
     return r;
 }
+
+int manifest_object_cmp(const uint8_t ida[HASH_LEN], bool ra, const uint8_t *sa,
+                        const uint8_t idb[HASH_LEN], bool rb, const uint8_t *sb)
+{
+    int c = memcmp(ida, idb, HASH_LEN);
+    if (c == 0 && ra != rb)
+        c = ra ? 1 : -1;
+    if (c == 0 && ra)
+        c = memcmp(sa, sb, MANIFEST_RECIPE_SIG);
+    return c;
+}

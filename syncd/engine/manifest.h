@@ -259,6 +259,12 @@ int manifest_check_extras(const struct manifest *m, size_t *ret_idx, bool *ret_c
 typedef int (*manifest_object_fn)(void *arg, const uint8_t id[HASH_LEN], uint32_t len, bool recipe,
                                   const uint8_t sig[MANIFEST_RECIPE_SIG]);
 int manifest_each_object(const struct manifest *m, manifest_object_fn fn, void *arg);
+/* The one order of the objects a manifest names, which prune's records
+ * (engine/gcrec) and the writers' lists (service/presence) share: by
+ * chunk id, a plain chunk before the recipes of its id, recipes by sig
+ * (sa, sb read only for recipes). */
+int manifest_object_cmp(const uint8_t ida[HASH_LEN], bool ra, const uint8_t *sa,
+                        const uint8_t idb[HASH_LEN], bool rb, const uint8_t *sb);
 
 /* 0 if path is relative, non-empty, at most MANIFEST_MAX_PATH bytes, has no
  * empty, ".", ".." components, none longer than MANIFEST_MAX_COMPONENT, no

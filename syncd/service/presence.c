@@ -20,12 +20,7 @@
 int presence_item_cmp(const void *a, const void *b)
 {
     const struct presence_item *x = a, *y = b;
-    int c = memcmp(x->id, y->id, HASH_LEN);
-    if (c == 0 && x->recipe != y->recipe)
-        c = x->recipe ? 1 : -1;
-    if (c == 0 && x->recipe)
-        c = memcmp(x->sig, y->sig, MANIFEST_RECIPE_SIG);
-    return c;
+    return manifest_object_cmp(x->id, x->recipe, x->sig, y->id, y->recipe, y->sig);
 }
 
 static void item_key(const struct presence_item *it, char *key)
@@ -39,6 +34,7 @@ static void item_key(const struct presence_item *it, char *key)
 struct objs {
     struct presence_item *v;
     size_t n, cap;
+    bool plain_only;
 };
 
 static int objs_cb(void *arg, const uint8_t id[HASH_LEN], uint32_t len, bool recipe,
@@ -46,6 +42,8 @@ static int objs_cb(void *arg, const uint8_t id[HASH_LEN], uint32_t len, bool rec
 {
     struct objs *o = arg;
     (void)len;
+    if (recipe && o->plain_only)
+        return 0;
     if (o->n == o->cap) {
         size_t cap = o->cap ? o->cap * 2 : 64;
         struct presence_item *p = realloc(o->v, cap * sizeof(*p));
@@ -63,10 +61,12 @@ static int objs_cb(void *arg, const uint8_t id[HASH_LEN], uint32_t len, bool rec
     return 0;
 }
 
-int presence_objects(struct index *ix, const struct manifest *m, struct presence_item **ret,
-                     size_t *ret_n, uint64_t *ret_estimate)
+/* The objects m names (plain_only: its plain chunks), sorted, each once,
+ * with the index's stored sizes of the plain ones. */
+static int pr_collect(struct index *ix, const struct manifest *m, bool plain_only,
+                      struct presence_item **ret, size_t *ret_n, uint64_t *ret_estimate)
 {
-    struct objs o = {0};
+    struct objs o = {.plain_only = plain_only};
     struct index_txn *t;
     size_t n = 0;
     int e = manifest_each_object(m, objs_cb, &o);
@@ -94,61 +94,16 @@ int presence_objects(struct index *ix, const struct manifest *m, struct presence
     return *ret ? 0 : -ENOMEM;
 }
 
-/* manifest_each_object's callback: the plain objects into a list. */
-struct plain_list {
-    struct presence_item *v;
-    size_t n, cap;
-};
-
-static int plain_add(void *arg, const uint8_t id[HASH_LEN], uint32_t len, bool recipe,
-                     const uint8_t sig[MANIFEST_RECIPE_SIG])
+int presence_objects(struct index *ix, const struct manifest *m, struct presence_item **ret,
+                     size_t *ret_n, uint64_t *ret_estimate)
 {
-    struct plain_list *l = arg;
-    (void)len;
-    (void)sig;
-    if (recipe)
-        return 0;
-    if (l->n == l->cap)
-        return -ENOMEM; /* cannot happen: at most nchunks + nextras */
-    memcpy(l->v[l->n++].id, id, HASH_LEN);
-    return 0;
+    return pr_collect(ix, m, false, ret, ret_n, ret_estimate);
 }
 
 int presence_items(struct index *ix, const struct manifest *m, struct presence_item **ret,
                    size_t *ret_n, uint64_t *ret_estimate)
 {
-    size_t n = 0;
-    struct index_txn *t;
-    struct plain_list l = {.cap = m->nchunks + m->nextras};
-    struct presence_item *v = l.v = calloc(l.cap ? l.cap : 1, sizeof(*v));
-    if (!v)
-        return -ENOMEM;
-    if (manifest_each_object(m, plain_add, &l) < 0) {
-        free(v);
-        return -ENOMEM;
-    }
-    qsort(v, l.n, sizeof(*v), presence_item_cmp);
-    for (size_t i = 0; i < l.n; i++)
-        if (!n || memcmp(v[n - 1].id, v[i].id, HASH_LEN))
-            v[n++] = v[i];
-    int e = index_txn_begin(ix, false, &t);
-    for (size_t i = 0; e == 0 && i < n; i++) {
-        struct index_chunk c;
-        if (index_chunk_get(t, v[i].id, &c) == 0)
-            v[i].size = c.stored_len;
-    }
-    if (e == 0) {
-        *ret_estimate = 0;
-        index_chunk_count(t, ret_estimate);
-        index_txn_abort(t);
-    }
-    if (e < 0) {
-        free(v);
-        return e;
-    }
-    *ret = v;
-    *ret_n = n;
-    return 0;
+    return pr_collect(ix, m, true, ret, ret_n, ret_estimate);
 }
 
 /* ---- by listing ---------------------------------------------------------- */
