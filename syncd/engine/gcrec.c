@@ -488,12 +488,16 @@ static int gp_body(struct gp *l, struct gcrec *g)
     /* every item line is at least 4 bytes: a count the body cannot hold is a lie */
     if ((uint64_t)items * 4 > (uint64_t)(l->end - l->p))
         return CKS_E_FORMAT;
+    bool recipes = false;
     for (int64_t i = 0; i < items; i++) {
         int e = gp_item(l, g);
         if (e < 0)
             return e;
     }
-    return 0;
+    for (size_t i = 0; i < g->nchunks && !recipes; i++)
+        recipes = g->chunks[i].recipe;
+    /* one spelling: a record without a recipe item is written as version 1 */
+    return g->version == 2 && !recipes ? CKS_E_FORMAT : 0;
 }
 
 int gcrec_parse(const uint8_t *data, size_t len, struct gcrec *g)

@@ -6,8 +6,8 @@
  * digest check), and as a NUL-terminated name (mark id, intent name,
  * sweep name).  Whatever parses must round-trip: a body encodes back to
  * the same bytes (the format has one spelling) and parses to the same
- * record; a parsed intent name forms again from its parts' time and ttl
- * with the same prefix.  Any difference aborts.
+ * record, every item (plain or recipe) found in it again; a parsed intent name forms again from its
+ * parts' time and ttl with the same prefix.  Any difference aborts.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -33,7 +33,8 @@ static void body(const uint8_t *data, size_t size)
             strcmp(back.mark, g.mark) || strcmp(back.host, g.host) || strcmp(back.boot, g.boot))
             abort();
         for (size_t i = 0; i < g.nchunks; i++)
-            if (!gcrec_has_chunk(&back, g.chunks[i].id))
+            if (!gcrec_has_object(&back, g.chunks[i].id, g.chunks[i].recipe, g.chunks[i].sig) ||
+                (!g.chunks[i].recipe && !gcrec_has_chunk(&back, g.chunks[i].id)))
                 abort();
         gcrec_free(&back);
     }

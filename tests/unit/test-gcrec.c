@@ -196,7 +196,7 @@ static void test_hostile(void **state)
         {"ckptsync-gc 2\nkind mark\n", CKS_E_FORMAT}, /* version 2 is known: truncated */
         /* version 2: recipe items, one order with the chunks */
         {HEAD2("mark", MARK) TAIL(4) C1 R1A R1B C2, 0},
-        {HEAD2("mark", MARK) TAIL(1) C1, 0}, /* 2 without r: read (never written) */
+        {HEAD2("mark", MARK) TAIL(1) C1, CKS_E_FORMAT}, /* 2 without r: one spelling, 1 */
         {HEAD2("keep", MARK) "expires -\nseq -\nsnapshot r/x\nitems 2\n" C1 R1A, 0},
         {HEAD("mark", MARK) TAIL(2) C1 R1A, CKS_E_FORMAT},   /* r in version 1 */
         {HEAD2("mark", MARK) TAIL(2) R1A C1, CKS_E_FORMAT},  /* r before c of its id */
