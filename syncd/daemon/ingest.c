@@ -536,14 +536,8 @@ static int ing_dwrite_match(struct ing *g)
     for (size_t k = 0; k < w->n; k++)
         if (w->v[k].type == MFILE_REG && !w->v[k].link && !(g->kept && g->kept[k].st_ino))
             sizes[k] = (uint64_t)w->v[k].st.st_size;
-    int e = dwrite_new(w->n, &g->dw);
-    if (e == 0)
-        e = dwrite_match(g->dw, ing_dw_open_quiet, g, sizes, NULL);
+    int e = dwrite_open(w->n, ing_dw_open_quiet, g, sizes, NULL, &g->dw);
     free(sizes);
-    if (e == 0 && dwrite_stats(g->dw)->pairs == 0) {
-        dwrite_free(g->dw);
-        g->dw = NULL;
-    }
     return e;
 }
 

@@ -282,6 +282,21 @@ int dwrite_match(struct dwrite *d, dwrite_open_fn open, void *ud, const uint64_t
     return e < 0 ? e : dw_pairs(d);
 }
 
+int dwrite_open(size_t nfiles, dwrite_open_fn open, void *ud, const uint64_t *sizes,
+                const bool *unchanged, struct dwrite **ret)
+{
+    struct dwrite *d = NULL;
+    int e = dwrite_new(nfiles, &d);
+    if (e == 0)
+        e = dwrite_match(d, open, ud, sizes, unchanged);
+    if (e < 0 || d->st.pairs == 0) {
+        dwrite_free(d);
+        d = NULL;
+    }
+    *ret = d;
+    return e;
+}
+
 /* ---- during the read ---------------------------------------------------- */
 
 static bool dw_overlaps_f32(const struct dw_file *f, uint64_t off, uint64_t len)

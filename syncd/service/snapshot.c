@@ -1071,7 +1071,7 @@ static int snap_dwrite_match(struct snap *s)
         return 0;
     uint64_t *sizes = calloc(w->n, sizeof(*sizes));
     bool *unchanged = calloc(w->n, sizeof(*unchanged));
-    int e = sizes && unchanged ? dwrite_new(w->n, &s->dw) : -ENOMEM;
+    int e = sizes && unchanged ? 0 : -ENOMEM;
     for (size_t k = 0; e == 0 && k < w->n; k++) {
         struct index_file_key key;
         uint8_t digest[HASH_LEN];
@@ -1082,13 +1082,9 @@ static int snap_dwrite_match(struct snap *s)
         unchanged[k] = ingcore_known(s->r, &key, snap_healthy_mask(s), digest, NULL, NULL) == 1;
     }
     if (e == 0)
-        e = dwrite_match(s->dw, snap_dw_open_quiet, s, sizes, unchanged);
+        e = dwrite_open(w->n, snap_dw_open_quiet, s, sizes, unchanged, &s->dw);
     free(sizes);
     free(unchanged);
-    if (e == 0 && dwrite_stats(s->dw)->pairs == 0) {
-        dwrite_free(s->dw);
-        s->dw = NULL;
-    }
     return e;
 }
 

@@ -342,6 +342,45 @@ static uint64_t region_sealed_size(const struct region *r, const char *key, uint
     return size && region_key_sealed(r, key) ? size + CRYPT_OVERHEAD : size;
 }
 
+static bool region_retry(struct region *r, int e, unsigned *attempt);
+
+/* After a create-only put failed in a way that may have landed, the retry's
+ * "already there" is ours when the stored bytes are the ones sent (sealed:
+ * the same envelope, nonce and all); otherwise it stays -EEXIST. */
+static int region_put_landed(struct region *r, const char *mkey, const void *data, size_t len)
+{
+    struct buf got = {0};
+    int e = r->ops->get(r, mkey, len + 1, &got);
+    bool ours = e == 0 && got.len == len && (len == 0 || !memcmp(got.data, data, len));
+    buf_free(&got);
+    if (!ours)
+        return -EEXIST;
+    r->errmsg[0] = 0;
+    return 0;
+}
+
+/* One put with the transient retries of region_retry: a store that answers
+ * one request of many with "500 InternalError, please try again" should not
+ * cost a snapshot the region.  A plain put of the same bytes is idempotent;
+ * a create-only put whose earlier try may have landed is checked by
+ * reading the object back (region_put_landed). */
+static int region_put_retried(struct region *r,
+                              int (*put)(struct region *, const char *, const void *, size_t),
+                              const char *what, const char *key, const char *mkey, const void *data,
+                              size_t len, bool create)
+{
+    unsigned attempt = 0;
+    int e;
+    for (;;) {
+        e = region_done(r, what, key, put(r, mkey, data, len));
+        if (e == -EEXIST && attempt > 0 && create && region_put_landed(r, mkey, data, len) == 0)
+            return 0;
+        if (!region_retry(r, e, &attempt))
+            return e;
+        r->errmsg[0] = 0;
+    }
+}
+
 /* A put through the backend's put or put_new, sealed when key is (with
  * the caller's key as context), under the key's stored name. */
 static int region_put_via(struct region *r,
@@ -349,14 +388,15 @@ static int region_put_via(struct region *r,
                           const char *what, const char *key, const void *data, size_t len)
 {
     if (!region_key_sealed(r, key))
-        return region_done(r, what, key, put(r, key, data, len));
+        return region_put_retried(r, put, what, key, key, data, len, put == r->ops->put_new);
     char mkey[REGION_KEY_MAX];
     int e = region_map_put(r, key, mkey);
     if (e < 0)
         return region_done(r, what, key, e);
     e = region_seal_into(r, key, data, len, &r->scratch);
     if (e == 0)
-        e = region_done(r, what, key, put(r, mkey, r->scratch.data, r->scratch.len));
+        e = region_put_retried(r, put, what, key, mkey, r->scratch.data, r->scratch.len,
+                               put == r->ops->put_new);
     buf_reset(&r->scratch);
     return e;
 }
@@ -379,7 +419,8 @@ int region_put_sealed(struct region *r, const char *key, const void *env, size_t
         return region_done(r, "writing", key, -EINVAL);
     char mkey[REGION_KEY_MAX];
     int e = region_map_put(r, key, mkey);
-    return region_done(r, "writing", key, e < 0 ? e : r->ops->put(r, mkey, env, len));
+    return e < 0 ? region_done(r, "writing", key, e)
+                 : region_put_retried(r, r->ops->put, "writing", key, mkey, env, len, false);
 }
 
 int region_put(struct region *r, const char *key, const void *data, size_t len)
@@ -392,12 +433,11 @@ int region_put(struct region *r, const char *key, const void *data, size_t len)
 }
 
 /* A transient failure (CKS_E_REMOTE: 5xx, 429, timeouts) of a read that
- * handed the caller nothing yet is tried again twice, 0.25 s then 1 s
- * later, before the caller hears of it: a store that answers one request
- * of many with "500 InternalError, please try again" should not cost a
- * short-lived command (snapshot, restore) the region.  Writes are not
- * retried here (a create-only put that did land would come back 412 and
- * read as lost); the daemon's workers retry everything with backoff. */
+ * handed the caller nothing yet, or of a put (region_put_retried), is tried
+ * again twice, 0.25 s then 1 s later, before the caller hears of it: a
+ * store that answers one request of many with "500 InternalError, please
+ * try again" should not cost a short-lived command (snapshot, restore) the
+ * region.  The daemon's workers retry everything with backoff. */
 static bool region_retry(struct region *r, int e, unsigned *attempt)
 {
     static const unsigned delay_ms[REGION_READ_RETRIES] = {250, 1000};
@@ -610,7 +650,15 @@ int region_del(struct region *r, const char *key)
 {
     char mkey[REGION_KEY_MAX];
     int e = region_begin(r, "deleting", key, mkey);
-    return e < 0 ? e : region_done(r, "deleting", key, r->ops->del(r, mkey));
+    unsigned attempt = 0;
+    if (e < 0)
+        return e;
+    for (;;) { /* a delete is idempotent: retried like a read */
+        e = region_done(r, "deleting", key, r->ops->del(r, mkey));
+        if (!region_retry(r, e, &attempt))
+            return e;
+        r->errmsg[0] = 0;
+    }
 }
 
 int region_check(struct region *r)
@@ -686,7 +734,10 @@ static void region_probe_cleanup(struct region *r, const char *key)
     char keep[sizeof(r->errmsg)];
     memcpy(keep, r->errmsg, sizeof(keep));
     r->errmsg[0] = 0;
-    int rc = r->ops->del(r, key);
+    unsigned attempt = 0;
+    int rc;
+    while ((rc = r->ops->del(r, key)) < 0 && region_retry(r, rc, &attempt))
+        r->errmsg[0] = 0;
     if (rc < 0 && rc != -ENOENT)
         log_warn("region '%s': deleting the probe object \"%s\": %s", r->conf.name, key,
                  r->errmsg[0] ? r->errmsg : err_str(rc));
@@ -701,7 +752,11 @@ int region_probe_preconditions(struct region *r)
     if (r->conf.no_preconditions || !r->ops->put_new)
         return 0;
     region_probe_key(key);
-    int rc = r->ops->put_new(r, key, REGION_PROBE_BODY, len);
+    /* Both puts ride out a transient failure (a 500 must not leave the
+     * region "not enforced" for the whole command); only the first may
+     * find its own earlier try landed. */
+    static const char what[] = "probing preconditions with";
+    int rc = region_put_retried(r, r->ops->put_new, what, key, key, REGION_PROBE_BODY, len, true);
     if (rc == -ENOTSUP) /* the store refused the header itself */
         return 0;
     if (rc == -EEXIST) { /* "exists" for a fresh name: the answer means nothing */
@@ -712,7 +767,9 @@ int region_probe_preconditions(struct region *r)
     }
     if (rc < 0)
         return region_done(r, "probing preconditions with", key, rc);
-    int ans = region_probe_answer(r, key, r->ops->put_new(r, key, REGION_PROBE_BODY, len));
+    r->errmsg[0] = 0;
+    rc = region_put_retried(r, r->ops->put_new, what, key, key, REGION_PROBE_BODY, len, false);
+    int ans = region_probe_answer(r, key, rc);
     region_probe_cleanup(r, key);
     return ans;
 }

@@ -146,9 +146,12 @@ int region_put(struct region *r, const char *key, const void *data, size_t len);
 /* Replaces the contents of out (reset first).  Fails with CKS_E_LIMIT if the
  * object is larger than max. */
 int region_get(struct region *r, const char *key, size_t max, struct buf *out);
-/* get, has and list try a transient failure (CKS_E_REMOTE) again this
- * many times, 0.25 s and 1 s apart (a listing only while it has handed
- * nothing over); writes are never retried here. */
+/* get, has, list, put, put_new and del try a transient failure
+ * (CKS_E_REMOTE) again this many times, 0.25 s and 1 s apart (a listing
+ * only while it has handed nothing over; a create-only put whose retry
+ * finds the key taken reads the object back: the bytes it sent are its
+ * own put landing, not a loss).  The asynchronous region_submit is not
+ * retried here: the daemon's workers retry with backoff. */
 #define REGION_READ_RETRIES 2
 /* Reads bytes [off, off+len) of an object (fewer at its end) into out. */
 int region_get_range(struct region *r, const char *key, uint64_t off, size_t len, struct buf *out);

@@ -23,9 +23,10 @@ def read_body(h):
     return h.rfile.read(n) if n else None
 
 
-def relay(h, upstream, body, on_answer=None):
-    """Passes h's request to 127.0.0.1:upstream and its answer back;
-    on_answer() runs after the answer is read, before it is sent."""
+def relay(h, upstream, body, on_answer=None, answer=True):
+    """Passes h's request to 127.0.0.1:upstream and its answer back (not
+    when answer is False: the caller answers); on_answer() runs after the
+    answer is read, before it is sent."""
     up = http.client.HTTPConnection("127.0.0.1", upstream, timeout=60)
     hdrs = {k: v for k, v in h.headers.items() if k.lower() not in ("connection",)}
     up.request(h.command, h.path, body=body, headers=hdrs)
@@ -33,6 +34,9 @@ def relay(h, upstream, body, on_answer=None):
     data = r.read()
     if on_answer:
         on_answer()
+    if not answer:
+        up.close()
+        return
     h.send_response(r.status, r.reason)
     for k, v in r.getheaders():
         if k.lower() not in ("connection", "transfer-encoding", "content-length"):
