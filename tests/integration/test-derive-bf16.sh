@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# regions: dir s3
+# regions: dir (s3: tests/soak/s3-variants.sh)
 # encrypted: yes
 # The writer of derived-bf16 recipes (issue 27, docs/deltas.md): torch.save
 # checkpoints written by Debian's torch holding bf16 weights that are
