@@ -27,14 +27,7 @@ write_config 16K 64K 256K
 . "$CKS_SOURCE_DIR/tests/integration/recipelib.sh" # ckpt, keys_in
 D="$T/regions"
 
-for k in 0 1; do inst "n$k" nodes=2 node_rank=$k settle=3600; done
-inst x
-for k in 0 1; do idaemon "n$k"; done
-W() { echo "$T/i-n$1/watch/job/$2"; } # node K's directory of unit U
-commit() {                            # K UNIT STEP
-  icks "n$1" commit "$(W "$1" "$2")" --step "$3" --wait replicated --timeout 60 --json \
-    > "$T/commit-$1.json" || { tail -20 "$T/i-n$1/daemon.log" >&2; die "node $1: commit job/$2"; }
-}
+job_nodes 2 # n0, n1 (nodedir, node_commit) and x
 # spooled K UNIT: the recipes node K's phase B spooled for UNIT (0: none)
 spooled() {
   { grep -o "\"job/$2\": derived bf16: .*" "$T/i-n$1/daemon.log" || true; } | tail -1 |
@@ -80,7 +73,7 @@ in_regions() {
 # same_step STEP DIR: DIR/checkpoint-STEP is both nodes' files, bit for bit
 same_step() {
   rm -rf "$T/want.d" && mkdir -p "$T/want.d"
-  for k in 0 1; do cp -a "$(W $k "checkpoint-$1")/." "$T/want.d/"; done
+  for k in 0 1; do cp -a "$(nodedir $k "checkpoint-$1")/." "$T/want.d/"; done
   diff <(tree_sums "$T/want.d") <(tree_sums "$2/checkpoint-$1") > "$T/diff" ||
     { cat "$T/diff" >&2; die "$2: step $1 differs from the nodes' files"; }
 }
@@ -92,10 +85,10 @@ restore_x() { # DIR ARGS...: a restore on a fresh instance x
 }
 
 step "1. step 100: each node's part a bf16 + fp32 master checkpoint; merged as version 6"
-ckpt "$(W 0 checkpoint-100)/mp_rank_00" 1
-ckpt "$(W 1 checkpoint-100)/mp_rank_01" 2
-commit 0 checkpoint-100 100
-commit 1 checkpoint-100 100
+ckpt "$(nodedir 0 checkpoint-100)/mp_rank_00" 1
+ckpt "$(nodedir 1 checkpoint-100)/mp_rank_01" 2
+node_commit 0 checkpoint-100 100
+node_commit 1 checkpoint-100 100
 id100=$(merged 100)
 n0=$(spooled 0 checkpoint-100) n1=$(spooled 1 checkpoint-100)
 echo "    $id100; recipes spooled: node 0 $n0, node 1 $n1"
@@ -118,18 +111,18 @@ for k in 0 1; do
   restore_x "$T/node$k" --latest --node $k --of 2
   [ "$(cd "$T/node$k" && find . -type f)" = "./checkpoint-100/mp_rank_0$k/model.pt" ] ||
     die "--node $k --of 2 restored $(cd "$T/node$k" && find . -type f | tr '\n' ' ')"
-  cmp "$(W $k checkpoint-100)/mp_rank_0$k/model.pt" "$T/node$k/checkpoint-100/mp_rank_0$k/model.pt" ||
+  cmp "$(nodedir $k checkpoint-100)/mp_rank_0$k/model.pt" "$T/node$k/checkpoint-100/mp_rank_0$k/model.pt" ||
     die "--node $k --of 2: model.pt differs"
 done
 icks x verify --run job > "$T/v.txt" 2>&1 || { cat "$T/v.txt"; die "verify of step 100"; }
 
 step "2. step 200: node 0's bf16, node 1's master of it: no pair across parts"
-ckpt "$(W 0 checkpoint-200)/mp_rank_00" 3 bf16
-ckpt "$(W 1 checkpoint-200)/mp_rank_01" 3 fp32
-ckpt "$(W 1 checkpoint-200)/mp_rank_01/pair" 4 bf16 # the control: a pair across
-ckpt "$(W 1 checkpoint-200)/mp_rank_01/pair" 4 fp32 # two files of one node
-commit 0 checkpoint-200 200
-commit 1 checkpoint-200 200
+ckpt "$(nodedir 0 checkpoint-200)/mp_rank_00" 3 bf16
+ckpt "$(nodedir 1 checkpoint-200)/mp_rank_01" 3 fp32
+ckpt "$(nodedir 1 checkpoint-200)/mp_rank_01/pair" 4 bf16 # the control: a pair across
+ckpt "$(nodedir 1 checkpoint-200)/mp_rank_01/pair" 4 fp32 # two files of one node
+node_commit 0 checkpoint-200 200
+node_commit 1 checkpoint-200 200
 n0=$(spooled 0 checkpoint-200) n1=$(spooled 1 checkpoint-200)
 echo "    recipes spooled: node 0 $n0, node 1 $n1"
 [ "$n0" = 0 ] || die "node 0 derived $n0 recipes, its part has no fp32 master"

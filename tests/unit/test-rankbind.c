@@ -209,17 +209,23 @@ static void test_dcp(void **state)
 /* ZeRO partitions: any other world size is refused (their partitioning is
  * the old world's) unless a universal checkpoint is in the step; a hard
  * link brings its file, a file its directories. */
+/* An empty merged step of two nodes, id `id`. */
+static void two_nodes(struct manifest *m, const char *id)
+{
+    manifest_init(m);
+    snprintf(m->id, sizeof(m->id), "%s", id);
+    assert_int_equal(manifest_set_str(&m->run, "job"), 0);
+    assert_int_equal(manifest_set_str(&m->host, "h"), 0);
+    m->chunk_min = 64, m->chunk_avg = 256, m->chunk_max = 1024, m->normalization = 1;
+    m->nodes = 2;
+}
+
 static void test_zero(void **state)
 {
     struct manifest m, sub;
     struct buf err = BUF_INIT;
     (void)state;
-    manifest_init(&m);
-    snprintf(m.id, sizeof(m.id), "%s", "s1");
-    assert_int_equal(manifest_set_str(&m.run, "job"), 0);
-    assert_int_equal(manifest_set_str(&m.host, "h"), 0);
-    m.chunk_min = 64, m.chunk_avg = 256, m.chunk_max = 1024, m.normalization = 1;
-    m.nodes = 2;
+    two_nodes(&m, "s1");
     assert_int_equal(manifest_add_file(&m, MFILE_DIR, "gs/a", 0755, NULL), 0);
     assert_int_equal(
         manifest_add_file(&m, MFILE_REG, "gs/a/zero_pp_rank_0_mp_rank_00.pt", 0644, NULL), 0);
@@ -301,12 +307,7 @@ static void test_recipes(void **state)
     struct buf err = BUF_INIT;
     char got[512];
     (void)state;
-    manifest_init(&m);
-    snprintf(m.id, sizeof(m.id), "%s", "s6");
-    assert_int_equal(manifest_set_str(&m.run, "job"), 0);
-    assert_int_equal(manifest_set_str(&m.host, "h"), 0);
-    m.chunk_min = 64, m.chunk_avg = 256, m.chunk_max = 1024, m.normalization = 1;
-    m.nodes = 2;
+    two_nodes(&m, "s6");
     for (int k = 0; k < 2; k++) {
         assert_int_equal(
             manifest_add_file(&m, MFILE_DIR, k ? "mp_rank_01" : "mp_rank_00", 0755, NULL), 0);
