@@ -53,8 +53,8 @@
  *   the commit transaction queues it for every region (QUEUE_RECIPE,
  *   before the publish entry); the workers upload it from there, after a
  *   restart too.  A deferred chunk phase B keeps plain is fed as the read
- *   would have.  An unpinned unit, or a node's part of a multi-node step,
- *   is not derived.
+ *   would have.  An unpinned unit is not derived; a node's part of a
+ *   multi-node step is, its pairs within this node's files.
  * - Memory: one read buffer of two maximal chunks, one encoded object,
  *   the manifest; the buffer's budget is the replicator's.  Phase B: as
  *   service/dwrite.h says (a deferred chunk's bytes are read again).
@@ -521,14 +521,14 @@ static int ing_dw_plain(void *ud, const uint8_t id[HASH_LEN], const uint8_t *dat
 
 /* The pre-pass over the pinned files.  g->dw stays NULL when derive_bf16
  * is off, the unit could not be pinned (a recipe is spooled in the pin
- * folder), the snapshot is a node's part of a multi-node step (the merge,
- * service/multinode.c, does not carry a part's r lines yet), or no pair
- * is found. */
+ * folder), or no pair is found.  A node's part of a multi-node step is
+ * derived like a snapshot (the merge, service/mnextras.c, carries a
+ * part's r lines); its pairs are within this node's files. */
 static int ing_dwrite_match(struct ing *g)
 {
     const struct walk *w = &g->core.w;
     const struct config *conf = repo_conf(g->ig->r);
-    if (!conf->derive_bf16 || !g->pinned || w->n == 0 || multinode_wanted(conf, &g->core.m))
+    if (!conf->derive_bf16 || !g->pinned || w->n == 0)
         return 0;
     uint64_t *sizes = calloc(w->n, sizeof(*sizes));
     if (!sizes)

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "base/err.h"
+#include "engine/msubset.h"
 
 /* ---- kinds ---------------------------------------------------------------- */
 
@@ -313,7 +314,7 @@ static int sel_build(const struct sel *s, struct manifest *r)
             y->dkind = x->dkind;
         }
     }
-    return e;
+    return e == 0 ? msubset_extras(r, m) : e; /* its recipes and their bases */
 }
 
 int rankbind_select(const struct manifest *m, unsigned node, unsigned count, bool allow,

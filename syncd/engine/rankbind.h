@@ -66,7 +66,9 @@ bool rankbind_universal(const struct manifest *m);
 
 /* What node `node` of `count` (node < count) restores of m: see the top
  * of this header.  ret is initialized by the call when it returns 0 (the
- * selected entries, with m's header and chunks); nothing to free
+ * selected entries, with m's header and chunks; of a version 6 m, the
+ * selected chunks stored as recipes stay so, with the r and k lines they
+ * need: engine/msubset.h); nothing to free
  * otherwise.  1: m is not a merged step; CKS_E_RESHARD (err names what);
  * -ENOMEM; -EINVAL when node >= count or count is 0. */
 int rankbind_select(const struct manifest *m, unsigned node, unsigned count, bool allow,

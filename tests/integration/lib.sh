@@ -184,5 +184,14 @@ wait_for() {
 # set_settle SECONDS: the daemon's quiescence delay in $CONF.
 set_settle() { sed -i "/^\[daemon\]/a settle = $1" "$CONF"; }
 
+# second_instance: another instance on $CONF's regions, with its own state
+# directory ($T/state-b) and watch directory ($T/watch-b), in $T/b.conf;
+# defines `b ARGS...`, the CLI as that instance.
+second_instance() {
+  sed -e "s|^state = .*|state = $T/state-b|" -e "s|^watch = .*|watch = $T/watch-b|" "$CONF" > "$T/b.conf"
+  mkdir -p "$T/watch-b"
+  b() { "$CKPTSYNC" --config "$T/b.conf" "$@"; }
+}
+
 # tree_sums DIR: "sha256  relpath" of every file, sorted.
 tree_sums() { (cd "$1" && find . -type f -print0 | sort -z | xargs -0 -r sha256sum); }

@@ -16,6 +16,12 @@
 # faketime program, which forks (its pid is not the daemon's, and the
 # daemon outlives istop: test-multinode-life.sh, n1s).
 #   barrier_wait FILE           spin until FILE exists (start together)
+#   job_nodes N                 instances n0 .. n(N-1) of run "job" on N nodes
+#                               (settle 3600: each ingests on commit), their
+#                               daemons started, and x (no daemon) to read
+#   nodedir K UNIT              node K's directory of unit job/UNIT
+#   node_commit K UNIT STEP     node K commits it as its part of STEP,
+#                               --wait replicated (the answer: $T/commit-K.json)
 #   repo_ids                    the repo id each region holds, one per line
 #   fresh_restore NAME RUN ID DIR   restore ID on a brand-new state, into DIR
 
@@ -68,6 +74,19 @@ _multi_cleanup() { local n; for n in "${!IPID[@]}"; do ikill "$n"; done; }
 CKS_CLEANUP_HOOKS+=(_multi_cleanup)
 
 barrier_wait() { while [ ! -e "$1" ]; do sleep 0.002; done; }
+
+job_nodes() {
+  local k
+  for ((k = 0; k < $1; k++)); do inst "n$k" nodes="$1" node_rank=$k settle=3600; done
+  inst x
+  for ((k = 0; k < $1; k++)); do idaemon "n$k"; done
+}
+nodedir() { echo "$T/i-n$1/watch/job/$2"; }
+node_commit() {
+  icks "n$1" commit "$(nodedir "$1" "$2")" --step "$3" --wait replicated --timeout 120 --json \
+    > "$T/commit-$1.json" ||
+    { tail -20 "$T/i-n$1/daemon.log" >&2; die "node $1: commit job/$2 --wait replicated failed"; }
+}
 
 # The id in each region's repo object ("none" where it has none).
 repo_ids() {

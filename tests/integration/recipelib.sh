@@ -1,10 +1,18 @@
-# recipelib.sh — sourced by the recipe tests (test-recipes-*.sh) after
-# lib.sh: checkpoints whose chunks tests/tools/mkrecipes can store as
-# recipes, and their round trip.
+# recipelib.sh — sourced by the recipe tests (test-recipes-*.sh, the
+# daemon's derived-bf16 tests) after lib.sh and write_config: checkpoints
+# whose chunks tests/tools/mkrecipes or the writers store as recipes, and
+# their round trip.
 #   gen DIR SEED PERTURB   master.bin (fp32), weights.bin (its bf16 round to
 #                          nearest even), notes.bin; PERTURB 0: the base
 #   snap DIR STEP          snapshot of run r; prints its id
 #   restore_cmp ID SRC     restores ID and compares the three files with SRC
+#   ckpt DIR SEED [KIND]   DIR/model.pt: a torch.save checkpoint (Debian's
+#                          /usr/bin/python3 with torch) of one model, its
+#                          bf16 weights (master.to(torch.bfloat16)) and
+#                          their fp32 master; KIND bf16 or fp32: one of them
+#   ckpt_restores RUN ID DIR   restores ID; its DIR/model.pt bit for bit
+#   keys_in REGION TOP     the keys under TOP/ (chunks, recipes) in REGION
+#                          (dir or s3 regions)
 gen() { # DIR SEED PERTURB: master.bin (fp32), weights.bin (its bf16 RNE), notes.bin
   python3 - "$1" "$2" "$3" <<'PY'
 import os, random, struct, sys
@@ -44,3 +52,36 @@ restore_cmp() { # ID SRC
   done
 }
 
+# ckpt DIR SEED [KIND]: a model's bf16 weights and their fp32 master; KIND
+# both (the default): DIR/model.pt holds both; bf16: DIR/model.pt holds
+# the weights alone; fp32: DIR/master.pt holds the master alone
+ckpt() {
+  /usr/bin/python3 - "$1" "$2" "${3:-both}" <<'PY'
+import os, sys, torch
+d, seed, kind = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+os.makedirs(d, exist_ok=True)
+torch.manual_seed(seed)
+m = torch.nn.Sequential(torch.nn.Linear(512, 512), torch.nn.GELU(), torch.nn.Linear(512, 512))
+a = {k: v.detach().clone() for k, v in m.state_dict().items()}
+bf = {k: v.to(torch.bfloat16) for k, v in a.items()}
+obj, name = {"both": ({"model": bf, "master": a}, "model.pt"), "bf16": ({"model": bf}, "model.pt"),
+             "fp32": ({"master": a}, "master.pt")}[kind]
+torch.save(obj, os.path.join(d, name))
+PY
+}
+
+ckpt_restores() { # RUN ID DIR
+  rm -rf "$T/rs"
+  cks restore --run "$1" --snapshot "$2" --to "$T/rs" -q 2> "$T/rs.err" || { cat "$T/rs.err"; die "restore of $2"; }
+  cmp "$3/model.pt" "$T/rs/$(basename "$3")/model.pt" || die "$2 restores other bytes than $3"
+}
+
+# keys_in REGION TOP: the keys under TOP/ (chunks, recipes) in the region
+keys_in() {
+  if [ "${CKS_REGIONS:-dir}" = s3 ]; then
+    { aws_s3 "$1" s3 ls "s3://$S3_BUCKET/$S3_PREFIX/$2/" --recursive || true; } |
+      awk '{print $4}' | sed "s|^$S3_PREFIX/||"
+  else
+    (cd "$T/regions/$1" && find "$2" -type f 2> /dev/null || true)
+  fi
+}

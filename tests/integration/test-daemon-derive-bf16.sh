@@ -20,29 +20,8 @@ write_config 16K 64K 256K
 set_settle 1
 /usr/bin/python3 -c 'import torch' 2> /dev/null || skip "Debian's python3-torch is not installed"
 ENC=${CKS_TEST_ENCRYPT:-0}
+. "$CKS_SOURCE_DIR/tests/integration/recipelib.sh" # ckpt, keys_in, ckpt_restores
 
-# ckpt NAME SEED: a checkpoint of one file, bf16 weights and their fp32 master
-ckpt() {
-  /usr/bin/python3 - "$T/src/$1" "$2" <<'PY'
-import os, sys, torch
-d, seed = sys.argv[1], int(sys.argv[2])
-os.makedirs(d, exist_ok=True)
-torch.manual_seed(seed)
-m = torch.nn.Sequential(torch.nn.Linear(512, 512), torch.nn.GELU(), torch.nn.Linear(512, 512))
-a = {k: v.detach().clone() for k, v in m.state_dict().items()}
-torch.save({"model": {k: v.to(torch.bfloat16) for k, v in a.items()}, "master": a},
-           os.path.join(d, "model.pt"))
-PY
-}
-# keys_in REGION TOP: the keys under TOP/ (chunks, recipes) in the region
-keys_in() {
-  if [ "${CKS_REGIONS:-dir}" = s3 ]; then
-    { aws_s3 "$1" s3 ls "s3://$S3_BUCKET/$S3_PREFIX/$2/" --recursive || true; } |
-      awk '{print $4}' | sed "s|^$S3_PREFIX/||"
-  else
-    (cd "$T/regions/$1" && find "$2" -type f 2> /dev/null || true)
-  fi
-}
 # recipes_in REGION: recipes/ objects in it
 recipes_in() { keys_in "$1" recipes | grep -c . || true; }
 # man_text REGION ID: the manifest of snapshot ID (plain text: not encrypted)
@@ -80,15 +59,9 @@ published() {
   done
   return 0
 }
-restores() { # ID NAME: bit for bit
-  rm -rf "$T/rs"
-  cks restore --run r1 --snapshot "$1" --to "$T/rs" -q 2> "$T/rs.err" || { cat "$T/rs.err"; die "restore $1"; }
-  cmp "$T/src/$2/model.pt" "$T/rs/$2/model.pt" || die "$2 restored from $1 differs"
-}
-
 step "a torch checkpoint committed to the daemon: version 6, recipes in every region"
-ckpt checkpoint-1 1
-ckpt checkpoint-2 2
+ckpt "$T/src/checkpoint-1" 1
+ckpt "$T/src/checkpoint-2" 2
 start_daemon
 mkdir -p "$T/watch/r1"
 cp -r "$T/src/checkpoint-1" "$T/watch/r1/"
@@ -100,7 +73,7 @@ echo "    $id1: ${n1:-0} recipe(s)"
 [ "${n1:-0}" -ge 8 ] || { grep 'derived bf16' "$T/daemon.log"; die "only '${n1:-0}' chunks became recipes"; }
 for r in a b c; do [ "$(recipes_in $r)" = "$n1" ] || die "region $r holds $(recipes_in $r) recipes, not $n1"; done
 published "$id1" "$n1"
-restores "$id1" checkpoint-1
+ckpt_restores r1 "$id1" "$T/src/checkpoint-1"
 cks verify --run r1 > "$T/v.txt" 2>&1 || { cat "$T/v.txt"; die "verify"; }
 stop_daemon
 
@@ -131,8 +104,8 @@ for r in a b c; do
   [ "$(recipes_in $r)" = $((n1 + n2)) ] || die "region $r holds $(recipes_in $r) recipes, not $((n1 + n2))"
 done
 published "$id2" "$n2"
-restores "$id2" checkpoint-2
-restores "$id1" checkpoint-1
+ckpt_restores r1 "$id2" "$T/src/checkpoint-2"
+ckpt_restores r1 "$id1" "$T/src/checkpoint-1"
 cks verify --run r1 > "$T/v.txt" 2>&1 || { cat "$T/v.txt"; die "verify after the restart"; }
 [ -e "$pin" ] && die "the pin folder (and spool) of $id2 was left behind"
 grep -q 'retake\|dropping it' "$T/daemon.log" && die "a snapshot was dropped or retaken"
@@ -152,6 +125,6 @@ for r in a b c; do
   [ "$(recipes_in $r)" = $((n1 + n2)) ] || die "region $r holds $(recipes_in $r) recipes, not $((n1 + n2))"
 done
 published "$id3" "$n3"
-restores "$id3" checkpoint-3
+ckpt_restores r1 "$id3" "$T/src/checkpoint-3"
 stop_daemon
 echo "daemon-derive-bf16: ok"

@@ -26,9 +26,7 @@
 write_config 64K 256K 1M
 set_settle 1
 start_daemon
-sed -e "s|^state = .*|state = $T/state-b|" -e "s|^watch = .*|watch = $T/watch-b|" "$CONF" > "$T/b.conf"
-mkdir -p "$T/watch-b"
-b() { "$CKPTSYNC" --config "$T/b.conf" "$@"; }
+second_instance # B: $T/b.conf, `b`
 c10="$T/watch/r1/checkpoint-10"
 c20="$T/watch/r1/checkpoint-20"
 

@@ -15,27 +15,20 @@ MK="$CKS_BUILD_DIR/tests/mkrecipes"
 . "$CKS_SOURCE_DIR/tests/integration/recipelib.sh"
 D="$T/regions"
 
-for k in 0 1; do inst "n$k" nodes=2 node_rank=$k settle=3600; done
-inst x
-for k in 0 1; do idaemon "n$k"; done
-W() { echo "$T/i-n$1/watch/job/$2"; }   # node K's directory of unit U
-commit() { # K UNIT STEP
-  icks "n$1" commit "$(W "$1" "$2")" --step "$3" --wait replicated --timeout 120 --json \
-    > "$T/commit-$1.json" || die "node $1: commit job/$2 --wait replicated failed"
-}
+job_nodes 2 # n0, n1 (nodedir, node_commit) and x
 
 step "step 100 on both nodes: a plain merged snapshot"
-gen "$(W 0 checkpoint-100)" 0 0
-mkdir -p "$(W 1 checkpoint-100)"; head -c 200000 /dev/urandom > "$(W 1 checkpoint-100)/rank1.bin"
-commit 0 checkpoint-100 100
-commit 1 checkpoint-100 100
+gen "$(nodedir 0 checkpoint-100)" 0 0
+mkdir -p "$(nodedir 1 checkpoint-100)"; head -c 200000 /dev/urandom > "$(nodedir 1 checkpoint-100)/rank1.bin"
+node_commit 0 checkpoint-100 100
+node_commit 1 checkpoint-100 100
 icks x ls --remote --run job --json > "$T/ls.json" || die "ls --remote"
 p100=$(json "$T/ls.json" '[s["id"] for s in d if s["step"] == 100][0]')
 
 step "step 200: node 0's part lands, and is rewritten as version 6 before node 1's"
-gen "$(W 0 checkpoint-200)" 7 0.001
-mkdir -p "$(W 1 checkpoint-200)"; head -c 200000 /dev/urandom > "$(W 1 checkpoint-200)/rank1.bin"
-commit 0 checkpoint-200 200
+gen "$(nodedir 0 checkpoint-200)" 7 0.001
+mkdir -p "$(nodedir 1 checkpoint-200)"; head -c 200000 /dev/urandom > "$(nodedir 1 checkpoint-200)/rank1.bin"
+node_commit 0 checkpoint-200 200
 part=$(rg_keys a parts/job/ | grep '/s200\.0-of-2\.' | sed -n 1p)
 [ -n "$part" ] || die "node 0's part of step 200 is not in region a"
 "$MK" "$T/i-x.conf" job "$part" "$p100" bf16 > "$T/recipes.txt" 2> "$T/mk.err" ||
@@ -46,7 +39,7 @@ echo "    node 0's part: $nr recipes"
 grep -q "^ckptsync-manifest 6" "$D/a/$part" || die "the part is not version 6"
 
 step "node 1's part lands: the merged snapshot is version 6, restores bit for bit"
-commit 1 checkpoint-200 200
+node_commit 1 checkpoint-200 200
 deadline=$((SECONDS + 60))
 until man=$(ls "$D/a/snapshots/job/"* 2> /dev/null | xargs -r grep -l '^step 200$' | sed -n 1p) && [ -n "$man" ]; do
   [ $SECONDS -lt $deadline ] || { tail -20 "$T"/i-n1/daemon.log >&2; die "step 200 was not merged"; }
@@ -60,7 +53,7 @@ while read -r kind key _; do
   for rg in a b c; do [ -f "$D/$rg/$key" ] || die "$key missing in region $rg"; done
 done < "$T/recipes.txt"
 mkdir -p "$T/want"
-for k in 0 1; do cp -a "$(W $k checkpoint-200)/." "$T/want/"; done
+for k in 0 1; do cp -a "$(nodedir $k checkpoint-200)/." "$T/want/"; done
 rm -rf "$T/i-x/state" "$T/got"
 icks x restore --run job --latest --to "$T/got" -q 2> "$T/rs.err" || { cat "$T/rs.err" >&2; die "restore --latest"; }
 diff <(tree_sums "$T/want") <(tree_sums "$T/got/checkpoint-200") > "$T/diff" ||

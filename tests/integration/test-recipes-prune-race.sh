@@ -28,20 +28,8 @@ set_settle 1
 D="$T/regions"
 ENC=${CKS_TEST_ENCRYPT:-0}
 plain() { [ "$ENC" != 1 ]; } # objects and manifests under their plain names
+. "$CKS_SOURCE_DIR/tests/integration/recipelib.sh" # ckpt, ckpt_restores
 
-# ckpt DIR SEED: one file, bf16 weights and their fp32 master
-ckpt() {
-  /usr/bin/python3 - "$1" "$2" <<'PY'
-import os, sys, torch
-d, seed = sys.argv[1], int(sys.argv[2])
-os.makedirs(d, exist_ok=True)
-torch.manual_seed(seed)
-m = torch.nn.Sequential(torch.nn.Linear(512, 512), torch.nn.GELU(), torch.nn.Linear(512, 512))
-a = {k: v.detach().clone() for k, v in m.state_dict().items()}
-torch.save({"model": {k: v.to(torch.bfloat16) for k, v in a.items()}, "master": a},
-           os.path.join(d, "model.pt"))
-PY
-}
 # man_objects REGION RUN ID: the recipes/ and chunks/ keys the manifest names
 # (a "c ID SIZE r" line is a chunk stored as the recipe its r line names)
 man_objects() {
@@ -91,12 +79,6 @@ finish_prune() {
   PPID_=
   [ "$(json "$T/prune.json" '[x["state"] for x in d["regions"] if x["name"] == "a"][0]')" = swept ] ||
     die "region a's mark was not swept: $(cat "$T/prune.json")"
-}
-# restore_cmp RUN ID SRC-DIR: restores ID, bit for bit the same as SRC-DIR
-restore_cmp() { # RUN ID SRC-DIR
-  rm -rf "$T/rs"
-  cks restore --run "$1" --snapshot "$2" --to "$T/rs" -q 2> "$T/rs.err" || { cat "$T/rs.err"; die "restore of $2"; }
-  cmp "$3/model.pt" "$T/rs/$(basename "$3")/model.pt" || die "$2 restores other bytes"
 }
 # nregions RUN ID: the number of regions that list snapshot ID
 nregions() {
@@ -151,8 +133,8 @@ b2=$(json "$T/b2.json" 'd["id"]')
 [ "$(nregions r "$b2")" = 3 ] || die "the rerun is not published in every region"
 ! plain || [ -z "$(gone "$T/b.recipes")" ] || die "the rerun did not upload B's recipes to region a again"
 ! plain || sound r
-restore_cmp r "$b2" "$T/src/ckpt"
-restore_cmp r "$bid" "$T/src/ckpt"
+ckpt_restores r "$b2" "$T/src/ckpt"
+ckpt_restores r "$bid" "$T/src/ckpt"
 cks verify --run r --snapshot "$b2" > "$T/v.txt" 2>&1 || { cat "$T/v.txt"; die "verify of the rerun"; }
 # B itself is in regions b and c only: repair copies its manifest to a,
 # whose objects the rerun uploaded again
@@ -205,7 +187,7 @@ grep -q "event=reupload region=a run=d snapshot=$id3" "$T/daemon.log" || die "no
 step "(2) published in every region, sound; restore bit for bit; verify clean"
 [ "$(nregions d "$id3")" = 3 ] || die "$id3 is not published in every region"
 ! plain || sound d
-restore_cmp d "$id3" "$T/src/checkpoint-3"
+ckpt_restores d "$id3" "$T/src/checkpoint-3"
 cks verify --run d > "$T/v.txt" 2>&1 || { cat "$T/v.txt"; die "verify of run d"; }
 stop_daemon
 echo PASS

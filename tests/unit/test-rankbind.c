@@ -5,7 +5,8 @@
  * every unbound file), the refusal naming every rank-bound file a smaller
  * world would drop and the ranks, --allow-reshard, ZeRO with and without
  * a universal checkpoint, and the directories and hard-link targets a
- * selected entry needs.
+ * selected entry needs; of a version 6 step, the recipes and bases the
+ * selected chunks need (engine/msubset.h).
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -208,17 +209,23 @@ static void test_dcp(void **state)
 /* ZeRO partitions: any other world size is refused (their partitioning is
  * the old world's) unless a universal checkpoint is in the step; a hard
  * link brings its file, a file its directories. */
+/* An empty merged step of two nodes, id `id`. */
+static void two_nodes(struct manifest *m, const char *id)
+{
+    manifest_init(m);
+    snprintf(m->id, sizeof(m->id), "%s", id);
+    assert_int_equal(manifest_set_str(&m->run, "job"), 0);
+    assert_int_equal(manifest_set_str(&m->host, "h"), 0);
+    m->chunk_min = 64, m->chunk_avg = 256, m->chunk_max = 1024, m->normalization = 1;
+    m->nodes = 2;
+}
+
 static void test_zero(void **state)
 {
     struct manifest m, sub;
     struct buf err = BUF_INIT;
     (void)state;
-    manifest_init(&m);
-    snprintf(m.id, sizeof(m.id), "%s", "s1");
-    assert_int_equal(manifest_set_str(&m.run, "job"), 0);
-    assert_int_equal(manifest_set_str(&m.host, "h"), 0);
-    m.chunk_min = 64, m.chunk_avg = 256, m.chunk_max = 1024, m.normalization = 1;
-    m.nodes = 2;
+    two_nodes(&m, "s1");
     assert_int_equal(manifest_add_file(&m, MFILE_DIR, "gs/a", 0755, NULL), 0);
     assert_int_equal(
         manifest_add_file(&m, MFILE_REG, "gs/a/zero_pp_rank_0_mp_rank_00.pt", 0644, NULL), 0);
@@ -250,12 +257,91 @@ static void test_zero(void **state)
     manifest_free(&m);
 }
 
+/* A file of node `node` with chunks of the given fill bytes. */
+static void rb_file(struct manifest *m, const char *path, int node, const int *fills, size_t n)
+{
+    uint8_t c[HASH_LEN];
+    assert_int_equal(manifest_add_file(m, MFILE_REG, path, 0644, NULL), 0);
+    m->files[m->nfiles - 1].node = node;
+    for (size_t i = 0; i < n; i++) {
+        memset(c, fills[i], sizeof(c));
+        assert_int_equal(manifest_add_chunk(m, c, 100 + (uint32_t)fills[i]), 0);
+    }
+}
+
+/* An r line (bases: fill bytes) or, with nbases 0, a k line; marks the id's c lines. */
+static void rb_extra(struct manifest *m, int fill, const int *bases, size_t nbases)
+{
+    uint8_t id[HASH_LEN], b[MANIFEST_MAX_BASES][HASH_LEN];
+    memset(id, fill, sizeof(id));
+    for (size_t i = 0; i < nbases; i++)
+        memset(b[i], bases[i], HASH_LEN);
+    assert_int_equal(
+        manifest_add_extra(m, id, 100 + (uint32_t)fill, (const uint8_t(*)[HASH_LEN])b, nbases), 0);
+    for (size_t i = 0; nbases && i < m->nchunks; i++)
+        if (m->chunks[i].id[0] == fill)
+            assert_int_equal(manifest_mark_recipe(m, i, true), 0);
+}
+
+/* "r <fill> <nbases>" or "k <fill>" for each extra of m, and "*" after a
+ * marked chunk's fill, joined by spaces. */
+static void rb_extras(const struct manifest *m, char *out, size_t cap)
+{
+    size_t n = 0;
+    out[0] = 0;
+    for (size_t i = 0; i < m->nchunks; i++)
+        n += (size_t)snprintf(out + n, cap - n, "%d%s ", m->chunks[i].id[0],
+                              manifest_chunk_recipe(m, i) ? "*" : "");
+    for (size_t i = 0; i < m->nextras; i++)
+        n += (size_t)snprintf(out + n, cap - n, "%s%c %d %u", i ? " " : "| ",
+                              m->extras[i].recipe ? 'r' : 'k', m->extras[i].id[0],
+                              m->extras[i].nbases);
+}
+
+/* A version 6 merged step: node K's files keep their recipes, with the r
+ * and k lines they need, a base in a file the node does not get as a k
+ * line; a recipe of a file not selected is left out. */
+static void test_recipes(void **state)
+{
+    struct manifest m, sub;
+    struct buf err = BUF_INIT;
+    char got[512];
+    (void)state;
+    two_nodes(&m, "s6");
+    for (int k = 0; k < 2; k++) {
+        assert_int_equal(
+            manifest_add_file(&m, MFILE_DIR, k ? "mp_rank_01" : "mp_rank_00", 0755, NULL), 0);
+        m.files[m.nfiles - 1].node = k;
+    }
+    rb_file(&m, "mp_rank_00/a.pt", 0, (int[]){1, 2}, 2);    /* 2 = r over 1 */
+    rb_file(&m, "mp_rank_00/c.pt", 0, (int[]){3}, 1);       /* a base of 5 */
+    rb_file(&m, "mp_rank_01/b.pt", 1, (int[]){4, 5, 6}, 3); /* 5 over 4, 3, 9; 6 over 5 */
+    rb_extra(&m, 2, (int[]){1}, 1);
+    rb_extra(&m, 5, (int[]){3, 4, 9}, 3);
+    rb_extra(&m, 6, (int[]){5}, 1);
+    rb_extra(&m, 9, NULL, 0); /* a plain chunk needed only as a base */
+    manifest_sort_extras(&m);
+    assert_int_equal(manifest_validate(&m, &err), 0);
+    check_select(&m, 0, 2, false, 0, "mp_rank_00 mp_rank_00/a.pt mp_rank_00/c.pt");
+    assert_int_equal(rankbind_select(&m, 0, 2, false, &sub, &err), 0);
+    rb_extras(&sub, got, sizeof(got));
+    assert_string_equal(got, "1 2* 3 | r 2 1");
+    manifest_free(&sub);
+    check_select(&m, 1, 2, false, 0, "mp_rank_01 mp_rank_01/b.pt");
+    assert_int_equal(rankbind_select(&m, 1, 2, false, &sub, &err), 0);
+    rb_extras(&sub, got, sizeof(got));
+    assert_string_equal(got, "4 5* 6* | k 3 0 r 5 3 r 6 1 k 9 0");
+    manifest_free(&sub);
+    buf_free(&err);
+    manifest_free(&m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kinds),       cmocka_unit_test(test_same_count),
         cmocka_unit_test(test_fewer_nodes), cmocka_unit_test(test_dcp),
-        cmocka_unit_test(test_zero),
+        cmocka_unit_test(test_zero),        cmocka_unit_test(test_recipes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
