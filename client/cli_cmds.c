@@ -230,6 +230,12 @@ static void restore_print(struct cli *c, const struct repo *r, const struct rest
         json_u64(&j, s->local_chunks);
         json_key(&j, "local_bytes");
         json_u64(&j, s->local_bytes);
+        json_key(&j, "local_bases");
+        json_u64(&j, s->local_bases);
+        json_key(&j, "local_base_bytes");
+        json_u64(&j, s->local_base_bytes);
+        json_key(&j, "local_bases_stale");
+        json_u64(&j, s->local_bases_stale);
         json_key(&j, "setid_cleared");
         json_u64(&j, s->setid_cleared);
         json_key(&j, "excluded");
@@ -264,6 +270,11 @@ static void restore_print(struct cli *c, const struct repo *r, const struct rest
                (unsigned long long)s->failovers);
     if (s->local_chunks)
         printf(", %llu copied from the seed", (unsigned long long)s->local_chunks);
+    if (s->local_bases)
+        printf(", %llu recipe bases read from the seed", (unsigned long long)s->local_bases);
+    if (s->local_bases_stale)
+        printf(", %llu recipe bases changed in the seed (downloaded)",
+               (unsigned long long)s->local_bases_stale);
     if (s->setid_cleared)
         printf(", setuid/setgid cleared on %llu", (unsigned long long)s->setid_cleared);
     if (s->excluded)

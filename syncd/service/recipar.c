@@ -16,7 +16,9 @@
  *      targets cut into batches of about even size (a fetch run gives a
  *      part to every 4 jobs per region only, so a small last batch would
  *      run on one core);
- *   3. its bases, each once, are taken out of the cache; the missing
+ *   3. its bases, each once, are taken out of the cache, else read from
+ *      the local source when one is set (recipe_src_set_local: restore's
+ *      seed, each checked against its id there); the missing
  *      recipe ones (a chain) are rebuilt first by this same procedure one
  *      level down, delivering into the batch; the missing plain ones (k
  *      lines, file chunks evicted or not seeded) are fetched in one
@@ -299,9 +301,24 @@ static int rp_level(struct rp *p, const struct fetch_job *jobs, size_t n, bool t
                     int (*on_chunk)(void *, const struct fetch_job *, const uint8_t *, size_t),
                     void *ud, struct rp_lost *lost);
 
-/* The batch's bases not taken from the cache: recipes rebuilt one level
- * down, plain chunks fetched.  0 (a base lost is left without data and
- * noted in bt), or a failure that stops the run. */
+/* The batch's bases not in the cache that the local source (restore's
+ * seed) holds intact, plain or recipe: read from it, not fetched. */
+static int rp_local_bases(struct rp_batch *bt)
+{
+    for (size_t i = 0; i < bt->nb; i++) {
+        struct rp_base *b = &bt->b[i];
+        int c = b->have ? 0 : recipe_src_local(bt->p->src, b->id, b->len, &b->data);
+        if (c < 0)
+            return c;
+        b->have = b->have || c > 0;
+    }
+    return 0;
+}
+
+/* The batch's bases not taken from the cache: read from the local source
+ * when it has them, else recipes rebuilt one level down, plain chunks
+ * fetched.  0 (a base lost is left without data and noted in bt), or a
+ * failure that stops the run. */
 static int rp_fetch_bases(struct rp_batch *bt)
 {
     struct rp *p = bt->p;
@@ -310,7 +327,7 @@ static int rp_fetch_bases(struct rp_batch *bt)
     struct buf ferr = BUF_INIT;
     struct rp_lost cl = {0};
     size_t n = 0;
-    int e = fj ? 0 : -ENOMEM;
+    int e = fj ? rp_local_bases(bt) : -ENOMEM;
     for (size_t i = 0; e == 0 && i < bt->nb; i++)
         if (!bt->b[i].have && bt->b[i].x && bt->b[i].x->recipe)
             fj[n++] = (struct fetch_job){.id = bt->b[i].id, .len = bt->b[i].len, .tag = i};
