@@ -400,6 +400,11 @@ void recipe_src_set_local(struct recipe_src *s, recipe_local_fn fn, void *ud)
     s->local_ud = ud;
 }
 
+bool recipe_src_has_local(const struct recipe_src *s)
+{
+    return s->local != NULL;
+}
+
 int recipe_src_local(struct recipe_src *s, const uint8_t id[HASH_LEN], uint32_t len,
                      struct buf *out)
 {

@@ -733,19 +733,19 @@ static int seed_copy(struct rst *s, struct seed *sd, struct fetch_job *j, struct
     return e < 0 ? e : 1;
 }
 
-/* recipar's local source (recipe_src_set_local): a recipe's base read from
- * the seed and checked; one the seed lost or holds changed is counted and
- * left to the regions. */
+/* recipar's local source (recipe_src_set_local; several threads at once:
+ * the seed is only read): a recipe's base read from the seed and checked;
+ * one the seed lost or holds changed is counted and left to the regions. */
 static int seed_base(void *ud, const uint8_t id[HASH_LEN], uint32_t len, struct buf *out)
 {
     struct rst *s = ud;
     bool stale = false;
     int c = seed_read(s, s->seed, id, len, out, &stale);
-    if (c > 0) {
-        s->res->local_bases++;
-        s->res->local_base_bytes += len;
+    if (c > 0) { /* recipar's threads: counted atomically */
+        __atomic_add_fetch(&s->res->local_bases, 1, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&s->res->local_base_bytes, len, __ATOMIC_RELAXED);
     } else if (c == 0 && stale) {
-        s->res->local_bases_stale++;
+        __atomic_add_fetch(&s->res->local_bases_stale, 1, __ATOMIC_RELAXED);
     }
     return c;
 }
