@@ -159,7 +159,8 @@ static const char restore_usage[] =
     "Restores a snapshot into DIR/<its root>: every chunk and every file verified,\n"
     "written under a staging name, fsynced, then renamed into place.  A chunk that\n"
     "is missing or corrupt in one region is fetched from another.  Chunks found in\n"
-    "--seed DIR (e.g. an older checkpoint of the run) are copied, not downloaded.\n"
+    "--seed DIR (e.g. an older checkpoint of the run) are copied, not downloaded,\n"
+    "and so are the bases of chunks stored as recipes (deltas).\n"
     "Setuid and setgid bits are cleared (a warning counts the files) unless\n"
     "--keep-setid is given.  ID: a snapshot id, a prefix only one id starts\n"
     "with, or `latest`.\n"
@@ -230,6 +231,12 @@ static void restore_print(struct cli *c, const struct repo *r, const struct rest
         json_u64(&j, s->local_chunks);
         json_key(&j, "local_bytes");
         json_u64(&j, s->local_bytes);
+        json_key(&j, "local_bases");
+        json_u64(&j, s->local_bases);
+        json_key(&j, "local_base_bytes");
+        json_u64(&j, s->local_base_bytes);
+        json_key(&j, "local_bases_stale");
+        json_u64(&j, s->local_bases_stale);
         json_key(&j, "setid_cleared");
         json_u64(&j, s->setid_cleared);
         json_key(&j, "excluded");
@@ -264,6 +271,11 @@ static void restore_print(struct cli *c, const struct repo *r, const struct rest
                (unsigned long long)s->failovers);
     if (s->local_chunks)
         printf(", %llu copied from the seed", (unsigned long long)s->local_chunks);
+    if (s->local_bases)
+        printf(", %llu recipe bases read from the seed", (unsigned long long)s->local_bases);
+    if (s->local_bases_stale)
+        printf(", %llu recipe bases changed in the seed (downloaded)",
+               (unsigned long long)s->local_bases_stale);
     if (s->setid_cleared)
         printf(", setuid/setgid cleared on %llu", (unsigned long long)s->setid_cleared);
     if (s->excluded)

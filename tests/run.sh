@@ -41,5 +41,5 @@ if [ "${CKS_TSAN:-1}" != 0 ] && [ $# -eq 0 ]; then
   cd "$top/build-tsan"
   TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
     ctest --output-on-failure -j2 --timeout 1200 \
-      -R 'integration/test-(daemon-(config|hf|hf-enc|outage|torn|derive-bf16)|migrate|preempt|multi-writers|multi-lineage|multi-presence|prune-concurrent|encryption|restore-parallel|restore-progressive|restore-window|restore-commit|recipes-read|recipes-parallel|snapshot-readers|snapshot-claim|derive-bf16|durable-first|multinode|gen-blind)$'
+      -R 'integration/test-(daemon-(config|hf|hf-enc|outage|torn|derive-bf16)|migrate|preempt|multi-writers|multi-lineage|multi-presence|prune-concurrent|encryption|restore-parallel|restore-progressive|restore-window|restore-commit|recipes-read|recipes-parallel|seed-bases|snapshot-readers|snapshot-claim|derive-bf16|durable-first|multinode|gen-blind)$'
 fi

@@ -16,11 +16,13 @@
  *      targets cut into batches of about even size (a fetch run gives a
  *      part to every 4 jobs per region only, so a small last batch would
  *      run on one core);
- *   3. its bases, each once, are taken out of the cache; the missing
- *      recipe ones (a chain) are rebuilt first by this same procedure one
- *      level down, delivering into the batch; the missing plain ones (k
- *      lines, file chunks evicted or not seeded) are fetched in one
- *      fetch_run;
+ *   3. its bases, each once, are taken out of the cache, else read from
+ *      the local source when one is set (recipe_src_set_local: restore's
+ *      seed, each checked against its id there, on `workers` threads);
+ *      the missing recipe ones (a chain) are rebuilt first by this same
+ *      procedure one level down, delivering into the batch; the missing
+ *      plain ones (k lines, file chunks evicted or not seeded) are
+ *      fetched in one fetch_run;
  *   4. the batch's recipe objects are fetched in one fetch_run_dec whose
  *      decoder (rp_decode) checks that the object names the manifest's
  *      bases, decodes it against the batch's bases (read-only while the
@@ -44,6 +46,7 @@
 #include "service/recipar.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -299,9 +302,62 @@ static int rp_level(struct rp *p, const struct fetch_job *jobs, size_t n, bool t
                     int (*on_chunk)(void *, const struct fetch_job *, const uint8_t *, size_t),
                     void *ud, struct rp_lost *lost);
 
-/* The batch's bases not taken from the cache: recipes rebuilt one level
- * down, plain chunks fetched.  0 (a base lost is left without data and
- * noted in bt), or a failure that stops the run. */
+#define RP_LOCAL_THREADS 64
+
+struct rp_lwork {
+    struct rp_batch *bt;
+    size_t next; /* the next base to look at (atomic) */
+    int err;     /* the first failure (atomic) */
+};
+
+/* A thread of rp_local_bases: takes the next base not in hand, asks the
+ * local source; each base is written by one thread only. */
+static void *rp_local_main(void *arg)
+{
+    struct rp_lwork *w = arg;
+    struct rp_batch *bt = w->bt;
+    for (;;) {
+        size_t i = __atomic_fetch_add(&w->next, 1, __ATOMIC_RELAXED);
+        if (i >= bt->nb || __atomic_load_n(&w->err, __ATOMIC_RELAXED))
+            break;
+        struct rp_base *b = &bt->b[i];
+        if (b->have)
+            continue;
+        int c = recipe_src_local(bt->p->src, b->id, b->len, &b->data), none = 0;
+        if (c < 0)
+            __atomic_compare_exchange_n(&w->err, &none, c, false, __ATOMIC_RELAXED,
+                                        __ATOMIC_RELAXED);
+        b->have = c > 0;
+    }
+    return NULL;
+}
+
+/* The batch's bases not in the cache that the local source (restore's
+ * seed) holds intact, plain or recipe: read from it (each checked there
+ * against its id), not fetched; on up to `workers` threads at once. */
+static int rp_local_bases(struct rp_batch *bt)
+{
+    pthread_t th[RP_LOCAL_THREADS];
+    struct rp_lwork w = {.bt = bt};
+    size_t want = 0, n = repo_workers(bt->p->r), started = 0;
+    if (!recipe_src_has_local(bt->p->src))
+        return 0;
+    for (size_t i = 0; i < bt->nb; i++)
+        want += !bt->b[i].have;
+    n = n < want ? n : want;
+    n = n < RP_LOCAL_THREADS ? n : RP_LOCAL_THREADS;
+    while (started + 1 < n && pthread_create(&th[started], NULL, rp_local_main, &w) == 0)
+        started++;
+    rp_local_main(&w); /* this thread too (a failed create leaves fewer) */
+    for (size_t i = 0; i < started; i++)
+        pthread_join(th[i], NULL);
+    return w.err;
+}
+
+/* The batch's bases not taken from the cache: read from the local source
+ * when it has them, else recipes rebuilt one level down, plain chunks
+ * fetched.  0 (a base lost is left without data and noted in bt), or a
+ * failure that stops the run. */
 static int rp_fetch_bases(struct rp_batch *bt)
 {
     struct rp *p = bt->p;
@@ -310,7 +366,7 @@ static int rp_fetch_bases(struct rp_batch *bt)
     struct buf ferr = BUF_INIT;
     struct rp_lost cl = {0};
     size_t n = 0;
-    int e = fj ? 0 : -ENOMEM;
+    int e = fj ? rp_local_bases(bt) : -ENOMEM;
     for (size_t i = 0; e == 0 && i < bt->nb; i++)
         if (!bt->b[i].have && bt->b[i].x && bt->b[i].x->recipe)
             fj[n++] = (struct fetch_job){.id = bt->b[i].id, .len = bt->b[i].len, .tag = i};

@@ -51,7 +51,9 @@ struct recipe_src {
     uint64_t fetched;   /* object bytes downloaded */
     struct mbase *want; /* plain file chunks some recipe names as a base, sorted */
     size_t nwant;
-    pthread_mutex_t mu; /* the cache, for recipe_src_seed's threads */
+    pthread_mutex_t mu;    /* the cache, for recipe_src_seed's threads */
+    recipe_local_fn local; /* restore's seed: bases read from local files */
+    void *local_ud;
 };
 
 static int flen_cmp(const void *a, const void *b)
@@ -390,6 +392,23 @@ uint64_t recipe_src_budget(const struct recipe_src *s)
 uint64_t recipe_src_fetched(const struct recipe_src *s)
 {
     return s->fetched;
+}
+
+void recipe_src_set_local(struct recipe_src *s, recipe_local_fn fn, void *ud)
+{
+    s->local = fn;
+    s->local_ud = ud;
+}
+
+bool recipe_src_has_local(const struct recipe_src *s)
+{
+    return s->local != NULL;
+}
+
+int recipe_src_local(struct recipe_src *s, const uint8_t id[HASH_LEN], uint32_t len,
+                     struct buf *out)
+{
+    return s->local ? s->local(s->local_ud, id, len, out) : 0;
 }
 
 int recipe_check_in(struct recipe_src *s, size_t i, const struct mextra *x, bool quick,

@@ -78,6 +78,20 @@ uint64_t recipe_src_budget(const struct recipe_src *s);
 /* Object bytes the source downloaded so far. */
 uint64_t recipe_src_fetched(const struct recipe_src *s);
 
+/* A local source of chunks' plaintext (restore's seed, docs/deltas.md
+ * "hot resume"): fn puts chunk id's len bytes into out (reset first),
+ * checked against id, and returns 1; 0 when it has no intact copy (the
+ * regions are asked); a negative code stops the caller.  Called by
+ * recipar_run before it fetches a batch's bases, from several threads at
+ * once (fn locks what it shares; each call has its own out). */
+typedef int (*recipe_local_fn)(void *ud, const uint8_t id[HASH_LEN], uint32_t len, struct buf *out);
+void recipe_src_set_local(struct recipe_src *s, recipe_local_fn fn, void *ud);
+/* Whether a local source was set; fn's answer for chunk id (0 when none
+ * was set). */
+bool recipe_src_has_local(const struct recipe_src *s);
+int recipe_src_local(struct recipe_src *s, const uint8_t id[HASH_LEN], uint32_t len,
+                     struct buf *out);
+
 /* The recipe object of extra x in region i, checked: read, names the bases
  * the manifest gives x, and (unless quick: then only read) decodes with
  * them to x's id.  0 intact, -ENOENT missing, CKS_E_DIGEST/CKS_E_FORMAT

@@ -200,6 +200,7 @@ struct rst {
                               * verified against and the length written (len 0:
                               * not yet) */
     struct recipe_src *rsrc; /* version 6: rebuilds the recipe chunks (rst_recipes) */
+    struct seed *seed;       /* local files lending chunks and recipe bases */
 };
 
 /* A chunk that arrived before its turn in its file's digest, kept. */
@@ -567,7 +568,7 @@ struct seed_ref {
     uint64_t off;
 };
 
-struct seed {
+struct seed { /* the files of --seed DIR, else the target's the index knows */
     const struct repo *r;
     struct walk w;
     struct seed_ref *v;
@@ -677,31 +678,53 @@ static int seed_build(struct rst *s, struct seed *sd)
     return e;
 }
 
+/* Reads chunk id (len bytes) from the seed into tmp, checked against its
+ * id: 1 intact, 0 when the seed does not hold it intact (a file changed
+ * or gone since it was cut: *stale), or -ENOMEM.  Every place the seed
+ * holds the id is tried. */
+static int seed_read(struct rst *s, struct seed *sd, const uint8_t id[HASH_LEN], uint32_t len,
+                     struct buf *tmp, bool *stale)
+{
+    struct seed_ref key, *hit;
+    uint8_t got[HASH_LEN];
+    memcpy(key.id, id, HASH_LEN);
+    hit = sd->n ? bsearch(&key, sd->v, sd->n, sizeof(*sd->v), seed_ref_cmp) : NULL;
+    if (!hit)
+        return 0;
+    while (hit > sd->v && !memcmp(hit[-1].id, id, HASH_LEN))
+        hit--;
+    buf_reset(tmp);
+    if (buf_reserve(tmp, len) < 0)
+        return -ENOMEM;
+    for (; hit < sd->v + sd->n && !memcmp(hit->id, id, HASH_LEN); hit++) {
+        if (hit->len != len)
+            continue;
+        struct buf path = BUF_INIT;
+        buf_printf(&path, "%s/%s", sd->w.base, sd->w.v[hit->file].path);
+        int fd = open(buf_str(&path), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        buf_free(&path);
+        ssize_t n = fd < 0 ? -1 : pread(fd, tmp->data, len, (off_t)hit->off);
+        if (fd >= 0)
+            close(fd);
+        if (n == (ssize_t)len) {
+            repo_chunk_id(s->r, tmp->data, len, got);
+            if (memcmp(got, id, HASH_LEN) == 0) {
+                tmp->len = len;
+                return 1;
+            }
+        }
+        *stale = true;
+    }
+    return 0;
+}
+
 /* Copies the job's chunk from the seed if it is there and intact. */
 static int seed_copy(struct rst *s, struct seed *sd, struct fetch_job *j, struct buf *tmp)
 {
-    struct seed_ref key, *hit;
-    uint8_t id[HASH_LEN];
-    memcpy(key.id, j->id, HASH_LEN);
-    hit = bsearch(&key, sd->v, sd->n, sizeof(*sd->v), seed_ref_cmp);
-    if (!hit || hit->len != j->len)
-        return 0;
-    struct buf path = BUF_INIT;
-    buf_printf(&path, "%s/%s", sd->w.base, sd->w.v[hit->file].path);
-    int fd = open(buf_str(&path), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-    buf_free(&path);
-    if (fd < 0 || buf_reserve(tmp, j->len) < 0) {
-        if (fd >= 0)
-            close(fd);
-        return 0;
-    }
-    ssize_t n = pread(fd, tmp->data, j->len, (off_t)hit->off);
-    close(fd);
-    if (n != (ssize_t)j->len)
-        return 0;
-    repo_chunk_id(s->r, tmp->data, j->len, id);
-    if (memcmp(id, j->id, HASH_LEN) != 0)
-        return 0; /* the seed changed since it was cut: download it */
+    bool stale = false;
+    int c = seed_read(s, sd, j->id, j->len, tmp, &stale);
+    if (c <= 0)
+        return c; /* not there, or changed since it was cut: download it */
     int e = rst_chunk(s, j, tmp->data, j->len);
     if (e == 0) {
         s->res->local_chunks++;
@@ -710,15 +733,46 @@ static int seed_copy(struct rst *s, struct seed *sd, struct fetch_job *j, struct
     return e < 0 ? e : 1;
 }
 
-/* Serves what the seed has; compacts jobs to what is left to download. */
+/* recipar's local source (recipe_src_set_local; several threads at once:
+ * the seed is only read): a recipe's base read from the seed and checked;
+ * one the seed lost or holds changed is counted and left to the regions. */
+static int seed_base(void *ud, const uint8_t id[HASH_LEN], uint32_t len, struct buf *out)
+{
+    struct rst *s = ud;
+    bool stale = false;
+    int c = seed_read(s, s->seed, id, len, out, &stale);
+    if (c > 0) { /* recipar's threads: counted atomically */
+        __atomic_add_fetch(&s->res->local_bases, 1, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&s->res->local_base_bytes, len, __ATOMIC_RELAXED);
+    } else if (c == 0 && stale) {
+        __atomic_add_fetch(&s->res->local_bases_stale, 1, __ATOMIC_RELAXED);
+    }
+    return c;
+}
+
+static void seed_free(struct seed *sd)
+{
+    if (!sd)
+        return;
+    walk_free(&sd->w);
+    free(sd->v);
+    free(sd);
+}
+
+/* Serves what the seed has; compacts jobs to what is left to download.
+ * The seed is kept in s->seed for the recipes' bases (seed_base). */
 static int seed_serve(struct rst *s, struct fetch_job *jobs, size_t *n)
 {
-    struct seed sd = {.r = s->r};
+    struct seed *sd = calloc(1, sizeof(*sd));
     struct buf tmp = BUF_INIT;
     size_t out = 0;
-    int e = seed_build(s, &sd);
+    if (!sd)
+        return -ENOMEM;
+    sd->r = s->r;
+    s->seed = sd;
+    int e = seed_build(s, sd);
     for (size_t i = 0; i < *n && e == 0; i++) {
-        int c = sd.n ? seed_copy(s, &sd, &jobs[i], &tmp) : 0;
+        int c = sd->n ? seed_copy(s, sd, &jobs[i], &tmp) : 0;
         if (c < 0)
             e = c;
         else if (c == 0)
@@ -726,8 +780,6 @@ static int seed_serve(struct rst *s, struct fetch_job *jobs, size_t *n)
     }
     if (e == 0)
         *n = out;
-    walk_free(&sd.w);
-    free(sd.v);
     buf_free(&tmp);
     return e;
 }
@@ -1023,6 +1075,8 @@ static int rst_files(struct rst *s)
         e = -ENOMEM;
     if (e == 0 && nrec)
         e = recipe_src_open(s->r, &s->m, (size_t)repo_conf(s->r)->memory / 4, &s->rsrc);
+    if (e == 0 && nrec && s->seed && s->seed->n)
+        recipe_src_set_local(s->rsrc, seed_base, s);
     if (e == 0) {
         /* progressive: a lost chunk fails the restore at its end, the files
          * it does not touch placed meanwhile */
@@ -1047,6 +1101,8 @@ static int rst_files(struct rst *s)
         }
     recipe_src_close(s->rsrc);
     s->rsrc = NULL;
+    seed_free(s->seed);
+    s->seed = NULL;
     free(jobs);
     return e;
 }
