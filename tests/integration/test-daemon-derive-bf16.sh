@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# regions: dir s3
+# regions: dir (s3: tests/soak/s3-variants.sh)
 # encrypted: yes
 # The daemon writes derived-bf16 recipes (issue 27, docs/deltas.md "The
 # daemon writes recipes"): a torch.save checkpoint written by Debian's
