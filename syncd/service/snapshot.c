@@ -42,6 +42,7 @@
 #include "service/fanout.h"
 #include "service/gc.h"
 #include "service/ingcore.h"
+#include "service/keyframe.h"
 #include "service/presence.h"
 #include "service/snapshot.h"
 #include "store/layout.h"
@@ -96,7 +97,9 @@ struct snap {
     struct fanout *fan;       /* upload once, then copy (service/fanout.h) */
     pthread_mutex_t claim_mu; /* sworker.claim */
     pthread_cond_t claim_cv;
-    struct dwrite *dw; /* derived bf16 ([compress] derive_bf16; NULL: off) */
+    struct dwrite *dw; /* derived bf16 ([compress] derive_bf16) and deltas against
+                        * the keyframe (keyframe_every); NULL: neither */
+    struct kfbase *kb; /* the keyframe's chunks (service/keyframe.h); NULL: none */
 };
 
 /* A chunk this snapshot uploaded or found in the regions of mask (slot
@@ -1060,14 +1063,63 @@ out:
     return e;
 }
 
+/* File path of this snapshot (its root's name first) as the keyframe's
+ * root names it; NULL on no memory. */
+static char *snap_kf_path(const char *root, const char *kf_root, const char *path)
+{
+    size_t n = strlen(root);
+    char *p = NULL;
+    if (strncmp(path, root, n) || (path[n] && path[n] != '/'))
+        return NULL;
+    return asprintf(&p, "%s%s", kf_root, path + n) < 0 ? NULL : p;
+}
+
+/* The deltas of the files to read against the run's keyframe
+ * (service/keyframe.h), its files looked for next to the snapshot's
+ * source (dirname(PATH)/<keyframe root>), else in the regions. */
+static int snap_keyframe(struct snap *s, const uint64_t *sizes, const bool *unchanged)
+{
+    const struct walk *w = &s->core.w;
+    struct manifest kf;
+    bool found;
+    int e = keyframe_find(s->r, s->o->run, s->o->step, repo_conf(s->r)->keyframe_every, &kf, &found,
+                          s->err);
+    if (e < 0 || !found)
+        return e;
+    if (!kf.root) {
+        manifest_free(&kf);
+        return 0;
+    }
+    log_info("keyframe: snapshot %s (step %lld) is the base of this one's deltas", kf.id,
+             (long long)kf.step);
+    if ((e = kfbase_open(s->r, &kf, w->base, &s->kb, s->err)) < 0)
+        return e;
+    const char *kroot = kfbase_manifest(s->kb)->root;
+    char **paths = calloc(w->n, sizeof(*paths));
+    if (!paths)
+        return -ENOMEM;
+    for (size_t k = 0; k < w->n; k++)
+        if (sizes[k] && !(paths[k] = snap_kf_path(w->v[0].path, kroot, w->v[k].path)))
+            e = -ENOMEM;
+    if (e == 0)
+        e = dwrite_xor(s->dw, s->kb, (const char *const *)paths, snap_dw_open_quiet, s, sizes,
+                       unchanged);
+    for (size_t k = 0; k < w->n; k++)
+        free(paths[k]);
+    free(paths);
+    return e;
+}
+
 /* The pre-pass of service/dwrite.h: the bf16 tensors of the files to read
  * that may be the rounding of an fp32 one of any file (a file the index
- * gives unchanged offers bases only).  s->dw stays NULL when derive_bf16
- * is off or no pair is found. */
+ * gives unchanged offers bases only), and the tensors the keyframe holds.
+ * s->dw stays NULL when derive_bf16 is off and keyframe_every 1, or
+ * nothing is proposed. */
 static int snap_dwrite_match(struct snap *s)
 {
     const struct walk *w = &s->core.w;
-    if (!repo_conf(s->r)->derive_bf16 || w->n == 0)
+    const struct config *conf = repo_conf(s->r);
+    if ((!conf->derive_bf16 && conf->keyframe_every <= 1) || w->n == 0)
         return 0;
     uint64_t *sizes = calloc(w->n, sizeof(*sizes));
     bool *unchanged = calloc(w->n, sizeof(*unchanged));
@@ -1082,7 +1134,15 @@ static int snap_dwrite_match(struct snap *s)
         unchanged[k] = ingcore_known(s->r, &key, snap_healthy_mask(s), digest, NULL, NULL) == 1;
     }
     if (e == 0)
-        e = dwrite_open(w->n, snap_dw_open_quiet, s, sizes, unchanged, &s->dw);
+        e = dwrite_new(w->n, &s->dw);
+    if (e == 0 && conf->derive_bf16)
+        e = dwrite_match(s->dw, snap_dw_open_quiet, s, sizes, unchanged);
+    if (e == 0)
+        e = snap_keyframe(s, sizes, unchanged);
+    if (e < 0 || !dwrite_any(s->dw)) {
+        dwrite_free(s->dw);
+        s->dw = NULL;
+    }
     free(sizes);
     free(unchanged);
     return e;
@@ -1127,6 +1187,15 @@ static int snap_dwrite(struct snap *s)
              (unsigned long long)st->pairs, (unsigned long long)st->recipes,
              (unsigned long long)st->recipe_raw, (unsigned long long)st->recipe_bytes,
              (unsigned long long)st->reused, (unsigned long long)st->plain);
+    if (s->kb) {
+        uint64_t local, fetched;
+        kfbase_counts(s->kb, &local, &fetched);
+        log_info("keyframe %s: %llu tensor(s) stored against it; %llu of its chunks named as "
+                 "bases (k lines); %llu base chunk(s) read from local files, %llu from the regions",
+                 kfbase_manifest(s->kb)->id, (unsigned long long)st->xpairs,
+                 (unsigned long long)st->kbases, (unsigned long long)local,
+                 (unsigned long long)fetched);
+    }
     return e;
 }
 
@@ -1236,6 +1305,7 @@ static void snap_teardown(struct snap *s)
     free(s->wk);
     fanout_free(s->fan);
     dwrite_free(s->dw);
+    kfbase_free(s->kb);
     pthread_mutex_destroy(&s->claim_mu);
     pthread_cond_destroy(&s->claim_cv);
 }
