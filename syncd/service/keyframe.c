@@ -227,13 +227,26 @@ int kfbase_read(struct kfbase *b, size_t f, uint64_t off, uint32_t len, const ui
             repo_chunk_id(b->r, out->data, len, got);
             if (!memcmp(got, id, HASH_LEN)) {
                 out->len = len;
-                __atomic_add_fetch(&b->nlocal, 1, __ATOMIC_RELAXED);
+                if (b->local[f]) /* (a filled file's chunks were counted as fetched) */
+                    __atomic_add_fetch(&b->nlocal, 1, __ATOMIC_RELAXED);
                 return 0;
             }
         }
     }
     __atomic_add_fetch(&b->nfetch, 1, __ATOMIC_RELAXED);
     return kf_fetch(b, id, len, out, err);
+}
+
+int kfbase_get(struct kfbase *b, const uint8_t id[HASH_LEN], struct buf *out, struct buf *err)
+{
+    const struct manifest *m = &b->kf;
+    for (size_t f = 0; f < m->nfiles; f++)
+        for (uint64_t c = 0; m->files[f].type == MFILE_REG && c < m->files[f].nchunks; c++) {
+            const struct dplan_cut *cut = &b->cuts[m->files[f].first_chunk + c];
+            if (!memcmp(cut->id, id, HASH_LEN))
+                return kfbase_read(b, f, cut->off, cut->len, id, out, err);
+        }
+    return -ENOENT;
 }
 
 void kfbase_counts(const struct kfbase *b, uint64_t *ret_local, uint64_t *ret_fetched)
@@ -275,6 +288,7 @@ static int kf_fill(struct kfbase *b, size_t f)
     free(p);
     for (uint64_t c = 0, off = 0; e == 0 && c < mf->nchunks; c++) {
         const struct dplan_cut *cut = &b->cuts[mf->first_chunk + c];
+        __atomic_add_fetch(&b->nfetch, 1, __ATOMIC_RELAXED);
         if ((e = kf_fetch(b, cut->id, cut->len, &chunk, &err)) == 0 &&
             pwrite(fd, chunk.data, cut->len, (off_t)off) != (ssize_t)cut->len)
             e = -errno ? -errno : -EIO;

@@ -92,6 +92,10 @@ bool kfbase_owns(const struct kfbase *b, const struct dplan_cut *c);
 int kfbase_read(struct kfbase *b, size_t f, uint64_t off, uint32_t len, const uint8_t id[HASH_LEN],
                 struct buf *out, struct buf *err);
 
+/* Chunk id of the keyframe's files into out, as kfbase_read gives it;
+ * -ENOENT when no file of the keyframe holds it. */
+int kfbase_get(struct kfbase *b, const uint8_t id[HASH_LEN], struct buf *out, struct buf *err);
+
 /* Chunks kfbase_read took from local files, and from the regions. */
 void kfbase_counts(const struct kfbase *b, uint64_t *ret_local, uint64_t *ret_fetched);
 

@@ -730,42 +730,69 @@ static int snap_distinct(struct snap *s, struct presence_item **ret, uint32_t **
     return 0;
 }
 
-/* Uploads a chunk a region turned out to lack, read again from the
- * source and checked against its id. */
-static int snap_reupload(struct snap *s, size_t i, const uint8_t id[HASH_LEN])
+/* The bytes of chunk id of the snapshot into data, checked against the
+ * id: read again from the source, or, for a base only the keyframe holds
+ * (a k line), from the keyframe (service/keyframe.h). */
+static int snap_reread(struct snap *s, const uint8_t id[HASH_LEN], struct buf *data)
 {
     size_t file;
     uint64_t off;
     uint32_t len;
     uint8_t got[HASH_LEN];
-    char key[REGION_KEY_MAX];
     int e = manifest_chunk_at(&s->core.m, id, &file, &off, &len);
+    if (e == -ENOENT && s->kb && manifest_extra(&s->core.m, id)) {
+        struct buf why = BUF_INIT;
+        if ((e = kfbase_get(s->kb, id, data, &why)) < 0 && why.len)
+            log_warn("%s", buf_str(&why));
+        buf_free(&why);
+        return e;
+    }
     if (e < 0)
         return e;
     const char *path = s->core.m.files[file].path;
-    uint8_t *data = malloc(len ? len : 1);
-    if (!data)
+    buf_reset(data);
+    if (buf_reserve(data, len ? len : 1) < 0)
         return -ENOMEM;
     int fd = ingcore_open(&s->core, file);
-    ssize_t n = fd < 0 ? -1 : pread(fd, data, len, (off_t)off);
+    ssize_t n = fd < 0 ? -1 : pread(fd, data->data, len, (off_t)off);
     e = fd < 0 ? fd : n < 0 ? -errno : 0;
     if (fd >= 0)
         close(fd);
     if (e == 0) {
-        repo_chunk_id(s->r, data, (size_t)n, got);
+        data->len = (size_t)n;
+        repo_chunk_id(s->r, data->data, (size_t)n, got);
         if ((size_t)n != len || memcmp(got, id, HASH_LEN)) {
             buf_printf(s->err, "\"%s/%s\" changed during the snapshot; take it again",
                        s->core.w.base, path);
             e = CKS_E_CHANGED;
         }
     }
+    return e;
+}
+
+/* Uploads a chunk a region turned out to lack, read again (snap_reread).
+ * A base the keyframe's files cannot give leaves the region out, naming
+ * the key: publishing there would name an object it lacks. */
+static int snap_reupload(struct snap *s, size_t i, const uint8_t id[HASH_LEN])
+{
+    char key[REGION_KEY_MAX];
+    struct buf data = BUF_INIT;
+    struct region *rg = repo_region(s->r, i);
     enum chunkobj_codec codec;
     struct chunkobj_opts o = repo_chunk_opts(s->r);
-    if (e == 0 && (e = chunkobj_encode(&s->z, data, len, &o, &s->obj, &codec)) < 0)
-        buf_printf(s->err, "compressing a chunk: %s", err_str(e));
-    free(data);
+    int e = snap_reread(s, id, &data);
     layout_chunk(id, key);
-    if (e == 0 && (e = region_put(repo_region(s->r, i), key, s->obj.data, s->obj.len)) < 0)
+    if (e < 0 && e != CKS_E_CHANGED && e != -ENOMEM) {
+        region_set_error(rg,
+                         "region '%s': \"%s\", which snapshot %s names, is missing and "
+                         "could not be read again (%s); take the snapshot again",
+                         rg->conf.name, key, s->core.m.id, err_str(e));
+        snap_region_fail(s, i, e);
+    }
+    if (e == 0 && (e = chunkobj_encode(&s->z, data.data, data.len, &o, &s->obj, &codec)) < 0)
+        buf_printf(s->err, "compressing a chunk: %s", err_str(e));
+    buf_free(&data);
+    if (e == 0 && (e = region_put(rg, key, s->obj.data, s->obj.len)) < 0)
         snap_region_fail(s, i, e);
     if (e == 0) {
         s->res->region[i].objects_put++;
