@@ -121,9 +121,11 @@ echo "    $(kf_line "$T/r2.err")"
 kf_line "$T/r2.err" | grep ' 0 base chunk(s) read from local files, [1-9][0-9]* from the regions' > /dev/null ||
   die "the bases did not come from the regions"
 kf_line "$T/s2.err" | grep ' 0 from the regions' > /dev/null || die "with the local copy, bases came from the regions"
-[ "$(json "$T/r2.json" 'd["stored_bytes"]')" = "$(json "$T/s2.json" 'd["stored_bytes"]')" ] ||
-  die "stored bytes differ: $(json "$T/r2.json" 'd["stored_bytes"]') from the regions, $(json "$T/s2.json" 'd["stored_bytes"]') locally"
+# (an encrypted repository keys its chunker: another repository cuts
+# the same files elsewhere, so the comparison is of plain ones)
 if [ "$ENC" != 1 ]; then
+  [ "$(json "$T/r2.json" 'd["stored_bytes"]')" = "$(json "$T/s2.json" 'd["stored_bytes"]')" ] ||
+    die "stored bytes differ: $(json "$T/r2.json" 'd["stored_bytes"]') from the regions, $(json "$T/s2.json" 'd["stored_bytes"]') locally"
   cat "$T"/kfr/a/snapshots/r/"$rid" | grep '^[rk] ' > "$T/r2.lines"
   grep '^[rk] ' "$T/m2.txt" | cmp - "$T/r2.lines" || die "the r and k lines differ"
 fi
