@@ -582,6 +582,27 @@ static int dw_bases(struct dwrite *d, const struct manifest *m, const struct dwr
     return 0;
 }
 
+/* Whether the recipe in b->obj (stats st) is smaller than the chunk in
+ * b->raw stored plain (env->copts; b->back is overwritten).  Only a delta
+ * is checked: a derivation is a few bytes. */
+static int dw_smaller(const struct dwrite_env *env, struct dw_b *b, const struct tdelta_stats *st,
+                      bool *ret)
+{
+    enum chunkobj_codec codec;
+    *ret = true;
+    if (!env->copts || st->bytes[TDELTA_XOR] + st->bytes[TDELTA_SUB] == 0)
+        return 0;
+    struct chunkobj_opts o = *env->copts;
+    o.width = 0;
+    for (size_t i = 0; i < b->p.nseg && !o.width; i++)
+        if (b->p.seg[i].kind == TDELTA_XOR)
+            o.width = b->p.seg[i].width;
+    int e = chunkobj_encode(&b->z, b->raw.data, b->raw.len, &o, &b->back, &codec);
+    if (e == 0)
+        *ret = b->obj.len < b->back.len;
+    return e;
+}
+
 /* Chunk it (in b->raw) encoded as a recipe into b->obj, checked by
  * decoding it: *ret_ok, or not (it stays plain). */
 static int dw_encode(struct dwrite *d, const struct manifest *m, const struct dwrite_env *env,
@@ -610,8 +631,9 @@ static int dw_encode(struct dwrite *d, const struct manifest *m, const struct dw
         buf_printf(&b->err, "encoding a recipe of \"%s\": %s", m->files[it->file].path, err_str(e));
         return e;
     }
-    if (!st.recipe)
-        return 0;
+    bool smaller = false;
+    if (!st.recipe || (e = dw_smaller(env, b, &st, &smaller)) < 0 || !smaller)
+        return e < 0 ? e : 0;
     e = tdelta_decode(&b->z, b->obj.data, b->obj.len, it->id, it->len, tb, b->p.nbase, &b->back);
     if (e < 0)
         log_warn("a recipe of \"%s\" at byte %llu did not decode to its chunk (%s); storing the "

@@ -89,6 +89,9 @@ struct dwrite_env {
     struct pool *pool;
     size_t njobs;
     int level; /* zstd level of literals */
+    /* The plain chunk's options: a delta is kept only when smaller than
+     * the chunk so stored (NULL: not compared). */
+    const struct chunkobj_opts *copts;
     void *ud;
     struct buf *err; /* a message naming what failed */
 };

@@ -1192,6 +1192,7 @@ static int snap_dwrite(struct snap *s)
     if (!s->dw)
         return 0;
     struct chunkobj_ctx z = repo_chunkobj_ctx(s->r);
+    struct chunkobj_opts co = repo_chunk_opts(s->r);
     struct dwrite_env env = {.open = snap_dw_open,
                              .chunk_id = snap_dw_id,
                              .put = snap_dw_put,
@@ -1203,7 +1204,8 @@ static int snap_dwrite(struct snap *s)
                              .ix = repo_index(s->r),
                              .pool = s->pool,
                              .njobs = snap_dw_jobs(s),
-                             .level = repo_chunk_opts(s->r).level,
+                             .level = co.level,
+                             .copts = &co,
                              .ud = s,
                              .err = s->err};
     int e = dwrite_finish(s->dw, &s->core.m, &env);
