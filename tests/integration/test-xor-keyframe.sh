@@ -67,7 +67,7 @@ for s in 2 3; do
 done
 if [ "$ENC" != 1 ]; then
   man_text "${ID[1]}" > "$T/m1.txt"
-  grep '^c ' "$T/m1.txt" | awk '{print $2}' | sort -u > "$T/c1.txt"
+  grep '^c ' "$T/m1.txt" | grep -v ' r$' | awk '{print $2}' | sort -u > "$T/c1.txt" # plain ones
   for s in 1 2 3 4; do
     man_text "${ID[$s]}" > "$T/m$s.txt"
     nk=$(grep -c '^k ' "$T/m$s.txt" || true)
@@ -170,6 +170,16 @@ cks ls --run r --remote --json > "$T/ls.json" || die "ls"
 cks prune --grace 0 --json > "$T/p.json" 2> "$T/p.err" || { cat "$T/p.err"; die "prune"; }
 echo "    prune deleted $(json "$T/p.json" 'sum(x["deleted"] for x in d["regions"])') objects"
 [ "$(json "$T/p.json" 'sum(x["deleted"] for x in d["regions"])')" -gt 0 ] || die "prune deleted nothing"
+if [ "$ENC" != 1 ]; then
+  for k in $(grep '^k ' "$T/m2.txt" | awk '{print $2}'); do
+    for rg in a b c; do
+      [ -f "$T/regions/$rg/chunks/${k:0:2}/$k" ] || die "prune deleted step 2's base $k in region $rg"
+    done
+  done
+  gone=$(comm -23 "$T/c1.txt" <(grep '^k ' "$T/m2.txt" "$T/m4.txt" | awk '{print $2}' | sort -u) |
+    while read -r c; do [ -f "$T/regions/a/chunks/${c:0:2}/$c" ] || echo "$c"; done | wc -l)
+  echo "    step 1's plain chunks: $(wc -l < "$T/c1.txt"), deleted by prune: $gone; step 2's $(wc -l < "$T/k2.txt") bases kept"
+fi
 restore_cmp "$CONF" "${ID[2]}" 2
 restore_cmp "$CONF" "${ID[4]}" 4
 cks verify --run r > "$T/v4.txt" 2>&1 || { cat "$T/v4.txt"; die "verify after prune"; }
