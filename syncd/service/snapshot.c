@@ -780,9 +780,14 @@ static int snap_reupload(struct snap *s, size_t i, const uint8_t id[HASH_LEN])
     struct region *rg = repo_region(s->r, i);
     enum chunkobj_codec codec;
     struct chunkobj_opts o = repo_chunk_opts(s->r);
+    size_t file;
+    uint64_t off;
+    uint32_t len;
+    bool base_only = manifest_chunk_at(&s->core.m, id, &file, &off, &len) == -ENOENT &&
+                     manifest_extra(&s->core.m, id);
     int e = snap_reread(s, id, &data);
     layout_chunk(id, key);
-    if (e < 0 && e != CKS_E_CHANGED && e != -ENOMEM) {
+    if (base_only && e < 0 && e != -ENOMEM) {
         region_set_error(rg,
                          "region '%s': \"%s\", which snapshot %s names, is missing and "
                          "could not be read again (%s); take the snapshot again",
@@ -1091,14 +1096,14 @@ out:
 }
 
 /* File path of this snapshot (its root's name first) as the keyframe's
- * root names it; NULL on no memory. */
-static char *snap_kf_path(const char *root, const char *kf_root, const char *path)
+ * root names it, into *ret (NULL: not under the root).  0 or -ENOMEM. */
+static int snap_kf_path(const char *root, const char *kf_root, const char *path, char **ret)
 {
     size_t n = strlen(root);
-    char *p = NULL;
+    *ret = NULL;
     if (strncmp(path, root, n) || (path[n] && path[n] != '/'))
-        return NULL;
-    return asprintf(&p, "%s%s", kf_root, path + n) < 0 ? NULL : p;
+        return 0;
+    return asprintf(ret, "%s%s", kf_root, path + n) < 0 ? (*ret = NULL, -ENOMEM) : 0;
 }
 
 /* The deltas of the files to read against the run's keyframe
@@ -1125,9 +1130,9 @@ static int snap_keyframe(struct snap *s, const uint64_t *sizes, const bool *unch
     char **paths = calloc(w->n, sizeof(*paths));
     if (!paths)
         return -ENOMEM;
-    for (size_t k = 0; k < w->n; k++)
-        if (sizes[k] && !(paths[k] = snap_kf_path(w->v[0].path, kroot, w->v[k].path)))
-            e = -ENOMEM;
+    for (size_t k = 0; k < w->n && e == 0; k++)
+        if (sizes[k])
+            e = snap_kf_path(w->v[0].path, kroot, w->v[k].path, &paths[k]);
     if (e == 0)
         e = dwrite_xor(s->dw, s->kb, (const char *const *)paths, snap_dw_open_quiet, s, sizes,
                        unchanged);
