@@ -176,6 +176,8 @@ static const struct key_def config_keys[] = {
     {SEC_COMPRESS, "level", parse_int, check_int, CFG(zstd_level), 1, 19, 0},
     {SEC_COMPRESS, "tensor", parse_tensor, NULL, CFG(tensor), 0, 0, 0},
     {SEC_COMPRESS, "derive_bf16", parse_on_off, NULL, CFG(derive_bf16), 0, 0, 0},
+    {SEC_COMPRESS, "keyframe_every", parse_uint, check_uint, CFG(keyframe_every), 1,
+     CONFIG_KEYFRAME_MAX, 0},
     {SEC_RETENTION, "keep_last", parse_uint, check_uint, POL(keep_last), 0, KEEP_COUNT_MAX, 0},
     {SEC_RETENTION, "keep_every", parse_uint64, check_uint64, POL(keep_every), 0, KEEP_EVERY_MAX,
      0},
@@ -1011,6 +1013,7 @@ void config_default(struct config *c)
     c->zstd_level = 3;
     c->tensor = true;
     c->derive_bf16 = true;
+    c->keyframe_every = 8;
     policy_default(&c->retention, "");
     c->npolicies = 0;
     c->prune_grace = 3600;

@@ -14,7 +14,7 @@
  *             control_idle_timeout, nodes, node_rank, part_timeout, part_expire (a job on
  *             several nodes: config_nodes_env)
  *   [chunker] min, avg, max, normalization
- *   [compress] level, tensor, derive_bf16
+ *   [compress] level, tensor, derive_bf16, keyframe_every
  *   [retention], [retention.RUN]  keep_last, keep_every, keep_within,
  *                 keep_best, best_metric, best_mode  (the default policy,
  *                 and one run's: a run's section replaces the default whole)
@@ -50,6 +50,7 @@
 #include "base/buf.h"
 
 #define CONFIG_MAX_REGIONS 8
+#define CONFIG_KEYFRAME_MAX 64 /* [compress] keyframe_every */
 #define CONFIG_PATH_MAX 4096
 #define CONFIG_NAME_MAX 64
 #define CONFIG_LISTEN_MAX 64
@@ -147,6 +148,10 @@ struct config {
     bool tensor;      /* float chunks as byte planes (engine/tcodec.h): "auto" (default) or "off" */
     bool derive_bf16; /* bf16 tensors that round the snapshot's fp32 ones stored as recipes
                        * (service/dwrite.h): "on" (default) or "off" */
+    unsigned keyframe_every; /* 1..CONFIG_KEYFRAME_MAX, default 8: `ckptsync snapshot` stores
+                              * a checkpoint's tensors as XOR against the run's latest
+                              * keyframe, and every Nth as a keyframe (service/keyframe.h);
+                              * 1: every snapshot is a keyframe */
     /* [repository]: applies when a repository is created; an existing one
      * says itself whether it is encrypted (engine/repoobj.h) */
     bool encryption;                       /* "aes-256-gcm", default "none" */

@@ -39,7 +39,7 @@ static int dplan_push(struct dplan *p, struct tdelta_seg s)
         p->cap = cap;
     }
     p->seg[p->nseg++] = s;
-    if (s.kind == TDELTA_BF16)
+    if (s.kind == TDELTA_BF16 || s.kind == TDELTA_XOR)
         p->derived += s.len;
     return 0;
 }
@@ -108,11 +108,62 @@ static int dplan_derive(struct dplan *p, const struct dplan_pair *pr, uint64_t n
     return e;
 }
 
+/* n bytes of the chunk (whole elements of pr->xw bytes) against the
+ * bytes at `at` of pair pr's file. */
+static int dplan_delta(struct dplan *p, const struct dplan_pair *pr, uint64_t n, uint64_t at,
+                       dplan_usable_fn usable, void *ud)
+{
+    unsigned w = pr->xw;
+    int e = 0;
+    while (n && e == 0) {
+        const struct dplan_cut *c = dplan_cut_at(pr, at);
+        if (!c)
+            return dplan_lit(p, n, w);
+        uint64_t take = (c->off + c->len - at) / w * w;
+        if (take > n)
+            take = n;
+        if (take > UINT32_MAX / 2)
+            take = UINT32_MAX / 2 / w * w;
+        int slot = take ? dplan_slot(p, pr, c, usable, ud) : -1;
+        if (take == 0)
+            take = w; /* an element split by the base's cut */
+        if (slot < 0)
+            e = dplan_lit(p, take, w);
+        else
+            e = dplan_push(p, (struct tdelta_seg){TDELTA_XOR, (uint32_t)take, (uint32_t)slot,
+                                                  (uint32_t)(at - c->off), w});
+        n -= take;
+        at += take;
+    }
+    return e;
+}
+
+/* Delta pair pr's bytes [s0, s1) of the chunk (inside its range): the
+ * bytes of elements the chunk's cut split are literal. */
+static int dplan_xpart(struct dplan *p, const struct dplan_pair *pr, uint64_t s0, uint64_t s1,
+                       dplan_usable_fn usable, void *ud)
+{
+    unsigned w = pr->xw;
+    uint64_t head = (w - (s0 - pr->b16) % w) % w;
+    if (head > s1 - s0)
+        head = s1 - s0;
+    int e = dplan_lit(p, head, 0);
+    s0 += head;
+    uint64_t body = (s1 - s0) / w * w;
+    if (e == 0 && body)
+        e = dplan_delta(p, pr, body, pr->f32 + (s0 - pr->b16), usable, ud);
+    if (e == 0)
+        e = dplan_lit(p, s1 - s0 - body, 0);
+    return e;
+}
+
 /* Pair pr's bytes [s0, s1) of the chunk (inside its bf16 range). */
 static int dplan_part(struct dplan *p, const struct dplan_pair *pr, uint64_t s0, uint64_t s1,
                       dplan_usable_fn usable, void *ud)
 {
     int e = 0;
+    if (pr->xw)
+        return dplan_xpart(p, pr, s0, s1, usable, ud);
     if ((s0 - pr->b16) % 2) { /* the second byte of an element the cut split */
         e = dplan_lit(p, 1, 0);
         s0++;
@@ -133,7 +184,7 @@ static size_t dplan_first(const struct dplan_pair *pairs, size_t npairs, uint64_
     size_t lo = 0, hi = npairs;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (pairs[mid].b16 + 2 * pairs[mid].n <= off)
+        if (pairs[mid].b16 + dplan_span(&pairs[mid]) <= off)
             lo = mid + 1;
         else
             hi = mid;
@@ -155,14 +206,17 @@ int dplan_chunk(struct dplan *p, uint64_t off, uint32_t len, const struct dplan_
     p->nseg = p->nbase = p->derived = 0;
     if (len == 0)
         return -EINVAL;
+    for (size_t i = 0; i < npairs; i++)
+        if (pairs[i].xw != 0 && pairs[i].xw != 2 && pairs[i].xw != 4)
+            return -EINVAL;
     for (size_t i = 1; i < npairs; i++)
-        if (pairs[i].b16 < pairs[i - 1].b16 + 2 * pairs[i - 1].n)
+        if (pairs[i].b16 < pairs[i - 1].b16 + dplan_span(&pairs[i - 1]))
             return -EINVAL;
     for (size_t i = dplan_first(pairs, npairs, off); e == 0 && i < npairs && pairs[i].b16 < end;
          i++) {
         const struct dplan_pair *pr = &pairs[i];
         uint64_t s0 = pr->b16 > pos ? pr->b16 : pos;
-        uint64_t s1 = pr->b16 + 2 * pr->n < end ? pr->b16 + 2 * pr->n : end;
+        uint64_t s1 = pr->b16 + dplan_span(pr) < end ? pr->b16 + dplan_span(pr) : end;
         if (s0 >= s1)
             continue;
         if ((e = dplan_lit(p, s0 - pos, 0)) == 0)

@@ -46,13 +46,23 @@ struct dplan_cut {
 };
 
 /* A proposed derivation: n bf16 elements at byte b16 of the chunk's file
- * from n fp32 elements at byte f32 of file `file` (cut as cuts). */
+ * from n fp32 elements at byte f32 of file `file` (cut as cuts).  With
+ * xw (2 or 4) it is a proposed delta instead: n elements of xw bytes at
+ * b16 against the same tensor at f32 of `file` (a keyframe's file): XOR
+ * plan segments, cut at element and base-chunk boundaries. */
 struct dplan_pair {
     uint64_t b16, f32, n;
     size_t file;
     const struct dplan_cut *cuts;
     size_t ncuts;
+    unsigned xw; /* 0: BF16 derivation; 2, 4: XOR delta of that width */
 };
+
+/* The bytes of the chunk's file a pair covers from b16. */
+static inline uint64_t dplan_span(const struct dplan_pair *p)
+{
+    return p->xw ? p->n * p->xw : 2 * p->n;
+}
 
 /* A base the plan names: a chunk of file `file`. */
 struct dplan_base {
@@ -65,7 +75,7 @@ struct dplan {
     size_t nseg, cap;
     struct dplan_base base[TDELTA_MAX_BASES];
     size_t nbase;
-    size_t derived; /* bytes of the chunk in BF16 segments */
+    size_t derived; /* bytes of the chunk in BF16 or XOR segments */
 };
 
 #define DPLAN_INIT                                                                                 \
@@ -85,7 +95,7 @@ int dplan_chunk(struct dplan *p, uint64_t off, uint32_t len, const struct dplan_
                 size_t npairs, dplan_usable_fn usable, void *ud);
 void dplan_free(struct dplan *p);
 
-/* Whether bytes [off, off + len) of a file overlap a pair's bf16 range
+/* Whether bytes [off, off + len) of a file overlap a pair's range
  * (pairs sorted by b16, not overlapping). */
 bool dplan_overlaps_b16(const struct dplan_pair *pairs, size_t npairs, uint64_t off, uint64_t len);
 

@@ -24,6 +24,7 @@
 #include "engine/tdelta.h"
 #include "engine/tensorview.h"
 #include "service/dwrite.h"
+#include "service/keyframe.h"
 #include "service/pool.h"
 #include "service/scan.h"
 #include "store/layout.h"
@@ -37,8 +38,10 @@ struct dw_range {
 };
 
 struct dw_file {
-    struct dplan_pair *pairs; /* its bf16 ranges, sorted by b16, disjoint */
+    struct dplan_pair *pairs; /* its bf16 and delta ranges, sorted by b16, disjoint */
     size_t npairs, pcap;
+    struct dplan_pair *xpairs; /* of them, the deltas (dwrite_xor) */
+    size_t nxpairs;
     struct dw_range *f32; /* its matched fp32 ranges, sorted, merged */
     size_t nf32, fcap;
     struct dplan_cut *cuts; /* phase B: its chunks, from the manifest */
@@ -50,6 +53,7 @@ struct dw_item {
     uint64_t off;
     uint32_t len;
     uint8_t id[HASH_LEN];
+    bool xonly;  /* holds fp32 bytes of a pair: planned against the keyframe only */
     bool recipe; /* phase B's decision */
 };
 
@@ -69,6 +73,9 @@ struct dwrite {
     size_t nids;
     struct dw_cand *c16, *c32;
     size_t n16, n32, cap16, cap32;
+    struct kfbase *kb;   /* the keyframe (dwrite_xor), not owned; NULL: none */
+    struct mextra *kids; /* bases outside the snapshot's files: its k lines */
+    size_t nkids, kcap;
     struct dwrite_stats st;
 };
 
@@ -98,12 +105,14 @@ void dwrite_free(struct dwrite *d)
         return;
     for (size_t k = 0; k < d->nfiles; k++) {
         free(d->f[k].pairs);
+        free(d->f[k].xpairs);
         free(d->f[k].f32);
         free(d->f[k].cuts);
     }
     free(d->f);
     free(d->def);
     free(d->ids);
+    free(d->kids);
     free(d->c16);
     free(d->c32);
     pthread_mutex_destroy(&d->mu);
@@ -225,7 +234,7 @@ static void dw_tidy(struct dw_file *f)
     if (f->npairs > 1)
         qsort(f->pairs, f->npairs, sizeof(*f->pairs), dw_pair_cmp);
     for (size_t i = 0; i < f->npairs; i++)
-        if (!n || f->pairs[i].b16 >= f->pairs[n - 1].b16 + 2 * f->pairs[n - 1].n)
+        if (!n || f->pairs[i].b16 >= f->pairs[n - 1].b16 + dplan_span(&f->pairs[n - 1]))
             f->pairs[n++] = f->pairs[i];
     f->npairs = n;
     n = 0;
@@ -297,6 +306,93 @@ int dwrite_open(size_t nfiles, dwrite_open_fn open, void *ud, const uint64_t *si
     return e;
 }
 
+/* ---- deltas against the keyframe (dwrite_xor) ---------------------------- */
+
+/* The element width of a delta of dtype: 0 when none is tried. */
+static unsigned dw_xwidth(enum tensorview_dtype t)
+{
+    return t == TENSORVIEW_F32 ? 4 : t == TENSORVIEW_BF16 || t == TENSORVIEW_F16 ? 2 : 0;
+}
+
+/* File k's tensors (view v) matched by name, dtype and numel to those of
+ * the keyframe's file kf (view kv), into k's pairs; a tensor a derivation
+ * covers (its first n0 pairs) keeps it. */
+static int dw_xmatch(struct dwrite *d, size_t k, size_t kf, const struct tensorview *v,
+                     const struct tensorview *kv, size_t n0)
+{
+    struct dw_file *f = &d->f[k];
+    for (size_t i = 0; i < v->n; i++) {
+        const struct tensorview_tensor *t = &v->t[i], *b = tensorview_find(kv, v->t[i].name);
+        unsigned w = dw_xwidth(t->dtype);
+        if (!w || !b || !t->contiguous || !b->contiguous || t->numel < DW_MIN_NUMEL ||
+            b->dtype != t->dtype || b->numel != t->numel ||
+            dplan_overlaps_b16(f->pairs, n0, t->begin, t->numel * w))
+            continue;
+        if (dw_grow((void **)&f->pairs, &f->pcap, f->npairs, sizeof(*f->pairs)) < 0)
+            return -ENOMEM;
+        f->pairs[f->npairs++] = (struct dplan_pair){
+            .b16 = t->begin, .f32 = b->begin, .n = t->numel, .file = d->nfiles + kf, .xw = w};
+        d->st.xpairs++;
+    }
+    return 0;
+}
+
+/* File k's pairs tidied again, its deltas copied into xpairs (sorted),
+ * each pair given its base file's cuts when that is the keyframe's. */
+static int dw_xtidy(struct dwrite *d, size_t k)
+{
+    struct dw_file *f = &d->f[k];
+    dw_tidy(f);
+    free(f->xpairs);
+    f->nxpairs = 0;
+    if (!(f->xpairs = malloc((f->npairs ? f->npairs : 1) * sizeof(*f->xpairs))))
+        return -ENOMEM;
+    for (size_t i = 0; i < f->npairs; i++) {
+        struct dplan_pair *p = &f->pairs[i];
+        if (p->file >= d->nfiles)
+            p->cuts = kfbase_cuts(d->kb, p->file - d->nfiles, &p->ncuts);
+        if (p->xw)
+            f->xpairs[f->nxpairs++] = *p;
+    }
+    return 0;
+}
+
+/* File k (at path) against its keyframe file, if the keyframe has one. */
+static int dw_xfile(struct dwrite *d, size_t k, const char *path, int fd, uint64_t size)
+{
+    struct tensorview v = TENSORVIEW_INIT, kv = TENSORVIEW_INIT;
+    uint64_t ksize;
+    long kf = kfbase_file(d->kb, path);
+    int kfd = kf < 0 ? -1 : kfbase_fd(d->kb, (size_t)kf, &ksize), e = 0;
+    if (kfd >= 0 && scan_view(fd, size, &v) == 0 && scan_view(kfd, ksize, &kv) == 0)
+        e = dw_xmatch(d, k, (size_t)kf, &v, &kv, d->f[k].npairs);
+    tensorview_free(&v);
+    tensorview_free(&kv);
+    return e < 0 ? e : dw_xtidy(d, k);
+}
+
+int dwrite_xor(struct dwrite *d, struct kfbase *kb, const char *const *paths, dwrite_open_fn open,
+               void *ud, const uint64_t *sizes, const bool *unchanged)
+{
+    int e = 0;
+    d->kb = kb;
+    for (size_t k = 0; k < d->nfiles && e == 0; k++) {
+        if (sizes[k] < 8 || !paths[k] || (unchanged && unchanged[k]))
+            continue;
+        int fd = open(ud, k);
+        if (fd < 0)
+            continue;
+        e = dw_xfile(d, k, paths[k], fd, sizes[k]);
+        close(fd);
+    }
+    return e;
+}
+
+bool dwrite_any(const struct dwrite *d)
+{
+    return d->st.pairs + d->st.xpairs > 0;
+}
+
 /* ---- during the read ---------------------------------------------------- */
 
 static bool dw_overlaps_f32(const struct dw_file *f, uint64_t off, uint64_t len)
@@ -316,14 +412,17 @@ bool dwrite_defer(struct dwrite *d, size_t k, uint64_t off, uint32_t len,
                   const uint8_t id[HASH_LEN])
 {
     if (k >= d->nfiles || d->f[k].npairs == 0 ||
-        !dplan_overlaps_b16(d->f[k].pairs, d->f[k].npairs, off, len) ||
-        dw_overlaps_f32(&d->f[k], off, len))
+        !dplan_overlaps_b16(d->f[k].pairs, d->f[k].npairs, off, len))
+        return false;
+    /* a chunk holding a derivation's fp32 bytes is a base: a delta at most */
+    bool xonly = dw_overlaps_f32(&d->f[k], off, len);
+    if (xonly && !dplan_overlaps_b16(d->f[k].xpairs, d->f[k].nxpairs, off, len))
         return false;
     pthread_mutex_lock(&d->mu);
     bool ok = dw_grow((void **)&d->def, &d->dcap, d->ndef, sizeof(*d->def)) == 0;
     if (ok) {
         struct dw_item *it = &d->def[d->ndef++];
-        *it = (struct dw_item){.file = k, .off = off, .len = len};
+        *it = (struct dw_item){.file = k, .off = off, .len = len, .xonly = xonly};
         memcpy(it->id, id, HASH_LEN);
     }
     pthread_mutex_unlock(&d->mu);
@@ -344,11 +443,18 @@ static struct dw_item *dw_deferred(const struct dwrite *d, const uint8_t id[HASH
     return d->ndef ? bsearch(&probe, d->def, d->ndef, sizeof(*d->def), dw_item_cmp) : NULL;
 }
 
-/* A base may be used when its id is nowhere deferred: it is then a plain
- * chunk of the snapshot. */
+/* A base of the snapshot's files may be used when its id is nowhere
+ * deferred (a plain chunk of the snapshot) or only as a delta against the
+ * keyframe (a recipe at depth 1, so the derivation is at depth 2); a
+ * keyframe's base when the keyframe stores it plain and this snapshot
+ * does not defer it (depth 1, no cycle). */
 static bool dw_usable(void *ud, const struct dplan_cut *c)
 {
-    return dw_deferred(ud, c->id) == NULL;
+    struct dwrite *d = ud;
+    const struct dw_item *it = dw_deferred(d, c->id);
+    if (d->kb && kfbase_owns(d->kb, c))
+        return !it && kfbase_plain(d->kb, c);
+    return !it || it->xonly;
 }
 
 /* Each base file's chunks, from m, and each pair's cuts. */
@@ -374,8 +480,10 @@ static int dw_cuts(struct dwrite *d, const struct manifest *m)
     for (size_t k = 0; k < d->nfiles; k++)
         for (size_t i = 0; i < d->f[k].npairs; i++) {
             struct dplan_pair *p = &d->f[k].pairs[i];
-            p->cuts = p->file < d->nfiles ? d->f[p->file].cuts : NULL;
-            p->ncuts = p->file < d->nfiles ? d->f[p->file].ncuts : 0;
+            if (p->file < d->nfiles) { /* a keyframe's keep theirs (dw_xtidy) */
+                p->cuts = d->f[p->file].cuts;
+                p->ncuts = d->f[p->file].ncuts;
+            }
         }
     return 0;
 }
@@ -388,6 +496,8 @@ static int dw_read(struct dwrite *d, const struct manifest *m, const struct dwri
                    struct buf *out, struct buf *err)
 {
     uint8_t got[HASH_LEN];
+    if (k >= d->nfiles) /* a keyframe's chunk (checked there) */
+        return kfbase_read(d->kb, k - d->nfiles, off, len, id, out, err);
     buf_reset(out);
     if (buf_reserve(out, len ? len : 1) < 0)
         return -ENOMEM;
@@ -472,6 +582,27 @@ static int dw_bases(struct dwrite *d, const struct manifest *m, const struct dwr
     return 0;
 }
 
+/* Whether the recipe in b->obj (stats st) is smaller than the chunk in
+ * b->raw stored plain (env->copts; b->back is overwritten).  Only a delta
+ * is checked: a derivation is a few bytes. */
+static int dw_smaller(const struct dwrite_env *env, struct dw_b *b, const struct tdelta_stats *st,
+                      bool *ret)
+{
+    enum chunkobj_codec codec;
+    *ret = true;
+    if (!env->copts || st->bytes[TDELTA_XOR] + st->bytes[TDELTA_SUB] == 0)
+        return 0;
+    struct chunkobj_opts o = *env->copts;
+    o.width = 0;
+    for (size_t i = 0; i < b->p.nseg && !o.width; i++)
+        if (b->p.seg[i].kind == TDELTA_XOR)
+            o.width = b->p.seg[i].width;
+    int e = chunkobj_encode(&b->z, b->raw.data, b->raw.len, &o, &b->back, &codec);
+    if (e == 0)
+        *ret = b->obj.len < b->back.len;
+    return e;
+}
+
 /* Chunk it (in b->raw) encoded as a recipe into b->obj, checked by
  * decoding it: *ret_ok, or not (it stays plain). */
 static int dw_encode(struct dwrite *d, const struct manifest *m, const struct dwrite_env *env,
@@ -481,7 +612,8 @@ static int dw_encode(struct dwrite *d, const struct manifest *m, const struct dw
     struct tdelta_stats st;
     const struct dw_file *f = &d->f[it->file];
     *ret_ok = false;
-    int e = dplan_chunk(&b->p, it->off, it->len, f->pairs, f->npairs, dw_usable, d);
+    int e = it->xonly ? dplan_chunk(&b->p, it->off, it->len, f->xpairs, f->nxpairs, dw_usable, d)
+                      : dplan_chunk(&b->p, it->off, it->len, f->pairs, f->npairs, dw_usable, d);
     if (e == CKS_E_LIMIT || (e == 0 && b->p.derived == 0))
         return 0;
     struct dw_bbuf *prev = b->bb[b->cur], *cur = b->bb[!b->cur];
@@ -499,8 +631,9 @@ static int dw_encode(struct dwrite *d, const struct manifest *m, const struct dw
         buf_printf(&b->err, "encoding a recipe of \"%s\": %s", m->files[it->file].path, err_str(e));
         return e;
     }
-    if (!st.recipe)
-        return 0;
+    bool smaller = false;
+    if (!st.recipe || (e = dw_smaller(env, b, &st, &smaller)) < 0 || !smaller)
+        return e < 0 ? e : 0;
     e = tdelta_decode(&b->z, b->obj.data, b->obj.len, it->id, it->len, tb, b->p.nbase, &b->back);
     if (e < 0)
         log_warn("a recipe of \"%s\" at byte %llu did not decode to its chunk (%s); storing the "
@@ -546,6 +679,36 @@ static int dw_add_r(struct manifest *m, const struct dwrite_env *env, const stru
     return e;
 }
 
+/* Whether id is one of the manifest's file chunks (plain or not). */
+static bool dw_in_ids(const struct dwrite *d, const uint8_t id[HASH_LEN])
+{
+    struct mbase probe;
+    memcpy(probe.id, id, HASH_LEN);
+    return d->nids && bsearch(&probe, d->ids, d->nids, sizeof(*d->ids), dw_mbase_cmp);
+}
+
+/* The bases of a recipe that are no file chunk of the snapshot (the
+ * keyframe's) noted for their k lines; its depth: 2 over a file chunk
+ * stored as a recipe (a delta, stored first), else 1. */
+static int dw_note_bases(struct dwrite *d, const struct recidx *r, uint8_t *ret_depth)
+{
+    *ret_depth = 1;
+    for (size_t k = 0; k < r->nbases; k++) {
+        const struct dw_item *it = dw_deferred(d, r->base[k].id);
+        if (it && it->recipe)
+            *ret_depth = 2;
+        if (dw_in_ids(d, r->base[k].id))
+            continue;
+        if (dw_grow((void **)&d->kids, &d->kcap, d->nkids, sizeof(*d->kids)) < 0)
+            return -ENOMEM;
+        struct mextra *x = &d->kids[d->nkids++];
+        memset(x, 0, sizeof(*x));
+        memcpy(x->id, r->base[k].id, HASH_LEN);
+        x->len = r->base[k].len;
+    }
+    return 0;
+}
+
 /* The recipe in b->obj of chunk it: stored (env->put), recorded in the
  * index, and its r line added to m. */
 static int dw_store(struct dwrite *d, struct manifest *m, const struct dwrite_env *env,
@@ -555,6 +718,8 @@ static int dw_store(struct dwrite *d, struct manifest *m, const struct dwrite_en
     struct mbase mb[TDELTA_MAX_BASES];
     char key[LAYOUT_KEY_MAX];
     int e = tdelta_refs(obj->data, obj->len, r.base, TDELTA_MAX_BASES, &r.nbases);
+    if (e == 0)
+        e = dw_note_bases(d, &r, &r.depth);
     if (e < 0)
         return e;
     for (size_t k = 0; k < r.nbases; k++)
@@ -767,14 +932,30 @@ static int dw_known_all(struct dwrite *d, struct manifest *m, const struct dwrit
     return 0;
 }
 
-/* Every place in m of a chunk stored as a recipe marked. */
-static int dw_mark(const struct dwrite *d, struct manifest *m)
+static int dw_extra_cmp(const void *a, const void *b)
+{
+    return memcmp(((const struct mextra *)a)->id, ((const struct mextra *)b)->id, HASH_LEN);
+}
+
+/* Every place in m of a chunk stored as a recipe marked; a k line for
+ * each base outside the snapshot's files, once. */
+static int dw_mark(struct dwrite *d, struct manifest *m)
 {
     for (size_t i = 0; i < m->nchunks; i++) {
         const struct dw_item *it = dw_deferred(d, m->chunks[i].id);
         int e = it && it->recipe ? manifest_mark_recipe(m, i, true) : 0;
         if (e < 0)
             return e;
+    }
+    if (d->nkids > 1)
+        qsort(d->kids, d->nkids, sizeof(*d->kids), dw_extra_cmp);
+    for (size_t i = 0; i < d->nkids; i++) {
+        if (i && !memcmp(d->kids[i - 1].id, d->kids[i].id, HASH_LEN))
+            continue;
+        int e = manifest_add_extra(m, d->kids[i].id, d->kids[i].len, NULL, 0);
+        if (e < 0)
+            return e;
+        d->st.kbases++;
     }
     manifest_sort_extras(m);
     return 0;
@@ -793,9 +974,13 @@ static int dw_ids(struct dwrite *d, const struct manifest *m)
     return 0;
 }
 
+/* In file order, the deltas of the chunks that bases of derivations hold
+ * first (their outcome is the derivations' depth). */
 static int dw_place_cmp(const void *a, const void *b)
 {
     const struct dw_item *x = *(struct dw_item *const *)a, *y = *(struct dw_item *const *)b;
+    if (x->xonly != y->xonly)
+        return x->xonly ? -1 : 1;
     if (x->file != y->file)
         return x->file < y->file ? -1 : 1;
     return x->off < y->off ? -1 : x->off > y->off;

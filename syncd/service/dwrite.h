@@ -89,6 +89,9 @@ struct dwrite_env {
     struct pool *pool;
     size_t njobs;
     int level; /* zstd level of literals */
+    /* The plain chunk's options: a delta is kept only when smaller than
+     * the chunk so stored (NULL: not compared). */
+    const struct chunkobj_opts *copts;
     void *ud;
     struct buf *err; /* a message naming what failed */
 };
@@ -102,6 +105,8 @@ struct dwrite_stats {
     uint64_t plain;        /* deferred chunks stored plain after all */
     uint64_t reused;       /* of the recipes, known to the index and found in
                             * every region: not read or encoded again */
+    uint64_t xpairs;       /* tensors matched to the keyframe's (dwrite_xor) */
+    uint64_t kbases;       /* the keyframe's chunks named as bases: k lines */
 };
 
 int dwrite_new(size_t nfiles, struct dwrite **ret);
@@ -124,9 +129,27 @@ int dwrite_match(struct dwrite *d, dwrite_open_fn open, void *ud, const uint64_t
 int dwrite_open(size_t nfiles, dwrite_open_fn open, void *ud, const uint64_t *sizes,
                 const bool *unchanged, struct dwrite **ret);
 
+struct kfbase;
+
+/* The deltas against a keyframe (service/keyframe.h; kb outlives d),
+ * after dwrite_match (or instead of it): each file k to read, at paths[k]
+ * (the keyframe's path of its file, NULL: none), whose tensors the
+ * keyframe's same file holds by name with the same dtype (bf16, fp16,
+ * fp32) and numel, contiguous in both, is proposed as XOR segments
+ * against them (a derivation keeps the tensors it covers).  A chunk that
+ * holds a derivation's fp32 bytes may then be deferred too, as a delta
+ * only (the derivation over it is at depth 2).  Bases are the chunks the
+ * keyframe stores plain; those no file of the snapshot holds get k lines.
+ * 0 or -ENOMEM. */
+int dwrite_xor(struct dwrite *d, struct kfbase *kb, const char *const *paths, dwrite_open_fn open,
+               void *ud, const uint64_t *sizes, const bool *unchanged);
+/* Whether anything was proposed (a derivation or a delta). */
+bool dwrite_any(const struct dwrite *d);
+
 /* Whether the chunk [off, off + len) of file k, id, is deferred to phase
  * B (recorded; the caller must not upload it): it overlaps a matched bf16
- * range and no matched fp32 range.  Thread-safe.  false on no memory. */
+ * range and no matched fp32 range, or a matched delta range.
+ * Thread-safe.  false on no memory. */
 bool dwrite_defer(struct dwrite *d, size_t k, uint64_t off, uint32_t len,
                   const uint8_t id[HASH_LEN]);
 

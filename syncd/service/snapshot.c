@@ -42,6 +42,7 @@
 #include "service/fanout.h"
 #include "service/gc.h"
 #include "service/ingcore.h"
+#include "service/keyframe.h"
 #include "service/presence.h"
 #include "service/snapshot.h"
 #include "store/layout.h"
@@ -96,7 +97,9 @@ struct snap {
     struct fanout *fan;       /* upload once, then copy (service/fanout.h) */
     pthread_mutex_t claim_mu; /* sworker.claim */
     pthread_cond_t claim_cv;
-    struct dwrite *dw; /* derived bf16 ([compress] derive_bf16; NULL: off) */
+    struct dwrite *dw; /* derived bf16 ([compress] derive_bf16) and deltas against
+                        * the keyframe (keyframe_every); NULL: neither */
+    struct kfbase *kb; /* the keyframe's chunks (service/keyframe.h); NULL: none */
 };
 
 /* A chunk this snapshot uploaded or found in the regions of mask (slot
@@ -727,42 +730,74 @@ static int snap_distinct(struct snap *s, struct presence_item **ret, uint32_t **
     return 0;
 }
 
-/* Uploads a chunk a region turned out to lack, read again from the
- * source and checked against its id. */
-static int snap_reupload(struct snap *s, size_t i, const uint8_t id[HASH_LEN])
+/* The bytes of chunk id of the snapshot into data, checked against the
+ * id: read again from the source, or, for a base only the keyframe holds
+ * (a k line), from the keyframe (service/keyframe.h). */
+static int snap_reread(struct snap *s, const uint8_t id[HASH_LEN], struct buf *data)
 {
     size_t file;
     uint64_t off;
     uint32_t len;
     uint8_t got[HASH_LEN];
-    char key[REGION_KEY_MAX];
     int e = manifest_chunk_at(&s->core.m, id, &file, &off, &len);
+    if (e == -ENOENT && s->kb && manifest_extra(&s->core.m, id)) {
+        struct buf why = BUF_INIT;
+        if ((e = kfbase_get(s->kb, id, data, &why)) < 0 && why.len)
+            log_warn("%s", buf_str(&why));
+        buf_free(&why);
+        return e;
+    }
     if (e < 0)
         return e;
     const char *path = s->core.m.files[file].path;
-    uint8_t *data = malloc(len ? len : 1);
-    if (!data)
+    buf_reset(data);
+    if (buf_reserve(data, len ? len : 1) < 0)
         return -ENOMEM;
     int fd = ingcore_open(&s->core, file);
-    ssize_t n = fd < 0 ? -1 : pread(fd, data, len, (off_t)off);
+    ssize_t n = fd < 0 ? -1 : pread(fd, data->data, len, (off_t)off);
     e = fd < 0 ? fd : n < 0 ? -errno : 0;
     if (fd >= 0)
         close(fd);
     if (e == 0) {
-        repo_chunk_id(s->r, data, (size_t)n, got);
+        data->len = (size_t)n;
+        repo_chunk_id(s->r, data->data, (size_t)n, got);
         if ((size_t)n != len || memcmp(got, id, HASH_LEN)) {
             buf_printf(s->err, "\"%s/%s\" changed during the snapshot; take it again",
                        s->core.w.base, path);
             e = CKS_E_CHANGED;
         }
     }
+    return e;
+}
+
+/* Uploads a chunk a region turned out to lack, read again (snap_reread).
+ * A base the keyframe's files cannot give leaves the region out, naming
+ * the key: publishing there would name an object it lacks. */
+static int snap_reupload(struct snap *s, size_t i, const uint8_t id[HASH_LEN])
+{
+    char key[REGION_KEY_MAX];
+    struct buf data = BUF_INIT;
+    struct region *rg = repo_region(s->r, i);
     enum chunkobj_codec codec;
     struct chunkobj_opts o = repo_chunk_opts(s->r);
-    if (e == 0 && (e = chunkobj_encode(&s->z, data, len, &o, &s->obj, &codec)) < 0)
-        buf_printf(s->err, "compressing a chunk: %s", err_str(e));
-    free(data);
+    size_t file;
+    uint64_t off;
+    uint32_t len;
+    bool base_only = manifest_chunk_at(&s->core.m, id, &file, &off, &len) == -ENOENT &&
+                     manifest_extra(&s->core.m, id);
+    int e = snap_reread(s, id, &data);
     layout_chunk(id, key);
-    if (e == 0 && (e = region_put(repo_region(s->r, i), key, s->obj.data, s->obj.len)) < 0)
+    if (base_only && e < 0 && e != -ENOMEM) {
+        region_set_error(rg,
+                         "region '%s': \"%s\", which snapshot %s names, is missing and "
+                         "could not be read again (%s); take the snapshot again",
+                         rg->conf.name, key, s->core.m.id, err_str(e));
+        snap_region_fail(s, i, e);
+    }
+    if (e == 0 && (e = chunkobj_encode(&s->z, data.data, data.len, &o, &s->obj, &codec)) < 0)
+        buf_printf(s->err, "compressing a chunk: %s", err_str(e));
+    buf_free(&data);
+    if (e == 0 && (e = region_put(rg, key, s->obj.data, s->obj.len)) < 0)
         snap_region_fail(s, i, e);
     if (e == 0) {
         s->res->region[i].objects_put++;
@@ -1060,14 +1095,63 @@ out:
     return e;
 }
 
+/* File path of this snapshot (its root's name first) as the keyframe's
+ * root names it, into *ret (NULL: not under the root).  0 or -ENOMEM. */
+static int snap_kf_path(const char *root, const char *kf_root, const char *path, char **ret)
+{
+    size_t n = strlen(root);
+    *ret = NULL;
+    if (strncmp(path, root, n) || (path[n] && path[n] != '/'))
+        return 0;
+    return asprintf(ret, "%s%s", kf_root, path + n) < 0 ? (*ret = NULL, -ENOMEM) : 0;
+}
+
+/* The deltas of the files to read against the run's keyframe
+ * (service/keyframe.h), its files looked for next to the snapshot's
+ * source (dirname(PATH)/<keyframe root>), else in the regions. */
+static int snap_keyframe(struct snap *s, const uint64_t *sizes, const bool *unchanged)
+{
+    const struct walk *w = &s->core.w;
+    struct manifest kf;
+    bool found;
+    int e = keyframe_find(s->r, s->o->run, s->o->step, repo_conf(s->r)->keyframe_every, &kf, &found,
+                          s->err);
+    if (e < 0 || !found)
+        return e;
+    if (!kf.root) {
+        manifest_free(&kf);
+        return 0;
+    }
+    log_info("keyframe: snapshot %s (step %lld) is the base of this one's deltas", kf.id,
+             (long long)kf.step);
+    if ((e = kfbase_open(s->r, &kf, w->base, &s->kb, s->err)) < 0)
+        return e;
+    const char *kroot = kfbase_manifest(s->kb)->root;
+    char **paths = calloc(w->n, sizeof(*paths));
+    if (!paths)
+        return -ENOMEM;
+    for (size_t k = 0; k < w->n && e == 0; k++)
+        if (sizes[k])
+            e = snap_kf_path(w->v[0].path, kroot, w->v[k].path, &paths[k]);
+    if (e == 0)
+        e = dwrite_xor(s->dw, s->kb, (const char *const *)paths, snap_dw_open_quiet, s, sizes,
+                       unchanged);
+    for (size_t k = 0; k < w->n; k++)
+        free(paths[k]);
+    free(paths);
+    return e;
+}
+
 /* The pre-pass of service/dwrite.h: the bf16 tensors of the files to read
  * that may be the rounding of an fp32 one of any file (a file the index
- * gives unchanged offers bases only).  s->dw stays NULL when derive_bf16
- * is off or no pair is found. */
+ * gives unchanged offers bases only), and the tensors the keyframe holds.
+ * s->dw stays NULL when derive_bf16 is off and keyframe_every 1, or
+ * nothing is proposed. */
 static int snap_dwrite_match(struct snap *s)
 {
     const struct walk *w = &s->core.w;
-    if (!repo_conf(s->r)->derive_bf16 || w->n == 0)
+    const struct config *conf = repo_conf(s->r);
+    if ((!conf->derive_bf16 && conf->keyframe_every <= 1) || w->n == 0)
         return 0;
     uint64_t *sizes = calloc(w->n, sizeof(*sizes));
     bool *unchanged = calloc(w->n, sizeof(*unchanged));
@@ -1082,7 +1166,15 @@ static int snap_dwrite_match(struct snap *s)
         unchanged[k] = ingcore_known(s->r, &key, snap_healthy_mask(s), digest, NULL, NULL) == 1;
     }
     if (e == 0)
-        e = dwrite_open(w->n, snap_dw_open_quiet, s, sizes, unchanged, &s->dw);
+        e = dwrite_new(w->n, &s->dw);
+    if (e == 0 && conf->derive_bf16)
+        e = dwrite_match(s->dw, snap_dw_open_quiet, s, sizes, unchanged);
+    if (e == 0)
+        e = snap_keyframe(s, sizes, unchanged);
+    if (e < 0 || !dwrite_any(s->dw)) {
+        dwrite_free(s->dw);
+        s->dw = NULL;
+    }
     free(sizes);
     free(unchanged);
     return e;
@@ -1105,6 +1197,7 @@ static int snap_dwrite(struct snap *s)
     if (!s->dw)
         return 0;
     struct chunkobj_ctx z = repo_chunkobj_ctx(s->r);
+    struct chunkobj_opts co = repo_chunk_opts(s->r);
     struct dwrite_env env = {.open = snap_dw_open,
                              .chunk_id = snap_dw_id,
                              .put = snap_dw_put,
@@ -1116,7 +1209,8 @@ static int snap_dwrite(struct snap *s)
                              .ix = repo_index(s->r),
                              .pool = s->pool,
                              .njobs = snap_dw_jobs(s),
-                             .level = repo_chunk_opts(s->r).level,
+                             .level = co.level,
+                             .copts = &co,
                              .ud = s,
                              .err = s->err};
     int e = dwrite_finish(s->dw, &s->core.m, &env);
@@ -1127,6 +1221,15 @@ static int snap_dwrite(struct snap *s)
              (unsigned long long)st->pairs, (unsigned long long)st->recipes,
              (unsigned long long)st->recipe_raw, (unsigned long long)st->recipe_bytes,
              (unsigned long long)st->reused, (unsigned long long)st->plain);
+    if (s->kb) {
+        uint64_t local, fetched;
+        kfbase_counts(s->kb, &local, &fetched);
+        log_info("keyframe %s: %llu tensor(s) stored against it; %llu of its chunks named as "
+                 "bases (k lines); %llu base chunk(s) read from local files, %llu from the regions",
+                 kfbase_manifest(s->kb)->id, (unsigned long long)st->xpairs,
+                 (unsigned long long)st->kbases, (unsigned long long)local,
+                 (unsigned long long)fetched);
+    }
     return e;
 }
 
@@ -1236,6 +1339,7 @@ static void snap_teardown(struct snap *s)
     free(s->wk);
     fanout_free(s->fan);
     dwrite_free(s->dw);
+    kfbase_free(s->kb);
     pthread_mutex_destroy(&s->claim_mu);
     pthread_cond_destroy(&s->claim_cv);
 }

@@ -12,9 +12,9 @@
 # zip's offsets: test-recipes-read covers it on raw arrays.)
 . "$(dirname "$0")/lib.sh"
 write_config 16K 64K 256K
-# mkrecipes rewrites snapshots stored plain: no derived bf16 at snapshot
-# time (test-derive-bf16 tests that writer)
-printf '[compress]\nderive_bf16 = off\n' >> "$CONF"
+# mkrecipes rewrites snapshots stored plain: no derived bf16 nor deltas
+# at snapshot time (test-derive-bf16 and test-xor-keyframe test those)
+printf '[compress]\nderive_bf16 = off\nkeyframe_every = 1\n' >> "$CONF"
 MK="$CKS_BUILD_DIR/tests/mkrecipes"
 [ -x "$MK" ] || skip "mkrecipes not built"
 /usr/bin/python3 -c 'import torch' 2> /dev/null || skip "Debian's python3-torch is not installed"

@@ -4,7 +4,8 @@
  * through tdelta_encode/tdelta_decode with the bases they name, whatever
  * the chunk's and the base file's cuts (elements split on either side are
  * literal); a refused base, more than TDELTA_MAX_BASES bases, a pair that
- * is not a rounding, and bad input.
+ * is not a rounding, and bad input.  Delta pairs (xw 4): XOR segments of
+ * whole elements against the base, cut at its chunks, round trip.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -263,12 +264,80 @@ static void test_bad(void **state)
     dplan_free(&p);
 }
 
+/* A delta pair: n fp32 values at byte 100 of the chunk's file, each the
+ * base's (at byte 64) moved by a few ulps; windows cut anywhere plan XOR
+ * segments of whole elements (split ones literal), and round trip. */
+static void test_xor(void **state)
+{
+    (void)state;
+    struct fx x;
+    uint64_t seed = 5;
+    fx_make(&x, 3000, 2048, 13); /* about 3 base chunks: all usable */
+    free(x.file);
+    x.file_len = 100 + 4 * x.nf + 9;
+    x.file = malloc(x.file_len);
+    assert_non_null(x.file);
+    for (size_t i = 0; i < x.file_len; i++)
+        x.file[i] = (uint8_t)rng_next(&seed);
+    for (size_t i = 0; i < x.nf; i++) {
+        uint32_t u;
+        memcpy(&u, x.base + 64 + 4 * i, 4);
+        u += (uint32_t)(rng_next(&seed) % 64) - 32;
+        memcpy(x.file + 100 + 4 * i, &u, 4);
+    }
+    x.pair.xw = 4;
+    for (int t = 0; t < 40; t++) {
+        uint64_t off = rng_next(&seed) % x.file_len;
+        uint32_t len = (uint32_t)(1 + rng_next(&seed) % (x.file_len - off));
+        struct dplan p = DPLAN_INIT;
+        struct chunkobj_ctx z = {0};
+        struct buf obj = BUF_INIT, out = BUF_INIT;
+        struct tdelta_base b[TDELTA_MAX_BASES];
+        struct tdelta_opts o = {.level = 3};
+        uint8_t id[HASH_LEN];
+        assert_int_equal(dplan_chunk(&p, off, len, &x.pair, 1, NULL, NULL), 0);
+        uint64_t sum = 0;
+        for (size_t i = 0; i < p.nseg; i++) {
+            sum += p.seg[i].len;
+            if (p.seg[i].kind == TDELTA_XOR)
+                assert_int_equal(p.seg[i].len % 4, 0);
+            else
+                assert_int_equal(p.seg[i].kind, TDELTA_LITERAL);
+        }
+        assert_int_equal(sum, len);
+        for (size_t k = 0; k < p.nbase; k++) {
+            memcpy(b[k].id, p.base[k].cut->id, HASH_LEN);
+            b[k].data = x.base + p.base[k].cut->off;
+            b[k].len = p.base[k].cut->len;
+        }
+        hash_sha256(x.file + off, len, id);
+        assert_int_equal(
+            tdelta_encode(&z, x.file + off, len, p.seg, p.nseg, b, p.nbase, &o, &obj, NULL), 0);
+        assert_int_equal(tdelta_decode(&z, obj.data, obj.len, id, len, b, p.nbase, &out), 0);
+        assert_memory_equal(out.data, x.file + off, len);
+        buf_free(&obj);
+        buf_free(&out);
+        chunkobj_ctx_free(&z);
+        dplan_free(&p);
+    }
+    struct dplan p = DPLAN_INIT;
+    assert_int_equal(dplan_chunk(&p, 0, (uint32_t)x.file_len, &x.pair, 1, NULL, NULL), 0);
+    assert_true(p.derived > 4 * x.nf * 9 / 10); /* a few elements split by base cuts */
+    assert_true(dplan_overlaps_b16(&x.pair, 1, 100 + 4 * x.nf - 1, 1));
+    assert_false(dplan_overlaps_b16(&x.pair, 1, 100 + 4 * x.nf, 5));
+    x.pair.xw = 3;
+    assert_int_equal(dplan_chunk(&p, 0, 100, &x.pair, 1, NULL, NULL), -EINVAL);
+    dplan_free(&p);
+    fx_free(&x);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_random_cuts),  cmocka_unit_test(test_whole),
         cmocka_unit_test(test_refused),      cmocka_unit_test(test_many_bases),
         cmocka_unit_test(test_not_rounding), cmocka_unit_test(test_bad),
+        cmocka_unit_test(test_xor),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
