@@ -489,11 +489,12 @@ static int dw_cuts(struct dwrite *d, const struct manifest *m)
 }
 
 /* Bytes [off, off + len) of manifest file k into out, checked to be
- * chunk id: 0, CKS_E_CHANGED (err says which file), or an error.  Any
- * thread (env->open, which may write env->err, under d->mu). */
-static int dw_read(struct dwrite *d, const struct manifest *m, const struct dwrite_env *env,
-                   size_t k, uint64_t off, uint32_t len, const uint8_t id[HASH_LEN],
-                   struct buf *out, struct buf *err)
+ * chunk id when check (else only their count): 0, CKS_E_CHANGED (err says
+ * which file), or an error.  Any thread (env->open, which may write
+ * env->err, under d->mu). */
+static int dw_read_as(struct dwrite *d, const struct manifest *m, const struct dwrite_env *env,
+                      size_t k, uint64_t off, uint32_t len, const uint8_t id[HASH_LEN], bool check,
+                      struct buf *out, struct buf *err)
 {
     uint8_t got[HASH_LEN];
     if (k >= d->nfiles) /* a keyframe's chunk (checked there) */
@@ -511,8 +512,9 @@ static int dw_read(struct dwrite *d, const struct manifest *m, const struct dwri
     close(fd);
     if (e == 0) {
         out->len = (size_t)n;
-        env->chunk_id(env->ud, out->data, out->len, got);
-        if ((size_t)n != len || memcmp(got, id, HASH_LEN))
+        if (check)
+            env->chunk_id(env->ud, out->data, out->len, got);
+        if ((size_t)n != len || (check && memcmp(got, id, HASH_LEN)))
             e = CKS_E_CHANGED;
     }
     if (e == 0)
@@ -526,6 +528,14 @@ static int dw_read(struct dwrite *d, const struct manifest *m, const struct dwri
         buf_printf(err, "reading \"%s\": %s", m->files[k].path, err_str(e));
     pthread_mutex_unlock(&d->mu);
     return e;
+}
+
+/* dw_read_as, checked. */
+static int dw_read(struct dwrite *d, const struct manifest *m, const struct dwrite_env *env,
+                   size_t k, uint64_t off, uint32_t len, const uint8_t id[HASH_LEN],
+                   struct buf *out, struct buf *err)
+{
+    return dw_read_as(d, m, env, k, off, len, id, true, out, err);
 }
 
 /* Phase B's buffers, one set per thread. */
@@ -603,6 +613,15 @@ static int dw_smaller(const struct dwrite_env *env, struct dw_b *b, const struct
     return e;
 }
 
+/* Whether b->raw (read unchecked) holds the chunk id. */
+static bool dw_raw_is(const struct dwrite_env *env, const struct dw_b *b,
+                      const uint8_t id[HASH_LEN])
+{
+    uint8_t got[HASH_LEN];
+    env->chunk_id(env->ud, b->raw.data, b->raw.len, got);
+    return memcmp(got, id, HASH_LEN) == 0;
+}
+
 /* Chunk it (in b->raw) encoded as a recipe into b->obj, checked by
  * decoding it: *ret_ok, or not (it stays plain). */
 static int dw_encode(struct dwrite *d, const struct manifest *m, const struct dwrite_env *env,
@@ -635,7 +654,7 @@ static int dw_encode(struct dwrite *d, const struct manifest *m, const struct dw
     if (!st.recipe || (e = dw_smaller(env, b, &st, &smaller)) < 0 || !smaller)
         return e < 0 ? e : 0;
     e = tdelta_decode(&b->z, b->obj.data, b->obj.len, it->id, it->len, tb, b->p.nbase, &b->back);
-    if (e < 0)
+    if (e < 0 && dw_raw_is(env, b, it->id)) /* else the file changed: dw_apply says so */
         log_warn("a recipe of \"%s\" at byte %llu did not decode to its chunk (%s); storing the "
                  "chunk plain",
                  m->files[it->file].path, (unsigned long long)it->off, err_str(e));
@@ -824,8 +843,11 @@ static void dw_job_run(struct pool_job *pj, size_t thread)
     for (size_t i = 0; i < j->n && j->e == 0; i++) {
         const struct dw_item *it = j->items[i];
         j->ok[i] = false;
-        j->e =
-            dw_read(j->d, j->m, j->env, it->file, it->off, it->len, it->id, &j->b.raw, &j->b.err);
+        /* not hashed here: a recipe is kept only when it decodes to it->id,
+         * which checks these bytes too; a chunk kept plain is read again,
+         * and checked, by dw_apply */
+        j->e = dw_read_as(j->d, j->m, j->env, it->file, it->off, it->len, it->id, false, &j->b.raw,
+                          &j->b.err);
         if (j->e == 0)
             j->e = dw_encode(j->d, j->m, j->env, it, &j->b, &j->ok[i]);
         if (j->e == 0 && j->ok[i]) {
