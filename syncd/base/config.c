@@ -176,6 +176,7 @@ static const struct key_def config_keys[] = {
     {SEC_COMPRESS, "level", parse_int, check_int, CFG(zstd_level), 1, 19, 0},
     {SEC_COMPRESS, "tensor", parse_tensor, NULL, CFG(tensor), 0, 0, 0},
     {SEC_COMPRESS, "derive_bf16", parse_on_off, NULL, CFG(derive_bf16), 0, 0, 0},
+    {SEC_COMPRESS, "keyframe_fetch", parse_on_off, NULL, CFG(keyframe_fetch), 0, 0, 0},
     {SEC_COMPRESS, "keyframe_every", parse_uint, check_uint, CFG(keyframe_every), 1,
      CONFIG_KEYFRAME_MAX, 0},
     {SEC_RETENTION, "keep_last", parse_uint, check_uint, POL(keep_last), 0, KEEP_COUNT_MAX, 0},

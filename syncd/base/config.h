@@ -14,7 +14,7 @@
  *             control_idle_timeout, nodes, node_rank, part_timeout, part_expire (a job on
  *             several nodes: config_nodes_env)
  *   [chunker] min, avg, max, normalization
- *   [compress] level, tensor, derive_bf16, keyframe_every
+ *   [compress] level, tensor, derive_bf16, keyframe_every, keyframe_fetch
  *   [retention], [retention.RUN]  keep_last, keep_every, keep_within,
  *                 keep_best, best_metric, best_mode  (the default policy,
  *                 and one run's: a run's section replaces the default whole)
@@ -152,6 +152,10 @@ struct config {
                               * a checkpoint's tensors as XOR against the run's latest
                               * keyframe, and every Nth as a keyframe (service/keyframe.h);
                               * 1: every snapshot is a keyframe */
+    bool keyframe_fetch;     /* a keyframe's bytes with no local copy fetched from the
+                              * regions for the deltas (on), or those deltas not
+                              * written (off, the default: a download of the
+                              * keyframe costs more than the delta saves) */
     /* [repository]: applies when a repository is created; an existing one
      * says itself whether it is encrypted (engine/repoobj.h) */
     bool encryption;                       /* "aes-256-gcm", default "none" */

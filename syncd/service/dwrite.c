@@ -564,7 +564,8 @@ static void dw_b_free(struct dw_b *b)
 }
 
 /* The plan's bases read (or kept from the last chunk's, prev) into cur
- * and tb. */
+ * and tb: 0, 1 when a keyframe's base cannot be had (kfbase_read), or an
+ * error. */
 static int dw_bases(struct dwrite *d, const struct manifest *m, const struct dwrite_env *env,
                     struct dw_b *b, struct dw_bbuf *prev, struct dw_bbuf *cur,
                     struct tdelta_base *tb)
@@ -580,6 +581,10 @@ static int dw_bases(struct dwrite *d, const struct manifest *m, const struct dwr
             }
         if (!cur[k].have) {
             int e = dw_read(d, m, env, p->base[k].file, c->off, c->len, c->id, &cur[k].b, &b->err);
+            if (e == -ENOENT && p->base[k].file >= d->nfiles) {
+                buf_reset(&b->err); /* a keyframe's base not to be had: no delta */
+                return 1;
+            }
             if (e < 0)
                 return e;
             memcpy(cur[k].id, c->id, HASH_LEN);
@@ -641,8 +646,8 @@ static int dw_encode(struct dwrite *d, const struct manifest *m, const struct dw
     if (e == 0)
         e = dw_bases(d, m, env, b, prev, cur, tb);
     b->cur = !b->cur; /* what this chunk read is the next one's prev */
-    if (e < 0)
-        return e;
+    if (e != 0)
+        return e < 0 ? e : 0; /* 1: a keyframe's base not to be had, stored plain */
     struct tdelta_opts o = {.level = env->level, .scratch = &b->sc};
     e = tdelta_encode(&b->z, b->raw.data, b->raw.len, b->p.seg, b->p.nseg, tb, b->p.nbase, &o,
                       &b->obj, &st);

@@ -91,6 +91,8 @@ struct kfbase {
     struct chunkobj_ctx z;
     pthread_mutex_t mu;      /* rg, z */
     uint64_t nlocal, nfetch; /* chunks read (atomic) */
+    uint64_t nmiss;          /* bases kfbase_read could not give (atomic) */
+    bool fetch;              /* [compress] keyframe_fetch */
 };
 
 const struct manifest *kfbase_manifest(const struct kfbase *b)
@@ -159,6 +161,7 @@ int kfbase_open(struct repo *r, struct manifest *kf, const char *local_dir, stru
     b->kf = *kf;
     manifest_init(kf);
     b->z = repo_chunkobj_ctx(r);
+    b->fetch = repo_conf(r)->keyframe_fetch;
     int e = local_dir && !(b->dir = strdup(local_dir)) ? -ENOMEM : kf_cuts(b);
     REPO_FOR_HEALTHY(r, i) {
         if (e < 0)
@@ -220,8 +223,9 @@ static int kf_fetch(struct kfbase *b, const uint8_t id[HASH_LEN], uint32_t len, 
     return e;
 }
 
-int kfbase_read(struct kfbase *b, size_t f, uint64_t off, uint32_t len, const uint8_t id[HASH_LEN],
-                struct buf *out, struct buf *err)
+/* kfbase_read; from the regions only when fetch. */
+static int kf_read(struct kfbase *b, size_t f, uint64_t off, uint32_t len,
+                   const uint8_t id[HASH_LEN], bool fetch, struct buf *out, struct buf *err)
 {
     uint8_t got[HASH_LEN];
     buf_reset(out);
@@ -240,8 +244,25 @@ int kfbase_read(struct kfbase *b, size_t f, uint64_t off, uint32_t len, const ui
             }
         }
     }
+    if (!fetch)
+        return -ENOENT;
     __atomic_add_fetch(&b->nfetch, 1, __ATOMIC_RELAXED);
     return kf_fetch(b, id, len, out, err);
+}
+
+int kfbase_read(struct kfbase *b, size_t f, uint64_t off, uint32_t len, const uint8_t id[HASH_LEN],
+                struct buf *out, struct buf *err)
+{
+    int e = kf_read(b, f, off, len, id, b->fetch, out, err);
+    if (e == 0 || e == -ENOMEM)
+        return e;
+    if (__atomic_add_fetch(&b->nmiss, 1, __ATOMIC_RELAXED) == 1)
+        log_warn("keyframe %s: a base chunk of \"%s\" is %s; the chunks built on such bases "
+                 "are stored without deltas",
+                 b->kf.id, f < b->kf.nfiles ? b->kf.files[f].path : "?",
+                 b->fetch ? "in no region intact"
+                          : "not in its local copy (changed since; keyframe_fetch = off)");
+    return -ENOENT;
 }
 
 int kfbase_get(struct kfbase *b, const uint8_t id[HASH_LEN], struct buf *out, struct buf *err)
@@ -251,7 +272,7 @@ int kfbase_get(struct kfbase *b, const uint8_t id[HASH_LEN], struct buf *out, st
         for (uint64_t c = 0; m->files[f].type == MFILE_REG && c < m->files[f].nchunks; c++) {
             const struct dplan_cut *cut = &b->cuts[m->files[f].first_chunk + c];
             if (!memcmp(cut->id, id, HASH_LEN))
-                return kfbase_read(b, f, cut->off, cut->len, id, out, err);
+                return kf_read(b, f, cut->off, cut->len, id, true, out, err);
         }
     return -ENOENT;
 }
@@ -329,6 +350,12 @@ int kfbase_fd(struct kfbase *b, size_t f, uint64_t *ret_size)
     *ret_size = b->kf.files[f].size;
     if (b->fd[f] < 0)
         kf_local(b, f);
+    if (b->fd[f] < 0 && !b->fetch) {
+        log_info("keyframe %s: no local copy of \"%s\" beside the snapshot (keyframe_fetch = "
+                 "off): its tensors are stored without deltas",
+                 b->kf.id, b->kf.files[f].path);
+        return -ENOENT;
+    }
     if (b->fd[f] < 0) {
         int e = kf_fill(b, f);
         if (e < 0)

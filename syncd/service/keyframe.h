@@ -29,10 +29,16 @@
  * each chunk read there checked against its id; else (no such file, a
  * size other than the keyframe's, a chunk that does not match) from the
  * regions, each chunk fetched and decoded (service/rgchunk.h), checked
- * against its id, the next region asked on failure.  kfbase_fd of a file
- * with no local copy fills an unlinked temporary file (in $TMPDIR) from
- * the regions first, once: the tensor view is read from it.  Nothing
- * read is trusted beyond its id: a view only proposes.
+ * against its id, the next region asked on failure — only with
+ * [compress] keyframe_fetch = on: off (the default), a base not in a
+ * local copy is not to be had (-ENOENT) and the chunks over it are stored
+ * without deltas, since downloading a keyframe costs more transfer than
+ * a delta saves.  kfbase_fd of a file with no local copy fills an
+ * unlinked temporary file (in $TMPDIR) from the regions first, once (the
+ * tensor view is read from it), or, keyframe_fetch off, is -ENOENT.
+ * Nothing read is trusted beyond its id (or, for a local copy the index
+ * knows by identity with the keyframe's digest, that identity): a view
+ * only proposes.
  *
  * Bases: only chunks the keyframe stores plain (kfbase_plain): a delta's
  * recipe is then at depth 1 over the keyframe.
@@ -87,13 +93,16 @@ bool kfbase_plain(const struct kfbase *b, const struct dplan_cut *c);
 bool kfbase_owns(const struct kfbase *b, const struct dplan_cut *c);
 
 /* Bytes [off, off + len) of file f, which must be chunk id, into out:
- * from the local file, else from the regions.  0, or an error with err
- * (appended) naming the chunk and what failed.  Thread-safe. */
+ * from the local file, else (keyframe_fetch) from the regions.  0,
+ * -ENOMEM, or -ENOENT when they cannot be had (logged once; err may
+ * name the chunk): the caller stores its chunk without the delta.
+ * Thread-safe. */
 int kfbase_read(struct kfbase *b, size_t f, uint64_t off, uint32_t len, const uint8_t id[HASH_LEN],
                 struct buf *out, struct buf *err);
 
-/* Chunk id of the keyframe's files into out, as kfbase_read gives it;
- * -ENOENT when no file of the keyframe holds it. */
+/* Chunk id of the keyframe's files into out, as kfbase_read gives it but
+ * from the regions whatever keyframe_fetch says (one chunk: a region that
+ * lost it gets it back); -ENOENT when no file of the keyframe holds it. */
 int kfbase_get(struct kfbase *b, const uint8_t id[HASH_LEN], struct buf *out, struct buf *err);
 
 /* Chunks kfbase_read took from local files, and from the regions. */

@@ -10,8 +10,12 @@
 #    again; every snapshot restores bit for bit and verify is clean;
 #  - the deltas store fewer bytes than the same run with keyframe_every =
 #    1 (figures from the snapshots' JSON);
-#  - with the keyframe's directory gone locally, the bases come from the
-#    regions, and the snapshot is the same (stored bytes, r and k lines);
+#  - with the keyframe's directory gone locally: keyframe_fetch = off
+#    (the default) stores the snapshot without deltas, downloading
+#    nothing, and it is the next one's keyframe (whose chunk changed in
+#    the local copy is stored without the delta); keyframe_fetch = on
+#    takes the bases from the regions, and the snapshot is the same
+#    (stored bytes, r and k lines);
 #  - kill -9 in a delta's phase B (CKPTSYNC_TEST_DWRITE_STOP_AFTER):
 #    nothing published, the rerun publishes and restores;
 #  - a k chunk missing in one region at the confirmation is uploaded again
@@ -111,8 +115,45 @@ sys.exit(0 if x["stored_bytes"] < y["stored_bytes"] else 1)
 PY
 [ $? = 0 ] || die "the delta stored no fewer bytes than a keyframe"
 
-step "the keyframe's directory gone locally: bases from the regions, the same snapshot"
+step "the keyframe's directory gone locally, keyframe_fetch = off (the default): no delta, no download"
+C3=$(repo2 kfo 3)
+snap "$C3" 1 o1 > /dev/null
+mv "$SRC/step-1" "$T/step-1.away"
+oid=$(snap "$C3" 2 o2)
+mv "$T/step-1.away" "$SRC/step-1"
+grep -q 'no local copy of "step-1/ckpt.pt" beside the snapshot (keyframe_fetch = off)' "$T/o2.err" ||
+  { cat "$T/o2.err"; die "no message that the keyframe's file is not local"; }
+kf_line "$T/o2.err" | grep -q ' [1-9][0-9]* from the regions' && die "bases were downloaded with keyframe_fetch = off"
+if [ "$ENC" != 1 ]; then
+  grep -q '^k ' "$T"/kfo/a/snapshots/r/"$oid" && die "step 2 names keyframe chunks without their bytes"
+fi
+restore_cmp "$C3" "$oid" 2
+# step 2, stored without deltas, is the keyframe of step 3, whose bases
+# are local; one of them changed in the local copy (a trainer rewriting
+# it) is not fetched: its chunks are stored without the delta
+cp -p "$SRC/step-2/ckpt.pt" "$T/ckpt2.orig"
+python3 - "$SRC/step-2/ckpt.pt" <<'PY'
+import os, sys
+n = os.path.getsize(sys.argv[1])
+with open(sys.argv[1], "r+b") as f:  # tensor bytes only: the zip's head and tail stay
+    for off in range(n // 4, 3 * n // 4, 128 << 10):
+        f.seek(off)
+        b = f.read(1)
+        f.seek(off)
+        f.write(bytes([b[0] ^ 0xFF]))
+PY
+o3=$(snap "$C3" 3 o3)
+cp -p "$T/ckpt2.orig" "$SRC/step-2/ckpt.pt"
+grep -q "keyframe: snapshot $oid (step 2)" "$T/o3.err" || { cat "$T/o3.err"; die "step 3 is not a delta against step 2"; }
+grep -q 'not in its local copy (changed since; keyframe_fetch = off)' "$T/o3.err" ||
+  { cat "$T/o3.err"; die "no message that a base changed in the local copy"; }
+kf_line "$T/o3.err" | grep -q ' [1-9][0-9]* base chunk(s) read from local files, 0 from the regions' ||
+  { kf_line "$T/o3.err"; die "step 3: not its other bases from the local copy, or a download"; }
+restore_cmp "$C3" "$o3" 3
+
+step "the keyframe's directory gone locally, keyframe_fetch = on: bases from the regions, the same snapshot"
 C2=$(repo2 kfr 3)
+sed -i '/^keyframe_every/a keyframe_fetch = on' "$C2"
 snap "$C2" 1 r1 > /dev/null
 mv "$SRC/step-1" "$T/step-1.away"
 rid=$(snap "$C2" 2 r2)
