@@ -16,6 +16,7 @@
 #    the local copy is stored without the delta); keyframe_fetch = on
 #    takes the bases from the regions, and the snapshot is the same
 #    (stored bytes, r and k lines);
+#  - a fine-tune (a frozen layer, small steps) round-trips as a delta;
 #  - kill -9 in a delta's phase B (CKPTSYNC_TEST_DWRITE_STOP_AFTER):
 #    nothing published, the rerun publishes and restores;
 #  - a k chunk missing in one region at the confirmation is uploaded again
@@ -114,6 +115,22 @@ print(f"    step 2: new {x['new_bytes']} bytes; stored {x['stored_bytes']} with 
 sys.exit(0 if x["stored_bytes"] < y["stored_bytes"] else 1)
 PY
 [ $? = 0 ] || die "the delta stored no fewer bytes than a keyframe"
+
+step "a fine-tune (first layer frozen, small steps): the delta restores bit for bit"
+FT="$T/ft"
+FINETUNE=1 /usr/bin/python3 "$CKS_SOURCE_DIR/tests/integration/xor_train.py" "$FT" 1 2 || die "xor_train.py (fine-tune)"
+CF=$(repo2 kff 3)
+for s in 1 2; do
+  "$CKPTSYNC" --config "$CF" snapshot "$FT/step-$s" --run ft --step $s --json > "$T/f$s.json" 2> "$T/f$s.err" ||
+    { cat "$T/f$s.err"; die "snapshot of fine-tune step $s"; }
+done
+grep -q "keyframe: snapshot $(json "$T/f1.json" 'd["id"]') (step 1)" "$T/f2.err" ||
+  { cat "$T/f2.err"; die "fine-tune step 2 is not a delta against step 1"; }
+rm -rf "$T/rs"
+"$CKPTSYNC" --config "$CF" restore --run ft --snapshot "$(json "$T/f2.json" 'd["id"]')" --to "$T/rs" -q ||
+  die "restore of fine-tune step 2"
+cmp "$FT/step-2/ckpt.pt" "$T/rs/step-2/ckpt.pt" || die "fine-tune step 2 restored differs"
+echo "    fine-tune step 2: stored $(json "$T/f2.json" 'd["stored_bytes"]') of $(json "$T/f2.json" 'd["bytes"]') bytes; $(kf_line "$T/f2.err")"
 
 step "the keyframe's directory gone locally, keyframe_fetch = off (the default): no delta, no download"
 C3=$(repo2 kfo 3)
