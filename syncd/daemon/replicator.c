@@ -456,9 +456,10 @@ static int rw_requeue(struct rworker *w, struct index_txn *t, uint64_t seq,
     return e == 0 || e == -ENOENT ? queue_put(t, &q) : e;
 }
 
-/* A recipe object or a base-only chunk (a version 6 manifest's r or k
- * line) the region lacks: the daemon has no file bytes to upload it from
- * (it writes no recipes), so the publish fails naming the object. */
+/* A recipe object no spool holds, or a base-only chunk (a delta's k line:
+ * one of its keyframe's chunks) the region lacks: no file of the snapshot
+ * holds its bytes, so the publish in this region fails naming the object
+ * (docs/deltas.md "Deltas against the keyframe in the daemon"). */
 static int rw_lost_object(struct rworker *w, const struct presence_item *it)
 {
     char key[LAYOUT_KEY_MAX];
