@@ -56,7 +56,7 @@
  *   would have.  An unpinned unit is not derived; a node's part of a
  *   multi-node step is, its pairs within this node's files.
  * - Deltas against the keyframe (docs/deltas.md "Deltas against the
- *   keyframe"): keyframe_xor after dwrite_match, as `ckptsync snapshot`
+ *   keyframe"): kfxor_propose after dwrite_match, as `ckptsync snapshot`
  *   does (the run's keyframe as the regions list it, through a repo_dup
  *   of this thread's; its files next to the unit, else the regions);
  *   phase B names the keyframe's chunks as k lines and spools the XOR
@@ -82,7 +82,7 @@
 #include "engine/chunkobj.h"
 #include "service/dwrite.h"
 #include "service/ingcore.h"
-#include "service/keyframe.h"
+#include "service/kfxor.h"
 #include "service/multinode.h"
 #include "service/restore.h"
 #include "service/snapheld.h"
@@ -531,7 +531,7 @@ static int ing_dw_plain(void *ud, const uint8_t id[HASH_LEN], const uint8_t *dat
     return 0;
 }
 
-/* The ingest thread's repo for keyframe_xor (ig->kr), its regions
+/* The ingest thread's repo for kfxor_propose (ig->kr), its regions
  * retried. */
 static int ing_kf_repo(struct ingester *ig, struct buf *err)
 {
@@ -543,7 +543,7 @@ static int ing_kf_repo(struct ingester *ig, struct buf *err)
 }
 
 /* The pre-pass over the pinned files, as `ckptsync snapshot`'s: derived
- * bf16 pairs, then the deltas against the run's keyframe (keyframe_xor:
+ * bf16 pairs, then the deltas against the run's keyframe (kfxor_propose:
  * its files looked for in the watch directory, next to the unit, as the
  * keyframe's root names them, else in the regions).  g->dw stays NULL
  * when both are off, the unit could not be pinned (a recipe is spooled in
@@ -571,8 +571,8 @@ static int ing_dwrite_match(struct ing *g)
     if (e == 0 && xor)
         e = ing_kf_repo(g->ig, &g->err);
     if (e == 0 && xor)
-        e = keyframe_xor(g->ig->kr, g->job->run, g->job->step, w, g->dw, ing_dw_open_quiet, g,
-                         sizes, NULL, &g->kb, &g->err);
+        e = kfxor_propose(g->ig->kr, g->job->run, g->job->step, w, g->dw, ing_dw_open_quiet, g,
+                          sizes, NULL, &g->kb, &g->err);
     if (e < 0 || !dwrite_any(g->dw)) {
         dwrite_free(g->dw);
         g->dw = NULL;

@@ -99,21 +99,4 @@ int kfbase_get(struct kfbase *b, const uint8_t id[HASH_LEN], struct buf *out, st
 /* Chunks kfbase_read took from local files, and from the regions. */
 void kfbase_counts(const struct kfbase *b, uint64_t *ret_local, uint64_t *ret_fetched);
 
-struct dwrite;
-struct walk;
-
-/* The writers' step between dwrite_match and the read (`ckptsync
- * snapshot`, ckptsyncd's ingest): the keyframe of run at step
- * (keyframe_find with [compress] keyframe_every), its bases opened
- * (kfbase_open, its files looked for under w->base, the parent of the
- * source: dirname(PATH)/<keyframe root>) into *ret_kb, and each file k of
- * w with sizes[k] > 0 proposed to d as deltas against the keyframe's file
- * of the same path under its root (dwrite_xor with open, ud, unchanged).
- * *ret_kb stays NULL when there is no keyframe: this snapshot is one.
- * *ret_kb must outlive d (free d first).  0, -ENOMEM or a region's error
- * (err). */
-int keyframe_xor(struct repo *r, const char *run, int64_t step, const struct walk *w,
-                 struct dwrite *d, int (*open)(void *ud, size_t k), void *ud, const uint64_t *sizes,
-                 const bool *unchanged, struct kfbase **ret_kb, struct buf *err);
-
 #endif

@@ -43,6 +43,7 @@
 #include "service/gc.h"
 #include "service/ingcore.h"
 #include "service/keyframe.h"
+#include "service/kfxor.h"
 #include "service/presence.h"
 #include "service/snapshot.h"
 #include "store/layout.h"
@@ -1096,12 +1097,12 @@ out:
 }
 
 /* The deltas of the files to read against the run's keyframe
- * (service/keyframe.h, keyframe_xor), its files looked for next to the
+ * (service/kfxor.h), its files looked for next to the
  * snapshot's source (dirname(PATH)/<keyframe root>), else in the regions. */
 static int snap_keyframe(struct snap *s, const uint64_t *sizes, const bool *unchanged)
 {
-    return keyframe_xor(s->r, s->o->run, s->o->step, &s->core.w, s->dw, snap_dw_open_quiet, s,
-                        sizes, unchanged, &s->kb, s->err);
+    return kfxor_propose(s->r, s->o->run, s->o->step, &s->core.w, s->dw, snap_dw_open_quiet, s,
+                         sizes, unchanged, &s->kb, s->err);
 }
 
 /* The pre-pass of service/dwrite.h: the bf16 tensors of the files to read
