@@ -12,7 +12,9 @@
 #  - crash safety: with the recipe entries held in the queue
 #    (CKPTSYNC_TEST_RECIPE_HOLD) step 3's ingest commits a delta, nothing
 #    is published, kill -9; the restarted daemon publishes that very
-#    snapshot in every region and it restores bit for bit.
+#    snapshot in every region and it restores bit for bit;
+#  - a k chunk region b lost before step 3's publish is uploaded again
+#    from another region at its confirmation (no retake).
 . "$(dirname "$0")/lib.sh"
 write_config 16K 64K 256K
 set_settle 1
@@ -107,12 +109,18 @@ cks ls --remote --run r1 --json > "$T/ls.json" || die "ls"
 [ "$(json "$T/ls.json" "sorted(x['id'] for x in d) == sorted(['$id1', '$id2'])")" = True ] ||
   die "$id3 was published before its recipes"
 kill9_daemon
+cp "$T/k.txt" "$T/k2.txt"
+lost=$(sed -n 1p "$T/k2.txt") # a keyframe chunk step 2 names, and step 3 (the same tensors)
+rm "$T/regions/b/chunks/${lost:0:2}/$lost" || die "region b has no chunk $lost"
 
-step "restart: the same snapshot is published and restores bit for bit"
+step "restart: the same snapshot is published, its lost k chunk uploaded again, bit for bit"
 start_daemon
 cks flush --wait replicated --deadline 60 || { tail -30 "$T/daemon.log"; die "the queues did not drain"; }
 in_regions "$id3" || die "$id3 is not published in the 3 regions after the restart"
 delta "$id3"
+grep -qx "$lost" "$T/k.txt" || die "step 3 does not name $lost (the chunk removed from region b)"
+grep -q "\"chunks/${lost:0:2}/$lost\", a keyframe chunk snapshot $id3 names as a base, was missing" \
+  "$T/daemon.log" || die "no upload of the lost k chunk was logged"
 restore_cmp "$id3" 3
 cks verify --run r1 > "$T/v.txt" 2>&1 || { cat "$T/v.txt"; die "verify after the restart"; }
 grep -q 'retake\|dropping it' "$T/daemon.log" && die "a snapshot was dropped or retaken"
