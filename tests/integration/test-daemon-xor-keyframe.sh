@@ -8,8 +8,11 @@
 # with [compress] keyframe_every = 3:
 #  - step 1 is a keyframe (no k lines); step 2 a delta against it: k
 #    lines naming step 1's plain chunks, r lines, published in every
-#    region with each k chunk and each recipe there; both restore bit for
-#    bit and verify is clean;
+#    region with each k chunk and each recipe there, its bases read from
+#    step 1's directory beside it; both restore bit for bit and verify is
+#    clean;
+#  - step 1's directory removed (a trainer's rotation): step 3's bases
+#    come from the regions;
 #  - crash safety: with the recipe entries held in the queue
 #    (CKPTSYNC_TEST_RECIPE_HOLD) step 3's ingest commits a delta, nothing
 #    is published, kill -9; the restarted daemon publishes that very
@@ -97,6 +100,7 @@ kline=$(grep -o '"r1/step-2": keyframe .*' "$T/daemon.log" || true)
 echo "    $kline"
 nk=$(sed -n 's/.*; \([0-9]*\) of its chunks named as bases.*/\1/p' <<< "$kline")
 [ "${nk:-0}" -gt 0 ] || die "step 2 names no keyframe chunk as a base"
+grep -q ' read from local files, 0 from the regions$' <<< "$kline" || die "step 2's bases were not all local"
 in_regions "$id2" || die "$id2 is not published in the 3 regions"
 delta "$id2"
 restore_cmp "$id2" 2
@@ -104,7 +108,8 @@ restore_cmp "$id1" 1
 cks verify --run r1 > "$T/v.txt" 2>&1 || { cat "$T/v.txt"; die "verify"; }
 stop_daemon
 
-step "crash safety: step 3's delta ingested, its recipes only spooled, kill -9"
+step "crash safety: step 3's delta ingested (step 1 rotated away), its recipes only spooled, kill -9"
+rm -rf "$T/watch/r1/step-1"
 CKPTSYNC_TEST_RECIPE_HOLD=1 start_daemon
 cp -r "$SRC/step-3" "$T/watch/r1/"
 cks commit "$T/watch/r1/step-3" > /dev/null 2>&1 || true
@@ -114,6 +119,10 @@ id3=$(grep -o "event=snapshot run=r1 snapshot=[^ ]* unit=\"\?r1/step-3" "$T/daem
   sed -n '1s/.*snapshot=\([^ ]*\) .*/\1/p')
 [ "$(grep -c "keyframe: snapshot $id1 (step 1) is the base" "$T/daemon.log")" = 2 ] ||
   die "step 3 is not a delta against step 1"
+kline=$(grep -o '"r1/step-3": keyframe .*' "$T/daemon.log" || true)
+echo "    $kline"
+grep -q '; 0 base chunk(s) read from local files, [1-9][0-9]* from the regions$' <<< "$kline" ||
+  die "step 3's bases did not all come from the regions"
 pin="$T/watch/.ckptsync-pins/$id3"
 [ "$(find "$pin" -name 'r.*' | grep -c .)" -gt 0 ] || die "no recipe of $id3 is spooled in $pin"
 cks ls --remote --run r1 --json > "$T/ls.json" || die "ls"
@@ -125,7 +134,7 @@ if [ "$ENC" != 1 ]; then
   rm "$T/regions/b/chunks/${lost:0:2}/$lost" || die "region b has no chunk $lost"
 fi
 
-step "restart: the same snapshot is published, its lost k chunk uploaded again, bit for bit"
+step "restart: the same snapshot is published (a lost k chunk uploaded again), bit for bit"
 start_daemon
 cks flush --wait replicated --deadline 60 || { tail -30 "$T/daemon.log"; die "the queues did not drain"; }
 in_regions "$id3" || die "$id3 is not published in the 3 regions after the restart"
