@@ -56,7 +56,7 @@
  *   would have.  An unpinned unit is not derived; a node's part of a
  *   multi-node step is, its pairs within this node's files.
  * - Deltas against the keyframe (docs/deltas.md "Deltas against the
- *   keyframe"): kfxor_propose after dwrite_match, as `ckptsync snapshot`
+ *   keyframe in the daemon"): kfxor_propose after dwrite_match, as `ckptsync snapshot`
  *   does (the run's keyframe as the regions list it, through a repo_dup
  *   of this thread's; its files next to the unit, else the regions);
  *   phase B names the keyframe's chunks as k lines and spools the XOR
