@@ -55,6 +55,12 @@
  *   restart too.  A deferred chunk phase B keeps plain is fed as the read
  *   would have.  An unpinned unit is not derived; a node's part of a
  *   multi-node step is, its pairs within this node's files.
+ * - Deltas against the keyframe (docs/deltas.md "Deltas against the
+ *   keyframe in the daemon"): kfxor_propose after dwrite_match, as `ckptsync snapshot`
+ *   does (the run's keyframe as the regions list it, through a repo_dup
+ *   of this thread's; its files next to the unit, else the regions);
+ *   phase B names the keyframe's chunks as k lines and spools the XOR
+ *   recipes as any recipe.  Not for a node's part of a multi-node step.
  * - Memory: one read buffer of two maximal chunks, one encoded object,
  *   the manifest; the buffer's budget is the replicator's.  Phase B: as
  *   service/dwrite.h says (a deferred chunk's bytes are read again).
@@ -76,6 +82,7 @@
 #include "engine/chunkobj.h"
 #include "service/dwrite.h"
 #include "service/ingcore.h"
+#include "service/kfxor.h"
 #include "service/multinode.h"
 #include "service/restore.h"
 #include "service/snapheld.h"
@@ -106,6 +113,10 @@ struct ingester {
     /* The ingest thread's own handles on the regions (the workers own
      * theirs): for reading a run's lineage, never for uploads. */
     struct region *regions[CONFIG_MAX_REGIONS];
+    /* A repo_dup for finding a unit's keyframe (service/keyframe.h lists
+     * and reads through a repo's own handles, which the workers own);
+     * made at the first delta, its health reset before each */
+    struct repo *kr;
     struct replicator *rp;
     struct metrics *m;
     char *root;
@@ -195,6 +206,7 @@ struct ing {
     /* derived bf16 (service/dwrite.h; NULL: off, the unit unpinned, or no
      * pair): phase B's recipes and the deferred chunks it kept plain */
     struct dwrite *dw;
+    struct kfbase *kb; /* the keyframe's chunks, the deltas' bases (NULL: none) */
     struct irecipe *recipes;
     size_t nrecipes, recipes_cap;
     struct iplain *plains;
@@ -519,16 +531,33 @@ static int ing_dw_plain(void *ud, const uint8_t id[HASH_LEN], const uint8_t *dat
     return 0;
 }
 
-/* The pre-pass over the pinned files.  g->dw stays NULL when derive_bf16
- * is off, the unit could not be pinned (a recipe is spooled in the pin
- * folder), or no pair is found.  A node's part of a multi-node step is
- * derived like a snapshot (the merge, service/mnextras.c, carries a
- * part's r lines); its pairs are within this node's files. */
+/* The ingest thread's repo for kfxor_propose (ig->kr), its regions
+ * retried. */
+static int ing_kf_repo(struct ingester *ig, struct buf *err)
+{
+    if (ig->kr) {
+        repo_regions_retry(ig->kr);
+        return 0;
+    }
+    return repo_dup(ig->r, &ig->kr, err);
+}
+
+/* The pre-pass over the pinned files, as `ckptsync snapshot`'s: derived
+ * bf16 pairs, then the deltas against the run's keyframe (kfxor_propose:
+ * its files looked for in the watch directory, next to the unit, as the
+ * keyframe's root names them, else in the regions).  g->dw stays NULL
+ * when both are off, the unit could not be pinned (a recipe is spooled in
+ * the pin folder), or nothing is proposed.  A node's part of a
+ * multi-node step is derived like a snapshot (the merge,
+ * service/mnextras.c, carries a part's r lines; its pairs are within this
+ * node's files) but gets no deltas: the keyframe is a merged step, whose
+ * other nodes' bases this node neither reads nor confirms. */
 static int ing_dwrite_match(struct ing *g)
 {
     const struct walk *w = &g->core.w;
     const struct config *conf = repo_conf(g->ig->r);
-    if (!conf->derive_bf16 || !g->pinned || w->n == 0)
+    bool xor = conf->keyframe_every > 1 && !multinode_wanted(conf, &g->core.m);
+    if ((!conf->derive_bf16 && !xor) || !g->pinned || w->n == 0)
         return 0;
     uint64_t *sizes = calloc(w->n, sizeof(*sizes));
     if (!sizes)
@@ -536,7 +565,18 @@ static int ing_dwrite_match(struct ing *g)
     for (size_t k = 0; k < w->n; k++)
         if (w->v[k].type == MFILE_REG && !w->v[k].link && !(g->kept && g->kept[k].st_ino))
             sizes[k] = (uint64_t)w->v[k].st.st_size;
-    int e = dwrite_open(w->n, ing_dw_open_quiet, g, sizes, NULL, &g->dw);
+    int e = dwrite_new(w->n, &g->dw);
+    if (e == 0 && conf->derive_bf16)
+        e = dwrite_match(g->dw, ing_dw_open_quiet, g, sizes, NULL);
+    if (e == 0 && xor)
+        e = ing_kf_repo(g->ig, &g->err);
+    if (e == 0 && xor)
+        e = kfxor_propose(g->ig->kr, g->job->run, g->job->step, w, g->dw, ing_dw_open_quiet, g,
+                          sizes, NULL, &g->kb, &g->err);
+    if (e < 0 || !dwrite_any(g->dw)) {
+        dwrite_free(g->dw);
+        g->dw = NULL;
+    }
     free(sizes);
     return e;
 }
@@ -561,6 +601,7 @@ static int ing_dwrite(struct ing *g)
     if (!g->dw)
         return 0;
     struct chunkobj_ctx z = repo_chunkobj_ctx(g->ig->r);
+    struct chunkobj_opts co = repo_chunk_opts(g->ig->r);
     struct dwrite_env env = {.open = ing_dw_open,
                              .chunk_id = ing_dw_id,
                              .put = ing_dw_put,
@@ -572,7 +613,8 @@ static int ing_dwrite(struct ing *g)
                              .ix = repo_index(g->ig->r),
                              .pool = g->ig->pool,
                              .njobs = ing_dw_jobs(g),
-                             .level = repo_chunk_opts(g->ig->r).level,
+                             .level = co.level,
+                             .copts = &co,
                              .ud = g,
                              .err = &g->err};
     int e = dwrite_finish(g->dw, &g->core.m, &env);
@@ -583,6 +625,16 @@ static int ing_dwrite(struct ing *g)
              g->job->unit, (unsigned long long)st->pairs, (unsigned long long)st->recipes,
              (unsigned long long)st->recipe_raw, (unsigned long long)st->recipe_bytes,
              (unsigned long long)st->plain);
+    if (g->kb) {
+        uint64_t local, fetched;
+        kfbase_counts(g->kb, &local, &fetched);
+        log_info("\"%s\": keyframe %s: %llu tensor(s) stored against it; %llu of its chunks "
+                 "named as bases (k lines); %llu base chunk(s) read from local files, %llu from "
+                 "the regions",
+                 g->job->unit, kfbase_manifest(g->kb)->id, (unsigned long long)st->xpairs,
+                 (unsigned long long)st->kbases, (unsigned long long)local,
+                 (unsigned long long)fetched);
+    }
     return e;
 }
 
@@ -846,6 +898,8 @@ static void ing_reset(struct ing *g)
     ing_flags_free(g);
     dwrite_free(g->dw);
     g->dw = NULL;
+    kfbase_free(g->kb); /* after dw, which reads it */
+    g->kb = NULL;
     free(g->recipes);
     free(g->plains);
     g->recipes = NULL;
@@ -1178,6 +1232,7 @@ void ingester_free(struct ingester *ig)
     pthread_mutex_destroy(&ig->mu);
     for (size_t i = 0; i < CONFIG_MAX_REGIONS; i++)
         region_free(ig->regions[i]);
+    repo_free(ig->kr);
     for (size_t t = 0; ig->pool && t < pool_size(ig->pool); t++) {
         if (ig->z)
             chunkobj_ctx_free(&ig->z[t]);

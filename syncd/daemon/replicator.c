@@ -70,6 +70,7 @@
 #include "daemon/objbuf.h"
 #include "daemon/pin.h"
 #include "service/presence.h"
+#include "service/rgchunk.h"
 #include "store/queue.h"
 #include "daemon/replicator.h"
 #include "daemon/latepin.h"
@@ -456,9 +457,10 @@ static int rw_requeue(struct rworker *w, struct index_txn *t, uint64_t seq,
     return e == 0 || e == -ENOENT ? queue_put(t, &q) : e;
 }
 
-/* A recipe object or a base-only chunk (a version 6 manifest's r or k
- * line) the region lacks: the daemon has no file bytes to upload it from
- * (it writes no recipes), so the publish fails naming the object. */
+/* A recipe object no spool holds, or a base-only chunk (a delta's k line:
+ * one of its keyframe's chunks) the region lacks and no other region gave
+ * (rw_upload_base): the publish in this region fails naming the object
+ * (docs/deltas.md "Deltas against the keyframe in the daemon"). */
 static int rw_lost_object(struct rworker *w, const struct presence_item *it)
 {
     char key[LAYOUT_KEY_MAX];
@@ -468,9 +470,75 @@ static int rw_lost_object(struct rworker *w, const struct presence_item *it)
         layout_chunk(it->id, key);
     region_set_error(w->rg,
                      "region '%s': snapshot %s names \"%s\", which the region lacks and this "
-                     "instance cannot upload (no file of the snapshot holds it)",
+                     "instance cannot upload (no file of the snapshot holds it, no spool or "
+                     "other region gave it)",
                      w->rg->conf.name, w->pend->id, key);
     return CKS_E_MISMATCH;
+}
+
+/* A base-only chunk (a delta's k line: a chunk its keyframe stores plain)
+ * the region lacks: its bytes from another region (rgchunk_get through a
+ * handle of this thread's own: decoded, checked against its id), encoded
+ * and put here, before any index transaction.  0, or < 0 when no other
+ * region gives it (the publish then fails naming it: rw_lost_object). */
+static int rw_upload_base(struct rworker *w, const struct presence_item *it)
+{
+    struct repo *r = w->rp->r;
+    const struct mextra *x = manifest_extra(&w->man, it->id);
+    struct chunkobj_opts o = repo_chunk_opts(r);
+    struct buf data = BUF_INIT, obj = BUF_INIT, why = BUF_INIT;
+    enum chunkobj_codec codec;
+    char key[LAYOUT_KEY_MAX];
+    int e = -ENOENT;
+    if (!x || x->recipe)
+        return e;
+    for (size_t j = 0; j < repo_nregions(r) && e < 0 && e != -ENOMEM; j++) {
+        struct region *rg = NULL;
+        if (j == w->i || !repo_region_ok(r, j))
+            continue;
+        if ((e = repo_region_clone(r, j, &rg, &why)) == 0)
+            e = rgchunk_get(rg, &w->z, &w->man, it->id, x->len, &data, &why);
+        region_free(rg);
+    }
+    if (e == 0)
+        e = chunkobj_encode(&w->z, data.data, data.len, &o, &obj, &codec);
+    layout_chunk(it->id, key);
+    if (e == 0)
+        e = region_put(w->rg, key, obj.data, obj.len);
+    if (e == 0)
+        log_warn("region '%s': \"%s\", a keyframe chunk snapshot %s names as a base, was "
+                 "missing; uploaded it again from another region",
+                 w->rg->conf.name, key, w->pend->id);
+    else if (why.len)
+        log_warn("%s", buf_str(&why));
+    buf_free(&data);
+    buf_free(&obj);
+    buf_free(&why);
+    return e == -EEXIST ? 0 : e;
+}
+
+/* The base-only chunks presence_confirm found missing (v[0..n)), each
+ * uploaded again (rw_upload_base) and then no longer missing; one that
+ * cannot be fails the publish naming it. */
+static int rw_upload_bases(struct rworker *w, struct presence_item *v, size_t n,
+                           struct presence_stats *st)
+{
+    size_t file;
+    uint64_t off;
+    uint32_t len;
+    for (size_t i = 0; i < n; i++) {
+        if (!v[i].missing || v[i].recipe ||
+            manifest_chunk_at(&w->man, v[i].id, &file, &off, &len) == 0)
+            continue;
+        int e = rw_upload_base(w, &v[i]);
+        if (e == -ENOMEM)
+            return e;
+        if (e < 0)
+            return rw_lost_object(w, &v[i]);
+        v[i].missing = 0;
+        st->missing--;
+    }
+    return 0;
 }
 
 /* Queues a recipe object the region lacks again, from the snapshot's
@@ -528,6 +596,8 @@ static int rw_confirm(struct rworker *w, uint64_t seq)
         e = rw_unconfirmed(w, &v, &n, &estimate);
     if (e == 0)
         e = presence_confirm(w->rg, v, n, estimate, &st);
+    if (e == 0 && st.missing)
+        e = rw_upload_bases(w, v, n, &st);
     if (e == 0 && st.missing)
         e = index_txn_begin(repo_index(w->rp->r), true, &t);
     for (size_t i = 0; e == 0 && i < n; i++) {

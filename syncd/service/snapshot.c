@@ -43,6 +43,7 @@
 #include "service/gc.h"
 #include "service/ingcore.h"
 #include "service/keyframe.h"
+#include "service/kfxor.h"
 #include "service/presence.h"
 #include "service/snapshot.h"
 #include "store/layout.h"
@@ -1095,51 +1096,13 @@ out:
     return e;
 }
 
-/* File path of this snapshot (its root's name first) as the keyframe's
- * root names it, into *ret (NULL: not under the root).  0 or -ENOMEM. */
-static int snap_kf_path(const char *root, const char *kf_root, const char *path, char **ret)
-{
-    size_t n = strlen(root);
-    *ret = NULL;
-    if (strncmp(path, root, n) || (path[n] && path[n] != '/'))
-        return 0;
-    return asprintf(ret, "%s%s", kf_root, path + n) < 0 ? (*ret = NULL, -ENOMEM) : 0;
-}
-
 /* The deltas of the files to read against the run's keyframe
- * (service/keyframe.h), its files looked for next to the snapshot's
- * source (dirname(PATH)/<keyframe root>), else in the regions. */
+ * (service/kfxor.h), its files looked for next to the
+ * snapshot's source (dirname(PATH)/<keyframe root>), else in the regions. */
 static int snap_keyframe(struct snap *s, const uint64_t *sizes, const bool *unchanged)
 {
-    const struct walk *w = &s->core.w;
-    struct manifest kf;
-    bool found;
-    int e = keyframe_find(s->r, s->o->run, s->o->step, repo_conf(s->r)->keyframe_every, &kf, &found,
-                          s->err);
-    if (e < 0 || !found)
-        return e;
-    if (!kf.root) {
-        manifest_free(&kf);
-        return 0;
-    }
-    log_info("keyframe: snapshot %s (step %lld) is the base of this one's deltas", kf.id,
-             (long long)kf.step);
-    if ((e = kfbase_open(s->r, &kf, w->base, &s->kb, s->err)) < 0)
-        return e;
-    const char *kroot = kfbase_manifest(s->kb)->root;
-    char **paths = calloc(w->n, sizeof(*paths));
-    if (!paths)
-        return -ENOMEM;
-    for (size_t k = 0; k < w->n && e == 0; k++)
-        if (sizes[k])
-            e = snap_kf_path(w->v[0].path, kroot, w->v[k].path, &paths[k]);
-    if (e == 0)
-        e = dwrite_xor(s->dw, s->kb, (const char *const *)paths, snap_dw_open_quiet, s, sizes,
-                       unchanged);
-    for (size_t k = 0; k < w->n; k++)
-        free(paths[k]);
-    free(paths);
-    return e;
+    return kfxor_propose(s->r, s->o->run, s->o->step, &s->core.w, s->dw, snap_dw_open_quiet, s,
+                         sizes, unchanged, &s->kb, s->err);
 }
 
 /* The pre-pass of service/dwrite.h: the bf16 tensors of the files to read

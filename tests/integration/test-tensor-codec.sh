@@ -151,6 +151,10 @@ ck2="$T/watch/run1/checkpoint-200"
 "$PY" "$CKS_SOURCE_DIR/tests/bench/make_ckpt.py" "$ck2" 48 --successor "$ck" > /dev/null
 cp -a "$ck2" "$T/orig2"
 before=$(count_codec "$T/regions/b/chunks" 2)
+# plain chunks, not deltas: with keyframe_every > 1 the daemon stores the
+# successor's float tensors as XOR recipes against checkpoint-100
+# (test-daemon-xor-keyframe)
+printf '[compress]\nkeyframe_every = 1\n' >> "$CONF"
 start_daemon
 cks commit "$ck2" --wait replicated --timeout 120 > /dev/null || { tail -20 "$T/daemon.log"; die "commit failed"; }
 stop_daemon

@@ -1,0 +1,55 @@
+/*
+ * kfxor.c — deltas against the keyframe proposed to the writer
+ * (kfxor.h).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "service/kfxor.h"
+
+/* File path of a snapshot (its root's name first) as the keyframe's root
+ * names it, into *ret (NULL: not under the root).  0 or -ENOMEM. */
+static int kf_path(const char *root, const char *kf_root, const char *path, char **ret)
+{
+    size_t n = strlen(root);
+    *ret = NULL;
+    if (strncmp(path, root, n) || (path[n] && path[n] != '/'))
+        return 0;
+    return asprintf(ret, "%s%s", kf_root, path + n) < 0 ? (*ret = NULL, -ENOMEM) : 0;
+}
+
+int kfxor_propose(struct repo *r, const char *run, int64_t step, const struct walk *w,
+                  struct dwrite *d, dwrite_open_fn open, void *ud, const uint64_t *sizes,
+                  const bool *unchanged, struct kfbase **ret_kb, struct buf *err)
+{
+    struct manifest kf;
+    bool found;
+    *ret_kb = NULL;
+    int e = keyframe_find(r, run, step, repo_conf(r)->keyframe_every, &kf, &found, err);
+    if (e < 0 || !found)
+        return e;
+    if (!kf.root || w->n == 0) {
+        manifest_free(&kf);
+        return 0;
+    }
+    log_info("keyframe: snapshot %s (step %lld) is the base of this one's deltas", kf.id,
+             (long long)kf.step);
+    if ((e = kfbase_open(r, &kf, w->base, ret_kb, err)) < 0)
+        return e;
+    const char *kroot = kfbase_manifest(*ret_kb)->root;
+    char **paths = calloc(w->n, sizeof(*paths));
+    if (!paths)
+        return -ENOMEM;
+    for (size_t k = 0; k < w->n && e == 0; k++)
+        if (sizes[k])
+            e = kf_path(w->v[0].path, kroot, w->v[k].path, &paths[k]);
+    if (e == 0)
+        e = dwrite_xor(d, *ret_kb, (const char *const *)paths, open, ud, sizes, unchanged);
+    for (size_t k = 0; k < w->n; k++)
+        free(paths[k]);
+    free(paths);
+    return e;
+}

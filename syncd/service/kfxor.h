@@ -1,0 +1,43 @@
+/*
+ * kfxor.h — the writers' step between dwrite_match and the read that
+ * proposes deltas against the run's keyframe (issue 27, docs/deltas.md
+ * "Deltas against the keyframe"): `ckptsync snapshot` (service/snapshot.c)
+ * and ckptsyncd's ingest (daemon/ingest.c) call it alike.
+ *
+ *   struct kfbase *kb = NULL;
+ *   dwrite_new(w.n, &d);
+ *   dwrite_match(d, open, ud, sizes, unchanged);     // derived bf16, if on
+ *   e = kfxor_propose(r, run, step, &w, d, open, ud, sizes, unchanged, &kb, &err);
+ *   ... the read, phase B (dwrite_finish reads the bases through kb) ...
+ *   dwrite_free(d);
+ *   kfbase_free(kb);                                 // after d
+ *
+ * Which keyframe: keyframe_find with [compress] keyframe_every, through
+ * r's own region handles (the calling thread must own them: the daemon's
+ * ingest thread passes a repo_dup of its own).  Its bytes: kfbase_open
+ * with the local directory w->base (the parent of the source, where a
+ * trainer leaves the keyframe's directory beside this one), else the
+ * regions.  Each file k with sizes[k] > 0 is proposed against the
+ * keyframe's file of the same path under the keyframe's root
+ * (dwrite_xor).
+ */
+#ifndef CKS_KFXOR_H
+#define CKS_KFXOR_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/buf.h"
+#include "service/dwrite.h"
+#include "service/keyframe.h"
+#include "service/repo.h"
+#include "service/walk.h"
+
+/* *ret_kb stays NULL when there is no keyframe (this snapshot is one) or
+ * it has no root; else it is the keyframe's base source, which must
+ * outlive d.  0, -ENOMEM or a region's error (err). */
+int kfxor_propose(struct repo *r, const char *run, int64_t step, const struct walk *w,
+                  struct dwrite *d, dwrite_open_fn open, void *ud, const uint64_t *sizes,
+                  const bool *unchanged, struct kfbase **ret_kb, struct buf *err);
+
+#endif
