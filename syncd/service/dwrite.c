@@ -291,21 +291,6 @@ int dwrite_match(struct dwrite *d, dwrite_open_fn open, void *ud, const uint64_t
     return e < 0 ? e : dw_pairs(d);
 }
 
-int dwrite_open(size_t nfiles, dwrite_open_fn open, void *ud, const uint64_t *sizes,
-                const bool *unchanged, struct dwrite **ret)
-{
-    struct dwrite *d = NULL;
-    int e = dwrite_new(nfiles, &d);
-    if (e == 0)
-        e = dwrite_match(d, open, ud, sizes, unchanged);
-    if (e < 0 || d->st.pairs == 0) {
-        dwrite_free(d);
-        d = NULL;
-    }
-    *ret = d;
-    return e;
-}
-
 /* ---- deltas against the keyframe (dwrite_xor) ---------------------------- */
 
 /* The element width of a delta of dtype: 0 when none is tried. */

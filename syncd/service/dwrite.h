@@ -123,12 +123,6 @@ void dwrite_free(struct dwrite *d);
 int dwrite_match(struct dwrite *d, dwrite_open_fn open, void *ud, const uint64_t *sizes,
                  const bool *unchanged);
 
-/* dwrite_new and dwrite_match together, for the writers: *ret is the
- * matched state, or NULL when no pair was proposed (nothing to defer).
- * 0 or -ENOMEM. */
-int dwrite_open(size_t nfiles, dwrite_open_fn open, void *ud, const uint64_t *sizes,
-                const bool *unchanged, struct dwrite **ret);
-
 struct kfbase;
 
 /* The deltas against a keyframe (service/keyframe.h; kb outlives d),

@@ -12,7 +12,8 @@
 #    step 1's directory beside it; both restore bit for bit and verify is
 #    clean;
 #  - step 1's directory removed (a trainer's rotation): step 3's bases
-#    come from the regions;
+#    come from the regions (keyframe_fetch = on here; the default, off,
+#    is test-xor-keyframe's, through the same service/keyframe.c);
 #  - crash safety: with the recipe entries held in the queue
 #    (CKPTSYNC_TEST_RECIPE_HOLD) step 3's ingest commits a delta, nothing
 #    is published, kill -9; the restarted daemon publishes that very
@@ -26,7 +27,7 @@
 write_config 16K 64K 256K
 set_settle 1
 /usr/bin/python3 -c 'import torch' 2> /dev/null || skip "Debian's python3-torch is not installed"
-printf '[compress]\nkeyframe_every = 3\n' >> "$CONF"
+printf '[compress]\nkeyframe_every = 3\nkeyframe_fetch = on\n' >> "$CONF"
 . "$CKS_SOURCE_DIR/tests/integration/recipelib.sh" # keys_in
 SRC="$T/src"
 ENC=${CKS_TEST_ENCRYPT:-0}
