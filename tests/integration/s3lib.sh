@@ -193,6 +193,14 @@ EOF2
   } > "$CONF"
 }
 
+# s3_region_section NAME ENDPOINT BUCKET: a [region.NAME] of kind s3 on the
+# test's prefix, region and credentials (for configs written by hand: one
+# server's buckets as three regions, one behind a test proxy).
+s3_region_section() {
+  printf '[region.%s]\nkind = s3\nendpoint = %s\nbucket = %s\nprefix = %s\nregion = %s\ncredentials = %s\n' \
+    "$1" "$2" "$3" "$S3_PREFIX" "$S3_REGION" "$S3_CREDENTIALS"
+}
+
 # aws_s3 NAME args...: the AWS CLI against server NAME, with the test's key
 # pair (another for one call: S3_SECRET_KEY=wrong aws_s3 a ...), none of the
 # caller's AWS settings, and its own config file $S3_AWS_CONFIG (settings:

@@ -59,8 +59,7 @@ write_s3_credentials
   for r in a b c; do
     endpoint=$(s3_url one)
     [ "$r" = b ] && endpoint=http://127.0.0.1:$PROXY_PORT
-    printf '[region.%s]\nkind = s3\nendpoint = %s\nbucket = %s\nprefix = %s\nregion = %s\ncredentials = %s\n' \
-      "$r" "$endpoint" "${BUCKET[$r]}" "$S3_PREFIX" "$S3_REGION" "$S3_CREDENTIALS"
+    s3_region_section "$r" "$endpoint" "${BUCKET[$r]}"
     [ "$r" = b ] && echo "copy_from = a"
     [ "$r" = c ] && echo "copy_from = none"
   done

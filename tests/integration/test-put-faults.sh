@@ -30,8 +30,8 @@ write_s3_credentials
   for r in a b c; do
     endpoint=$(s3_url one)
     [ "$r" = a ] && endpoint=http://127.0.0.1:$PROXY_PORT
-    printf '[region.%s]\nkind = s3\nendpoint = %s\nbucket = %s\nprefix = %s\nregion = %s\ncredentials = %s\ncopy_from = none\n' \
-      "$r" "$endpoint" "${BUCKET[$r]}" "$S3_PREFIX" "$S3_REGION" "$S3_CREDENTIALS"
+    s3_region_section "$r" "$endpoint" "${BUCKET[$r]}"
+    echo "copy_from = none"
   done
 } > "$CONF"
 
