@@ -565,18 +565,10 @@ static int ing_dwrite_match(struct ing *g)
     for (size_t k = 0; k < w->n; k++)
         if (w->v[k].type == MFILE_REG && !w->v[k].link && !(g->kept && g->kept[k].st_ino))
             sizes[k] = (uint64_t)w->v[k].st.st_size;
-    int e = dwrite_new(w->n, &g->dw);
-    if (e == 0 && conf->derive_bf16)
-        e = dwrite_match(g->dw, ing_dw_open_quiet, g, sizes, NULL);
-    if (e == 0 && xor)
-        e = ing_kf_repo(g->ig, &g->err);
-    if (e == 0 && xor)
-        e = kfxor_propose(g->ig->kr, g->job->run, g->job->step, w, g->dw, ing_dw_open_quiet, g,
-                          sizes, NULL, &g->kb, &g->err);
-    if (e < 0 || !dwrite_any(g->dw)) {
-        dwrite_free(g->dw);
-        g->dw = NULL;
-    }
+    int e = xor? ing_kf_repo(g->ig, &g->err) : 0;
+    if (e == 0)
+        e = kfxor_prepass(xor? g->ig->kr : NULL, g->job->run, g->job->step, w, conf->derive_bf16,
+                          ing_dw_open_quiet, g, sizes, NULL, &g->dw, &g->kb, &g->err);
     free(sizes);
     return e;
 }
@@ -625,16 +617,7 @@ static int ing_dwrite(struct ing *g)
              g->job->unit, (unsigned long long)st->pairs, (unsigned long long)st->recipes,
              (unsigned long long)st->recipe_raw, (unsigned long long)st->recipe_bytes,
              (unsigned long long)st->plain);
-    if (g->kb) {
-        uint64_t local, fetched;
-        kfbase_counts(g->kb, &local, &fetched);
-        log_info("\"%s\": keyframe %s: %llu tensor(s) stored against it; %llu of its chunks "
-                 "named as bases (k lines); %llu base chunk(s) read from local files, %llu from "
-                 "the regions",
-                 g->job->unit, kfbase_manifest(g->kb)->id, (unsigned long long)st->xpairs,
-                 (unsigned long long)st->kbases, (unsigned long long)local,
-                 (unsigned long long)fetched);
-    }
+    kfxor_report(g->kb, st, g->job->unit);
     return e;
 }
 

@@ -53,3 +53,34 @@ int kfxor_propose(struct repo *r, const char *run, int64_t step, const struct wa
     free(paths);
     return e;
 }
+
+int kfxor_prepass(struct repo *r, const char *run, int64_t step, const struct walk *w, bool derive,
+                  dwrite_open_fn open, void *ud, const uint64_t *sizes, const bool *unchanged,
+                  struct dwrite **ret_dw, struct kfbase **ret_kb, struct buf *err)
+{
+    struct dwrite *d = NULL;
+    int e = dwrite_new(w->n, &d);
+    if (e == 0 && derive)
+        e = dwrite_match(d, open, ud, sizes, unchanged);
+    if (e == 0 && r)
+        e = kfxor_propose(r, run, step, w, d, open, ud, sizes, unchanged, ret_kb, err);
+    if (e < 0 || !dwrite_any(d)) {
+        dwrite_free(d);
+        d = NULL;
+    }
+    *ret_dw = d;
+    return e;
+}
+
+void kfxor_report(struct kfbase *kb, const struct dwrite_stats *st, const char *unit)
+{
+    uint64_t local, fetched;
+    if (!kb)
+        return;
+    kfbase_counts(kb, &local, &fetched);
+    log_info("%s%s%skeyframe %s: %llu tensor(s) stored against it; %llu of its chunks named as "
+             "bases (k lines); %llu base chunk(s) read from local files, %llu from the regions",
+             unit ? "\"" : "", unit ? unit : "", unit ? "\": " : "", kfbase_manifest(kb)->id,
+             (unsigned long long)st->xpairs, (unsigned long long)st->kbases,
+             (unsigned long long)local, (unsigned long long)fetched);
+}

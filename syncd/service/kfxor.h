@@ -5,10 +5,10 @@
  * and ckptsyncd's ingest (daemon/ingest.c) call it alike.
  *
  *   struct kfbase *kb = NULL;
- *   dwrite_new(w.n, &d);
- *   dwrite_match(d, open, ud, sizes, unchanged);     // derived bf16, if on
- *   e = kfxor_propose(r, run, step, &w, d, open, ud, sizes, unchanged, &kb, &err);
+ *   e = kfxor_prepass(r, run, step, &w, derive, open, ud, sizes, unchanged, &d, &kb, &err);
+ *       // dwrite_new, dwrite_match (derived bf16), kfxor_propose
  *   ... the read, phase B (dwrite_finish reads the bases through kb) ...
+ *   kfxor_report(kb, dwrite_stats(d), unit);
  *   dwrite_free(d);
  *   kfbase_free(kb);                                 // after d
  *
@@ -39,5 +39,19 @@
 int kfxor_propose(struct repo *r, const char *run, int64_t step, const struct walk *w,
                   struct dwrite *d, dwrite_open_fn open, void *ud, const uint64_t *sizes,
                   const bool *unchanged, struct kfbase **ret_kb, struct buf *err);
+
+/* The whole pre-pass as both writers run it: dwrite_new over w's files,
+ * dwrite_match when derive (derived bf16), kfxor_propose when r is not
+ * NULL (deltas; r as above).  *ret_dw is NULL when nothing was proposed
+ * or on error; *ret_kb as kfxor_propose leaves it (free it after *ret_dw).
+ * 0, -ENOMEM or a region's error (err). */
+int kfxor_prepass(struct repo *r, const char *run, int64_t step, const struct walk *w, bool derive,
+                  dwrite_open_fn open, void *ud, const uint64_t *sizes, const bool *unchanged,
+                  struct dwrite **ret_dw, struct kfbase **ret_kb, struct buf *err);
+
+/* Logs phase B's use of the keyframe kb (NULL: nothing) with st's counts,
+ * "keyframe ID: T tensor(s) stored against it; ...", after "\"unit\": "
+ * when unit is not NULL. */
+void kfxor_report(struct kfbase *kb, const struct dwrite_stats *st, const char *unit);
 
 #endif

@@ -1096,15 +1096,6 @@ out:
     return e;
 }
 
-/* The deltas of the files to read against the run's keyframe
- * (service/kfxor.h), its files looked for next to the
- * snapshot's source (dirname(PATH)/<keyframe root>), else in the regions. */
-static int snap_keyframe(struct snap *s, const uint64_t *sizes, const bool *unchanged)
-{
-    return kfxor_propose(s->r, s->o->run, s->o->step, &s->core.w, s->dw, snap_dw_open_quiet, s,
-                         sizes, unchanged, &s->kb, s->err);
-}
-
 /* The pre-pass of service/dwrite.h: the bf16 tensors of the files to read
  * that may be the rounding of an fp32 one of any file (a file the index
  * gives unchanged offers bases only), and the tensors the keyframe holds.
@@ -1128,16 +1119,10 @@ static int snap_dwrite_match(struct snap *s)
         index_file_key_of(&w->v[k].st, &key); /* as the read will find it, most likely */
         unchanged[k] = ingcore_known(s->r, &key, snap_healthy_mask(s), digest, NULL, NULL) == 1;
     }
-    if (e == 0)
-        e = dwrite_new(w->n, &s->dw);
-    if (e == 0 && conf->derive_bf16)
-        e = dwrite_match(s->dw, snap_dw_open_quiet, s, sizes, unchanged);
-    if (e == 0)
-        e = snap_keyframe(s, sizes, unchanged);
-    if (e < 0 || !dwrite_any(s->dw)) {
-        dwrite_free(s->dw);
-        s->dw = NULL;
-    }
+    if (e == 0) /* the keyframe's files: next to the source, dirname(PATH)/<its root> */
+        e = kfxor_prepass(conf->keyframe_every > 1 ? s->r : NULL, s->o->run, s->o->step, w,
+                          conf->derive_bf16, snap_dw_open_quiet, s, sizes, unchanged, &s->dw,
+                          &s->kb, s->err);
     free(sizes);
     free(unchanged);
     return e;
@@ -1184,15 +1169,7 @@ static int snap_dwrite(struct snap *s)
              (unsigned long long)st->pairs, (unsigned long long)st->recipes,
              (unsigned long long)st->recipe_raw, (unsigned long long)st->recipe_bytes,
              (unsigned long long)st->reused, (unsigned long long)st->plain);
-    if (s->kb) {
-        uint64_t local, fetched;
-        kfbase_counts(s->kb, &local, &fetched);
-        log_info("keyframe %s: %llu tensor(s) stored against it; %llu of its chunks named as "
-                 "bases (k lines); %llu base chunk(s) read from local files, %llu from the regions",
-                 kfbase_manifest(s->kb)->id, (unsigned long long)st->xpairs,
-                 (unsigned long long)st->kbases, (unsigned long long)local,
-                 (unsigned long long)fetched);
-    }
+    kfxor_report(s->kb, st, NULL);
     return e;
 }
 
