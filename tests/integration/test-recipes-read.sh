@@ -12,7 +12,8 @@
 # passes; a base deleted in one region comes from another (restore) and
 # verify names the region; a base deleted everywhere fails restore naming
 # the snapshot, the file and the base, with nothing placed, and verify
-# names it; a grandchild XOR against the child's recipes (a chain); parent
+# names it; a base damaged in every region (it fails its digest) fails
+# restore naming the snapshot and the base; a grandchild XOR against the child's recipes (a chain); parent
 # and child forgotten and pruned (a first prune killed -9 mid-way, then a
 # rerun) while the grandchild is kept: every base it names stays, and it
 # still restores.
@@ -119,6 +120,18 @@ grep -Eq 'weights.bin|notes.bin|master.bin' "$T/err" || { cat "$T/err"; die "res
   die "a file was placed by a failed restore"
 expect_fail 1 cks verify --run r
 grep -q "${kbase##*/}" "$T/err" "$T/out" || { cat "$T/err"; die "verify did not name the base"; }
+
+step "a base that fails its digest everywhere: restore fails naming snapshot and base"
+for r in a b c; do
+  cp "$T/kbase.$r" "$D/$r/$kbase" 2> /dev/null || cp "$T/kbase.a" "$D/$r/$kbase"
+  python3 -c 'import sys; p=sys.argv[1]; b=bytearray(open(p,"rb").read()); b[len(b)//2]^=1; open(p,"wb").write(b)' "$D/$r/$kbase"
+done
+rm -rf "$T/rs"
+expect_fail 1 cks restore --run r --snapshot "$cid" --to "$T/rs"
+grep -q "$cid" "$T/err" || { cat "$T/err"; die "restore did not name the snapshot (damaged base)"; }
+grep -q "${kbase##*/}" "$T/err" || { cat "$T/err"; die "restore did not name the damaged base"; }
+[ ! -e "$T/rs/ckpt/notes.bin" ] && [ ! -e "$T/rs/ckpt/weights.bin" ] ||
+  die "a file was placed by a restore whose base is damaged"
 mv "$T/kbase.a" "$D/a/$kbase"
 mv "$T/kbase.b" "$D/b/$kbase"
 mv "$T/kbase.c" "$D/c/$kbase"
