@@ -603,26 +603,64 @@ static void snap_dw_test_stop(void)
         raise(SIGSTOP);
 }
 
+/* Region i lacks phase B's object key: copied server-side from a region
+ * that holds it (present: indices) when the fan-out says so
+ * (service/fanout.h; upload once, as for the read's chunks), confirmed
+ * by i's own HEAD; else, or when the copy fails, uploaded.  Returns 1
+ * (held now), or an error of the upload. */
+static int snap_dw_write(struct snap *s, size_t i, const char *key, const uint8_t *obj, size_t len,
+                         uint32_t present, uint32_t *ret_written)
+{
+    struct region *rg = repo_region(s->r, i);
+    uint32_t working = 0;
+    size_t src;
+    REPO_FOR_HEALTHY(s->r, k)
+        working |= 1u << k;
+    if (s->fan && fanout_choose(s->fan, i, present, working, &src) == FANOUT_COPY) {
+        int e = region_copy(rg, repo_region(s->r, src), key, len);
+        if (e == 0 && region_has_size(rg, key, len) == 1) {
+            s->res->region[i].objects_copied++;
+            s->res->region[i].bytes_copied += len;
+            return 1;
+        }
+        s->res->region[i].copies_failed++;
+        if (e < 0)
+            fanout_copy_failed(s->fan, i, src, e, region_last_error(rg));
+        else
+            log_warn("region '%s': a copy of \"%s\" from region '%s' was answered as done, but "
+                     "the region does not hold it; uploading it from this instance",
+                     rg->conf.name, key, repo_region(s->r, src)->conf.name);
+    }
+    int e = region_put(rg, key, obj, len);
+    if (e < 0)
+        return e;
+    s->res->region[i].objects_put++;
+    s->res->region[i].bytes_put += len;
+    *ret_written |= 1u << i;
+    return 1;
+}
+
 /* Object obj (key; len bytes) in every region still in the snapshot:
- * asked for first, and, with obj, written where it is missing.  Returns
- * the regions (indices) written and the slots that hold it. */
+ * asked for first, and, with obj, written where it is missing
+ * (snap_dw_write: uploaded once, copied where the regions can).  Returns
+ * the regions (indices) written from this instance and the slots that
+ * hold it. */
 static int snap_dw_store(struct snap *s, const char *key, const uint8_t *obj, size_t len,
                          uint32_t *ret_written, uint32_t *ret_slots)
 {
+    uint32_t present = 0;
     *ret_written = *ret_slots = 0;
     REPO_FOR_HEALTHY(s->r, i) {
         struct region *rg = repo_region(s->r, i);
         int e = region_has_size(rg, key, len);
-        if (e == 0 && obj && (e = region_put(rg, key, obj, len)) == 0) {
-            s->res->region[i].objects_put++;
-            s->res->region[i].bytes_put += len;
-            *ret_written |= 1u << i;
-            e = 1;
-        }
-        if (e < 0)
+        if (e == 0 && obj)
+            e = snap_dw_write(s, i, key, obj, len, present, ret_written);
+        if (e < 0) {
             snap_region_fail(s, i, e);
-        else if (e > 0)
+        } else if (e > 0) {
             *ret_slots |= 1u << rg->slot;
+            present |= 1u << i;
+        }
     }
     if (repo_healthy(s->r) == 0) {
         buf_printf(s->err, "every region failed");
