@@ -5,7 +5,8 @@
 # are most of a delta's stored bytes; region a gets them from the
 # instance and regions b and c copy them server-side (the snapshot's
 # JSON: b and c put no recipe bytes, copied at least what a put in phase
-# B), every region lists every recipe object (the AWS CLI), and the delta
+# B; sent_ratio about 1), every region lists every recipe object (the
+# AWS CLI), and the delta
 # restores bit for bit from region c alone.
 . "$(dirname "$0")/lib.sh"
 . "$CKS_SOURCE_DIR/tests/integration/s3lib.sh"
@@ -55,6 +56,10 @@ for r in b c; do
   [ $((put * 10)) -lt "$put_a" ] || die "region $r put $put B of region a's $put_a B: the recipes were uploaded, not copied"
   [ $((copied * 2)) -gt "$put_a" ] || die "region $r copied only $copied B of region a's $put_a B"
 done
+ratio=$(json "$T/s2.json" 'd["sent_ratio"]')
+echo "    sent_ratio $ratio"
+json "$T/s2.json" 'd["sent_ratio"] <= 1.05 or sys.exit(1)' > /dev/null ||
+  die "sent_ratio $ratio: the delta's objects left the instance more than once"
 recipes "${BUCKET[a]}" > "$T/ra.txt"
 [ -s "$T/ra.txt" ] || die "region a holds no recipe object"
 echo "    $(wc -l < "$T/ra.txt") recipe objects in region a"
