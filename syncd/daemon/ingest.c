@@ -60,7 +60,11 @@
  *   does (the run's keyframe as the regions list it, through a repo_dup
  *   of this thread's; its files next to the unit, else the regions);
  *   phase B names the keyframe's chunks as k lines and spools the XOR
- *   recipes as any recipe.  Not for a node's part of a multi-node step.
+ *   recipes as any recipe.  A node's part of a multi-node step too: its
+ *   keyframe is a merged step, its files paired with the keyframe's of
+ *   the same path (this node's own, beside the unit), its k lines carried
+ *   by the merge (service/mnextras.h).  The keyframe is looked up only
+ *   when some file of the unit has a tensor view (kfxor_any_view).
  * - Memory: one read buffer of two maximal chunks, one encoded object,
  *   the manifest; the buffer's budget is the replicator's.  Phase B: as
  *   service/dwrite.h says (a deferred chunk's bytes are read again).
@@ -548,15 +552,16 @@ static int ing_kf_repo(struct ingester *ig, struct buf *err)
  * keyframe's root names them, else in the regions).  g->dw stays NULL
  * when both are off, the unit could not be pinned (a recipe is spooled in
  * the pin folder), or nothing is proposed.  A node's part of a
- * multi-node step is derived like a snapshot (the merge,
- * service/mnextras.c, carries a part's r lines; its pairs are within this
- * node's files) but gets no deltas: the keyframe is a merged step, whose
- * other nodes' bases this node neither reads nor confirms. */
+ * multi-node step is derived and gets deltas like a snapshot (the merge,
+ * service/mnextras.c, carries a part's r and k lines; its pairs are
+ * within this node's files, its deltas against the merged keyframe's
+ * files of the same paths; a k chunk is confirmed in each region by this
+ * node's publish of the part, whoever uploaded it). */
 static int ing_dwrite_match(struct ing *g)
 {
     const struct walk *w = &g->core.w;
     const struct config *conf = repo_conf(g->ig->r);
-    bool xor = conf->keyframe_every > 1 && !multinode_wanted(conf, &g->core.m);
+    bool xor = conf->keyframe_every > 1;
     if ((!conf->derive_bf16 && !xor) || !g->pinned || w->n == 0)
         return 0;
     uint64_t *sizes = calloc(w->n, sizeof(*sizes));

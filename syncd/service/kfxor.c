@@ -6,9 +6,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/log.h"
+#include "engine/tensorview.h"
 #include "service/kfxor.h"
+#include "service/scan.h"
 
 /* File path of a snapshot (its root's name first) as the keyframe's root
  * names it, into *ret (NULL: not under the root).  0 or -ENOMEM. */
@@ -21,14 +24,39 @@ static int kf_path(const char *root, const char *kf_root, const char *path, char
     return asprintf(ret, "%s%s", kf_root, path + n) < 0 ? (*ret = NULL, -ENOMEM) : 0;
 }
 
+bool kfxor_any_view(size_t n, dwrite_open_fn open, void *ud, const uint64_t *sizes,
+                    const bool *unchanged)
+{
+    bool any = false;
+    for (size_t k = 0; k < n && !any; k++) {
+        if (sizes[k] < 8 || (unchanged && unchanged[k]))
+            continue;
+        int fd = open(ud, k);
+        if (fd < 0)
+            continue;
+        struct tensorview v = TENSORVIEW_INIT;
+        any = scan_view(fd, sizes[k], &v) == 0 && v.n > 0;
+        tensorview_free(&v);
+        close(fd);
+    }
+    return any;
+}
+
 int kfxor_propose(struct repo *r, const char *run, int64_t step, const struct walk *w,
                   struct dwrite *d, dwrite_open_fn open, void *ud, const uint64_t *sizes,
                   const bool *unchanged, struct kfbase **ret_kb, struct buf *err)
 {
     struct manifest kf;
     bool found;
+    unsigned every = repo_conf(r)->keyframe_every;
     *ret_kb = NULL;
-    int e = keyframe_find(r, run, step, repo_conf(r)->keyframe_every, &kf, &found, err);
+    if (every <= 1 || step < 0 || !kfxor_any_view(w->n, open, ud, sizes, unchanged))
+        return 0; /* nothing to pair: the run's snapshots are not listed */
+    int e = keyframe_find(r, run, step, every, &kf, &found, err);
+    if (e == 0 && !found)
+        log_info("no keyframe for step %lld of run %s (no earlier checkpoint published, or "
+                 "keyframe_every = %u reached): this one is a keyframe",
+                 (long long)step, run, every);
     if (e < 0 || !found)
         return e;
     if (!kf.root || w->n == 0) {

@@ -12,6 +12,12 @@
  *   dwrite_free(d);
  *   kfbase_free(kb);                                 // after d
  *
+ * Only when some file to read has a tensor view (kfxor_any_view: a file's
+ * first bytes, and its torch zip or safetensors metadata when they say it
+ * is one) is the keyframe looked up at all: a unit of logs or configs
+ * lists no snapshot.  No keyframe found is logged ("no keyframe for step
+ * S of run R ...: this one is a keyframe").
+ *
  * Which keyframe: keyframe_find with [compress] keyframe_every, through
  * r's own region handles (the calling thread must own them: the daemon's
  * ingest thread passes a repo_dup of its own).  Its bytes: kfbase_open
@@ -32,6 +38,12 @@
 #include "service/keyframe.h"
 #include "service/repo.h"
 #include "service/walk.h"
+
+/* Whether some file k < n with sizes[k] >= 8, not unchanged[k] (may be
+ * NULL), opened with open(ud, k), has a tensor view with a tensor
+ * (scan_view; a file that is no such format costs one 8-byte read). */
+bool kfxor_any_view(size_t n, dwrite_open_fn open, void *ud, const uint64_t *sizes,
+                    const bool *unchanged);
 
 /* *ret_kb stays NULL when there is no keyframe (this snapshot is one) or
  * it has no root; else it is the keyframe's base source, which must

@@ -40,34 +40,66 @@ static bool has(uint8_t (*v)[HASH_LEN], size_t n, const uint8_t id[HASH_LEN])
     return n && bsearch(id, v, n, HASH_LEN, id_cmp);
 }
 
-/* plain and marked from m's chunks; a chunk plain anywhere is plain everywhere. */
-static int mx_chunks(struct mx *c)
+/* The ids the parts name as k lines (a base a part's publish confirmed
+ * under chunks/ in the region), sorted, into *ret (malloc'ed), *ret_n of
+ * them. */
+static int mx_kids(const struct manifest *parts, size_t n, uint8_t (**ret)[HASH_LEN], size_t *ret_n)
+{
+    size_t total = 0;
+    *ret_n = 0;
+    for (size_t k = 0; k < n; k++)
+        total += parts[k].nextras;
+    if (!(*ret = malloc((total ? total : 1) * HASH_LEN)))
+        return -ENOMEM;
+    for (size_t k = 0; k < n; k++)
+        for (size_t i = 0; i < parts[k].nextras; i++)
+            if (!parts[k].extras[i].recipe)
+                memcpy((*ret)[(*ret_n)++], parts[k].extras[i].id, HASH_LEN);
+    if (*ret_n > 1)
+        qsort(*ret, *ret_n, HASH_LEN, id_cmp);
+    return 0;
+}
+
+/* plain and marked from m's chunks: a chunk plain in any part's files, or
+ * a k line of any part (its chunks/ object confirmed by that part), is
+ * plain everywhere. */
+static int mx_chunks(struct mx *c, const struct manifest *parts, size_t n)
 {
     struct manifest *m = c->m;
+    uint8_t(*kids)[HASH_LEN] = NULL;
+    size_t nkids, nfile;
     c->plain = malloc((m->nchunks ? m->nchunks : 1) * HASH_LEN);
     c->marked = malloc((m->nchunks ? m->nchunks : 1) * HASH_LEN);
-    if (!c->plain || !c->marked)
+    if (!c->plain || !c->marked || mx_kids(parts, n, &kids, &nkids) < 0)
         return -ENOMEM;
     for (size_t i = 0; i < m->nchunks; i++)
         if (!manifest_chunk_recipe(m, i))
             memcpy(c->plain[c->nplain++], m->chunks[i].id, HASH_LEN);
     if (c->nplain > 1)
         qsort(c->plain, c->nplain, HASH_LEN, id_cmp);
+    nfile = c->nplain;
     for (size_t i = 0; i < m->nchunks; i++) {
         if (!manifest_chunk_recipe(m, i))
             continue;
-        if (has(c->plain, c->nplain, m->chunks[i].id))
+        const uint8_t *id = m->chunks[i].id;
+        if (has(c->plain, nfile, id) || has(kids, nkids, id)) {
             manifest_mark_recipe(m, i, false); /* cannot fail: i < nchunks */
-        else
-            memcpy(c->marked[c->nmarked++], m->chunks[i].id, HASH_LEN);
+            memcpy(c->plain[c->nplain++], id, HASH_LEN);
+        } else {
+            memcpy(c->marked[c->nmarked++], id, HASH_LEN);
+        }
     }
+    free(kids);
+    if (c->nplain > 1)
+        qsort(c->plain, c->nplain, HASH_LEN, id_cmp);
     if (c->nmarked > 1)
         qsort(c->marked, c->nmarked, HASH_LEN, id_cmp);
     return 0;
 }
 
 /* The pool: every part's extras, one per id (the lowest rank's; a recipe
- * one where the merged manifest marks the id). */
+ * one where the merged manifest marks the id, else a k line where a part
+ * has one). */
 static int mx_pool(struct mx *c, const struct manifest *parts, size_t n)
 {
     size_t total = 0, out = 0;
@@ -86,6 +118,8 @@ static int mx_pool(struct mx *c, const struct manifest *parts, size_t n)
         bool want_recipe = has(c->marked, c->nmarked, c->pool[i].x->id);
         while (j < c->npool && !memcmp(c->pool[j].x->id, c->pool[i].x->id, HASH_LEN)) {
             if (want_recipe && c->pool[j].x->recipe && !c->pool[pick].x->recipe)
+                pick = j;
+            else if (!want_recipe && !c->pool[j].x->recipe && c->pool[pick].x->recipe)
                 pick = j;
             j++;
         }
@@ -167,7 +201,7 @@ int mnextras_merge(struct manifest *m, const struct manifest *parts, size_t n)
         total += parts[k].nextras;
     if (total == 0)
         return 0; /* no part of version 6: nothing changes */
-    int e = mx_chunks(&c);
+    int e = mx_chunks(&c, parts, n);
     if (e == 0)
         e = mx_pool(&c, parts, n);
     if (e == 0 && !(need = calloc(c.npool ? c.npool : 1, 1)))

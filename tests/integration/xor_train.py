@@ -6,14 +6,15 @@ master's .to(torch.bfloat16)), the fp32 master and AdamW's state (one
 file, as trainers save a checkpoint).  Deterministic (seeded, one thread).
 FINETUNE=1 in the environment: a fine-tune instead, the first layer
 frozen (its weights the same in every checkpoint, no optimizer state),
-the rest trained at a small learning rate from the same start.
+the rest trained at a small learning rate from the same start.  SEED=N:
+another model and data (default 1), as another node of a job trains.
 """
 import os
 import sys
 
 import torch
 
-torch.manual_seed(1)
+torch.manual_seed(int(os.environ.get("SEED", "1")))
 torch.set_num_threads(1)
 out, steps = sys.argv[1], sorted(int(s) for s in sys.argv[2:])
 model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.GELU(), torch.nn.Linear(512, 256))

@@ -204,6 +204,66 @@ static void test_merge_recipes(void **state)
     buf_free(&err);
 }
 
+/* Deltas of two nodes against one keyframe (docs/deltas.md "Multi-node
+ * parts"): a k line is a chunks/ object its part confirmed, so a chunk
+ * another part stores as a recipe is plain in the merged step.  Node 0
+ * stores its chunk 1 over the keyframe's 2 (a k line), node 1 its chunk 2
+ * over the keyframe's 1: taking both recipes would be a cycle (refused);
+ * both are plain, no extras.  Node 2 stores 3 over X, an r line over
+ * X's base Y (a k line); node 3 stores 4 over X, a k line there: X is
+ * named by its k line (plain, confirmed), not by node 2's recipe. */
+static void test_merge_klines(void **state)
+{
+    (void)state;
+    struct manifest p[4], m;
+    struct buf err = BUF_INIT, a = BUF_INIT;
+    uint8_t id[HASH_LEN], b[1][HASH_LEN], x[1][HASH_LEN], y[1][HASH_LEN];
+    parts_make(p, 4);
+    memset(x[0], 0x77, HASH_LEN);
+    memset(y[0], 0x78, HASH_LEN);
+    for (uint8_t k = 0; k < 2; k++) { /* node k: chunk k + 1 over chunk 2 - k */
+        mark_chunk(&p[k], k + 1);
+        id_fill(id, k + 1);
+        id_fill(b[0], 2 - k);
+        assert_int_equal(manifest_add_extra(&p[k], id, 100 + k, (const uint8_t(*)[HASH_LEN])b, 1),
+                         0);
+        assert_int_equal(manifest_add_extra(&p[k], b[0], 101 - k, NULL, 0), 0);
+    }
+    mark_chunk(&p[2], 3);
+    id_fill(id, 3);
+    assert_int_equal(manifest_add_extra(&p[2], id, 102, (const uint8_t(*)[HASH_LEN])x, 1), 0);
+    assert_int_equal(manifest_add_extra(&p[2], x[0], 60, (const uint8_t(*)[HASH_LEN])y, 1), 0);
+    assert_int_equal(manifest_add_extra(&p[2], y[0], 61, NULL, 0), 0);
+    mark_chunk(&p[3], 4);
+    id_fill(id, 4);
+    assert_int_equal(manifest_add_extra(&p[3], id, 103, (const uint8_t(*)[HASH_LEN])x, 1), 0);
+    assert_int_equal(manifest_add_extra(&p[3], x[0], 60, NULL, 0), 0);
+    for (int i = 0; i < 4; i++) {
+        manifest_sort_extras(&p[i]);
+        assert_int_equal(manifest_validate(&p[i], &err), 0); /* each part is closed */
+    }
+    assert_int_equal(multinode_merge(p, 2, &m, &err), 0);
+    assert_int_equal(m.nextras, 0);
+    for (size_t i = 0; i < m.nchunks; i++)
+        assert_false(manifest_chunk_recipe(&m, i));
+    assert_int_equal(manifest_encode(&m, &a), 0);
+    manifest_free(&m);
+    assert_int_equal(multinode_merge(p, 4, &m, &err), 0);
+    assert_int_equal(m.nextras, 3); /* r 3, r 4 (over X), k X */
+    assert_non_null(manifest_extra(&m, x[0]));
+    assert_false(manifest_extra(&m, x[0])->recipe);
+    assert_null(manifest_extra(&m, y[0]));
+    for (size_t i = 0; i < m.nchunks; i++) /* 1 and 2 plain, 3 and 4 recipes */
+        assert_int_equal(manifest_chunk_recipe(&m, i),
+                         m.chunks[i].id[0] == 3 || m.chunks[i].id[0] == 4);
+    buf_reset(&a);
+    assert_int_equal(manifest_encode(&m, &a), 0);
+    manifest_free(&m);
+    parts_free(p, 4);
+    buf_free(&a);
+    buf_free(&err);
+}
+
 /* The same bytes at one path on two nodes: merged once; other bytes: refused. */
 static void test_conflict(void **state)
 {
@@ -355,6 +415,7 @@ int main(void)
         cmocka_unit_test(test_merge),        cmocka_unit_test(test_conflict),
         cmocka_unit_test(test_digest_kinds), cmocka_unit_test(test_refused),
         cmocka_unit_test(test_object),       cmocka_unit_test(test_merge_recipes),
+        cmocka_unit_test(test_merge_klines),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
