@@ -237,6 +237,8 @@ static void restore_print(struct cli *c, const struct repo *r, const struct rest
         json_u64(&j, s->local_base_bytes);
         json_key(&j, "local_bases_stale");
         json_u64(&j, s->local_bases_stale);
+        json_key(&j, "local_bases_refetched");
+        json_u64(&j, s->local_bases_refetched);
         json_key(&j, "setid_cleared");
         json_u64(&j, s->setid_cleared);
         json_key(&j, "excluded");
@@ -276,6 +278,9 @@ static void restore_print(struct cli *c, const struct repo *r, const struct rest
     if (s->local_bases_stale)
         printf(", %llu recipe bases changed in the seed (downloaded)",
                (unsigned long long)s->local_bases_stale);
+    if (s->local_bases_refetched)
+        printf(", %llu recipe bases changed on disk behind their identity (downloaded)",
+               (unsigned long long)s->local_bases_refetched);
     if (s->setid_cleared)
         printf(", setuid/setgid cleared on %llu", (unsigned long long)s->setid_cleared);
     if (s->excluded)
