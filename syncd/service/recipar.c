@@ -27,7 +27,10 @@
  *      decoder (rp_decode) checks that the object names the manifest's
  *      bases, decodes it against the batch's bases (read-only while the
  *      run lasts, so no lock) and checks the id (tdelta_decode); a bad
- *      copy is asked of the next region like a bad chunk;
+ *      copy is asked of the next region like a bad chunk, unless a base
+ *      the local source lent unchecked (a file the index knows) proves
+ *      wrong: then the recipe is put off (FETCH_DEC_LATER), that base is
+ *      fetched from the regions and the recipe decoded again (rp_redo);
  *   5. the bases go back into the cache while a target not yet rebuilt
  *      still names them, else are freed.
  *
