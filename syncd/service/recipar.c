@@ -18,7 +18,8 @@
  *      run on one core);
  *   3. its bases, each once, are taken out of the cache, else read from
  *      the local source when one is set (recipe_src_set_local: restore's
- *      seed, each checked against its id there, on `workers` threads);
+ *      seed, each checked against its id there, or lent unchecked from a
+ *      file the index knows; on `workers` threads);
  *      the missing recipe ones (a chain) are rebuilt first by this same
  *      procedure one level down, delivering into the batch; the missing
  *      plain ones (k lines, file chunks evicted or not seeded) are
