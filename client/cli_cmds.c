@@ -202,61 +202,68 @@ void cli_restore_placed(void *ud, const char *path, uint64_t bytes, const char *
     buf_free(&b);
 }
 
+static void restore_print_json(const struct repo *r, const struct restore_result *s, double secs)
+{
+    struct buf b = BUF_INIT;
+    struct json j;
+    json_init(&j, &b);
+    json_obj_begin(&j);
+    json_key(&j, "id");
+    json_str(&j, s->id);
+    json_key(&j, "root");
+    json_str(&j, s->root);
+    json_key(&j, "step");
+    json_i64(&j, s->step);
+    json_key(&j, "files");
+    json_u64(&j, s->files);
+    json_key(&j, "bytes");
+    json_u64(&j, s->bytes);
+    json_key(&j, "chunks");
+    json_u64(&j, s->chunks);
+    json_key(&j, "fetched_bytes");
+    json_u64(&j, s->fetched_bytes);
+    json_key(&j, "failovers");
+    json_u64(&j, s->failovers);
+    json_key(&j, "local_chunks");
+    json_u64(&j, s->local_chunks);
+    json_key(&j, "local_bytes");
+    json_u64(&j, s->local_bytes);
+    json_key(&j, "local_bases");
+    json_u64(&j, s->local_bases);
+    json_key(&j, "local_base_bytes");
+    json_u64(&j, s->local_base_bytes);
+    json_key(&j, "local_bases_stale");
+    json_u64(&j, s->local_bases_stale);
+    json_key(&j, "local_bases_refetched");
+    json_u64(&j, s->local_bases_refetched);
+    json_key(&j, "setid_cleared");
+    json_u64(&j, s->setid_cleared);
+    json_key(&j, "excluded");
+    json_u64(&j, s->excluded);
+    json_key(&j, "nodes");
+    json_u64(&j, s->nodes);
+    json_key(&j, "node_whole");
+    json_bool(&j, s->node_whole);
+    json_key(&j, "seconds");
+    json_double(&j, secs);
+    json_key(&j, "regions");
+    json_obj_begin(&j);
+    for (size_t i = 0; i < repo_nregions(r); i++) {
+        json_key(&j, repo_region(r, i)->conf.name);
+        json_u64(&j, s->region_chunks[i]);
+    }
+    json_obj_end(&j);
+    json_obj_end(&j);
+    cli_print_json(&b);
+    buf_free(&b);
+}
+
 static void restore_print(struct cli *c, const struct repo *r, const struct restore_result *s,
                           double secs)
 {
     char b1[32], b2[32];
     if (c->json) {
-        struct buf b = BUF_INIT;
-        struct json j;
-        json_init(&j, &b);
-        json_obj_begin(&j);
-        json_key(&j, "id");
-        json_str(&j, s->id);
-        json_key(&j, "root");
-        json_str(&j, s->root);
-        json_key(&j, "step");
-        json_i64(&j, s->step);
-        json_key(&j, "files");
-        json_u64(&j, s->files);
-        json_key(&j, "bytes");
-        json_u64(&j, s->bytes);
-        json_key(&j, "chunks");
-        json_u64(&j, s->chunks);
-        json_key(&j, "fetched_bytes");
-        json_u64(&j, s->fetched_bytes);
-        json_key(&j, "failovers");
-        json_u64(&j, s->failovers);
-        json_key(&j, "local_chunks");
-        json_u64(&j, s->local_chunks);
-        json_key(&j, "local_bytes");
-        json_u64(&j, s->local_bytes);
-        json_key(&j, "local_bases");
-        json_u64(&j, s->local_bases);
-        json_key(&j, "local_base_bytes");
-        json_u64(&j, s->local_base_bytes);
-        json_key(&j, "local_bases_stale");
-        json_u64(&j, s->local_bases_stale);
-        json_key(&j, "setid_cleared");
-        json_u64(&j, s->setid_cleared);
-        json_key(&j, "excluded");
-        json_u64(&j, s->excluded);
-        json_key(&j, "nodes");
-        json_u64(&j, s->nodes);
-        json_key(&j, "node_whole");
-        json_bool(&j, s->node_whole);
-        json_key(&j, "seconds");
-        json_double(&j, secs);
-        json_key(&j, "regions");
-        json_obj_begin(&j);
-        for (size_t i = 0; i < repo_nregions(r); i++) {
-            json_key(&j, repo_region(r, i)->conf.name);
-            json_u64(&j, s->region_chunks[i]);
-        }
-        json_obj_end(&j);
-        json_obj_end(&j);
-        cli_print_json(&b);
-        buf_free(&b);
+        restore_print_json(r, s, secs);
         return;
     }
     if (c->quiet)
@@ -276,6 +283,9 @@ static void restore_print(struct cli *c, const struct repo *r, const struct rest
     if (s->local_bases_stale)
         printf(", %llu recipe bases changed in the seed (downloaded)",
                (unsigned long long)s->local_bases_stale);
+    if (s->local_bases_refetched)
+        printf(", %llu recipe bases changed on disk behind their identity (downloaded)",
+               (unsigned long long)s->local_bases_refetched);
     if (s->setid_cleared)
         printf(", setuid/setgid cleared on %llu", (unsigned long long)s->setid_cleared);
     if (s->excluded)

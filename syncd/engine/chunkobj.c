@@ -49,6 +49,7 @@ void chunkobj_ctx_free(struct chunkobj_ctx *ctx)
     ZSTD_freeDCtx(ctx->dctx);
     ctx->cctx = NULL;
     ctx->dctx = NULL;
+    buf_free(&ctx->tscratch);
 }
 
 static int zstd_err(size_t code)
@@ -234,7 +235,7 @@ static int payload_decode(struct chunkobj_ctx *ctx, enum chunkobj_codec codec, c
         return 0;
     }
     if (codec == CHUNKOBJ_PLANES) {
-        int r = tcodec_decode(p, n, dst, raw_len);
+        int r = tcodec_decode_scratch(p, n, dst, raw_len, ctx ? &ctx->tscratch : NULL);
         return r == CKS_E_FORMAT ? CKS_E_CODEC : r;
     }
     struct chunkobj_ctx local = CHUNKOBJ_CTX_INIT;

@@ -82,11 +82,12 @@ struct chunkobj_ctx {
     /* An encrypted repository's keys: ids are HMAC-SHA256 under keys->id
      * (engine/crypt.h); NULL: SHA-256. */
     const struct crypt_keys *keys;
+    struct buf tscratch; /* the tcodec decoder's planes, kept between calls */
 };
 
 #define CHUNKOBJ_CTX_INIT                                                                          \
     {                                                                                              \
-        NULL, NULL, NULL                                                                           \
+        NULL, NULL, NULL, BUF_INIT                                                                 \
     }
 
 void chunkobj_ctx_free(struct chunkobj_ctx *ctx);

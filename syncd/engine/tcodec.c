@@ -732,6 +732,11 @@ static void weave(uint8_t *raw, size_t n, unsigned w, const uint8_t *const *plan
 
 int tcodec_decode(const uint8_t *p, size_t plen, uint8_t *raw, size_t len)
 {
+    return tcodec_decode_scratch(p, plen, raw, len, NULL);
+}
+
+int tcodec_decode_scratch(const uint8_t *p, size_t plen, uint8_t *raw, size_t len, struct buf *keep)
+{
     if (plen < TC_HEADER || (p[0] != 2 && p[0] != 4) || len > TCODEC_MAX_LEN)
         return CKS_E_FORMAT;
     unsigned w = p[0];
@@ -749,7 +754,12 @@ int tcodec_decode(const uint8_t *p, size_t plen, uint8_t *raw, size_t len)
     for (unsigned k = 0; k < w; k++)
         nhuf += pl[k].mode == TC_HUF;
     uint8_t *scratch = NULL, *next = NULL;
-    if (nhuf) {
+    if (nhuf && keep) { /* the caller's, reused: no fresh pages to fault in */
+        buf_reset(keep);
+        if (buf_reserve(keep, nhuf * n + 1) < 0)
+            return -ENOMEM;
+        next = keep->data;
+    } else if (nhuf) {
         /* + 1: a real pointer even when n is 0 */
         scratch = malloc(nhuf * n + 1);
         if (!scratch)

@@ -13,7 +13,8 @@
  *
  * Pure transforms: no I/O, no mutable globals; every call is independent,
  * so all functions are thread-safe.  Decode allocates scratch memory per
- * call (at most len + 1 bytes); encode only grows out.  The caller owns
+ * call (at most len + 1 bytes; tcodec_decode_scratch: in the caller's
+ * buffer, kept between calls); encode only grows out.  The caller owns
  * its buffers.  Encoding is deterministic: the same input and width give
  * the same payload (integer arithmetic only).
  *
@@ -86,6 +87,11 @@ int tcodec_encode(const uint8_t *raw, size_t len, unsigned width, struct buf *ou
  * out of bounds, allocate more than len + 1 bytes, or run longer than
  * O(len + plen).  On failure raw's contents are unspecified. */
 int tcodec_decode(const uint8_t *p, size_t plen, uint8_t *raw, size_t len);
+/* As tcodec_decode, its scratch memory in *scratch (grown as needed, kept
+ * by the caller for the next call and freed with buf_free: one decode at a
+ * time per scratch).  NULL: allocated per call. */
+int tcodec_decode_scratch(const uint8_t *p, size_t plen, uint8_t *raw, size_t len,
+                          struct buf *scratch);
 
 /* Worst-case payload size for len raw bytes. */
 size_t tcodec_bound(size_t len);

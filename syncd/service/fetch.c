@@ -302,6 +302,10 @@ static int f_complete(struct fetcher *f, struct region_req *req,
     }
     f->st->fetched_bytes += req->out.len;
     f->st->region_chunks[sl->region]++;
+    if (e == FETCH_DEC_LATER) { /* the decoder keeps it for a later run */
+        f->delivered++;
+        return 0;
+    }
     if (!f->sh->concurrent)
         pthread_mutex_lock(&f->sh->mu);
     e = atomic_load(&f->sh->failed) ? -ECANCELED : on_chunk(ud, sl->job, f->raw.data, f->raw.len);

@@ -72,8 +72,12 @@ int fetch_run(struct repo *r, struct fetch_job *jobs, size_t n, unsigned flags,
  * object's bytes into the chunk's plaintext in out (reset first),
  * checked against j->id, with the part's codec context z; it runs on the
  * parts' threads, several at once.  A negative code counts as that
- * region's copy being damaged (the next region is asked).  Plain jobs
- * are decoded as by fetch_run. */
+ * region's copy being damaged (the next region is asked).
+ * FETCH_DEC_LATER: the object is intact but the decoder cannot rebuild
+ * the chunk yet (a base it was lent proved wrong): the job counts as done
+ * and on_chunk is not called for it (the caller runs it again).  Plain
+ * jobs are decoded as by fetch_run. */
+#define FETCH_DEC_LATER 1
 struct chunkobj_ctx;
 struct fetch_decoder {
     int (*decode)(void *ud, struct chunkobj_ctx *z, const struct fetch_job *j, const uint8_t *obj,

@@ -18,7 +18,8 @@
  *      run on one core);
  *   3. its bases, each once, are taken out of the cache, else read from
  *      the local source when one is set (recipe_src_set_local: restore's
- *      seed, each checked against its id there, on `workers` threads);
+ *      seed, each checked against its id there, or lent unchecked from a
+ *      file the index knows; on `workers` threads);
  *      the missing recipe ones (a chain) are rebuilt first by this same
  *      procedure one level down, delivering into the batch; the missing
  *      plain ones (k lines, file chunks evicted or not seeded) are
@@ -27,7 +28,10 @@
  *      decoder (rp_decode) checks that the object names the manifest's
  *      bases, decodes it against the batch's bases (read-only while the
  *      run lasts, so no lock) and checks the id (tdelta_decode); a bad
- *      copy is asked of the next region like a bad chunk;
+ *      copy is asked of the next region like a bad chunk, unless a base
+ *      the local source lent unchecked (a file the index knows) proves
+ *      wrong: then the recipe is put off (FETCH_DEC_LATER), that base is
+ *      fetched from the regions and the recipe decoded again (rp_redo);
  *   5. the bases go back into the cache while a target not yet rebuilt
  *      still names them, else are freed.
  *
@@ -54,12 +58,19 @@
 #include "base/log.h"
 #include "engine/tdelta.h"
 
+/* A base's bytes: checked against its id (fetched, rebuilt, from the
+ * cache, or read from the seed and checked there), or read unchecked from
+ * a file the index vouches for (RECIPE_LOCAL_TRUSTED), checked only when a
+ * recipe built on it fails its id (rp_trust_check). */
+enum rp_trust { RPB_CHECKED, RPB_TRUSTED, RPB_TRUSTED_GOOD, RPB_TRUSTED_WRONG };
+
 struct rp_base {
     uint8_t id[HASH_LEN]; /* first: sorted and searched by id */
     uint32_t len;
     const struct mextra *x; /* its k or r line; NULL: a file chunk */
     struct buf data;
     bool have;
+    int trust; /* enum rp_trust; changed by decoders at once (atomic) */
 };
 
 struct rp_use {
@@ -78,6 +89,7 @@ struct rp {
     const struct manifest *m;
     bool keep_going;
     uint8_t *depth;  /* per extra; 0: not computed */
+    uint8_t *later;  /* per extra: its decode was put off (atomic; rp_redo) */
     uint64_t budget; /* base bytes one batch holds */
     struct rp_use *uses;
     size_t nuses;
@@ -94,6 +106,7 @@ struct rp_batch {
     size_t nb;
     bool lost_base; /* b[lost_idx] was intact in no region */
     size_t lost_idx;
+    bool no_local; /* the local source is not asked (rp_redo's fetch) */
 };
 
 /* A job of the level with its sort keys. */
@@ -250,12 +263,15 @@ static int rp_bases(struct rp_batch *bt, const struct rp_order *o, size_t n)
     return 0;
 }
 
-/* The bases back into the cache while a target still names them. */
+/* The bases back into the cache while a target still names them; not a
+ * trusted one never checked (the cache holds checked bytes only: a later
+ * batch reads it from the local source again, trusted). */
 static void rp_release(struct rp_batch *bt)
 {
     for (size_t i = 0; i < bt->nb; i++) {
         struct rp_use *u = rp_use(bt->p, bt->b[i].id);
-        if (bt->b[i].have && u && u->left)
+        bool checked = bt->b[i].trust == RPB_CHECKED || bt->b[i].trust == RPB_TRUSTED_GOOD;
+        if (bt->b[i].have && checked && u && u->left)
             recipe_src_keep(bt->p->src, bt->b[i].id, &bt->b[i].data);
         buf_free(&bt->b[i].data);
     }
@@ -328,19 +344,21 @@ static void *rp_local_main(void *arg)
             __atomic_compare_exchange_n(&w->err, &none, c, false, __ATOMIC_RELAXED,
                                         __ATOMIC_RELAXED);
         b->have = c > 0;
+        b->trust = c == RECIPE_LOCAL_TRUSTED ? RPB_TRUSTED : RPB_CHECKED;
     }
     return NULL;
 }
 
 /* The batch's bases not in the cache that the local source (restore's
  * seed) holds intact, plain or recipe: read from it (each checked there
- * against its id), not fetched; on up to `workers` threads at once. */
+ * against its id, or trusted: RECIPE_LOCAL_TRUSTED), not fetched; on up
+ * to `workers` threads at once. */
 static int rp_local_bases(struct rp_batch *bt)
 {
     pthread_t th[RP_LOCAL_THREADS];
     struct rp_lwork w = {.bt = bt};
     size_t want = 0, n = repo_workers(bt->p->r), started = 0;
-    if (!recipe_src_has_local(bt->p->src))
+    if (!recipe_src_has_local(bt->p->src) || bt->no_local)
         return 0;
     for (size_t i = 0; i < bt->nb; i++)
         want += !bt->b[i].have;
@@ -394,12 +412,34 @@ static int rp_fetch_bases(struct rp_batch *bt)
     return e;
 }
 
+/* After recipe x failed its id: checks its trusted bases not checked yet
+ * (several decoders may check one at once: they agree).  Whether one is
+ * wrong (then x is decoded again once it is fetched: rp_redo). */
+static bool rp_trust_check(struct rp_batch *bt, const struct mextra *x)
+{
+    bool wrong = false;
+    for (uint32_t k = 0; k < x->nbases; k++) {
+        struct rp_base *b = bsearch(rp_bid(bt->p, x, k)->id, bt->b, bt->nb, sizeof(*bt->b), id_cmp);
+        int t = __atomic_load_n(&b->trust, __ATOMIC_ACQUIRE);
+        if (t == RPB_TRUSTED) {
+            uint8_t got[HASH_LEN];
+            repo_chunk_id(bt->p->r, b->data.data, b->data.len, got);
+            t = memcmp(got, b->id, HASH_LEN) ? RPB_TRUSTED_WRONG : RPB_TRUSTED_GOOD;
+            __atomic_store_n(&b->trust, t, __ATOMIC_RELEASE);
+        }
+        wrong = wrong || t == RPB_TRUSTED_WRONG;
+    }
+    return wrong;
+}
+
 /* Decodes a recipe object of the batch (fetch_run_dec's decoder; on the
- * fetch parts' threads: the batch is only read). */
+ * fetch parts' threads: the batch is only read, but for its bases' trust).
+ * A recipe that fails its id because a trusted base proved wrong is put
+ * off (FETCH_DEC_LATER, p->later): its object is not at fault. */
 static int rp_decode(void *ud, struct chunkobj_ctx *z, const struct fetch_job *j,
                      const uint8_t *obj, size_t len, struct buf *out)
 {
-    const struct rp_batch *bt = ud;
+    struct rp_batch *bt = ud;
     const struct manifest *m = bt->p->m;
     const struct mextra *x = manifest_extra(m, j->id);
     struct tdelta_base tb[TDELTA_MAX_BASES];
@@ -419,6 +459,10 @@ static int rp_decode(void *ud, struct chunkobj_ctx *z, const struct fetch_job *j
         e = tdelta_decode(z, obj, len, x->id, x->len, tb, x->nbases, out);
     if (e == 0 && out->len != x->len)
         e = CKS_E_FORMAT;
+    if (e == CKS_E_DIGEST && rp_trust_check(bt, x)) {
+        __atomic_store_n(&bt->p->later[x - m->extras], 1, __ATOMIC_RELAXED);
+        return FETCH_DEC_LATER;
+    }
     return e;
 }
 
@@ -461,23 +505,22 @@ static size_t rp_ready(const struct rp_batch *bt, const struct rp_order *o, size
     return out;
 }
 
-/* One batch: bases, then the recipes decoded and handed to on_chunk. */
-static int rp_batch(struct rp *p, const struct rp_order *o, size_t n, bool top,
-                    int (*on_chunk)(void *, const struct fetch_job *, const uint8_t *, size_t),
-                    void *ud, struct rp_lost *lost)
+/* The batch's targets o[0..n) whose bases are in hand fetched, decoded
+ * and handed to on_chunk. */
+static int rp_decode_run(struct rp_batch *bt, const struct rp_order *o, size_t n, bool top,
+                         int (*on_chunk)(void *, const struct fetch_job *, const uint8_t *, size_t),
+                         void *ud, struct rp_lost *lost)
 {
-    struct rp_batch bt = {.p = p};
-    struct fetch_job *run = calloc(n, sizeof(*run));
+    struct rp *p = bt->p;
+    struct fetch_job *run = calloc(n ? n : 1, sizeof(*run));
     struct fetch_stats st = {0};
     struct buf ferr = BUF_INIT;
     size_t nrun = 0;
-    int e = run ? rp_bases(&bt, o, n) : -ENOMEM;
-    if (e == 0)
-        e = rp_fetch_bases(&bt);
-    if (e == 0 && rp_ready(&bt, o, n, run, &nrun, lost) && !p->keep_going)
+    int e = run ? 0 : -ENOMEM;
+    if (e == 0 && rp_ready(bt, o, n, run, &nrun, lost) && !p->keep_going)
         e = CKS_E_DIGEST;
     if (e == 0 && nrun) {
-        struct fetch_decoder dec = {.decode = rp_decode, .ud = &bt};
+        struct fetch_decoder dec = {.decode = rp_decode, .ud = bt};
         unsigned fl = FETCH_CONCURRENT | (p->keep_going ? FETCH_KEEP_GOING : 0);
         e = fetch_run_dec(p->r, run, nrun, fl, &dec, on_chunk, ud, &st, &ferr);
         if (e < 0 && st.lost && !lost->lost) {
@@ -487,6 +530,66 @@ static int rp_batch(struct rp *p, const struct rp_order *o, size_t n, bool top,
         int fe = rp_fetched(p, e, &st, &ferr, top ? "" : "base ");
         e = fe < 0 ? fe : e < 0 && !p->keep_going ? e : 0;
     }
+    free(run);
+    return e;
+}
+
+/* The targets of o[0..n) put off by rp_decode (a trusted local base
+ * proved wrong): those bases dropped and fetched from the regions (or
+ * rebuilt), checked, then the targets fetched and decoded again (a base
+ * is trusted no more, so none is put off twice).  The fallback that keeps
+ * a seed changed behind its identity from failing the restore. */
+static int rp_redo(struct rp_batch *bt, const struct rp_order *o, size_t n, bool top,
+                   int (*on_chunk)(void *, const struct fetch_job *, const uint8_t *, size_t),
+                   void *ud, struct rp_lost *lost)
+{
+    struct rp *p = bt->p;
+    struct rp_order *redo = calloc(n ? n : 1, sizeof(*redo));
+    size_t nredo = 0, wrong = 0;
+    if (!redo)
+        return -ENOMEM;
+    for (size_t i = 0; i < n; i++)
+        if (__atomic_load_n(&p->later[o[i].x - p->m->extras], __ATOMIC_RELAXED))
+            redo[nredo++] = o[i];
+    for (size_t i = 0; i < nredo; i++)
+        p->later[redo[i].x - p->m->extras] = 0;
+    for (size_t i = 0; i < bt->nb; i++) {
+        if (bt->b[i].trust != RPB_TRUSTED_WRONG)
+            continue;
+        buf_reset(&bt->b[i].data);
+        bt->b[i].have = false;
+        bt->b[i].trust = RPB_CHECKED;
+        wrong++;
+    }
+    int e = 0;
+    if (nredo) {
+        log_warn("seed: %zu recipe base(s) read from local files the index knows did not match "
+                 "their ids (changed on disk); fetched from the regions",
+                 wrong);
+        recipe_src_add_refetched(p->src, wrong);
+        bt->no_local = true;
+        e = rp_fetch_bases(bt);
+        bt->no_local = false;
+    }
+    if (e == 0 && nredo)
+        e = rp_decode_run(bt, redo, nredo, top, on_chunk, ud, lost);
+    free(redo);
+    return e;
+}
+
+/* One batch: bases, then the recipes decoded and handed to on_chunk. */
+static int rp_batch(struct rp *p, const struct rp_order *o, size_t n, bool top,
+                    int (*on_chunk)(void *, const struct fetch_job *, const uint8_t *, size_t),
+                    void *ud, struct rp_lost *lost)
+{
+    struct rp_batch bt = {.p = p};
+    int e = rp_bases(&bt, o, n);
+    if (e == 0)
+        e = rp_fetch_bases(&bt);
+    if (e == 0)
+        e = rp_decode_run(&bt, o, n, top, on_chunk, ud, lost);
+    if (e == 0)
+        e = rp_redo(&bt, o, n, top, on_chunk, ud, lost);
     for (size_t i = 0; top && i < n; i++)
         for (uint32_t k = 0; k < o[i].x->nbases; k++) {
             struct rp_use *u = rp_use(p, rp_bid(p, o[i].x, k)->id);
@@ -495,7 +598,6 @@ static int rp_batch(struct rp *p, const struct rp_order *o, size_t n, bool top,
         }
     if (bt.b)
         rp_release(&bt);
-    free(run);
     return e;
 }
 
@@ -547,8 +649,13 @@ int recipar_run(struct recipe_src *src, struct fetch_job *jobs, size_t n, unsign
                    .ud = ud};
     struct rp_lost lost = {0};
     memset(stats, 0, sizeof(*stats));
-    if (!(p.depth = calloc(m->nextras ? m->nextras : 1, 1)))
+    p.depth = calloc(m->nextras ? m->nextras : 1, 1);
+    p.later = calloc(m->nextras ? m->nextras : 1, 1);
+    if (!p.depth || !p.later) {
+        free(p.depth);
+        free(p.later);
         return -ENOMEM;
+    }
     int e = rp_level(&p, jobs, n, true, rp_deliver, &p, &lost);
     if (e == 0 && lost.lost)
         e = CKS_E_DIGEST; /* FETCH_KEEP_GOING: the others were rebuilt */
@@ -558,5 +665,6 @@ int recipar_run(struct recipe_src *src, struct fetch_job *jobs, size_t n, unsign
         buf_printf(err, "%s", err_str(e));
     free(p.uses);
     free(p.depth);
+    free(p.later);
     return e;
 }

@@ -54,6 +54,7 @@ struct recipe_src {
     pthread_mutex_t mu;    /* the cache, for recipe_src_seed's threads */
     recipe_local_fn local; /* restore's seed: bases read from local files */
     void *local_ud;
+    uint64_t refetched; /* trusted local bases that proved wrong */
 };
 
 static int flen_cmp(const void *a, const void *b)
@@ -430,4 +431,14 @@ int recipe_check_in(struct recipe_src *s, size_t i, const struct mextra *x, bool
     buf_free(&obj);
     buf_free(&out);
     return e;
+}
+
+void recipe_src_add_refetched(struct recipe_src *s, uint64_t n)
+{
+    __atomic_add_fetch(&s->refetched, n, __ATOMIC_RELAXED);
+}
+
+uint64_t recipe_src_refetched(const struct recipe_src *s)
+{
+    return __atomic_load_n(&s->refetched, __ATOMIC_RELAXED);
 }

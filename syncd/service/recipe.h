@@ -80,10 +80,15 @@ uint64_t recipe_src_fetched(const struct recipe_src *s);
 
 /* A local source of chunks' plaintext (restore's seed, docs/deltas.md
  * "hot resume"): fn puts chunk id's len bytes into out (reset first),
- * checked against id, and returns 1; 0 when it has no intact copy (the
- * regions are asked); a negative code stops the caller.  Called by
+ * checked against id, and returns RECIPE_LOCAL_CHECKED; or unchecked, read
+ * from a file whose identity the local index vouches for, and returns
+ * RECIPE_LOCAL_TRUSTED (recipar checks such a base only when a recipe
+ * built on it fails its id, and then fetches it from the regions if it is
+ * wrong: recipe_src_refetched counts those); 0 when it has no intact copy
+ * (the regions are asked); a negative code stops the caller.  Called by
  * recipar_run before it fetches a batch's bases, from several threads at
  * once (fn locks what it shares; each call has its own out). */
+enum { RECIPE_LOCAL_CHECKED = 1, RECIPE_LOCAL_TRUSTED = 2 };
 typedef int (*recipe_local_fn)(void *ud, const uint8_t id[HASH_LEN], uint32_t len, struct buf *out);
 void recipe_src_set_local(struct recipe_src *s, recipe_local_fn fn, void *ud);
 /* Whether a local source was set; fn's answer for chunk id (0 when none
@@ -91,6 +96,10 @@ void recipe_src_set_local(struct recipe_src *s, recipe_local_fn fn, void *ud);
 bool recipe_src_has_local(const struct recipe_src *s);
 int recipe_src_local(struct recipe_src *s, const uint8_t id[HASH_LEN], uint32_t len,
                      struct buf *out);
+/* Trusted local bases that proved wrong and were fetched instead (recipar
+ * adds them; several threads may read the count while it runs). */
+void recipe_src_add_refetched(struct recipe_src *s, uint64_t n);
+uint64_t recipe_src_refetched(const struct recipe_src *s);
 
 /* The recipe object of extra x in region i, checked: read, names the bases
  * the manifest gives x, and (unless quick: then only read) decodes with

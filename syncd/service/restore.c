@@ -566,6 +566,7 @@ struct seed_ref {
     uint32_t len;
     uint32_t file; /* index into seed.w */
     uint64_t off;
+    bool known; /* from the index's record of the file (its identity matched) */
 };
 
 struct seed { /* the files of --seed DIR, else the target's the index knows */
@@ -574,6 +575,7 @@ struct seed { /* the files of --seed DIR, else the target's the index knows */
     struct seed_ref *v;
     size_t n, cap;
     uint32_t cur;
+    bool known; /* the file being added is one the index knows */
 };
 
 static int seed_add(struct seed *sd, const uint8_t id[HASH_LEN], uint32_t len, uint64_t off)
@@ -591,6 +593,7 @@ static int seed_add(struct seed *sd, const uint8_t id[HASH_LEN], uint32_t len, u
     x->len = len;
     x->file = sd->cur;
     x->off = off;
+    x->known = sd->known;
     return 0;
 }
 
@@ -625,6 +628,7 @@ static int seed_file(struct rst *s, struct seed *sd, struct scan *sc, int fd)
             e = index_file_get(t, &k, digest, &v, &n);
         index_txn_abort(t);
     }
+    sd->known = e == 0;
     if (e == 0) {
         uint64_t off = 0;
         for (size_t i = 0; i < n && e == 0; i++) {
@@ -679,11 +683,13 @@ static int seed_build(struct rst *s, struct seed *sd)
 }
 
 /* Reads chunk id (len bytes) from the seed into tmp, checked against its
- * id: 1 intact, 0 when the seed does not hold it intact (a file changed
- * or gone since it was cut: *stale), or -ENOMEM.  Every place the seed
- * holds the id is tried. */
+ * id: RECIPE_LOCAL_CHECKED, 0 when the seed does not hold it intact (a
+ * file changed or gone since it was cut: *stale), or -ENOMEM.  Every place
+ * the seed holds the id is tried.  trust: a place in a file the index
+ * knows (its identity matched the record) is read unchecked and gives
+ * RECIPE_LOCAL_TRUSTED (a recipe's base: recipar checks the recipe). */
 static int seed_read(struct rst *s, struct seed *sd, const uint8_t id[HASH_LEN], uint32_t len,
-                     struct buf *tmp, bool *stale)
+                     bool trust, struct buf *tmp, bool *stale)
 {
     struct seed_ref key, *hit;
     uint8_t got[HASH_LEN];
@@ -706,11 +712,15 @@ static int seed_read(struct rst *s, struct seed *sd, const uint8_t id[HASH_LEN],
         ssize_t n = fd < 0 ? -1 : pread(fd, tmp->data, len, (off_t)hit->off);
         if (fd >= 0)
             close(fd);
+        if (n == (ssize_t)len && trust && hit->known) {
+            tmp->len = len;
+            return RECIPE_LOCAL_TRUSTED;
+        }
         if (n == (ssize_t)len) {
             repo_chunk_id(s->r, tmp->data, len, got);
             if (memcmp(got, id, HASH_LEN) == 0) {
                 tmp->len = len;
-                return 1;
+                return RECIPE_LOCAL_CHECKED;
             }
         }
         *stale = true;
@@ -722,7 +732,7 @@ static int seed_read(struct rst *s, struct seed *sd, const uint8_t id[HASH_LEN],
 static int seed_copy(struct rst *s, struct seed *sd, struct fetch_job *j, struct buf *tmp)
 {
     bool stale = false;
-    int c = seed_read(s, sd, j->id, j->len, tmp, &stale);
+    int c = seed_read(s, sd, j->id, j->len, false, tmp, &stale);
     if (c <= 0)
         return c; /* not there, or changed since it was cut: download it */
     int e = rst_chunk(s, j, tmp->data, j->len);
@@ -734,13 +744,15 @@ static int seed_copy(struct rst *s, struct seed *sd, struct fetch_job *j, struct
 }
 
 /* recipar's local source (recipe_src_set_local; several threads at once:
- * the seed is only read): a recipe's base read from the seed and checked;
- * one the seed lost or holds changed is counted and left to the regions. */
+ * the seed is only read): a recipe's base read from the seed, checked,
+ * or trusted when the index knows its file (recipar checks the recipes
+ * built on it, and fetches it when one fails: local_bases_refetched); one
+ * the seed lost or holds changed is counted and left to the regions. */
 static int seed_base(void *ud, const uint8_t id[HASH_LEN], uint32_t len, struct buf *out)
 {
     struct rst *s = ud;
     bool stale = false;
-    int c = seed_read(s, s->seed, id, len, out, &stale);
+    int c = seed_read(s, s->seed, id, len, true, out, &stale);
     if (c > 0) { /* recipar's threads: counted atomically */
         __atomic_add_fetch(&s->res->local_bases, 1, __ATOMIC_RELAXED);
         __atomic_add_fetch(&s->res->local_base_bytes, len, __ATOMIC_RELAXED);
@@ -1042,6 +1054,7 @@ static int rst_recipes(struct rst *s, struct fetch_job *jobs, size_t n, struct f
     unsigned fl = s->o->progressive ? FETCH_KEEP_GOING : 0;
     int e = recipar_run(s->rsrc, jobs, n, fl, rst_chunk, s, &rs, s->err);
     st->fetched_bytes += rs.fetched_bytes + recipe_src_fetched(s->rsrc);
+    s->res->local_bases_refetched = recipe_src_refetched(s->rsrc);
     st->failovers += rs.failovers;
     for (size_t i = 0; i < CONFIG_MAX_REGIONS; i++)
         st->region_chunks[i] += rs.region_chunks[i];

@@ -93,15 +93,18 @@ struct restore_result {
     uint64_t failovers;     /* chunk fetches that failed in one region */
     uint64_t local_chunks;  /* copied from the seed instead of downloaded */
     uint64_t local_bytes;
-    uint64_t local_bases;       /* recipe bases read from the seed instead of downloaded */
-    uint64_t local_base_bytes;  /* their plaintext bytes */
-    uint64_t local_bases_stale; /* bases the seed named but no longer held intact:
-                                 * fetched from the regions */
-    uint64_t setid_cleared;     /* entries whose setuid/setgid bits were cleared */
-    uint64_t excluded;          /* regular files left out (restore_opts.exclude) */
-    unsigned nodes;             /* a merged step's node count; 0: one node's snapshot */
-    bool node_whole;            /* node_count was given, but the snapshot is not a merged
-                                 * step: restored whole */
+    uint64_t local_bases;           /* recipe bases read from the seed instead of downloaded */
+    uint64_t local_base_bytes;      /* their plaintext bytes */
+    uint64_t local_bases_stale;     /* bases the seed named but no longer held intact:
+                                     * fetched from the regions */
+    uint64_t local_bases_refetched; /* of local_bases, read unchecked from files the
+                                     * index knows, found wrong when a recipe built
+                                     * on them failed its id: fetched, decoded again */
+    uint64_t setid_cleared;         /* entries whose setuid/setgid bits were cleared */
+    uint64_t excluded;              /* regular files left out (restore_opts.exclude) */
+    unsigned nodes;                 /* a merged step's node count; 0: one node's snapshot */
+    bool node_whole;                /* node_count was given, but the snapshot is not a merged
+                                     * step: restored whole */
     uint64_t region_chunks[CONFIG_MAX_REGIONS];
 };
 

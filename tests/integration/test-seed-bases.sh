@@ -13,7 +13,14 @@
 #     from the regions, still bit for bit, fewer local bases;
 #   - with no --seed, over a target that holds the parent as restored
 #     (the index knows its files): the target lends the bases (a hot
-#     resume in place).
+#     resume in place);
+#   - with --seed a directory the index knows whose base chunk changed on
+#     disk behind its identity (a byte written through a shared mapping
+#     whose page was already dirty: no new ctime or mtime, the same size;
+#     what bit rot looks like to the index): the bases of files the index
+#     knows are read unchecked, so the recipes built on the changed one
+#     fail their ids; that base is fetched from the regions and they are
+#     decoded again (local_bases_refetched), bit for bit.
 . "$(dirname "$0")/lib.sh"
 write_config 16K 64K 256K
 # two workers read a batch's bases from the seed at once; a small budget
@@ -112,5 +119,49 @@ o3=$(objects "$T/r3.json")
 echo "    $o3 objects fetched; $lb3 bases from the target's files the index knows"
 [ "$lb3" -ge "$nk" ] || die "only $lb3 bases read from the target ($nk k lines)"
 [ "$o3" -lt "$o0" ] || die "$o3 objects fetched in place, $o0 without a seed"
+
+step "a seed the index knows, a base changed behind its identity: fetched, decoded again"
+cks restore --run r --snapshot "$pid" --to "$T/rot" -q 2> "$T/rot.err" ||
+  { cat "$T/rot.err" >&2; die "restore of the parent"; }
+# The chunk's first write through the mapping moves ctime (the kernel's
+# write fault); a snapshot then records the file's identity and true
+# chunks in the index; the second write, to the same dirty page, moves
+# no time: the index still vouches for the file, its bytes differ.
+python3 - "$pman" "$kid" "$T/rot" "$CKPTSYNC" "$CONF" <<'PY' || die "corrupting the seed behind its identity"
+import mmap, os, subprocess, sys
+man, kid, top, cks, conf = sys.argv[1:6]
+path, off = None, 0
+for line in open(man):
+    w = line.split()
+    if w[0] == "f":
+        path, off = w[-1], 0
+    elif w[0] == "c":
+        if w[1] == kid:
+            at = off + int(w[2]) // 2
+            break
+        off += int(w[2])
+else:
+    sys.exit("chunk %s not in the parent's manifest" % kid)
+fn = os.path.join(top, path)
+with open(fn, "r+b") as f:
+    m = mmap.mmap(f.fileno(), 0)
+    m[at] = m[at]  # the write fault: ctime moves, the bytes do not
+    subprocess.run([cks, "--config", conf, "snapshot", os.path.join(top, "ckpt"),
+                    "--run", "rot", "--step", "1", "-q"], check=True)
+    st0 = os.stat(fn)
+    m[at] = m[at] ^ 0x40
+    m.close()
+st1 = os.stat(fn)
+key = lambda s: (s.st_dev, s.st_ino, s.st_size, s.st_mtime_ns, s.st_ctime_ns)
+if key(st0) != key(st1):
+    sys.exit("the file's identity moved (%s -> %s): written back between the writes?" % (key(st0), key(st1)))
+PY
+sb_restore "$cid" "$T/r4" "$T/r4.json" --seed "$T/rot"
+lb4=$(field "$T/r4.json" local_bases)
+rf4=$(field "$T/r4.json" local_bases_refetched)
+echo "    $lb4 bases from the seed, $rf4 found changed and fetched from the regions"
+[ "$rf4" -ge 1 ] || die "no base refetched: the changed base was not read unchecked, or not used"
+[ "$(field "$T/r4.json" local_bases_stale)" = 0 ] || die "a base was checked, not trusted"
+[ "$lb4" -ge "$nk" ] || die "only $lb4 bases read from the seed the index knows ($nk k lines)"
 
 echo "PASS"
