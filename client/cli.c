@@ -34,7 +34,7 @@ static const char usage_text[] =
     "  ls [--run NAME] [--remote]            list snapshots\n"
     "  show SNAPSHOT [--run NAME]            show one snapshot's files\n"
     "  chunks FILE [--min N --avg N --max N] print FastCDC cut points\n"
-    "  fsck                                  check index refcounts against snapshots\n"
+    "  fsck                                  check index refcounts, recipes against snapshots\n"
     "  reindex [--region NAME] [--force]     rebuild the local index from the regions\n"
     "  forget [--run NAME] [--keep-last N] [--keep-every K] [--keep-within D] [--keep-best M]\n"
     "         [--dry-run]                    remove snapshots a retention policy does not keep\n"

@@ -17,7 +17,7 @@ int cmd_fsck(struct cli *c, int argc, char **argv)
     if (argc != 1) {
         bool help = argc == 2 && !strcmp(argv[1], "--help");
         fputs("usage: ckptsync fsck\nChecks the local index: every chunk's refcount against "
-              "the snapshots that reference it.\n",
+              "the snapshots that reference it, and its recipe records against their r lines.\n",
               help ? stdout : stderr);
         return help ? 0 : EXIT_USAGE;
     }
@@ -27,8 +27,10 @@ int cmd_fsck(struct cli *c, int argc, char **argv)
     if (e < 0)
         log_error("fsck: %s", err_str(e));
     else if (!c->quiet)
-        printf("fsck: %llu snapshots, %llu chunk references, %llu problems\n",
+        printf("fsck: %llu snapshots, %llu chunk references, %llu recipe references, %llu recipe "
+               "records, %llu problems\n",
                (unsigned long long)res.snapshots, (unsigned long long)res.refs,
+               (unsigned long long)res.recipe_refs, (unsigned long long)res.recipes,
                (unsigned long long)res.problems);
     return cli_close_repo(r, e < 0 || res.problems ? 1 : 0);
 }

@@ -440,8 +440,9 @@ int cmd_prune(struct cli *c, int argc, char **argv)
 
 static const char stats_usage[] =
     "usage: ckptsync stats [--run NAME] [--json]\n"
-    "Per region: chunks, stored bytes, bytes no retained snapshot uses (garbage awaiting\n"
-    "prune).  Per run: snapshots, logical bytes, stored bytes, and each snapshot's unique\n"
+    "Per region: chunks, recipes, stored bytes, bytes no retained snapshot uses (garbage\n"
+    "awaiting prune).  Per run: snapshots, logical bytes, stored bytes, and each snapshot's "
+    "unique\n"
     "bytes (what deleting it alone would free).  Reads every retained manifest.\n";
 
 /* One region: its object in the "regions" array, or its line. */
@@ -455,10 +456,14 @@ static void stats_region_print(struct cli *c, struct json *j, const struct stats
         json_bool(j, rs->healthy);
         json_key(j, "chunks");
         json_u64(j, rs->chunks);
+        json_key(j, "recipes");
+        json_u64(j, rs->recipes);
         json_key(j, "stored_bytes");
         json_u64(j, rs->stored_bytes);
         json_key(j, "garbage_chunks");
         json_u64(j, rs->garbage_chunks);
+        json_key(j, "garbage_recipes");
+        json_u64(j, rs->garbage_recipes);
         json_key(j, "garbage_bytes");
         json_u64(j, rs->garbage_bytes);
         json_obj_end(j);
@@ -466,9 +471,14 @@ static void stats_region_print(struct cli *c, struct json *j, const struct stats
         char hb[32], hg[32];
         cli_human(rs->stored_bytes, hb, sizeof(hb));
         cli_human(rs->garbage_bytes, hg, sizeof(hg));
-        printf("region %-12s %s%llu chunks, %s stored, %llu unused (%s) awaiting prune\n", rs->name,
-               rs->healthy ? "" : "(unreachable) ", (unsigned long long)rs->chunks, hb,
-               (unsigned long long)rs->garbage_chunks, hg);
+        char rc[64] = "", gr[64] = "";
+        if (rs->recipes || rs->garbage_recipes) { /* a repository with deltas */
+            snprintf(rc, sizeof(rc), ", %llu recipes", (unsigned long long)rs->recipes);
+            snprintf(gr, sizeof(gr), " + %llu recipes", (unsigned long long)rs->garbage_recipes);
+        }
+        printf("region %-12s %s%llu chunks%s, %s stored, %llu unused%s (%s) awaiting prune\n",
+               rs->name, rs->healthy ? "" : "(unreachable) ", (unsigned long long)rs->chunks, rc,
+               hb, (unsigned long long)rs->garbage_chunks, gr, hg);
     }
 }
 

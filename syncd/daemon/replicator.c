@@ -70,8 +70,9 @@
 #include "daemon/objbuf.h"
 #include "daemon/pin.h"
 #include "service/presence.h"
-#include "service/rgchunk.h"
+#include "service/reupload.h"
 #include "store/queue.h"
+#include "store/recidx.h"
 #include "daemon/replicator.h"
 #include "daemon/latepin.h"
 #include "daemon/retakes.h"
@@ -131,7 +132,8 @@ struct slot {
     struct objbuf_ent *ent;
     struct index_chunk rec;
     /* a QUEUE_RECIPE entry: obj is the spooled object (sealed: its
-     * envelope), rkey its recipes/ key; no index record is made */
+     * envelope), rkey its recipes/ key; no chunk record is made (the
+     * recipe's record gets the region's presence bit) */
     bool recipe, rsealed;
     char rkey[REGION_KEY_MAX];
     /* upload once, then copy (service/fanout.h) */
@@ -476,44 +478,47 @@ static int rw_lost_object(struct rworker *w, const struct presence_item *it)
     return CKS_E_MISMATCH;
 }
 
+/* The source of a base-only chunk rw_upload_base puts again: the other
+ * regions. */
+struct rw_base_src {
+    struct rworker *w;
+    uint32_t len;
+    struct buf why;
+};
+
+static int rw_base_get(void *ud, const uint8_t id[HASH_LEN], struct buf *out)
+{
+    struct rw_base_src *b = ud;
+    return reupload_from_regions(b->w->rp->r, b->w->i, &b->w->z, &b->w->man, id, b->len, out,
+                                 &b->why);
+}
+
 /* A base-only chunk (a delta's k line: a chunk its keyframe stores plain)
- * the region lacks: its bytes from another region (rgchunk_get through a
- * handle of this thread's own: decoded, checked against its id), encoded
- * and put here, before any index transaction.  0, or < 0 when no other
- * region gives it (the publish then fails naming it: rw_lost_object). */
+ * the region lacks: its bytes from another region (service/reupload:
+ * rgchunk_get through a handle of this thread's own, decoded, checked
+ * against its id), encoded and put here, before any index transaction.
+ * 0, or < 0 when no other region gives it (the publish then fails naming
+ * it: rw_lost_object). */
 static int rw_upload_base(struct rworker *w, const struct presence_item *it)
 {
-    struct repo *r = w->rp->r;
     const struct mextra *x = manifest_extra(&w->man, it->id);
-    struct chunkobj_opts o = repo_chunk_opts(r);
-    struct buf data = BUF_INIT, obj = BUF_INIT, why = BUF_INIT;
-    enum chunkobj_codec codec;
+    struct chunkobj_opts o = repo_chunk_opts(w->rp->r);
+    struct buf obj = BUF_INIT;
+    enum reupload_step step;
     char key[LAYOUT_KEY_MAX];
-    int e = -ENOENT;
     if (!x || x->recipe)
-        return e;
-    for (size_t j = 0; j < repo_nregions(r) && e < 0 && e != -ENOMEM; j++) {
-        struct region *rg = NULL;
-        if (j == w->i || !repo_region_ok(r, j))
-            continue;
-        if ((e = repo_region_clone(r, j, &rg, &why)) == 0)
-            e = rgchunk_get(rg, &w->z, &w->man, it->id, x->len, &data, &why);
-        region_free(rg);
-    }
-    if (e == 0)
-        e = chunkobj_encode(&w->z, data.data, data.len, &o, &obj, &codec);
+        return -ENOENT;
+    struct rw_base_src src = {.w = w, .len = x->len, .why = BUF_INIT};
+    int e = reupload_chunk(w->rg, &w->z, &o, it->id, rw_base_get, &src, &obj, &step);
     layout_chunk(it->id, key);
-    if (e == 0)
-        e = region_put(w->rg, key, obj.data, obj.len);
     if (e == 0)
         log_warn("region '%s': \"%s\", a keyframe chunk snapshot %s names as a base, was "
                  "missing; uploaded it again from another region",
                  w->rg->conf.name, key, w->pend->id);
-    else if (why.len)
-        log_warn("%s", buf_str(&why));
-    buf_free(&data);
+    else if (src.why.len)
+        log_warn("%s", buf_str(&src.why));
     buf_free(&obj);
-    buf_free(&why);
+    buf_free(&src.why);
     return e == -EEXIST ? 0 : e;
 }
 
@@ -561,6 +566,8 @@ static int rw_requeue_recipe(struct rworker *w, struct index_txn *t, uint64_t se
                        .len = (uint32_t)obj.len};
     memcpy(q.id, it->id, HASH_LEN);
     buf_free(&obj);
+    if (e == 0 && (e = recidx_presence(t, it->id, it->sig, 0, 1u << w->rg->slot)) == CKS_E_FORMAT)
+        e = 0; /* the index's record of it: not there any more */
     return e < 0 ? e : queue_put(t, &q);
 }
 
@@ -962,6 +969,22 @@ static int rw_skip(struct rworker *w, const struct qentry *q)
     return e < 0 ? e : rw_commit(w, t, queue_del(t, q));
 }
 
+/* The region holds the slot's recipe: its entry deleted, and the index's
+ * record of the recipe (store/recidx, where ingest made one) told so, in
+ * one transaction.  A damaged record is left to fsck. */
+static int rw_recipe_done(struct rworker *w, const struct slot *sl)
+{
+    struct layout_key k;
+    struct index_txn *t;
+    int e = index_txn_begin(repo_index(w->rp->r), true, &t);
+    if (e < 0)
+        return e;
+    if (layout_parse(sl->rkey, &k) == 0 &&
+        (e = recidx_presence(t, sl->q.id, k.sig, 1u << w->rg->slot, 0)) == CKS_E_FORMAT)
+        e = 0;
+    return rw_commit(w, t, e == 0 ? queue_del(t, &sl->q) : e);
+}
+
 /* The encoded object a slot uploads. */
 static const uint8_t *sl_obj(const struct slot *sl, size_t *ret_len)
 {
@@ -1049,9 +1072,9 @@ static void rw_start_feed(struct rworker *w, struct slot *sl, struct objbuf_ent 
 
 /* Starts a recipe entry in slot sl: its key from the snapshot's r line,
  * its object from the spool (daemon/rspool.h), then HAS as for a chunk.
- * The index records no presence of recipes/ objects: every region's
- * entry asks its region.  A spool that lost the object (its pin folder
- * removed) drops the snapshot for a retake, as a pin that lost a file. */
+ * Every region's entry asks its region (the index's record of the
+ * recipe's presence, set when it is stored, is not trusted for that).  A spool that lost the object
+ * (its pin folder removed) drops the snapshot for a retake, as a pin that lost a file. */
 static void rw_start_recipe(struct rworker *w, struct slot *sl, const struct qentry *q)
 {
     int e = rw_load(w, q->seq);
@@ -1470,7 +1493,7 @@ static void rw_complete(struct rworker *w, struct region_req *req)
     bool stored = req->kind == RREQ_PUT || req->ret == 1;
     if (stored) {
         /* a recipe: its entry goes, and no chunk is recorded present */
-        int e = sl->recipe ? rw_skip(w, &sl->q) : rw_chunk_done(w, sl);
+        int e = sl->recipe ? rw_recipe_done(w, sl) : rw_chunk_done(w, sl);
         if (e < 0)
             rw_fail_round(w, e, NULL);
         else if (!sl->recipe)

@@ -6,6 +6,14 @@
  * from a region), which is sorted; then every chunk record's refcount is
  * compared with the number of times its id occurs there (a binary search
  * for the first, then a count).  Memory: one struct mchunk per reference.
+ *
+ * Recipes (version 6, docs/deltas.md): each snapshot's r lines are
+ * compared with the index's record of the same recipes/<id>.<sig> key,
+ * where it has one (store/recidx: written by this instance's writers) —
+ * the chunk's length and every base with its length must be the r
+ * line's — and every recipe record must decode.  The index keeps no
+ * refcount of recipes, and fsck reads no object: a recipe object lost
+ * from a region is verify's to name.
  */
 #include "service/fsck.h"
 
@@ -14,11 +22,14 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "base/err.h"
 #include "base/log.h"
 #include "engine/hash.h"
 #include "service/catalog.h"
 #include "service/multinode.h"
+#include "store/layout.h"
 #include "store/queue.h"
+#include "store/recidx.h"
 
 struct fsck {
     struct repo *r;
@@ -62,6 +73,72 @@ static int fsck_pend_cb(void *ud, const struct pending *p)
     return 1;
 }
 
+static int fsck_ref_cmp(const void *a, const void *b);
+
+/* The plaintext length of base id of m: its extra's, or (sorted file
+ * chunks cs[0 .. n)) a file chunk's; 0 when m does not name it. */
+static uint32_t fsck_base_len(const struct manifest *m, const struct mchunk *cs, size_t n,
+                              const uint8_t id[HASH_LEN])
+{
+    const struct mextra *x = manifest_extra(m, id);
+    const struct mchunk *c = n ? bsearch(id, cs, n, sizeof(*cs), fsck_ref_cmp) : NULL;
+    return x ? x->len : c ? c->len : 0;
+}
+
+/* What differs between r line x of m and the index's record rec of it,
+ * or NULL. */
+static const char *fsck_recipe_diff(const struct manifest *m, const struct mchunk *cs, size_t n,
+                                    const struct mextra *x, const struct recidx *rec)
+{
+    if (rec->raw_len != x->len)
+        return "the chunk's length";
+    if (rec->nbases != x->nbases)
+        return "the number of bases";
+    for (size_t k = 0; k < rec->nbases; k++) {
+        const struct mbase *b = NULL;
+        for (uint32_t j = 0; !b && j < x->nbases; j++)
+            if (!memcmp(m->bases[x->first_base + j].id, rec->base[k].id, HASH_LEN))
+                b = &m->bases[x->first_base + j];
+        if (!b)
+            return "a base";
+        if (fsck_base_len(m, cs, n, b->id) != rec->base[k].len)
+            return "a base's length";
+    }
+    return NULL;
+}
+
+/* The r lines of snapshot id's manifest m against the index's records. */
+static int fsck_recipes(struct fsck *f, const char *run, const char *id, const struct manifest *m)
+{
+    struct mchunk *cs = NULL;
+    char key[LAYOUT_KEY_MAX];
+    if (m->nextras && m->nchunks) {
+        if (!(cs = malloc(m->nchunks * sizeof(*cs))))
+            return -ENOMEM;
+        memcpy(cs, m->chunks, m->nchunks * sizeof(*cs));
+        qsort(cs, m->nchunks, sizeof(*cs), fsck_ref_cmp);
+    }
+    for (size_t k = 0; k < m->nextras; k++) {
+        const struct mextra *x = &m->extras[k];
+        struct recidx rec;
+        if (!x->recipe)
+            continue;
+        f->res->recipe_refs++;
+        if (recidx_get(f->t, x->id, x->sig, &rec) < 0)
+            continue; /* unknown here (another instance wrote it), or damaged: fsck_recidx_cb */
+        const char *what = fsck_recipe_diff(m, cs, m->nchunks, x, &rec);
+        if (!what)
+            continue;
+        layout_recipe(x->id, x->sig, key);
+        log_error("recipe \"%s\": the index's record disagrees with snapshot %s of run '%s' about "
+                  "%s",
+                  key, id, run, what);
+        f->res->problems++;
+    }
+    free(cs);
+    return 0;
+}
+
 static int fsck_snap_cb(void *ud, const char *run, const char *id, const struct index_snap *s)
 {
     struct fsck *f = ud;
@@ -79,8 +156,26 @@ static int fsck_snap_cb(void *ud, const char *run, const char *id, const struct 
     }
     buf_free(&err);
     int e = fsck_add(f, &m);
+    if (e == 0)
+        e = fsck_recipes(f, run, id, &m);
     manifest_free(&m);
     return e;
+}
+
+/* A recipe record: it must decode, at a depth the readers accept. */
+static int fsck_recidx_cb(void *ud, const uint8_t *id, const struct recidx *r, int e)
+{
+    struct fsck *f = ud;
+    char key[LAYOUT_KEY_MAX] = "(a key of the wrong length)";
+    f->res->recipes++;
+    if (e == 0 && r->depth >= 1 && r->depth <= MANIFEST_MAX_DEPTH)
+        return 0;
+    if (id)
+        layout_recipe(id, r->sig, key);
+    log_error("recipe \"%s\": the index's record is damaged (%s)", key,
+              e < 0 ? err_str(e) : "depth out of range");
+    f->res->problems++;
+    return 0;
 }
 
 static int fsck_ref_cmp(const void *a, const void *b)
@@ -132,6 +227,8 @@ int fsck_run(struct repo *r, struct fsck_result *ret)
             qsort(f.refs, f.nrefs, sizeof(*f.refs), fsck_ref_cmp);
         e = index_chunk_foreach(f.t, fsck_chunk_cb, &f);
     }
+    if (e == 0)
+        e = recidx_all(f.t, fsck_recidx_cb, &f);
     index_txn_abort(f.t);
     ret->refs = f.nrefs;
     free(f.refs);

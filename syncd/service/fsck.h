@@ -10,6 +10,12 @@
  * whose manifest is nowhere is a problem.  A pending snapshot whose pin
  * folder is missing is reported (logged), not counted as a problem.
  * This is how the crash tests prove that no chunk was counted twice.
+ * Recipes (version 6): every r line of those manifests must agree with
+ * the index's record of that recipe object where it has one (the chunk's
+ * length, the bases and their lengths), and every recipe record must
+ * decode; the index keeps no refcount of recipes.  fsck reads no region
+ * object: a chunk or recipe object lost from a region is named by
+ * `ckptsync verify`, not here.
  *
  * Each problem is logged as it is found, naming the snapshot or chunk.
  * Reads the index in one read transaction; not thread-safe (a repo is
@@ -23,9 +29,12 @@
 #include "service/repo.h"
 
 struct fsck_result {
-    uint64_t snapshots; /* snapshots whose manifest was read */
-    uint64_t refs;      /* chunk references over all of them */
-    uint64_t problems;  /* refcount mismatches, snapshots without a manifest */
+    uint64_t snapshots;   /* snapshots whose manifest was read */
+    uint64_t refs;        /* chunk references over all of them */
+    uint64_t recipe_refs; /* r lines over all of them */
+    uint64_t recipes;     /* recipe records in the index */
+    uint64_t problems;    /* refcount mismatches, snapshots without a manifest, recipe
+                           * records damaged or disagreeing with an r line */
 };
 
 /* 0 when the check ran (whatever it found), a negative code when it could

@@ -31,6 +31,7 @@
 #include "service/multinode.h"
 #include "service/partgc.h"
 #include "store/layout.h"
+#include "store/recidx.h"
 
 #define NAME_MAX_LEN 64
 #define INDEX_BATCH 1000
@@ -1067,18 +1068,24 @@ static int mark_cleanup(struct pr *p, size_t i, const struct gc_mk *mk)
     return e;
 }
 
-/* Clears region slot's presence bit for the deleted chunks. */
-static int index_forget(struct pr *p, size_t i, uint8_t (*ids)[HASH_LEN], size_t n)
+/* Clears region slot's presence bit for the deleted objects: a chunk's
+ * (index_chunk), a recipe's (store/recidx). */
+static int index_forget(struct pr *p, size_t i, const struct gc_chunk **objs, size_t n)
 {
     struct index_txn *t = NULL;
     uint32_t bit = 1u << repo_region(p->r, i)->slot;
     int e = n ? index_txn_begin(repo_index(p->r), true, &t) : 0;
     for (size_t k = 0; n && e == 0 && k < n; k++) {
         struct index_chunk c;
-        int g = index_chunk_get(t, ids[k], &c);
+        if (objs[k]->recipe) { /* a damaged record is fsck's to name */
+            if ((e = recidx_presence(t, objs[k]->id, objs[k]->sig, 0, bit)) == CKS_E_FORMAT)
+                e = 0;
+            continue;
+        }
+        int g = index_chunk_get(t, objs[k]->id, &c);
         if (g == 0 && (c.presence & bit)) {
             c.presence &= ~bit;
-            e = index_chunk_put(t, ids[k], &c);
+            e = index_chunk_put(t, objs[k]->id, &c);
         } else if (g < 0 && g != -ENOENT) {
             e = g;
         }
@@ -1152,7 +1159,7 @@ static int mark_sweep(struct pr *p, size_t i, const struct gc_mk *mk)
     char key[REGION_KEY_MAX];
     struct gcrec m, kept;
     int64_t expires = 0;
-    uint8_t(*batch)[HASH_LEN] = NULL;
+    const struct gc_chunk **batch = NULL; /* deleted: into m.chunks */
     size_t nbatch = 0;
 
     gcrec_init(&kept, GC_KEEP);
@@ -1167,7 +1174,7 @@ static int mark_sweep(struct pr *p, size_t i, const struct gc_mk *mk)
     if (e == 0)
         e = sweep_kept(rg, mk->mark, &kept);
     if (e == 0)
-        batch = malloc(INDEX_BATCH * HASH_LEN);
+        batch = malloc(INDEX_BATCH * sizeof(*batch));
     if (e == 0 && !batch)
         e = -ENOMEM;
     for (size_t c = 0; e == 0 && c < m.nchunks; c++) {
@@ -1184,8 +1191,7 @@ static int mark_sweep(struct pr *p, size_t i, const struct gc_mk *mk)
         if ((e = region_del(rg, key)) == 0 || e == -ENOENT) {
             rr->deleted++;
             rr->deleted_bytes += ch->size;
-            if (!ch->recipe) /* the index records chunks/ presence only */
-                memcpy(batch[nbatch++], ch->id, HASH_LEN);
+            batch[nbatch++] = ch;
             e = 0;
             test_stop_after_deletes();
         }

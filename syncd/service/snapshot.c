@@ -45,6 +45,7 @@
 #include "service/keyframe.h"
 #include "service/kfxor.h"
 #include "service/presence.h"
+#include "service/reupload.h"
 #include "service/snapshot.h"
 #include "store/layout.h"
 
@@ -771,15 +772,17 @@ static int snap_distinct(struct snap *s, struct presence_item **ret, uint32_t **
 
 /* The bytes of chunk id of the snapshot into data, checked against the
  * id: read again from the source, or, for a base only the keyframe holds
- * (a k line), from the keyframe (service/keyframe.h). */
-static int snap_reread(struct snap *s, const uint8_t id[HASH_LEN], struct buf *data)
+ * (a k line: *ret_base_only), from the keyframe (service/keyframe.h). */
+static int snap_reread(struct snap *s, const uint8_t id[HASH_LEN], struct buf *data,
+                       bool *ret_base_only)
 {
     size_t file;
     uint64_t off;
     uint32_t len;
     uint8_t got[HASH_LEN];
     int e = manifest_chunk_at(&s->core.m, id, &file, &off, &len);
-    if (e == -ENOENT && s->kb && manifest_extra(&s->core.m, id)) {
+    *ret_base_only = e == -ENOENT && manifest_extra(&s->core.m, id);
+    if (*ret_base_only && s->kb) {
         struct buf why = BUF_INIT;
         if ((e = kfbase_get(s->kb, id, data, &why)) < 0 && why.len)
             log_warn("%s", buf_str(&why));
@@ -809,34 +812,40 @@ static int snap_reread(struct snap *s, const uint8_t id[HASH_LEN], struct buf *d
     return e;
 }
 
-/* Uploads a chunk a region turned out to lack, read again (snap_reread).
- * A base the keyframe's files cannot give leaves the region out, naming
- * the key: publishing there would name an object it lacks. */
+struct snap_rd {
+    struct snap *s;
+    bool base_only;
+};
+
+static int snap_reread_cb(void *ud, const uint8_t id[HASH_LEN], struct buf *out)
+{
+    struct snap_rd *rd = ud;
+    return snap_reread(rd->s, id, out, &rd->base_only);
+}
+
+/* Uploads a chunk a region turned out to lack, read again (snap_reread;
+ * service/reupload).  A base the keyframe's files cannot give leaves the
+ * region out, naming the key: publishing there would name an object it
+ * lacks. */
 static int snap_reupload(struct snap *s, size_t i, const uint8_t id[HASH_LEN])
 {
     char key[REGION_KEY_MAX];
-    struct buf data = BUF_INIT;
     struct region *rg = repo_region(s->r, i);
-    enum chunkobj_codec codec;
     struct chunkobj_opts o = repo_chunk_opts(s->r);
-    size_t file;
-    uint64_t off;
-    uint32_t len;
-    bool base_only = manifest_chunk_at(&s->core.m, id, &file, &off, &len) == -ENOENT &&
-                     manifest_extra(&s->core.m, id);
-    int e = snap_reread(s, id, &data);
+    struct snap_rd rd = {.s = s};
+    enum reupload_step step;
+    int e = reupload_chunk(rg, &s->z, &o, id, snap_reread_cb, &rd, &s->obj, &step);
     layout_chunk(id, key);
-    if (base_only && e < 0 && e != -ENOMEM) {
+    if (e < 0 && step == REUPLOAD_GET && rd.base_only && e != -ENOMEM) {
         region_set_error(rg,
                          "region '%s': \"%s\", which snapshot %s names, is missing and "
                          "could not be read again (%s); take the snapshot again",
                          rg->conf.name, key, s->core.m.id, err_str(e));
         snap_region_fail(s, i, e);
     }
-    if (e == 0 && (e = chunkobj_encode(&s->z, data.data, data.len, &o, &s->obj, &codec)) < 0)
+    if (e < 0 && step == REUPLOAD_ENCODE)
         buf_printf(s->err, "compressing a chunk: %s", err_str(e));
-    buf_free(&data);
-    if (e == 0 && (e = region_put(rg, key, s->obj.data, s->obj.len)) < 0)
+    if (e < 0 && step == REUPLOAD_PUT)
         snap_region_fail(s, i, e);
     if (e == 0) {
         s->res->region[i].objects_put++;

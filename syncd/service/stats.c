@@ -1,11 +1,13 @@
 /*
  * stats.c — chunk usage per region, run and snapshot (stats.h).
  *
- * Every region's chunk listing (sorted by id) and the (chunk, snapshot)
- * pairs of every retained manifest (sorted by chunk, then snapshot) are
- * walked together: a chunk's pairs are adjacent, so a snapshot's stored
- * bytes count each chunk once and a chunk named by one snapshot only is
- * that snapshot's unique bytes.
+ * Every region's object listing (chunks/ and recipes/ keys, sorted by
+ * object: id, then plain before recipes, recipes by sig) and the (object,
+ * snapshot) pairs of every retained manifest (manifest_each_object: its
+ * plain chunks, k lines and recipes; sorted by object, then snapshot) are
+ * walked together: an object's pairs are adjacent, so a snapshot's stored
+ * bytes count each object once and an object named by one snapshot only
+ * is that snapshot's unique bytes.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -19,8 +21,22 @@
 #include "service/stats.h"
 #include "store/layout.h"
 
+/* An object: a chunk id, 0 (chunks/) or 1 (recipes/), the recipe's sig
+ * (zero for a chunk), compared with memcmp. */
+#define ST_OBJ (HASH_LEN + 1 + MANIFEST_RECIPE_SIG)
+
+static void st_obj(uint8_t obj[ST_OBJ], const uint8_t id[HASH_LEN], bool recipe, const uint8_t *sig)
+{
+    memcpy(obj, id, HASH_LEN);
+    obj[HASH_LEN] = recipe;
+    if (recipe)
+        memcpy(obj + HASH_LEN + 1, sig, MANIFEST_RECIPE_SIG);
+    else
+        memset(obj + HASH_LEN + 1, 0, MANIFEST_RECIPE_SIG);
+}
+
 struct sized {
-    uint8_t id[HASH_LEN];
+    uint8_t id[ST_OBJ];
     uint64_t size;
 };
 
@@ -33,7 +49,7 @@ static int sized_cb(void *ud, const char *key, uint64_t size)
 {
     struct sized_list *l = ud;
     struct layout_key k;
-    if (layout_parse(key, &k) < 0 || k.kind != LAYOUT_CHUNK)
+    if (layout_parse(key, &k) < 0 || (k.kind != LAYOUT_CHUNK && k.kind != LAYOUT_RECIPE))
         return 0;
     if (l->n == l->cap) {
         size_t cap = l->cap ? l->cap * 2 : 1024;
@@ -43,31 +59,31 @@ static int sized_cb(void *ud, const char *key, uint64_t size)
         l->v = p;
         l->cap = cap;
     }
-    memcpy(l->v[l->n].id, k.id, HASH_LEN);
+    st_obj(l->v[l->n].id, k.id, k.kind == LAYOUT_RECIPE, k.sig);
     l->v[l->n++].size = size;
     return 0;
 }
 
 static int sized_cmp(const void *a, const void *b)
 {
-    return memcmp(a, b, HASH_LEN);
+    return memcmp(a, b, ST_OBJ);
 }
 
-static const struct sized *sized_find(const struct sized_list *l, const uint8_t id[HASH_LEN])
+static const struct sized *sized_find(const struct sized_list *l, const uint8_t id[ST_OBJ])
 {
     return l->n ? bsearch(id, l->v, l->n, sizeof(struct sized), sized_cmp) : NULL;
 }
 
-/* (chunk, snapshot) pairs of every retained manifest */
+/* (object, snapshot) pairs of every retained manifest */
 struct use {
-    uint8_t id[HASH_LEN];
+    uint8_t id[ST_OBJ];
     uint32_t snap;
 };
 
 static int use_cmp(const void *a, const void *b)
 {
     const struct use *x = a, *y = b;
-    int c = memcmp(x->id, y->id, HASH_LEN);
+    int c = memcmp(x->id, y->id, ST_OBJ);
     return c ? c : (x->snap > y->snap) - (x->snap < y->snap);
 }
 
@@ -77,27 +93,50 @@ struct st {
     struct sized_list regions[CONFIG_MAX_REGIONS];
     struct use *uses;
     size_t nuse, ucap;
+    uint32_t snap; /* the manifest st_use adds */
 };
 
-/* Every healthy region's chunks, sorted by id. */
+/* Every healthy region's chunks and recipes, sorted. */
 static void st_list_regions(struct st *s)
 {
     struct repo *r = s->r;
+    static const enum layout_kind kinds[] = {LAYOUT_CHUNK, LAYOUT_RECIPE};
     char prefix[REGION_KEY_MAX];
-    layout_prefix(LAYOUT_CHUNK, NULL, prefix);
     REPO_FOR_HEALTHY(r, i) {
-        int le = region_list(repo_region(r, i), prefix, sized_cb, &s->regions[i]);
-        if (le < 0 && le != -ENOENT) {
-            log_error("%s", region_last_error(repo_region(r, i)));
-            repo_region_fail(r, i, le);
+        for (size_t k = 0; k < 2 && repo_region_ok(r, i); k++) {
+            layout_prefix(kinds[k], NULL, prefix);
+            int le = region_list(repo_region(r, i), prefix, sized_cb, &s->regions[i]);
+            if (le < 0 && le != -ENOENT) {
+                log_error("%s", region_last_error(repo_region(r, i)));
+                repo_region_fail(r, i, le);
+            }
         }
         if (s->regions[i].n > 1)
             qsort(s->regions[i].v, s->regions[i].n, sizeof(struct sized), sized_cmp);
     }
 }
 
-/* Every retained snapshot's logical bytes and step, and its chunks'
- * (chunk, snapshot) pairs, sorted. */
+/* One object of manifest s->snap (manifest_each_object). */
+static int st_use(void *arg, const uint8_t id[HASH_LEN], uint32_t len, bool recipe,
+                  const uint8_t sig[MANIFEST_RECIPE_SIG])
+{
+    struct st *s = arg;
+    (void)len;
+    if (s->nuse == s->ucap) {
+        size_t cap = s->ucap ? s->ucap * 2 : 4096;
+        struct use *p = realloc(s->uses, cap * sizeof(*p));
+        if (!p)
+            return -ENOMEM;
+        s->uses = p;
+        s->ucap = cap;
+    }
+    st_obj(s->uses[s->nuse].id, id, recipe, sig);
+    s->uses[s->nuse++].snap = s->snap;
+    return 0;
+}
+
+/* Every retained snapshot's logical bytes and step, and its objects'
+ * (object, snapshot) pairs, sorted. */
 static int st_read_manifests(struct st *s, struct buf *err)
 {
     struct stats_result *res = s->res;
@@ -125,26 +164,8 @@ static int st_read_manifests(struct st *s, struct buf *err)
         ss->step = m.step;
         for (size_t f = 0; f < m.nfiles; f++)
             ss->logical += m.files[f].size;
-        if (s->nuse + m.nchunks + m.nextras > s->ucap) {
-            while (s->ucap < s->nuse + m.nchunks + m.nextras)
-                s->ucap = s->ucap ? s->ucap * 2 : 4096;
-            struct use *p = realloc(s->uses, s->ucap * sizeof(*p));
-            if (!p) {
-                manifest_free(&m);
-                e = -ENOMEM;
-                break;
-            }
-            s->uses = p;
-        }
-        for (size_t ch = 0; ch < m.nchunks; ch++) {
-            memcpy(s->uses[s->nuse].id, m.chunks[ch].id, HASH_LEN);
-            s->uses[s->nuse++].snap = (uint32_t)k;
-        }
-        for (size_t x = 0; x < m.nextras; x++) /* version 6: k lines are chunks/ it needs */
-            if (!m.extras[x].recipe) {
-                memcpy(s->uses[s->nuse].id, m.extras[x].id, HASH_LEN);
-                s->uses[s->nuse++].snap = (uint32_t)k;
-            }
+        s->snap = (uint32_t)k;
+        e = manifest_each_object(&m, st_use, s); /* plain chunks, k lines, recipes */
         manifest_free(&m);
     }
     free(snaps);
@@ -158,17 +179,18 @@ static int st_read_manifests(struct st *s, struct buf *err)
 static void st_count_uses(struct st *s)
 {
     struct stats_result *res = s->res;
-    uint64_t referenced[CONFIG_MAX_REGIONS] = {0}, referenced_bytes[CONFIG_MAX_REGIONS] = {0};
+    /* referenced chunks, then referenced recipes */
+    uint64_t referenced[2 * CONFIG_MAX_REGIONS] = {0}, referenced_bytes[CONFIG_MAX_REGIONS] = {0};
     for (size_t a = 0; a < s->nuse;) {
         size_t b = a;
-        while (b < s->nuse && !memcmp(s->uses[b].id, s->uses[a].id, HASH_LEN))
+        while (b < s->nuse && !memcmp(s->uses[b].id, s->uses[a].id, ST_OBJ))
             b++;
-        /* the stored size of a chunk: from the first region listing it */
+        /* the stored size of an object: from the first region listing it */
         uint64_t size = 0;
         for (size_t i = 0; i < repo_nregions(s->r); i++) {
             const struct sized *hit = sized_find(&s->regions[i], s->uses[a].id);
             if (hit) {
-                referenced[i]++;
+                referenced[i + (s->uses[a].id[HASH_LEN] ? CONFIG_MAX_REGIONS : 0)]++;
                 referenced_bytes[i] += hit->size;
                 if (!size)
                     size = hit->size;
@@ -187,14 +209,18 @@ static void st_count_uses(struct st *s)
     }
     for (size_t i = 0; i < repo_nregions(s->r); i++) {
         struct stats_region *rs = &res->region[i];
-        uint64_t bytes = 0;
-        for (size_t k = 0; k < s->regions[i].n; k++)
+        uint64_t bytes = 0, recipes = 0;
+        for (size_t k = 0; k < s->regions[i].n; k++) {
             bytes += s->regions[i].v[k].size;
+            recipes += s->regions[i].v[k].id[HASH_LEN];
+        }
         rs->name = repo_region(s->r, i)->conf.name;
         rs->healthy = repo_region_ok(s->r, i);
-        rs->chunks = s->regions[i].n;
+        rs->chunks = s->regions[i].n - recipes;
+        rs->recipes = recipes;
         rs->stored_bytes = bytes;
-        rs->garbage_chunks = s->regions[i].n - referenced[i];
+        rs->garbage_chunks = rs->chunks - referenced[i];
+        rs->garbage_recipes = recipes - referenced[i + CONFIG_MAX_REGIONS];
         rs->garbage_bytes = bytes - referenced_bytes[i];
     }
     res->nregions = repo_nregions(s->r);
@@ -224,7 +250,7 @@ static int st_runs(struct st *s, const char *run)
         for (size_t u = 0; u < s->nuse;) {
             size_t v = u;
             bool mine = false;
-            while (v < s->nuse && !memcmp(s->uses[v].id, s->uses[u].id, HASH_LEN)) {
+            while (v < s->nuse && !memcmp(s->uses[v].id, s->uses[u].id, ST_OBJ)) {
                 mine |= s->uses[v].snap >= a && s->uses[v].snap < b;
                 v++;
             }

@@ -1,17 +1,20 @@
 /*
- * stats.h — what `ckptsync stats` reports: per region, its chunks, the
- * bytes they hold and those no retained snapshot uses (garbage awaiting
- * prune); per run, its snapshots, their logical bytes and the bytes their
- * distinct chunks hold; per snapshot, its stored bytes and its unique
- * bytes (those no other retained snapshot uses: what deleting it alone
- * would free).
+ * stats.h — what `ckptsync stats` reports: per region, its objects
+ * (chunks/ and recipes/ keys), the bytes they hold and those no retained
+ * snapshot uses (garbage awaiting prune); per run, its snapshots, their
+ * logical bytes and the bytes their distinct objects hold; per snapshot,
+ * its stored bytes and its unique bytes (those no other retained snapshot
+ * uses: what deleting it alone would free).  A snapshot uses the objects
+ * manifest_each_object() names, as prune's references are: its plain
+ * chunks, its k lines and its recipes (the chunks/ object of a chunk it
+ * stores only as a recipe is not used by it).
  *
  *   struct stats_result res;
  *   e = stats_compute(r, run, &res, &err);  // reads every retained manifest
  *   ... res.region[i], res.runs[k], res.snaps[res.runs[k].first ..] ...
  *   stats_free(&res);
  *
- * A chunk's stored size is the one the first region listing it gives.  A
+ * An object's stored size is the one the first region listing it gives.  A
  * region whose listing fails is logged and marked failed (repo_region_fail)
  * and counts as holding nothing; the others are still counted.  Garbage is
  * repository-wide, so every run's manifests are read even when only one
@@ -32,9 +35,11 @@
 struct stats_region {
     const char *name;
     bool healthy;                           /* after the listings (a failed one is not) */
-    uint64_t chunks;                        /* listed */
-    uint64_t stored_bytes;                  /* their sizes */
+    uint64_t chunks;                        /* chunks/ keys listed */
+    uint64_t recipes;                       /* recipes/ keys listed */
+    uint64_t stored_bytes;                  /* their sizes (both kinds) */
     uint64_t garbage_chunks, garbage_bytes; /* listed, named by no retained snapshot */
+    uint64_t garbage_recipes;               /* (garbage_bytes counts both kinds) */
 };
 
 struct stats_snap {
@@ -42,15 +47,15 @@ struct stats_snap {
     char id[MANIFEST_ID_MAX + 1];
     int64_t step;
     uint64_t logical; /* its files' sizes */
-    uint64_t stored;  /* its distinct chunks' stored sizes */
-    uint64_t unique;  /* of those, the chunks no other retained snapshot names */
+    uint64_t stored;  /* its distinct objects' stored sizes */
+    uint64_t unique;  /* of those, the objects no other retained snapshot names */
 };
 
 struct stats_run {
     const char *run;  /* snaps[first].run */
     size_t first, n;  /* its snapshots: snaps[first .. first + n) */
     uint64_t logical; /* its snapshots' logical bytes */
-    uint64_t stored;  /* its distinct chunks' stored sizes (one region's worth) */
+    uint64_t stored;  /* its distinct objects' stored sizes (one region's worth) */
 };
 
 struct stats_result {

@@ -90,3 +90,46 @@ int recidx_each(struct index_txn *t, const uint8_t id[HASH_LEN],
     struct recidx_walk w = {cb, ud};
     return index_raw_foreach(t, INDEX_RECIPES, id, HASH_LEN, recidx_one, &w);
 }
+
+struct recidx_walk_all {
+    int (*cb)(void *ud, const uint8_t *id, const struct recidx *r, int e);
+    void *ud;
+};
+
+static int recidx_one_all(void *ud, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    struct recidx_walk_all *w = ud;
+    struct recidx r;
+    memset(&r, 0, sizeof(r));
+    if (klen != RECIDX_KEY)
+        return w->cb(w->ud, NULL, &r, CKS_E_FORMAT);
+    int e = recidx_decode(key, val, vlen, &r);
+    if (e < 0) {
+        memset(&r, 0, sizeof(r));
+        memcpy(r.sig, (const uint8_t *)key + HASH_LEN, MANIFEST_RECIPE_SIG);
+    }
+    return w->cb(w->ud, key, &r, e);
+}
+
+int recidx_all(struct index_txn *t,
+               int (*cb)(void *ud, const uint8_t *id, const struct recidx *r, int e), void *ud)
+{
+    struct recidx_walk_all w = {cb, ud};
+    return index_raw_foreach(t, INDEX_RECIPES, NULL, 0, recidx_one_all, &w);
+}
+
+int recidx_presence(struct index_txn *t, const uint8_t id[HASH_LEN],
+                    const uint8_t sig[MANIFEST_RECIPE_SIG], uint32_t set, uint32_t clear)
+{
+    struct recidx r;
+    int e = recidx_get(t, id, sig, &r);
+    if (e == -ENOENT)
+        return 0;
+    if (e < 0)
+        return e;
+    uint32_t p = (r.presence | set) & ~clear;
+    if (p == r.presence)
+        return 0;
+    r.presence = p;
+    return recidx_put(t, id, &r);
+}

@@ -11,6 +11,8 @@
  *   struct recidx r = {...};  recidx_put(t, id, &r);
  *   recidx_get(t, id, sig, &r);
  *   recidx_each(t, id, cb, ud);            // every recipe of chunk id
+ *   recidx_all(t, cb, ud);                 // every record, damaged ones too (fsck)
+ *   recidx_presence(t, id, sig, set, clear);  // a writer confirmed it, prune deleted it
  *
  * Record (the table INDEX_RECIPES, key id[32] + sig[8]), little endian:
  *   0  1  version: 1
@@ -51,5 +53,16 @@ int recidx_get(struct index_txn *t, const uint8_t id[HASH_LEN],
  * and is returned; a damaged record is CKS_E_FORMAT. */
 int recidx_each(struct index_txn *t, const uint8_t id[HASH_LEN],
                 int (*cb)(void *ud, const struct recidx *r), void *ud);
+/* cb for every record in key order, with e = 0 and r decoded, or e =
+ * CKS_E_FORMAT for a damaged record (r->sig set from the key, the rest
+ * zero; id NULL when the key itself has the wrong length).  A non-zero
+ * return from cb stops and is returned. */
+int recidx_all(struct index_txn *t,
+               int (*cb)(void *ud, const uint8_t *id, const struct recidx *r, int e), void *ud);
+/* The record of (id, sig) with the slot bits set added and clear removed
+ * (clear wins), written only when it changes.  0 (also when the index has
+ * no such record: nothing to say), CKS_E_FORMAT, the index's errors. */
+int recidx_presence(struct index_txn *t, const uint8_t id[HASH_LEN],
+                    const uint8_t sig[MANIFEST_RECIPE_SIG], uint32_t set, uint32_t clear);
 
 #endif

@@ -13,6 +13,10 @@
 #   ckpt_restores RUN ID DIR   restores ID; its DIR/model.pt bit for bit
 #   keys_in REGION TOP     the keys under TOP/ (chunks, recipes) in REGION
 #                          (dir or s3 regions)
+#   recidx_matches INDEX   every recipe record of the local index (an LMDB
+#                          directory; mdb_dump) has as many presence bits
+#                          as dir regions $T/regions/* hold its recipes/
+#                          key (plain repositories); prints the counts
 gen() { # DIR SEED PERTURB: master.bin (fp32), weights.bin (its bf16 RNE), notes.bin
   python3 - "$1" "$2" "$3" <<'PY'
 import os, random, struct, sys
@@ -84,4 +88,26 @@ keys_in() {
   else
     (cd "$T/regions/$1" && find "$2" -type f 2> /dev/null || true)
   fi
+}
+
+recidx_matches() { # INDEX: recipe records' presence bits against the dir regions
+  mdb_dump -s recipes "$1" > "$T/recidx.dump" || die "mdb_dump of $1"
+  python3 - "$T/recidx.dump" "$T/regions" <<'PY' || die "the index's recipes/ presence is not the regions'"
+import os, sys
+lines = open(sys.argv[1]).read().split("\n")
+recs = lines[lines.index("HEADER=END") + 1:lines.index("DATA=END")]
+regions = sorted(os.listdir(sys.argv[2]))
+bad = held = 0
+for k, v in zip(recs[0::2], recs[1::2]):
+    k, v = k.strip(), bytes.fromhex(v.strip())
+    key = f"recipes/{k[:2]}/{k[:64]}.{k[64:80]}"
+    n = sum(os.path.exists(os.path.join(sys.argv[2], r, key)) for r in regions)
+    bits = bin(int.from_bytes(v[12:16], "little")).count("1")
+    held += n > 0
+    if bits != n:
+        bad += 1
+        print(f"    {key}: {bits} presence bit(s), held by {n} region(s)")
+print(f"    index: {len(recs) // 2} recipe record(s), {held} held by some region, {bad} wrong")
+sys.exit(1 if bad or not recs else 0)
+PY
 }

@@ -19,7 +19,9 @@
 #    is published, kill -9; the restarted daemon publishes that very
 #    snapshot in every region and it restores bit for bit;
 #  - a k chunk region b lost before step 3's publish is uploaded again
-#    from another region at its confirmation (no retake).
+#    from another region at its confirmation (no retake);
+#  - the index's recipe records have a presence bit per region that holds
+#    the recipe (set by the region workers' uploads).
 # Encrypted (-enc): the manifests and keys are sealed, so the k and r
 # lines are counted from the daemon's log, and the lost k chunk is not
 # staged; the rest is the same.
@@ -149,4 +151,6 @@ restore_cmp "$id3" 3
 cks verify --run r1 > "$T/v.txt" 2>&1 || { cat "$T/v.txt"; die "verify after the restart"; }
 grep -q 'retake\|dropping it' "$T/daemon.log" && die "a snapshot was dropped or retaken"
 stop_daemon
+# the region workers recorded each recipe's presence in the index
+[ "$ENC" = 1 ] || recidx_matches "$STATE/index"
 echo "daemon-xor-keyframe: ok"

@@ -15,8 +15,10 @@
 # killed -9 in phase B (after its third recipe upload) leaves nothing
 # published, and the rerun publishes a good snapshot; a second snapshot of
 # the same files names the recipes the index recorded (confirmed in every
-# region, nothing read, encoded or stored again); a bad derive_bf16 value
-# is refused.
+# region, nothing read, encoded or stored again); stats count the
+# recipes/ objects per region, fsck counts the r lines and the index's
+# recipe records and names a record that disagrees with its r line or is
+# damaged; a bad derive_bf16 value is refused.
 . "$(dirname "$0")/lib.sh"
 write_config 16K 64K 256K
 /usr/bin/python3 -c 'import torch' 2> /dev/null || skip "Debian's python3-torch is not installed"
@@ -148,6 +150,47 @@ echo "$line" | grep "($nrec known from the index)" > /dev/null || die "the recip
 id2=$(json "$T/s2.json" 'd["id"]')
 cks restore --run r --snapshot "$id2" --to "$T/rs2" -q 2> "$T/rs2.err" || { cat "$T/rs2.err"; die "restore 2"; }
 for f in $FILES; do cmp "$SRC/$f" "$T/rs2/ckpt/$f" || die "$f differs (snapshot 2)"; done
+
+step "stats count the recipes/ objects; fsck checks the index's recipe records"
+cks stats --json > "$T/stats.json" || die "stats"
+for r in a b c; do
+  got=$(json "$T/stats.json" "[x for x in d['regions'] if x['name'] == '$r'][0]['recipes']")
+  [ "$got" = "$(recipes_in $r)" ] || die "stats: region $r has '$got' recipes, it holds $(recipes_in $r)"
+done
+[ "$(json "$T/stats.json" 'sum(x["garbage_recipes"] for x in d["regions"])')" = 0 ] ||
+  die "stats count recipes two retained snapshots name as garbage"
+cks fsck > "$T/fsck.txt" 2>&1 || { cat "$T/fsck.txt"; die "fsck"; }
+grep -q " $((2 * nrec)) recipe references, $nrec recipe records, 0 problems" "$T/fsck.txt" ||
+  { cat "$T/fsck.txt"; die "fsck did not count the recipes"; }
+# one record's chunk length changed, another's cut short (mdb_dump/mdb_load:
+# lmdb-utils), the index put back afterwards
+cp -a "$STATE/index" "$T/index.bak"
+mdb_dump -s recipes "$STATE/index" > "$T/rec.dump" || die "mdb_dump"
+python3 - "$T/rec.dump" > "$T/rec.keys" <<'PY'
+import sys
+lines = open(sys.argv[1]).read().split("\n")
+d = lines.index("HEADER=END") + 1
+k1, v1, k2, v2 = lines[d:d + 4]
+v1 = v1[:9] + ("0" if v1[9] != "0" else "1") + v1[10:]  # the chunk's raw length (byte 4)
+v2 = v2[:-2]                                           # one byte short
+lines[d:d + 4] = [k1, v1, k2, v2]
+open(sys.argv[1], "w").write("\n".join(lines))
+for k in (k1, k2):
+    k = k.strip()
+    print(f"recipes/{k[:2]}/{k[:64]}.{k[64:80]}")
+PY
+mdb_load -s recipes -f "$T/rec.dump" "$STATE/index" 2> "$T/mdb.err" || { cat "$T/mdb.err"; die "mdb_load"; }
+expect_fail 1 cks fsck
+{ cat "$T/out" "$T/err"; } > "$T/fsck.txt"
+k1=$(sed -n 1p "$T/rec.keys") k2=$(sed -n 2p "$T/rec.keys")
+grep -q "recipe \"$k1\": the index's record disagrees with snapshot .* about the chunk's length" \
+  "$T/fsck.txt" || { cat "$T/fsck.txt"; die "fsck did not name the recipe whose record disagrees"; }
+grep -q "recipe \"$k2\": the index's record is damaged" "$T/fsck.txt" ||
+  { cat "$T/fsck.txt"; die "fsck did not name the damaged recipe record"; }
+# (the first record's two snapshots each disagree with it)
+grep -q " 3 problems" "$T/fsck.txt" || { cat "$T/fsck.txt"; die "fsck: not exactly 3 problems"; }
+rm -rf "$STATE/index" && mv "$T/index.bak" "$STATE/index"
+cks fsck > "$T/fsck.txt" 2>&1 || { cat "$T/fsck.txt"; die "fsck with the index put back"; }
 
 step "stored bytes, derive_bf16 on and off (two fresh one-region dir repositories)"
 stored() { # on|off -> stored_bytes of a fresh repository's snapshot

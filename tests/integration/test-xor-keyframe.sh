@@ -22,10 +22,13 @@
 #  - a k chunk missing in one region at the confirmation is uploaded again
 #    from the keyframe's bytes;
 #  - the keyframe forgotten and pruned while a delta is kept: the delta's
-#    k chunks stay, it restores, verify is clean;
+#    k chunks stay, it restores, verify is clean; the index's recipe
+#    records have a presence bit per region that holds the recipe (phase B
+#    set them, prune cleared those of the recipes it deleted);
 #  - keyframe_every outside 1..64 is refused naming the key.
 . "$(dirname "$0")/lib.sh"
 write_config 16K 64K 256K
+. "$CKS_SOURCE_DIR/tests/integration/recipelib.sh" # recidx_matches (snap, restore_cmp: below)
 /usr/bin/python3 -c 'import torch' 2> /dev/null || skip "Debian's python3-torch is not installed"
 printf '[compress]\nkeyframe_every = 3\n' >> "$CONF"
 SRC="$T/src"
@@ -241,4 +244,9 @@ fi
 restore_cmp "$CONF" "${ID[2]}" 2
 restore_cmp "$CONF" "${ID[4]}" 4
 cks verify --run r > "$T/v4.txt" 2>&1 || { cat "$T/v4.txt"; die "verify after prune"; }
+# the index's recipes/ presence: phase B set it, prune cleared the deleted
+if [ "$ENC" != 1 ]; then
+  [ -n "$(keys_in a recipes)" ] || die "prune left no recipe in region a"
+  recidx_matches "$STATE/index"
+fi
 echo PASS

@@ -562,6 +562,57 @@ static void test_recidx(void **state)
     index_txn_abort(t);
 }
 
+struct all_count {
+    int good, damaged;
+};
+
+static int count_all(void *ud, const uint8_t *id, const struct recidx *r, int e)
+{
+    struct all_count *c = ud;
+    (void)r;
+    assert_non_null(id);
+    if (e == 0)
+        c->good++;
+    else
+        c->damaged++;
+    return 0;
+}
+
+/* recidx_presence sets and clears slot bits of an existing record only;
+ * recidx_all lists every record, a damaged one with CKS_E_FORMAT. */
+static void test_recidx_presence(void **state)
+{
+    struct fixture *f = *state;
+    struct index_txn *t;
+    uint8_t id[HASH_LEN], other[HASH_LEN];
+    memset(id, 0x21, sizeof(id));
+    memset(other, 0x22, sizeof(other));
+    struct recidx r = {.sig = {8, 7, 6, 5, 4, 3, 2, 1}, .depth = 1, .raw_len = 100, .nbases = 1};
+    memset(r.base[0].id, 0xc0, HASH_LEN);
+    r.base[0].len = 200;
+    struct recidx got;
+    assert_int_equal(index_txn_begin(f->ix, true, &t), 0);
+    assert_int_equal(recidx_put(t, id, &r), 0);
+    assert_int_equal(recidx_presence(t, id, r.sig, 1u | 4u, 0), 0);
+    assert_int_equal(recidx_presence(t, id, r.sig, 8u, 1u), 0);
+    assert_int_equal(recidx_get(t, id, r.sig, &got), 0);
+    assert_int_equal(got.presence, 4u | 8u);
+    assert_int_equal(got.nbases, 1);
+    assert_int_equal(got.base[0].len, 200);
+    assert_int_equal(recidx_presence(t, other, r.sig, 1u, 0), 0); /* no record: nothing */
+    assert_int_equal(recidx_get(t, other, r.sig, &got), -ENOENT);
+    uint8_t key[HASH_LEN + MANIFEST_RECIPE_SIG], val[5] = {1};
+    memcpy(key, other, HASH_LEN);
+    memcpy(key + HASH_LEN, r.sig, MANIFEST_RECIPE_SIG);
+    assert_int_equal(index_raw_put(t, INDEX_RECIPES, key, sizeof(key), val, sizeof(val)), 0);
+    assert_int_equal(recidx_presence(t, other, r.sig, 1u, 0), CKS_E_FORMAT);
+    struct all_count c = {0};
+    assert_int_equal(recidx_all(t, count_all, &c), 0);
+    assert_int_equal(c.good, 1);
+    assert_int_equal(c.damaged, 1);
+    assert_int_equal(index_txn_commit(t), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -572,6 +623,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_region_slot_limit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_chunks, setup, teardown),
         cmocka_unit_test_setup_teardown(test_recidx, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_recidx_presence, setup, teardown),
         cmocka_unit_test_setup_teardown(test_abort_discards, setup, teardown),
         cmocka_unit_test_setup_teardown(test_files, setup, teardown),
         cmocka_unit_test_setup_teardown(test_snapshots, setup, teardown),
