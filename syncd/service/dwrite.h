@@ -147,6 +147,17 @@ bool dwrite_any(const struct dwrite *d);
 bool dwrite_defer(struct dwrite *d, size_t k, uint64_t off, uint32_t len,
                   const uint8_t id[HASH_LEN]);
 
+/* dwrite_defer, and data[0..len) — the chunk's bytes, which the caller
+ * hashed to id — kept for phase B while the bytes kept so far stay
+ * within dwrite_keep's budget: phase B then does not read the chunk
+ * again, checks a recipe by comparing its decode with these bytes (not
+ * by hashing it), and hands these bytes to env->plain.  Thread-safe. */
+bool dwrite_defer_bytes(struct dwrite *d, size_t k, uint64_t off, uint32_t len,
+                        const uint8_t id[HASH_LEN], const uint8_t *data);
+/* The bytes dwrite_defer_bytes may keep in all (0, the default: none).
+ * Before the read. */
+void dwrite_keep(struct dwrite *d, uint64_t bytes);
+
 /* Phase B over m (every entry read; file k of m is file k here): each
  * distinct deferred chunk read again and checked, planned, encoded,
  * decoded and checked, and stored as a recipe (env->put, its places in m

@@ -416,7 +416,8 @@ static bool snap_defer(struct snap *s, struct sjob *j, const struct index_chunk 
     uint32_t need = snap_job_slots(j);
     if (!s->dw || (need && (c->presence & need) == need))
         return false;
-    return dwrite_defer(s->dw, j->h.file, j->h.off, (uint32_t)j->h.raw.len, j->h.id);
+    return dwrite_defer_bytes(s->dw, j->h.file, j->h.off, (uint32_t)j->h.raw.len, j->h.id,
+                              j->h.raw.data);
 }
 
 /* Looks the chunk up, uploads it where it is missing, records it. */
@@ -1123,6 +1124,8 @@ static int snap_dwrite_match(struct snap *s)
         e = kfxor_prepass(conf->keyframe_every > 1 ? s->r : NULL, s->o->run, s->o->step, w,
                           conf->derive_bf16, snap_dw_open_quiet, s, sizes, unchanged, &s->dw,
                           &s->kb, s->err);
+    if (e == 0 && s->dw) /* phase B's chunks kept from the read, in memory / 4 */
+        dwrite_keep(s->dw, conf->memory / 4);
     free(sizes);
     free(unchanged);
     return e;
