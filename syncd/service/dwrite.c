@@ -55,8 +55,9 @@ struct dw_item {
     uint8_t id[HASH_LEN];
     bool xonly;     /* holds fp32 bytes of a pair: planned against the keyframe only */
     bool recipe;    /* phase B's decision */
-    uint8_t *bytes; /* the chunk as the read hashed it (dwrite_defer_bytes), owned;
-                     * NULL: read again in phase B */
+    uint8_t *bytes; /* the chunk as the read hashed it (dwrite_defer_bytes), owned,
+                     * read-only in phase B (a derivation's base too); NULL: read
+                     * again in phase B */
 };
 
 /* A candidate tensor of the pre-pass. */
@@ -592,6 +593,13 @@ static int dw_bases(struct dwrite *d, const struct manifest *m, const struct dwr
     const struct dplan *p = &b->p;
     for (size_t k = 0; k < p->nbase; k++) {
         const struct dplan_cut *c = p->base[k].cut;
+        const struct dw_item *kept = p->base[k].file < d->nfiles ? dw_deferred(d, c->id) : NULL;
+        if (kept && kept->bytes && kept->len == c->len) { /* a delta's, hashed by the read */
+            memcpy(tb[k].id, c->id, HASH_LEN);
+            tb[k].data = kept->bytes;
+            tb[k].len = kept->len;
+            continue;
+        }
         for (size_t j = 0; j < TDELTA_MAX_BASES && !cur[k].have; j++)
             if (prev[j].have && !memcmp(prev[j].id, c->id, HASH_LEN)) {
                 struct dw_bbuf t = cur[k];
@@ -921,8 +929,6 @@ static int dw_apply(struct dw_job *j, struct manifest *m, struct buf *raw)
                                   env->err)) == 0)
                 e = env->plain(env->ud, it->id, raw->data, raw->len);
         }
-        free(it->bytes);
-        it->bytes = NULL;
         if (e < 0)
             return e;
     }
