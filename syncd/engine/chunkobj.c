@@ -137,30 +137,60 @@ static int planes_encode(const uint8_t *raw, size_t len, unsigned w, struct buf 
     return 1;
 }
 
+static int opts_check(size_t len, const struct chunkobj_opts *opts)
+{
+    if (len > CHUNKOBJ_MAX_RAW)
+        return CKS_E_LIMIT;
+    if (opts->level < ZSTD_minCLevel() || opts->level > ZSTD_maxCLevel())
+        return -EINVAL;
+    if (opts->width != 0 && opts->width != 2 && opts->width != 4)
+        return -EINVAL;
+    return 0;
+}
+
+/* The width chunkobj_encode tries planes at first (0: straight to zstd).
+ * The estimate decides whether planes beat zstd at all (a metadata width
+ * on text, ints or quantized data would lose to zstd); the file's
+ * metadata, where it has one, decides which width. */
+static unsigned planes_width(const uint8_t *raw, size_t len, const struct chunkobj_opts *opts)
+{
+    if (!opts->tensor || len < CHUNKOBJ_PLANES_MIN)
+        return 0;
+    unsigned w = tcodec_pick(raw, len, NULL);
+    return w && opts->width ? opts->width : w;
+}
+
+int chunkobj_size(struct chunkobj_ctx *ctx, const uint8_t *raw, size_t len,
+                  const struct chunkobj_opts *opts, struct buf *scratch, size_t *ret_len)
+{
+    size_t plen;
+    int r = opts_check(len, opts);
+    unsigned w = r == 0 ? planes_width(raw, len, opts) : 0;
+    if (r == 0 && w)
+        r = tcodec_size(raw, len, w, &plen);
+    if (r < 0)
+        return r;
+    if (w && plen + len / 64 <= len) { /* planes_encode keeps them */
+        *ret_len = CHUNKOBJ_HEADER_LEN + plen;
+        return 0;
+    }
+    if ((r = chunkobj_encode(ctx, raw, len, opts, scratch, NULL)) == 0)
+        *ret_len = scratch->len;
+    return r;
+}
+
 int chunkobj_encode(struct chunkobj_ctx *ctx, const uint8_t *raw, size_t len,
                     const struct chunkobj_opts *opts, struct buf *out,
                     enum chunkobj_codec *ret_codec)
 {
-    int level = opts->level;
-    if (len > CHUNKOBJ_MAX_RAW)
-        return CKS_E_LIMIT;
-    if (level < ZSTD_minCLevel() || level > ZSTD_maxCLevel())
-        return -EINVAL;
-    if (opts->width != 0 && opts->width != 2 && opts->width != 4)
-        return -EINVAL;
-    int r;
-    if (opts->tensor && len >= CHUNKOBJ_PLANES_MIN) {
-        /* The estimate decides whether planes beat zstd at all (a metadata
-         * width on text, ints or quantized data would lose to zstd); the
-         * file's metadata, where it has one, decides which width. */
-        unsigned w = tcodec_pick(raw, len, NULL);
-        if (w && opts->width)
-            w = opts->width;
-        if (w && (r = planes_encode(raw, len, w, out)) != 0) {
-            if (r > 0 && ret_codec)
-                *ret_codec = CHUNKOBJ_PLANES;
-            return r < 0 ? r : 0;
-        }
+    int level = opts->level, r = opts_check(len, opts);
+    if (r < 0)
+        return r;
+    unsigned w = planes_width(raw, len, opts);
+    if (w && (r = planes_encode(raw, len, w, out)) != 0) {
+        if (r > 0 && ret_codec)
+            *ret_codec = CHUNKOBJ_PLANES;
+        return r < 0 ? r : 0;
     }
     buf_reset(out);
     size_t bound = ZSTD_compressBound(len);

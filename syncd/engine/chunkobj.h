@@ -100,6 +100,13 @@ void chunkobj_ctx_free(struct chunkobj_ctx *ctx);
 int chunkobj_encode(struct chunkobj_ctx *ctx, const uint8_t *raw, size_t len,
                     const struct chunkobj_opts *opts, struct buf *out,
                     enum chunkobj_codec *ret_codec);
+
+/* The length of the object chunkobj_encode(ctx, raw, len, opts, ...)
+ * writes, into *ret_len: when it keeps byte planes, computed from their
+ * histograms without coding them (tcodec_size); else by encoding into
+ * scratch (zstd).  Returns chunkobj_encode()'s errors. */
+int chunkobj_size(struct chunkobj_ctx *ctx, const uint8_t *raw, size_t len,
+                  const struct chunkobj_opts *opts, struct buf *scratch, size_t *ret_len);
 /* The codec's name ("raw", "zstd", "planes", "recipe"), "?" for another
  * value. */
 const char *chunkobj_codec_name(unsigned codec);

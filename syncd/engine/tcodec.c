@@ -395,13 +395,15 @@ static void gather(const uint8_t *raw, size_t n, unsigned w, unsigned k, uint8_t
 /* Writes the HUF record of plane k (counts by stream h, c their sum) at
  * dst if it takes at most n - n/32 bytes (RAW takes n + 1); returns its
  * length or 0. */
-static size_t plane_huf(const uint8_t *raw, size_t n, unsigned w, unsigned k,
-                        const uint32_t h[TC_STREAMS][256], const uint32_t c[256], uint8_t *dst)
+/* The code lengths of plane counts c into len, each stream's size (by
+ * counts h) into size; returns the HUF record's length, or 0 when it
+ * would not take at most n - n/32 bytes. */
+static uint64_t huf_sizes(size_t n, const uint32_t h[TC_STREAMS][256], const uint32_t c[256],
+                          unsigned len[256], uint64_t size[TC_STREAMS])
 {
-    unsigned len[256];
+    uint64_t total = 1 + TC_HUF_HEAD;
     huf_tree(c, len);
     huf_limit(c, len);
-    uint64_t size[TC_STREAMS], total = 1 + TC_HUF_HEAD;
     for (unsigned j = 0; j < TC_STREAMS; j++) {
         uint64_t bits = 0;
         for (unsigned s = 0; s < 256; s++)
@@ -409,7 +411,15 @@ static size_t plane_huf(const uint8_t *raw, size_t n, unsigned w, unsigned k,
         size[j] = (bits + 7) / 8;
         total += size[j];
     }
-    if (total > n - (n >> TC_MIN_SAVING_SHIFT))
+    return total > n - (n >> TC_MIN_SAVING_SHIFT) ? 0 : total;
+}
+
+static size_t plane_huf(const uint8_t *raw, size_t n, unsigned w, unsigned k,
+                        const uint32_t h[TC_STREAMS][256], const uint32_t c[256], uint8_t *dst)
+{
+    unsigned len[256];
+    uint64_t size[TC_STREAMS], total = huf_sizes(n, h, c, len, size);
+    if (total == 0)
         return 0;
 
     uint8_t len8[256];
@@ -433,6 +443,23 @@ static size_t plane_huf(const uint8_t *raw, size_t n, unsigned w, unsigned k,
     return huf_encode(w, len8, code, bw) == 0 ? (size_t)total : 0;
 }
 
+/* Plane k's counts by stream into h, their sums into c; returns the
+ * number of distinct symbols, the last of them in *ret_last. */
+static unsigned plane_count(const uint8_t *raw, size_t n, unsigned w, unsigned k,
+                            uint32_t h[TC_STREAMS][256], uint32_t c[256], unsigned *ret_last)
+{
+    unsigned nsym = 0;
+    hist_plane(raw, n, w, k, h);
+    for (unsigned s = 0; s < 256; s++) {
+        c[s] = h[0][s] + h[1][s] + h[2][s] + h[3][s];
+        if (c[s]) {
+            nsym++;
+            *ret_last = s;
+        }
+    }
+    return nsym;
+}
+
 /* Writes the record of plane k at dst (room for n + 1 bytes); returns its
  * length.  count: whether a histogram is worth it. */
 static size_t plane_encode(const uint8_t *raw, size_t n, unsigned w, unsigned k, bool count,
@@ -440,15 +467,7 @@ static size_t plane_encode(const uint8_t *raw, size_t n, unsigned w, unsigned k,
 {
     if (count && n > 0) {
         uint32_t h[TC_STREAMS][256], c[256];
-        hist_plane(raw, n, w, k, h);
-        unsigned nsym = 0, last = 0;
-        for (unsigned s = 0; s < 256; s++) {
-            c[s] = h[0][s] + h[1][s] + h[2][s] + h[3][s];
-            if (c[s]) {
-                nsym++;
-                last = s;
-            }
-        }
+        unsigned last = 0, nsym = plane_count(raw, n, w, k, h, c, &last);
         if (nsym == 1) {
             dst[0] = TC_CONST;
             dst[1] = (uint8_t)last;
@@ -491,6 +510,34 @@ int tcodec_encode(const uint8_t *raw, size_t len, unsigned width, struct buf *ou
     d += len - body;
     out->len += (size_t)(d - d0);
     out->data[out->len] = 0;
+    return 0;
+}
+
+/* The length plane_encode writes for plane k, without writing it. */
+static size_t plane_size(const uint8_t *raw, size_t n, unsigned w, unsigned k, bool count)
+{
+    if (count && n > 0) {
+        uint32_t h[TC_STREAMS][256], c[256];
+        unsigned len[256], last = 0;
+        uint64_t size[TC_STREAMS], total;
+        if (plane_count(raw, n, w, k, h, c, &last) == 1)
+            return 2;
+        if ((total = huf_sizes(n, h, c, len, size)) != 0)
+            return (size_t)total;
+    }
+    return n + 1;
+}
+
+int tcodec_size(const uint8_t *raw, size_t len, unsigned width, size_t *ret_len)
+{
+    if ((width != 2 && width != 4) || len > TCODEC_MAX_LEN)
+        return -EINVAL;
+    size_t n = len / width, total = TC_HEADER + len - n * width;
+    bool cand[4];
+    plane_candidates(raw, n, width, cand);
+    for (unsigned k = 0; k < width; k++)
+        total += plane_size(raw, n, width, k, cand[k]);
+    *ret_len = total;
     return 0;
 }
 

@@ -79,6 +79,11 @@ unsigned tcodec_pick(const uint8_t *raw, size_t len, unsigned *ret_permille);
  * appends more than tcodec_bound(len) bytes. */
 int tcodec_encode(const uint8_t *raw, size_t len, unsigned width, struct buf *out);
 
+/* The length tcodec_encode(raw, len, width, ...) appends, computed from
+ * the planes' histograms without coding them (a plane the encoder stores
+ * raw costs nothing here): *ret_len.  0 or -EINVAL as tcodec_encode. */
+int tcodec_size(const uint8_t *raw, size_t len, unsigned width, size_t *ret_len);
+
 /* Decodes payload p[0..plen) into raw[0..len); len is exact.  Returns 0,
  * -ENOMEM, or CKS_E_FORMAT for any inconsistency: a bad width or count,
  * an unknown mode, plane records that do not add up to plen, code lengths

@@ -769,3 +769,27 @@ int tdelta_decode(struct chunkobj_ctx *ctx, const uint8_t *obj, size_t len,
     chunkobj_ctx_free(&local);
     return chunkobj_decoded(ctx, r, out, raw_len, id);
 }
+
+int tdelta_decode_same(struct chunkobj_ctx *ctx, const uint8_t *obj, size_t len, const uint8_t *raw,
+                       size_t raw_len, const struct tdelta_base *bases, size_t nbases,
+                       struct buf *out)
+{
+    enum chunkobj_codec codec;
+    uint32_t hlen;
+    struct recipe rc;
+    const uint8_t *data[TDELTA_MAX_BASES];
+    buf_reset(out);
+    int r = chunkobj_header(obj, len, &codec, &hlen);
+    if (r == 0 && (codec != CHUNKOBJ_RECIPE || hlen != raw_len))
+        r = CKS_E_FORMAT;
+    if (r < 0 || (r = recipe_parse(obj, len, &rc)) < 0 ||
+        (r = bases_find(&rc, bases, nbases, data)) < 0 || (r = buf_reserve(out, raw_len)) < 0)
+        return r;
+    struct chunkobj_ctx local = CHUNKOBJ_CTX_INIT;
+    r = recipe_decode(ctx ? ctx : &local, &rc, data, out->data);
+    chunkobj_ctx_free(&local);
+    if (r == 0 && raw_len && memcmp(out->data, raw, raw_len) != 0)
+        r = CKS_E_DIGEST;
+    out->len = r == 0 ? raw_len : 0;
+    return r;
+}

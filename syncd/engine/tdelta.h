@@ -209,4 +209,14 @@ int tdelta_decode(struct chunkobj_ctx *ctx, const uint8_t *obj, size_t len,
                   const uint8_t id[HASH_LEN], size_t max_raw, const struct tdelta_base *bases,
                   size_t nbases, struct buf *out);
 
+/* The writer's check of a recipe it just encoded from raw[0..raw_len),
+ * bytes it knows to be the chunk (hashed to its id and kept since):
+ * decodes the recipe obj into out as tdelta_decode does, and compares
+ * the result with raw instead of hashing it (as strong: raw has the id).
+ * Returns tdelta_decode()'s codes; CKS_E_DIGEST when the bytes differ,
+ * CKS_E_FORMAT for an object that is no recipe of raw_len bytes. */
+int tdelta_decode_same(struct chunkobj_ctx *ctx, const uint8_t *obj, size_t len, const uint8_t *raw,
+                       size_t raw_len, const struct tdelta_base *bases, size_t nbases,
+                       struct buf *out);
+
 #endif

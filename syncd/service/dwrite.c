@@ -53,8 +53,11 @@ struct dw_item {
     uint64_t off;
     uint32_t len;
     uint8_t id[HASH_LEN];
-    bool xonly;  /* holds fp32 bytes of a pair: planned against the keyframe only */
-    bool recipe; /* phase B's decision */
+    bool xonly;     /* holds fp32 bytes of a pair: planned against the keyframe only */
+    bool recipe;    /* phase B's decision */
+    uint8_t *bytes; /* the chunk as the read hashed it (dwrite_defer_bytes), owned,
+                     * read-only in phase B (a derivation's base too); NULL: read
+                     * again in phase B */
 };
 
 /* A candidate tensor of the pre-pass. */
@@ -76,6 +79,7 @@ struct dwrite {
     struct kfbase *kb;   /* the keyframe (dwrite_xor), not owned; NULL: none */
     struct mextra *kids; /* bases outside the snapshot's files: its k lines */
     size_t nkids, kcap;
+    uint64_t keep_cap, kept; /* dwrite_keep's budget, the bytes kept (under mu) */
     struct dwrite_stats st;
 };
 
@@ -103,6 +107,8 @@ void dwrite_free(struct dwrite *d)
 {
     if (!d)
         return;
+    for (size_t i = 0; i < d->ndef; i++)
+        free(d->def[i].bytes);
     for (size_t k = 0; k < d->nfiles; k++) {
         free(d->f[k].pairs);
         free(d->f[k].xpairs);
@@ -393,8 +399,26 @@ static bool dw_overlaps_f32(const struct dw_file *f, uint64_t off, uint64_t len)
     return lo < f->nf32 && f->f32[lo].off < off + len;
 }
 
-bool dwrite_defer(struct dwrite *d, size_t k, uint64_t off, uint32_t len,
-                  const uint8_t id[HASH_LEN])
+void dwrite_keep(struct dwrite *d, uint64_t bytes)
+{
+    d->keep_cap = bytes;
+}
+
+/* A copy of data[0..len) when the budget has room for it, else NULL. */
+static uint8_t *dw_keep_copy(struct dwrite *d, const uint8_t *data, uint32_t len)
+{
+    pthread_mutex_lock(&d->mu);
+    bool room = data && len && d->kept + len <= d->keep_cap;
+    d->kept += room ? len : 0;
+    pthread_mutex_unlock(&d->mu);
+    uint8_t *p = room ? malloc(len) : NULL;
+    if (p)
+        memcpy(p, data, len);
+    return p;
+}
+
+bool dwrite_defer_bytes(struct dwrite *d, size_t k, uint64_t off, uint32_t len,
+                        const uint8_t id[HASH_LEN], const uint8_t *data)
 {
     if (k >= d->nfiles || d->f[k].npairs == 0 ||
         !dplan_overlaps_b16(d->f[k].pairs, d->f[k].npairs, off, len))
@@ -403,15 +427,24 @@ bool dwrite_defer(struct dwrite *d, size_t k, uint64_t off, uint32_t len,
     bool xonly = dw_overlaps_f32(&d->f[k], off, len);
     if (xonly && !dplan_overlaps_b16(d->f[k].xpairs, d->f[k].nxpairs, off, len))
         return false;
+    uint8_t *bytes = dw_keep_copy(d, data, len);
     pthread_mutex_lock(&d->mu);
     bool ok = dw_grow((void **)&d->def, &d->dcap, d->ndef, sizeof(*d->def)) == 0;
     if (ok) {
         struct dw_item *it = &d->def[d->ndef++];
-        *it = (struct dw_item){.file = k, .off = off, .len = len, .xonly = xonly};
+        *it = (struct dw_item){.file = k, .off = off, .len = len, .xonly = xonly, .bytes = bytes};
         memcpy(it->id, id, HASH_LEN);
     }
     pthread_mutex_unlock(&d->mu);
+    if (!ok)
+        free(bytes);
     return ok;
+}
+
+bool dwrite_defer(struct dwrite *d, size_t k, uint64_t off, uint32_t len,
+                  const uint8_t id[HASH_LEN])
+{
+    return dwrite_defer_bytes(d, k, off, len, id, NULL);
 }
 
 /* ---- phase B ------------------------------------------------------------ */
@@ -527,6 +560,8 @@ static int dw_read(struct dwrite *d, const struct manifest *m, const struct dwri
 struct dw_b {
     struct dplan p;
     struct buf raw, obj, back;
+    const uint8_t *rd; /* the chunk's bytes: raw's, or the item's kept ones */
+    size_t rl;
     struct dw_bbuf bb[2][TDELTA_MAX_BASES]; /* the last chunk's bases, this one's */
     int cur;
     struct tdelta_scratch sc;
@@ -558,6 +593,13 @@ static int dw_bases(struct dwrite *d, const struct manifest *m, const struct dwr
     const struct dplan *p = &b->p;
     for (size_t k = 0; k < p->nbase; k++) {
         const struct dplan_cut *c = p->base[k].cut;
+        const struct dw_item *kept = p->base[k].file < d->nfiles ? dw_deferred(d, c->id) : NULL;
+        if (kept && kept->bytes && kept->len == c->len) { /* a delta's, hashed by the read */
+            memcpy(tb[k].id, c->id, HASH_LEN);
+            tb[k].data = kept->bytes;
+            tb[k].len = kept->len;
+            continue;
+        }
         for (size_t j = 0; j < TDELTA_MAX_BASES && !cur[k].have; j++)
             if (prev[j].have && !memcmp(prev[j].id, c->id, HASH_LEN)) {
                 struct dw_bbuf t = cur[k];
@@ -583,12 +625,13 @@ static int dw_bases(struct dwrite *d, const struct manifest *m, const struct dwr
 }
 
 /* Whether the recipe in b->obj (stats st) is smaller than the chunk in
- * b->raw stored plain (env->copts; b->back is overwritten).  Only a delta
+ * b->raw stored plain (env->copts; its exact size, chunkobj_size: byte
+ * planes counted, not coded; b->back may be overwritten).  Only a delta
  * is checked: a derivation is a few bytes. */
 static int dw_smaller(const struct dwrite_env *env, struct dw_b *b, const struct tdelta_stats *st,
                       bool *ret)
 {
-    enum chunkobj_codec codec;
+    size_t plain;
     *ret = true;
     if (!env->copts || st->bytes[TDELTA_XOR] + st->bytes[TDELTA_SUB] == 0)
         return 0;
@@ -597,19 +640,31 @@ static int dw_smaller(const struct dwrite_env *env, struct dw_b *b, const struct
     for (size_t i = 0; i < b->p.nseg && !o.width; i++)
         if (b->p.seg[i].kind == TDELTA_XOR)
             o.width = b->p.seg[i].width;
-    int e = chunkobj_encode(&b->z, b->raw.data, b->raw.len, &o, &b->back, &codec);
+    int e = chunkobj_size(&b->z, b->rd, b->rl, &o, &b->back, &plain);
     if (e == 0)
-        *ret = b->obj.len < b->back.len;
+        *ret = b->obj.len < plain;
     return e;
 }
 
-/* Whether b->raw (read unchecked) holds the chunk id. */
-static bool dw_raw_is(const struct dwrite_env *env, const struct dw_b *b,
-                      const uint8_t id[HASH_LEN])
+/* Whether the chunk's bytes (b->rd: read unchecked, or kept) are chunk
+ * it. */
+static bool dw_raw_is(const struct dwrite_env *env, const struct dw_b *b, const struct dw_item *it)
 {
     uint8_t got[HASH_LEN];
-    env->chunk_id(env->ud, b->raw.data, b->raw.len, got);
-    return memcmp(got, id, HASH_LEN) == 0;
+    if (it->bytes)
+        return true; /* hashed by the read */
+    env->chunk_id(env->ud, b->rd, b->rl, got);
+    return memcmp(got, it->id, HASH_LEN) == 0;
+}
+
+/* The check of the recipe in b->obj: decoded with bases tb, it gives the
+ * chunk id (hashed), or the kept bytes that the read hashed to it. */
+static int dw_check(const struct dw_item *it, struct dw_b *b, const struct tdelta_base *tb)
+{
+    if (it->bytes)
+        return tdelta_decode_same(&b->z, b->obj.data, b->obj.len, it->bytes, it->len, tb,
+                                  b->p.nbase, &b->back);
+    return tdelta_decode(&b->z, b->obj.data, b->obj.len, it->id, it->len, tb, b->p.nbase, &b->back);
 }
 
 /* Chunk it (in b->raw) encoded as a recipe into b->obj, checked by
@@ -634,8 +689,7 @@ static int dw_encode(struct dwrite *d, const struct manifest *m, const struct dw
     if (e != 0)
         return e < 0 ? e : 0; /* 1: a keyframe's base not to be had, stored plain */
     struct tdelta_opts o = {.level = env->level, .scratch = &b->sc};
-    e = tdelta_encode(&b->z, b->raw.data, b->raw.len, b->p.seg, b->p.nseg, tb, b->p.nbase, &o,
-                      &b->obj, &st);
+    e = tdelta_encode(&b->z, b->rd, b->rl, b->p.seg, b->p.nseg, tb, b->p.nbase, &o, &b->obj, &st);
     if (e < 0) {
         buf_printf(&b->err, "encoding a recipe of \"%s\": %s", m->files[it->file].path, err_str(e));
         return e;
@@ -643,8 +697,8 @@ static int dw_encode(struct dwrite *d, const struct manifest *m, const struct dw
     bool smaller = false;
     if (!st.recipe || (e = dw_smaller(env, b, &st, &smaller)) < 0 || !smaller)
         return e < 0 ? e : 0;
-    e = tdelta_decode(&b->z, b->obj.data, b->obj.len, it->id, it->len, tb, b->p.nbase, &b->back);
-    if (e < 0 && dw_raw_is(env, b, it->id)) /* else the file changed: dw_apply says so */
+    e = dw_check(it, b, tb);
+    if (e < 0 && dw_raw_is(env, b, it)) /* else the file changed: dw_apply says so */
         log_warn("a recipe of \"%s\" at byte %llu did not decode to its chunk (%s); storing the "
                  "chunk plain",
                  m->files[it->file].path, (unsigned long long)it->off, err_str(e));
@@ -835,9 +889,15 @@ static void dw_job_run(struct pool_job *pj, size_t thread)
         j->ok[i] = false;
         /* not hashed here: a recipe is kept only when it decodes to it->id,
          * which checks these bytes too; a chunk kept plain is read again,
-         * and checked, by dw_apply */
-        j->e = dw_read_as(j->d, j->m, j->env, it->file, it->off, it->len, it->id, false, &j->b.raw,
-                          &j->b.err);
+         * and checked, by dw_apply.  Kept bytes are the read's, hashed. */
+        j->b.rd = it->bytes;
+        j->b.rl = it->len;
+        if (!it->bytes) {
+            j->e = dw_read_as(j->d, j->m, j->env, it->file, it->off, it->len, it->id, false,
+                              &j->b.raw, &j->b.err);
+            j->b.rd = j->b.raw.data;
+            j->b.rl = j->b.raw.len;
+        }
         if (j->e == 0)
             j->e = dw_encode(j->d, j->m, j->env, it, &j->b, &j->ok[i]);
         if (j->e == 0 && j->ok[i]) {
@@ -863,8 +923,10 @@ static int dw_apply(struct dw_job *j, struct manifest *m, struct buf *raw)
         it->recipe = j->ok[i] && e == 0;
         if (e == 0 && !j->ok[i]) {
             j->d->st.plain++;
-            e = dw_read(j->d, m, env, it->file, it->off, it->len, it->id, raw, env->err);
-            if (e == 0)
+            if (it->bytes)
+                e = env->plain(env->ud, it->id, it->bytes, it->len);
+            else if ((e = dw_read(j->d, m, env, it->file, it->off, it->len, it->id, raw,
+                                  env->err)) == 0)
                 e = env->plain(env->ud, it->id, raw->data, raw->len);
         }
         if (e < 0)
@@ -1005,9 +1067,15 @@ int dwrite_finish(struct dwrite *d, struct manifest *m, const struct dwrite_env 
         return 0;
     if (d->ndef > 1)
         qsort(d->def, d->ndef, sizeof(*d->def), dw_item_cmp);
-    for (size_t i = 0; i < d->ndef; i++) /* each id once: its first place read */
-        if (!n || memcmp(d->def[n - 1].id, d->def[i].id, HASH_LEN))
+    for (size_t i = 0; i < d->ndef; i++) { /* each id once: its first place read */
+        struct dw_item *last = n ? &d->def[n - 1] : NULL;
+        if (!last || memcmp(last->id, d->def[i].id, HASH_LEN))
             d->def[n++] = d->def[i];
+        else if (!last->bytes) /* the same bytes: one copy kept */
+            last->bytes = d->def[i].bytes;
+        else
+            free(d->def[i].bytes);
+    }
     d->ndef = n;
     d->st.deferred = n;
     struct dw_item **ord = malloc(n * sizeof(*ord)); /* in file order: bases shared */

@@ -33,8 +33,9 @@
  * Trust: the views and fingerprints only propose; a recipe is kept only
  * when tdelta_encode made one and tdelta_decode of it, with the bases read
  * again from the files and checked against their ids, gives the chunk's
- * id.  A deferred chunk whose bytes no longer hash to its id fails the
- * snapshot (CKS_E_CHANGED), as a changed file does.
+ * id (or, for a chunk whose bytes the read kept, dwrite_defer_bytes: gives
+ * those bytes, tdelta_decode_same; a base kept so is used as kept).  A deferred chunk whose bytes
+ * no longer hash to its id fails the snapshot (CKS_E_CHANGED), as a changed file does.
  *
  * Bases are always plain: a chunk that holds any byte of a matched fp32
  * range is never deferred, and a base whose id is deferred somewhere is
@@ -146,6 +147,17 @@ bool dwrite_any(const struct dwrite *d);
  * Thread-safe.  false on no memory. */
 bool dwrite_defer(struct dwrite *d, size_t k, uint64_t off, uint32_t len,
                   const uint8_t id[HASH_LEN]);
+
+/* dwrite_defer, and data[0..len) — the chunk's bytes, which the caller
+ * hashed to id — kept for phase B while the bytes kept so far stay
+ * within dwrite_keep's budget: phase B then does not read the chunk
+ * again, checks a recipe by comparing its decode with these bytes (not
+ * by hashing it), and hands these bytes to env->plain.  Thread-safe. */
+bool dwrite_defer_bytes(struct dwrite *d, size_t k, uint64_t off, uint32_t len,
+                        const uint8_t id[HASH_LEN], const uint8_t *data);
+/* The bytes dwrite_defer_bytes may keep in all (0, the default: none).
+ * Before the read. */
+void dwrite_keep(struct dwrite *d, uint64_t bytes);
 
 /* Phase B over m (every entry read; file k of m is file k here): each
  * distinct deferred chunk read again and checked, planned, encoded,

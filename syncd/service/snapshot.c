@@ -417,7 +417,8 @@ static bool snap_defer(struct snap *s, struct sjob *j, const struct index_chunk 
     uint32_t need = snap_job_slots(j);
     if (!s->dw || (need && (c->presence & need) == need))
         return false;
-    return dwrite_defer(s->dw, j->h.file, j->h.off, (uint32_t)j->h.raw.len, j->h.id);
+    return dwrite_defer_bytes(s->dw, j->h.file, j->h.off, (uint32_t)j->h.raw.len, j->h.id,
+                              j->h.raw.data);
 }
 
 /* Looks the chunk up, uploads it where it is missing, records it. */
@@ -1170,6 +1171,8 @@ static int snap_dwrite_match(struct snap *s)
         e = kfxor_prepass(conf->keyframe_every > 1 ? s->r : NULL, s->o->run, s->o->step, w,
                           conf->derive_bf16, snap_dw_open_quiet, s, sizes, unchanged, &s->dw,
                           &s->kb, s->err);
+    if (e == 0 && s->dw) /* phase B's chunks kept from the read, in memory / 4 */
+        dwrite_keep(s->dw, conf->memory / 4);
     free(sizes);
     free(unchanged);
     return e;
@@ -1177,10 +1180,11 @@ static int snap_dwrite_match(struct snap *s)
 
 /* Phase B's batches in flight: one per pool thread, each holding about
  * 9 x [chunker] max (a chunk, its bases and the last chunk's), within
- * the memory budget. */
+ * the memory budget less the read's kept bytes (memory / 4). */
 static size_t snap_dw_jobs(const struct snap *s)
 {
-    uint64_t cap = repo_conf(s->r)->memory / (9 * (uint64_t)repo_params(s->r)->chunk_max + 1);
+    uint64_t mem = repo_conf(s->r)->memory,
+             cap = (mem - mem / 4) / (9 * (uint64_t)repo_params(s->r)->chunk_max + 1);
     size_t n = pool_size(s->pool);
     return cap < n ? (cap > 1 ? (size_t)cap : 1) : n;
 }
@@ -1223,15 +1227,18 @@ static int snap_dwrite(struct snap *s)
 /* ---- entry point ------------------------------------------------------- */
 
 /* The pool and the reading core: two jobs a thread, within the memory
- * budget. */
+ * budget (less memory / 4 when phase B may keep the read's bytes). */
 static int snap_setup(struct snap *s)
 {
     struct repo *r = s->r;
+    const struct config *conf = repo_conf(r);
     int e = pool_new(repo_workers(r), &s->pool);
     if (e < 0)
         return e;
     s->nwk = pool_size(s->pool);
-    uint64_t cap = repo_conf(r)->memory / (2 * (uint64_t)repo_params(r)->chunk_max + 1);
+    uint64_t mem =
+        conf->memory - (conf->derive_bf16 || conf->keyframe_every > 1 ? conf->memory / 4 : 0);
+    uint64_t cap = mem / (2 * (uint64_t)repo_params(r)->chunk_max + 1);
     size_t njobs = 2 * s->nwk;
     if (njobs > cap)
         njobs = cap > 1 ? (size_t)cap : 1;

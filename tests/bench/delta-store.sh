@@ -20,6 +20,13 @@
 #                   the model and run (tests/bench/delta_train.py)
 #   WRITE_RESULTS=1 also puts the table in tests/bench/RESULTS.md, as the
 #                   section "## Deltas against the keyframe in ckptsync snapshot"
+#   DATA            keep the trained checkpoints there (reused when present)
+#   REPS            snapshots of step KF+10 per row (default 1; each into a
+#                   fresh repository after KF's); the row gives the median
+#                   CPU s and the min and max
+#   BASELINE        a second binary (e.g. a build of main): each row is run
+#                   with it too, in the same run, interleaved, its rows
+#                   marked "base"
 #
 # Data: tests/bench/delta_train.py trains its GPT-2-style model with
 # Debian's python3-torch to KF + 10; the raw checkpoints of KF and KF + 10
@@ -36,6 +43,8 @@ KF=${1:-60}
 NEXT=$((KF + 10))
 S=$(mktemp -d "${BENCH_DIR:-/var/tmp}/cks-dstore.XXXXXX")
 trap 'rm -rf "$S"' EXIT
+REPS=${REPS:-1}
+D_DIR=${DATA:-$S}
 say() { echo "delta-store.sh: $*" >&2; }
 /usr/bin/python3 -c 'import torch' 2> /dev/null ||
   { say "python3-torch (Debian) is needed for the data"; exit 1; }
@@ -49,11 +58,13 @@ if [ ! -x "$CKPTSYNC" ]; then
     { tail -20 "$S/build.log"; exit 1; }
 fi
 
+if [ ! -f "$D_DIR/run/step-$NEXT/exp_avg_sq.pt" ]; then
 say "training to step $NEXT"
-/usr/bin/python3 "$top/tests/bench/delta_train.py" "$S/raw" "$KF" "$NEXT" > "$S/train.log" 2>&1 ||
-  { tail -20 "$S/train.log"; exit 1; }
-params=$(head -1 "$S/train.log")
-/usr/bin/python3 - "$S/raw" "$S/run" "$KF" "$NEXT" <<'PY'
+rm -rf "$D_DIR/raw" "$D_DIR/run"
+mkdir -p "$D_DIR"
+/usr/bin/python3 "$top/tests/bench/delta_train.py" "$D_DIR/raw" "$KF" "$NEXT" > "$D_DIR/train.log" 2>&1 ||
+  { tail -20 "$D_DIR/train.log"; exit 1; }
+/usr/bin/python3 - "$D_DIR/raw" "$D_DIR/run" "$KF" "$NEXT" <<'PY'
 import os, sys, torch
 raw, out = sys.argv[1], sys.argv[2]
 for step in sys.argv[3:]:
@@ -76,27 +87,22 @@ for step in sys.argv[3:]:
     for p, sd in parts.items():
         torch.save(sd, os.path.join(d, p + ".pt"))
 PY
+fi
+params=$(head -1 "$D_DIR/train.log")
+mkdir -p "$S/run"
+cp -r "$D_DIR/run/step-$KF" "$D_DIR/run/step-$NEXT" "$S/run/"
 raw_bytes=$(cat "$S/run/step-$NEXT/"*.pt | wc -c)
 
 objects() { (cd "$1" && find chunks recipes -type f -printf '%p %s\n' 2> /dev/null | sort) || true; }
-run() { # NAME KEYFRAME_EVERY DERIVE -> row fields, in $S/NAME.row
+snap1() { # NAME BIN: a fresh repository, step KF, then NEXT timed (appended to NAME.cpu)
   local n=$1
+  rm -rf "$S/$n"
   mkdir -p "$S/$n/reg"
-  cat > "$S/$n.conf" <<EOF
-[daemon]
-state = $S/$n/state
-quorum = 1
-[compress]
-derive_bf16 = $3
-keyframe_every = $2
-[region.x]
-kind = dir
-path = $S/$n/reg
-EOF
-  "$CKPTSYNC" --config "$S/$n.conf" snapshot "$S/run/step-$KF" --run bench --step "$KF" \
+  sed "s|@D@|$S/$n|" "$S/$n.conf.in" > "$S/$n.conf"
+  "$2" --config "$S/$n.conf" snapshot "$S/run/step-$KF" --run bench --step "$KF" \
     > /dev/null 2> "$S/$n.kf.err" || { cat "$S/$n.kf.err" >&2; exit 1; }
   objects "$S/$n/reg" > "$S/$n.before"
-  /usr/bin/python3 - "$CKPTSYNC" "$S/$n.conf" "$S/run/step-$NEXT" "$NEXT" "$S/$n.json" \
+  /usr/bin/python3 - "$2" "$S/$n.conf" "$S/run/step-$NEXT" "$NEXT" "$S/$n.json" \
     "$S/$n.err" "$S/$n.cpu" <<'PY'
 import resource, subprocess, sys, time
 b, conf, path, step, js, err, cpu = sys.argv[1:]
@@ -105,8 +111,34 @@ with open(js, "w") as o, open(err, "w") as e:
     subprocess.run([b, "--config", conf, "snapshot", path, "--run", "bench", "--step", step,
                     "--json"], stdout=o, stderr=e, check=True)
 r = resource.getrusage(resource.RUSAGE_CHILDREN)
-open(cpu, "w").write("%.3f %.3f\n" % (r.ru_utime + r.ru_stime, time.time() - t0))
+open(cpu, "a").write("%.3f %.3f\n" % (r.ru_utime + r.ru_stime, time.time() - t0))
 PY
+}
+conf_in() { # NAME KEYFRAME_EVERY DERIVE
+  cat > "$S/$1.conf.in" <<EOF
+[daemon]
+state = @D@/state
+quorum = 1
+[compress]
+derive_bf16 = $3
+keyframe_every = $2
+[region.x]
+kind = dir
+path = @D@/reg
+EOF
+}
+runs() { # KEYFRAME_EVERY DERIVE NAME...: REPS rounds, the builds interleaved
+  local r n
+  for n in "${@:3}"; do conf_in "$n" "$1" "$2"; rm -f "$S/$n.cpu"; done
+  for r in $(seq "$REPS"); do
+    for n in "${@:3}"; do
+      case $n in base-*) snap1 "$n" "$BASELINE" ;; *) snap1 "$n" "$CKPTSYNC" ;; esac
+    done
+  done
+  for n in "${@:3}"; do row "$n" "$1" "$2"; done
+}
+row() { # NAME KEYFRAME_EVERY DERIVE -> $S/NAME.row (the last round's bytes)
+  local n=$1
   objects "$S/$n/reg" > "$S/$n.after"
   /usr/bin/python3 - "$S/$n" "$S/$n.json" "$S/$n.before" "$S/$n.after" "$S/$n.cpu" \
     "$raw_bytes" "$2" "$3" "$S/run/step-$NEXT" > "$S/$n.row" <<'PY'
@@ -138,17 +170,27 @@ for l in man:
             seen.add(key)
             stored[part] += new.get(key, 0)
 size = {p: os.path.getsize(os.path.join(src, p + ".pt")) for p in stored}
-c, wall = map(float, open(cpu).read().split())
+runs = sorted(tuple(map(float, l.split())) for l in open(cpu))
+c, wall = runs[len(runs) // 2]
+spread = " (%.2f-%.2f)" % (runs[0][0], runs[-1][0]) if len(runs) > 1 else ""
 cells = " | ".join("%.3f" % (stored[p] / size[p]) for p in ("model", "master", "exp_avg", "exp_avg_sq"))
-print("| %s | %s | %.1f | %.1f | %.3f | %s | %.2f | %.2f | %.0f |" % (
-    kfe, derive, raw / 1e6, snap["stored_bytes"] / 1e6, snap["stored_bytes"] / raw, cells,
-    c, wall, raw / 1e6 / c))
+who = "base | " if os.path.basename(base).startswith("base-") else ("this | " if os.environ.get("BASELINE") else "")
+print("| %s%s | %s | %.1f | %.1f | %.3f | %s | %.2f%s | %.2f | %.0f |" % (
+    who, kfe, derive, raw / 1e6, snap["stored_bytes"] / 1e6, snap["stored_bytes"] / raw, cells,
+    c, spread, wall, raw / 1e6 / c))
 PY
 }
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
-run codec 1 off
-run derive 1 on
-run xor 8 on
+if [ -n "${BASELINE:-}" ]; then
+  export BASELINE
+  runs 1 off base-codec codec
+  runs 1 on base-derive derive
+  runs 8 on base-xor xor
+else
+  runs 1 off codec
+  runs 1 on derive
+  runs 8 on xor
+fi
 LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
 kfline=$(grep -o 'keyframe [0-9A-Za-z.-]*: [0-9].*' "$S/xor.err" || echo "no keyframe")
 dline=$(grep -o 'derived bf16: .*' "$S/xor.err" || echo "none")
@@ -162,9 +204,19 @@ report=$S/report.md
   echo "- data: tests/bench/delta_train.py with Debian's python3-torch ($params; D=${D:-256} LAYERS=${LAYERS:-4} VOCAB=${VOCAB:-16384}), steps $KF and $NEXT, saved with torch.save one file per part: model.pt (bf16 weights), master.pt, exp_avg.pt, exp_avg_sq.pt"
   echo "- the real \`ckptsync snapshot\` ($(basename "$(dirname "$CKPTSYNC")")) of step $KF, then of step $NEXT (the row), into a fresh one-region dir repository per row, default chunker and codec; stored = step $NEXT's stored_bytes; a part's ratio = the objects step $NEXT added for that file / its raw bytes; CPU s = the snapshot process's user + system time; MB/s per core = raw MB / CPU s"
   echo
-  echo "| keyframe_every | derive_bf16 | raw MB | stored MB | stored / raw | bf16 | master | exp_avg | exp_avg_sq | CPU s | wall s | MB/s per core |"
-  echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
-  cat "$S/codec.row" "$S/derive.row" "$S/xor.row"
+  if [ -n "${BASELINE:-}" ]; then
+    echo "- builds: \"base\" $BASELINE, \"this\" $CKPTSYNC; $REPS round(s), the builds interleaved; CPU s: the median (min-max)"
+    echo
+    echo "| build | keyframe_every | derive_bf16 | raw MB | stored MB | stored / raw | bf16 | master | exp_avg | exp_avg_sq | CPU s | wall s | MB/s per core |"
+    echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    cat "$S/base-codec.row" "$S/codec.row" "$S/base-derive.row" "$S/derive.row" "$S/base-xor.row" "$S/xor.row"
+  else
+    [ "$REPS" = 1 ] || echo "- $REPS round(s); CPU s: the median (min-max)"
+    echo
+    echo "| keyframe_every | derive_bf16 | raw MB | stored MB | stored / raw | bf16 | master | exp_avg | exp_avg_sq | CPU s | wall s | MB/s per core |"
+    echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
+    cat "$S/codec.row" "$S/derive.row" "$S/xor.row"
+  fi
   echo
   echo "keyframe_every = 8: $dline; $kfline."
 } > "$report"

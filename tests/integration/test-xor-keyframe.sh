@@ -118,6 +118,30 @@ print(f"    step 2: new {x['new_bytes']} bytes; stored {x['stored_bytes']} with 
 sys.exit(0 if x["stored_bytes"] < y["stored_bytes"] else 1)
 PY
 [ $? = 0 ] || die "the delta stored no fewer bytes than a keyframe"
+if [ "$ENC" != 1 ]; then
+  # phase B keeps a delta only when smaller than the chunk stored plain,
+  # a size it computes without coding the chunk (chunkobj_size): each of
+  # step 2's recipes whose chunk keyframe_every = 1 stored plain is smaller
+  # than that object
+  python3 - "$T/m2.txt" "$T/regions/a" "$T/kf1/a" <<'PY' || die "a delta recipe is not smaller than its chunk stored plain"
+import os, sys
+man, delta, plain = sys.argv[1:]
+n = 0
+for l in open(man):
+    f = l.split()
+    if f[0] != "r":
+        continue
+    p = os.path.join(plain, "chunks", f[1][:2], f[1])
+    if not os.path.exists(p):
+        continue  # a derived bf16 chunk: a recipe there too
+    r = os.path.getsize(os.path.join(delta, "recipes", f[1][:2], f[1] + "." + f[3]))
+    if r >= os.path.getsize(p):
+        sys.exit(f"recipe of {f[1]}: {r} bytes, stored plain in {os.path.getsize(p)}")
+    n += 1
+print(f"    step 2: {n} delta recipe(s), each smaller than its chunk stored plain")
+sys.exit(0 if n else 1)
+PY
+fi
 
 step "a fine-tune (first layer frozen, small steps): the delta restores bit for bit"
 FT="$T/ft"

@@ -75,6 +75,10 @@ static void round_trip_opts(struct chunkobj_ctx *ctx, const uint8_t *raw, size_t
 
     assert_int_equal(chunkobj_encode(ctx, raw, len, opts, &obj, &codec), 0);
     assert_int_equal(codec, want_codec);
+    /* what phase B compares a recipe with: the object's exact length */
+    size_t size = 0;
+    assert_int_equal(chunkobj_size(ctx, raw, len, opts, &out, &size), 0);
+    assert_int_equal(size, obj.len);
     if (codec == CHUNKOBJ_RAW)
         assert_int_equal(obj.len, CHUNKOBJ_HEADER_LEN + len);
     else
@@ -167,6 +171,10 @@ static void test_planes(void **state)
 
     assert_int_equal(
         chunkobj_encode(NULL, bf16, N, &(struct chunkobj_opts){.level = 3, .width = 3}, &p, NULL),
+        -EINVAL);
+    size_t size;
+    assert_int_equal(
+        chunkobj_size(NULL, bf16, N, &(struct chunkobj_opts){.level = 3, .width = 3}, &p, &size),
         -EINVAL);
     buf_free(&p);
     buf_free(&z);

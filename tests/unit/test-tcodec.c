@@ -105,8 +105,11 @@ static struct buf round_trip(const uint8_t *raw, size_t len, unsigned w)
     assert_int_equal(buf_append(&out, "prefix", 6), 0);
     assert_int_equal(tcodec_encode(raw, len, w, &out), 0);
     assert_memory_equal(out.data, "prefix", 6);
-    size_t plen = out.len - 6;
+    size_t plen = out.len - 6, size = 0;
     assert_true(plen <= tcodec_bound(len));
+    /* the size without coding is the coded size, byte for byte */
+    assert_int_equal(tcodec_size(raw, len, w, &size), 0);
+    assert_int_equal(size, plen);
 
     assert_int_equal(tcodec_encode(raw, len, w, &again), 0);
     assert_int_equal(again.len, plen);

@@ -662,6 +662,51 @@ static void test_spec(void **state)
 }
 
 /* tdelta_decode of a plain object is chunkobj_decode. */
+/* The writer's check against the bytes it hashed: the same decode, a
+ * comparison instead of the id; a wrong base or other bytes fail as the
+ * id check does, a plain object or another length is no recipe of them. */
+static void test_decode_same(void **state)
+{
+    (void)state;
+    struct fixture x;
+    fixture_make(&x);
+    encode_fixture(&x, false, NULL);
+    struct buf out = BUF_INIT;
+    assert_int_equal(
+        tdelta_decode_same(NULL, x.obj.data, x.obj.len, x.raw, x.len, x.bases, 2, &out), 0);
+    assert_int_equal(out.len, x.len);
+    assert_memory_equal(out.data, x.raw, x.len);
+    uint8_t *other = malloc(x.len);
+    memcpy(other, x.raw, x.len);
+    other[x.len / 2] ^= 1;
+    assert_int_equal(
+        tdelta_decode_same(NULL, x.obj.data, x.obj.len, other, x.len, x.bases, 2, &out),
+        CKS_E_DIGEST);
+    assert_int_equal(out.len, 0);
+    struct tdelta_base bad[2] = {x.bases[0], x.bases[1]};
+    uint8_t *b2 = malloc(x.blen);
+    memcpy(b2, x.b, x.blen);
+    b2[100] ^= 0x10; /* inside the XOR range of the fp32 part */
+    bad[1].data = b2;
+    assert_int_equal(tdelta_decode_same(NULL, x.obj.data, x.obj.len, x.raw, x.len, bad, 2, &out),
+                     CKS_E_DIGEST);
+    assert_int_equal(
+        tdelta_decode_same(NULL, x.obj.data, x.obj.len, x.raw, x.len - 1, x.bases, 2, &out),
+        CKS_E_FORMAT);
+    assert_int_equal(
+        tdelta_decode_same(NULL, x.obj.data, x.obj.len, x.raw, x.len, x.bases, 1, &out), -ENOENT);
+    struct chunkobj_opts o = {.level = 3};
+    struct buf plain = BUF_INIT;
+    assert_int_equal(chunkobj_encode(NULL, x.raw, x.len, &o, &plain, NULL), 0);
+    assert_int_equal(tdelta_decode_same(NULL, plain.data, plain.len, x.raw, x.len, NULL, 0, &out),
+                     CKS_E_FORMAT);
+    free(other);
+    free(b2);
+    buf_free(&plain);
+    buf_free(&out);
+    fixture_free(&x);
+}
+
 static void test_plain(void **state)
 {
     (void)state;
@@ -691,7 +736,7 @@ int main(void)
         cmocka_unit_test(test_bad_plan),    cmocka_unit_test(test_truncations_flips),
         cmocka_unit_test(test_hostile),     cmocka_unit_test(test_plain),
         cmocka_unit_test(test_sub),         cmocka_unit_test(test_one_base_dropped),
-        cmocka_unit_test(test_spec),
+        cmocka_unit_test(test_spec),        cmocka_unit_test(test_decode_same),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
