@@ -1317,19 +1317,33 @@ static uint32_t rp_working(struct replicator *rp)
     return m;
 }
 
-/* Which way the slot's chunk reaches this region, from what the index
- * says the regions confirmed. */
+/* The slots that hold the slot's object, by the index: the chunk's
+ * record, or the recipe's (store/recidx: its presence bits, set by
+ * rw_recipe_done as for chunks).  No record: none. */
+static uint32_t rw_held(struct index_txn *t, const struct slot *sl)
+{
+    struct index_chunk c;
+    struct recidx r;
+    struct layout_key k;
+    if (!sl->recipe)
+        return index_chunk_get(t, sl->q.id, &c) == 0 ? c.presence : 0;
+    if (layout_parse(sl->rkey, &k) < 0 || recidx_get(t, sl->q.id, k.sig, &r) < 0)
+        return 0;
+    return r.presence;
+}
+
+/* Which way the slot's object (a chunk, or a recipe) reaches this region,
+ * from what the index says the regions confirmed. */
 static enum fanout_way rw_way(struct rworker *w, struct slot *sl)
 {
     struct index_txn *t;
-    struct index_chunk c;
-    uint32_t present = 0;
+    uint32_t present = 0, held;
     if (!w->rp->fan || index_txn_begin(repo_index(w->rp->r), false, &t) < 0)
         return FANOUT_PUT;
-    int e = index_chunk_get(t, sl->q.id, &c);
+    held = rw_held(t, sl);
     index_txn_abort(t);
-    for (size_t j = 0; e == 0 && j < w->rp->n; j++)
-        if ((c.presence >> repo_region(w->rp->r, j)->slot) & 1)
+    for (size_t j = 0; j < w->rp->n; j++)
+        if ((held >> repo_region(w->rp->r, j)->slot) & 1)
             present |= 1u << j;
     return fanout_choose(w->rp->fan, w->i, present, rp_working(w->rp), &sl->src);
 }
@@ -1346,10 +1360,6 @@ static void rw_copy(struct rworker *w, struct slot *sl)
  * confirmation: absent means the copy did not take, so upload. */
 static void rw_absent(struct rworker *w, struct slot *sl)
 {
-    if (sl->recipe) { /* a few hundred bytes: no copy (the index knows no presence) */
-        rw_put(w, sl);
-        return;
-    }
     if (sl->copied) {
         sl->copied = false;
         metrics_copy(w->rp->m, w->i, METRICS_COPY_FAILED, 0);
@@ -1492,11 +1502,11 @@ static void rw_complete(struct rworker *w, struct region_req *req)
     }
     bool stored = req->kind == RREQ_PUT || req->ret == 1;
     if (stored) {
-        /* a recipe: its entry goes, and no chunk is recorded present */
+        /* a recipe: its entry goes, its record gets the bit (rw_recipe_done) */
         int e = sl->recipe ? rw_recipe_done(w, sl) : rw_chunk_done(w, sl);
         if (e < 0)
             rw_fail_round(w, e, NULL);
-        else if (!sl->recipe)
+        else
             rw_fan_stored(w, sl, len);
     }
     rw_slot_end(w, sl, stored);
