@@ -88,6 +88,23 @@ node_commit() {
     { tail -20 "$T/i-n$1/daemon.log" >&2; die "node $1: commit job/$2 --wait replicated failed"; }
 }
 
+# merged STEP: waits (deadline 60 s) until every dir region under $D holds
+# the merged snapshot of job's STEP (its manifest's text, so not for an
+# encrypted repository); prints its id
+merged() {
+  local deadline=$((SECONDS + 60)) rg m id
+  while :; do
+    id=
+    m=$(grep -lx "step $1" "$D"/a/snapshots/job/* 2> /dev/null | sed -n 1p) && id=$(basename "$m")
+    if [ -n "$id" ]; then
+      for rg in b c; do [ -f "$D/$rg/snapshots/job/$id" ] || id=; done
+    fi
+    [ -n "$id" ] && { echo "$id"; return 0; }
+    [ $SECONDS -lt $deadline ] || { tail -20 "$T"/i-n*/daemon.log >&2; die "step $1 was not merged"; }
+    sleep 0.2
+  done
+}
+
 # The id in each region's repo object ("none" where it has none).
 repo_ids() {
   "$CKPTSYNC" --config "$CONF" repo --json > "$T/repo.json" 2> /dev/null || true

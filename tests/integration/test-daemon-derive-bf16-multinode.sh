@@ -33,21 +33,6 @@ spooled() {
   { grep -o "\"job/$2\": derived bf16: .*" "$T/i-n$1/daemon.log" || true; } | tail -1 |
     sed -n 's/.*; \([0-9]*\) chunk(s) of.*/\1/p' | grep . || echo 0
 }
-# merged STEP: waits (deadline 60 s) until every region holds the merged
-# snapshot of STEP; prints its id
-merged() {
-  local deadline=$((SECONDS + 60)) rg m id
-  while :; do
-    id=
-    m=$(grep -lx "step $1" "$D"/a/snapshots/job/* 2> /dev/null | sed -n 1p) && id=$(basename "$m")
-    if [ -n "$id" ]; then
-      for rg in b c; do [ -f "$D/$rg/snapshots/job/$id" ] || id=; done
-    fi
-    [ -n "$id" ] && { echo "$id"; return 0; }
-    [ $SECONDS -lt $deadline ] || { tail -20 "$T"/i-n*/daemon.log >&2; die "step $1 was not merged"; }
-    sleep 0.2
-  done
-}
 # marks MAN: "PATH CHUNKS MARKED" for each file of manifest MAN
 marks() {
   awk '$1 == "f" { p = $NF; n[p] = 0; r[p] = 0; o[++k] = p }

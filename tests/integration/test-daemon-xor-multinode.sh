@@ -49,21 +49,6 @@ put() { # NODE STEP SRC DIR: node NODE's checkpoint-STEP/DIR/ckpt.pt from model 
   mkdir -p "$(nodedir "$1" "checkpoint-$2")/$4"
   cp "$T/src$3/step-$2/ckpt.pt" "$(nodedir "$1" "checkpoint-$2")/$4/"
 }
-# merged STEP: waits (deadline 60 s) until every region holds the merged
-# snapshot of STEP; prints its id
-merged() {
-  local deadline=$((SECONDS + 60)) rg m id
-  while :; do
-    id=
-    m=$(grep -lx "step $1" "$D"/a/snapshots/job/* 2> /dev/null | sed -n 1p) && id=$(basename "$m")
-    if [ -n "$id" ]; then
-      for rg in b c; do [ -f "$D/$rg/snapshots/job/$id" ] || id=; done
-    fi
-    [ -n "$id" ] && { echo "$id"; return 0; }
-    [ $SECONDS -lt $deadline ] || { tail -20 "$T"/i-n*/daemon.log >&2; die "step $1 was not merged"; }
-    sleep 0.2
-  done
-}
 lookups() { grep -c 'keyframe: snapshot .* is the base\|no keyframe for step' "$T/i-n$1/daemon.log" || true; }
 # part K STEP: node K's part of STEP in region a (its newest)
 part() { ls "$D"/a/parts/job/s"$2".$1-of-2.* | sort | tail -1; }
