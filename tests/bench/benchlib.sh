@@ -116,3 +116,96 @@ else:
 open(path, "w").write(new)
 PY
 }
+
+# A capped link (restore-netns.sh, delta-restore-link.sh): the instance
+# runs in a network namespace joined to the host by a veth pair, the
+# regions listen on the host end.  Needs root (ip netns, tc).
+#   link_up              namespace $NS, host end $HOST_IP, its end $NS_IP
+#                        (a /30 of 10.231.x); the caller removes them at
+#                        exit with link_down (lib.sh: CKS_CLEANUP_HOOKS)
+#   link_shape RATE MS   RATE (tc syntax) on each end's egress, with netem
+#                        MS ms one-way delay where the kernel has sch_netem
+#                        (else tbf, no delay); sets LINK_DELAY (the delay
+#                        applied) and LINK_BPS (link_rate_bps); again to
+#                        change the cap on the same link
+#   link_rate_bps RATE   the cap in bytes/s, as tc reports it on the host
+#                        end (else parsed from RATE)
+#   inns CMD...          CMD inside the namespace
+# Each link gets its own names: two runs at once do not meet.
+link_up() {
+  NS=cksb$$ LINK_VH=cksh$$ LINK_VN=cksn$$ HOST_IP=10.231.$((RANDOM % 250)).1
+  NS_IP=${HOST_IP%.1}.2
+  ip netns add "$NS"
+  ip link add "$LINK_VH" type veth peer name "$LINK_VN"
+  ip link set "$LINK_VN" netns "$NS"
+  ip addr add "$HOST_IP/30" dev "$LINK_VH"
+  ip link set "$LINK_VH" up
+  inns ip addr add "$NS_IP/30" dev "$LINK_VN"
+  inns ip link set "$LINK_VN" up
+  inns ip link set lo up
+}
+
+link_down() {
+  ip netns del "$NS" 2> /dev/null || true
+  ip link del "$LINK_VH" 2> /dev/null || true
+}
+
+inns() { ip netns exec "$NS" "$@"; }
+
+# link_shape1 RATE MS DEV [PREFIX...]: the cap on DEV's egress (echoes
+# the delay applied).
+link_shape1() {
+  local rate=$1 ms=$2 dev=$3
+  shift 3
+  if [ "$ms" != 0 ] && "$@" tc qdisc replace dev "$dev" root netem delay "${ms}ms" rate "$rate" \
+    limit 100000 2> /dev/null; then
+    echo "$ms"
+  else
+    "$@" tc qdisc replace dev "$dev" root tbf rate "$rate" burst 256kb latency 100ms
+    echo 0
+  fi
+}
+
+link_shape() {
+  LINK_DELAY=$(link_shape1 "$1" "$2" "$LINK_VH")
+  link_shape1 "$1" "$2" "$LINK_VN" inns > /dev/null
+  LINK_BPS=$(link_rate_bps "$1")
+}
+
+link_rate_bps() {
+  local bps
+  bps=$(tc -j qdisc show dev "$LINK_VH" 2> /dev/null | python3 -c '
+import json, sys
+q = json.load(sys.stdin)[0]
+print(int(q.get("options", {}).get("rate", 0)))' 2> /dev/null || echo 0)
+  [ "$bps" -gt 0 ] || bps=$(python3 -c '
+import re, sys
+m = re.fullmatch(r"(\d+)([kmg]?)bit", sys.argv[1].lower())
+print(int(m.group(1)) * {"": 1, "k": 10**3, "m": 10**6, "g": 10**9}[m.group(2)] // 8)' "$1")
+  echo "$bps"
+}
+
+# With s3lib.sh (tests/integration) sourced:
+#   link_s3 NAME...       an s3rver region per NAME on the host end
+#   link_s3_conf NAME...  their [region.NAME] sections (write_s3_credentials
+#                         first)
+#   s3_cpu_ticks NAME...  the CPU ticks those servers used so far
+link_s3() {
+  local r
+  for r in "$@"; do start_s3 "$r" --address "$HOST_IP"; done
+}
+
+link_s3_conf() {
+  local r
+  for r in "$@"; do
+    printf '[region.%s]\nkind = s3\nendpoint = http://%s:%s\nbucket = %s\nprefix = %s\n' \
+      "$r" "$HOST_IP" "${S3_PORT[$r]}" "$S3_BUCKET" "$S3_PREFIX"
+    printf 'region = %s\naddressing = path\ncredentials = %s\n' "$S3_REGION" "$S3_CREDENTIALS"
+  done
+}
+
+s3_cpu_ticks() {
+  local r t=0
+  for r in "$@"; do t=$((t + $(awk '{ print $14 + $15 }' "/proc/${S3_PID[$r]}/stat"))); done
+  echo "$t"
+}

@@ -2,10 +2,10 @@
 # restore-netns.sh — restore and ingest behind a capped link (#24 item 6):
 # the instance (ckptsync) runs in a network namespace whose veth link to
 # the host is capped with tc (tbf, RATE each way; plus netem DELAY_MS each
-# way where the kernel has sch_netem), in front of three s3rver regions on
-# the host side.  A torch-style checkpoint (trainer_state.json, WEIGHTS_MIB
-# of model.safetensors, 3 x that of optimizer.pt, random bytes: nothing to
-# compress) is snapshotted through the link, then restored --progressive
+# way where the kernel has sch_netem; benchlib.sh's link_up, link_shape),
+# in front of three s3rver regions on the host side.  A torch-style
+# checkpoint (trainer_state.json, WEIGHTS_MIB of model.safetensors, 3 x
+# that of optimizer.pt, random bytes: nothing to compress) is snapshotted through the link, then restored --progressive
 # on a fresh instance (with each binary and setting asked for, on the same
 # snapshot).  Prints, in one run:
 #   restore throughput / link rate         (goal >= 0.9)
@@ -43,58 +43,22 @@ INFLIGHT=${INFLIGHT:-}
 . "$top/tests/integration/lib.sh"
 . "$top/tests/integration/s3lib.sh"
 
-NS=cksb$$ VH=cksh$$ VN=cksn$$ HOST_IP=10.231.$((RANDOM % 250)).1
-NS_IP=${HOST_IP%.1}.2
-netns_down() {
-  ip netns del "$NS" 2> /dev/null || true
-  ip link del "$VH" 2> /dev/null || true
-}
-CKS_CLEANUP_HOOKS+=(netns_down)
-ip netns add "$NS"
-ip link add "$VH" type veth peer name "$VN"
-ip link set "$VN" netns "$NS"
-ip addr add "$HOST_IP/30" dev "$VH"
-ip link set "$VH" up
-ip netns exec "$NS" ip addr add "$NS_IP/30" dev "$VN"
-ip netns exec "$NS" ip link set "$VN" up
-ip netns exec "$NS" ip link set lo up
-# shape DEV [netns...]: RATE (and DELAY_MS) on DEV's egress
-delay=0
-shape() {
-  local dev=$1
-  shift
-  if [ "$DELAY_MS" != 0 ] && "$@" tc qdisc add dev "$dev" root netem delay "${DELAY_MS}ms" rate "$RATE" \
-    limit 100000 2> /dev/null; then
-    delay=$DELAY_MS
-  else
-    "$@" tc qdisc add dev "$dev" root tbf rate "$RATE" burst 256kb latency 100ms
-  fi
-}
-shape "$VH"
-shape "$VN" ip netns exec "$NS"
-rate_bps=$(tc -j qdisc show dev "$VH" 2> /dev/null | python3 -c '
-import json, sys
-q = json.load(sys.stdin)[0]
-print(int(q.get("options", {}).get("rate", 0)))' 2> /dev/null || echo 0)
-[ "$rate_bps" -gt 0 ] || rate_bps=$(python3 -c '
-import re, sys
-m = re.fullmatch(r"(\d+)([kmg]?)bit", sys.argv[1].lower())
-print(int(m.group(1)) * {"": 1, "k": 10**3, "m": 10**6, "g": 10**9}[m.group(2)] // 8)' "$RATE")
+S=$T
+. "$top/tests/bench/benchlib.sh"
+link_up
+CKS_CLEANUP_HOOKS+=(link_down)
+link_shape "$RATE" "$DELAY_MS"
+delay=$LINK_DELAY rate_bps=$LINK_BPS
 
 # three s3rver regions on the host side of the link
-for r in a b c; do start_s3 "$r" --address "$HOST_IP"; done
+link_s3 a b c
 write_s3_credentials
 mkdir -p "$T/watch"
 {
   config_head 512K 2M 8M
-  for r in a b c; do
-    printf '[region.%s]\nkind = s3\nendpoint = http://%s:%s\nbucket = %s\nprefix = %s\n' \
-      "$r" "$HOST_IP" "${S3_PORT[$r]}" "$S3_BUCKET" "$S3_PREFIX"
-    printf 'region = %s\naddressing = path\ncredentials = %s\n' "$S3_REGION" "$S3_CREDENTIALS"
-  done
+  link_s3_conf a b c
 } > "$CONF"
 sed -i "/^\[daemon\]/a workers = $WORKERS" "$CONF"
-inns() { ip netns exec "$NS" "$@"; }
 
 src="$T/src/checkpoint-100"
 mkdir -p "$src"
@@ -106,12 +70,6 @@ wbytes=$(stat -c %s "$src/model.safetensors")
 
 inns /usr/bin/time -f '%e %U %S' -o "$T/ingest.t" "$CKPTSYNC" --config "$CONF" snapshot "$src" \
   --run bench --step 100 > /dev/null 2> "$T/ingest.err" || { cat "$T/ingest.err" >&2; exit 1; }
-# node_cpu: CPU ticks the three s3rver regions used so far.
-node_cpu() {
-  local r t=0
-  for r in a b c; do t=$((t + $(awk '{ print $14 + $15 }' "/proc/${S3_PID[$r]}/stat"))); done
-  echo "$t"
-}
 # restore_one LABEL BINARY [INFLIGHT]: restore --progressive on a fresh
 # instance, each placed line timestamped as it arrives.
 restore_one() {
@@ -123,7 +81,7 @@ restore_one() {
   rm -rf "$STATE" "$T/out"
   local perf=() n0
   [ "${PERF:-0}" = 1 ] && perf=(perf record -g -F 499 -o "$T/perf.$label.data" --)
-  n0=$(node_cpu)
+  n0=$(s3_cpu_ticks a b c)
   inns /usr/bin/time -f '%e %U %S' -o "$T/restore.$label.t" "${perf[@]}" "$bin" --config "$conf" restore \
     --run bench --latest --to "$T/out" --progressive --json 2> "$T/restore.err" |
     python3 -c '
@@ -132,7 +90,7 @@ t0 = time.monotonic()
 for line in sys.stdin:
     print("%.3f %s" % (time.monotonic() - t0, line.strip()), flush=True)' > "$T/restore.$label.lines" ||
     { cat "$T/restore.err" >&2; exit 1; }
-  echo $(($(node_cpu) - n0)) > "$T/node.$label.ticks"
+  echo $(($(s3_cpu_ticks a b c) - n0)) > "$T/node.$label.ticks"
   if [ "${PERF:-0}" = 1 ]; then
     echo "== perf record -g of restore $label: threads, then symbols" >> "$T/perf.txt"
     perf report -i "$T/perf.$label.data" --no-children --sort pid --stdio -g none 2> /dev/null |
