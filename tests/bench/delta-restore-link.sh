@@ -54,10 +54,10 @@ say() { echo "delta-restore-link: $*" >&2; }
 [ "$(id -u)" = 0 ] || { say "needs root (ip netns, tc)"; exit 1; }
 [ -x "$CKPTSYNC" ] || { say "no $CKPTSYNC (cmake --build $B)"; exit 2; }
 D=${DATA:-}
-[ -n "$D" ] && [ -f "$D/run/step-$NEXT/exp_avg_sq.pt" ] && [ -d "$D/run/step-$KF" ] || {
+if [ -z "$D" ] || [ ! -f "$D/run/step-$NEXT/exp_avg_sq.pt" ] || [ ! -d "$D/run/step-$KF" ]; then
   say "DATA must hold run/step-$KF and run/step-$NEXT (make them: DATA=DIR tests/bench/delta-store.sh $KF)"
   exit 2
-}
+fi
 . "$top/tests/integration/lib.sh"
 . "$top/tests/integration/s3lib.sh"
 S=$T
@@ -118,8 +118,9 @@ one() {
     '"\($w) \($c) \(.fetched_bytes) \([.regions[]] | add) \(.local_bases) \($n)"' "$T/r.json"
 }
 median() { sort -n | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
-col() { # CASE N: the median of field N of that case's lines
-  awk -v c="$1" -v n="$2" '$1 == c {print $(n + 1)}' "$T/runs.$rate" | median
+span() { sort -n | awk 'NR == 1 {lo = $1} {hi = $1} END {printf "%.2f-%.2f", lo, hi}'; }
+col() { # CASE N [span]: the median (or the range) of field N of that case's lines
+  awk -v c="$1" -v n="$2" '$1 == c {print $(n + 1)}' "$T/runs.$rate" | "${3:-median}"
 }
 
 # table RATE: one markdown table of that rate's runs
@@ -128,8 +129,8 @@ table() {
   kw=$(col keyframe 1)
   kc=$(col keyframe 2)
   kfb=$(col keyframe 3)
-  echo "| restore (link $1 each way, one-way delay $LINK_DELAY ms) | wall s | vs keyframe | CPU s | CPU vs keyframe | fetched MiB | fetched vs keyframe | fetched / link rate s | objects fetched | bases from the seed | s3rver regions' CPU s |"
-  echo "|---|---|---|---|---|---|---|---|---|---|---|"
+  echo "| restore (link $1 each way) | wall s | vs keyframe | wall s min-max | CPU s | CPU vs keyframe | fetched MiB | fetched vs keyframe | fetched / link rate s | objects fetched | bases from the seed | s3rver regions' CPU s |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
   for c in keyframe delta hot; do
     case $c in
       keyframe) name="keyframe (step $KF, plain)" ;;
@@ -140,9 +141,10 @@ table() {
     cpu=$(col "$c" 2)
     fb=$(col "$c" 3)
     awk -v c="$name" -v w="$w" -v kw="$kw" -v cpu="$cpu" -v kc="$kc" -v f="$fb" -v kf="$kfb" \
-      -v bps="$LINK_BPS" -v o="$(col "$c" 4)" -v l="$(col "$c" 5)" -v n="$(col "$c" 6)" \
-      'BEGIN {printf "| %s | %.2f | %.2fx | %.2f | %.2fx | %.1f | %.2fx | %.2f | %d | %d | %.2f |\n",
-        c, w, w / kw, cpu, cpu / kc, f / 1048576, f / kf, f / bps, o, l, n}' < /dev/null
+      -v bps="$LINK_BPS" -v r="$(col "$c" 1 span)" -v o="$(col "$c" 4)" -v l="$(col "$c" 5)" \
+      -v n="$(col "$c" 6)" \
+      'BEGIN {printf "| %s | %.2f | %.2fx | %s | %.2f | %.2fx | %.1f | %.2fx | %.2f | %d | %d | %.2f |\n",
+        c, w, w / kw, r, cpu, cpu / kc, f / 1048576, f / kf, f / bps, o, l, n}' < /dev/null
   done
 }
 
@@ -162,6 +164,8 @@ for rate in $RATES; do
   tables+="$(table "$rate")"$'\n\n'
 done
 LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
+shaper="netem, $LINK_DELAY ms one way"
+[ "$LINK_DELAY" != 0 ] || shaper="tbf, no delay: no sch_netem in this kernel"
 
 {
   echo "## Delta restore behind a link (tests/bench/delta-restore-link.sh, issue 27 deliverable 6)"
@@ -172,8 +176,8 @@ LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
     "(model.pt bf16, master.pt fp32, exp_avg.pt, exp_avg_sq.pt: $((RAW >> 20)) MiB), stored by" \
     "\`ckptsync snapshot\` on the host side with keyframe_every = 8: step $NEXT as deltas against" \
     "step $KF (\"$(sed 's/^.*keyframe: //' "$T/keyframe.line")\")." \
-    "Three s3rver regions on the host end of a veth link capped with tc each way; every restore by" \
-    "a fresh instance (empty state) in the network namespace, every chunk and file digest checked," \
+    "Three s3rver regions on the host end of a veth link capped with tc each way ($shaper);" \
+    "every restore by a fresh instance (empty state) in the network namespace, every chunk and file digest checked," \
     "compared with the source; medians of $REPS, the cases interleaved.  CPU s: the restore's user +" \
     "sys (GNU time); fetched: restore --json fetched_bytes; fetched / link rate: the least time those" \
     "bytes take on the link.  Goal: the delta's restore <= 1.2x the keyframe's."

@@ -5,9 +5,10 @@
 # way where the kernel has sch_netem; benchlib.sh's link_up, link_shape),
 # in front of three s3rver regions on the host side.  A torch-style
 # checkpoint (trainer_state.json, WEIGHTS_MIB of model.safetensors, 3 x
-# that of optimizer.pt, random bytes: nothing to compress) is snapshotted through the link, then restored --progressive
-# on a fresh instance (with each binary and setting asked for, on the same
-# snapshot).  Prints, in one run:
+# that of optimizer.pt, random bytes: nothing to compress) is snapshotted
+# through the link, then restored --progressive on a fresh instance (with
+# each binary and setting asked for, on the same snapshot).  Prints, in
+# one run:
 #   restore throughput / link rate         (goal >= 0.9)
 #   time until model.safetensors is placed / (weights bytes / link rate)
 #                                          (goal <= 1.1, plus at most 1 s)
