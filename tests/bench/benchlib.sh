@@ -102,13 +102,15 @@ ensure_peers() {
 
 # results_section TITLE REPORT: puts the file REPORT (a section starting
 # "## TITLE") into tests/bench/RESULTS.md in place of the section of that
-# title, or at the end when there is none; the other sections stay.
+# title (the whole title, then the end of the line or " (..."), or at the
+# end when there is none; the other sections stay.
 results_section() {
   /usr/bin/python3 - "$top/tests/bench/RESULTS.md" "$2" "$1" << 'PY'
 import os, re, sys
 path, report, title = sys.argv[1], open(sys.argv[2]).read().rstrip("\n") + "\n", sys.argv[3]
 old = open(path).read() if os.path.exists(path) else ""
-m = re.search(r"^## " + re.escape(title) + r".*?(?=^## |\Z)", old, flags=re.S | re.M)
+# the title whole: "Delta restore" is not "Delta restore behind a link"
+m = re.search(r"^## " + re.escape(title) + r"(?: \(.*?)?$.*?(?=^## |\Z)", old, flags=re.S | re.M)
 if m:
     new = old[:m.start()] + report + ("\n" + old[m.end():] if old[m.end():] else "")
 else:
