@@ -245,7 +245,7 @@ static int ing_feed(struct ing *g, size_t thread, const struct ingcore_job *hj,
     if (e < 0 && e != -ENOENT)
         return e;
     uint32_t needs = g->all & ~(e == 0 ? c.presence : 0);
-    if (!needs || (hj && g->dw && dwrite_defer(g->dw, hj->file, hj->off, (uint32_t)len, id)))
+    if (!needs || (hj && g->dw && dwrite_defer(g->dw, hj->file, hj->off, (uint32_t)len, id, width)))
         return 0;
     if (objbuf_has(ob, id))
         return 0;
@@ -520,7 +520,8 @@ static uint32_t ing_dw_slots(void *ud)
 }
 
 /* A deferred chunk that stays plain: fed as the read would have. */
-static int ing_dw_plain(void *ud, const uint8_t id[HASH_LEN], const uint8_t *data, size_t len)
+static int ing_dw_plain(void *ud, const uint8_t id[HASH_LEN], const uint8_t *data, size_t len,
+                        unsigned width)
 {
     struct ing *g = ud;
     int e = ing_grow((void **)&g->plains, g->nplains, &g->plains_cap, sizeof(*g->plains));
@@ -529,7 +530,7 @@ static int ing_dw_plain(void *ud, const uint8_t id[HASH_LEN], const uint8_t *dat
     struct iplain *p = &g->plains[g->nplains];
     memset(p, 0, sizeof(*p));
     memcpy(p->id, id, HASH_LEN);
-    if ((e = ing_feed(g, 0, NULL, id, data, len, 2, &p->fl.fed, &p->fl.fresh)) < 0)
+    if ((e = ing_feed(g, 0, NULL, id, data, len, width, &p->fl.fed, &p->fl.fresh)) < 0)
         return e;
     g->nplains++;
     return 0;

@@ -54,6 +54,7 @@ struct dw_item {
     uint32_t len;
     uint8_t id[HASH_LEN];
     bool xonly;     /* holds fp32 bytes of a pair: planned against the keyframe only */
+    uint8_t width;  /* the read's byte-plane width (dwrite_defer): stored plain so */
     bool recipe;    /* phase B's decision */
     uint8_t *bytes; /* the chunk as the read hashed it (dwrite_defer_bytes), owned,
                      * read-only in phase B (a derivation's base too); NULL: read
@@ -418,7 +419,7 @@ static uint8_t *dw_keep_copy(struct dwrite *d, const uint8_t *data, uint32_t len
 }
 
 bool dwrite_defer_bytes(struct dwrite *d, size_t k, uint64_t off, uint32_t len,
-                        const uint8_t id[HASH_LEN], const uint8_t *data)
+                        const uint8_t id[HASH_LEN], unsigned width, const uint8_t *data)
 {
     if (k >= d->nfiles || d->f[k].npairs == 0 ||
         !dplan_overlaps_b16(d->f[k].pairs, d->f[k].npairs, off, len))
@@ -432,7 +433,12 @@ bool dwrite_defer_bytes(struct dwrite *d, size_t k, uint64_t off, uint32_t len,
     bool ok = dw_grow((void **)&d->def, &d->dcap, d->ndef, sizeof(*d->def)) == 0;
     if (ok) {
         struct dw_item *it = &d->def[d->ndef++];
-        *it = (struct dw_item){.file = k, .off = off, .len = len, .xonly = xonly, .bytes = bytes};
+        *it = (struct dw_item){.file = k,
+                               .off = off,
+                               .len = len,
+                               .xonly = xonly,
+                               .width = (uint8_t)width,
+                               .bytes = bytes};
         memcpy(it->id, id, HASH_LEN);
     }
     pthread_mutex_unlock(&d->mu);
@@ -442,9 +448,9 @@ bool dwrite_defer_bytes(struct dwrite *d, size_t k, uint64_t off, uint32_t len,
 }
 
 bool dwrite_defer(struct dwrite *d, size_t k, uint64_t off, uint32_t len,
-                  const uint8_t id[HASH_LEN])
+                  const uint8_t id[HASH_LEN], unsigned width)
 {
-    return dwrite_defer_bytes(d, k, off, len, id, NULL);
+    return dwrite_defer_bytes(d, k, off, len, id, width, NULL);
 }
 
 /* ---- phase B ------------------------------------------------------------ */
@@ -625,21 +631,19 @@ static int dw_bases(struct dwrite *d, const struct manifest *m, const struct dwr
 }
 
 /* Whether the recipe in b->obj (stats st) is smaller than the chunk in
- * b->raw stored plain (env->copts; its exact size, chunkobj_size: byte
- * planes counted, not coded; b->back may be overwritten).  Only a delta
- * is checked: a derivation is a few bytes. */
-static int dw_smaller(const struct dwrite_env *env, struct dw_b *b, const struct tdelta_stats *st,
-                      bool *ret)
+ * b->raw stored plain (env->copts at the read's width, as env->plain
+ * would store it; its exact size, chunkobj_size: byte planes counted, not
+ * coded; b->back may be overwritten).  Only a delta is checked: a
+ * derivation is a few bytes. */
+static int dw_smaller(const struct dwrite_env *env, const struct dw_item *it, struct dw_b *b,
+                      const struct tdelta_stats *st, bool *ret)
 {
     size_t plain;
     *ret = true;
     if (!env->copts || st->bytes[TDELTA_XOR] + st->bytes[TDELTA_SUB] == 0)
         return 0;
     struct chunkobj_opts o = *env->copts;
-    o.width = 0;
-    for (size_t i = 0; i < b->p.nseg && !o.width; i++)
-        if (b->p.seg[i].kind == TDELTA_XOR)
-            o.width = b->p.seg[i].width;
+    o.width = it->width;
     int e = chunkobj_size(&b->z, b->rd, b->rl, &o, &b->back, &plain);
     if (e == 0)
         *ret = b->obj.len < plain;
@@ -695,7 +699,7 @@ static int dw_encode(struct dwrite *d, const struct manifest *m, const struct dw
         return e;
     }
     bool smaller = false;
-    if (!st.recipe || (e = dw_smaller(env, b, &st, &smaller)) < 0 || !smaller)
+    if (!st.recipe || (e = dw_smaller(env, it, b, &st, &smaller)) < 0 || !smaller)
         return e < 0 ? e : 0;
     e = dw_check(it, b, tb);
     if (e < 0 && dw_raw_is(env, b, it)) /* else the file changed: dw_apply says so */
@@ -924,10 +928,10 @@ static int dw_apply(struct dw_job *j, struct manifest *m, struct buf *raw)
         if (e == 0 && !j->ok[i]) {
             j->d->st.plain++;
             if (it->bytes)
-                e = env->plain(env->ud, it->id, it->bytes, it->len);
+                e = env->plain(env->ud, it->id, it->bytes, it->len, it->width);
             else if ((e = dw_read(j->d, m, env, it->file, it->off, it->len, it->id, raw,
                                   env->err)) == 0)
-                e = env->plain(env->ud, it->id, raw->data, raw->len);
+                e = env->plain(env->ud, it->id, raw->data, raw->len, it->width);
         }
         if (e < 0)
             return e;

@@ -11,7 +11,7 @@
  *   dwrite_match(d, open_fn, ud, sizes, unchanged) // before the read: views,
  *                                        // pairs proposed by fingerprint
  *   ... the read: for each chunk, on any thread, before its upload:
- *       if (dwrite_defer(d, file, off, len, id)) do not upload it ...
+ *       if (dwrite_defer(d, file, off, len, id, width)) do not upload it ...
  *   dwrite_finish(d, &m, &env)           // phase B, every entry read:
  *                                        // each deferred chunk as a
  *                                        // recipe (uploaded, its places
@@ -77,8 +77,9 @@ struct dwrite_env {
     /* The slots of the regions still in the snapshot. */
     uint32_t (*slots)(void *ud);
     /* The deferred chunk id (bytes data) stays a plain chunk: store it as
-     * the read would have; < 0 fails the snapshot. */
-    int (*plain)(void *ud, const uint8_t id[HASH_LEN], const uint8_t *data, size_t len);
+     * the read would have (width: dwrite_defer's); < 0 fails the snapshot. */
+    int (*plain)(void *ud, const uint8_t id[HASH_LEN], const uint8_t *data, size_t len,
+                 unsigned width);
     /* Whether the index holds chunk id plain wherever it is needed. */
     bool (*have_plain)(void *ud, const uint8_t id[HASH_LEN]);
     struct chunkobj_ctx *z; /* the repository's (repo_chunkobj_ctx) */
@@ -143,10 +144,12 @@ bool dwrite_any(const struct dwrite *d);
 
 /* Whether the chunk [off, off + len) of file k, id, is deferred to phase
  * B (recorded; the caller must not upload it): it overlaps a matched bf16
- * range and no matched fp32 range, or a matched delta range.
+ * range and no matched fp32 range, or a matched delta range.  width: the
+ * byte planes' width the read would have coded it with (chunkobj_opts;
+ * 0: none), for the comparison with a recipe and for env->plain.
  * Thread-safe.  false on no memory. */
 bool dwrite_defer(struct dwrite *d, size_t k, uint64_t off, uint32_t len,
-                  const uint8_t id[HASH_LEN]);
+                  const uint8_t id[HASH_LEN], unsigned width);
 
 /* dwrite_defer, and data[0..len) — the chunk's bytes, which the caller
  * hashed to id — kept for phase B while the bytes kept so far stay
@@ -154,7 +157,7 @@ bool dwrite_defer(struct dwrite *d, size_t k, uint64_t off, uint32_t len,
  * again, checks a recipe by comparing its decode with these bytes (not
  * by hashing it), and hands these bytes to env->plain.  Thread-safe. */
 bool dwrite_defer_bytes(struct dwrite *d, size_t k, uint64_t off, uint32_t len,
-                        const uint8_t id[HASH_LEN], const uint8_t *data);
+                        const uint8_t id[HASH_LEN], unsigned width, const uint8_t *data);
 /* The bytes dwrite_defer_bytes may keep in all (0, the default: none).
  * Before the read. */
 void dwrite_keep(struct dwrite *d, uint64_t bytes);

@@ -418,7 +418,7 @@ static bool snap_defer(struct snap *s, struct sjob *j, const struct index_chunk 
     if (!s->dw || (need && (c->presence & need) == need))
         return false;
     return dwrite_defer_bytes(s->dw, j->h.file, j->h.off, (uint32_t)j->h.raw.len, j->h.id,
-                              j->h.raw.data);
+                              j->h.width, j->h.raw.data);
 }
 
 /* Looks the chunk up, uploads it where it is missing, records it. */
@@ -698,8 +698,9 @@ static uint32_t snap_dw_slots(void *ud)
 }
 
 /* A deferred chunk that stays plain: stored and recorded as the read
- * would have. */
-static int snap_dw_plain(void *ud, const uint8_t id[HASH_LEN], const uint8_t *data, size_t len)
+ * would have (its byte planes' width, the read's). */
+static int snap_dw_plain(void *ud, const uint8_t id[HASH_LEN], const uint8_t *data, size_t len,
+                         unsigned width)
 {
     struct snap *s = ud;
     struct index_chunk c = {.raw_len = (uint32_t)len};
@@ -708,7 +709,7 @@ static int snap_dw_plain(void *ud, const uint8_t id[HASH_LEN], const uint8_t *da
     char key[REGION_KEY_MAX];
     uint32_t written, slots;
     struct chunkobj_opts o = repo_chunk_opts(s->r);
-    o.width = 2;
+    o.width = width;
     int e = chunkobj_encode(&s->z, data, len, &o, &s->obj, &codec);
     if (e < 0) {
         buf_printf(s->err, "compressing a chunk: %s", err_str(e));

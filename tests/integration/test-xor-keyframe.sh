@@ -194,6 +194,27 @@ grep -q 'not in its local copy (changed since; keyframe_fetch = off)' "$T/o3.err
 kf_line "$T/o3.err" | grep ' [1-9][0-9]* base chunk(s) read from local files, 0 from the regions' > /dev/null ||
   { kf_line "$T/o3.err"; die "step 3: not its other bases from the local copy, or a download"; }
 restore_cmp "$C3" "$o3" 3
+if [ "$ENC" != 1 ]; then
+  # the chunks stored without the delta are coded as the read codes them
+  # (byte planes of the tensor's width): each of step 3's plain chunks is
+  # the very object keyframe_every = 1 stores for it
+  snap "$C1" 3 one3 > /dev/null
+  python3 - "$T"/kfo/a/snapshots/r/"$o3" "$T/kfo/a" "$T/kf1/a" <<'PY' || die "a chunk phase B kept plain is not coded as the read codes it"
+import os, sys
+man, delta, plain = sys.argv[1:]
+n = bad = 0
+for l in open(man):
+    f = l.split()
+    if f[0] != "c" or f[-1] == "r":
+        continue
+    a, b = (os.path.join(d, "chunks", f[1][:2], f[1]) for d in (delta, plain))
+    if os.path.exists(a) and os.path.exists(b):
+        n += 1
+        bad += os.path.getsize(a) != os.path.getsize(b)
+print(f"    step 3: {n} plain chunk objects compared with keyframe_every = 1's, {bad} differ")
+sys.exit(1 if bad or n == 0 else 0)
+PY
+fi
 
 step "the keyframe's directory gone locally, keyframe_fetch = on: bases from the regions, the same snapshot"
 C2=$(repo2 kfr 3)
