@@ -743,6 +743,25 @@ static int recipe_decode(struct chunkobj_ctx *ctx, const struct recipe *rc,
     return 0;
 }
 
+/* Recipe object obj (its header read: raw_len bytes) decoded with bases
+ * into out->data, reserved for it (out->len is left to the caller). */
+static int recipe_into(struct chunkobj_ctx *ctx, const uint8_t *obj, size_t len, uint32_t raw_len,
+                       const struct tdelta_base *bases, size_t nbases, struct buf *out)
+{
+    struct recipe rc;
+    const uint8_t *data[TDELTA_MAX_BASES];
+    int r;
+    if ((r = recipe_parse(obj, len, &rc)) < 0 || (r = bases_find(&rc, bases, nbases, data)) < 0)
+        return r;
+    if ((r = buf_reserve(out, raw_len)) < 0)
+        return r;
+    /* one zstd context for all segments, also when the caller has none */
+    struct chunkobj_ctx local = CHUNKOBJ_CTX_INIT;
+    r = recipe_decode(ctx ? ctx : &local, &rc, data, out->data);
+    chunkobj_ctx_free(&local);
+    return r;
+}
+
 int tdelta_decode(struct chunkobj_ctx *ctx, const uint8_t *obj, size_t len,
                   const uint8_t id[HASH_LEN], size_t max_raw, const struct tdelta_base *bases,
                   size_t nbases, struct buf *out)
@@ -757,16 +776,7 @@ int tdelta_decode(struct chunkobj_ctx *ctx, const uint8_t *obj, size_t len,
         return chunkobj_decode(ctx, obj, len, id, max_raw, out);
     if (raw_len > max_raw)
         return CKS_E_LIMIT;
-    struct recipe rc;
-    const uint8_t *data[TDELTA_MAX_BASES];
-    if ((r = recipe_parse(obj, len, &rc)) < 0 || (r = bases_find(&rc, bases, nbases, data)) < 0)
-        return r;
-    if ((r = buf_reserve(out, raw_len)) < 0)
-        return r;
-    /* one zstd context for all segments, also when the caller has none */
-    struct chunkobj_ctx local = CHUNKOBJ_CTX_INIT;
-    r = recipe_decode(ctx ? ctx : &local, &rc, data, out->data);
-    chunkobj_ctx_free(&local);
+    r = recipe_into(ctx, obj, len, raw_len, bases, nbases, out);
     return chunkobj_decoded(ctx, r, out, raw_len, id);
 }
 
@@ -776,19 +786,13 @@ int tdelta_decode_same(struct chunkobj_ctx *ctx, const uint8_t *obj, size_t len,
 {
     enum chunkobj_codec codec;
     uint32_t hlen;
-    struct recipe rc;
-    const uint8_t *data[TDELTA_MAX_BASES];
     buf_reset(out);
     int r = chunkobj_header(obj, len, &codec, &hlen);
     if (r == 0 && (codec != CHUNKOBJ_RECIPE || hlen != raw_len))
         r = CKS_E_FORMAT;
-    if (r < 0 || (r = recipe_parse(obj, len, &rc)) < 0 ||
-        (r = bases_find(&rc, bases, nbases, data)) < 0 || (r = buf_reserve(out, raw_len)) < 0)
+    if (r < 0 || (r = recipe_into(ctx, obj, len, hlen, bases, nbases, out)) < 0)
         return r;
-    struct chunkobj_ctx local = CHUNKOBJ_CTX_INIT;
-    r = recipe_decode(ctx ? ctx : &local, &rc, data, out->data);
-    chunkobj_ctx_free(&local);
-    if (r == 0 && raw_len && memcmp(out->data, raw, raw_len) != 0)
+    if (raw_len && memcmp(out->data, raw, raw_len) != 0)
         r = CKS_E_DIGEST;
     out->len = r == 0 ? raw_len : 0;
     return r;
