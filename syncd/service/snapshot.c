@@ -614,11 +614,8 @@ static int snap_dw_write(struct snap *s, size_t i, const char *key, const uint8_
                          uint32_t present, uint32_t *ret_written)
 {
     struct region *rg = repo_region(s->r, i);
-    uint32_t working = 0;
     size_t src;
-    REPO_FOR_HEALTHY(s->r, k)
-        working |= 1u << k;
-    if (s->fan && fanout_choose(s->fan, i, present, working, &src) == FANOUT_COPY) {
+    if (s->fan && fanout_choose(s->fan, i, present, repo_healthy_mask(s->r), &src) == FANOUT_COPY) {
         int e = region_copy(rg, repo_region(s->r, src), key, len);
         if (e == 0 && region_has_size(rg, key, len) == 1) {
             s->res->region[i].objects_copied++;
@@ -1145,6 +1142,14 @@ out:
     return e;
 }
 
+/* The bytes phase B may keep from the read (dwrite_keep): a quarter of
+ * `memory` when derived bf16 or deltas are on, taken from the read's and
+ * phase B's own budgets (snap_setup, snap_dw_jobs). */
+static uint64_t snap_kept_budget(const struct config *conf)
+{
+    return conf->derive_bf16 || conf->keyframe_every > 1 ? conf->memory / 4 : 0;
+}
+
 /* The pre-pass of service/dwrite.h: the bf16 tensors of the files to read
  * that may be the rounding of an fp32 one of any file (a file the index
  * gives unchanged offers bases only), and the tensors the keyframe holds.
@@ -1172,8 +1177,8 @@ static int snap_dwrite_match(struct snap *s)
         e = kfxor_prepass(conf->keyframe_every > 1 ? s->r : NULL, s->o->run, s->o->step, w,
                           conf->derive_bf16, snap_dw_open_quiet, s, sizes, unchanged, &s->dw,
                           &s->kb, s->err);
-    if (e == 0 && s->dw) /* phase B's chunks kept from the read, in memory / 4 */
-        dwrite_keep(s->dw, conf->memory / 4);
+    if (e == 0 && s->dw) /* phase B's chunks kept from the read */
+        dwrite_keep(s->dw, snap_kept_budget(conf));
     free(sizes);
     free(unchanged);
     return e;
@@ -1181,11 +1186,12 @@ static int snap_dwrite_match(struct snap *s)
 
 /* Phase B's batches in flight: one per pool thread, each holding about
  * 9 x [chunker] max (a chunk, its bases and the last chunk's), within
- * the memory budget less the read's kept bytes (memory / 4). */
+ * the memory budget less the read's kept bytes (snap_kept_budget). */
 static size_t snap_dw_jobs(const struct snap *s)
 {
-    uint64_t mem = repo_conf(s->r)->memory,
-             cap = (mem - mem / 4) / (9 * (uint64_t)repo_params(s->r)->chunk_max + 1);
+    const struct config *conf = repo_conf(s->r);
+    uint64_t cap =
+        (conf->memory - snap_kept_budget(conf)) / (9 * (uint64_t)repo_params(s->r)->chunk_max + 1);
     size_t n = pool_size(s->pool);
     return cap < n ? (cap > 1 ? (size_t)cap : 1) : n;
 }
@@ -1228,7 +1234,8 @@ static int snap_dwrite(struct snap *s)
 /* ---- entry point ------------------------------------------------------- */
 
 /* The pool and the reading core: two jobs a thread, within the memory
- * budget (less memory / 4 when phase B may keep the read's bytes). */
+ * budget less the bytes phase B may keep from the read
+ * (snap_kept_budget). */
 static int snap_setup(struct snap *s)
 {
     struct repo *r = s->r;
@@ -1237,9 +1244,8 @@ static int snap_setup(struct snap *s)
     if (e < 0)
         return e;
     s->nwk = pool_size(s->pool);
-    uint64_t mem =
-        conf->memory - (conf->derive_bf16 || conf->keyframe_every > 1 ? conf->memory / 4 : 0);
-    uint64_t cap = mem / (2 * (uint64_t)repo_params(r)->chunk_max + 1);
+    uint64_t cap =
+        (conf->memory - snap_kept_budget(conf)) / (2 * (uint64_t)repo_params(r)->chunk_max + 1);
     size_t njobs = 2 * s->nwk;
     if (njobs > cap)
         njobs = cap > 1 ? (size_t)cap : 1;
