@@ -441,9 +441,9 @@ int cmd_prune(struct cli *c, int argc, char **argv)
 static const char stats_usage[] =
     "usage: ckptsync stats [--run NAME] [--json]\n"
     "Per region: chunks, recipes, stored bytes, bytes no retained snapshot uses (garbage\n"
-    "awaiting prune).  Per run: snapshots, logical bytes, stored bytes, and each snapshot's "
-    "unique\n"
-    "bytes (what deleting it alone would free).  Reads every retained manifest.\n";
+    "awaiting prune).  Per run: snapshots, logical bytes, stored bytes, and each\n"
+    "snapshot's unique bytes (what deleting it alone would free).  Reads every retained\n"
+    "manifest.\n";
 
 /* One region: its object in the "regions" array, or its line. */
 static void stats_region_print(struct cli *c, struct json *j, const struct stats_region *rs)

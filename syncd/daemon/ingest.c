@@ -562,8 +562,8 @@ static int ing_dwrite_match(struct ing *g)
 {
     const struct walk *w = &g->core.w;
     const struct config *conf = repo_conf(g->ig->r);
-    bool xor = conf->keyframe_every > 1;
-    if ((!conf->derive_bf16 && !xor) || !g->pinned || w->n == 0)
+    bool deltas = conf->keyframe_every > 1;
+    if ((!conf->derive_bf16 && !deltas) || !g->pinned || w->n == 0)
         return 0;
     uint64_t *sizes = calloc(w->n, sizeof(*sizes));
     if (!sizes)
@@ -571,10 +571,11 @@ static int ing_dwrite_match(struct ing *g)
     for (size_t k = 0; k < w->n; k++)
         if (w->v[k].type == MFILE_REG && !w->v[k].link && !(g->kept && g->kept[k].st_ino))
             sizes[k] = (uint64_t)w->v[k].st.st_size;
-    int e = xor? ing_kf_repo(g->ig, &g->err) : 0;
+    int e = deltas ? ing_kf_repo(g->ig, &g->err) : 0;
     if (e == 0)
-        e = kfxor_prepass(xor? g->ig->kr : NULL, g->job->run, g->job->step, w, conf->derive_bf16,
-                          ing_dw_open_quiet, g, sizes, NULL, &g->dw, &g->kb, &g->err);
+        e = kfxor_prepass(deltas ? g->ig->kr : NULL, g->job->run, g->job->step, w,
+                          conf->derive_bf16, ing_dw_open_quiet, g, sizes, NULL, &g->dw, &g->kb,
+                          &g->err);
     free(sizes);
     return e;
 }

@@ -1072,9 +1072,11 @@ static void rw_start_feed(struct rworker *w, struct slot *sl, struct objbuf_ent 
 
 /* Starts a recipe entry in slot sl: its key from the snapshot's r line,
  * its object from the spool (daemon/rspool.h), then HAS as for a chunk.
- * Every region's entry asks its region (the index's record of the
- * recipe's presence, set when it is stored, is not trusted for that).  A spool that lost the object
- * (its pin folder removed) drops the snapshot for a retake, as a pin that lost a file. */
+ * Every region's entry asks its region: the presence bits of the
+ * recipe's index record (set by rw_recipe_done) only tell the fan-out
+ * which region may be copied from (rw_way).  A spool that lost the
+ * object (its pin folder removed) drops the snapshot for a retake, as a
+ * pin that lost a file. */
 static void rw_start_recipe(struct rworker *w, struct slot *sl, const struct qentry *q)
 {
     int e = rw_load(w, q->seq);

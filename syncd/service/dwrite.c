@@ -413,8 +413,13 @@ static uint8_t *dw_keep_copy(struct dwrite *d, const uint8_t *data, uint32_t len
     d->kept += room ? len : 0;
     pthread_mutex_unlock(&d->mu);
     uint8_t *p = room ? malloc(len) : NULL;
-    if (p)
+    if (p) {
         memcpy(p, data, len);
+    } else if (room) { /* no memory: read again in phase B, its room given back */
+        pthread_mutex_lock(&d->mu);
+        d->kept -= len;
+        pthread_mutex_unlock(&d->mu);
+    }
     return p;
 }
 

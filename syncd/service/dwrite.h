@@ -34,8 +34,9 @@
  * when tdelta_encode made one and tdelta_decode of it, with the bases read
  * again from the files and checked against their ids, gives the chunk's
  * id (or, for a chunk whose bytes the read kept, dwrite_defer_bytes: gives
- * those bytes, tdelta_decode_same; a base kept so is used as kept).  A deferred chunk whose bytes
- * no longer hash to its id fails the snapshot (CKS_E_CHANGED), as a changed file does.
+ * those bytes, tdelta_decode_same; a base kept so is used as kept).  A
+ * deferred chunk whose bytes no longer hash to its id fails the snapshot
+ * (CKS_E_CHANGED), as a changed file does.
  *
  * Bases are always plain: a chunk that holds any byte of a matched fp32
  * range is never deferred, and a base whose id is deferred somewhere is
