@@ -150,7 +150,34 @@ void gc_boot_id(char out[33])
     out[n == 32 ? 32 : 0] = 0;
 }
 
-bool gc_owner_dead(const struct gcrec *rec)
+/* When process pid started, in Unix seconds by this boot's clock (its
+ * start in /proc is counted from boot, suspend included); -1 if unknown. */
+static int64_t proc_started(pid_t pid)
+{
+    char path[64], st[1024];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd < 0 ? -1 : read(fd, st, sizeof(st) - 1);
+    if (fd >= 0)
+        close(fd);
+    if (n <= 0)
+        return -1;
+    st[n] = 0;
+    char *p = strrchr(st, ')'); /* the name may hold spaces and parentheses */
+    for (int field = 2; p && field < 22; field++)
+        p = strchr(p + 1, ' ');
+    char *end;
+    errno = 0;
+    unsigned long long ticks = p ? strtoull(p + 1, &end, 10) : 0;
+    long hz = sysconf(_SC_CLK_TCK);
+    struct timespec boot, wall;
+    if (!p || errno || end == p + 1 || hz <= 0 || clock_gettime(CLOCK_BOOTTIME, &boot) < 0 ||
+        clock_gettime(CLOCK_REALTIME, &wall) < 0)
+        return -1;
+    return (int64_t)wall.tv_sec - ((int64_t)boot.tv_sec - (int64_t)(ticks / (unsigned long)hz));
+}
+
+bool gc_owner_dead(const struct gcrec *rec, uint64_t skew)
 {
     char boot[33], host[GC_FIELD_MAX + 1] = "", mine[GC_FIELD_MAX + 1];
     gc_boot_id(boot);
@@ -160,7 +187,14 @@ bool gc_owner_dead(const struct gcrec *rec)
     if (!boot[0] || strcmp(boot, rec->boot) || strcmp(mine, rec->host) || rec->seq <= 0 ||
         rec->seq > INT32_MAX)
         return false;
-    return kill((pid_t)rec->seq, 0) < 0 && errno == ESRCH;
+    if (kill((pid_t)rec->seq, 0) < 0)
+        return errno == ESRCH;
+    /* The pid runs, but a process that started after the record was
+     * written (beyond the clock skew the protocol allows) is not its
+     * writer: the pid was given out again (a busy host wraps pid_max, a
+     * restarted container's daemon gets the same small pid). */
+    int64_t started = proc_started((pid_t)rec->seq);
+    return started >= 0 && started > rec->time + (int64_t)skew + 1;
 }
 
 int gc_random_hex(char out[17])

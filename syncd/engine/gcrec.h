@@ -140,8 +140,10 @@ int64_t gc_utc_parse(const char *s);
 /* This host's boot id as 32 hex digits ("" if unknown). */
 void gc_boot_id(char out[33]);
 /* Was rec (a lease or an intent, with boot and pid) written by a process
- * of this boot of this host that no longer runs? */
-bool gc_owner_dead(const struct gcrec *rec);
+ * of this boot of this host that no longer runs?  A process running under
+ * that pid that started more than skew seconds after rec's time is
+ * another one (the pid was reused): the writer is gone. */
+bool gc_owner_dead(const struct gcrec *rec, uint64_t skew);
 /* 16 random lower-case hex digits. */
 int gc_random_hex(char out[17]);
 

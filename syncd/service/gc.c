@@ -864,7 +864,7 @@ static int lease_acquire(struct pr *p)
         }
         bool held = e == 0 && cur.expires >= 0 &&
                     now() <= cur.expires + (int64_t)repo_conf(p->r)->clock_skew &&
-                    !gc_owner_dead(&cur);
+                    !gc_owner_dead(&cur, repo_conf(p->r)->clock_skew);
         if (held) {
             snprintf(p->res->lease_holder, sizeof(p->res->lease_holder),
                      "host %s (pid %lld) since %lld, lease until %lld", cur.host,
@@ -877,7 +877,8 @@ static int lease_acquire(struct pr *p)
         if (e == 0 && cur.expires >= 0)
             log_info("taking over the prune lease of host %s (pid %lld): %s", cur.host,
                      (long long)cur.seq,
-                     gc_owner_dead(&cur) ? "that process is gone" : "it expired");
+                     gc_owner_dead(&cur, repo_conf(p->r)->clock_skew) ? "that process is gone"
+                                                                      : "it expired");
         gcrec_free(&cur);
     }
     e = lease_write(p, s.top + 1, false);
@@ -973,7 +974,8 @@ static bool intent_alive(struct pr *p, struct region *rg, const struct intents *
     char key[REGION_KEY_MAX];
     struct gcrec g;
     intent_key(name, key);
-    bool dead = get_rec(rg, key, &g) == 0 && g.kind == GC_INTENT && gc_owner_dead(&g);
+    bool dead = get_rec(rg, key, &g) == 0 && g.kind == GC_INTENT &&
+                gc_owner_dead(&g, repo_conf(p->r)->clock_skew);
     gcrec_free(&g);
     if (dead && !p->o->dry_run && region_del(rg, key) == 0)
         log_info("region '%s': removed intent %s of a process that is gone", rg->conf.name, name);

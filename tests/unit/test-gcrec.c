@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -13,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -358,16 +360,32 @@ static void test_owner_dead(void **state)
     gc_boot_id(g.boot);
     if (!g.boot[0])
         skip();
+    g.time = time(NULL);
     g.seq = getpid();
-    assert_false(gc_owner_dead(&g)); /* we run */
+    assert_false(gc_owner_dead(&g, 5)); /* we run */
     pid_t child = fork();
     if (child == 0)
         _exit(0);
     waitpid(child, NULL, 0);
     g.seq = child;
-    assert_true(gc_owner_dead(&g)); /* reaped: gone */
+    assert_true(gc_owner_dead(&g, 5)); /* reaped: gone */
+    /* A pid given out again: the process under it started after the
+     * record was written (by more than the skew), so it is not the writer. */
+    child = fork();
+    if (child == 0) {
+        pause();
+        _exit(0);
+    }
+    g.seq = child;
+    assert_false(gc_owner_dead(&g, 5)); /* written now: it may be the writer */
+    g.time = time(NULL) - 100;
+    assert_true(gc_owner_dead(&g, 5));    /* written 100 s before it started */
+    assert_false(gc_owner_dead(&g, 300)); /* within the skew: cannot tell */
+    kill(child, SIGKILL);
+    waitpid(child, NULL, 0);
+    g.seq = getpid();
     snprintf(g.boot, sizeof(g.boot), "00000000000000000000000000000000");
-    assert_false(gc_owner_dead(&g)); /* another boot (or host): cannot tell */
+    assert_false(gc_owner_dead(&g, 5)); /* another boot (or host): cannot tell */
 }
 
 int main(void)
