@@ -46,7 +46,7 @@ for _ in $(seq 1 600); do
 done
 [ -n "$writer" ] || { cat "$T/w.err" >&2; die "the writer did not stop before publishing"; }
 init=$(ps -o ppid= -p "$writer" | tr -d ' ')
-in_ns "$init" cat /proc/2/cmdline | tr '\0' ' ' | grep -q "snapshot $T/src/checkpoint-2" ||
+in_ns "$init" cat /proc/2/cmdline | tr '\0' ' ' | grep "snapshot $T/src/checkpoint-2" > /dev/null ||
   die "the writer is not pid 2 in its namespace"
 before=$(intents a)
 [ "$(echo "$before" | grep -c .)" = 1 ] || die "region a should hold the writer's one intent: $before"
