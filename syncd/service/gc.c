@@ -862,9 +862,9 @@ static int lease_acquire(struct pr *p)
             gcrec_free(&cur);
             return e;
         }
-        bool held = e == 0 && cur.expires >= 0 &&
-                    now() <= cur.expires + (int64_t)repo_conf(p->r)->clock_skew &&
-                    !gc_owner_dead(&cur, repo_conf(p->r)->clock_skew);
+        uint64_t skew = repo_conf(p->r)->clock_skew;
+        bool gone = e == 0 && cur.expires >= 0 && gc_owner_dead(&cur, skew);
+        bool held = e == 0 && cur.expires >= 0 && now() <= cur.expires + (int64_t)skew && !gone;
         if (held) {
             snprintf(p->res->lease_holder, sizeof(p->res->lease_holder),
                      "host %s (pid %lld) since %lld, lease until %lld", cur.host,
@@ -876,9 +876,7 @@ static int lease_acquire(struct pr *p)
         }
         if (e == 0 && cur.expires >= 0)
             log_info("taking over the prune lease of host %s (pid %lld): %s", cur.host,
-                     (long long)cur.seq,
-                     gc_owner_dead(&cur, repo_conf(p->r)->clock_skew) ? "that process is gone"
-                                                                      : "it expired");
+                     (long long)cur.seq, gone ? "that process is gone" : "it expired");
         gcrec_free(&cur);
     }
     e = lease_write(p, s.top + 1, false);

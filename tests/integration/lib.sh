@@ -113,6 +113,9 @@ expect_fail() {
 json() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2"; }
 
 # make_file PATH MiB: random content.
+# proc_stopped PID: is the process stopped (state T in /proc/PID/stat;
+# the name before it may hold spaces)?
+proc_stopped() { [ "$(sed 's/^.*) //' "/proc/$1/stat" 2> /dev/null | cut -d' ' -f1)" = T ]; }
 make_file() { mkdir -p "$(dirname "$1")"; head -c "$(( $2 * 1048576 ))" /dev/urandom > "$1"; }
 
 # same_tree A B: identical content, modes and symlinks.

@@ -41,7 +41,7 @@ CKS_CLEANUP_HOOKS+=(_ns1_kill)
 writer=
 for _ in $(seq 1 600); do
   writer=$(pgrep -f -n "snapshot $T/src/checkpoint-2" || true)
-  [ -n "$writer" ] && [ "$(sed 's/^.*) //' "/proc/$writer/stat" 2> /dev/null | cut -d' ' -f1)" = T ] && break
+  [ -n "$writer" ] && proc_stopped "$writer" && break
   writer=; sleep 0.1
 done
 [ -n "$writer" ] || { cat "$T/w.err" >&2; die "the writer did not stop before publishing"; }

@@ -36,11 +36,9 @@ ckpt() {
 }
 CW="$T/i-C/watch/cli" DW="$T/i-D/watch/dmn"
 
-# stopped PID: is the process stopped (state T in /proc/PID/stat)?
-stopped() { [ "$(sed 's/^.*) //' "/proc/$1/stat" 2> /dev/null | cut -d' ' -f1)" = T ]; }
 # wait_stopped PID WHAT: until PID is stopped at the hook, 60 s at most
 wait_stopped() {
-  for _ in $(seq 1 600); do stopped "$1" && return 0; kill -0 "$1" 2> /dev/null || break; sleep 0.1; done
+  for _ in $(seq 1 600); do proc_stopped "$1" && return 0; kill -0 "$1" 2> /dev/null || break; sleep 0.1; done
   die "$2 did not stop before its publish (the test hook)"
 }
 # release PID WAITER: continues PID every time the hook stops it, until
@@ -48,7 +46,7 @@ wait_stopped() {
 release() {
   for _ in $(seq 1 3600); do
     kill -0 "$2" 2> /dev/null || return 0
-    if stopped "$1"; then kill -CONT "$1"; STOPS=$((STOPS + 1)); fi
+    if proc_stopped "$1"; then kill -CONT "$1"; STOPS=$((STOPS + 1)); fi
     sleep 0.05
   done
   kill -CONT "$1"; die "process $2 did not finish within 180 s of the release"
